@@ -1,0 +1,69 @@
+#include "harness/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace tmx {
+namespace {
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+Status WriteAll(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(path + ": cannot write (" + ErrnoText() + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": no such file");
+    return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError(path + ": cannot create temporary file (" + ErrnoText() + ")");
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) ::fchmod(fd, st.st_mode & 07777);
+  Status s = WriteAll(fd, contents, path);
+  if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
+  ::close(fd);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    s = Status::IoError(path + ": cannot replace file (" + ErrnoText() + ")");
+  }
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
+}
+
+Status AppendLineDurably(const std::string& path, const std::string& line) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError(path + ": cannot open for appending (" + ErrnoText() + ")");
+  Status s = WriteAll(fd, line + "\n", path);
+  if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
+  ::close(fd);
+  return s;
+}
+
+}  // namespace tmx

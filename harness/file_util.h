@@ -1,0 +1,21 @@
+// Small filesystem helpers. Every file the project writes goes through WriteFileAtomically, so a crash or
+// a kill never leaves a half-written config, journal snapshot or report.
+#pragma once
+
+#include <string>
+
+#include "harness/status.h"
+
+namespace tmx {
+
+// Reads the whole file. NotFound if it does not exist, IoError if it cannot be read.
+StatusOr<std::string> ReadFile(const std::string& path);
+
+// Writes `contents` to a temporary file beside `path`, fsyncs it and renames it over `path`, keeping the
+// permissions of an existing file. Readers see either the old or the new contents, never a mix.
+Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// Appends one line (a trailing '\n' is added) and fsyncs, for append-only journals.
+Status AppendLineDurably(const std::string& path, const std::string& line);
+
+}  // namespace tmx
