@@ -1,0 +1,443 @@
+#include "harness/config.h"
+
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "harness/file_util.h"
+#include "harness/text.h"
+
+namespace tmx {
+namespace {
+
+Origin OriginFromMark(const std::string& file, const YAML::Mark& mark) {
+  Origin o;
+  o.file = file;
+  if (!mark.is_null()) {
+    o.line = mark.line + 1;
+    o.column = mark.column + 1;
+  }
+  return o;
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+bool IsValidKeySegment(const std::string& seg) {
+  if (seg.empty()) return false;
+  for (char c : seg) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+// Rejects duplicate keys anywhere in the document (yaml-cpp would silently keep both).
+Status CheckDuplicateKeys(const YAML::Node& node, const std::string& prefix, const std::string& path) {
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      std::string dotted = prefix.empty() ? key : prefix + "." + key;
+      if (!kv.first.IsScalar()) {
+        return Status::InvalidArgument(OriginFromMark(path, kv.first.Mark()).ToString() +
+                                       ": keys must be plain names, not collections");
+      }
+      if (!seen.insert(key).second) {
+        return Status::InvalidArgument(OriginFromMark(path, kv.first.Mark()).ToString() + ": key " +
+                                       Quote(dotted) + " appears twice; keep one of them");
+      }
+      TM_RETURN_IF_ERROR(CheckDuplicateKeys(kv.second, dotted, path));
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) TM_RETURN_IF_ERROR(CheckDuplicateKeys(item, prefix, path));
+  }
+  return Status::OK();
+}
+
+// Parses the right-hand side of an override as a YAML value.
+StatusOr<YAML::Node> ParseOverrideValue(const std::string& arg, const std::string& value) {
+  if (value == "None" || value == "none") return YAML::Node(YAML::NodeType::Null);
+  if (value.empty()) return YAML::Node(std::string());
+  try {
+    YAML::Node node = YAML::Load(value);
+    if (!node.IsDefined()) return YAML::Node(std::string());
+    return node;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument("override " + Quote(arg) + ": the value is not valid YAML (" + e.msg +
+                                   "); quote it or fix the brackets, e.g. lora_attn_modules=[q_proj,v_proj]");
+  }
+}
+
+bool Contains(const YAML::Node& map, const std::string& key) {
+  if (!map.IsMap()) return false;
+  for (const auto& kv : map) {
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> KeysOf(const YAML::Node& map) {
+  std::vector<std::string> keys;
+  if (map.IsMap()) {
+    for (const auto& kv : map) keys.push_back(kv.first.as<std::string>(""));
+  }
+  return keys;
+}
+
+std::string Join(const std::vector<std::string>& parts, size_t n, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < n && i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Origin::ToString() const {
+  if (!override_arg.empty()) return "override " + Quote(override_arg);
+  std::string s = file.empty() ? "<config>" : file;
+  if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(column);
+  return s;
+}
+
+std::vector<std::string> SplitKeyPath(const std::string& dotted) {
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char c : dotted) {
+    if (c == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  parts.push_back(cur);
+  return parts;
+}
+
+bool IsComponentNode(const YAML::Node& node) { return node.IsMap() && Contains(node, "_component_"); }
+
+std::string DescribeNode(const YAML::Node& node) {
+  if (!node.IsDefined()) return "nothing";
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "nothing";
+  }
+}
+
+void RecordMarks(const YAML::Node& node, const std::string& prefix, std::map<std::string, YAML::Mark>* values,
+                 std::map<std::string, YAML::Mark>* keys) {
+  (*values)[prefix] = node.Mark();
+  if (!node.IsMap()) return;
+  for (const auto& kv : node) {
+    std::string dotted = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    (*keys)[dotted] = kv.first.Mark();
+    RecordMarks(kv.second, dotted, values, keys);
+  }
+}
+
+Config::Config(const Config& other)
+    : root_(YAML::Clone(other.root_)),
+      path_(other.path_),
+      overrides_(other.overrides_),
+      value_marks_(other.value_marks_),
+      key_marks_(other.key_marks_) {}
+
+Config& Config::operator=(const Config& other) {
+  if (this != &other) {
+    root_ = YAML::Node();  // detach before assigning: yaml-cpp's operator= would write through
+    root_.reset(YAML::Clone(other.root_));
+    path_ = other.path_;
+    overrides_ = other.overrides_;
+    value_marks_ = other.value_marks_;
+    key_marks_ = other.key_marks_;
+  }
+  return *this;
+}
+
+StatusOr<Config> Config::FromString(const std::string& text, const std::string& path) {
+  Config config;
+  config.path_ = path;
+  try {
+    config.root_ = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(OriginFromMark(path, e.mark).ToString() + ": malformed YAML: " + e.msg +
+                                   "; fix the file's indentation or brackets at that position");
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ": cannot read YAML: " + e.msg);
+  }
+  if (!config.root_.IsDefined() || config.root_.IsNull()) {
+    return Status::InvalidArgument(path + ": the config is empty; it must be a mapping of keys to values");
+  }
+  if (!config.root_.IsMap()) {
+    return Status::InvalidArgument(OriginFromMark(path, config.root_.Mark()).ToString() +
+                                   ": the top level must be a mapping of keys to values, not " +
+                                   DescribeNode(config.root_));
+  }
+  TM_RETURN_IF_ERROR(CheckDuplicateKeys(config.root_, "", path));
+  RecordMarks(config.root_, "", &config.value_marks_, &config.key_marks_);
+  return config;
+}
+
+StatusOr<Config> Config::LoadFile(const std::string& path) {
+  StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return FromString(*text, path);
+}
+
+Status Config::ApplyOverrides(const std::vector<std::string>& args) {
+  YAML::Node root = YAML::Clone(root_);
+  std::map<std::string, std::string> overrides = overrides_;
+  for (const std::string& arg : args) {
+    bool remove = !arg.empty() && arg[0] == '~';
+    size_t eq = arg.find('=');
+    std::string key = remove ? arg.substr(1) : arg.substr(0, eq);
+    if (!remove && eq == std::string::npos) {
+      return Status::InvalidArgument("override " + Quote(arg) +
+                                     ": expected key=value (or ~key to remove a key), e.g. device=cpu");
+    }
+    if (remove && eq != std::string::npos) {
+      return Status::InvalidArgument("override " + Quote(arg) + ": ~key removes a key and takes no value");
+    }
+    std::vector<std::string> segs = SplitKeyPath(key);
+    for (const std::string& seg : segs) {
+      if (!IsValidKeySegment(seg)) {
+        return Status::InvalidArgument("override " + Quote(arg) + ": " + Quote(key) +
+                                       " is not a key path; use names joined by dots, e.g. model.lora_rank=16");
+      }
+    }
+
+    // Walk to the parent mapping, creating mappings for a set.
+    std::function<Status(YAML::Node, size_t)> apply = [&](YAML::Node parent, size_t i) -> Status {
+      const std::string& seg = segs[i];
+      std::string here = Join(segs, i + 1, ".");
+      bool last = i + 1 == segs.size();
+      if (last) {
+        if (remove) {
+          if (!Contains(parent, seg)) {
+            std::string hint = ClosestMatch(seg, KeysOf(parent));
+            return Status::InvalidArgument("override " + Quote(arg) + ": there is no key " + Quote(here) +
+                                           " to remove" + (hint.empty() ? "" : "; did you mean " + Quote(hint) + "?"));
+          }
+          if (IsComponentNode(parent[seg])) {
+            return Status::InvalidArgument("override " + Quote(arg) + ": " + Quote(here) +
+                                           " is a component and cannot be removed; replace it with " + here +
+                                           "=<component name>");
+          }
+          parent.remove(seg);
+          return Status::OK();
+        }
+        StatusOr<YAML::Node> value = ParseOverrideValue(arg, arg.substr(eq + 1));
+        if (!value.ok()) return value.status();
+        if (Contains(parent, seg) && IsComponentNode(parent[seg]) && value->IsScalar()) {
+          parent[seg]["_component_"] = value->Scalar();
+        } else {
+          parent[seg] = *value;
+        }
+        return Status::OK();
+      }
+      if (!Contains(parent, seg)) {
+        if (remove) {
+          return Status::InvalidArgument("override " + Quote(arg) + ": there is no key " + Quote(here));
+        }
+        parent[seg] = YAML::Node(YAML::NodeType::Map);
+      }
+      YAML::Node child = parent[seg];
+      if (!child.IsMap()) {
+        if (child.IsNull() && !remove) {
+          parent[seg] = YAML::Node(YAML::NodeType::Map);
+          child.reset(parent[seg]);
+        } else {
+          return Status::InvalidArgument("override " + Quote(arg) + ": cannot set " + Quote(key) + " because " +
+                                         Quote(here) + " is " + DescribeNode(child) + ", not a mapping");
+        }
+      }
+      return apply(child, i + 1);
+    };
+    TM_RETURN_IF_ERROR(apply(root, 0));
+
+    for (auto it = overrides.begin(); it != overrides.end();) {
+      if (it->first == key || it->first.rfind(key + ".", 0) == 0) {
+        it = overrides.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!remove) overrides[key] = arg;
+  }
+  root_.reset(root);
+  overrides_ = std::move(overrides);
+  return Status::OK();
+}
+
+Status Config::ResolveInterpolations() {
+  // Resolve references on demand with cycle detection.
+  std::set<std::string> in_progress;
+  std::function<Status(YAML::Node, const std::string&)> resolve_node;
+
+  auto resolve_string = [&](YAML::Node node, const std::string& dotted) -> Status {
+    std::string s = node.Scalar();
+    if (s.find("${") == std::string::npos) return Status::OK();
+    if (!in_progress.insert(dotted).second) {
+      return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) +
+                                     " refers to itself through ${...} interpolation; break the cycle");
+    }
+    std::string out;
+    size_t pos = 0;
+    bool whole = false;
+    YAML::Node whole_value;
+    while (pos < s.size()) {
+      size_t start = s.find("${", pos);
+      if (start == std::string::npos) {
+        out += s.substr(pos);
+        break;
+      }
+      size_t end = s.find('}', start);
+      if (end == std::string::npos) {
+        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + ": " + Quote(s) +
+                                       " has an unclosed ${; write ${other.key}");
+      }
+      out += s.substr(pos, start - pos);
+      std::string ref = s.substr(start + 2, end - start - 2);
+      YAML::Node target = Find(ref);
+      if (!target.IsDefined()) {
+        std::vector<std::string> keys = KeysOf(root_);
+        std::string hint = ClosestMatch(ref, keys);
+        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + " refers to ${" +
+                                       ref + "}, which is not in the config" +
+                                       (hint.empty() ? "" : "; did you mean ${" + hint + "}?"));
+      }
+      if (target.IsScalar()) {
+        TM_RETURN_IF_ERROR(resolve_node(target, ref));
+      }
+      if (start == 0 && end + 1 == s.size()) {
+        whole = true;
+        whole_value = YAML::Clone(target);
+      }
+      if (target.IsScalar()) {
+        out += target.Scalar();
+      } else if (!whole) {
+        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + " embeds ${" +
+                                       ref + "}, which is " + DescribeNode(target) +
+                                       "; only plain values can be embedded in a string");
+      }
+      pos = end + 1;
+    }
+    in_progress.erase(dotted);
+    if (whole) {
+      node = whole_value;
+    } else {
+      node = out;
+    }
+    return Status::OK();
+  };
+
+  resolve_node = [&](YAML::Node node, const std::string& dotted) -> Status {
+    if (node.IsScalar()) return resolve_string(node, dotted);
+    if (node.IsMap()) {
+      for (auto kv : node) {
+        std::string key = kv.first.as<std::string>("");
+        TM_RETURN_IF_ERROR(resolve_node(kv.second, dotted.empty() ? key : dotted + "." + key));
+      }
+    } else if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) {
+        TM_RETURN_IF_ERROR(resolve_node(node[i], dotted));
+      }
+    }
+    return Status::OK();
+  };
+  return resolve_node(root_, "");
+}
+
+YAML::Node Config::Find(const std::string& dotted) const {
+  YAML::Node cur;
+  cur.reset(root_);
+  for (const std::string& seg : SplitKeyPath(dotted)) {
+    if (!cur.IsMap() || !Contains(cur, seg)) return YAML::Node(YAML::NodeType::Undefined);
+    YAML::Node next = cur[seg];
+    cur.reset(next);
+  }
+  return cur;
+}
+
+Origin Config::OriginOf(const std::string& dotted) const {
+  for (std::string key = dotted;;) {
+    auto it = overrides_.find(key);
+    if (it != overrides_.end()) {
+      Origin o;
+      o.override_arg = it->second;
+      return o;
+    }
+    size_t dot = key.rfind('.');
+    if (dot == std::string::npos) break;
+    key = key.substr(0, dot);
+  }
+  for (std::string key = dotted;;) {
+    auto it = value_marks_.find(key);
+    if (it != value_marks_.end() && (key.empty() || Find(key).IsDefined())) return OriginFromMark(path_, it->second);
+    if (key.empty()) break;
+    size_t dot = key.rfind('.');
+    key = dot == std::string::npos ? "" : key.substr(0, dot);
+  }
+  return OriginFromMark(path_, YAML::Mark::null_mark());
+}
+
+Origin Config::KeyOriginOf(const std::string& dotted) const {
+  auto it = key_marks_.find(dotted);
+  if (overrides_.count(dotted) || it == key_marks_.end()) return OriginOf(dotted);
+  return OriginFromMark(path_, it->second);
+}
+
+namespace {
+
+template <typename T>
+StatusOr<T> GetTyped(const Config& c, const std::string& dotted, T fallback, const char* what) {
+  YAML::Node node = c.Find(dotted);
+  if (!node.IsDefined() || node.IsNull()) return fallback;
+  if (node.IsScalar()) {
+    try {
+      return node.as<T>();
+    } catch (const YAML::Exception&) {
+    }
+  }
+  return Status::InvalidArgument(c.OriginOf(dotted).ToString() + ": key '" + dotted + "': expected " + what +
+                                 ", got " + DescribeNode(node));
+}
+
+}  // namespace
+
+StatusOr<std::string> Config::GetString(const std::string& dotted, const std::string& fallback) const {
+  return GetTyped<std::string>(*this, dotted, fallback, "a string");
+}
+StatusOr<int64_t> Config::GetInt(const std::string& dotted, int64_t fallback) const {
+  return GetTyped<int64_t>(*this, dotted, fallback, "an integer");
+}
+StatusOr<double> Config::GetDouble(const std::string& dotted, double fallback) const {
+  return GetTyped<double>(*this, dotted, fallback, "a number");
+}
+StatusOr<bool> Config::GetBool(const std::string& dotted, bool fallback) const {
+  return GetTyped<bool>(*this, dotted, fallback, "True or False");
+}
+
+bool Config::IsNull(const std::string& dotted) const {
+  YAML::Node node = Find(dotted);
+  return !node.IsDefined() || node.IsNull();
+}
+
+std::string Config::ToYaml() const {
+  YAML::Emitter out;
+  out.SetSeqFormat(YAML::Flow);
+  out << root_;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace tmx

@@ -1,0 +1,33 @@
+// Finding configs: built-in names ("llama3_2/1B_lora_single_device") or paths to YAML files.
+#pragma once
+
+#include <string>
+
+#include "harness/registry.h"
+#include "harness/status.h"
+
+namespace tmx {
+
+// The folder of built-in configs: $TUNE_MATRIX_CONFIG_DIR when set, else the checkout's configs/ (found
+// from the executable's location, build/bin/../../configs), else the source folder this was built from.
+std::string BuiltinConfigDir();
+
+// "<dir>/<name>.yaml".
+std::string BuiltinConfigPath(const std::string& name);
+
+struct LocatedConfig {
+  std::string name;   // built-in name, or the path as given
+  std::string path;   // file to read
+  bool builtin = false;
+  const RecipeSpec* recipe = nullptr;  // the recipe listing it, for built-in configs
+};
+
+// Looks `name_or_path` up among the built-in configs (of `preferred` first, then all recipes), then as a
+// file path. NotFound suggests the nearest built-in name.
+StatusOr<LocatedConfig> LocateConfig(const std::string& name_or_path, const Registry& registry,
+                                     const RecipeSpec* preferred = nullptr);
+
+// Loads a located config and applies overrides and interpolation.
+StatusOr<Config> LoadResolvedConfig(const LocatedConfig& located, const std::vector<std::string>& overrides);
+
+}  // namespace tmx

@@ -1,0 +1,310 @@
+#include "harness/registry.h"
+
+#include "harness/text.h"
+
+namespace tmx {
+namespace {
+
+std::string Dotted(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+class Validator {
+ public:
+  Validator(const Config& config, const Registry& registry, const DeviceInfo* device)
+      : config_(config), registry_(registry), device_(device) {}
+
+  // A problem with the value at `key` (or, with at_key, with the key itself).
+  void Add(const std::string& key, const std::string& message, bool device_related = false, bool at_key = false) {
+    Problem p;
+    p.where = (at_key ? config_.KeyOriginOf(key) : config_.OriginOf(key)).ToString();
+    p.key = key;
+    p.message = message;
+    p.device_related = device_related;
+    problems_.push_back(std::move(p));
+  }
+
+  // Flags keys of `map` that no spec names, each with the nearest valid key.
+  void CheckKeys(const YAML::Node& map, const std::string& prefix, const std::vector<FieldSpec>& specs,
+                 const std::string& owner) {
+    std::vector<std::string> names;
+    for (const FieldSpec& f : specs) names.push_back(f.name);
+    for (const auto& kv : map) {
+      std::string key = kv.first.as<std::string>("");
+      if (prefix.empty() && (key == "metadata" || (!key.empty() && key[0] == '_'))) continue;
+      if (!prefix.empty() && key == "_component_") continue;
+      bool known = false;
+      for (const std::string& n : names) known = known || n == key;
+      if (known) continue;
+      std::string hint = ClosestMatch(key, names);
+      Add(Dotted(prefix, key),
+          "unknown key for " + owner + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+              (hint.empty() ? " (run `tune validate` on a built-in config to see the accepted keys)" : ""),
+          false, /*at_key=*/true);
+    }
+  }
+
+  void CheckFields(const YAML::Node& map, const std::string& prefix, const std::vector<FieldSpec>& specs) {
+    for (const FieldSpec& spec : specs) {
+      std::string key = Dotted(prefix, spec.name);
+      YAML::Node value;
+      bool present = false;
+      for (const auto& kv : map) {
+        if (kv.first.as<std::string>("") == spec.name) {
+          value.reset(kv.second);
+          present = true;
+        }
+      }
+      if (!present) {
+        if (spec.required) Add(key, "missing required key (" + spec.doc + ")");
+        continue;
+      }
+      CheckValue(value, key, spec);
+    }
+  }
+
+  void CheckValue(const YAML::Node& value, const std::string& key, const FieldSpec& spec) {
+    if (value.IsNull()) {
+      if (!spec.nullable) Add(key, std::string("expected ") + Expected(spec) + ", got null");
+      return;
+    }
+    bool ok = true;
+    switch (spec.type) {
+      case FieldType::kBool:
+        ok = value.IsScalar() && Converts<bool>(value);
+        break;
+      case FieldType::kInt:
+        ok = value.IsScalar() && Converts<int64_t>(value);
+        break;
+      case FieldType::kFloat:
+        ok = value.IsScalar() && Converts<double>(value);
+        break;
+      case FieldType::kString:
+        ok = value.IsScalar();
+        break;
+      case FieldType::kStringList:
+        ok = value.IsSequence();
+        if (ok) {
+          for (const auto& item : value) ok = ok && item.IsScalar();
+        }
+        break;
+      case FieldType::kComponent:
+        ok = IsComponentNode(value);
+        break;
+      case FieldType::kAny:
+        break;
+    }
+    if (!ok) {
+      Add(key, std::string("expected ") + Expected(spec) + ", got " + DescribeNode(value));
+      return;
+    }
+    if (!spec.choices.empty()) {
+      std::string v = value.Scalar();
+      bool found = false;
+      for (const std::string& c : spec.choices) found = found || c == v;
+      if (!found) {
+        std::string hint = ClosestMatch(v, spec.choices);
+        Add(key,
+            "'" + v + "' is not one of " + JoinStrings(spec.choices, ", ") +
+                (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+        return;
+      }
+    }
+    if (spec.type == FieldType::kComponent) {
+      CheckComponent(value, key, spec.component_kind);
+    }
+    if (device_ && spec.device_check) {
+      std::string reason = spec.device_check(value, config_, *device_);
+      if (!reason.empty()) Add(key, reason, /*device_related=*/true);
+    }
+  }
+
+  void CheckComponent(const YAML::Node& node, const std::string& key, const std::string& kind) {
+    YAML::Node name_node = node["_component_"];
+    std::string name = name_node.IsScalar() ? name_node.Scalar() : "";
+    const ComponentSpec* comp = registry_.FindComponent(name);
+    std::string ckey = key + "._component_";
+    if (comp == nullptr) {
+      std::vector<std::string> same_kind;
+      for (const ComponentSpec& c : registry_.components()) {
+        if (c.kind == kind && c.unsupported_reason.empty()) same_kind.push_back(c.name);
+      }
+      std::string hint = ClosestMatch(name, registry_.ComponentNames());
+      Add(ckey,
+          "unknown component '" + name + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+              (same_kind.empty() ? "" : " (available " + kind + " components: " + JoinStrings(same_kind, ", ") + ")"));
+      return;
+    }
+    if (!kind.empty() && comp->kind != kind) {
+      Add(ckey, "'" + name + "' is a " + comp->kind + " component; " + key + " needs a " + kind);
+      return;
+    }
+    if (device_ && comp->device_check) {
+      std::string reason = comp->device_check(node, config_, *device_);
+      if (!reason.empty()) Add(ckey, reason, /*device_related=*/true);
+    }
+    if (!comp->unsupported_reason.empty()) {
+      Add(ckey, "component '" + name + "' is recognised but not supported: " + comp->unsupported_reason);
+      return;
+    }
+    CheckKeys(node, key, comp->params, "component '" + comp->name + "'");
+    CheckFields(node, key, comp->params);
+  }
+
+  std::vector<Problem> Take() { return std::move(problems_); }
+
+ private:
+  template <typename T>
+  static bool Converts(const YAML::Node& node) {
+    try {
+      node.as<T>();
+      return true;
+    } catch (const YAML::Exception&) {
+      return false;
+    }
+  }
+
+  static const char* Expected(const FieldSpec& spec) {
+    switch (spec.type) {
+      case FieldType::kBool:
+        return "True or False";
+      case FieldType::kInt:
+        return "an integer";
+      case FieldType::kFloat:
+        return "a number";
+      case FieldType::kString:
+        return "a string";
+      case FieldType::kStringList:
+        return "a list of strings, e.g. [q_proj, v_proj]";
+      case FieldType::kComponent:
+        return "a component (a mapping with _component_)";
+      case FieldType::kAny:
+        return "a value";
+    }
+    return "a value";
+  }
+
+  const Config& config_;
+  const Registry& registry_;
+  const DeviceInfo* device_;
+  std::vector<Problem> problems_;
+};
+
+}  // namespace
+
+const char* FieldTypeName(FieldType t) {
+  switch (t) {
+    case FieldType::kBool:
+      return "bool";
+    case FieldType::kInt:
+      return "int";
+    case FieldType::kFloat:
+      return "float";
+    case FieldType::kString:
+      return "string";
+    case FieldType::kStringList:
+      return "list";
+    case FieldType::kComponent:
+      return "component";
+    case FieldType::kAny:
+      return "any";
+  }
+  return "any";
+}
+
+std::string Problem::ToString() const { return where + ": " + key + ": " + message; }
+
+Status Registry::AddRecipe(RecipeSpec recipe) {
+  if (FindRecipe(recipe.name) != nullptr) {
+    return Status::InvalidArgument("recipe '" + recipe.name + "' is registered twice");
+  }
+  recipes_.push_back(std::move(recipe));
+  return Status::OK();
+}
+
+Status Registry::AddComponent(ComponentSpec component) {
+  std::vector<std::string> names = component.aliases;
+  names.push_back(component.name);
+  for (const std::string& n : names) {
+    if (component_index_.count(n)) return Status::InvalidArgument("component '" + n + "' is registered twice");
+  }
+  for (const std::string& n : names) component_index_[n] = components_.size();
+  components_.push_back(std::move(component));
+  return Status::OK();
+}
+
+const RecipeSpec* Registry::FindRecipe(const std::string& name) const {
+  for (const RecipeSpec& r : recipes_) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+const ComponentSpec* Registry::FindComponent(const std::string& name) const {
+  auto it = component_index_.find(name);
+  return it == component_index_.end() ? nullptr : &components_[it->second];
+}
+
+std::vector<std::string> Registry::RecipeNames() const {
+  std::vector<std::string> names;
+  for (const RecipeSpec& r : recipes_) names.push_back(r.name);
+  return names;
+}
+
+std::vector<std::string> Registry::ComponentNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, index] : component_index_) names.push_back(name);
+  return names;
+}
+
+const RecipeSpec* Registry::RecipeForConfig(const std::string& config_name) const {
+  for (const RecipeSpec& r : recipes_) {
+    for (const std::string& c : r.configs) {
+      if (c == config_name) return &r;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<Problem> ValidateConfig(const Config& config, const RecipeSpec& recipe, const Registry& registry,
+                                    const DeviceInfo* device) {
+  Validator v(config, registry, device);
+  v.CheckKeys(config.root(), "", recipe.fields, "recipe '" + recipe.name + "'");
+  v.CheckFields(config.root(), "", recipe.fields);
+  std::vector<Problem> problems = v.Take();
+  for (const CrossCheck& check : recipe.checks) {
+    for (Problem& p : check(config, device)) problems.push_back(std::move(p));
+  }
+  return problems;
+}
+
+}  // namespace tmx
+
+namespace tmx {
+
+DeviceCheckResult ValidateForDevice(const Config& config, const RecipeSpec& recipe, const Registry& registry,
+                                    const std::vector<DeviceInfo>& available) {
+  DeviceCheckResult result;
+  const DeviceInfo* device = nullptr;
+  YAML::Node node = config.Find("device");
+  std::string text = node.IsDefined() && node.IsScalar() ? node.Scalar() : "cuda";
+  StatusOr<DeviceSpec> spec = ParseDevice(text);
+  if (!spec.ok()) {
+    result.problems.push_back({config.OriginOf("device").ToString(), "device", spec.status().message(), false});
+  } else {
+    StatusOr<DeviceInfo> resolved = ResolveDevice(*spec, available);
+    if (resolved.ok()) {
+      result.device = *resolved;
+      result.device_available = true;
+    } else {
+      result.device = NominalDeviceInfo(spec->is_auto ? DeviceType::kCpu : spec->type, spec->index);
+      result.problems.push_back(
+          {config.OriginOf("device").ToString(), "device", resolved.status().message(), true});
+    }
+    device = &result.device;
+  }
+  for (Problem& p : ValidateConfig(config, recipe, registry, device)) result.problems.push_back(std::move(p));
+  return result;
+}
+
+}  // namespace tmx

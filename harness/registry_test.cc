@@ -1,0 +1,161 @@
+#include "harness/registry.h"
+
+#include <gtest/gtest.h>
+
+namespace tmx {
+namespace {
+
+Registry MakeRegistry() {
+  Registry r;
+  ComponentSpec adamw;
+  adamw.name = "tune_matrix.optim.AdamW";
+  adamw.aliases = {"torch.optim.AdamW"};
+  adamw.kind = "optimizer";
+  adamw.params = {{"lr", FieldType::kFloat, "1e-3", "learning rate"},
+                  {"weight_decay", FieldType::kFloat, "0.01", "decoupled weight decay"}};
+  EXPECT_TRUE(r.AddComponent(adamw).ok());
+  ComponentSpec paged;
+  paged.name = "bitsandbytes.optim.PagedAdamW8bit";
+  paged.kind = "optimizer";
+  paged.unsupported_reason = "bitsandbytes is a Python CUDA library";
+  paged.device_check = [](const YAML::Node&, const Config&, const DeviceInfo& d) -> std::string {
+    return d.type == DeviceType::kCuda ? "" : "paged optimizers need cuda";
+  };
+  EXPECT_TRUE(r.AddComponent(paged).ok());
+  ComponentSpec model;
+  model.name = "tune_matrix.models.tiny";
+  model.kind = "model";
+  EXPECT_TRUE(r.AddComponent(model).ok());
+
+  RecipeSpec recipe;
+  recipe.name = "lora_finetune_single_device";
+  recipe.configs = {"tiny/lora"};
+  FieldSpec dtype{"dtype", FieldType::kString, "fp32", "training dtype", false, false, {"fp32", "bf16"}};
+  dtype.device_check = [](const YAML::Node& v, const Config&, const DeviceInfo& d) -> std::string {
+    return v.Scalar() == "bf16" && !d.bf16_matmul_backward ? "bf16 does not work on " + d.id : "";
+  };
+  recipe.fields = {
+      {"batch_size", FieldType::kInt, "1", "samples per step"},
+      {"seed", FieldType::kInt, "", "random seed", /*nullable=*/true},
+      {"optimizer", FieldType::kComponent, "", "optimizer", false, true, {}, "optimizer"},
+      {"model", FieldType::kComponent, "", "model", false, false, {}, "model"},
+      {"device", FieldType::kString, "cuda", "device"},
+      dtype,
+  };
+  EXPECT_TRUE(r.AddRecipe(recipe).ok());
+  return r;
+}
+
+Config Load(const std::string& text) {
+  StatusOr<Config> c = Config::FromString(text, "c.yaml");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return *c;
+}
+
+std::vector<std::string> Messages(const std::vector<Problem>& problems) {
+  std::vector<std::string> out;
+  for (const Problem& p : problems) out.push_back(p.ToString());
+  return out;
+}
+
+TEST(RegistryTest, DuplicatesAreRejected) {
+  Registry r = MakeRegistry();
+  ComponentSpec again;
+  again.name = "x";
+  again.aliases = {"torch.optim.AdamW"};
+  Status s = r.AddComponent(again);
+  EXPECT_EQ(s.message(), "component 'torch.optim.AdamW' is registered twice");
+  EXPECT_EQ(r.FindComponent("torch.optim.AdamW")->name, "tune_matrix.optim.AdamW");
+  EXPECT_EQ(r.RecipeForConfig("tiny/lora")->name, "lora_finetune_single_device");
+}
+
+TEST(RegistryTest, ValidConfigHasNoProblems) {
+  Registry r = MakeRegistry();
+  Config c = Load(
+      "batch_size: 2\nseed: null\n_private: 1\nmetadata: {supported_devices: [cpu]}\n"
+      "optimizer:\n  _component_: torch.optim.AdamW\n  lr: 3e-4\n");
+  EXPECT_TRUE(ValidateConfig(c, r.recipes()[0], r, nullptr).empty());
+}
+
+TEST(RegistryTest, ListsEveryProblemWithPositionAndHint) {
+  Registry r = MakeRegistry();
+  Config c = Load(
+      "batch_sise: 2\n"
+      "seed: abc\n"
+      "optimizer:\n"
+      "  _component_: torch.optim.AdamW\n"
+      "  lr: fast\n"
+      "  weight_decy: 0.1\n"
+      "model:\n"
+      "  _component_: torch.optim.AdamW\n"
+      "dtype: bf61\n");
+  EXPECT_EQ(Messages(ValidateConfig(c, r.recipes()[0], r, nullptr)),
+            (std::vector<std::string>{
+                "c.yaml:1:1: batch_sise: unknown key for recipe 'lora_finetune_single_device'; did you mean 'batch_size'?",
+                "c.yaml:2:7: seed: expected an integer, got 'abc'",
+                "c.yaml:6:3: optimizer.weight_decy: unknown key for component 'tune_matrix.optim.AdamW'; did you mean "
+                "'weight_decay'?",
+                "c.yaml:5:7: optimizer.lr: expected a number, got 'fast'",
+                "c.yaml:8:16: model._component_: 'torch.optim.AdamW' is a optimizer component; model needs a model",
+                "c.yaml:9:8: dtype: 'bf61' is not one of fp32, bf16; did you mean 'bf16'?",
+            }));
+}
+
+TEST(RegistryTest, MissingRequiredAndUnknownComponent) {
+  Registry r = MakeRegistry();
+  Config c = Load("model:\n  _component_: tune_matrix.models.tiyn\n");
+  EXPECT_EQ(Messages(ValidateConfig(c, r.recipes()[0], r, nullptr)),
+            (std::vector<std::string>{
+                "c.yaml:1:1: optimizer: missing required key (optimizer)",
+                "c.yaml:2:16: model._component_: unknown component 'tune_matrix.models.tiyn'; did you mean "
+                "'tune_matrix.models.tiny'? (available model components: tune_matrix.models.tiny)",
+            }));
+}
+
+TEST(RegistryTest, DeviceRequirementsAreChecked) {
+  Registry r = MakeRegistry();
+  Config c = Load("optimizer:\n  _component_: bitsandbytes.optim.PagedAdamW8bit\ndtype: bf16\n");
+  DeviceInfo cpu;
+  cpu.id = "cpu";
+  cpu.type = DeviceType::kCpu;
+  cpu.bf16_matmul_backward = false;
+  std::vector<Problem> problems = ValidateConfig(c, r.recipes()[0], r, &cpu);
+  EXPECT_EQ(Messages(problems),
+            (std::vector<std::string>{
+                "c.yaml:2:16: optimizer._component_: paged optimizers need cuda",
+                "c.yaml:2:16: optimizer._component_: component 'bitsandbytes.optim.PagedAdamW8bit' is recognised but "
+                "not supported: bitsandbytes is a Python CUDA library",
+                "c.yaml:3:8: dtype: bf16 does not work on cpu",
+            }));
+  EXPECT_TRUE(problems[0].device_related);
+  EXPECT_FALSE(problems[1].device_related);
+}
+
+TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {
+  Registry r = MakeRegistry();
+  Config c = Load("optimizer:\n  _component_: torch.optim.AdamW\ndevice: cuda\n");
+  DeviceInfo cpu;
+  cpu.id = "cpu";
+  cpu.type = DeviceType::kCpu;
+  DeviceCheckResult result = ValidateForDevice(c, r.recipes()[0], r, {cpu});
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_EQ(result.problems[0].ToString(),
+            "c.yaml:3:9: device: device 'cuda' is not available on this machine (available: cpu); override it with "
+            "device=cpu or device=auto");
+  EXPECT_FALSE(result.device_available);
+  EXPECT_EQ(result.device.id, "cuda");
+
+  Config bad = Load("optimizer:\n  _component_: torch.optim.AdamW\ndevice: gpu\n");
+  DeviceCheckResult unknown = ValidateForDevice(bad, r.recipes()[0], r, {cpu});
+  ASSERT_EQ(unknown.problems.size(), 1u);
+  EXPECT_EQ(unknown.problems[0].ToString(),
+            "c.yaml:3:9: device: unknown device 'gpu'; did you mean 'cpu'? (accepted: cpu, cuda, cuda:N, mps, xpu, xpu:N, meta, auto)");
+
+  ASSERT_TRUE(c.ApplyOverrides({"device=cpu"}).ok());
+  DeviceCheckResult ok = ValidateForDevice(c, r.recipes()[0], r, {cpu});
+  EXPECT_TRUE(ok.problems.empty());
+  EXPECT_TRUE(ok.device_available);
+}
+
+}  // namespace
+}  // namespace tmx

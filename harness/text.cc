@@ -1,0 +1,83 @@
+#include "harness/text.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tmx {
+
+int EditDistance(const std::string& a, const std::string& b) {
+  // Optimal string alignment: insertions, deletions, substitutions and adjacent transpositions cost 1.
+  std::vector<std::vector<int>> d(a.size() + 1, std::vector<int>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_distance = std::max<int>(1, static_cast<int>(word.size()) / 3) + 1;
+  for (const std::string& c : candidates) {
+    int d = EditDistance(word, c);
+    if (!word.empty() && c.size() > word.size() && c.compare(0, word.size(), word) == 0) {
+      d = std::min<int>(d, 1);
+    }
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0) {
+    std::snprintf(buf, sizeof(buf), "%lld B", static_cast<long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+std::string FormatDuration(double seconds) {
+  char buf[32];
+  if (seconds < 1.0) {
+    std::snprintf(buf, sizeof(buf), "%.0f ms", seconds * 1000.0);
+  } else if (seconds < 60.0) {
+    std::snprintf(buf, sizeof(buf), "%.1f s", seconds);
+  } else if (seconds < 3600.0) {
+    int s = static_cast<int>(seconds + 0.5);
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
+  } else {
+    int m = static_cast<int>(seconds / 60.0 + 0.5);
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", m / 60, m % 60);
+  }
+  return buf;
+}
+
+std::string JoinStrings(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+}  // namespace tmx

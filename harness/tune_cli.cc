@@ -1,0 +1,273 @@
+#include "harness/tune_cli.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <exception>
+#include <iomanip>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/config_store.h"
+#include "harness/file_util.h"
+#include "harness/text.h"
+
+namespace tmx {
+namespace {
+
+int Fail(std::ostream& err, const Status& s) {
+  err << s.ToString() << "\n";
+  return s.ExitCode();
+}
+
+int UsageError(std::ostream& err, const std::string& command, const std::string& message) {
+  err << "error: tune " << command << ": " << message << "\nRun 'tune help " << command << "' for usage.\n";
+  return kExitUsage;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {"json"}, {}, &parsed, &error) || !parsed.positional.empty()) {
+    return UsageError(err, "ls", error.empty() ? "takes no positional arguments" : error);
+  }
+  if (parsed.Has("json")) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const RecipeSpec& r : registry.recipes()) {
+      j.push_back({{"recipe", r.name}, {"distributed", r.distributed}, {"configs", r.configs}});
+    }
+    out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  size_t width = std::string("RECIPE").size();
+  for (const RecipeSpec& r : registry.recipes()) width = std::max(width, r.name.size());
+  out << std::left << std::setw(static_cast<int>(width) + 3) << "RECIPE" << "CONFIG\n";
+  for (const RecipeSpec& r : registry.recipes()) {
+    for (size_t i = 0; i < std::max<size_t>(1, r.configs.size()); ++i) {
+      out << std::setw(static_cast<int>(width) + 3) << (i == 0 ? r.name : "")
+          << (i < r.configs.size() ? r.configs[i] : "") << "\n";
+    }
+  }
+  return kExitOk;
+}
+
+int Cp(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {"force", "make-parents"}, {}, &parsed, &error)) return UsageError(err, "cp", error);
+  if (parsed.positional.size() != 2) return UsageError(err, "cp", "expected <config> <destination>");
+  StatusOr<LocatedConfig> located = LocateConfig(parsed.positional[0], registry);
+  if (!located.ok()) return Fail(err, located.status());
+  std::string dest = parsed.positional[1];
+  if (IsDirectory(dest)) {
+    std::string base = located->path.substr(located->path.rfind('/') + 1);
+    dest += (dest.back() == '/' ? "" : "/") + base;
+  }
+  std::string parent = dest.find('/') == std::string::npos ? "." : dest.substr(0, dest.rfind('/'));
+  if (!parent.empty() && !IsDirectory(parent)) {
+    if (!parsed.Has("make-parents")) {
+      return Fail(err, Status::NotFound(dest + ": folder " + parent + " does not exist; pass --make-parents to create it"));
+    }
+    std::string cur;
+    for (const std::string& part : SplitKeyPath(std::string())) (void)part;
+    for (size_t pos = 0; pos != std::string::npos;) {
+      pos = parent.find('/', pos + 1);
+      cur = parent.substr(0, pos);
+      if (!cur.empty() && !IsDirectory(cur) && ::mkdir(cur.c_str(), 0755) != 0) {
+        return Fail(err, Status::IoError(cur + ": cannot create folder"));
+      }
+    }
+  }
+  if (Exists(dest) && !parsed.Has("force")) {
+    return Fail(err, Status::AlreadyExists(dest + ": already exists; pass --force to overwrite it"));
+  }
+  StatusOr<std::string> text = ReadFile(located->path);
+  if (!text.ok()) return Fail(err, text.status());
+  Status s = WriteFileAtomically(dest, *text);
+  if (!s.ok()) return Fail(err, s);
+  out << "Copied " << located->path << " to " << dest << "\n";
+  return kExitOk;
+}
+
+int Cat(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) return UsageError(err, "cat", "expected <config> [key=value ...]");
+  StatusOr<LocatedConfig> located = LocateConfig(args[0], registry);
+  if (!located.ok()) return Fail(err, located.status());
+  StatusOr<Config> config = LoadResolvedConfig(*located, std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!config.ok()) return Fail(err, config.status());
+  out << config->ToYaml();
+  return kExitOk;
+}
+
+void PrintProblems(const std::vector<Problem>& problems, std::ostream& err) {
+  for (const Problem& p : problems) err << "  " << p.ToString() << "\n";
+}
+
+// Chooses the recipe to validate a config against: the one given, the one listing a built-in config, or,
+// for a file, the single-device recipe with the fewest problems.
+const RecipeSpec* ChooseRecipe(const Registry& registry, const LocatedConfig& located, const Config& config,
+                               const std::string& requested) {
+  if (!requested.empty()) return registry.FindRecipe(requested);
+  if (located.recipe != nullptr) return located.recipe;
+  const RecipeSpec* best = nullptr;
+  size_t best_count = 0;
+  for (const RecipeSpec& r : registry.recipes()) {
+    size_t n = ValidateConfig(config, r, registry, nullptr).size();
+    if (best == nullptr || n < best_count) {
+      best = &r;
+      best_count = n;
+    }
+  }
+  return best;
+}
+
+int Validate(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"recipe"}, &parsed, &error)) return UsageError(err, "validate", error);
+  if (parsed.positional.empty()) return UsageError(err, "validate", "expected <config> [key=value ...]");
+  std::string requested = parsed.Get("recipe");
+  if (!requested.empty() && registry.FindRecipe(requested) == nullptr) {
+    std::string hint = ClosestMatch(requested, registry.RecipeNames());
+    return Fail(err, Status::NotFound("unknown recipe '" + requested + "'" +
+                                      (hint.empty() ? "" : "; did you mean '" + hint + "'?")));
+  }
+  StatusOr<LocatedConfig> located = LocateConfig(parsed.positional[0], registry, registry.FindRecipe(requested));
+  if (!located.ok()) return Fail(err, located.status());
+  StatusOr<Config> config =
+      LoadResolvedConfig(*located, std::vector<std::string>(parsed.positional.begin() + 1, parsed.positional.end()));
+  if (!config.ok()) return Fail(err, config.status());
+  const RecipeSpec* recipe = ChooseRecipe(registry, *located, *config, requested);
+  DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, AvailableDevices());
+  if (!check.problems.empty()) {
+    err << "error: " << located->name << " is not valid for recipe " << recipe->name << " on device "
+        << check.device.id << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
+        << "):\n";
+    PrintProblems(check.problems, err);
+    return kExitUsage;
+  }
+  out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
+      << check.device.name << ").\n";
+  return kExitOk;
+}
+
+int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {"force"}, {"config"}, &parsed, &error)) return UsageError(err, "run", error);
+  if (parsed.positional.empty()) return UsageError(err, "run", "expected <recipe> --config <config> [key=value ...]");
+  const std::string recipe_name = parsed.positional[0];
+  const RecipeSpec* recipe = registry.FindRecipe(recipe_name);
+  if (recipe == nullptr) {
+    std::string hint = ClosestMatch(recipe_name, registry.RecipeNames());
+    return Fail(err, Status::NotFound("unknown recipe '" + recipe_name + "'" +
+                                      (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                                      " (run `tune ls` to list recipes)"));
+  }
+  if (!parsed.Has("config")) return UsageError(err, "run", "--config <config> is required");
+  StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
+  if (!located.ok()) return Fail(err, located.status());
+  StatusOr<Config> config =
+      LoadResolvedConfig(*located, std::vector<std::string>(parsed.positional.begin() + 1, parsed.positional.end()));
+  if (!config.ok()) return Fail(err, config.status());
+  DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, AvailableDevices());
+  if (!check.problems.empty()) {
+    err << "error: cannot run " << recipe->name << " with " << located->name << " on " << check.device.id << ":\n";
+    PrintProblems(check.problems, err);
+    return kExitUsage;
+  }
+  if (!recipe->run) {
+    return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));
+  }
+  RunContext context;
+  context.device = check.device;
+  context.config_name = located->name;
+  context.out = &out;
+  Status s;
+  try {
+    s = recipe->run(*config, context);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    s = Status::Internal(recipe->name + " failed on " + check.device.id + ": " + what.substr(0, what.find('\n')));
+  }
+  if (!s.ok()) return Fail(err, s);
+  return kExitOk;
+}
+
+int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {"json"}, {}, &parsed, &error) || !parsed.positional.empty()) {
+    return UsageError(err, "devices", error.empty() ? "takes no positional arguments" : error);
+  }
+  const std::vector<DeviceInfo>& devices = AvailableDevices();
+  if (parsed.Has("json")) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const DeviceInfo& d : devices) {
+      j.push_back({{"id", d.id},
+                   {"type", DeviceTypeName(d.type)},
+                   {"name", d.name},
+                   {"total_memory_bytes", d.total_memory_bytes},
+                   {"bf16_matmul_backward", d.bf16_matmul_backward},
+                   {"fp16_matmul_backward", d.fp16_matmul_backward},
+                   {"memory_stats", d.memory_stats},
+                   {"distributed_backend", d.distributed_backend},
+                   {"notes", d.notes}});
+    }
+    out << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  for (const DeviceInfo& d : devices) {
+    out << d.id << "  " << d.name << "  memory " << (d.total_memory_bytes ? FormatBytes(d.total_memory_bytes) : "unknown")
+        << "  bf16 " << (d.bf16_matmul_backward ? "yes" : "no") << "  fp16 " << (d.fp16_matmul_backward ? "yes" : "no")
+        << "  memory-stats " << (d.memory_stats ? "yes" : "no") << "  distributed "
+        << (d.distributed_backend.empty() ? "none" : d.distributed_backend) << "\n";
+    for (const std::string& n : d.notes) out << "    note: " << n << "\n";
+  }
+  out << "LibTorch " << TorchVersion() << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
+  const Registry* r = &registry;
+  return {
+      {"ls", "ls [--json]", "List recipes and their built-in configs", "",
+       [r](const auto& a, auto& o, auto& e) { return Ls(*r, a, o, e); }},
+      {"cp", "cp <config> <destination> [--force] [--make-parents]", "Copy a built-in config to edit it",
+       "Refuses to overwrite an existing file unless --force is given. A folder as destination keeps the file name.",
+       [r](const auto& a, auto& o, auto& e) { return Cp(*r, a, o, e); }},
+      {"cat", "cat <config> [key=value ...]", "Print a config with overrides and ${...} interpolation applied",
+       "Overrides: a.b=v sets a key, ~a.b removes one, model=<component> replaces a component.",
+       [r](const auto& a, auto& o, auto& e) { return Cat(*r, a, o, e); }},
+      {"validate", "validate <config> [--recipe <name>] [key=value ...]",
+       "Check a config against its recipe's schema and its device",
+       "Lists every problem: unknown keys (with the nearest valid key), wrong types, unknown components,\n"
+       "and what the config's device cannot do (bf16, paged optimizers, activation offloading...).\n"
+       "Exit status 0 when valid, 2 otherwise.",
+       [r](const auto& a, auto& o, auto& e) { return Validate(*r, a, o, e); }},
+      {"run", "run <recipe> --config <config> [--force] [key=value ...]", "Run a recipe with a config",
+       "Example: tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device device=cpu",
+       [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
+      {"devices", "devices [--json]", "List this machine's devices with their probed capabilities", "",
+       [](const auto& a, auto& o, auto& e) { return Devices(a, o, e); }},
+  };
+}
+
+int RunTune(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  return DispatchSubcommand("tune", "fine-tune LLMs on any device (tune-matrix)", TuneSubcommands(registry), args,
+                            out, err);
+}
+
+}  // namespace tmx

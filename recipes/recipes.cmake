@@ -1,0 +1,12 @@
+# The recipes library: built-in registry and the single-device fine-tuning recipes.
+add_library(tm_recipes
+  builtin.cc
+  finetune.cc
+  train_state.cc
+)
+target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
+target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint)
+tm_use_torch(tm_recipes)
+
+add_executable(tune tune_main.cc)
+target_link_libraries(tune PRIVATE tm_recipes)

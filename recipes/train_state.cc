@@ -1,0 +1,211 @@
+#include "recipes/train_state.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <set>
+
+#include <torch/torch.h>
+
+#include "recipes/models/lora.h"
+
+namespace tmx::recipes {
+namespace {
+
+const char* kStateFile = "recipe_state.safetensors";
+
+bool IsLoraName(const std::string& name) { return name.find("lora_") != std::string::npos; }
+
+std::map<void*, std::string> NamesByImpl(const NamedParameters& trained) {
+  std::map<void*, std::string> names;
+  for (const auto& [name, t] : trained) names[t.unsafeGetTensorImpl()] = name;
+  return names;
+}
+
+StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, const std::string& key,
+                          const std::string& path) {
+  auto it = meta.find(key);
+  if (it == meta.end()) return Status::InvalidArgument(path + ": metadata has no '" + key + "'; not a recipe state");
+  try {
+    return static_cast<int64_t>(std::stoll(it->second));
+  } catch (const std::exception&) {
+    return Status::InvalidArgument(path + ": metadata '" + key + "' is not a number");
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const Config& config, const std::string& component,
+                                                                 const std::vector<torch::Tensor>& params) {
+  if (component == "tune_matrix.optim.SGD") {
+    torch::optim::SGDOptions o(1e-2);
+    StatusOr<double> lr = config.GetDouble("optimizer.lr", 1e-2);
+    StatusOr<double> momentum = config.GetDouble("optimizer.momentum", 0);
+    StatusOr<double> wd = config.GetDouble("optimizer.weight_decay", 0);
+    StatusOr<double> damp = config.GetDouble("optimizer.dampening", 0);
+    StatusOr<bool> nesterov = config.GetBool("optimizer.nesterov", false);
+    for (const Status& s : {lr.status(), momentum.status(), wd.status(), damp.status(), nesterov.status()}) {
+      TM_RETURN_IF_ERROR(s);
+    }
+    o.lr(*lr).momentum(*momentum).weight_decay(*wd).dampening(*damp).nesterov(*nesterov);
+    return std::unique_ptr<torch::optim::Optimizer>(new torch::optim::SGD(params, o));
+  }
+  if (component == "tune_matrix.optim.AdamW") {
+    torch::optim::AdamWOptions o(1e-3);
+    StatusOr<double> lr = config.GetDouble("optimizer.lr", 1e-3);
+    StatusOr<double> wd = config.GetDouble("optimizer.weight_decay", 0.01);
+    StatusOr<double> eps = config.GetDouble("optimizer.eps", 1e-8);
+    StatusOr<bool> amsgrad = config.GetBool("optimizer.amsgrad", false);
+    for (const Status& s : {lr.status(), wd.status(), eps.status(), amsgrad.status()}) TM_RETURN_IF_ERROR(s);
+    o.lr(*lr).weight_decay(*wd).eps(*eps).amsgrad(*amsgrad);
+    YAML::Node betas = config.Find("optimizer.betas");
+    if (betas.IsSequence() && betas.size() == 2) {
+      try {
+        o.betas({betas[0].as<double>(), betas[1].as<double>()});
+      } catch (const YAML::Exception&) {
+        return Status::InvalidArgument(config.OriginOf("optimizer.betas").ToString() +
+                                       ": key 'optimizer.betas': expected two numbers, e.g. [0.9, 0.999]");
+      }
+    }
+    return std::unique_ptr<torch::optim::Optimizer>(new torch::optim::AdamW(params, o));
+  }
+  return Status::InvalidArgument("optimizer '" + component + "' cannot be built; use torch.optim.AdamW or torch.optim.SGD");
+}
+
+void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
+Status LoadBaseWeights(torch::nn::Module& model, const checkpoint::NamedTensors& tensors, bool lora) {
+  if (!lora) return checkpoint::LoadIntoModule(model, tensors, /*strict=*/true);
+  std::set<std::string> given;
+  for (const auto& t : tensors) given.insert(t.first);
+  for (const auto& p : model.named_parameters()) {
+    if (!IsLoraName(p.key()) && !given.count(p.key())) {
+      return Status::InvalidArgument(p.key() + ": missing from the checkpoint");
+    }
+  }
+  return checkpoint::LoadIntoModule(model, tensors, /*strict=*/false);
+}
+
+Status SaveTrainState(const std::string& dir, const torch::nn::Module& model, const NamedParameters& trained,
+                      const torch::optim::Optimizer& optimizer, bool lora, bool adapter_only, const Progress& progress) {
+  if (lora) {
+    TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/adapter_model.safetensors", models::AdapterParameters(model)));
+    if (!adapter_only) {
+      TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/model.safetensors", models::MergedStateDict(model)));
+    }
+  } else {
+    checkpoint::NamedTensors weights;
+    for (const auto& p : model.named_parameters()) weights.emplace_back(p.key(), p.value().detach());
+    TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/model.safetensors", weights));
+  }
+  checkpoint::NamedTensors state;
+  std::map<std::string, std::string> meta = {{"next_epoch", std::to_string(progress.next_epoch)},
+                                             {"global_step", std::to_string(progress.global_step)},
+                                             {"seed", std::to_string(progress.seed)},
+                                             {"format", "tune-matrix recipe state v1"}};
+  std::map<void*, std::string> names = NamesByImpl(trained);
+  for (const auto& [key, param_state] : optimizer.state()) {
+    auto it = names.find(key);
+    if (it == names.end()) continue;
+    const std::string& name = it->second;
+    if (auto* adamw = dynamic_cast<const torch::optim::AdamWParamState*>(param_state.get())) {
+      state.emplace_back(name + ".exp_avg", adamw->exp_avg());
+      state.emplace_back(name + ".exp_avg_sq", adamw->exp_avg_sq());
+      if (adamw->max_exp_avg_sq().defined()) state.emplace_back(name + ".max_exp_avg_sq", adamw->max_exp_avg_sq());
+      meta[name + ".step"] = std::to_string(adamw->step());
+    } else if (auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(param_state.get())) {
+      if (sgd->momentum_buffer().defined()) state.emplace_back(name + ".momentum_buffer", sgd->momentum_buffer());
+    }
+  }
+  return checkpoint::SaveSafetensors(dir + "/" + kStateFile, state, meta);
+}
+
+StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config, torch::nn::Module& model,
+                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer) {
+  ResumePoint point;
+  std::string state_path;
+  if (!config.IsNull("checkpointer.recipe_checkpoint")) {
+    StatusOr<std::string> given = config.GetString("checkpointer.recipe_checkpoint", "");
+    TM_RETURN_IF_ERROR(given.status());
+    state_path = *given;
+    point.directory = state_path.substr(0, state_path.rfind('/'));
+  } else {
+    int64_t newest = -1;
+    if (DIR* d = ::opendir(checkpoint_dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        struct stat st;
+        if (n.rfind("epoch_", 0) == 0 && ::stat((checkpoint_dir + "/" + n + "/" + kStateFile).c_str(), &st) == 0) {
+          try {
+            newest = std::max<int64_t>(newest, std::stoll(n.substr(6)));
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      ::closedir(d);
+    }
+    if (newest < 0) {
+      return Status::NotFound("resume_from_checkpoint=True but " + checkpoint_dir +
+                              " holds no epoch_<N>/recipe_state.safetensors; run without resuming first");
+    }
+    point.directory = checkpoint_dir + "/epoch_" + std::to_string(newest);
+    state_path = point.directory + "/" + kStateFile;
+  }
+  StatusOr<checkpoint::LoadedSafetensors> state = checkpoint::LoadSafetensors(state_path);
+  TM_RETURN_IF_ERROR(state.status());
+  StatusOr<int64_t> next_epoch = MetaInt(state->metadata, "next_epoch", state_path);
+  StatusOr<int64_t> global_step = MetaInt(state->metadata, "global_step", state_path);
+  TM_RETURN_IF_ERROR(next_epoch.status());
+  TM_RETURN_IF_ERROR(global_step.status());
+  point.next_epoch = *next_epoch;
+  point.global_step = *global_step;
+
+  bool lora = false;
+  for (const auto& p : trained) lora = lora || IsLoraName(p.first);
+  std::string weights_path = point.directory + (lora ? "/adapter_model.safetensors" : "/model.safetensors");
+  StatusOr<checkpoint::LoadedSafetensors> weights = checkpoint::LoadSafetensors(weights_path);
+  TM_RETURN_IF_ERROR(weights.status());
+  if (lora) {
+    std::set<std::string> given;
+    for (const auto& t : weights->tensors) given.insert(t.first);
+    for (const auto& p : trained) {
+      if (!given.count(p.first)) return Status::InvalidArgument(weights_path + ": " + p.first + ": missing");
+    }
+  }
+  Status loaded = checkpoint::LoadIntoModule(model, weights->tensors, /*strict=*/!lora);
+  if (!loaded.ok()) return loaded.WithContext(weights_path);
+
+  std::map<std::string, torch::Tensor> by_name(state->tensors.begin(), state->tensors.end());
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, param] : trained) {
+    void* key = param.unsafeGetTensorImpl();
+    auto to_param = [&](const std::string& suffix) -> torch::Tensor {
+      auto it = by_name.find(name + suffix);
+      return it == by_name.end() ? torch::Tensor() : it->second.to(param.device(), param.scalar_type());
+    };
+    if (dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr) {
+      torch::Tensor exp_avg = to_param(".exp_avg");
+      if (!exp_avg.defined()) continue;  // the parameter had not been stepped yet
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      StatusOr<int64_t> step = MetaInt(state->metadata, name + ".step", state_path);
+      TM_RETURN_IF_ERROR(step.status());
+      s->step(*step);
+      s->exp_avg(exp_avg);
+      s->exp_avg_sq(to_param(".exp_avg_sq"));
+      torch::Tensor max_sq = to_param(".max_exp_avg_sq");
+      if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
+      optimizer.state()[key] = std::move(s);
+    } else if (dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr) {
+      torch::Tensor buf = to_param(".momentum_buffer");
+      if (!buf.defined()) continue;
+      auto s = std::make_unique<torch::optim::SGDParamState>();
+      s->momentum_buffer(buf);
+      optimizer.state()[key] = std::move(s);
+    }
+  }
+  return point;
+}
+
+}  // namespace tmx::recipes

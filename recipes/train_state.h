@@ -1,0 +1,60 @@
+// Training state around the loop: building the optimizer from the config, setting the learning rate,
+// loading starting weights, and saving/restoring epoch checkpoints (weights, adapters, optimizer state and
+// progress), all in the safetensors format.
+//
+// An epoch checkpoint folder <checkpointer.output_dir>/epoch_<N>/ holds:
+//   model.safetensors           full weights (full fine-tuning), or LoRA merged into the base weights
+//                               (LoRA, unless save_adapter_weights_only)
+//   adapter_model.safetensors   LoRA adapters only (LoRA)
+//   recipe_state.safetensors    optimizer state per trained parameter ("<name>.exp_avg", ...) and progress
+//                               (next_epoch, global_step, seed) in the metadata
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "harness/config.h"
+#include "harness/status.h"
+#include "recipes/checkpoint/safetensors.h"
+
+namespace tmx::recipes {
+
+using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// Builds the optimizer named by `component` (canonical name) with the config's optimizer.* values.
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const Config& config, const std::string& component,
+                                                                 const std::vector<torch::Tensor>& params);
+
+void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
+
+// Loads starting weights. For LoRA models the adapters are not expected in the checkpoint, but every base
+// weight is; a mismatch names the first offending tensor.
+Status LoadBaseWeights(torch::nn::Module& model, const checkpoint::NamedTensors& tensors, bool lora);
+
+struct Progress {
+  int64_t next_epoch = 0;
+  int64_t global_step = 0;
+  uint64_t seed = 0;
+};
+
+Status SaveTrainState(const std::string& dir, const torch::nn::Module& model, const NamedParameters& trained,
+                      const torch::optim::Optimizer& optimizer, bool lora, bool adapter_only, const Progress& progress);
+
+struct ResumePoint {
+  std::string directory;
+  int64_t next_epoch = 0;
+  int64_t global_step = 0;
+};
+
+// Restores the newest epoch checkpoint under `checkpoint_dir` (or checkpointer.recipe_checkpoint when the
+// config names one): trained weights, optimizer state and progress. NotFound when there is none.
+StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config, torch::nn::Module& model,
+                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer);
+
+}  // namespace tmx::recipes
