@@ -33,7 +33,9 @@ function(tm_add_test name)
   if(T_TORCH)
     tm_use_torch(${name})
   endif()
-  set(labels unit ${T_LABELS})
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}"
-    ENVIRONMENT "TM_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  # One label per test program (gtest_discover_tests cannot pass a list through PROPERTIES).
+  if(NOT T_LABELS)
+    set(T_LABELS unit)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}")
 endfunction()

@@ -364,7 +364,8 @@ std::vector<Problem> CommonChecks(const Config& config, const DeviceInfo* device
       }
     }
   }
-  if (config.Find("gradient_accumulation_steps").IsScalar() && is_true("optimizer_in_bwd")) {
+  YAML::Node accum = config.Find("gradient_accumulation_steps");
+  if (is_true("optimizer_in_bwd") && accum.IsScalar() && accum.Scalar() != "1") {
     add("optimizer_in_bwd", "optimizer_in_bwd needs gradient_accumulation_steps=1");
   }
   return problems;

@@ -97,7 +97,7 @@ Status SaveTrainState(const std::string& dir, const torch::nn::Module& model, co
     }
   } else {
     checkpoint::NamedTensors weights;
-    for (const auto& p : model.named_parameters()) weights.emplace_back(p.key(), p.value().detach());
+    weights = checkpoint::ModuleTensors(model);
     TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/model.safetensors", weights));
   }
   checkpoint::NamedTensors state;

@@ -1,0 +1,114 @@
+#include "matrix/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "harness/file_util.h"
+
+namespace tmx::matrix {
+namespace {
+
+using nlohmann::json;
+
+bool IsBlank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+// Whether `text` is one complete JSON value; an append cut short by a kill never is.
+bool IsCompleteJson(const std::string& text) { return json::accept(text); }
+
+// Makes sure the journal ends with a line break before anything is appended: an unfinished fragment left by
+// a killed writer is cut off, a complete record that only lacks its line break is finished.
+Status RepairUnfinishedTail(const std::string& path) {
+  StatusOr<std::string> text = ReadFile(path);
+  if (text.status().code() == Status::Code::kNotFound) return Status::OK();
+  if (!text.ok()) return text.status();
+  if (text->empty() || text->back() == '\n') return Status::OK();
+  size_t last_break = text->rfind('\n');
+  size_t keep = last_break == std::string::npos ? 0 : last_break + 1;
+  if (IsCompleteJson(text->substr(keep))) return AppendLineDurably(path, "");
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(path + ": cannot open to drop an unfinished last line (" + std::strerror(errno) + ")");
+  Status s;
+  if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fsync(fd) != 0) {
+    s = Status::IoError(path + ": cannot drop an unfinished last line (" + std::strerror(errno) + ")");
+  }
+  ::close(fd);
+  return s;
+}
+
+// Cheap check of the last byte, so the common case does not read the whole journal on every append.
+StatusOr<bool> EndsWithLineBreakOrIsEmpty(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return true;
+    return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  }
+  off_t size = ::lseek(fd, 0, SEEK_END);
+  char last = '\n';
+  bool ok = size >= 0 && (size == 0 || ::pread(fd, &last, 1, size - 1) == 1);
+  int saved_errno = errno;
+  ::close(fd);
+  if (!ok) return Status::IoError(path + ": cannot read (" + std::strerror(saved_errno) + ")");
+  return last == '\n';
+}
+
+}  // namespace
+
+Status AppendToJournal(const std::string& path, const CellResult& cell) {
+  // Invalid UTF-8 in the child's output must not make the record unwritable; it becomes U+FFFD.
+  std::string line = ToJson(cell).dump(-1, ' ', false, json::error_handler_t::replace);
+  StatusOr<bool> clean = EndsWithLineBreakOrIsEmpty(path);
+  if (!clean.ok()) return clean.status();
+  if (!*clean) TM_RETURN_IF_ERROR(RepairUnfinishedTail(path));
+  return AppendLineDurably(path, line);
+}
+
+StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings) {
+  StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  std::vector<CellResult> cells;
+  size_t pos = 0;
+  for (int line_no = 1; pos < text->size(); ++line_no) {
+    size_t end = text->find('\n', pos);
+    bool finished = end != std::string::npos;
+    std::string line = text->substr(pos, finished ? end - pos : std::string::npos);
+    pos = finished ? end + 1 : text->size();
+    if (IsBlank(line)) continue;
+    std::string where = path + ":" + std::to_string(line_no);
+    if (!finished && !IsCompleteJson(line)) {
+      if (warnings) {
+        warnings->push_back(where + ": skipped an unfinished last line (" + std::to_string(line.size()) +
+                            " bytes without a line break; the run writing it was probably killed)");
+      }
+      break;
+    }
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::parse_error& e) {
+      return Status::InvalidArgument(where + ": not a JSON record (syntax error at column " +
+                                     std::to_string(e.byte) + "); fix: repair or delete that line");
+    }
+    StatusOr<CellResult> cell = CellResultFromJson(j, where);
+    if (!cell.ok()) return cell.status();
+    cells.push_back(std::move(cell).value());
+  }
+  return cells;
+}
+
+std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells) {
+  std::map<CellKey, CellResult> latest;
+  for (const CellResult& c : cells) {
+    auto it = latest.find(c.key);
+    if (it == latest.end()) {
+      latest.emplace(c.key, c);
+    } else if (c.provenance.verified_at >= it->second.provenance.verified_at) {
+      it->second = c;
+    }
+  }
+  return latest;
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,30 @@
+// The journal: an append-only JSON-lines file with one CellResult per line, written as each cell finishes so
+// that an interrupted `tune-matrix run` keeps every finished cell and can resume. Exactly one process writes
+// a given journal at a time.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+#include "matrix/cell.h"
+
+namespace tmx::matrix {
+
+// Appends `cell` as one line and fsyncs it. If the file ends in an unfinished line (the previous writer was
+// killed mid-append), that fragment is first removed, or finished with a line break if it already is a
+// complete record, so the new line never fuses with it.
+Status AppendToJournal(const std::string& path, const CellResult& cell);
+
+// Reads every record in file order. An unfinished last line (no line break at the end of the file) that is
+// not a complete record is skipped and reported in `warnings` (which may be null); blank lines are skipped.
+// Any other malformed line, or a record of another schema version, fails with "<path>:<line>: ..." and
+// nothing is returned. NotFound if the file does not exist.
+StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings);
+
+// The newest record per (config, device): the greatest provenance.verified_at (compared as text, which
+// orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); on a tie the record that comes later wins.
+std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells);
+
+}  // namespace tmx::matrix

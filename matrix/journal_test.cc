@@ -1,0 +1,208 @@
+#include "matrix/journal.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "harness/file_util.h"
+
+namespace tmx::matrix {
+namespace {
+
+// A fresh directory per test. (No std::filesystem: libtorch.so, which tm_harness links, exports its own
+// copies of those symbols and std::filesystem::remove_all crashes in these binaries.)
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = ::testing::TempDir() + "tm_journal_test_XXXXXX";
+    path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
+  }
+  ~ScratchDir() {
+    if (DIR* d = ::opendir(path_.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (name != "." && name != "..") ::unlink((path_ + "/" + name).c_str());
+      }
+      ::closedir(d);
+    }
+    ::rmdir(path_.c_str());
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+CellResult Cell(const std::string& config, const std::string& device, const std::string& verified_at,
+                CellStatus status = CellStatus::kRuns, const std::string& reason = "") {
+  CellResult r;
+  r.key = {config, device};
+  r.recipe = "full_finetune_single_device";
+  r.device_type = device.substr(0, device.find(':'));
+  r.status = status;
+  r.reason = reason;
+  r.provenance.verified_at = verified_at;
+  return r;
+}
+
+std::string Line(const CellResult& r) { return ToJson(r).dump(); }
+
+class JournalTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed"; }
+
+  void WriteRaw(const std::string& bytes) { ASSERT_TRUE(WriteFileAtomically(path_, bytes).ok()); }
+  std::string Contents() { return ReadFile(path_).value(); }
+
+  ScratchDir dir_;
+  std::string path_ = dir_.path() + "/runs.jsonl";
+};
+
+TEST_F(JournalTest, AppendsOneLinePerCellAndReadsThemBack) {
+  CellResult a = Cell("a", "cpu", "2026-12-01T10:00:00Z");
+  CellResult b = Cell("b", "cuda:0", "2026-12-01T10:05:00Z", CellStatus::kFails, "line1\nline2 \"q\"");
+  b.output_tail = "bad utf-8 \xff here";
+  ASSERT_TRUE(AppendToJournal(path_, a).ok());
+  ASSERT_TRUE(AppendToJournal(path_, b).ok());
+  CellResult b_stored = b;
+  b_stored.output_tail = "bad utf-8 \xef\xbf\xbd here";  // replaced by U+FFFD, not refused
+  EXPECT_EQ(Contents(), Line(a) + "\n" + Line(b_stored) + "\n");
+
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, &warnings);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_TRUE(warnings.empty());
+  ASSERT_EQ(cells->size(), 2u);
+  EXPECT_EQ(Line((*cells)[0]), Line(a));
+  EXPECT_EQ(Line((*cells)[1]), Line(b_stored));
+  EXPECT_EQ((*cells)[1].reason, "line1\nline2 \"q\"");
+}
+
+TEST_F(JournalTest, MissingFileIsNotFound) {
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
+  EXPECT_EQ(cells.status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(JournalTest, EmptyFileAndBlankLinesHoldNoRecords) {
+  WriteRaw("");
+  ASSERT_TRUE(ReadJournal(path_, nullptr).ok());
+  EXPECT_TRUE(ReadJournal(path_, nullptr)->empty());
+  WriteRaw("\n" + Line(Cell("a", "cpu", "t")) + "\n  \n");
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_EQ(cells->size(), 1u);
+}
+
+TEST_F(JournalTest, UnfinishedLastLineIsSkippedWithWarningAndCutOffByTheNextAppend) {
+  CellResult a = Cell("a", "cpu", "2026-12-01T10:00:00Z");
+  CellResult b = Cell("b", "cpu", "2026-12-01T10:01:00Z");
+  std::string torn = Line(b).substr(0, 25);
+  WriteRaw(Line(a) + "\n" + torn);
+
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, &warnings);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  ASSERT_EQ(cells->size(), 1u);
+  EXPECT_EQ((*cells)[0].key.config, "a");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], path_ + ":2: skipped an unfinished last line (25 bytes without a line break; "
+                                 "the run writing it was probably killed)");
+  EXPECT_TRUE(ReadJournal(path_, nullptr).ok()) << "warnings may be null";
+
+  // The next append must not fuse with the fragment.
+  ASSERT_TRUE(AppendToJournal(path_, b).ok());
+  EXPECT_EQ(Contents(), Line(a) + "\n" + Line(b) + "\n");
+  warnings.clear();
+  cells = ReadJournal(path_, &warnings);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_EQ(cells->size(), 2u);
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST_F(JournalTest, UnfinishedFirstLineIsCutOffEntirely) {
+  WriteRaw("{\"schema_ver");
+  CellResult a = Cell("a", "cpu", "t");
+  ASSERT_TRUE(AppendToJournal(path_, a).ok());
+  EXPECT_EQ(Contents(), Line(a) + "\n");
+}
+
+TEST_F(JournalTest, CompleteLastRecordWithoutLineBreakIsKeptAndFinished) {
+  CellResult a = Cell("a", "cpu", "t1");
+  CellResult b = Cell("b", "cpu", "t2");
+  WriteRaw(Line(a));
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, &warnings);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_EQ(cells->size(), 1u);
+  EXPECT_TRUE(warnings.empty());
+  ASSERT_TRUE(AppendToJournal(path_, b).ok());
+  EXPECT_EQ(Contents(), Line(a) + "\n" + Line(b) + "\n");
+}
+
+TEST_F(JournalTest, BadLinesFailNamingFileAndLine) {
+  nlohmann::json foreign = ToJson(Cell("x", "cpu", "t"));
+  foreign["schema_version"] = 2;
+  nlohmann::json no_status = ToJson(Cell("x", "cpu", "t"));
+  no_status.erase("status");
+  const std::string good = Line(Cell("a", "cpu", "t"));
+  struct Case {
+    const char* name;
+    std::string contents;
+    std::string message;  // after "<path>:"
+  } cases[] = {
+      {"garbage in the middle", good + "\nnot json\n" + good + "\n",
+       "2: not a JSON record (syntax error at column 2); fix: repair or delete that line"},
+      {"torn line that was later followed by others", good + "\n" + good.substr(0, 30) + "\n" + good + "\n",
+       "2: not a JSON record (syntax error at column 31); fix: repair or delete that line"},
+      {"two records fused on one line", good + good + "\n",
+       "1: not a JSON record (syntax error at column " + std::to_string(good.size() + 1) +
+           "); fix: repair or delete that line"},
+      {"not an object", good + "\n\n[1, 2]\n", "3: cell record must be a JSON object, not array"},
+      {"foreign schema", good + "\n" + foreign.dump() + "\n",
+       "2: cell record has schema_version 2, but this tune-matrix reads only version 1 (fix: read it with "
+       "the tune-matrix that wrote it, or rerun the cell)"},
+      {"foreign schema as last line without break", good + "\n" + foreign.dump(),
+       "2: cell record has schema_version 2, but this tune-matrix reads only version 1 (fix: read it with "
+       "the tune-matrix that wrote it, or rerun the cell)"},
+      {"missing field", no_status.dump() + "\n", "1: cell record has no field \"status\""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    WriteRaw(c.contents);
+    std::vector<std::string> warnings;
+    StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, &warnings);
+    ASSERT_FALSE(cells.ok());
+    EXPECT_EQ(cells.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(cells.status().message(), path_ + ":" + c.message);
+  }
+}
+
+TEST(LatestByCellTest, PicksNewestPerCellAndLaterOnTies) {
+  std::vector<CellResult> cells = {
+      Cell("a", "cpu", "2026-12-01T10:00:00Z", CellStatus::kFails, "first"),
+      Cell("a", "cuda:0", "2026-12-01T09:00:00Z", CellStatus::kRuns, "only"),
+      Cell("a", "cpu", "2026-12-02T08:00:00Z", CellStatus::kRuns, "newest"),
+      Cell("a", "cpu", "2026-12-01T23:00:00Z", CellStatus::kTimeout, "older, but later in the file"),
+      Cell("b", "cpu", "2026-12-01T10:00:00Z", CellStatus::kFails, "tie, earlier"),
+      Cell("b", "cpu", "2026-12-01T10:00:00Z", CellStatus::kRuns, "tie, later"),
+  };
+  std::map<CellKey, CellResult> latest = LatestByCell(cells);
+  struct Want {
+    CellKey key;
+    const char* reason;
+  } wants[] = {{{"a", "cpu"}, "newest"}, {{"a", "cuda:0"}, "only"}, {{"b", "cpu"}, "tie, later"}};
+  ASSERT_EQ(latest.size(), 3u);
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.key.config + "/" + w.key.device);
+    ASSERT_EQ(latest.count(w.key), 1u);
+    EXPECT_EQ(latest.at(w.key).reason, w.reason);
+  }
+  EXPECT_TRUE(LatestByCell({}).empty());
+}
+
+}  // namespace
+}  // namespace tmx::matrix

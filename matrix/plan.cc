@@ -1,0 +1,202 @@
+#include "matrix/plan.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+
+#include "harness/config_store.h"
+#include "harness/file_util.h"
+#include "harness/text.h"
+#include "matrix/writeback.h"
+#include "recipes/models/llama.h"
+
+namespace tmx::matrix {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+// The runtime's own resident memory (LibTorch and its CUDA libraries loaded, allocator slack).
+constexpr int64_t kRuntimeBytes = int64_t{1} << 30;
+// Longest sample of the shipped dataset in byte tokens, with the prompt template.
+constexpr int64_t kTypicalSeqLen = 320;
+
+int64_t ParameterCount(const models::LlamaArgs& a) {
+  int64_t head_dim = a.embed_dim / a.num_heads;
+  int64_t attn = a.embed_dim * head_dim * (2 * a.num_heads + 2 * a.num_kv_heads);
+  int64_t mlp = 3 * a.embed_dim * a.intermediate_dim;
+  int64_t layer = attn + mlp + 2 * a.embed_dim;
+  int64_t embed = a.vocab_size * a.embed_dim;
+  return embed * (a.tie_word_embeddings ? 1 : 2) + a.num_layers * layer + a.embed_dim;
+}
+
+bool ModelArgs(const std::string& component, models::LlamaArgs* args) {
+  if (component.find("llama3_2_1b") != std::string::npos) *args = models::Llama3_2_1BArgs();
+  else if (component.find("llama3_2_3b") != std::string::npos) *args = models::Llama3_2_3BArgs();
+  else if (component.find("llama3_1_8b") != std::string::npos) *args = models::Llama3_1_8BArgs();
+  else if (component.find("llama_tiny") != std::string::npos) *args = models::LlamaTinyArgs();
+  else return false;
+  return true;
+}
+
+std::string Slug(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  return out;
+}
+
+bool DeviceSelected(const DeviceInfo& d, const std::vector<std::string>& wanted) {
+  if (wanted.empty()) return true;
+  for (const std::string& w : wanted) {
+    if (w == d.id || w == DeviceTypeName(d.type)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> BudgetOverrides(const std::string& device, const MatrixOptions& options,
+                                         const std::string& output_dir) {
+  return {"device=" + device,
+          "epochs=1",
+          "max_steps_per_epoch=" + std::to_string(options.max_steps),
+          "gradient_accumulation_steps=1",
+          "log_every_n_steps=1",
+          "save_checkpoints=False",
+          "resume_from_checkpoint=False",
+          "output_dir=" + output_dir};
+}
+
+int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, const DeviceInfo& device,
+                               int64_t* parameters) {
+  YAML::Node node = config.Find("model._component_");
+  const ComponentSpec* spec = registry.FindComponent(node.IsScalar() ? node.Scalar() : "");
+  models::LlamaArgs args;
+  if (spec == nullptr || !ModelArgs(spec->name, &args)) return 0;
+  bool lora = spec->name.find("lora_") != std::string::npos;
+  int64_t params = ParameterCount(args);
+  if (parameters) *parameters = params;
+  StatusOr<std::string> dtype = config.GetString("dtype", "bf16");
+  int64_t bytes = dtype.ok() && *dtype == "fp32" ? 4 : 2;
+  StatusOr<int64_t> batch = config.GetInt("batch_size", 2);
+  int64_t b = batch.ok() ? *batch : 2;
+  int64_t t = kTypicalSeqLen;
+  StatusOr<bool> ac = config.GetBool("enable_activation_checkpointing", false);
+  bool checkpointing = ac.ok() && *ac;
+
+  int64_t trained = params;
+  if (lora) {
+    StatusOr<int64_t> rank = config.GetInt("model.lora_rank", 8);
+    int64_t r = rank.ok() ? *rank : 8;
+    // Upper bound: adapters on every projection of every layer.
+    int64_t per_layer = r * (4 * args.embed_dim + 2 * args.embed_dim) + 3 * r * (args.embed_dim + args.intermediate_dim);
+    trained = args.num_layers * per_layer;
+  }
+  std::string optimizer = config.Find("optimizer._component_").IsScalar() ? config.Find("optimizer._component_").Scalar() : "";
+  int64_t optimizer_states = optimizer.find("SGD") != std::string::npos ? 1 : 2;
+  int64_t weights = params * bytes + (lora ? trained * bytes : 0);
+  int64_t grads = trained * bytes;
+  int64_t states = trained * bytes * optimizer_states;
+  // Activations kept for backward per layer: inputs of norms, projections, attention and the MLP.
+  int64_t per_layer_act = b * t * (10 * args.embed_dim + 4 * args.intermediate_dim) * bytes;
+  int64_t activations = checkpointing ? args.num_layers * b * t * args.embed_dim * bytes + per_layer_act
+                                      : args.num_layers * per_layer_act;
+  // Logits in the model dtype, their fp32 copy for the loss, and its gradient.
+  int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);
+  int64_t runtime = device.type == DeviceType::kCpu ? kRuntimeBytes : kRuntimeBytes / 2;
+  return weights + grads + states + activations + logits + runtime;
+}
+
+bool MatchesGlob(const std::string& pattern, const std::string& name) {
+  return pattern.empty() || ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
+                                             const MatrixOptions& options) {
+  for (const std::string& r : options.recipes) {
+    if (registry.FindRecipe(r) == nullptr) {
+      std::string hint = ClosestMatch(r, registry.RecipeNames());
+      return Status::InvalidArgument("--recipes: unknown recipe '" + r + "'" +
+                                     (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+    }
+  }
+  std::vector<const DeviceInfo*> chosen;
+  for (const DeviceInfo& d : devices) {
+    if (DeviceSelected(d, options.devices)) chosen.push_back(&d);
+  }
+  for (const std::string& w : options.devices) {
+    bool found = false;
+    for (const DeviceInfo& d : devices) found = found || w == d.id || w == DeviceTypeName(d.type);
+    if (!found) {
+      std::vector<std::string> ids;
+      for (const DeviceInfo& d : devices) ids.push_back(d.id);
+      return Status::Unavailable("--devices: device '" + w + "' is not available on this machine (available: " +
+                                 JoinStrings(ids, ", ") + ")");
+    }
+  }
+
+  std::vector<PlannedCell> cells;
+  for (const RecipeSpec& recipe : registry.recipes()) {
+    if (!options.recipes.empty() &&
+        std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
+      continue;
+    }
+    for (const std::string& name : recipe.configs) {
+      if (!MatchesGlob(options.configs_glob, name)) continue;
+      LocatedConfig located;
+      located.name = name;
+      located.path = BuiltinConfigPath(name);
+      located.builtin = true;
+      located.recipe = &recipe;
+      StatusOr<std::string> text = ReadFile(located.path);
+      if (!text.ok()) return text.status();
+      std::string hash = ConfigHash(*text);
+      for (const DeviceInfo* device : chosen) {
+        PlannedCell cell;
+        cell.key = {name, device->id};
+        cell.recipe = recipe.name;
+        cell.config_path = located.path;
+        cell.device = *device;
+        cell.device_type = DeviceTypeName(device->type);
+        cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
+        std::vector<std::string> overrides = BudgetOverrides(device->id, options, cell.output_dir);
+        StatusOr<Config> config = LoadResolvedConfig(located, overrides);
+        if (!config.ok()) return config.status().WithContext("planning " + name);
+        CellResult& r = cell.preset;
+        r.key = cell.key;
+        r.recipe = recipe.name;
+        r.device_type = cell.device_type;
+        r.config_hash = hash;
+        r.device_memory_bytes = device->total_memory_bytes;
+        int64_t params = 0;
+        cell.predicted_memory_bytes = PredictPeakMemoryBytes(*config, registry, *device, &params);
+        r.predicted_memory_bytes = cell.predicted_memory_bytes;
+        cell.cost = static_cast<double>(params) * (recipe.name.find("lora") != std::string::npos ? 2.0 : 3.0);
+
+        std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
+        if (!problems.empty()) {
+          r.status = CellStatus::kInvalid;
+          for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
+          r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+        } else if (device->total_memory_bytes > 0 &&
+                   cell.predicted_memory_bytes > static_cast<int64_t>(options.memory_fraction *
+                                                                      static_cast<double>(device->total_memory_bytes))) {
+          r.status = CellStatus::kTooLarge;
+          r.reason = "predicted peak memory " + FormatBytes(cell.predicted_memory_bytes) + " exceeds " +
+                     std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
+                     FormatBytes(device->total_memory_bytes);
+        } else {
+          cell.runnable = true;
+          cell.argv = {options.tune_path, "run", recipe.name, "--config", name};
+          for (const std::string& o : overrides) cell.argv.push_back(o);
+        }
+        cells.push_back(std::move(cell));
+      }
+    }
+  }
+  std::stable_sort(cells.begin(), cells.end(), [](const PlannedCell& a, const PlannedCell& b) {
+    if (a.runnable != b.runnable) return !a.runnable;  // recorded-without-running cells first: they are free
+    return a.cost < b.cost;
+  });
+  return cells;
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,81 @@
+// Planning a matrix run: which cells (built-in config x device) exist, which can start, and in what order.
+//
+// Before anything runs, each cell is validated by its recipe's own field checks for its device, and its
+// peak memory is predicted from the config. Invalid cells and cells that cannot fit the device are recorded
+// without being started. Runnable cells are ordered cheapest first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/config.h"
+#include "harness/device.h"
+#include "harness/registry.h"
+#include "matrix/cell.h"
+
+namespace tmx::matrix {
+
+struct MatrixOptions {
+  // Device ids or types to cover ("cpu", "cuda", "cuda:1"); empty: every device of this machine.
+  std::vector<std::string> devices;
+  // Shell-style pattern over config names ("tiny/*"); empty: every built-in config.
+  std::string configs_glob;
+  // Recipes to cover; empty: all.
+  std::vector<std::string> recipes;
+  // Optimizer steps each cell trains (budget); the first `warmup_steps` are excluded from timings.
+  int max_steps = 3;
+  int warmup_steps = 1;
+  // Wall-clock limit of one cell, seconds.
+  double cell_timeout_s = 900;
+  // Share of a device's memory a cell may use: cells predicted above it are not started, and a cell whose
+  // resident memory exceeds it (on cpu) is killed.
+  double memory_fraction = 0.85;
+  // The append-only journal of finished cells.
+  std::string journal_path = "reports/journal.jsonl";
+  // Folder of per-cell output folders.
+  std::string work_dir = "runs/matrix";
+  // Folder of SUPPORT.md and support.json.
+  std::string reports_dir = "reports";
+  // Finish only the cells missing from the journal.
+  bool resume = false;
+  // The `tune` executable cells run; empty: the one beside tune-matrix.
+  std::string tune_path;
+  // CI job name recorded with each cell.
+  std::string job;
+};
+
+// A cell and how it will be (or was not) run.
+struct PlannedCell {
+  CellKey key;
+  std::string recipe;
+  std::string config_path;
+  DeviceInfo device;
+  std::string device_type;
+  int64_t predicted_memory_bytes = 0;
+  double cost = 0;                 // relative run time estimate, for ordering
+  bool runnable = false;
+  CellResult preset;               // the recorded result when !runnable (invalid or too_large)
+  std::vector<std::string> argv;   // the child command when runnable
+  std::string output_dir;
+};
+
+// Overrides applied to every cell's `tune run`: the device, the step budget, a fresh output folder, and no
+// checkpoint writing.
+std::vector<std::string> BudgetOverrides(const std::string& device, const MatrixOptions& options,
+                                         const std::string& output_dir);
+
+// Predicted peak memory of training `config` on `device`: weights, gradients and optimizer state of the
+// trained parameters, activations for the batch and sequence length, logits, and the runtime's own
+// footprint. Conservative by design (it decides which cells are not started).
+int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, const DeviceInfo& device,
+                               int64_t* parameters);
+
+// True when `name` matches the shell-style `pattern` (fnmatch).
+bool MatchesGlob(const std::string& pattern, const std::string& name);
+
+// The cells of a run, runnable ones sorted cheapest first, then the rest.
+StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
+                                             const MatrixOptions& options);
+
+}  // namespace tmx::matrix

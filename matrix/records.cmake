@@ -1,0 +1,15 @@
+# matrix/records.cmake: what the matrix records and writes: cell results (JSON), the journal, the support
+# metadata written back into configs, and the reports. Torch-free.
+add_library(tm_records
+  cell.cc
+  journal.cc
+  writeback.cc
+  report.cc
+)
+target_include_directories(tm_records PUBLIC "${PROJECT_SOURCE_DIR}")
+target_link_libraries(tm_records PUBLIC tm_harness_core yaml-cpp nlohmann_json::nlohmann_json)
+
+tm_add_test(cell_test SOURCES cell_test.cc LIBS tm_records)
+tm_add_test(journal_test SOURCES journal_test.cc LIBS tm_records)
+tm_add_test(writeback_test SOURCES writeback_test.cc LIBS tm_records)
+tm_add_test(report_test SOURCES report_test.cc LIBS tm_records)

@@ -1,0 +1,60 @@
+// Reports derived from the support metadata written back into the configs: reports/SUPPORT.md for people and
+// reports/support.json for tools. Each format is one SupportReporter writing to a caller's stream, so tests
+// compare strings and the CLI writes files (through WriteFileAtomically).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "matrix/writeback.h"
+
+namespace tmx::matrix {
+
+// One config and what its metadata says about each device type.
+struct ConfigSupport {
+  std::string config;  // built-in config name, e.g. "llama3_2/1B_lora_single_device"
+  std::string recipe;
+  SupportMetadata support;
+};
+
+class SupportReporter {
+ public:
+  virtual ~SupportReporter() = default;
+  // Writes the whole report for `configs` (listed sorted by config name) with one column or entry per device
+  // type in `device_types`, in that order; an empty `device_types` means every device type present, in
+  // OrderDeviceTypes order. Deterministic: the same input gives the same bytes (no clock is read).
+  virtual void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
+                      std::ostream& out) = 0;
+};
+
+// reports/SUPPORT.md: a title, a note on how it was generated with the range of verification dates, a table
+// configs x device types ("✅ runs · 812 tok/s · 0.42 GiB", "❌ fails", "⛔ too_large", "⏱ timeout",
+// "🚫 invalid", "—" where not measured), then every cell that does not run with its reason.
+class MarkdownReporter final : public SupportReporter {
+ public:
+  void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
+              std::ostream& out) override;
+};
+
+// reports/support.json: {"schema_version": 1, "configs": [{"config", "recipe", "support": {<device type>:
+// {every DeviceSupport field, null for a number not measured}}}]}, keys in that fixed order, indented by 2.
+class JsonReporter final : public SupportReporter {
+ public:
+  static constexpr int kSchemaVersion = 1;
+  void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
+              std::ostream& out) override;
+};
+
+// One line of run progress, e.g. "[3/12] cpu  llama3_2/1B_lora_single_device  elapsed 1m05s  eta 4m10s";
+// the eta part is left out when `eta_s` is empty. Durations are rounded to whole seconds: "42s", "1m05s",
+// "2h03m04s".
+std::string FormatProgressLine(size_t i, size_t n, const std::string& device, const std::string& config,
+                               double elapsed_s, std::optional<double> eta_s);
+
+// A duration as FormatProgressLine writes it.
+std::string FormatDuration(double seconds);
+
+}  // namespace tmx::matrix

@@ -1,0 +1,161 @@
+#include "matrix/runner.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace tmx::matrix {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+CellCommand Cell(const std::string& config, const std::string& lane, std::vector<std::string> args) {
+  CellCommand cmd;
+  cmd.key = CellKey{config, lane};
+  cmd.lane = lane;
+  cmd.argv.push_back(TM_MISBEHAVE_PATH);
+  cmd.argv.insert(cmd.argv.end(), args.begin(), args.end());
+  cmd.timeout_s = 20;  // a safety net; tests that hang set their own
+  return cmd;
+}
+
+CellCommand Hang(const std::string& config, const std::string& lane, double timeout_s) {
+  CellCommand cmd = Cell(config, lane, {"hang"});
+  cmd.timeout_s = timeout_s;
+  return cmd;
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+TEST(RunnerTest, OneCellPerLane) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(4);
+  EXPECT_TRUE(runner->CanStart("cpu"));
+  ASSERT_TRUE(runner->Start(Hang("a", "cpu", 0.3)).ok());
+  EXPECT_FALSE(runner->CanStart("cpu"));
+  EXPECT_TRUE(runner->CanStart("cuda:0"));
+
+  const Status busy = runner->Start(Cell("b", "cpu", {"ok"}));
+  EXPECT_EQ(busy.code(), Status::Code::kFailedPrecondition);
+  EXPECT_NE(busy.message().find("lane 'cpu' is busy"), std::string::npos) << busy.ToString();
+  EXPECT_NE(busy.message().find("cell b on cpu"), std::string::npos) << busy.ToString();
+
+  CellOutcome outcome;
+  ASSERT_TRUE(runner->WaitForOne(&outcome));
+  EXPECT_EQ(outcome.key, (CellKey{"a", "cpu"}));
+  EXPECT_EQ(outcome.lane, "cpu");
+  EXPECT_TRUE(outcome.result.timed_out);
+  EXPECT_TRUE(runner->CanStart("cpu"));
+  EXPECT_FALSE(runner->WaitForOne(&outcome)) << "nothing is running";
+}
+
+TEST(RunnerTest, ParallelLaneLimit) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
+  ASSERT_TRUE(runner->Start(Cell("a", "cpu", {"exit", "0"})).ok());
+  EXPECT_FALSE(runner->CanStart("cuda:0"));
+  const Status full = runner->Start(Cell("b", "cuda:0", {"ok"}));
+  EXPECT_EQ(full.code(), Status::Code::kFailedPrecondition);
+  CellOutcome outcome;
+  ASSERT_TRUE(runner->WaitForOne(&outcome));
+  EXPECT_TRUE(runner->CanStart("cuda:0"));
+}
+
+TEST(RunnerTest, TwoLanesRunInParallel) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(2);
+  const auto start = Clock::now();
+  ASSERT_TRUE(runner->Start(Hang("llama/1B", "cpu", 0.5)).ok());
+  ASSERT_TRUE(runner->Start(Hang("llama/1B", "cuda:0", 0.5)).ok());
+  EXPECT_FALSE(runner->CanStart("cuda:1"));
+  std::map<std::string, bool> timed_out_by_lane;
+  CellOutcome outcome;
+  while (runner->WaitForOne(&outcome)) {
+    EXPECT_EQ(outcome.key.device, outcome.lane);
+    timed_out_by_lane[outcome.lane] = outcome.result.timed_out;
+  }
+  EXPECT_EQ(timed_out_by_lane, (std::map<std::string, bool>{{"cpu", true}, {"cuda:0", true}}));
+  EXPECT_LT(SecondsSince(start), 0.9) << "two 0.5 s cells on different lanes should overlap";
+}
+
+TEST(RunnerTest, OutcomesCarryKeysAndResults) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(3);
+  ASSERT_TRUE(runner->Start(Cell("three", "cpu", {"exit", "3"})).ok());
+  ASSERT_TRUE(runner->Start(Cell("five", "cuda:0", {"exit", "5"})).ok());
+  CellCommand env = Cell("env", "cuda:1", {"env", "TM_RUNNER_TEST"});
+  env.env = {{"TM_RUNNER_TEST", "passed"}};
+  ASSERT_TRUE(runner->Start(env).ok());
+  std::map<std::string, int> codes;
+  std::string env_output;
+  CellOutcome outcome;
+  while (runner->WaitForOne(&outcome)) {
+    ASSERT_TRUE(outcome.result.exit_code.has_value()) << outcome.key.config;
+    codes[outcome.key.config] = *outcome.result.exit_code;
+    if (outcome.key.config == "env") env_output = outcome.result.output_tail;
+  }
+  EXPECT_EQ(codes, (std::map<std::string, int>{{"three", 3}, {"five", 5}, {"env", 0}}));
+  EXPECT_EQ(env_output, "passed\n");
+}
+
+TEST(RunnerTest, StartErrorNamesTheCellAndFreesTheLane) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(2);
+  CellCommand cmd;
+  cmd.key = CellKey{"qwen/0.5B_full", "cpu"};
+  cmd.lane = "cpu";
+  cmd.argv = {"tm-no-such-recipe-binary"};
+  const Status status = runner->Start(cmd);
+  EXPECT_EQ(status.code(), Status::Code::kNotFound);
+  EXPECT_NE(status.message().find("cell qwen/0.5B_full on cpu"), std::string::npos) << status.ToString();
+  EXPECT_NE(status.message().find("tm-no-such-recipe-binary"), std::string::npos) << status.ToString();
+  EXPECT_TRUE(runner->CanStart("cpu"));
+}
+
+TEST(RunnerTest, AbortKillsAndReturnsRunningCells) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(2);
+  ASSERT_TRUE(runner->Start(Hang("a", "cpu", 20)).ok());
+  ASSERT_TRUE(runner->Start(Hang("b", "cuda:0", 20)).ok());
+  const auto start = Clock::now();
+  std::vector<CellOutcome> outcomes = runner->Abort();
+  EXPECT_LT(SecondsSince(start), 1.0);
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (const CellOutcome& o : outcomes) {
+    SCOPED_TRACE(o.key.config);
+    EXPECT_TRUE(o.result.interrupted);
+    EXPECT_TRUE(o.result.term_signal.has_value());
+  }
+  EXPECT_FALSE(runner->interrupted());
+  CellOutcome outcome;
+  EXPECT_FALSE(runner->WaitForOne(&outcome));
+  EXPECT_TRUE(runner->CanStart("cpu"));
+  EXPECT_TRUE(runner->CanStart("cuda:0"));
+}
+
+TEST(RunnerTest, InterruptStopsWaitingAndAbortReturnsTheCells) {
+  ASSERT_TRUE(SubprocessSet::InstallInterruptHandlers().ok());
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(2);
+  ASSERT_TRUE(runner->Start(Hang("a", "cpu", 20)).ok());
+  std::thread interrupter([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    kill(getpid(), SIGINT);
+  });
+  const auto start = Clock::now();
+  CellOutcome outcome;
+  EXPECT_FALSE(runner->WaitForOne(&outcome));
+  interrupter.join();
+  EXPECT_LT(SecondsSince(start), 1.5);
+  EXPECT_TRUE(runner->interrupted());
+  EXPECT_FALSE(runner->CanStart("cuda:0"));
+  std::vector<CellOutcome> outcomes = runner->Abort();
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].key, (CellKey{"a", "cpu"}));
+  EXPECT_TRUE(outcomes[0].result.interrupted);
+  SubprocessSet::UninstallInterruptHandlers();
+  SubprocessSet::ResetInterrupt();
+}
+
+}  // namespace
+}  // namespace tmx::matrix

@@ -1,0 +1,211 @@
+#include "matrix/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/file_util.h"
+#include "matrix/journal.h"
+#include "matrix/report.h"
+
+namespace tmx::matrix {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string LastLines(const std::string& text, size_t n) {
+  size_t pos = text.size();
+  while (pos > 0 && (text[pos - 1] == '\n')) --pos;
+  size_t end = pos;
+  for (size_t lines = 0; pos > 0; --pos) {
+    if (text[pos - 1] == '\n' && ++lines == n) break;
+  }
+  return text.substr(pos, end - pos);
+}
+
+std::string LastLine(const std::string& text) { return LastLines(text, 1); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& outcome, const MatrixOptions& options) {
+  CellResult r = cell.preset;
+  r.wall_time_s = outcome.wall_time_s;
+  r.exit_code = outcome.exit_code;
+  r.term_signal = outcome.term_signal;
+  r.output_tail = LastLines(outcome.output_tail, 20);
+  nlohmann::json summary;
+  StatusOr<std::string> text = ReadFile(cell.output_dir + "/summary.json");
+  bool have_summary = false;
+  if (text.ok()) {
+    summary = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    have_summary = summary.is_object();
+  }
+  if (have_summary) {
+    r.provenance.torch_version = summary.value("torch_version", "");
+    r.provenance.device_name = summary.value("device_name", cell.device.name);
+    if (summary.contains("init_time_s")) r.init_time_s = summary["init_time_s"].get<double>();
+    if (summary.contains("peak_memory_bytes")) r.peak_memory_bytes = summary["peak_memory_bytes"].get<int64_t>();
+    std::vector<double> times = summary.value("step_times_s", std::vector<double>{});
+    std::vector<double> losses = summary.value("losses", std::vector<double>{});
+    std::vector<int64_t> tokens = summary.value("step_tokens", std::vector<int64_t>{});
+    r.step_times_s = times;
+    r.warmup_steps = std::min<int>(options.warmup_steps, static_cast<int>(times.size()) - 1);
+    if (r.warmup_steps < 0) r.warmup_steps = 0;
+    if (!times.empty()) {
+      std::vector<double> measured(times.begin() + r.warmup_steps, times.end());
+      double median = Median(measured);
+      std::vector<double> deviations;
+      for (double t : measured) deviations.push_back(std::fabs(t - median));
+      r.step_time_median_s = median;
+      r.step_time_spread_s = Median(deviations);
+      std::vector<double> tps;
+      for (size_t i = static_cast<size_t>(r.warmup_steps); i < times.size() && i < tokens.size(); ++i) {
+        tps.push_back(static_cast<double>(tokens[i]) / times[i]);
+      }
+      if (!tps.empty()) r.tokens_per_second = Median(tps);
+    }
+    if (!losses.empty()) {
+      r.first_loss = losses.front();
+      r.last_loss = losses.back();
+    }
+  }
+  if (outcome.peak_rss_bytes > 0 && cell.device.type == DeviceType::kCpu &&
+      (!r.peak_memory_bytes || *r.peak_memory_bytes < outcome.peak_rss_bytes)) {
+    r.peak_memory_bytes = outcome.peak_rss_bytes;
+  }
+
+  if (outcome.timed_out) {
+    r.status = CellStatus::kTimeout;
+    r.reason = "killed at the wall-clock limit of " + FormatDuration(options.cell_timeout_s) + " after " +
+               std::to_string(r.step_times_s.size()) + " of " + std::to_string(options.max_steps) + " steps";
+  } else if (outcome.memory_exceeded) {
+    r.status = CellStatus::kFails;
+    r.reason = "out of memory: resident memory passed the limit of " +
+               std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
+               "'s memory and the run was killed";
+  } else if (outcome.term_signal) {
+    r.status = CellStatus::kFails;
+    r.reason = "crashed: " + outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
+  } else if (outcome.exit_code && *outcome.exit_code == 0 && have_summary && summary.value("ok", false)) {
+    r.status = CellStatus::kRuns;
+    r.reason.clear();
+  } else if (outcome.exit_code && *outcome.exit_code == 2) {
+    r.status = CellStatus::kInvalid;
+    r.reason = "tune run rejected the config: " + LastLine(outcome.output_tail);
+  } else {
+    r.status = CellStatus::kFails;
+    std::string error = have_summary ? summary.value("error", "") : "";
+    r.reason = !error.empty() ? error : outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
+    if (have_summary && summary.value("error_kind", "") == "out_of_memory") r.reason = "out of memory: " + error;
+  }
+  return r;
+}
+
+StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
+                             CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
+                             std::ostream& progress) {
+  MatrixRun run;
+  std::set<CellKey> finished(done.begin(), done.end());
+  std::vector<const PlannedCell*> pending;
+  for (const PlannedCell& c : cells) {
+    if (!finished.count(c.key)) pending.push_back(&c);
+  }
+  const size_t total = pending.size();
+  size_t completed = 0;
+  auto start = Clock::now();
+  double runnable_cost_done = 0, runnable_cost_total = 0;
+  for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->cost : 0;
+
+  auto record = [&](CellResult r, const PlannedCell& cell) -> Status {
+    r.provenance.host = provenance.host;
+    r.provenance.job = provenance.job;
+    r.provenance.commit = provenance.commit;
+    if (r.provenance.torch_version.empty()) r.provenance.torch_version = provenance.torch_version;
+    if (r.provenance.device_name.empty()) r.provenance.device_name = cell.device.name;
+    r.provenance.verified_at = UtcNow();
+    TM_RETURN_IF_ERROR(AppendToJournal(options.journal_path, r));
+    ++completed;
+    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    if (cell.runnable) runnable_cost_done += cell.cost;
+    std::optional<double> eta;
+    if (runnable_cost_done > 0) eta = elapsed * (runnable_cost_total - runnable_cost_done) / runnable_cost_done;
+    progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
+             << CellStatusName(r.status);
+    if (r.tokens_per_second) progress << "  " << static_cast<int64_t>(*r.tokens_per_second) << " tok/s";
+    if (!r.reason.empty()) progress << "  (" << r.reason.substr(0, 160) << ")";
+    progress << std::endl;
+    run.recorded.push_back(std::move(r));
+    return Status::OK();
+  };
+
+  std::map<CellKey, const PlannedCell*> running;
+  std::vector<const PlannedCell*> queue;
+  for (const PlannedCell* c : pending) {
+    if (!c->runnable) {
+      TM_RETURN_IF_ERROR(record(c->preset, *c));
+    } else {
+      queue.push_back(c);
+    }
+  }
+  while (!queue.empty() || !running.empty()) {
+    for (auto it = queue.begin(); it != queue.end();) {
+      const PlannedCell* c = *it;
+      if (!runner.CanStart(c->key.device)) {
+        ++it;
+        continue;
+      }
+      CellCommand cmd;
+      cmd.key = c->key;
+      cmd.lane = c->key.device;
+      cmd.argv = c->argv;
+      cmd.log_path = c->output_dir + ".log";
+      cmd.timeout_s = options.cell_timeout_s;
+      if (c->device.type == DeviceType::kCpu && c->device.total_memory_bytes > 0) {
+        cmd.memory_limit_bytes =
+            static_cast<int64_t>(options.memory_fraction * static_cast<double>(c->device.total_memory_bytes));
+      }
+      Status s = runner.Start(cmd);
+      if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
+      running[c->key] = c;
+      it = queue.erase(it);
+    }
+    if (running.empty()) break;
+    CellOutcome outcome;
+    if (!runner.WaitForOne(&outcome)) {
+      if (runner.interrupted()) {
+        runner.Abort();
+        run.interrupted = true;
+        return run;
+      }
+      return Status::Internal("the cell runner stopped with cells still running");
+    }
+    auto found = running.find(outcome.key);
+    if (found == running.end()) return Status::Internal("the runner reported an unknown cell");
+    const PlannedCell* cell = found->second;
+    running.erase(found);
+    TM_RETURN_IF_ERROR(record(ResultFromOutcome(*cell, outcome.result, options), *cell));
+  }
+  return run;
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,34 @@
+// Running planned cells: one child process per cell, one running cell per device lane, every finished cell
+// appended to the journal at once, a progress line per cell. The scheduler talks to a CellRunner, so tests
+// drive it with a fake runner and no processes (ninja's habit).
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "matrix/cell.h"
+#include "matrix/plan.h"
+#include "matrix/runner.h"
+
+namespace tmx::matrix {
+
+struct MatrixRun {
+  std::vector<CellResult> recorded;  // cells recorded by this run, in finishing order
+  bool interrupted = false;          // stopped by Ctrl-C/SIGTERM; cells in flight were not recorded
+};
+
+// Builds a cell's result from how its child ended and the summary.json it wrote (if any).
+CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& outcome, const MatrixOptions& options);
+
+// Runs `cells` (skipping keys in `done`, which resume leaves finished). Invalid and too-large cells are
+// recorded without starting. Each recorded cell gets `provenance` (with verified_at set when it finished)
+// and is appended to options.journal_path before the next one starts.
+StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
+                             CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
+                             std::ostream& progress);
+
+// Now, UTC, ISO 8601 ("2026-12-02T11:30:00Z").
+std::string UtcNow();
+
+}  // namespace tmx::matrix

@@ -1,0 +1,119 @@
+#include "recipes/data/loader.h"
+
+#include <algorithm>
+#include <random>
+
+#include <torch/torch.h>
+
+namespace tmx::data {
+namespace {
+
+// A uniform draw from [0, bound) that, unlike std::uniform_int_distribution, is the same on every
+// standard library: reject the lowest 2^64 mod bound outputs, then reduce.
+uint64_t UniformBelow(std::mt19937_64& rng, uint64_t bound) {
+  uint64_t threshold = (0 - bound) % bound;  // == 2^64 mod bound
+  while (true) {
+    uint64_t x = rng();
+    if (x >= threshold) return x % bound;
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed) {
+  std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::mt19937_64 rng(seed);
+  for (size_t i = order.size(); i > 1; --i) {
+    size_t j = static_cast<size_t>(UniformBelow(rng, i));
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+Batch Collate(const std::vector<const Sample*>& samples, const std::vector<int64_t>& indices, int64_t pad_id) {
+  int64_t rows = static_cast<int64_t>(samples.size());
+  int64_t cols = 0;
+  for (const Sample* s : samples) cols = std::max<int64_t>(cols, static_cast<int64_t>(s->tokens.size()));
+  Batch batch;
+  batch.tokens = torch::full({rows, cols}, pad_id, torch::kLong);
+  batch.labels = torch::full({rows, cols}, kIgnoreIndex, torch::kLong);
+  batch.num_tokens = 0;
+  int64_t* tokens = batch.tokens.data_ptr<int64_t>();
+  int64_t* labels = batch.labels.data_ptr<int64_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const Sample& s = *samples[static_cast<size_t>(r)];
+    std::copy(s.tokens.begin(), s.tokens.end(), tokens + r * cols);
+    std::copy(s.labels.begin(), s.labels.end(), labels + r * cols);
+    batch.num_tokens += static_cast<int64_t>(s.tokens.size());
+  }
+  batch.indices = indices;
+  return batch;
+}
+
+StatusOr<DataLoader> DataLoader::Create(std::vector<Sample> samples, const DataLoaderOptions& options) {
+  if (options.batch_size < 1) {
+    return Status::InvalidArgument("data loader: batch_size is " + std::to_string(options.batch_size) +
+                                   "; fix: set it to at least 1");
+  }
+  if (samples.empty()) {
+    return Status::InvalidArgument("data loader: there are no samples; fix: load a dataset with at least one record");
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = samples[i];
+    if (s.tokens.empty() || s.tokens.size() != s.labels.size()) {
+      return Status::InvalidArgument("data loader: sample " + std::to_string(i) + " has " +
+                                     std::to_string(s.tokens.size()) + " tokens and " +
+                                     std::to_string(s.labels.size()) +
+                                     " labels; fix: give every sample as many labels as tokens, at least one");
+    }
+  }
+  int64_t n = static_cast<int64_t>(samples.size());
+  if (options.drop_last && n < options.batch_size) {
+    return Status::InvalidArgument("data loader: drop_last with batch_size " + std::to_string(options.batch_size) +
+                                   " and only " + std::to_string(n) +
+                                   " samples leaves no batch; fix: lower batch_size or set drop_last to false");
+  }
+  return DataLoader(std::move(samples), options);
+}
+
+DataLoader::DataLoader(std::vector<Sample> samples, const DataLoaderOptions& options)
+    : samples_(std::move(samples)), options_(options) {
+  int64_t n = static_cast<int64_t>(samples_.size());
+  num_batches_ = options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
+  epoch_ = -1;
+  SetEpoch(0);
+}
+
+void DataLoader::SetEpoch(int64_t epoch) {
+  if (epoch == epoch_) return;
+  epoch_ = epoch;
+  int64_t n = static_cast<int64_t>(samples_.size());
+  if (options_.shuffle) {
+    order_ = SeededPermutation(n, options_.seed + static_cast<uint64_t>(epoch));
+  } else {
+    order_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order_[static_cast<size_t>(i)] = i;
+  }
+}
+
+Batch DataLoader::GetBatch(int64_t index) const {
+  int64_t n = static_cast<int64_t>(order_.size());
+  int64_t begin = index * options_.batch_size;
+  int64_t end = std::min(begin + options_.batch_size, n);
+  std::vector<const Sample*> picked;
+  std::vector<int64_t> indices;
+  for (int64_t k = begin; k < end; ++k) {
+    int64_t i = order_[static_cast<size_t>(k)];
+    indices.push_back(i);
+    picked.push_back(&samples_[static_cast<size_t>(i)]);
+  }
+  return Collate(picked, indices, options_.pad_id);
+}
+
+Batch DataLoader::BatchAtStep(int64_t global_step) {
+  SetEpoch(global_step / num_batches_);
+  return GetBatch(global_step % num_batches_);
+}
+
+}  // namespace tmx::data

@@ -1,0 +1,86 @@
+// DataLoader: seeded, reproducible batching of tokenized samples with padding collation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "harness/status.h"
+#include "recipes/data/alpaca.h"
+#include "recipes/data/tokenizer.h"
+
+namespace tmx::data {
+
+struct DataLoaderOptions {
+  // Samples per batch. Must be at least 1.
+  int64_t batch_size = 8;
+
+  // Shuffle the samples every epoch. The order of epoch e depends only on seed + e, and is the same on
+  // every platform and standard library (Fisher-Yates over std::mt19937_64, no std::shuffle).
+  bool shuffle = true;
+
+  // Seed of the shuffle.
+  uint64_t seed = 0;
+
+  // Drop the last batch of an epoch when it has fewer than batch_size samples. When false, the last
+  // batch is smaller instead.
+  bool drop_last = false;
+
+  // Token id that fills the padded positions of Batch::tokens.
+  int64_t pad_id = ByteTokenizer::kPad;
+};
+
+// One collated batch, padded on the right to the longest sample in it.
+struct Batch {
+  at::Tensor tokens;             // [B, T] int64 on the CPU, padded with DataLoaderOptions::pad_id
+  at::Tensor labels;             // [B, T] int64 on the CPU, padded with kIgnoreIndex
+  int64_t num_tokens = 0;        // positions that are not padding
+  std::vector<int64_t> indices;  // the samples (indices into the loader's samples) in the batch, by row
+};
+
+// Pads `samples` (in this order) into one Batch; `indices` is copied into the batch as is.
+// REQUIRES: samples non-empty; each sample's tokens and labels have the same length.
+Batch Collate(const std::vector<const Sample*>& samples, const std::vector<int64_t>& indices, int64_t pad_id);
+
+// Owns its samples. Not thread-safe: SetEpoch and BatchAtStep change which order GetBatch reads.
+class DataLoader {
+ public:
+  // InvalidArgument when batch_size < 1, `samples` is empty, a sample is empty or its tokens and labels
+  // differ in length, or drop_last leaves no batch at all.
+  static StatusOr<DataLoader> Create(std::vector<Sample> samples, const DataLoaderOptions& options);
+
+  // Batches per epoch.
+  int64_t size() const { return num_batches_; }
+  int64_t num_samples() const { return static_cast<int64_t>(samples_.size()); }
+  const DataLoaderOptions& options() const { return options_; }
+
+  // Selects the sample order of `epoch` (epoch 0 is selected on creation).
+  void SetEpoch(int64_t epoch);
+  int64_t epoch() const { return epoch_; }
+  // Sample indices of the current epoch, in the order batches take them.
+  const std::vector<int64_t>& order() const { return order_; }
+
+  // Batch `index` of the current epoch. REQUIRES: 0 <= index < size()
+  Batch GetBatch(int64_t index) const;
+
+  // The batch a run sees at `global_step` (counted from 0 over all epochs): selects epoch
+  // global_step / size() and returns its batch global_step % size(). Resuming a run at a step gives
+  // the same batches as never stopping. REQUIRES: global_step >= 0
+  Batch BatchAtStep(int64_t global_step);
+
+ private:
+  DataLoader(std::vector<Sample> samples, const DataLoaderOptions& options);
+
+  std::vector<Sample> samples_;
+  DataLoaderOptions options_;
+  int64_t num_batches_ = 0;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> order_;
+};
+
+// The permutation of 0..n-1 that Fisher-Yates produces from std::mt19937_64(seed), drawing each index
+// by rejection sampling so that the result is exactly reproducible everywhere.
+std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed);
+
+}  // namespace tmx::data

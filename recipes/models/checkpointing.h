@@ -1,0 +1,33 @@
+// Activation checkpointing for LibTorch C++, which has no torch.utils.checkpoint: run a block without keeping
+// its intermediate activations, and recompute them during backward. Trades one extra forward of the block per
+// backward for storing only the block's input.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <vector>
+
+namespace tmx::models {
+
+// The checkpointed block: a pure function of its input tensor and of the tensors it captures.
+using CheckpointFunction = std::function<at::Tensor(const at::Tensor& input)>;
+
+// Returns fn(input), computed without recording a graph; in backward, fn is run again on the saved input with
+// grad enabled and the gradient flows to `input` and to `params`.
+//
+// REQUIRES:
+//  - `params` lists every tensor that fn reads and that needs a gradient (typically a module's parameters);
+//    captured tensors not listed get no gradient. Listing them as inputs also makes the output require grad
+//    when only parameters do (e.g. LoRA with a frozen embedding), which a reentrant checkpoint would miss.
+//  - fn returns a single tensor that is not a view of `input`, and behaves identically when re-run: the CPU
+//    RNG state (and the input's CUDA device's RNG state) is saved before the first run and restored around the
+//    recompute, so dropout masks are replayed; other global state (autocast, grad mode of nested calls) is not.
+//  - `input` and `params` are not modified in place between forward and backward (checked by autograd's
+//    version counters when backward runs).
+//  - Everything fn captures lives until backward has run.
+// When grad mode is off, or neither `input` nor any of `params` requires grad, this is just fn(input).
+// Supports backward() and autograd::grad(); does not support double backward (create_graph=true).
+at::Tensor Checkpoint(CheckpointFunction fn, const at::Tensor& input, const std::vector<at::Tensor>& params);
+
+}  // namespace tmx::models

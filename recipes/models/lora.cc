@@ -1,0 +1,204 @@
+#include "recipes/models/lora.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <unordered_set>
+
+namespace tmx::models {
+namespace {
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'x'?)" for a likely misspelling or another library's name, else "".
+std::string Suggestion(const std::string& name) {
+  // Hugging Face spells the attention output projection o_proj; it is one edit from q_proj, so map it first.
+  if (name == "o_proj") return " (did you mean 'output_proj'?)";
+  const std::string* best = nullptr;
+  size_t best_distance = 3;  // suggest only names within two edits
+  for (const std::string& allowed : LoraAttnModuleNames()) {
+    const size_t d = EditDistance(name, allowed);
+    if (d < best_distance) {
+      best_distance = d;
+      best = &allowed;
+    }
+  }
+  return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
+std::string Number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// Calls fn(name, module) for every module below `root` (not `root` itself), depth first in registration order.
+template <typename Fn>
+void ForEachSubmodule(const torch::nn::Module& root, Fn&& fn) {
+  for (const auto& item : root.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    fn(item.key(), *item.value());
+  }
+}
+
+// The adapter parameters of `m` (including `m` itself when it is an adapted LinearImpl), keyed by TensorImpl.
+std::unordered_set<const c10::TensorImpl*> AdapterTensorImpls(const torch::nn::Module& m) {
+  std::unordered_set<const c10::TensorImpl*> impls;
+  auto collect = [&impls](const torch::nn::Module& module) {
+    const auto* linear = dynamic_cast<const LinearImpl*>(&module);
+    if (linear == nullptr || !linear->has_adapter()) return;
+    impls.insert(linear->lora_a().unsafeGetTensorImpl());
+    impls.insert(linear->lora_b().unsafeGetTensorImpl());
+  };
+  collect(m);
+  ForEachSubmodule(m, [&collect](const std::string&, const torch::nn::Module& module) { collect(module); });
+  return impls;
+}
+
+}  // namespace
+
+const std::vector<std::string>& LoraAttnModuleNames() {
+  static const std::vector<std::string> kNames = {"q_proj", "k_proj", "v_proj", "output_proj"};
+  return kNames;
+}
+
+Status ValidateLoraArgs(const LoraArgs& lora) {
+  const auto& allowed = LoraAttnModuleNames();
+  std::unordered_set<std::string> seen;
+  for (const std::string& name : lora.attn_modules) {
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      return Status::InvalidArgument("lora.attn_modules: unknown module '" + name + "'" + Suggestion(name) +
+                                     "; allowed: " + JoinNames(allowed));
+    }
+    if (!seen.insert(name).second) {
+      return Status::InvalidArgument("lora.attn_modules: '" + name + "' is listed twice; list each module once");
+    }
+  }
+  if (lora.rank <= 0) {
+    return Status::InvalidArgument("lora.rank: must be a positive integer, got " + std::to_string(lora.rank));
+  }
+  if (!(lora.alpha > 0) || !std::isfinite(lora.alpha)) {
+    return Status::InvalidArgument("lora.alpha: must be a positive number, got " + Number(lora.alpha));
+  }
+  if (!(lora.dropout >= 0 && lora.dropout < 1)) {
+    return Status::InvalidArgument("lora.dropout: must be in [0, 1), got " + Number(lora.dropout));
+  }
+  if (lora.attn_modules.empty() && !lora.apply_to_mlp && !lora.apply_to_output) {
+    return Status::InvalidArgument(
+        "lora: no layer is adapted; set attn_modules (a subset of " + JoinNames(allowed) +
+        "), apply_to_mlp or apply_to_output");
+  }
+  return Status::OK();
+}
+
+LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options,
+                       std::optional<LoraAdapterOptions> adapter)
+    : adapter_(adapter) {
+  TORCH_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in_features=",
+              in_features, ", out_features=", out_features);
+  options = options.requires_grad(false);
+  weight_ = register_parameter("weight", torch::empty({out_features, in_features}, options));
+  {
+    torch::NoGradGuard no_grad;
+    // torch::nn::Linear's default: kaiming_uniform(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)).
+    torch::nn::init::kaiming_uniform_(weight_, std::sqrt(5.0));
+  }
+  if (adapter_) {
+    TORCH_CHECK(adapter_->rank > 0, "Linear: expected a positive LoRA rank, got ", adapter_->rank);
+    lora_a_ = register_module("lora_a", std::make_shared<LinearImpl>(in_features, adapter_->rank, options));
+    lora_b_ = register_module("lora_b", std::make_shared<LinearImpl>(adapter_->rank, out_features, options));
+    torch::NoGradGuard no_grad;
+    lora_b_->weight_.zero_();
+  }
+}
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  torch::Tensor out = at::linear(x, weight_);
+  if (!adapter_) return out;
+  torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
+  return out + adapter_scaling() * lora_b_->forward(lora_a_->forward(adapter_in));
+}
+
+double LinearImpl::adapter_scaling() const {
+  return adapter_ ? adapter_->alpha / static_cast<double>(adapter_->rank) : 0.0;
+}
+
+const torch::Tensor& LinearImpl::lora_a() const {
+  TORCH_CHECK(adapter_, "Linear::lora_a: this layer has no LoRA adapter");
+  return lora_a_->weight();
+}
+
+const torch::Tensor& LinearImpl::lora_b() const {
+  TORCH_CHECK(adapter_, "Linear::lora_b: this layer has no LoRA adapter");
+  return lora_b_->weight();
+}
+
+torch::Tensor LinearImpl::MergedWeight() const {
+  torch::NoGradGuard no_grad;
+  if (!adapter_) return weight_.detach();
+  torch::Tensor delta = torch::matmul(lora_b().to(torch::kFloat), lora_a().to(torch::kFloat));
+  return (weight_.to(torch::kFloat) + adapter_scaling() * delta).to(weight_.scalar_type());
+}
+
+void FreezeBaseParameters(torch::nn::Module& m) {
+  const auto adapter = AdapterTensorImpls(m);
+  for (torch::Tensor& p : m.parameters()) {
+    p.requires_grad_(adapter.count(p.unsafeGetTensorImpl()) > 0);
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch::nn::Module& m) {
+  const auto adapter = AdapterTensorImpls(m);
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : m.named_parameters()) {
+    if (adapter.count(item.value().unsafeGetTensorImpl()) > 0) out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m) {
+  // Base weights of adapted linears, by TensorImpl, mapped to the layer that merges them.
+  std::unordered_map<const c10::TensorImpl*, const LinearImpl*> adapted;
+  auto collect = [&adapted](const torch::nn::Module& module) {
+    const auto* linear = dynamic_cast<const LinearImpl*>(&module);
+    if (linear != nullptr && linear->has_adapter()) adapted[linear->weight().unsafeGetTensorImpl()] = linear;
+  };
+  collect(m);
+  ForEachSubmodule(m, [&collect](const std::string&, const torch::nn::Module& module) { collect(module); });
+  const auto adapter = AdapterTensorImpls(m);
+
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : m.named_parameters()) {
+    const c10::TensorImpl* impl = item.value().unsafeGetTensorImpl();
+    if (adapter.count(impl) > 0) continue;
+    auto it = adapted.find(impl);
+    out.emplace_back(item.key(), it != adapted.end() ? it->second->MergedWeight() : item.value().detach());
+  }
+  for (const auto& item : m.named_buffers()) out.emplace_back(item.key(), item.value().detach());
+  return out;
+}
+
+}  // namespace tmx::models

@@ -1,0 +1,103 @@
+// LoRA (low-rank adaptation, Hu et al. 2021) for the bias-free linear layers of the Llama decoder, and the
+// helpers a fine-tuning recipe needs around it: freezing the base model, listing the adapter parameters and
+// folding the adapters back into plain weights for export.
+//
+// Parameter names follow torchtune's LoRALinear so checkpoints interoperate:
+//   <linear>.weight          [out, in]   the base weight
+//   <linear>.lora_a.weight   [rank, in]  kaiming-uniform initialised
+//   <linear>.lora_b.weight   [out, rank] zero initialised, so an adapted model starts equal to its base
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/status.h"
+
+namespace tmx::models {
+
+// Which layers of a Llama model get an adapter, and the adapter's shape. Mirrors torchtune's
+// lora_attn_modules / apply_lora_to_mlp / apply_lora_to_output / lora_rank / lora_alpha / lora_dropout.
+struct LoraArgs {
+  // Attention projections to adapt: any subset of "q_proj", "k_proj", "v_proj", "output_proj", no repeats.
+  std::vector<std::string> attn_modules;
+  // Adapt the three MLP projections (w1, w2, w3) of every layer.
+  bool apply_to_mlp = false;
+  // Adapt the final output projection. Not allowed with tied embeddings (there is no separate output weight).
+  bool apply_to_output = false;
+  // Inner dimension r of the adapter. Must be > 0.
+  int64_t rank = 8;
+  // The adapter's output is scaled by alpha / rank. Must be > 0.
+  double alpha = 16;
+  // Dropout probability applied to the adapter's input in training mode. In [0, 1).
+  double dropout = 0.0;
+};
+
+// The attention module names LoraArgs::attn_modules accepts, in canonical order.
+const std::vector<std::string>& LoraAttnModuleNames();
+
+// Checks `lora` on its own: known, distinct attn module names, rank > 0, alpha > 0, dropout in [0, 1), and at
+// least one layer adapted. Returns InvalidArgument naming the bad field and value, and the allowed values.
+Status ValidateLoraArgs(const LoraArgs& lora);
+
+// Shape of the adapter on one linear layer.
+struct LoraAdapterOptions {
+  int64_t rank = 8;      // inner dimension r; > 0
+  double alpha = 16;     // output scaled by alpha / rank
+  double dropout = 0.0;  // dropout on the adapter input, training mode only
+};
+
+// y = x W^T, plus (alpha/rank) * B(A(dropout(x))) when an adapter is attached. No bias (Llama has none).
+// Parameters are created directly with `options`, so a layer built on torch::kMeta allocates no memory.
+// The base weight is kaiming-uniform initialised like torch::nn::Linear, drawing from the current torch RNG.
+class LinearImpl : public torch::nn::Module {
+ public:
+  // REQUIRES: in_features > 0, out_features > 0, adapter->rank > 0 (checked; throws c10::Error).
+  LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options = {},
+             std::optional<LoraAdapterOptions> adapter = std::nullopt);
+
+  // x [..., in_features] -> [..., out_features].
+  torch::Tensor forward(const torch::Tensor& x);
+
+  const torch::Tensor& weight() const { return weight_; }
+  bool has_adapter() const { return adapter_.has_value(); }
+  // alpha / rank; 0 when there is no adapter.
+  double adapter_scaling() const;
+  // REQUIRES: has_adapter().
+  const torch::Tensor& lora_a() const;
+  const torch::Tensor& lora_b() const;
+  // W + (alpha/rank) * B A, detached, in the weight's dtype (the sum is formed in float32). W itself when there
+  // is no adapter (detached, sharing its storage).
+  torch::Tensor MergedWeight() const;
+
+ private:
+  torch::Tensor weight_;
+  std::optional<LoraAdapterOptions> adapter_;
+  // Plain (adapter-less) linears holding lora_a.weight and lora_b.weight; null without an adapter.
+  std::shared_ptr<LinearImpl> lora_a_;
+  std::shared_ptr<LinearImpl> lora_b_;
+};
+TORCH_MODULE(Linear);
+
+// Sets requires_grad=false on every parameter of `m` (recursively) that is not a LoRA adapter parameter, and
+// requires_grad=true on every adapter parameter.
+void FreezeBaseParameters(torch::nn::Module& m);
+
+// The LoRA adapter parameters of `m` with their state-dict names, in registration order. The tensors are the
+// parameters themselves (not copies), so they can be handed to an optimizer.
+std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch::nn::Module& m);
+
+// The state dict of `m` with every adapter folded into its base weight (see LinearImpl::MergedWeight) and the
+// adapter entries dropped, so the names are those of the same model built without LoRA. Tensors are detached;
+// unmerged entries share storage with the parameters, merged ones are new tensors.
+std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m);
+
+}  // namespace tmx::models
