@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite (GoogleTest programs registered with CTest).
 set -euo pipefail
+# One torch thread per test program: ctest runs programs in parallel, and spinning OpenMP threads that
+# compete for the same cores make CPU tests many times slower.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"

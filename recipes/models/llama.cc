@@ -191,7 +191,7 @@ torch::Tensor ApplyRotaryEmbedding(const torch::Tensor& x, const torch::Tensor& 
 EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options) {
   weight_ = register_parameter("weight", torch::empty({num_embeddings, dim}, options.requires_grad(false)));
   torch::NoGradGuard no_grad;
-  weight_.normal_(0, 1);
+  weight_.normal_(0, 1.0 / std::sqrt(static_cast<double>(dim)));
 }
 
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& tokens) { return at::embedding(weight_, tokens); }

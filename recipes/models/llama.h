@@ -76,7 +76,8 @@ torch::Tensor RopeInverseFrequencies(int64_t head_dim, double base, const std::o
 // Computed in float32, returned in x's dtype.
 torch::Tensor ApplyRotaryEmbedding(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 
-// Token embedding: weight [num_embeddings, dim], N(0, 1) initialised like torch::nn::Embedding.
+// Token embedding: weight [num_embeddings, dim], initialised N(0, 1/dim) so that a tied output projection
+// starts with unit-variance logits (loss near ln(vocab)) when a model is trained from its seed.
 class EmbeddingImpl : public torch::nn::Module {
  public:
   EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options = {});
