@@ -57,6 +57,23 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
   return s;
 }
 
+Status MakeDirs(const std::string& path) {
+  for (size_t pos = 0; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    std::string prefix = path.substr(0, pos);
+    if (prefix.empty()) continue;
+    struct stat st;
+    if (::stat(prefix.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) return Status::IoError(prefix + ": exists and is not a folder");
+      continue;
+    }
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Status::IoError(prefix + ": cannot create folder (" + ErrnoText() + ")");
+    }
+  }
+  return Status::OK();
+}
+
 Status AppendLineDurably(const std::string& path, const std::string& line) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError(path + ": cannot open for appending (" + ErrnoText() + ")");

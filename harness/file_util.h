@@ -15,6 +15,9 @@ StatusOr<std::string> ReadFile(const std::string& path);
 // permissions of an existing file. Readers see either the old or the new contents, never a mix.
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// Creates `path` and its missing parents (like mkdir -p).
+Status MakeDirs(const std::string& path);
+
 // Appends one line (a trailing '\n' is added) and fsyncs, for append-only journals.
 Status AppendLineDurably(const std::string& path, const std::string& line);
 

@@ -181,6 +181,12 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   MatrixOptions options;
   bool write_back = true;
   if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
+  size_t slash = options.journal_path.rfind('/');
+  std::string journal_dir = slash == std::string::npos ? "." : options.journal_path.substr(0, slash);
+  for (const std::string& dir : {options.work_dir, options.reports_dir, journal_dir}) {
+    Status made = MakeDirs(dir);
+    if (!made.ok()) return Fail(err, made);
+  }
   Status handlers = SubprocessSet::InstallInterruptHandlers();
   if (!handlers.ok()) return Fail(err, handlers);
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);

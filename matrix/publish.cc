@@ -44,7 +44,7 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir) {
       configs.push_back({name, recipe.name, *support});
     }
   }
-  ::mkdir(reports_dir.c_str(), 0755);
+  TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
   std::ostringstream md, json;
   MarkdownReporter().Report(configs, {}, md);
   JsonReporter().Report(configs, {}, json);

@@ -36,20 +36,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-Status MakeDirs(const std::string& path) {
-  std::string cur;
-  for (size_t pos = 0; pos != std::string::npos;) {
-    pos = path.find('/', pos + 1);
-    cur = path.substr(0, pos);
-    if (cur.empty()) continue;
-    struct stat st;
-    if (::stat(cur.c_str(), &st) != 0 && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::IoError(cur + ": cannot create folder (" + std::strerror(errno) + ")");
-    }
-  }
-  return Status::OK();
-}
-
 void Synchronize(const torch::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
   if (device.is_mps()) torch::mps::synchronize();
@@ -368,7 +354,7 @@ Status Trainer::Train(RunSummary* summary) {
             torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
         (loss / static_cast<double>(grad_accum_)).backward();
         loss_sum += loss.item<double>();
-        tokens += labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>();
+        tokens += batch.num_tokens;  // every non-padding token the model processed, as torchtune counts
       }
       double loss_value = loss_sum / static_cast<double>(grad_accum_);
       if (!std::isfinite(loss_value)) {

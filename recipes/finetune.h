@@ -33,7 +33,7 @@ struct RunSummary {
   double init_time_s = 0;       // from start to the first step: model, data, optimizer, checkpoint load
   std::vector<double> step_times_s;  // per optimizer step, device synchronised
   std::vector<double> losses;        // per optimizer step
-  std::vector<int64_t> step_tokens;  // loss tokens per optimizer step
+  std::vector<int64_t> step_tokens;  // non-padding tokens processed per optimizer step
   int warmup_steps = 1;              // excluded from the medians
   std::optional<double> tokens_per_second;  // median over steps after warm-up
   std::optional<int64_t> peak_memory_bytes;

@@ -10,3 +10,5 @@ tm_use_torch(tm_recipes)
 
 add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
+
+tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)

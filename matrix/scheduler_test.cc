@@ -1,0 +1,201 @@
+// The scheduler against a fake runner: no processes, no GPU (ninja's build_test habit).
+#include "matrix/scheduler.h"
+
+#include <stdlib.h>
+
+#include <deque>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "harness/file_util.h"
+#include "matrix/journal.h"
+
+namespace tmx::matrix {
+namespace {
+
+// Finishes cells in start order with scripted outcomes; records what ran concurrently.
+class FakeRunner : public CellRunner {
+ public:
+  std::map<std::string, SubprocessResult> outcomes;  // by config name
+  std::vector<std::string> started;
+  size_t max_running = 0;
+  bool interrupt_after_first = false;
+
+  bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
+  Status Start(const CellCommand& cmd) override {
+    started.push_back(cmd.key.config + "@" + cmd.lane);
+    busy_[cmd.lane] = cmd;
+    order_.push_back(cmd.lane);
+    max_running = std::max(max_running, busy_.size());
+    return Status::OK();
+  }
+  bool WaitForOne(CellOutcome* out) override {
+    if (interrupted_ || order_.empty()) return false;
+    if (interrupt_after_first && finished_ == 1) {
+      interrupted_ = true;
+      return false;
+    }
+    std::string lane = order_.front();
+    order_.pop_front();
+    CellCommand cmd = busy_[lane];
+    busy_.erase(lane);
+    out->key = cmd.key;
+    out->lane = lane;
+    out->result = outcomes[cmd.key.config];
+    ++finished_;
+    return true;
+  }
+  std::vector<CellOutcome> Abort() override {
+    busy_.clear();
+    order_.clear();
+    return {};
+  }
+  bool interrupted() const override { return interrupted_; }
+
+ private:
+  std::map<std::string, CellCommand> busy_;
+  std::deque<std::string> order_;
+  int finished_ = 0;
+  bool interrupted_ = false;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tm_sched_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    options_.journal_path = dir_ + "/journal.jsonl";
+    options_.max_steps = 3;
+  }
+
+  PlannedCell Cell(const std::string& config, const std::string& device, bool runnable = true) {
+    PlannedCell c;
+    c.key = {config, device};
+    c.recipe = "lora_finetune_single_device";
+    c.device.id = device;
+    c.device.type = device == "cpu" ? DeviceType::kCpu : DeviceType::kCuda;
+    c.device_type = device == "cpu" ? "cpu" : "cuda";
+    c.runnable = runnable;
+    c.output_dir = dir_ + "/" + config + "_" + device;
+    c.argv = {"tune", "run"};
+    c.preset.key = c.key;
+    c.preset.device_type = c.device_type;
+    if (!runnable) {
+      c.preset.status = CellStatus::kTooLarge;
+      c.preset.reason = "predicted 30 GiB";
+    }
+    return c;
+  }
+
+  void WriteSummary(const PlannedCell& c, const std::string& json) {
+    ASSERT_TRUE(MakeDirs(c.output_dir).ok());
+    ASSERT_TRUE(WriteFileAtomically(c.output_dir + "/summary.json", json).ok());
+  }
+
+  std::string dir_;
+  MatrixOptions options_;
+};
+
+SubprocessResult Exited(int code, const std::string& tail = "") {
+  SubprocessResult r;
+  r.exit_code = code;
+  r.output_tail = tail;
+  return r;
+}
+
+TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
+  std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu"), Cell("a", "cuda:0"), Cell("big", "cpu", false)};
+  for (const PlannedCell& c : cells) {
+    if (c.runnable) {
+      WriteSummary(c, R"({"ok": true, "step_times_s": [2.0, 1.0, 1.2], "losses": [3.0, 2.5, 2.0],
+                          "step_tokens": [100, 100, 120], "torch_version": "2.11.0", "peak_memory_bytes": 1000})");
+    }
+  }
+  FakeRunner runner;
+  for (const char* n : {"a", "b"}) runner.outcomes[n] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{"host", "job", "abc", "", "", ""}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_FALSE(run->interrupted);
+  EXPECT_EQ(run->recorded.size(), 4u);
+  EXPECT_EQ(runner.max_running, 2u);  // cpu and cuda:0 together, never two cpu cells
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"a@cpu", "a@cuda:0", "b@cpu"}));
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok());
+  ASSERT_EQ(journal->size(), 4u);
+  EXPECT_EQ(journal->front().status, CellStatus::kTooLarge);  // recorded without starting, first
+  const CellResult& a = (*journal)[1];
+  EXPECT_EQ(a.status, CellStatus::kRuns);
+  EXPECT_DOUBLE_EQ(*a.step_time_median_s, 1.1);   // warm-up step excluded
+  EXPECT_DOUBLE_EQ(*a.step_time_spread_s, 0.1);
+  EXPECT_DOUBLE_EQ(*a.tokens_per_second, 100.0);  // median of 100/1.0 and 120/1.2
+  EXPECT_DOUBLE_EQ(*a.first_loss, 3.0);
+  EXPECT_EQ(a.provenance.host, "host");
+  EXPECT_NE(progress.str().find("[4/4]"), std::string::npos) << progress.str();
+}
+
+TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
+  std::vector<PlannedCell> cells = {Cell("crash", "cpu"), Cell("hang", "cpu"), Cell("oom", "cpu"),
+                                    Cell("nan", "cpu"), Cell("bad", "cpu")};
+  WriteSummary(cells[3], R"({"ok": false, "error": "non-finite loss (nan) at step 2", "error_kind": "non_finite_loss"})");
+  FakeRunner runner;
+  SubprocessResult crash;
+  crash.term_signal = 11;
+  crash.output_tail = "step 1\nSegmentation fault\n";
+  runner.outcomes["crash"] = crash;
+  SubprocessResult hang;
+  hang.timed_out = true;
+  hang.term_signal = 15;
+  runner.outcomes["hang"] = hang;
+  SubprocessResult oom;
+  oom.memory_exceeded = true;
+  oom.term_signal = 9;
+  runner.outcomes["oom"] = oom;
+  runner.outcomes["nan"] = Exited(1);
+  runner.outcomes["bad"] = Exited(2, "error: cannot run\n  x.yaml:3:1: dtype: bf16 does not work on cpu\n");
+  options_.cell_timeout_s = 60;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok());
+  std::map<std::string, CellResult> by;
+  for (const CellResult& r : run->recorded) by[r.key.config] = r;
+  EXPECT_EQ(by["crash"].status, CellStatus::kFails);
+  EXPECT_NE(by["crash"].reason.find("Segmentation fault"), std::string::npos) << by["crash"].reason;
+  EXPECT_EQ(by["hang"].status, CellStatus::kTimeout);
+  EXPECT_NE(by["hang"].reason.find("wall-clock limit of 1m00s"), std::string::npos) << by["hang"].reason;
+  EXPECT_EQ(by["oom"].status, CellStatus::kFails);
+  EXPECT_NE(by["oom"].reason.find("out of memory"), std::string::npos);
+  EXPECT_EQ(by["nan"].status, CellStatus::kFails);
+  EXPECT_EQ(by["nan"].reason, "non-finite loss (nan) at step 2");
+  EXPECT_EQ(by["bad"].status, CellStatus::kInvalid);
+  EXPECT_NE(by["bad"].reason.find("dtype: bf16 does not work on cpu"), std::string::npos) << by["bad"].reason;
+}
+
+TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
+  std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu"), Cell("c", "cpu")};
+  FakeRunner first;
+  first.interrupt_after_first = true;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, first, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok());
+  EXPECT_TRUE(run->interrupted);
+  ASSERT_EQ(run->recorded.size(), 1u);
+
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok());
+  std::vector<CellKey> done;
+  for (const auto& [key, r] : LatestByCell(*journal)) done.push_back(key);
+  FakeRunner second;
+  StatusOr<MatrixRun> resumed = RunCells(cells, done, second, options_, Provenance{}, progress);
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(second.started, (std::vector<std::string>{"b@cpu", "c@cpu"}));
+  journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_EQ(journal->size(), 3u);  // every cell exactly once
+  EXPECT_EQ(LatestByCell(*journal).size(), 3u);
+}
+
+}  // namespace
+}  // namespace tmx::matrix
