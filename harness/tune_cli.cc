@@ -184,7 +184,29 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!check.problems.empty()) {
     err << "error: cannot run " << recipe->name << " with " << located->name << " on " << check.device.id << ":\n";
     PrintProblems(check.problems, err);
+    YAML::Node recorded = config->Find("metadata.supported_devices");
+    if (!check.device_available && recorded.IsSequence() && recorded.size() > 0) {
+      std::vector<std::string> types;
+      for (const auto& t : recorded) types.push_back(t.as<std::string>(""));
+      err << "  tune-matrix recorded this config as running on: " << JoinStrings(types, ", ")
+          << " (for example device=" << types.front() << ")\n";
+    }
     return kExitUsage;
+  }
+  // The config's generated support metadata (written by tune-matrix) may already know this fails here.
+  std::string type = DeviceTypeName(check.device.type);
+  YAML::Node entry = config->Find("metadata.support." + type);
+  std::string status = entry.IsMap() && entry["status"].IsScalar() ? entry["status"].Scalar() : "";
+  if (!status.empty() && status != "runs") {
+    std::string reason = entry["reason"].IsScalar() ? entry["reason"].Scalar() : "no reason recorded";
+    std::string when = entry["verified_at"].IsScalar() ? entry["verified_at"].Scalar() : "an unknown date";
+    if (!parsed.Has("force")) {
+      err << "error: tune-matrix recorded " << located->name << " as '" << status << "' on " << type << " ("
+          << when << "): " << reason << "\nPass --force to run it anyway.\n";
+      return kExitUsage;
+    }
+    err << "warning: tune-matrix recorded " << located->name << " as '" << status << "' on " << type << " (" << when
+        << "): " << reason << "; running anyway (--force)\n";
   }
   if (!recipe->run) {
     return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));

@@ -185,7 +185,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
                      FormatBytes(device->total_memory_bytes);
         } else {
           cell.runnable = true;
-          cell.argv = {options.tune_path, "run", recipe.name, "--config", name};
+          // --force: the cell must run even when the config's metadata records an earlier failure here.
+          cell.argv = {options.tune_path, "run", recipe.name, "--config", name, "--force"};
           for (const std::string& o : overrides) cell.argv.push_back(o);
         }
         cells.push_back(std::move(cell));
