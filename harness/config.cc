@@ -83,15 +83,6 @@ std::vector<std::string> KeysOf(const YAML::Node& map) {
   return keys;
 }
 
-std::string Join(const std::vector<std::string>& parts, size_t n, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < n && i < parts.size(); ++i) {
-    if (i) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string Origin::ToString() const {
@@ -219,7 +210,7 @@ Status Config::ApplyOverrides(const std::vector<std::string>& args) {
     // Walk to the parent mapping, creating mappings for a set.
     std::function<Status(YAML::Node, size_t)> apply = [&](YAML::Node parent, size_t i) -> Status {
       const std::string& seg = segs[i];
-      std::string here = Join(segs, i + 1, ".");
+      std::string here = JoinStrings(std::vector<std::string>(segs.begin(), segs.begin() + static_cast<std::ptrdiff_t>(i) + 1), ".");
       bool last = i + 1 == segs.size();
       if (last) {
         if (remove) {

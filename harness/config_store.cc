@@ -1,25 +1,15 @@
 #include "harness/config_store.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
 
+#include "harness/file_util.h"
 #include "harness/text.h"
 
 namespace tmx {
 namespace {
-
-bool IsDir(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool IsFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 std::string ExecutableDir() {
   char buf[PATH_MAX];
@@ -36,7 +26,7 @@ std::string BuiltinConfigDir() {
   std::string exe_dir = ExecutableDir();
   for (const char* rel : {"/../../configs", "/../configs"}) {
     std::string candidate = exe_dir + rel;
-    if (!exe_dir.empty() && IsDir(candidate)) {
+    if (!exe_dir.empty() && IsDirectory(candidate)) {
       char real[PATH_MAX];
       if (::realpath(candidate.c_str(), real) != nullptr) return real;
     }
@@ -61,7 +51,7 @@ StatusOr<LocatedConfig> LocateConfig(const std::string& name_or_path, const Regi
         located.path = BuiltinConfigPath(c);
         located.builtin = true;
         located.recipe = r;
-        if (!IsFile(located.path)) {
+        if (!IsRegularFile(located.path)) {
           return Status::NotFound("built-in config '" + c + "' is registered but " + located.path +
                                   " is missing; restore it from the repository");
         }
@@ -69,7 +59,7 @@ StatusOr<LocatedConfig> LocateConfig(const std::string& name_or_path, const Regi
       }
     }
   }
-  if (IsFile(name_or_path)) {
+  if (IsRegularFile(name_or_path)) {
     located.name = name_or_path;
     located.path = name_or_path;
     return located;

@@ -95,6 +95,36 @@ DeviceInfo NominalDeviceInfo(DeviceType type, int index) {
   return d;
 }
 
+nlohmann::json DeviceInfoToJson(const DeviceInfo& d) {
+  return {{"id", d.id},
+          {"type", DeviceTypeName(d.type)},
+          {"name", d.name},
+          {"total_memory_bytes", d.total_memory_bytes},
+          {"bf16_matmul_backward", d.bf16_matmul_backward},
+          {"fp16_matmul_backward", d.fp16_matmul_backward},
+          {"memory_stats", d.memory_stats},
+          {"distributed_backend", d.distributed_backend},
+          {"notes", d.notes}};
+}
+
+StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
+  DeviceInfo info;
+  info.id = j.value("id", "");
+  StatusOr<DeviceSpec> spec = ParseDevice(info.id);
+  if (!spec.ok()) return spec.status();
+  info.type = spec->type;
+  info.index = spec->index;
+  info.name = j.value("name", "");
+  info.total_memory_bytes = j.value("total_memory_bytes", int64_t{0});
+  info.bf16_matmul_backward = j.value("bf16_matmul_backward", false);
+  info.fp16_matmul_backward = j.value("fp16_matmul_backward", false);
+  info.memory_stats = j.value("memory_stats", false);
+  info.distributed_backend = j.value("distributed_backend", "");
+  info.notes = j.value("notes", std::vector<std::string>{});
+  info.probed = true;
+  return info;
+}
+
 StatusOr<DeviceInfo> ResolveDevice(const DeviceSpec& spec, const std::vector<DeviceInfo>& available) {
   if (spec.is_auto) {
     for (DeviceType t : {DeviceType::kCuda, DeviceType::kXpu, DeviceType::kMps, DeviceType::kCpu}) {

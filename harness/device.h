@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/status.h"
 
 namespace tmx {
@@ -43,6 +45,11 @@ struct DeviceInfo {
   bool probed = false;                // false for a nominal entry describing an absent device
   std::vector<std::string> notes;     // why a capability is missing, one line each
 };
+
+// The JSON form `tune devices --json` prints and tune-matrix reads back from its child process.
+nlohmann::json DeviceInfoToJson(const DeviceInfo& device);
+// InvalidArgument when the id is not a device string.
+StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j);
 
 // The devices of this machine, cpu first, with capabilities measured by running small ops. Cached after
 // the first call in a process.

@@ -73,3 +73,33 @@ TEST(DeviceTest, CudaDevicesAreProbedWhenPresent) {
 
 }  // namespace
 }  // namespace tmx
+
+namespace tmx {
+namespace {
+
+TEST(DeviceTest, JsonRoundTrip) {
+  DeviceInfo d;
+  d.id = "cuda:1";
+  d.type = DeviceType::kCuda;
+  d.index = 1;
+  d.name = "NVIDIA H200";
+  d.total_memory_bytes = int64_t{141} << 30;
+  d.bf16_matmul_backward = true;
+  d.memory_stats = true;
+  d.distributed_backend = "nccl";
+  d.notes = {"fp16 matmul+backward raised: x"};
+  StatusOr<DeviceInfo> back = DeviceInfoFromJson(DeviceInfoToJson(d));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->id, "cuda:1");
+  EXPECT_EQ(back->type, DeviceType::kCuda);
+  EXPECT_EQ(back->index, 1);
+  EXPECT_EQ(back->name, d.name);
+  EXPECT_EQ(back->total_memory_bytes, d.total_memory_bytes);
+  EXPECT_TRUE(back->bf16_matmul_backward);
+  EXPECT_FALSE(back->fp16_matmul_backward);
+  EXPECT_EQ(back->notes, d.notes);
+  EXPECT_FALSE(DeviceInfoFromJson({{"id", "tpu"}}).ok());
+}
+
+}  // namespace
+}  // namespace tmx

@@ -57,14 +57,28 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
   return s;
 }
 
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 Status MakeDirs(const std::string& path) {
   for (size_t pos = 0; pos != std::string::npos;) {
     pos = path.find('/', pos + 1);
     std::string prefix = path.substr(0, pos);
     if (prefix.empty()) continue;
-    struct stat st;
-    if (::stat(prefix.c_str(), &st) == 0) {
-      if (!S_ISDIR(st.st_mode)) return Status::IoError(prefix + ": exists and is not a folder");
+    if (PathExists(prefix)) {
+      if (!IsDirectory(prefix)) return Status::IoError(prefix + ": exists and is not a folder");
       continue;
     }
     if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {

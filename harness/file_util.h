@@ -15,6 +15,11 @@ StatusOr<std::string> ReadFile(const std::string& path);
 // permissions of an existing file. Readers see either the old or the new contents, never a mix.
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
+// What is at `path` (following symlinks).
+bool PathExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+bool IsRegularFile(const std::string& path);
+
 // Creates `path` and its missing parents (like mkdir -p).
 Status MakeDirs(const std::string& path);
 

@@ -1,7 +1,5 @@
 #include "harness/tune_cli.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <exception>
 #include <iomanip>
@@ -23,16 +21,6 @@ int Fail(std::ostream& err, const Status& s) {
 int UsageError(std::ostream& err, const std::string& command, const std::string& message) {
   err << "error: tune " << command << ": " << message << "\nRun 'tune help " << command << "' for usage.\n";
   return kExitUsage;
-}
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
 }
 
 int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -78,17 +66,10 @@ int Cp(const Registry& registry, const std::vector<std::string>& args, std::ostr
     if (!parsed.Has("make-parents")) {
       return Fail(err, Status::NotFound(dest + ": folder " + parent + " does not exist; pass --make-parents to create it"));
     }
-    std::string cur;
-    for (const std::string& part : SplitKeyPath(std::string())) (void)part;
-    for (size_t pos = 0; pos != std::string::npos;) {
-      pos = parent.find('/', pos + 1);
-      cur = parent.substr(0, pos);
-      if (!cur.empty() && !IsDirectory(cur) && ::mkdir(cur.c_str(), 0755) != 0) {
-        return Fail(err, Status::IoError(cur + ": cannot create folder"));
-      }
-    }
+    Status made = MakeDirs(parent);
+    if (!made.ok()) return Fail(err, made);
   }
-  if (Exists(dest) && !parsed.Has("force")) {
+  if (PathExists(dest) && !parsed.Has("force")) {
     return Fail(err, Status::AlreadyExists(dest + ": already exists; pass --force to overwrite it"));
   }
   StatusOr<std::string> text = ReadFile(located->path);
@@ -235,17 +216,7 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   const std::vector<DeviceInfo>& devices = AvailableDevices();
   if (parsed.Has("json")) {
     nlohmann::json j = nlohmann::json::array();
-    for (const DeviceInfo& d : devices) {
-      j.push_back({{"id", d.id},
-                   {"type", DeviceTypeName(d.type)},
-                   {"name", d.name},
-                   {"total_memory_bytes", d.total_memory_bytes},
-                   {"bf16_matmul_backward", d.bf16_matmul_backward},
-                   {"fp16_matmul_backward", d.fp16_matmul_backward},
-                   {"memory_stats", d.memory_stats},
-                   {"distributed_backend", d.distributed_backend},
-                   {"notes", d.notes}});
-    }
+    for (const DeviceInfo& d : devices) j.push_back(DeviceInfoToJson(d));
     out << j.dump(2) << "\n";
     return kExitOk;
   }

@@ -87,21 +87,9 @@ StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune) {
   if (!j.is_array()) return Status::Internal("`tune devices --json` printed no device list");
   std::vector<DeviceInfo> devices;
   for (const auto& d : j) {
-    DeviceInfo info;
-    info.id = d.value("id", "");
-    StatusOr<DeviceSpec> spec = ParseDevice(info.id);
-    if (!spec.ok()) continue;
-    info.type = spec->type;
-    info.index = spec->index;
-    info.name = d.value("name", "");
-    info.total_memory_bytes = d.value("total_memory_bytes", int64_t{0});
-    info.bf16_matmul_backward = d.value("bf16_matmul_backward", false);
-    info.fp16_matmul_backward = d.value("fp16_matmul_backward", false);
-    info.memory_stats = d.value("memory_stats", false);
-    info.distributed_backend = d.value("distributed_backend", "");
-    info.notes = d.value("notes", std::vector<std::string>{});
-    info.probed = true;
-    devices.push_back(info);
+    StatusOr<DeviceInfo> info = DeviceInfoFromJson(d);
+    if (!info.ok()) return info.status().WithContext("`tune devices --json`");
+    devices.push_back(*info);
   }
   return devices;
 }

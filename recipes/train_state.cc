@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/file_util.h"
 #include "recipes/models/lora.h"
 
 namespace tmx::recipes {
@@ -136,8 +137,7 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
     if (DIR* d = ::opendir(checkpoint_dir.c_str())) {
       while (dirent* e = ::readdir(d)) {
         std::string n = e->d_name;
-        struct stat st;
-        if (n.rfind("epoch_", 0) == 0 && ::stat((checkpoint_dir + "/" + n + "/" + kStateFile).c_str(), &st) == 0) {
+        if (n.rfind("epoch_", 0) == 0 && PathExists(checkpoint_dir + "/" + n + "/" + kStateFile)) {
           try {
             newest = std::max<int64_t>(newest, std::stoll(n.substr(6)));
           } catch (const std::exception&) {
