@@ -8,6 +8,7 @@
 #include "harness/file_util.h"
 #include "harness/text.h"
 #include "matrix/writeback.h"
+#include "recipes/model_builder.h"
 #include "recipes/models/llama.h"
 
 namespace tmx::matrix {
@@ -19,22 +20,13 @@ constexpr int64_t kRuntimeBytes = int64_t{1} << 30;
 // Longest sample of the shipped dataset in byte tokens, with the prompt template.
 constexpr int64_t kTypicalSeqLen = 320;
 
-int64_t ParameterCount(const models::LlamaArgs& a) {
-  int64_t head_dim = a.embed_dim / a.num_heads;
-  int64_t attn = a.embed_dim * head_dim * (2 * a.num_heads + 2 * a.num_kv_heads);
-  int64_t mlp = 3 * a.embed_dim * a.intermediate_dim;
-  int64_t layer = attn + mlp + 2 * a.embed_dim;
-  int64_t embed = a.vocab_size * a.embed_dim;
-  return embed * (a.tie_word_embeddings ? 1 : 2) + a.num_layers * layer + a.embed_dim;
-}
-
-bool ModelArgs(const std::string& component, models::LlamaArgs* args) {
-  if (component.find("llama3_2_1b") != std::string::npos) *args = models::Llama3_2_1BArgs();
-  else if (component.find("llama3_2_3b") != std::string::npos) *args = models::Llama3_2_3BArgs();
-  else if (component.find("llama3_1_8b") != std::string::npos) *args = models::Llama3_1_8BArgs();
-  else if (component.find("llama_tiny") != std::string::npos) *args = models::LlamaTinyArgs();
-  else return false;
-  return true;
+// Total and trainable parameters of `choice`, counted on a model built on the meta device (no memory is
+// allocated), so the architecture is described in one place.
+void CountModelParameters(const recipes::ModelChoice& choice, int64_t* total, int64_t* trainable) {
+  models::Llama model(choice.args, choice.lora, torch::TensorOptions().device(torch::kMeta));
+  if (choice.lora) models::FreezeBaseParameters(*model);
+  *total = models::CountParameters(*model);
+  *trainable = models::CountParameters(*model, /*trainable_only=*/true);
 }
 
 std::string Slug(const std::string& s) {
@@ -67,12 +59,11 @@ std::vector<std::string> BudgetOverrides(const std::string& device, const Matrix
 
 int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, const DeviceInfo& device,
                                int64_t* parameters) {
-  YAML::Node node = config.Find("model._component_");
-  const ComponentSpec* spec = registry.FindComponent(node.IsScalar() ? node.Scalar() : "");
-  models::LlamaArgs args;
-  if (spec == nullptr || !ModelArgs(spec->name, &args)) return 0;
-  bool lora = spec->name.find("lora_") != std::string::npos;
-  int64_t params = ParameterCount(args);
+  StatusOr<recipes::ModelChoice> choice = recipes::ModelFromConfig(config, registry);
+  if (!choice.ok()) return 0;
+  int64_t params = 0, trained = 0;
+  CountModelParameters(*choice, &params, &trained);
+  const models::LlamaArgs& args = choice->args;
   if (parameters) *parameters = params;
   StatusOr<std::string> dtype = config.GetString("dtype", "bf16");
   int64_t bytes = dtype.ok() && *dtype == "fp32" ? 4 : 2;
@@ -82,17 +73,9 @@ int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, c
   StatusOr<bool> ac = config.GetBool("enable_activation_checkpointing", false);
   bool checkpointing = ac.ok() && *ac;
 
-  int64_t trained = params;
-  if (lora) {
-    StatusOr<int64_t> rank = config.GetInt("model.lora_rank", 8);
-    int64_t r = rank.ok() ? *rank : 8;
-    // Upper bound: adapters on every projection of every layer.
-    int64_t per_layer = r * (4 * args.embed_dim + 2 * args.embed_dim) + 3 * r * (args.embed_dim + args.intermediate_dim);
-    trained = args.num_layers * per_layer;
-  }
   std::string optimizer = config.Find("optimizer._component_").IsScalar() ? config.Find("optimizer._component_").Scalar() : "";
   int64_t optimizer_states = optimizer.find("SGD") != std::string::npos ? 1 : 2;
-  int64_t weights = params * bytes + (lora ? trained * bytes : 0);
+  int64_t weights = params * bytes;  // adapters included
   int64_t grads = trained * bytes;
   int64_t states = trained * bytes * optimizer_states;
   // Activations kept for backward per layer: inputs of norms, projections, attention and the MLP.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/file_util.h"
+#include "harness/stats.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
 
@@ -29,12 +30,6 @@ std::string LastLines(const std::string& text, size_t n) {
 }
 
 std::string LastLine(const std::string& text) { return LastLines(text, 1); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 

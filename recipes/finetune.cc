@@ -21,11 +21,13 @@
 #endif
 
 #include "harness/file_util.h"
+#include "harness/stats.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/data/alpaca.h"
 #include "recipes/data/loader.h"
 #include "recipes/data/tokenizer.h"
+#include "recipes/model_builder.h"
 #include "recipes/models/llama.h"
 #include "recipes/train_state.h"
 
@@ -41,56 +43,15 @@ void Synchronize(const torch::Device& device) {
   if (device.is_mps()) torch::mps::synchronize();
 }
 
-// The model a `model._component_` names: its shape and, for lora_ builders, its adapters.
-struct ModelChoice {
-  models::LlamaArgs args;
-  std::optional<models::LoraArgs> lora;
-};
-
+// The model for this recipe: ModelFromConfig, checked against the recipe's kind (LoRA or full).
 StatusOr<ModelChoice> ChooseModel(const Config& config, const Registry& registry, bool lora_recipe) {
-  YAML::Node node = config.Find("model._component_");
-  const ComponentSpec* spec = registry.FindComponent(node.IsScalar() ? node.Scalar() : "");
-  if (spec == nullptr) return Status::InvalidArgument("model._component_ does not name a known model");
-  const std::string& n = spec->name;
-  ModelChoice choice;
-  if (n.find("llama3_2_1b") != std::string::npos) {
-    choice.args = models::Llama3_2_1BArgs();
-  } else if (n.find("llama3_2_3b") != std::string::npos) {
-    choice.args = models::Llama3_2_3BArgs();
-  } else if (n.find("llama3_1_8b") != std::string::npos) {
-    choice.args = models::Llama3_1_8BArgs();
-  } else if (n.find("llama_tiny") != std::string::npos) {
-    choice.args = models::LlamaTinyArgs();
-  } else {
-    return Status::InvalidArgument(config.OriginOf("model._component_").ToString() + ": model '" + n +
-                                   "' cannot be built by this recipe");
-  }
-  bool is_lora = n.rfind("lora_") != std::string::npos;
-  if (is_lora != lora_recipe) {
-    return Status::InvalidArgument(config.OriginOf("model._component_").ToString() + ": model '" + n + "' " +
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+  if (!choice.ok()) return choice.status();
+  if (choice->lora.has_value() != lora_recipe) {
+    return Status::InvalidArgument(config.OriginOf("model._component_").ToString() + ": model '" + choice->component +
+                                   "' " +
                                    (lora_recipe ? "has no LoRA adapters; lora_finetune_single_device needs a lora_ model"
                                                 : "has LoRA adapters; use lora_finetune_single_device"));
-  }
-  if (is_lora) {
-    models::LoraArgs lora;
-    YAML::Node modules = config.Find("model.lora_attn_modules");
-    for (const auto& m : modules) lora.attn_modules.push_back(m.as<std::string>());
-    StatusOr<bool> mlp = config.GetBool("model.apply_lora_to_mlp", false);
-    StatusOr<bool> out = config.GetBool("model.apply_lora_to_output", false);
-    StatusOr<int64_t> rank = config.GetInt("model.lora_rank", 8);
-    StatusOr<double> alpha = config.GetDouble("model.lora_alpha", 16);
-    StatusOr<double> dropout = config.GetDouble("model.lora_dropout", 0.0);
-    for (const Status& s : {mlp.status(), out.status(), rank.status(), alpha.status(), dropout.status()}) {
-      TM_RETURN_IF_ERROR(s);
-    }
-    lora.apply_to_mlp = *mlp;
-    lora.apply_to_output = *out;
-    lora.rank = *rank;
-    lora.alpha = *alpha;
-    lora.dropout = *dropout;
-    Status valid = models::ValidateLoraArgs(lora, choice.args);
-    if (!valid.ok()) return valid.WithContext(config.OriginOf("model").ToString() + ": model");
-    choice.lora = lora;
   }
   return choice;
 }
@@ -474,14 +435,6 @@ int64_t PeakMemoryBytes(const DeviceInfo& device, std::string* source) {
   struct rusage usage;
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
-}
-
-double MedianAfter(const std::vector<double>& values, size_t skip) {
-  std::vector<double> v(values.begin() + static_cast<std::ptrdiff_t>(values.size() > skip ? skip : 0), values.end());
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 Status RunFullFinetune(const Config& config, const RunContext& context) { return RunRecipe(config, context, false); }

@@ -46,7 +46,4 @@ struct RunSummary {
 // resident set size elsewhere. Sets `source`.
 int64_t PeakMemoryBytes(const DeviceInfo& device, std::string* source);
 
-// Median of the values after the first `skip` (all values when fewer remain).
-double MedianAfter(const std::vector<double>& values, size_t skip);
-
 }  // namespace tmx::recipes

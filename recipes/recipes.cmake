@@ -1,6 +1,7 @@
 # The recipes library: built-in registry and the single-device fine-tuning recipes.
 add_library(tm_recipes
   builtin.cc
+  model_builder.cc
   finetune.cc
   train_state.cc
 )

@@ -1,0 +1,100 @@
+// Planning on fake device lists: validation, memory prediction, ordering, filters. No training runs.
+#include "matrix/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "recipes/builtin.h"
+
+namespace tmx::matrix {
+namespace {
+
+DeviceInfo Device(const std::string& id, DeviceType type, int64_t gib, bool bf16 = true) {
+  DeviceInfo d;
+  d.id = id;
+  d.type = type;
+  d.index = type == DeviceType::kCuda ? 0 : -1;
+  d.name = id;
+  d.total_memory_bytes = gib << 30;
+  d.bf16_matmul_backward = bf16;
+  d.memory_stats = true;
+  return d;
+}
+
+const PlannedCell& Find(const std::vector<PlannedCell>& cells, const std::string& config, const std::string& device) {
+  for (const PlannedCell& c : cells) {
+    if (c.key.config == config && c.key.device == device) return c;
+  }
+  ADD_FAILURE() << "no cell " << config << " on " << device;
+  static PlannedCell none;
+  return none;
+}
+
+TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  std::vector<DeviceInfo> devices = {Device("cpu", DeviceType::kCpu, 24, /*bf16=*/false),
+                                     Device("cuda:0", DeviceType::kCuda, 40)};
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_EQ(cells->size(), 16u);
+
+  // bf16 configs are invalid on a cpu whose bf16 probe failed, with the recipe's own reason.
+  const PlannedCell& bf16_cpu = Find(*cells, "llama3_2/1B_lora_single_device", "cpu");
+  EXPECT_FALSE(bf16_cpu.runnable);
+  EXPECT_EQ(bf16_cpu.preset.status, CellStatus::kInvalid);
+  EXPECT_NE(bf16_cpu.preset.reason.find("dtype bf16 needs a device where bf16 matmul and backward work"),
+            std::string::npos)
+      << bf16_cpu.preset.reason;
+  // fp32 tiny configs run there.
+  EXPECT_TRUE(Find(*cells, "tiny/full_single_device", "cpu").runnable);
+
+  // 8B full fine-tuning with AdamW needs weights + grads + two states in bf16: more than 40 GiB * 0.85.
+  const PlannedCell& big = Find(*cells, "llama3_1/8B_full_single_device", "cuda:0");
+  EXPECT_EQ(big.preset.status, CellStatus::kTooLarge);
+  EXPECT_GT(big.predicted_memory_bytes, int64_t{8030261248} * 2 * 4);
+  EXPECT_NE(big.preset.reason.find("exceeds 85% of cuda:0's 40.00 GiB"), std::string::npos) << big.preset.reason;
+
+  // A runnable cell carries the budgeted child command.
+  const PlannedCell& lora = Find(*cells, "llama3_2/1B_lora_single_device", "cuda:0");
+  ASSERT_TRUE(lora.runnable);
+  std::vector<std::string> head(lora.argv.begin(), lora.argv.begin() + 7);
+  EXPECT_EQ(head, (std::vector<std::string>{"/bin/tune", "run", "lora_finetune_single_device", "--config",
+                                            "llama3_2/1B_lora_single_device", "--force", "device=cuda:0"}));
+  // LoRA trains far fewer parameters than full fine-tuning of the same model.
+  EXPECT_LT(lora.predicted_memory_bytes, Find(*cells, "llama3_2/1B_full_single_device", "cuda:0").predicted_memory_bytes);
+
+  // Cells recorded without running come first, then runnable ones cheapest first.
+  bool seen_runnable = false;
+  double last_cost = 0;
+  for (const PlannedCell& c : *cells) {
+    if (!c.runnable) {
+      EXPECT_FALSE(seen_runnable) << c.key.config;
+      continue;
+    }
+    seen_runnable = true;
+    EXPECT_GE(c.cost, last_cost) << c.key.config;
+    last_cost = c.cost;
+  }
+}
+
+TEST(PlanTest, FiltersAndUnknownNames) {
+  MatrixOptions options;
+  options.configs_glob = "tiny/*";
+  options.devices = {"cpu"};
+  std::vector<DeviceInfo> devices = {Device("cpu", DeviceType::kCpu, 24), Device("cuda:0", DeviceType::kCuda, 80)};
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok());
+  ASSERT_EQ(cells->size(), 2u);
+  for (const PlannedCell& c : *cells) EXPECT_EQ(c.key.device, "cpu");
+
+  options.devices = {"xpu"};
+  EXPECT_EQ(PlanCells(recipes::BuiltinRegistry(), devices, options).status().message(),
+            "--devices: device 'xpu' is not available on this machine (available: cpu, cuda:0)");
+  options.devices = {};
+  options.recipes = {"lora_finetune"};
+  EXPECT_EQ(PlanCells(recipes::BuiltinRegistry(), devices, options).status().message(),
+            "--recipes: unknown recipe 'lora_finetune'; did you mean 'lora_finetune_single_device'?");
+}
+
+}  // namespace
+}  // namespace tmx::matrix
