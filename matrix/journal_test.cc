@@ -1,41 +1,15 @@
 #include "matrix/journal.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "harness/file_util.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
 namespace {
-
-// A fresh directory per test. (No std::filesystem: libtorch.so, which tm_harness links, exports its own
-// copies of those symbols and std::filesystem::remove_all crashes in these binaries.)
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = ::testing::TempDir() + "tm_journal_test_XXXXXX";
-    path_ = ::mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~ScratchDir() {
-    if (DIR* d = ::opendir(path_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name != "." && name != "..") ::unlink((path_ + "/" + name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(path_.c_str());
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 CellResult Cell(const std::string& config, const std::string& device, const std::string& verified_at,
                 CellStatus status = CellStatus::kRuns, const std::string& reason = "") {
@@ -53,12 +27,10 @@ std::string Line(const CellResult& r) { return ToJson(r).dump(); }
 
 class JournalTest : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_FALSE(dir_.path().empty()) << "mkdtemp failed"; }
-
   void WriteRaw(const std::string& bytes) { ASSERT_TRUE(WriteFileAtomically(path_, bytes).ok()); }
   std::string Contents() { return ReadFile(path_).value(); }
 
-  ScratchDir dir_;
+  test::ScratchDir dir_{"journal_test"};
   std::string path_ = dir_.path() + "/runs.jsonl";
 };
 

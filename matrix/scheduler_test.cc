@@ -1,7 +1,6 @@
 // The scheduler against a fake runner: no processes, no GPU (ninja's build_test habit).
 #include "matrix/scheduler.h"
 
-#include <stdlib.h>
 
 #include <deque>
 #include <map>
@@ -11,6 +10,7 @@
 
 #include "harness/file_util.h"
 #include "matrix/journal.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
 namespace {
@@ -64,9 +64,6 @@ class FakeRunner : public CellRunner {
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/tm_sched_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     options_.journal_path = dir_ + "/journal.jsonl";
     options_.max_steps = 3;
   }
@@ -95,7 +92,8 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_TRUE(WriteFileAtomically(c.output_dir + "/summary.json", json).ok());
   }
 
-  std::string dir_;
+  test::ScratchDir scratch_{"scheduler_test"};
+  const std::string dir_ = scratch_.path();
   MatrixOptions options_;
 };
 

@@ -1,4 +1,5 @@
 #include "matrix/subprocess.h"
+#include "tests/scratch_dir.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -104,13 +105,6 @@ pid_t WaitForGrandchild(SubprocessSet* set, pid_t pid) {
 bool NoChildrenLeft() {
   int status = 0;
   return waitpid(-1, &status, WNOHANG) == -1 && errno == ECHILD;
-}
-
-std::string MakeTempDir() {
-  std::string pattern = ::testing::TempDir() + "/tm_subprocess_XXXXXX";
-  char* dir = mkdtemp(pattern.data());
-  EXPECT_NE(dir, nullptr);
-  return pattern;
 }
 
 std::string ReadAll(const std::string& path) {
@@ -231,7 +225,8 @@ TEST(SubprocessTest, MemoryBelowLimitIsTracked) {
 }
 
 TEST(SubprocessTest, GarbageOutputIsKeptRawAndBounded) {
-  const std::string dir = MakeTempDir();
+  test::ScratchDir scratch("subprocess_test");
+  const std::string dir = scratch.path();
   SubprocessOptions options = Misbehave({"garbage"});
   options.tail_bytes = 1000;
   options.log_path = dir + "/garbage.log";
@@ -249,7 +244,8 @@ TEST(SubprocessTest, GarbageOutputIsKeptRawAndBounded) {
 }
 
 TEST(SubprocessTest, TailKeepsTheEndOfLongOutput) {
-  const std::string dir = MakeTempDir();
+  test::ScratchDir scratch("subprocess_test");
+  const std::string dir = scratch.path();
   SubprocessOptions options = Misbehave({"spew", "50000"});
   options.tail_bytes = 64;
   options.log_path = dir + "/spew.log";
@@ -288,7 +284,8 @@ TEST(SubprocessTest, MissingProgramIsAClearError) {
 }
 
 TEST(SubprocessTest, NonExecutableFileIsAClearError) {
-  const std::string path = MakeTempDir() + "/not-executable";
+  test::ScratchDir scratch("subprocess_test");
+  const std::string path = scratch.path() + "/not-executable";
   std::ofstream(path) << "just text\n";
   chmod(path.c_str(), 0644);
   SubprocessSet set;
@@ -354,7 +351,8 @@ TEST(SubprocessTest, EnvironmentIsPassedAndOverridden) {
 }
 
 TEST(SubprocessTest, WorkingDirectory) {
-  const std::string dir = MakeTempDir();
+  test::ScratchDir scratch("subprocess_test");
+  const std::string dir = scratch.path();
   SubprocessOptions options = Misbehave({"pwd"});
   options.working_dir = dir;
   char* real = realpath(dir.c_str(), nullptr);

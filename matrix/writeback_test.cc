@@ -1,6 +1,5 @@
 #include "matrix/writeback.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "harness/file_util.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
 namespace {
@@ -489,25 +489,9 @@ TEST(SupportFromCellTest, TakesTheReportedFields) {
   EXPECT_FALSE(SupportFromCell(cell).peak_memory_gib.has_value());
 }
 
-// A scratch copy of a fixture. (No std::filesystem: libtorch.so, which tm_harness links, exports its own copies
-// of those symbols, and they crash in these binaries.)
+// A scratch copy of a fixture.
 class WriteBackSupportTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "tm_writeback_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name != "." && name != "..") ::unlink((dir_ + "/" + name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
   std::string Copy(const std::string& fixture) {
     std::string path = dir_ + "/" + fixture;
     EXPECT_TRUE(WriteFileAtomically(path, Fixture(fixture)).ok());
@@ -525,7 +509,8 @@ class WriteBackSupportTest : public ::testing::Test {
     EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
   }
 
-  std::string dir_;
+  test::ScratchDir scratch_{"writeback_test"};
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(WriteBackSupportTest, WritesOnceThenChangesNothing) {

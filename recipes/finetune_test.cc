@@ -1,8 +1,6 @@
 // End-to-end tests of the single-device recipes on the tiny configs, in-process on the CPU.
 #include "recipes/finetune.h"
 
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <sstream>
 
@@ -14,19 +12,13 @@
 #include "harness/file_util.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/llama.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
 namespace {
 
 class FinetuneTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    torch::set_num_threads(1);
-    char tmpl[] = "/tmp/tm_finetune_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-
   // Runs a tiny config with overrides; returns summary.json.
   nlohmann::json Run(const std::string& config, std::vector<std::string> overrides, bool lora,
                      Status* status = nullptr) {
@@ -52,7 +44,8 @@ class FinetuneTest : public ::testing::Test {
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
   }
 
-  std::string dir_;
+  test::ScratchDir scratch_{"finetune_test"};
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(FinetuneTest, LossFallsOnTinyFullFinetune) {

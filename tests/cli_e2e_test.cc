@@ -1,5 +1,4 @@
 // End-to-end tests of the `tune` and `tune-matrix` binaries: exit codes, messages, files left untouched.
-#include <stdlib.h>
 #include <sys/stat.h>
 
 #include <string>
@@ -9,6 +8,7 @@
 
 #include "harness/file_util.h"
 #include "matrix/subprocess.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx {
 namespace {
@@ -39,12 +39,8 @@ const std::string kMatrix = std::string(TM_BINARY_DIR) + "/bin/tune-matrix";
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tm_cli_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  std::string dir_;
+  test::ScratchDir scratch_{"cli_test"};
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(CliTest, LsListsEveryRecipeAndConfig) {

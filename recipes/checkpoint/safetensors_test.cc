@@ -1,6 +1,5 @@
 #include "recipes/checkpoint/safetensors.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "harness/file_util.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::checkpoint {
 namespace {
@@ -38,26 +38,8 @@ const at::Tensor* Find(const NamedTensors& tensors, const std::string& name) {
   return nullptr;
 }
 
-// No std::filesystem: libtorch.so exports its own copies of some std::filesystem functions, and
-// remove_all resolved to libtorch's copy crashes.
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = "/tmp/safetensors_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name != "." && name != "..") ::unlink((dir_ + "/" + name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
-
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   std::string WriteRaw(const std::string& name, const std::string& bytes) {
@@ -74,7 +56,8 @@ class SafetensorsTest : public ::testing::Test {
     return loaded.status().message();
   }
 
-  std::string dir_;
+  test::ScratchDir scratch_{"safetensors_test"};
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(SafetensorsTest, RoundTripIsByteExact) {

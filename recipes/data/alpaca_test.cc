@@ -1,6 +1,5 @@
 #include "recipes/data/alpaca.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -8,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/file_util.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::data {
 namespace {
@@ -27,24 +27,6 @@ const char kInputPrompt[] =
 
 class AlpacaTest : public ::testing::Test {
  protected:
-  // No std::filesystem here: libtorch.so exports its own copies of some std::filesystem functions, and
-  // remove_all resolved to libtorch's copy crashes.
-  void SetUp() override {
-    std::string tmpl = "/tmp/alpaca_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string name = e->d_name;
-        if (name != "." && name != "..") ::unlink((dir_ + "/" + name).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
-
   // Writes `contents` to <dir>/<name> and returns the path.
   std::string Write(const std::string& name, const std::string& contents) {
     std::string path = dir_ + "/" + name;
@@ -68,7 +50,8 @@ class AlpacaTest : public ::testing::Test {
     return ds.status().message();
   }
 
-  std::string dir_;
+  test::ScratchDir scratch_{"alpaca_test"};
+  const std::string dir_ = scratch_.path();
   ByteTokenizer tok_;
 };
 

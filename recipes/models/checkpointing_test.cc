@@ -11,14 +11,6 @@
 namespace tmx::models {
 namespace {
 
-// The tiny models gain nothing from intra-op threads, and on a loaded machine OpenMP's spinning workers make
-// them up to 100x slower; run single-threaded.
-class SingleThreadEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-const auto* const kSingleThread = ::testing::AddGlobalTestEnvironment(new SingleThreadEnvironment);
-
 std::map<std::string, torch::Tensor> Grads(const torch::nn::Module& m) {
   std::map<std::string, torch::Tensor> grads;
   for (const auto& item : m.named_parameters()) {

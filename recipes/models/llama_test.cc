@@ -14,14 +14,6 @@
 namespace tmx::models {
 namespace {
 
-// The tiny models gain nothing from intra-op threads, and on a loaded machine OpenMP's spinning workers make
-// them up to 100x slower; run single-threaded.
-class SingleThreadEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-const auto* const kSingleThread = ::testing::AddGlobalTestEnvironment(new SingleThreadEnvironment);
-
 constexpr double kPi = 3.14159265358979323846;
 const c10::TensorOptions kMeta = c10::TensorOptions().device(torch::kMeta);
 
