@@ -208,7 +208,6 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   provenance.host = Hostname();
   provenance.job = options.job;
   provenance.commit = ReadGitCommit();
-  provenance.torch_version = "";
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
   StatusOr<MatrixRun> run = RunCells(*cells, done, *runner, options, provenance, out);
   if (!run.ok()) return Fail(err, run.status());

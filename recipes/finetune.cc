@@ -224,7 +224,7 @@ Status Trainer::Setup(RunSummary* summary) {
   StatusOr<std::string> source = config_.GetString("dataset.source", DefaultDatasetPath());
   TM_RETURN_IF_ERROR(source.status());
   data::AlpacaOptions data_options;
-  data_options.path = config_.IsNull("dataset.source") ? DefaultDatasetPath() : *source;
+  data_options.path = *source;
   StatusOr<int64_t> max_len = config_.GetInt("tokenizer.max_seq_len", std::min<int64_t>(choice->args.max_seq_len, 2048));
   TM_RETURN_IF_ERROR(max_len.status());
   data_options.max_seq_len = *max_len;
@@ -325,9 +325,7 @@ Status Trainer::Train(RunSummary* summary) {
       }
       std::optional<double> grad_norm;
       if (clip_) {
-        std::vector<torch::Tensor> params;
-        for (const auto& p : trained_) params.push_back(p.second);
-        grad_norm = torch::nn::utils::clip_grad_norm_(params, *clip_);
+        grad_norm = torch::nn::utils::clip_grad_norm_(optimizer_->parameters(), *clip_);
       }
       optimizer_->step();
       Synchronize(device_);
