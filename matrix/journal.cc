@@ -65,7 +65,8 @@ Status AppendToJournal(const std::string& path, const CellResult& cell) {
   return AppendLineDurably(path, line);
 }
 
-StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings) {
+StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings,
+                                              std::vector<std::string>* origins) {
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
   std::vector<CellResult> cells;
@@ -94,21 +95,31 @@ StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vect
     StatusOr<CellResult> cell = CellResultFromJson(j, where);
     if (!cell.ok()) return cell.status();
     cells.push_back(std::move(cell).value());
+    if (origins) origins->push_back(where);
   }
   return cells;
 }
 
-std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells) {
-  std::map<CellKey, CellResult> latest;
+namespace {
+
+template <typename Key, typename KeyOf>
+std::map<Key, CellResult> Newest(const std::vector<CellResult>& cells, KeyOf key_of) {
+  std::map<Key, CellResult> latest;
   for (const CellResult& c : cells) {
-    auto it = latest.find(c.key);
-    if (it == latest.end()) {
-      latest.emplace(c.key, c);
-    } else if (c.provenance.verified_at >= it->second.provenance.verified_at) {
-      it->second = c;
-    }
+    auto [it, inserted] = latest.emplace(key_of(c), c);
+    if (!inserted && c.provenance.verified_at >= it->second.provenance.verified_at) it->second = c;
   }
   return latest;
+}
+
+}  // namespace
+
+std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells) {
+  return Newest<CellKey>(cells, [](const CellResult& c) { return c.key; });
+}
+
+std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells) {
+  return Newest<ConfigDeviceType>(cells, [](const CellResult& c) { return ConfigDeviceType(c.key.config, c.device_type); });
 }
 
 }  // namespace tmx::matrix

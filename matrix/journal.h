@@ -20,11 +20,18 @@ Status AppendToJournal(const std::string& path, const CellResult& cell);
 // Reads every record in file order. An unfinished last line (no line break at the end of the file) that is
 // not a complete record is skipped and reported in `warnings` (which may be null); blank lines are skipped.
 // Any other malformed line, or a record of another schema version, fails with "<path>:<line>: ..." and
-// nothing is returned. NotFound if the file does not exist.
-StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings);
+// nothing is returned. NotFound if the file does not exist. `origins` (may be null) receives "<path>:<line>"
+// of each record returned, in the same order.
+StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings,
+                                              std::vector<std::string>* origins = nullptr);
 
 // The newest record per (config, device): the greatest provenance.verified_at (compared as text, which
 // orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); on a tie the record that comes later wins.
 std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells);
+
+// The newest record per (config, device type), as config metadata keeps it: several devices of one type
+// (cuda:0, cuda:1) share one entry, and the one verified last wins (on a tie, the later record).
+using ConfigDeviceType = std::pair<std::string, std::string>;
+std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells);
 
 }  // namespace tmx::matrix

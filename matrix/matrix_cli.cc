@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -11,11 +13,15 @@
 #include "harness/cli.h"
 #include "harness/file_util.h"
 #include "harness/text.h"
+#include "matrix/check.h"
 #include "matrix/journal.h"
+#include "matrix/junit.h"
+#include "matrix/merge.h"
 #include "matrix/plan.h"
 #include "matrix/publish.h"
 #include "matrix/runner.h"
 #include "matrix/scheduler.h"
+#include "matrix/shard.h"
 #include "matrix/subprocess.h"
 
 namespace tmx::matrix {
@@ -95,8 +101,9 @@ StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune) {
 }
 
 const std::vector<std::string> kSwitches = {"resume", "no-write-back"};
-const std::vector<std::string> kValueFlags = {"devices", "configs", "recipes", "steps", "timeout",
-                                              "journal", "job",     "work-dir", "tune", "memory-fraction"};
+const std::vector<std::string> kValueFlags = {"devices", "configs",  "recipes", "steps",
+                                              "timeout", "journal",  "job",     "work-dir",
+                                              "tune",    "memory-fraction", "shard", "junit", "reports-dir"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";
@@ -120,9 +127,20 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   options->recipes = SplitList(parsed.Get("recipes"));
   options->resume = parsed.Has("resume");
   options->job = parsed.Get("job");
+  options->junit_path = parsed.Get("junit");
+  if (parsed.Has("shard")) {
+    StatusOr<ShardSpec> shard = ParseShard(parsed.Get("shard"));
+    if (!shard.ok()) {
+      UsageError(err, cmd, shard.status().message());
+      return false;
+    }
+    options->shard_index = shard->index;
+    options->shard_count = shard->count;
+  }
   *write_back = !parsed.Has("no-write-back");
   if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
+  if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
   options->tune_path = parsed.Get("tune", SelfDir() + "/tune");
   try {
     if (parsed.Has("steps")) options->max_steps = std::stoi(parsed.Get("steps"));
@@ -200,7 +218,11 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   }
   size_t runnable = 0;
   for (const PlannedCell& c : *cells) runnable += c.runnable;
-  out << "tune-matrix: " << cells->size() << " cells (" << runnable << " to run, "
+  out << "tune-matrix: " << cells->size() << " cells"
+      << (options.shard_count > 1 ? " in shard " + std::to_string(options.shard_index) + "/" +
+                                        std::to_string(options.shard_count)
+                                  : std::string())
+      << " (" << runnable << " to run, "
       << cells->size() - runnable << " recorded without running) on " << devices->size() << " device(s); "
       << done.size() << " already in the journal\n";
 
@@ -219,6 +241,17 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
   if (!all.ok()) return Fail(err, all.status());
+  if (!options.junit_path.empty()) {
+    std::map<CellKey, CellResult> latest = LatestByCell(*all);
+    std::vector<CellResult> planned;
+    for (const PlannedCell& c : *cells) {
+      auto it = latest.find(c.key);
+      if (it != latest.end()) planned.push_back(it->second);
+    }
+    Status s = WriteJUnitFile(planned, options.junit_path);
+    if (!s.ok()) return Fail(err, s);
+    out << "Wrote " << options.junit_path << " (" << planned.size() << " test cases)\n";
+  }
   if (write_back) {
     Status s = WriteBackResults(registry, *all, out);
     if (!s.ok()) return Fail(err, s);
@@ -242,6 +275,224 @@ int Report(const Registry& registry, const std::vector<std::string>& args, std::
   return kExitOk;
 }
 
+
+int Merge(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"journal-out", "reports-dir", "junit"}, &parsed, &error)) {
+    return UsageError(err, "merge", error);
+  }
+  if (parsed.positional.empty()) return UsageError(err, "merge", "name at least one journal to merge");
+  MergeOptions options;
+  options.journal_out = parsed.Get("journal-out", options.journal_out);
+  options.reports_dir = parsed.Get("reports-dir", options.reports_dir);
+  StatusOr<JournalSet> journals = LoadJournals(parsed.positional, registry);
+  if (!journals.ok()) {
+    err << "tune-matrix merge: nothing was written\n";
+    return Fail(err, journals.status());
+  }
+  for (const std::string& w : journals->warnings) err << "warning: " << w << "\n";
+  Status s = MergeJournals(*journals, registry, options, out);
+  if (!s.ok()) return Fail(err, s);
+  if (parsed.Has("junit")) {
+    std::vector<CellResult> latest;
+    for (auto& [key, cell] : LatestByCell(journals->records)) latest.push_back(cell);
+    s = WriteJUnitFile(latest, parsed.Get("junit"));
+    if (!s.ok()) return Fail(err, s);
+    out << "wrote " << parsed.Get("junit") << "\n";
+  }
+  out << "tune-matrix merge: " << journals->records.size() << " records from " << parsed.positional.size()
+      << " journal(s)\n";
+  return kExitOk;
+}
+
+int Check(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"expect-devices", "max-slowdown", "noise-factor"}, &parsed, &error)) {
+    return UsageError(err, "check", error);
+  }
+  CheckOptions options;
+  options.expect_devices = SplitList(parsed.Get("expect-devices"));
+  try {
+    if (parsed.Has("max-slowdown")) options.max_slowdown = std::stod(parsed.Get("max-slowdown"));
+    if (parsed.Has("noise-factor")) options.noise_factor = std::stod(parsed.Get("noise-factor"));
+  } catch (const std::exception&) {
+    return UsageError(err, "check", "--max-slowdown and --noise-factor take numbers");
+  }
+  if (!(options.max_slowdown >= 0 && options.max_slowdown < 1) || !(options.noise_factor >= 0)) {
+    return UsageError(err, "check", "--max-slowdown must be in [0, 1) and --noise-factor at least 0");
+  }
+  for (const std::string& d : options.expect_devices) {
+    StatusOr<DeviceSpec> spec = ParseDevice(d);
+    if (!spec.ok() || spec->is_auto) return UsageError(err, "check", "--expect-devices: " + spec.status().message());
+  }
+  std::vector<std::string> paths = parsed.positional;
+  const std::string kDefaultJournal = "reports/journal.jsonl";
+  if (paths.empty() && PathExists(kDefaultJournal)) paths.push_back(kDefaultJournal);
+  StatusOr<JournalSet> journals = LoadJournals(paths, registry);
+  if (!journals.ok()) return Fail(err, journals.status());
+  for (const std::string& w : journals->warnings) err << "warning: " << w << "\n";
+  StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(registry);
+  if (!claims.ok()) return Fail(err, claims.status());
+  options.accept_command = "tune-matrix merge " + (paths.empty() ? std::string("<journals>") : JoinStrings(paths, " "));
+  std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options);
+  std::string summary = std::to_string(claims->size()) + " configs against " +
+                        std::to_string(journals->records.size()) + " observations from " +
+                        std::to_string(paths.size()) + " journal(s)" +
+                        (options.expect_devices.empty() ? std::string()
+                                                        : ", expecting " + JoinStrings(options.expect_devices, ", "));
+  if (problems.empty()) {
+    out << "tune-matrix check: OK: " << summary << "\n";
+    return kExitOk;
+  }
+  PrintProblems(problems, err);
+  err << "tune-matrix check: " << problems.size() << " problem(s): " << summary << "\n";
+  return kExitFailure;
+}
+
+// The CTest resource spec of this machine's GPUs, for `ctest --resource-spec-file`: one "gpus" resource
+// per CUDA device, one slot each, so no two GPU cells share a device.
+int ResourceSpec(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"tune"}, &parsed, &error) || !parsed.positional.empty()) {
+    return UsageError(err, "resource-spec", error.empty() ? "takes no positional arguments" : error);
+  }
+  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(parsed.Get("tune", SelfDir() + "/tune"));
+  if (!devices.ok()) return Fail(err, devices.status());
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  for (const DeviceInfo& d : *devices) {
+    if (d.type == DeviceType::kCuda) gpus.push_back({{"id", std::to_string(d.index)}, {"slots", 1}});
+  }
+  nlohmann::ordered_json spec = {{"version", {{"major", 1}, {"minor", 0}}}, {"local", {{{"gpus", gpus}}}}};
+  out << spec.dump(2) << "\n";
+  return kExitOk;
+}
+
+// The device a CTest-run cell gets: the GPU CTest allotted it (CTEST_RESOURCE_GROUP_0_GPUS="id:1,slots:1")
+// when the test asked for one, else the device as given.
+std::string CtestDevice(const std::string& device) {
+  const char* allotted = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
+  if (allotted == nullptr || device.find(':') != std::string::npos) return device;
+  std::string s = allotted;
+  size_t id = s.find("id:");
+  if (id == std::string::npos) return device;
+  size_t end = s.find(',', id);
+  return device + ":" + s.substr(id + 3, end == std::string::npos ? std::string::npos : end - id - 3);
+}
+
+// Exit status of `tune-matrix cell` when the cell was not started (CTest's SKIP_RETURN_CODE).
+constexpr int kExitSkipped = 77;
+
+int Cell(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"device", "steps", "timeout", "work-dir", "tune"}, &parsed, &error)) {
+    return UsageError(err, "cell", error);
+  }
+  if (parsed.positional.size() != 1 || !parsed.Has("device")) {
+    return UsageError(err, "cell", "give one config and its device: tune-matrix cell CONFIG --device DEVICE");
+  }
+  std::string config = parsed.positional[0];
+  if (registry.RecipeForConfig(config) == nullptr) {
+    return UsageError(err, "cell", "'" + config + "' is not a built-in config (see tune ls)");
+  }
+  MatrixOptions options;
+  options.tune_path = parsed.Get("tune", SelfDir() + "/tune");
+  options.work_dir = parsed.Get("work-dir", "runs/cells");
+  try {
+    if (parsed.Has("steps")) options.max_steps = std::stoi(parsed.Get("steps"));
+    if (parsed.Has("timeout")) options.cell_timeout_s = std::stod(parsed.Get("timeout"));
+  } catch (const std::exception&) {
+    return UsageError(err, "cell", "--steps and --timeout take numbers");
+  }
+  std::string device = CtestDevice(parsed.Get("device"));
+  StatusOr<DeviceSpec> spec = ParseDevice(device);
+  if (!spec.ok() || spec->is_auto) return UsageError(err, "cell", "--device: " + spec.status().message());
+  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
+  if (!devices.ok()) return Fail(err, devices.status());
+  bool present = false;
+  for (const DeviceInfo& d : *devices) present = present || d.id == device || DeviceTypeName(d.type) == device;
+  if (!present) {
+    out << "SKIPPED " << config << " on " << device << ": no " << device << " device on this machine\n";
+    return kExitSkipped;
+  }
+  options.devices = {device};
+  options.configs_glob = config;
+  Status made = MakeDirs(options.work_dir);
+  if (!made.ok()) return Fail(err, made);
+  std::string slug = config + "__" + device;
+  for (char& c : slug) {
+    if (c == '/' || c == ':') c = '_';
+  }
+  options.journal_path = options.work_dir + "/" + slug + ".jsonl";
+  ::unlink(options.journal_path.c_str());
+  options.work_dir += "/" + slug;
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, *devices, options);
+  if (!cells.ok()) return Fail(err, cells.status());
+  Status handlers = SubprocessSet::InstallInterruptHandlers();
+  if (!handlers.ok()) return Fail(err, handlers);
+  Provenance provenance;
+  provenance.host = Hostname();
+  provenance.job = "ctest";
+  provenance.commit = ReadGitCommit();
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
+  StatusOr<MatrixRun> run = RunCells(*cells, {}, *runner, options, provenance, out);
+  if (!run.ok()) return Fail(err, run.status());
+  if (run->interrupted) return kExitInterrupted;
+  if (run->recorded.size() != 1) {
+    return Fail(err, Status::Internal("expected one cell for " + config + " on " + device + ", recorded " +
+                                      std::to_string(run->recorded.size())));
+  }
+  const CellResult& r = run->recorded.front();
+  switch (r.status) {
+    case CellStatus::kRuns:
+      return kExitOk;
+    case CellStatus::kInvalid:
+    case CellStatus::kTooLarge:
+      out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n";
+      return kExitSkipped;
+    default:
+      err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n"
+          << r.output_tail << "\n";
+      return kExitFailure;
+  }
+}
+
+const char* kMergeHelp =
+    "Combines journals from several machines or CI jobs: per (config, device) the newest record wins, with\n"
+    "its provenance (host, job, commit). Writes the results into each config's metadata block, regenerates\n"
+    "reports/SUPPORT.md and support.json, and writes the combined journal (newest record per cell).\n"
+    "A malformed line or a record that does not belong to this checkout (unknown config, wrong recipe,\n"
+    "mismatched device type) fails the merge naming the file and line, and nothing is written. An\n"
+    "unfinished last line (a job killed mid-write) is skipped with a warning.\n\n"
+    "  --journal-out PATH       combined journal (default reports/journal.jsonl)\n"
+    "  --reports-dir DIR        reports folder (default reports)\n"
+    "  --junit FILE             also write the merged cells as JUnit XML";
+
+const char* kCheckHelp =
+    "Compares what the configs claim (metadata.supported_devices and metadata.support) with the latest\n"
+    "observations in the journals (default: reports/journal.jsonl) and exits 1 with one line per problem\n"
+    "and a paste-ready fix when: a cell that recorded `runs` no longer runs (newly broken) or one that did\n"
+    "not now runs (newly fixed); any other status or the supported_devices list disagrees; a config changed\n"
+    "since its entry or observation was made (stale, by the config hash outside the generated block); a\n"
+    "device in --expect-devices had no cell started on it; tokens/s fell by more than the noise allows.\n\n"
+    "  --expect-devices cpu,cuda  devices the journals must cover (zero coverage fails)\n"
+    "  --max-slowdown F           tokens/s drop that is never a regression (default 0.10)\n"
+    "  --noise-factor K           ... nor one within K x the combined relative step-time spread of the\n"
+    "                             two runs, when larger (default 3)\n\n"
+    "Exit status: 0 when claims and observations agree, 1 on problems, 2 for bad arguments or journals.";
+
+const char* kCellHelp =
+    "Runs one built-in config on one device as a matrix cell (the same child command and budget as `run`),\n"
+    "without touching the configs or reports. For CTest: under `ctest --resource-spec-file`, --device cuda\n"
+    "becomes the GPU CTest allotted (CTEST_RESOURCE_GROUP_0_GPUS).\n\n"
+    "  --device D               device (required)\n"
+    "  --steps N, --timeout S   budget, as for run\n"
+    "  --work-dir DIR           output and journal folder (default runs/cells)\n\n"
+    "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large), 2 bad arguments.";
+
 const char* kRunHelp =
     "Runs every built-in config on every device of this machine, each in its own process (`tune run` with\n"
     "device=<d>, a short step budget and a fresh output folder), records each cell in the journal as it\n"
@@ -256,8 +507,11 @@ const char* kRunHelp =
     "  --journal PATH           journal file (default reports/journal.jsonl)\n"
     "  --resume                 run only the cells missing from the journal\n"
     "  --job NAME               CI job name recorded with each cell\n"
+    "  --shard i/n              run only shard i of n (deterministic, balanced by recorded durations)\n"
+    "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
     "  --no-write-back          record in the journal only\n"
     "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
+    "  --reports-dir DIR        folder of SUPPORT.md and support.json (default reports)\n"
     "  --tune PATH              the tune executable (default: beside tune-matrix)\n\n"
     "Exit status: 0 when every cell was recorded (whatever its result), 2 for bad arguments, 130 when\n"
     "interrupted (the cells recorded so far stay in the journal).";
@@ -273,6 +527,15 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
       {"plan", "plan [options]", "Show the cells a run would have, and which would not start and why",
        "Takes the same options as run; starts no training.",
        [r](const auto& a, auto& o, auto& e) { return Plan(*r, a, o, e); }},
+      {"merge", "merge JOURNAL... [options]", "Combine journals from several machines into configs and reports",
+       kMergeHelp, [r](const auto& a, auto& o, auto& e) { return Merge(*r, a, o, e); }},
+      {"check", "check [JOURNAL...] [options]", "Fail when configs' recorded support disagrees with observations",
+       kCheckHelp, [r](const auto& a, auto& o, auto& e) { return Check(*r, a, o, e); }},
+      {"cell", "cell CONFIG --device D", "Run one matrix cell (used by CTest's matrix tests)", kCellHelp,
+       [r](const auto& a, auto& o, auto& e) { return Cell(*r, a, o, e); }},
+      {"resource-spec", "resource-spec", "Print the CTest resource spec of this machine's GPUs",
+       "For ctest --resource-spec-file: tune-matrix resource-spec > gpus.json",
+       [](const auto& a, auto& o, auto& e) { return ResourceSpec(a, o, e); }},
       {"report", "report [--reports-dir DIR]", "Regenerate SUPPORT.md and support.json from the configs' metadata",
        "", [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
   };

@@ -3,10 +3,12 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "harness/config_store.h"
 #include "harness/file_util.h"
 #include "harness/text.h"
+#include "matrix/shard.h"
 #include "matrix/writeback.h"
 #include "recipes/model_builder.h"
 #include "recipes/models/llama.h"
@@ -117,6 +119,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   }
 
   std::vector<PlannedCell> cells;
+  std::vector<double> work;                          // relative training work per cell (parameters x passes)
+  std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
   for (const RecipeSpec& recipe : registry.recipes()) {
     if (!options.recipes.empty() &&
         std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
@@ -132,6 +136,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       StatusOr<std::string> text = ReadFile(located.path);
       if (!text.ok()) return text.status();
       std::string hash = ConfigHash(*text);
+      StatusOr<SupportMetadata> recorded = ReadSupportMetadata(*text, located.path);
+      if (!recorded.ok()) return recorded.status();
       for (const DeviceInfo* device : chosen) {
         PlannedCell cell;
         cell.key = {name, device->id};
@@ -152,7 +158,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         int64_t params = 0;
         cell.predicted_memory_bytes = PredictPeakMemoryBytes(*config, registry, *device, &params);
         r.predicted_memory_bytes = cell.predicted_memory_bytes;
-        cell.cost = static_cast<double>(params) * (recipe.name.find("lora") != std::string::npos ? 2.0 : 3.0);
+        work.push_back(static_cast<double>(params) * (recipe.name.find("lora") != std::string::npos ? 2.0 : 3.0));
+        auto entry = recorded->find(cell.device_type);
+        recorded_s.push_back(entry != recorded->end() ? entry->second.wall_time_s : std::nullopt);
 
         std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
         if (!problems.empty()) {
@@ -176,9 +184,31 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       }
     }
   }
+  // Cells never measured get the seconds per unit of work of the cells that were.
+  double known_s = 0, known_work = 0;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (recorded_s[i] && *recorded_s[i] > 0) {
+      known_s += *recorded_s[i];
+      known_work += work[i];
+    }
+  }
+  double seconds_per_work = known_work > 0 ? known_s / known_work : 1e-7;
+  std::vector<ShardItem> items;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    cells[i].expected_duration_s = recorded_s[i] ? *recorded_s[i] : work[i] * seconds_per_work;
+    items.push_back({cells[i].key, cells[i].expected_duration_s});
+  }
+  if (options.shard_count > 1) {
+    std::vector<int> shard = AssignShards(items, options.shard_count);
+    std::vector<PlannedCell> mine;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (shard[i] == options.shard_index) mine.push_back(std::move(cells[i]));
+    }
+    cells = std::move(mine);
+  }
   std::stable_sort(cells.begin(), cells.end(), [](const PlannedCell& a, const PlannedCell& b) {
     if (a.runnable != b.runnable) return !a.runnable;  // recorded-without-running cells first: they are free
-    return a.cost < b.cost;
+    return a.expected_duration_s < b.expected_duration_s;
   });
   return cells;
 }

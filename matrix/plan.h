@@ -43,6 +43,12 @@ struct MatrixOptions {
   std::string tune_path;
   // CI job name recorded with each cell.
   std::string job;
+  // Keep only shard `shard_index` of `shard_count` (1-based; see matrix/shard.h). Jobs of one shard set must
+  // plan the same cells: the same configs, device ids and checkout.
+  int shard_index = 1;
+  int shard_count = 1;
+  // JUnit XML of the run's cells (matrix/junit.h); empty: none.
+  std::string junit_path;
 };
 
 // A cell and how it will be (or was not) run.
@@ -53,7 +59,9 @@ struct PlannedCell {
   DeviceInfo device;
   std::string device_type;
   int64_t predicted_memory_bytes = 0;
-  double cost = 0;                 // relative run time estimate, for ordering
+  // Expected wall time in seconds: the config's recorded `wall_time_s` for this device type, else a
+  // parameter-count estimate scaled by the cells that have one. Orders the run, balances shards, feeds the ETA.
+  double expected_duration_s = 0;
   bool runnable = false;
   CellResult preset;               // the recorded result when !runnable (invalid or too_large)
   std::vector<std::string> argv;   // the child command when runnable
@@ -74,7 +82,8 @@ int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, c
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);
 
-// The cells of a run, runnable ones sorted cheapest first, then the rest.
+// The cells of a run (of options' shard), recorded-without-running ones first, then runnable ones by
+// expected duration, shortest first.
 StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
                                              const MatrixOptions& options);
 

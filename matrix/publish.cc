@@ -15,19 +15,28 @@ namespace tmx::matrix {
 
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log) {
   std::map<std::string, SupportMetadata> updates;
-  std::map<std::string, std::map<std::string, std::string>> newest;  // config -> device type -> verified_at
-  for (const auto& [key, cell] : LatestByCell(records)) {
-    if (registry.RecipeForConfig(key.config) == nullptr) continue;
-    std::string& seen = newest[key.config][cell.device_type];
-    if (!seen.empty() && seen > cell.provenance.verified_at) continue;
-    seen = cell.provenance.verified_at;
-    updates[key.config][cell.device_type] = SupportFromCell(cell);
+  for (const auto& [key, cell] : LatestByDeviceType(records)) {
+    if (registry.RecipeForConfig(key.first) == nullptr) continue;
+    updates[key.first][key.second] = SupportFromCell(cell);
   }
+  // Every config is rendered before any is written, so a config that cannot take its block stops the
+  // write-back with no file changed.
+  std::vector<std::pair<std::string, std::string>> writes;  // path, new text
   for (const auto& [config, support] : updates) {
-    bool changed = false;
     std::string path = BuiltinConfigPath(config);
-    TM_RETURN_IF_ERROR(WriteBackSupport(path, support, &changed));
-    log << (changed ? "updated " : "unchanged ") << path << "\n";
+    StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) return text.status();
+    StatusOr<std::string> rendered = UpdateSupport(*text, support, path);
+    if (!rendered.ok()) return rendered.status();
+    if (*rendered == *text) {
+      log << "unchanged " << path << "\n";
+    } else {
+      writes.emplace_back(path, std::move(rendered).value());
+    }
+  }
+  for (const auto& [path, text] : writes) {
+    TM_RETURN_IF_ERROR(WriteFileAtomically(path, text));
+    log << "updated " << path << "\n";
   }
   return Status::OK();
 }

@@ -1,10 +1,16 @@
 # matrix/records.cmake: what the matrix records and writes: cell results (JSON), the journal, the support
-# metadata written back into configs, and the reports. Torch-free.
+# metadata written back into configs, the reports, JUnit XML, merging journals, checking claims against
+# observations, and sharding. Torch-free.
 add_library(tm_records
   cell.cc
   journal.cc
   writeback.cc
   report.cc
+  publish.cc
+  merge.cc
+  check.cc
+  junit.cc
+  shard.cc
 )
 target_include_directories(tm_records PUBLIC "${PROJECT_SOURCE_DIR}")
 target_link_libraries(tm_records PUBLIC tm_harness_core yaml-cpp nlohmann_json::nlohmann_json)
@@ -13,3 +19,7 @@ tm_add_test(cell_test SOURCES cell_test.cc LIBS tm_records)
 tm_add_test(journal_test SOURCES journal_test.cc LIBS tm_records)
 tm_add_test(writeback_test SOURCES writeback_test.cc LIBS tm_records)
 tm_add_test(report_test SOURCES report_test.cc LIBS tm_records)
+tm_add_test(merge_test SOURCES merge_test.cc LIBS tm_records)
+tm_add_test(check_test SOURCES check_test.cc LIBS tm_records)
+tm_add_test(junit_test SOURCES junit_test.cc LIBS tm_records)
+tm_add_test(shard_test SOURCES shard_test.cc LIBS tm_records)

@@ -160,11 +160,16 @@ void JsonReporter::Report(const std::vector<ConfigSupport>& configs, const std::
                        {"reason", s.reason},
                        {"tokens_per_second", number(s.tokens_per_second)},
                        {"step_time_s", number(s.step_time_s)},
+                       {"step_time_spread_s", number(s.step_time_spread_s)},
                        {"peak_memory_gib", number(s.peak_memory_gib)},
+                       {"wall_time_s", number(s.wall_time_s)},
                        {"device_name", s.device_name},
                        {"torch_version", s.torch_version},
                        {"verified_at", s.verified_at},
-                       {"config_hash", s.config_hash}};
+                       {"config_hash", s.config_hash},
+                       {"host", s.host},
+                       {"job", s.job},
+                       {"commit", s.commit}};
     }
     list.push_back({{"config", c->config}, {"recipe", c->recipe}, {"support", std::move(support)}});
   }

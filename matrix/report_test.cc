@@ -111,22 +111,32 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
           "reason": "RuntimeError: a|b <tensor> *x* `y`\nnext line",
           "tokens_per_second": null,
           "step_time_s": null,
+          "step_time_spread_s": null,
           "peak_memory_gib": null,
+          "wall_time_s": null,
           "device_name": "",
           "torch_version": "2.11.0",
           "verified_at": "2026-12-02T11:00:00Z",
-          "config_hash": ""
+          "config_hash": "",
+          "host": "",
+          "job": "",
+          "commit": ""
         },
         "cpu": {
           "status": "runs",
           "reason": "",
           "tokens_per_second": 812.4,
           "step_time_s": 0.315,
+          "step_time_spread_s": null,
           "peak_memory_gib": 0.42,
+          "wall_time_s": null,
           "device_name": "Intel Xeon",
           "torch_version": "2.11.0",
           "verified_at": "2026-12-02T11:30:00Z",
-          "config_hash": "0123456789abcdef"
+          "config_hash": "0123456789abcdef",
+          "host": "",
+          "job": "",
+          "commit": ""
         }
       }
     },
@@ -139,22 +149,32 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
           "reason": "",
           "tokens_per_second": 15234.56,
           "step_time_s": null,
+          "step_time_spread_s": null,
           "peak_memory_gib": null,
+          "wall_time_s": null,
           "device_name": "",
           "torch_version": "2.11.0",
           "verified_at": "2026-12-01T08:00:00Z",
-          "config_hash": ""
+          "config_hash": "",
+          "host": "",
+          "job": "",
+          "commit": ""
         },
         "cpu": {
           "status": "timeout",
           "reason": "killed after 600s",
           "tokens_per_second": null,
           "step_time_s": null,
+          "step_time_spread_s": null,
           "peak_memory_gib": null,
+          "wall_time_s": null,
           "device_name": "",
           "torch_version": "2.11.0",
           "verified_at": "2026-12-01T23:00:00Z",
-          "config_hash": ""
+          "config_hash": "",
+          "host": "",
+          "job": "",
+          "commit": ""
         }
       }
     }

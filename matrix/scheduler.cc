@@ -118,7 +118,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
 
 StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
                              CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
-                             std::ostream& progress) {
+                             std::ostream& progress, const std::function<std::string()>& now) {
   MatrixRun run;
   std::set<CellKey> finished(done.begin(), done.end());
   std::vector<const PlannedCell*> pending;
@@ -129,7 +129,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   size_t completed = 0;
   auto start = Clock::now();
   double runnable_cost_done = 0, runnable_cost_total = 0;
-  for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->cost : 0;
+  for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->expected_duration_s : 0;
 
   auto record = [&](CellResult r, const PlannedCell& cell) -> Status {
     r.provenance.host = provenance.host;
@@ -137,11 +137,11 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     r.provenance.commit = provenance.commit;
     if (r.provenance.torch_version.empty()) r.provenance.torch_version = provenance.torch_version;
     if (r.provenance.device_name.empty()) r.provenance.device_name = cell.device.name;
-    r.provenance.verified_at = UtcNow();
+    r.provenance.verified_at = now();
     TM_RETURN_IF_ERROR(AppendToJournal(options.journal_path, r));
     ++completed;
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (cell.runnable) runnable_cost_done += cell.cost;
+    if (cell.runnable) runnable_cost_done += cell.expected_duration_s;
     std::optional<double> eta;
     if (runnable_cost_done > 0) eta = elapsed * (runnable_cost_total - runnable_cost_done) / runnable_cost_done;
     progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "

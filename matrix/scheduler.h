@@ -3,6 +3,7 @@
 // drive it with a fake runner and no processes (ninja's habit).
 #pragma once
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -21,14 +22,14 @@ struct MatrixRun {
 // Builds a cell's result from how its child ended and the summary.json it wrote (if any).
 CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& outcome, const MatrixOptions& options);
 
-// Runs `cells` (skipping keys in `done`, which resume leaves finished). Invalid and too-large cells are
-// recorded without starting. Each recorded cell gets `provenance` (with verified_at set when it finished)
-// and is appended to options.journal_path before the next one starts.
-StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
-                             CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
-                             std::ostream& progress);
-
 // Now, UTC, ISO 8601 ("2026-12-02T11:30:00Z").
 std::string UtcNow();
+
+// Runs `cells` (skipping keys in `done`, which resume leaves finished). Invalid and too-large cells are
+// recorded without starting. Each recorded cell gets `provenance` (with verified_at set from `now` when it
+// finished) and is appended to options.journal_path before the next one starts.
+StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
+                             CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
+                             std::ostream& progress, const std::function<std::string()>& now = UtcNow);
 
 }  // namespace tmx::matrix

@@ -4,12 +4,16 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "harness/file_util.h"
 #include "matrix/journal.h"
+#include "matrix/merge.h"
+#include "matrix/shard.h"
+#include "matrix/testdata/checkout.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
@@ -193,6 +197,82 @@ TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
   journal = ReadJournal(options_.journal_path, nullptr);
   ASSERT_EQ(journal->size(), 3u);  // every cell exactly once
   EXPECT_EQ(LatestByCell(*journal).size(), 3u);
+}
+
+// Two "machines" each run one shard into their own journal; merging the two journals writes the same
+// metadata and reports as one machine running every cell.
+TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
+  testing::TestCheckout co;
+  std::vector<PlannedCell> cells;
+  for (const char* config : {"tiny/lora", "tiny/lora_big", "tiny/full"}) {
+    for (const char* device : {"cpu", "cuda:0"}) {
+      bool too_large = std::string(config) == "tiny/lora_big" && std::string(device) == "cpu";
+      PlannedCell c = Cell(config, device, !too_large);
+      c.output_dir = dir_ + "/" + config + "_" + device;
+      c.recipe = c.preset.recipe = co.registry.RecipeForConfig(config)->name;
+      c.preset.config_hash = ConfigHash(co.Read(config));
+      c.expected_duration_s = static_cast<double>(cells.size() * 7 % 5) + 1;
+      if (c.runnable) {
+        WriteSummary(c, R"({"ok": true, "step_times_s": [2.0, 1.0, 1.2], "losses": [3.0, 2.0, 1.5],
+                            "step_tokens": [100, 100, 120], "torch_version": "2.11.0", "peak_memory_bytes": 4096})");
+      }
+      cells.push_back(c);
+    }
+  }
+  std::vector<ShardItem> items;
+  for (const PlannedCell& c : cells) items.push_back({c.key, c.expected_duration_s});
+  std::vector<int> shard_of = AssignShards(items, 2);
+  auto run = [&](const std::string& journal, int shard) {
+    std::vector<PlannedCell> mine;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (shard == 0 || shard_of[i] == shard) mine.push_back(cells[i]);
+    }
+    FakeRunner runner;
+    for (const PlannedCell& c : mine) runner.outcomes[c.key.config] = Exited(0);
+    options_.journal_path = dir_ + "/" + journal;
+    std::ostringstream progress;
+    Provenance machine{"host", "job", "abc", "2.11.0", "", ""};
+    StatusOr<MatrixRun> r = RunCells(mine, {}, runner, options_, machine, progress,
+                                     [] { return std::string("2026-12-02T10:00:00Z"); });
+    EXPECT_TRUE(r.ok());
+    return options_.journal_path;
+  };
+  std::string a = run("shard1.jsonl", 1), b = run("shard2.jsonl", 2), full = run("full.jsonl", 0);
+
+  // Every cell in exactly one shard.
+  std::multiset<CellKey> seen;
+  for (const std::string& j : {a, b}) {
+    std::vector<CellResult> records = ReadJournal(j, nullptr).value();
+    for (const CellResult& r : records) seen.insert(r.key);
+  }
+  ASSERT_EQ(seen.size(), cells.size());
+  for (const PlannedCell& c : cells) EXPECT_EQ(seen.count(c.key), 1u) << c.key.config << " " << c.key.device;
+  EXPECT_GT(ReadJournal(a, nullptr)->size(), 0u);
+  EXPECT_GT(ReadJournal(b, nullptr)->size(), 0u);
+
+  auto merge = [&](const std::vector<std::string>& journals, const std::string& out) {
+    StatusOr<JournalSet> set = LoadJournals(journals, co.registry);
+    EXPECT_TRUE(set.ok()) << set.status().ToString();
+    MergeOptions o;
+    o.journal_out = dir_ + "/" + out + ".jsonl";
+    o.reports_dir = dir_ + "/" + out;
+    std::ostringstream log;
+    EXPECT_TRUE(MergeJournals(*set, co.registry, o, log).ok());
+    std::map<std::string, std::string> files;
+    for (const char* config : {"tiny/lora", "tiny/lora_big", "tiny/full"}) files[config] = co.Read(config);
+    files["SUPPORT.md"] = ReadFile(o.reports_dir + "/SUPPORT.md").value();
+    files["support.json"] = ReadFile(o.reports_dir + "/support.json").value();
+    files["journal"] = ReadFile(o.journal_out).value();
+    return files;
+  };
+  std::map<std::string, std::string> original;
+  for (const char* config : {"tiny/lora", "tiny/lora_big", "tiny/full"}) original[config] = co.Read(config);
+  std::map<std::string, std::string> from_shards = merge({a, b}, "shards");
+  for (const auto& [config, text] : original) co.Write(config, text);
+  std::map<std::string, std::string> from_full = merge({full}, "full");
+  for (const auto& [name, text] : from_full) EXPECT_EQ(from_shards[name], text) << name;
+  EXPECT_NE(from_full["tiny/lora"].find("supported_devices: [cpu, cuda]"), std::string::npos) << from_full["tiny/lora"];
+  EXPECT_NE(from_full["tiny/lora_big"].find("status: too_large"), std::string::npos);
 }
 
 }  // namespace

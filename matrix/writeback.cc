@@ -225,6 +225,7 @@ std::string FormatSignificant(double v, int digits) {
 std::string FormatTokensPerSecond(double v) { return FormatFixed(v, 1); }
 std::string FormatStepTime(double v) { return FormatSignificant(v, 4); }
 std::string FormatGib(double v) { return FormatFixed(v, 3); }
+std::string FormatWallTime(double v) { return FormatFixed(v, 1); }
 
 struct NumberField {
   const char* name;
@@ -234,7 +235,9 @@ struct NumberField {
 constexpr NumberField kNumberFields[] = {
     {"tokens_per_second", &DeviceSupport::tokens_per_second, FormatTokensPerSecond},
     {"step_time_s", &DeviceSupport::step_time_s, FormatStepTime},
+    {"step_time_spread_s", &DeviceSupport::step_time_spread_s, FormatStepTime},
     {"peak_memory_gib", &DeviceSupport::peak_memory_gib, FormatGib},
+    {"wall_time_s", &DeviceSupport::wall_time_s, FormatWallTime},
 };
 
 struct StringField {
@@ -246,6 +249,9 @@ constexpr StringField kStringFields[] = {
     {"torch_version", &DeviceSupport::torch_version},
     {"verified_at", &DeviceSupport::verified_at},
     {"config_hash", &DeviceSupport::config_hash},
+    {"host", &DeviceSupport::host},
+    {"job", &DeviceSupport::job},
+    {"commit", &DeviceSupport::commit},
 };
 
 Status CheckRenderable(const SupportMetadata& support, const std::string& path) {
@@ -303,15 +309,16 @@ class BlockReader {
  public:
   BlockReader(const std::string& path, const BlockLocation& loc) : path_(path), loc_(loc) {}
 
-  StatusOr<SupportMetadata> Read(const std::string& block_text) const {
+  StatusOr<SupportClaims> Read(const std::string& block_text) const {
     YAML::Node root;
     try {
       root = YAML::Load(block_text);
     } catch (const YAML::Exception& e) {
       return Error(e.mark.line, "is not valid YAML (" + e.msg + ")");
     }
-    SupportMetadata support;
-    if (root.IsNull()) return support;
+    SupportClaims claims;
+    claims.block_end_line = loc_.end_line;
+    if (root.IsNull()) return claims;
     if (!root.IsMap()) return Error(root.Mark().line, "must be a mapping with the one key `metadata`");
     for (const auto& kv : root) {
       if (kv.first.Scalar() != "metadata") {
@@ -319,10 +326,22 @@ class BlockReader {
       }
     }
     YAML::Node metadata = root["metadata"];
-    if (!metadata || metadata.IsNull()) return support;
+    if (!metadata || metadata.IsNull()) return claims;
     if (!metadata.IsMap()) return Error(metadata.Mark().line, "`metadata` must be a mapping");
+    YAML::Node listed = metadata["supported_devices"];
+    if (listed && !listed.IsNull()) {
+      if (!listed.IsSequence()) return Error(listed.Mark().line, "`metadata.supported_devices` must be a list");
+      claims.supported_devices_line = FileLine(listed.Mark().line);
+      for (const YAML::Node& d : listed) {
+        if (!d.IsScalar() || !IsPlainName(d.Scalar())) {
+          return Error(d.Mark().line, "`metadata.supported_devices` holds `" + (d.IsScalar() ? d.Scalar() : "?") +
+                                          "`, which is not a device type such as cpu or cuda");
+        }
+        claims.supported_devices.push_back(d.Scalar());
+      }
+    }
     YAML::Node entries = metadata["support"];
-    if (!entries || entries.IsNull()) return support;
+    if (!entries || entries.IsNull()) return claims;
     if (!entries.IsMap()) return Error(entries.Mark().line, "`metadata.support` must be a mapping");
     for (const auto& kv : entries) {
       std::string type = kv.first.Scalar();
@@ -331,9 +350,10 @@ class BlockReader {
       }
       DeviceSupport entry;
       TM_RETURN_IF_ERROR(ReadEntry(kv.second, type, &entry));
-      support[type] = std::move(entry);
+      claims.support[type] = std::move(entry);
+      claims.entry_lines[type] = FileLine(kv.first.Mark().line);
     }
-    return support;
+    return claims;
   }
 
  private:
@@ -370,8 +390,10 @@ class BlockReader {
     return Status::OK();
   }
 
+  int FileLine(int block_line) const { return loc_.begin_line + std::max(block_line, 0); }
+
   Status Error(int block_line, const std::string& problem) const {
-    return Status::InvalidArgument(path_ + ":" + std::to_string(loc_.begin_line + std::max(block_line, 0)) +
+    return Status::InvalidArgument(path_ + ":" + std::to_string(FileLine(block_line)) +
                                    ": generated support block " + problem +
                                    "; fix: delete the block (lines " + std::to_string(loc_.begin_line) + "-" +
                                    std::to_string(loc_.end_line) +
@@ -382,9 +404,9 @@ class BlockReader {
   const BlockLocation& loc_;
 };
 
-StatusOr<SupportMetadata> ReadBlock(const std::string& text, const BlockLocation& loc, const std::string& path) {
+StatusOr<SupportClaims> ReadBlock(const std::string& text, const BlockLocation& loc, const std::string& path) {
   if (!loc.damage.ok()) return loc.damage;
-  if (!loc.found) return SupportMetadata();
+  if (!loc.found) return SupportClaims();
   return BlockReader(path, loc).Read(text.substr(loc.begin, loc.end - loc.begin));
 }
 
@@ -455,8 +477,10 @@ Status CheckUserPart(const std::string& stripped, const std::string& path, LineM
 
 bool DeviceSupport::operator==(const DeviceSupport& o) const {
   return status == o.status && reason == o.reason && tokens_per_second == o.tokens_per_second &&
-         step_time_s == o.step_time_s && peak_memory_gib == o.peak_memory_gib && device_name == o.device_name &&
-         torch_version == o.torch_version && verified_at == o.verified_at && config_hash == o.config_hash;
+         step_time_s == o.step_time_s && step_time_spread_s == o.step_time_spread_s &&
+         peak_memory_gib == o.peak_memory_gib && wall_time_s == o.wall_time_s && device_name == o.device_name &&
+         torch_version == o.torch_version && verified_at == o.verified_at && config_hash == o.config_hash &&
+         host == o.host && job == o.job && commit == o.commit;
 }
 
 DeviceSupport SupportFromCell(const CellResult& cell) {
@@ -465,11 +489,16 @@ DeviceSupport SupportFromCell(const CellResult& cell) {
   s.reason = cell.reason;
   s.tokens_per_second = cell.tokens_per_second;
   s.step_time_s = cell.step_time_median_s;
+  s.step_time_spread_s = cell.step_time_spread_s;
+  if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;
   if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
   s.device_name = cell.provenance.device_name;
   s.torch_version = cell.provenance.torch_version;
   s.verified_at = cell.provenance.verified_at;
   s.config_hash = cell.config_hash;
+  s.host = cell.provenance.host;
+  s.job = cell.provenance.job;
+  s.commit = cell.provenance.commit;
   return s;
 }
 
@@ -505,8 +534,14 @@ std::string ConfigHash(const std::string& text) {
   return buf;
 }
 
-StatusOr<SupportMetadata> ReadSupportMetadata(const std::string& text, const std::string& path) {
+StatusOr<SupportClaims> ReadSupportClaims(const std::string& text, const std::string& path) {
   return ReadBlock(text, LocateBlock(text, path), path);
+}
+
+StatusOr<SupportMetadata> ReadSupportMetadata(const std::string& text, const std::string& path) {
+  StatusOr<SupportClaims> claims = ReadSupportClaims(text, path);
+  if (!claims.ok()) return claims.status();
+  return std::move(claims->support);
 }
 
 StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMetadata& support,
@@ -559,14 +594,19 @@ StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMe
   return rendered;
 }
 
+StatusOr<std::string> UpdateSupport(const std::string& text, const SupportMetadata& updates,
+                                    const std::string& path) {
+  StatusOr<SupportMetadata> merged = ReadSupportMetadata(text, path);
+  if (!merged.ok()) return merged.status();
+  for (const auto& [type, entry] : updates) (*merged)[type] = entry;
+  return RenderWithSupport(text, *merged, path);
+}
+
 Status WriteBackSupport(const std::string& path, const SupportMetadata& updates, bool* changed) {
   if (changed) *changed = false;
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
-  StatusOr<SupportMetadata> merged = ReadSupportMetadata(*text, path);
-  if (!merged.ok()) return merged.status();
-  for (const auto& [type, entry] : updates) (*merged)[type] = entry;
-  StatusOr<std::string> rendered = RenderWithSupport(*text, *merged, path);
+  StatusOr<std::string> rendered = UpdateSupport(*text, updates, path);
   if (!rendered.ok()) return rendered.status();
   if (*rendered == *text) return Status::OK();
   TM_RETURN_IF_ERROR(WriteFileAtomically(path, *rendered));

@@ -34,12 +34,18 @@ struct DeviceSupport {
   std::string status;  // a CellStatusName: "runs", "fails", "invalid", "too_large", "timeout"
   std::string reason;  // one line; empty for "runs"
   std::optional<double> tokens_per_second;
-  std::optional<double> step_time_s;      // median step time after warm-up
-  std::optional<double> peak_memory_gib;  // measured peak, GiB (2^30 bytes)
+  std::optional<double> step_time_s;         // median step time after warm-up
+  std::optional<double> step_time_spread_s;  // median absolute deviation of those step times (noise)
+  std::optional<double> peak_memory_gib;     // measured peak, GiB (2^30 bytes)
+  std::optional<double> wall_time_s;         // how long the cell took, start to end (balances CI shards)
   std::string device_name;
   std::string torch_version;
   std::string verified_at;  // UTC, ISO 8601
   std::string config_hash;  // ConfigHash of the config the result was observed with
+  // Where the result was observed (provenance, kept through `tune-matrix merge`).
+  std::string host;
+  std::string job;     // CI job name; empty for a local run
+  std::string commit;  // git commit of the checkout that ran it
 
   bool operator==(const DeviceSupport& o) const;
   bool operator!=(const DeviceSupport& o) const { return !(*this == o); }
@@ -64,6 +70,19 @@ std::string StripGeneratedBlock(const std::string& text);
 // any edit of the user's part of the config.
 std::string ConfigHash(const std::string& text);
 
+// What a config's block claims: the `supported_devices` list and the `support` entries, with the file lines
+// they are on (1-based; 0 when the config has no block), so problems can point at them.
+struct SupportClaims {
+  std::vector<std::string> supported_devices;
+  int supported_devices_line = 0;
+  SupportMetadata support;
+  std::map<std::string, int> entry_lines;  // device type -> line of `<type>:` under `support:`
+  int block_end_line = 0;                  // line of the END marker, or 0
+};
+
+// The claims of the block in `text`; the same errors as ReadSupportMetadata.
+StatusOr<SupportClaims> ReadSupportClaims(const std::string& text, const std::string& path);
+
 // The support entries of the block in `text` (empty if it has none). A damaged block (BEGIN without END, END
 // without BEGIN, two blocks, invalid YAML or wrongly typed values inside) is an InvalidArgument error
 // "<path>:<line>: ...".
@@ -77,6 +96,11 @@ StatusOr<SupportMetadata> ReadSupportMetadata(const std::string& text, const std
 // top-level `metadata` key outside the block; a device type or status that is not a plain lowercase name.
 StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMetadata& support,
                                         const std::string& path);
+
+// `text` with the entries of the device types in `updates` replaced (others stay as they are), rendered as
+// RenderWithSupport does.
+StatusOr<std::string> UpdateSupport(const std::string& text, const SupportMetadata& updates,
+                                    const std::string& path);
 
 // Reads `path`, replaces the entries of the device types in `updates` (others stay as they are), renders and
 // replaces the file atomically if and only if its bytes change. `changed` (may be null) says whether it was

@@ -1,0 +1,975 @@
+// Checks the CI that runs the support matrix (issue #5): the GitHub workflow in .github/workflows and the
+// per-device job script ci/run-device. A workflow that GitHub would accept can still be wrong for this
+// project (a device job the final job does not wait for, a shard list that skips a shard, artifacts that
+// overwrite each other, journals the merge step never sees), so the workflow is parsed and its jobs are
+// checked against each other and against what ci/run-device really writes.
+//
+// ci/run-device is run for real, but from a copy inside a scratch checkout whose setup, build and
+// tune-matrix are stand-ins that log their arguments: nothing is installed or built.
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include "tests/scratch_dir.h"
+
+extern char** environ;
+
+namespace tmx {
+namespace {
+
+const std::string kRoot = TM_SOURCE_DIR;
+const std::string kWorkflowsDir = kRoot + "/.github/workflows";
+const std::string kRunDevice = kRoot + "/ci/run-device";
+
+// ---------------------------------------------------------------------------------------------------------
+// Files
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  std::ofstream(path, std::ios::binary) << text;
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path << ": " << std::strerror(errno);
+}
+
+void MakeDir(const std::string& path) { ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path; }
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Full paths of the workflow files, sorted.
+std::vector<std::string> WorkflowFiles() {
+  std::vector<std::string> files;
+  DIR* dir = ::opendir(kWorkflowsDir.c_str());
+  if (dir == nullptr) return files;
+  while (const dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (EndsWith(name, ".yml") || EndsWith(name, ".yaml")) files.push_back(kWorkflowsDir + "/" + name);
+  }
+  ::closedir(dir);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Shell lines in `run:` steps
+
+// Splits a shell line into words: whitespace separates, quotes group, and a GitHub expression `${{ ... }}`
+// stays one piece with whatever touches it (`${{ matrix.shard }}/2` is one word).
+std::vector<std::string> Words(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (line.compare(i, 3, "${{") == 0) {
+      size_t end = line.find("}}", i);
+      end = end == std::string::npos ? line.size() : end + 2;
+      word += line.substr(i, end - i);
+      in_word = true;
+      i = end - 1;
+    } else if (c == '\'' || c == '"') {
+      size_t end = line.find(c, i + 1);
+      if (end == std::string::npos) end = line.size();
+      word += line.substr(i + 1, end - i - 1);
+      in_word = true;
+      i = end;
+    } else if (c == ' ' || c == '\t') {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else if (c == '#' && !in_word) {
+      break;  // a comment
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+// A command's arguments: `--name value` and `--name=value` options, and positional words.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> options;
+
+  bool Has(const std::string& name) const { return options.count(name) > 0; }
+  std::string Get(const std::string& name) const {
+    auto it = options.find(name);
+    return it == options.end() ? "" : it->second;
+  }
+};
+
+Args ParseArgs(const std::vector<std::string>& words, const std::set<std::string>& switches = {}) {
+  Args a;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (!StartsWith(w, "--")) {
+      a.positional.push_back(w);
+    } else if (Contains(w, "=")) {
+      a.options[w.substr(0, w.find('='))] = w.substr(w.find('=') + 1);
+    } else if (switches.count(w) == 0 && i + 1 < words.size() && !StartsWith(words[i + 1], "--")) {
+      a.options[w] = words[++i];
+    } else {
+      a.options[w] = "";
+    }
+  }
+  return a;
+}
+
+// Finds the line of `script` that runs a program whose path ends in `program` (then `subcommand`, when
+// given) and returns the words after them; false when no line does. Continuation lines are joined first.
+bool FindInvocation(const std::string& script, const std::string& program, const std::string& subcommand,
+                    std::vector<std::string>* after) {
+  std::string joined = std::regex_replace(script, std::regex("\\\\\n"), " ");
+  std::istringstream lines(joined);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> w = Words(line);
+    for (size_t i = 0; i < w.size(); ++i) {
+      bool program_matches = w[i] == program || EndsWith(w[i], "/" + program);
+      if (!program_matches) continue;
+      size_t next = i + 1;
+      if (!subcommand.empty()) {
+        if (next >= w.size() || w[next] != subcommand) continue;
+        ++next;
+      }
+      after->assign(w.begin() + next, w.end());
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The workflow
+
+std::string Str(const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : ""; }
+
+// The node at a path of map keys, or an undefined node when any is missing: yaml-cpp throws when indexing
+// into a missing key's result, and a broken workflow should fail an expectation, not crash the test.
+YAML::Node At(const YAML::Node& node, std::initializer_list<std::string> keys) {
+  YAML::Node n = node;
+  for (const std::string& k : keys) {
+    if (!n || !n.IsMap() || !n[k]) return YAML::Node(YAML::NodeType::Undefined);
+    n.reset(static_cast<const YAML::Node&>(n)[k]);  // reset, not =: Node::operator= writes into the tree
+  }
+  return n;
+}
+
+std::string Show(const YAML::Node& n) { return n ? YAML::Dump(n) : "(missing)"; }
+
+// `if: always()` in either of the spellings GitHub accepts.
+bool IsAlways(const YAML::Node& condition) {
+  std::string s = std::regex_replace(Str(condition), std::regex("\\s+"), "");
+  return s == "always()" || s == "${{always()}}";
+}
+
+// The values a `runs-on` names, whether one label or a list.
+std::vector<std::string> Labels(const YAML::Node& runs_on) {
+  std::vector<std::string> labels;
+  if (runs_on && runs_on.IsScalar()) labels.push_back(runs_on.as<std::string>());
+  if (runs_on && runs_on.IsSequence()) {
+    for (const auto& l : runs_on) labels.push_back(Str(l));
+  }
+  return labels;
+}
+
+// Index of the first step using `action` (for example "actions/checkout"), or -1.
+int FindUses(const YAML::Node& job, const std::string& action, int from = 0) {
+  const YAML::Node steps = job["steps"];
+  for (int i = from; steps && i < static_cast<int>(steps.size()); ++i) {
+    if (StartsWith(Str(steps[i]["uses"]), action + "@")) return i;
+  }
+  return -1;
+}
+
+// Index of the first step whose `run` invokes `program` [`subcommand`], or -1; its words after them go
+// to *after.
+int FindRun(const YAML::Node& job, const std::string& program, const std::string& subcommand,
+            std::vector<std::string>* after) {
+  const YAML::Node steps = job["steps"];
+  for (int i = 0; steps && i < static_cast<int>(steps.size()); ++i) {
+    if (FindInvocation(Str(steps[i]["run"]), program, subcommand, after)) return i;
+  }
+  return -1;
+}
+
+// Every combination of a job's `strategy.matrix` values (one empty combination when it has none).
+using Combo = std::map<std::string, std::string>;
+std::vector<Combo> MatrixCombos(const YAML::Node& job) {
+  std::vector<Combo> combos = {{}};
+  const YAML::Node matrix = At(job, {"strategy", "matrix"});
+  if (!matrix || !matrix.IsMap()) return combos;
+  for (const auto& kv : matrix) {
+    if (!kv.second.IsSequence()) continue;  // include/exclude would need GitHub's own rules; none are used
+    std::vector<Combo> next;
+    for (const Combo& c : combos) {
+      for (const auto& v : kv.second) {
+        Combo more = c;
+        more[kv.first.as<std::string>()] = Str(v);
+        next.push_back(more);
+      }
+    }
+    combos = next;
+  }
+  return combos;
+}
+
+// Replaces each `${{ matrix.<key> }}` by the combination's value, as GitHub does before running a step.
+std::string Expand(const std::string& text, const Combo& combo) {
+  std::string out;
+  std::regex expr("\\$\\{\\{\\s*matrix\\.([A-Za-z0-9_-]+)\\s*\\}\\}");
+  auto begin = std::sregex_iterator(text.begin(), text.end(), expr);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    out += text.substr(last, it->position() - last);
+    auto v = combo.find((*it)[1].str());
+    out += v == combo.end() ? it->str() : v->second;
+    last = it->position() + it->length();
+  }
+  return out + text.substr(last);
+}
+
+// The `path:` of an upload step, one entry per non-empty line.
+std::vector<std::string> PathLines(const YAML::Node& step) {
+  std::vector<std::string> lines;
+  std::istringstream in(Str(At(step, {"with", "path"})));
+  std::string line;
+  while (std::getline(in, line)) {
+    line = std::regex_replace(line, std::regex("^\\s+|\\s+$"), "");
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+std::set<std::string> SplitCommas(const std::string& list) {
+  std::set<std::string> items;
+  std::istringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) items.insert(item);
+  }
+  return items;
+}
+
+std::string Join(const std::set<std::string>& items) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
+  return s;
+}
+
+// One job that runs ci/run-device.
+struct DeviceJob {
+  std::string id;
+  YAML::Node job;
+  int run_step = -1;
+  std::vector<std::string> words;  // after ci/run-device
+  Args args;
+  std::string device;  // the first positional argument
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Running ci/run-device
+
+struct Outcome {
+  int status = -1;  // exit status, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] (a path) with the given arguments in `cwd`, with this process's environment less the
+// variables that would change ci/run-device's defaults, plus `env`. No shell is involved.
+Outcome Spawn(const std::vector<std::string>& argv, const std::string& cwd, const Combo& env) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv = *e;
+    std::string name = kv.substr(0, kv.find('='));
+    if (name == "TUNE_MATRIX_CONFIGS" || name == "GITHUB_JOB" || name == "BUILD_DIR" || name == "PWD" ||
+        StartsWith(name, "FAKE_")) {
+      continue;
+    }
+    env_strings.push_back(kv);
+  }
+  env_strings.push_back("PWD=" + cwd);
+  for (const auto& kv : env) env_strings.push_back(kv.first + "=" + kv.second);
+
+  // Everything the child needs is built before fork: after it only async-signal-safe calls are allowed.
+  std::vector<char*> c_argv, c_env;
+  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
+  c_argv.push_back(nullptr);
+  for (const auto& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
+  c_env.push_back(nullptr);
+
+  Outcome o;
+  int out_pipe[2], err_pipe[2];
+  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
+    ADD_FAILURE() << "pipe: " << std::strerror(errno);
+    return o;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[0]);
+    ::close(err_pipe[1]);
+    if (::chdir(cwd.c_str()) == 0) ::execve(c_argv[0], c_argv.data(), c_env.data());
+    static const char kMsg[] = "spawn: chdir or execve failed\n";
+    (void)!::write(2, kMsg, sizeof(kMsg) - 1);
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (pid < 0) {
+    ADD_FAILURE() << "fork: " << std::strerror(errno);
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    return o;
+  }
+  // Read both pipes together so a child filling one cannot block on it while we wait on the other.
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&o.out, &o.err};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    if (::poll(fds, 2, 30000) <= 0) {
+      ADD_FAILURE() << "child " << argv[0] << " silent for 30 s; killing it";
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+      }
+    }
+  }
+  for (const pollfd& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  o.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+  return o;
+}
+
+std::string Describe(const Outcome& o) {
+  return "exit status " + std::to_string(o.status) + "\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
+}
+
+// One recorded call of a stand-in program: its name, then its arguments.
+using Call = std::vector<std::string>;
+
+// A scratch checkout holding a copy of ci/run-device (same mode bits) beside stand-ins for
+// scripts/setup.sh, scripts/build.sh and build/bin/tune-matrix that append their calls to a log.
+class FakeCheckout {
+ public:
+  FakeCheckout() {
+    MakeDir(repo_);
+    for (const char* d : {"/ci", "/scripts", "/build", "/build/bin", "/caller"}) MakeDir(repo_ + d);
+    struct stat st {};
+    if (::stat(kRunDevice.c_str(), &st) != 0) {
+      ADD_FAILURE() << kRunDevice << " is missing";
+      return;
+    }
+    WriteFile(script_, ReadFile(kRunDevice), st.st_mode & 07777);
+    const std::string record = "#!/usr/bin/env bash\nprintf 'CALL %s\\n' \"$(basename \"$0\")\" >>\"$FAKE_LOG\"\n";
+    WriteFile(repo_ + "/scripts/setup.sh", record, 0755);
+    WriteFile(repo_ + "/scripts/build.sh", record, 0755);
+    WriteFile(repo_ + "/build/bin/tune-matrix",
+              record + "printf 'ARG %s\\n' \"$@\" >>\"$FAKE_LOG\"\n"
+                       "case \"$1\" in\n"
+                       "  run) exit \"${FAKE_RUN_STATUS:-0}\" ;;\n"
+                       "  check) exit \"${FAKE_CHECK_STATUS:-0}\" ;;\n"
+                       "esac\n",
+              0755);
+  }
+
+  const std::string& repo() const { return repo_; }
+  const std::string& script() const { return script_; }
+
+  // Runs the copied ci/run-device through bash, as `bash ci/run-device ...`.
+  Outcome RunDevice(const std::vector<std::string>& args, const Combo& env = {}, const std::string& cwd = "") {
+    std::vector<std::string> argv = {"/bin/bash", script_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Combo full_env = env;
+    full_env["FAKE_LOG"] = log_;
+    return Spawn(argv, cwd.empty() ? repo_ : cwd, full_env);
+  }
+
+  // Runs the copied ci/run-device as an executable, as a CI step's `ci/run-device ...` line does.
+  Outcome ExecRunDevice(const std::vector<std::string>& args, const Combo& env) {
+    std::vector<std::string> argv = {script_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    Combo full_env = env;
+    full_env["FAKE_LOG"] = log_;
+    return Spawn(argv, repo_, full_env);
+  }
+
+  // The calls logged so far; Clear() forgets them.
+  std::vector<Call> Calls() const {
+    std::vector<Call> calls;
+    std::istringstream in(ReadFile(log_));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (StartsWith(line, "CALL ")) calls.push_back({line.substr(5)});
+      if (StartsWith(line, "ARG ") && !calls.empty()) calls.back().push_back(line.substr(4));
+    }
+    return calls;
+  }
+  void Clear() const { ::unlink(log_.c_str()); }
+
+  // The arguments of the logged `tune-matrix <subcommand>` call; fails the test when there is none.
+  Call TuneMatrixCall(const std::string& subcommand) const {
+    for (const Call& c : Calls()) {
+      if (c.size() >= 2 && c[0] == "tune-matrix" && c[1] == subcommand) return Call(c.begin() + 1, c.end());
+    }
+    ADD_FAILURE() << "ci/run-device never called tune-matrix " << subcommand;
+    return {};
+  }
+
+ private:
+  test::ScratchDir scratch_{"ci_workflow_test"};
+  const std::string repo_ = scratch_.path() + "/repo";
+  const std::string script_ = repo_ + "/ci/run-device";
+  const std::string log_ = scratch_.path() + "/calls.log";
+};
+
+std::string Show(const std::vector<Call>& calls) {
+  std::string s;
+  for (const Call& c : calls) {
+    for (const auto& w : c) s += w + " ";
+    s += "\n";
+  }
+  return s.empty() ? "(no calls)\n" : s;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Tests of the workflow file
+
+class WorkflowTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    error_.clear();
+    std::vector<std::string> matches;
+    for (const std::string& f : WorkflowFiles()) {
+      if (Contains(ReadFile(f), "ci/run-device")) matches.push_back(f);
+    }
+    if (matches.size() != 1) {
+      error_ = "expected exactly one workflow in " + kWorkflowsDir + " that runs ci/run-device, found " +
+               std::to_string(matches.size());
+      return;
+    }
+    path_ = matches[0];
+    try {
+      workflow_ = YAML::LoadFile(path_);
+    } catch (const YAML::Exception& e) {
+      error_ = path_ + " is not valid YAML: " + e.what();
+      return;
+    }
+    const YAML::Node jobs = workflow_["jobs"];
+    if (!jobs || !jobs.IsMap()) {
+      error_ = path_ + " has no `jobs:` map";
+      return;
+    }
+    devices_.clear();
+    final_id_.clear();
+    for (const auto& kv : jobs) {
+      DeviceJob d;
+      d.id = kv.first.as<std::string>();
+      d.job = kv.second;
+      d.run_step = FindRun(d.job, "ci/run-device", "", &d.words);
+      std::vector<std::string> merge_words;
+      if (FindRun(d.job, "tune-matrix", "merge", &merge_words) >= 0) {
+        if (!final_id_.empty()) error_ = "two jobs run `tune-matrix merge`: " + final_id_ + " and " + d.id;
+        final_id_ = d.id;
+      }
+      if (d.run_step < 0) continue;
+      d.args = ParseArgs(d.words);
+      if (!d.args.positional.empty()) d.device = d.args.positional[0];
+      devices_.push_back(d);
+    }
+    if (final_id_.empty()) error_ = path_ + ": no job runs `tune-matrix merge` (the final job)";
+  }
+
+  void SetUp() override { ASSERT_TRUE(error_.empty()) << error_; }
+
+  static YAML::Node Job(const std::string& id) { return At(workflow_, {"jobs", id}); }
+  static YAML::Node FinalJob() { return Job(final_id_); }
+
+  static std::set<std::string> DeviceIds() {
+    std::set<std::string> ids;
+    for (const auto& d : devices_) ids.insert(d.id);
+    return ids;
+  }
+  static std::set<std::string> Devices() {
+    std::set<std::string> devices;
+    for (const auto& d : devices_) devices.insert(d.device);
+    return devices;
+  }
+
+  static std::string error_;
+  static std::string path_;
+  static YAML::Node workflow_;
+  static std::vector<DeviceJob> devices_;
+  static std::string final_id_;
+};
+
+std::string WorkflowTest::error_;
+std::string WorkflowTest::path_;
+YAML::Node WorkflowTest::workflow_;
+std::vector<DeviceJob> WorkflowTest::devices_;
+std::string WorkflowTest::final_id_;
+
+TEST(WorkflowFiles, EveryWorkflowParsesAndCiShowsThem) {
+  std::vector<std::string> files = WorkflowFiles();
+  ASSERT_FALSE(files.empty()) << "no *.yml in " << kWorkflowsDir << " (GitHub reads workflows only from there)";
+  for (const std::string& f : files) {
+    EXPECT_NO_THROW(YAML::LoadFile(f)) << f << " is not valid YAML";
+  }
+
+  // ci/workflows is a relative link, so it stays right in every clone, wherever it lives.
+  const std::string link = kRoot + "/ci/workflows";
+  struct stat st {};
+  ASSERT_EQ(::lstat(link.c_str(), &st), 0) << link << " is missing";
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << link << " should be a symlink to ../.github/workflows";
+  char target[PATH_MAX] = {};
+  ssize_t n = ::readlink(link.c_str(), target, sizeof(target) - 1);
+  EXPECT_EQ(std::string(target, n > 0 ? n : 0), "../.github/workflows") << link << " should be relative";
+  char a[PATH_MAX], b[PATH_MAX];
+  ASSERT_NE(::realpath(link.c_str(), a), nullptr) << link << " is dangling";
+  ASSERT_NE(::realpath(kWorkflowsDir.c_str(), b), nullptr);
+  EXPECT_STREQ(a, b) << link << " does not lead to " << kWorkflowsDir;
+}
+
+TEST_F(WorkflowTest, TriggersOnPullRequestsNightlyAndByHand) {
+  const YAML::Node on = workflow_["on"];
+  ASSERT_TRUE(on && on.IsMap()) << path_ << ": `on:` should be a map of triggers, is:\n" << Show(on);
+  EXPECT_TRUE(on["pull_request"]) << path_ << ": pull requests must run the (tiny) matrix";
+  EXPECT_TRUE(on["workflow_dispatch"]) << path_ << ": the matrix should be startable by hand";
+  const YAML::Node schedule = on["schedule"];
+  ASSERT_TRUE(schedule && schedule.IsSequence() && schedule.size() > 0)
+      << path_ << ": no nightly `schedule:` with a cron entry";
+  for (const auto& entry : schedule) {
+    std::vector<std::string> fields = Words(Str(entry["cron"]));
+    EXPECT_EQ(fields.size(), 5u) << path_ << ": cron '" << Str(entry["cron"]) << "' needs five fields";
+    if (fields.size() == 5) {
+      // Nightly: a fixed minute and hour, every day.
+      EXPECT_EQ(fields[2] + fields[3] + fields[4], "***") << "cron '" << Str(entry["cron"]) << "' is not daily";
+      EXPECT_EQ(fields[1].find_first_not_of("0123456789"), std::string::npos)
+          << "cron '" << Str(entry["cron"]) << "' should run once a night";
+    }
+  }
+}
+
+TEST_F(WorkflowTest, PullRequestsRunTinyConfigsAndOtherRunsEveryConfig) {
+  std::string configs = Str(At(workflow_, {"env", "TUNE_MATRIX_CONFIGS"}));
+  EXPECT_TRUE(Contains(configs, "pull_request") && Contains(configs, "'tiny/*'") && Contains(configs, "'*'"))
+      << path_ << ": env TUNE_MATRIX_CONFIGS should pick 'tiny/*' for pull_request and '*' otherwise, is '"
+      << configs << "'";
+}
+
+TEST_F(WorkflowTest, OneJobPerDeviceEachRunningRunDeviceForItsOwnDevice) {
+  EXPECT_TRUE(DeviceIds().count("cpu") && DeviceIds().count("cuda"))
+      << path_ << ": expected device jobs `cpu` and `cuda` (jobs that run ci/run-device), found: "
+      << Join(DeviceIds());
+  std::set<std::string> seen;
+  for (const DeviceJob& d : devices_) {
+    ASSERT_FALSE(d.device.empty()) << "job " << d.id << " runs ci/run-device without a device";
+    EXPECT_EQ(d.args.positional.size(), 1u) << "job " << d.id << ": ci/run-device takes one device";
+    std::string plain = std::regex_replace(d.device, std::regex(":"), "-");
+    EXPECT_EQ(d.id, plain) << "job " << d.id << " runs ci/run-device for device '" << d.device
+                           << "'; name the job after its device so the reports and artifacts say which";
+    EXPECT_TRUE(seen.insert(d.device).second) << "device " << d.device << " has two jobs";
+    int calls = 0;
+    for (const auto& step : d.job["steps"]) {
+      std::vector<std::string> w;
+      calls += FindInvocation(Str(step["run"]), "ci/run-device", "", &w) ? 1 : 0;
+    }
+    EXPECT_EQ(calls, 1) << "job " << d.id << " should run ci/run-device exactly once";
+  }
+}
+
+TEST_F(WorkflowTest, CpuRunsOnHostedRunnersAndGpusOnSelfHostedOnes) {
+  for (const DeviceJob& d : devices_) {
+    std::vector<std::string> labels = Labels(d.job["runs-on"]);
+    std::set<std::string> set(labels.begin(), labels.end());
+    if (d.device == "cpu") {
+      ASSERT_EQ(labels.size(), 1u) << "job cpu: runs-on should be one hosted label, is:\n" << Show(d.job["runs-on"]);
+      EXPECT_TRUE(StartsWith(labels[0], "ubuntu-")) << "job cpu: runs-on '" << labels[0]
+                                                    << "' is not a standard hosted Linux runner (ubuntu-...)";
+    } else {
+      // Hosted runners have no accelerators: the job must land on a machine that has one.
+      std::string type = d.device.substr(0, d.device.find(':'));
+      EXPECT_TRUE(set.count("self-hosted")) << "job " << d.id << ": runs-on should be a list with self-hosted, is:\n"
+                                            << Show(d.job["runs-on"]);
+      EXPECT_TRUE(set.count(type) || set.count("gpu"))
+          << "job " << d.id << ": runs-on should name a '" << type << "' (or 'gpu') runner label, is:\n"
+          << Show(d.job["runs-on"]);
+    }
+  }
+}
+
+TEST_F(WorkflowTest, DeviceJobsUploadTheirJournalEvenWhenTheyFail) {
+  for (const DeviceJob& d : devices_) {
+    int upload = FindUses(d.job, "actions/upload-artifact");
+    ASSERT_GE(upload, 0) << "job " << d.id << " uploads no artifact: the final job would have no journal";
+    const YAML::Node step = d.job["steps"][upload];
+    EXPECT_GT(upload, d.run_step) << "job " << d.id << " uploads before ci/run-device ran";
+    EXPECT_TRUE(IsAlways(step["if"])) << "job " << d.id << ": the upload needs `if: always()`; a failed check "
+                                      << "is exactly when the journal is wanted";
+    std::string paths = Str(At(step, {"with", "path"}));
+    EXPECT_TRUE(Contains(paths, "journal")) << "job " << d.id << ": upload path has no journal:\n" << paths;
+    EXPECT_TRUE(Contains(paths, "junit")) << "job " << d.id << ": upload path has no JUnit file:\n" << paths;
+  }
+}
+
+TEST_F(WorkflowTest, ShardedJobsListEveryShardOnce) {
+  bool cpu_sharded = false;
+  for (const DeviceJob& d : devices_) {
+    if (!d.args.Has("--shard")) continue;
+    cpu_sharded |= d.device == "cpu";
+    std::smatch m;
+    std::string shard = d.args.Get("--shard");
+    ASSERT_TRUE(std::regex_match(shard, m, std::regex("\\$\\{\\{\\s*matrix\\.([A-Za-z0-9_-]+)\\s*\\}\\}/([0-9]+)")))
+        << "job " << d.id << ": --shard '" << shard << "' should be ${{ matrix.<key> }}/<n>";
+    std::string key = m[1];
+    int n = std::stoi(m[2]);
+    const YAML::Node list = At(d.job, {"strategy", "matrix", key});
+    ASSERT_TRUE(list && list.IsSequence()) << "job " << d.id << ": --shard uses matrix." << key
+                                           << " but strategy.matrix." << key << " is not a list";
+    std::vector<int> got, want;
+    for (const auto& v : list) got.push_back(v.as<int>());
+    for (int i = 1; i <= n; ++i) want.push_back(i);
+    EXPECT_EQ(got, want) << "job " << d.id << ": strategy.matrix." << key << " must be exactly 1.." << n
+                         << " to cover every shard of --shard .../" << n << " once";
+    EXPECT_FALSE(At(d.job, {"strategy", "fail-fast"}) && At(d.job, {"strategy", "fail-fast"}).as<bool>())
+        << "job " << d.id << ": set fail-fast: false, or one failing shard cancels the others' journals";
+    if (d.args.Has("--job")) {
+      EXPECT_TRUE(Contains(d.args.Get("--job"), "matrix." + key))
+          << "job " << d.id << ": --job '" << d.args.Get("--job") << "' names every shard the same";
+    }
+  }
+  EXPECT_TRUE(cpu_sharded) << "the cpu job should be sharded (--shard ${{ matrix.shard }}/n)";
+}
+
+TEST_F(WorkflowTest, EveryJobChecksOutTheCodeFirstAndPinsActions) {
+  for (const auto& kv : workflow_["jobs"]) {
+    std::string id = kv.first.as<std::string>();
+    int checkout = FindUses(kv.second, "actions/checkout");
+    ASSERT_GE(checkout, 0) << "job " << id << " never checks out the code (actions/checkout)";
+    const YAML::Node steps = kv.second["steps"];
+    for (int i = 0; i < checkout; ++i) {
+      EXPECT_FALSE(steps[i]["run"]) << "job " << id << " runs a command before checking out the code";
+    }
+    for (const auto& step : steps) {
+      std::string uses = Str(step["uses"]);
+      for (const char* action : {"actions/checkout@", "actions/upload-artifact@", "actions/download-artifact@"}) {
+        if (StartsWith(uses, action)) {
+          EXPECT_EQ(uses.substr(uses.find('@')), "@v4") << "job " << id << ": use " << action << "v4, not " << uses;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(WorkflowTest, FinalJobWaitsForEveryDeviceJobAndRunsWhateverHappened) {
+  const YAML::Node job = FinalJob();
+  std::set<std::string> needs;
+  for (const auto& n : Labels(job["needs"])) needs.insert(n);
+  for (const std::string& id : DeviceIds()) {
+    EXPECT_TRUE(needs.count(id)) << "final job " << final_id_ << " does not `needs` device job " << id
+                                 << ": it could merge before that journal exists";
+  }
+  EXPECT_TRUE(IsAlways(job["if"])) << "final job " << final_id_ << " needs `if: always()` so the reports are "
+                                   << "made even when a device job failed";
+  std::vector<std::string> unused;
+  EXPECT_EQ(FindRun(job, "ci/run-device", "", &unused), -1) << "the final job should merge, not run cells";
+}
+
+TEST_F(WorkflowTest, FinalJobBuildsDownloadsChecksMergesAndUploadsInThatOrder) {
+  const YAML::Node job = FinalJob();
+  const YAML::Node steps = job["steps"];
+  const std::string f = "final job " + final_id_;
+
+  int build = -1;
+  for (int i = 0; i < static_cast<int>(steps.size()); ++i) {
+    if (Contains(Str(steps[i]["run"]), "scripts/build.sh")) build = build < 0 ? i : build;
+  }
+  ASSERT_GE(build, 0) << f << " never builds (bash scripts/build.sh), so it has no tune-matrix";
+
+  int download = FindUses(job, "actions/download-artifact");
+  ASSERT_GE(download, 0) << f << " downloads no artifacts";
+  const YAML::Node with = At(steps[download], {"with"});
+  std::string pattern = Str(At(with, {"pattern"}));
+  std::string folder = std::regex_replace(Str(At(with, {"path"})), std::regex("/+$"), "");
+  EXPECT_EQ(pattern, "journal-*") << f << ": download only the journals (pattern: journal-*)";
+  EXPECT_TRUE(At(with, {"merge-multiple"}) && At(with, {"merge-multiple"}).as<bool>())
+      << f << ": merge-multiple: true puts every journal in one folder";
+  ASSERT_FALSE(folder.empty()) << f << ": give the download a `path:` folder";
+
+  std::vector<std::string> check_words, merge_words;
+  int check = FindRun(job, "tune-matrix", "check", &check_words);
+  int merge = FindRun(job, "tune-matrix", "merge", &merge_words);
+  ASSERT_GE(check, 0) << f << " never runs `tune-matrix check`";
+  Args check_args = ParseArgs(check_words), merge_args = ParseArgs(merge_words);
+
+  EXPECT_EQ(SplitCommas(check_args.Get("--expect-devices")), Devices())
+      << f << ": check --expect-devices '" << check_args.Get("--expect-devices")
+      << "' should name exactly the device jobs' devices (" << Join(Devices()) << ")";
+  EXPECT_FALSE(check_args.positional.empty()) << f << ": check names no journal";
+  for (const auto& j : check_args.positional) {
+    EXPECT_TRUE(StartsWith(j, folder + "/")) << f << ": check reads '" << j << "', not the downloaded " << folder;
+  }
+  EXPECT_FALSE(merge_args.positional.empty()) << f << ": merge names no journal";
+  for (const auto& j : merge_args.positional) {
+    EXPECT_TRUE(StartsWith(j, folder + "/")) << f << ": merge reads '" << j << "', not the downloaded " << folder;
+  }
+  EXPECT_TRUE(IsAlways(steps[merge]["if"])) << f << ": merge needs `if: always()` to make reports after a failed check";
+
+  int upload = FindUses(job, "actions/upload-artifact", merge);
+  ASSERT_GE(upload, 0) << f << " uploads nothing after the merge";
+  EXPECT_TRUE(IsAlways(steps[upload]["if"])) << f << ": the reports upload needs `if: always()`";
+  std::set<std::string> uploaded;
+  for (const auto& p : PathLines(steps[upload])) uploaded.insert(std::regex_replace(p, std::regex("/+$"), ""));
+  EXPECT_TRUE(uploaded.count("reports") && uploaded.count("configs"))
+      << f << ": upload reports/ and configs/ (the merged results), uploads: " << Join(uploaded);
+
+  // check compares the committed configs' claims with the new observations, so it must see them before
+  // merge rewrites them.
+  EXPECT_LT(build, check) << f << ": build before check";
+  EXPECT_LT(download, check) << f << ": download before check";
+  EXPECT_LT(check, merge) << f << ": check before merge";
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Tests of ci/run-device
+
+TEST(RunDevice, IsAnExecutableStrictBashScriptThatRunsAndChecks) {
+  struct stat st {};
+  ASSERT_EQ(::stat(kRunDevice.c_str(), &st), 0) << kRunDevice << " is missing";
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0111, 0111) << kRunDevice << " is not executable (chmod +x, and commit the mode)";
+  std::string text = ReadFile(kRunDevice);
+  std::string first = text.substr(0, text.find('\n'));
+  EXPECT_TRUE(first == "#!/usr/bin/env bash" || first == "#!/bin/bash") << "shebang is '" << first << "'";
+  EXPECT_TRUE(Contains(text, "set -euo pipefail")) << kRunDevice << " should fail on the first error";
+  EXPECT_TRUE(Contains(text, "tune-matrix")) << kRunDevice << " never mentions tune-matrix";
+  EXPECT_FALSE(std::regex_search(text, std::regex("(^|[;&|\\s])eval\\s"))) << "build argv as arrays, never eval";
+}
+
+TEST(RunDevice, HelpPrintsUsageAndDoesNothing) {
+  FakeCheckout repo;
+  for (const char* flag : {"--help", "-h"}) {
+    Outcome o = repo.RunDevice({flag});
+    EXPECT_EQ(o.status, 0) << flag << ": " << Describe(o);
+    EXPECT_TRUE(StartsWith(o.out, "usage: ci/run-device <device>")) << Describe(o);
+    EXPECT_TRUE(repo.Calls().empty()) << flag << " ran:\n" << Show(repo.Calls());
+  }
+}
+
+TEST(RunDevice, RejectsBadArgumentsBeforeSettingAnythingUp) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string named;  // what the one-line error must mention
+  };
+  const std::vector<Case> cases = {
+      {{}, "<device>"},
+      {{"--shard", "1/2"}, "<device>"},
+      {{"cpu", "--shard", "3/2"}, "--shard"},
+      {{"cpu", "--shard", "0/2"}, "--shard"},
+      {{"cpu", "--shard", "1/0"}, "--shard"},
+      {{"cpu", "--shard", "2"}, "--shard"},
+      {{"cpu", "--shard", "01/2"}, "--shard"},
+      {{"cpu", "--shard=a/b"}, "--shard"},
+      {{"cpu", "--shard"}, "--shard"},
+      {{"cpu", "--configs"}, "--configs"},
+      {{"cpu", "--out", ""}, "--out"},
+      {{"cpu", "--bogus"}, "--bogus"},
+      {{"cpu", "cuda"}, "cuda"},
+      {{"cuda/0"}, "cuda/0"},
+  };
+  FakeCheckout repo;
+  for (const Case& c : cases) {
+    std::string argv = "ci/run-device";
+    for (const auto& a : c.args) argv += " '" + a + "'";
+    Outcome o = repo.RunDevice(c.args);
+    EXPECT_EQ(o.status, 2) << argv << ": bad arguments must exit 2; " << Describe(o);
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << argv << ": want one error line; " << Describe(o);
+    EXPECT_TRUE(Contains(o.err, c.named)) << argv << ": the error should name " << c.named << "; " << Describe(o);
+    EXPECT_TRUE(repo.Calls().empty()) << argv << ": validation must come before setup, but ran:\n"
+                                      << Show(repo.Calls());
+    repo.Clear();
+  }
+}
+
+TEST(RunDevice, SetsUpBuildsRunsAndChecksWithTheGivenOptions) {
+  FakeCheckout repo;
+  const std::string out = repo.repo() + "/../out";
+  Outcome o = repo.RunDevice({"cuda:0", "--shard", "2/3", "--configs", "tiny/*", "--out", out, "--job", "nightly"});
+  ASSERT_EQ(o.status, 0) << Describe(o);
+  std::vector<Call> calls = repo.Calls();
+  ASSERT_EQ(calls.size(), 4u) << "want setup, build, run, check; got:\n" << Show(calls);
+  EXPECT_EQ(calls[0], Call{"setup.sh"});
+  EXPECT_EQ(calls[1], Call{"build.sh"});
+  // ':' would make awkward file and artifact names.
+  const std::string journal = out + "/journal-cuda-0-shard-2-of-3.jsonl";
+  EXPECT_EQ(repo.TuneMatrixCall("run"),
+            (Call{"run", "--devices", "cuda:0", "--configs", "tiny/*", "--shard", "2/3", "--journal", journal,
+                  "--junit", out + "/junit-cuda-0-shard-2-of-3.xml", "--job", "nightly", "--work-dir", out + "/runs",
+                  "--no-write-back"}))
+      << Show(calls);
+  EXPECT_EQ(repo.TuneMatrixCall("check"), (Call{"check", journal, "--expect-devices", "cuda:0"})) << Show(calls);
+  struct stat st {};
+  EXPECT_EQ(::stat(out.c_str(), &st), 0) << "the --out folder was not made";
+}
+
+TEST(RunDevice, DefaultsToEveryConfigALocalJobNameAndCiOutBesideTheCaller) {
+  FakeCheckout repo;
+  const std::string caller = repo.repo() + "/caller";
+  Outcome o = repo.RunDevice({"cpu"}, {}, caller);
+  ASSERT_EQ(o.status, 0) << Describe(o);
+  Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
+  EXPECT_EQ(run.Get("--configs"), "*");
+  EXPECT_EQ(run.Get("--job"), "local-cpu");
+  EXPECT_FALSE(run.Has("--shard"));
+  EXPECT_EQ(run.Get("--journal"), caller + "/ci-out/journal-cpu.jsonl") << "--out is relative to the caller";
+  EXPECT_EQ(run.Get("--junit"), caller + "/ci-out/junit-cpu.xml");
+}
+
+TEST(RunDevice, TakesTheConfigsFromTheEnvironmentAndTheJobFromGithub) {
+  FakeCheckout repo;
+  Outcome o = repo.RunDevice({"cpu"}, {{"TUNE_MATRIX_CONFIGS", "tiny/*"}, {"GITHUB_JOB", "nightly"}});
+  ASSERT_EQ(o.status, 0) << Describe(o);
+  Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
+  EXPECT_EQ(run.Get("--configs"), "tiny/*");
+  EXPECT_EQ(run.Get("--job"), "nightly-cpu");
+
+  repo.Clear();
+  o = repo.RunDevice({"cpu", "--configs", "llama3_2/*"}, {{"TUNE_MATRIX_CONFIGS", "tiny/*"}});
+  ASSERT_EQ(o.status, 0) << Describe(o);
+  EXPECT_EQ(ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"}).Get("--configs"), "llama3_2/*")
+      << "--configs should win over TUNE_MATRIX_CONFIGS";
+}
+
+TEST(RunDevice, ChecksEvenWhenTheRunFailsAndFailsWhenEitherFailed) {
+  struct Case {
+    std::string run_status, check_status;
+    int want;
+  };
+  for (const Case& c : std::vector<Case>{{"0", "0", 0}, {"1", "0", 1}, {"0", "3", 3}, {"130", "3", 130}}) {
+    FakeCheckout repo;
+    Outcome o = repo.RunDevice({"cpu"}, {{"FAKE_RUN_STATUS", c.run_status}, {"FAKE_CHECK_STATUS", c.check_status}});
+    EXPECT_EQ(o.status, c.want) << "run exits " << c.run_status << ", check exits " << c.check_status << "; "
+                                << Describe(o);
+    EXPECT_FALSE(repo.TuneMatrixCall("check").empty()) << "check must run even after run exits " << c.run_status;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The workflow and ci/run-device together
+
+// Runs each device job's ci/run-device line (per matrix combination, with the stand-ins) and follows the
+// files it writes: into that job's upload, through the final job's download folder, into check and merge.
+TEST_F(WorkflowTest, EveryDeviceJobsJournalReachesTheFinalJobsCheckAndMerge) {
+  const YAML::Node final_job = FinalJob();
+  int download = FindUses(final_job, "actions/download-artifact");
+  ASSERT_GE(download, 0) << "final job " << final_id_ << " downloads no artifacts";
+  std::string pattern = Str(At(final_job["steps"][download], {"with", "pattern"}));
+  std::string folder =
+      std::regex_replace(Str(At(final_job["steps"][download], {"with", "path"})), std::regex("/+$"), "");
+  std::vector<std::string> check_words, merge_words;
+  FindRun(final_job, "tune-matrix", "check", &check_words);
+  FindRun(final_job, "tune-matrix", "merge", &merge_words);
+  Args check = ParseArgs(check_words), merge = ParseArgs(merge_words);
+
+  std::set<std::string> artifacts, journals;
+  for (const DeviceJob& d : devices_) {
+    int upload = FindUses(d.job, "actions/upload-artifact");
+    ASSERT_GE(upload, 0) << "job " << d.id << " uploads nothing";
+    const YAML::Node upload_step = d.job["steps"][upload];
+    for (const Combo& combo : MatrixCombos(d.job)) {
+      std::string where = "job " + d.id;
+      for (const auto& kv : combo) where += " " + kv.first + "=" + kv.second;
+
+      std::string artifact = Expand(Str(At(upload_step, {"with", "name"})), combo);
+      EXPECT_TRUE(artifacts.insert(artifact).second)
+          << where << ": artifact name '" << artifact << "' is used twice (uploads would clash)";
+      EXPECT_EQ(::fnmatch(pattern.c_str(), artifact.c_str(), 0), 0)
+          << where << ": artifact '" << artifact << "' does not match the final job's download pattern '" << pattern
+          << "'";
+
+      std::vector<std::string> words;
+      ASSERT_TRUE(FindInvocation(Expand(Str(d.job["steps"][d.run_step]["run"]), combo), "ci/run-device", "", &words));
+      FakeCheckout repo;
+      Outcome o = repo.ExecRunDevice(words, {{"TUNE_MATRIX_CONFIGS", "*"}, {"GITHUB_JOB", d.id}});
+      ASSERT_EQ(o.status, 0) << where << ": its ci/run-device line does not run; " << Describe(o);
+      Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
+      EXPECT_EQ(run.Get("--devices"), d.device) << where;
+
+      for (const char* file : {"--journal", "--junit"}) {
+        std::string path = run.Get(file);
+        ASSERT_TRUE(StartsWith(path, repo.repo() + "/")) << where << ": " << file << " " << path
+                                                         << " is outside the checkout, where uploads look";
+        std::string relative = path.substr(repo.repo().size() + 1);
+        bool uploaded = false;
+        for (const auto& p : PathLines(upload_step)) uploaded |= ::fnmatch(p.c_str(), relative.c_str(), 0) == 0;
+        EXPECT_TRUE(uploaded) << where << ": " << relative << " is not in the upload's path:\n"
+                              << Str(At(upload_step, {"with", "path"}));
+      }
+
+      // merge-multiple puts every artifact's files in one folder: a name used twice would overwrite.
+      std::string journal = run.Get("--journal");
+      std::string base = journal.substr(journal.rfind('/') + 1);
+      EXPECT_TRUE(journals.insert(base).second) << where << ": journal " << base << " also comes from another job";
+      std::string downloaded = folder + "/" + base;
+      for (const auto* cmd : {&check, &merge}) {
+        bool read = false;
+        for (const auto& g : cmd->positional) read |= ::fnmatch(g.c_str(), downloaded.c_str(), 0) == 0;
+        EXPECT_TRUE(read) << where << ": the final job's " << (cmd == &check ? "check" : "merge") << " never reads "
+                          << downloaded;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tmx

@@ -1,0 +1,317 @@
+#include "matrix/check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "harness/config_store.h"
+#include "harness/file_util.h"
+#include "harness/text.h"
+#include "matrix/journal.h"
+
+namespace tmx::matrix {
+namespace {
+
+std::string Fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string Percent(double fraction) { return Fixed(100 * fraction, 1) + "%"; }
+
+std::string Short(const std::string& commit) { return commit.substr(0, 12); }
+
+// "ci-out/journal-cuda.jsonl:3, job cuda, host gpu1, commit 0123456789ab, 2026-12-02T10:00:00Z"
+std::string DescribeObservation(const CellResult& cell, const std::string& origin) {
+  std::string s = origin;
+  if (!cell.provenance.job.empty()) s += ", job " + cell.provenance.job;
+  if (!cell.provenance.host.empty()) s += ", host " + cell.provenance.host;
+  if (!cell.provenance.commit.empty()) s += ", commit " + Short(cell.provenance.commit);
+  return s + ", " + cell.provenance.verified_at;
+}
+
+std::string DescribeEntry(const DeviceSupport& e) {
+  std::string s = e.status;
+  if (!e.verified_at.empty()) s += " (verified " + e.verified_at;
+  if (!e.commit.empty()) s += " at commit " + Short(e.commit);
+  if (!e.verified_at.empty()) s += ")";
+  return s;
+}
+
+bool Started(CellStatus s) { return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout; }
+
+// Relative step-time noise of one run: median absolute deviation over median, 0 when not measured.
+double RelativeSpread(std::optional<double> spread, std::optional<double> median) {
+  if (!spread || !median || *median <= 0 || !std::isfinite(*spread)) return 0;
+  return *spread / *median;
+}
+
+class ConfigChecker {
+ public:
+  ConfigChecker(const ConfigClaims& config, const std::map<std::string, std::pair<const CellResult*, std::string>>& observed,
+                const CheckOptions& options, std::vector<CheckProblem>* problems)
+      : c_(config), observed_(observed), options_(options), problems_(problems) {}
+
+  void Check() {
+    std::vector<std::string> types = c_.claims.supported_devices;
+    for (const auto& [type, entry] : c_.claims.support) types.push_back(type);
+    for (const auto& [type, obs] : observed_) types.push_back(type);
+    types = OrderDeviceTypes(types);
+    std::vector<Evidence> evidence;
+    for (const std::string& t : types) evidence.push_back(Resolve(t));
+    for (size_t i = 0; i < types.size(); ++i) Compare(types[i], evidence[i]);
+    CheckSupportedList(types);
+  }
+
+ private:
+  std::string At(const std::string& type) const {
+    auto it = c_.claims.entry_lines.find(type);
+    int line = it != c_.claims.entry_lines.end() ? it->second
+               : c_.claims.supported_devices_line ? c_.claims.supported_devices_line
+                                                  : c_.claims.block_end_line;
+    return line > 0 ? c_.path + ":" + std::to_string(line) : c_.path;
+  }
+
+  void Add(ProblemKind kind, const std::string& location, const std::string& message, const std::string& fix) {
+    problems_->push_back({kind, location, message, fix});
+  }
+
+  std::string RerunFix(const std::string& type) const {
+    return "rerun and record it: tune-matrix run --configs '" + c_.config + "' --devices " + type +
+           " --journal rerun.jsonl --no-write-back && tune-matrix merge reports/journal.jsonl rerun.jsonl";
+  }
+
+  // The supported_devices line the block should have, given every status as it should now be.
+  std::string CorrectList() const {
+    std::vector<std::string> runs;
+    for (const auto& [type, status] : effective_) {
+      if (status == "runs") runs.push_back(type);
+    }
+    return "supported_devices: [" + JoinStrings(OrderDeviceTypes(runs), ", ") + "]";
+  }
+
+  std::string AcceptFix(const std::string& type, const std::string& status) const {
+    return "if expected, record it: " + options_.accept_command + "  (it writes " + CorrectList() +
+           (status.empty() ? "" : " and support." + type + ".status: " + status) + " into " + c_.path + ")";
+  }
+
+  // What is recorded and what was (freshly) observed for one device type.
+  struct Evidence {
+    const DeviceSupport* entry = nullptr;
+    const CellResult* obs = nullptr;  // null when superseded by the entry or made with an older config
+    std::string origin;
+  };
+
+  // First pass: reports stale entries and observations, and settles the status each device type should
+  // have, so that every fix can quote the whole corrected supported_devices list.
+  Evidence Resolve(const std::string& type) {
+    Evidence ev;
+    auto e = c_.claims.support.find(type);
+    ev.entry = e != c_.claims.support.end() ? &e->second : nullptr;
+    auto o = observed_.find(type);
+    if (o != observed_.end()) {
+      ev.obs = o->second.first;
+      ev.origin = o->second.second;
+    }
+    if (ev.obs && ev.entry && ev.obs->provenance.verified_at < ev.entry->verified_at) ev.obs = nullptr;
+    if (ev.obs && ev.obs->config_hash != c_.current_hash) {
+      Add(ProblemKind::kStale, At(type),
+          type + ": the latest observation (" + DescribeObservation(*ev.obs, ev.origin) +
+              ") ran an older version of this config (hash " + ev.obs->config_hash + ", now " + c_.current_hash +
+              "), so it says nothing about the config as it is",
+          RerunFix(type));
+      ev.obs = nullptr;
+    }
+    if (ev.entry && ev.entry->config_hash != c_.current_hash) {
+      Add(ProblemKind::kStale, At(type),
+          type + ": support entry " + DescribeEntry(*ev.entry) + " was made with config hash " +
+              (ev.entry->config_hash.empty() ? "(none recorded)" : ev.entry->config_hash) +
+              ", but the config has changed since (now " + c_.current_hash + ")",
+          ev.obs ? "record the fresh observation: " + options_.accept_command : RerunFix(type));
+    }
+    if (ev.obs) {
+      effective_[type] = CellStatusName(ev.obs->status);
+    } else if (ev.entry) {
+      effective_[type] = ev.entry->status;
+    }
+    return ev;
+  }
+
+  // Second pass: compares the recorded status with the fresh observation.
+  void Compare(const std::string& type, const Evidence& ev) {
+    if (!ev.obs) return;
+    const DeviceSupport* entry = ev.entry;
+    std::string observed_status = CellStatusName(ev.obs->status);
+    std::string recorded = entry ? entry->status : "";
+    std::string observed_text = observed_status + " (" + DescribeObservation(*ev.obs, ev.origin) + ")" +
+                                (ev.obs->reason.empty() ? "" : ": " + ev.obs->reason.substr(0, 200));
+    if (recorded == "runs" && observed_status != "runs") {
+      Add(ProblemKind::kNewlyBroken, At(type),
+          type + ": recorded " + DescribeEntry(*entry) + ", now " + observed_text, AcceptFix(type, observed_status));
+    } else if (recorded != "runs" && observed_status == "runs") {
+      Add(ProblemKind::kNewlyFixed, At(type),
+          type + ": " + (entry ? "recorded " + DescribeEntry(*entry) : std::string("not recorded")) + ", now " +
+              observed_text + "; it ran but is not listed in supported_devices",
+          AcceptFix(type, entry ? "runs" : ""));
+    } else if (recorded != observed_status) {
+      Add(ProblemKind::kDisagrees, At(type),
+          type + ": " + (entry ? "recorded " + DescribeEntry(*entry) : std::string("no support entry")) +
+              ", observed " + observed_text,
+          AcceptFix(type, entry ? observed_status : ""));
+    } else {
+      if (recorded == "runs") CheckSpeed(type, *entry, *ev.obs, ev.origin);
+      return;
+    }
+    reported_.insert(type);
+  }
+
+  void CheckSpeed(const std::string& type, const DeviceSupport& entry, const CellResult& obs, const std::string& origin) {
+    if (!entry.tokens_per_second || !obs.tokens_per_second || *entry.tokens_per_second <= 0) return;
+    // Another device model is not a regression of this one.
+    if (!entry.device_name.empty() && !obs.provenance.device_name.empty() &&
+        entry.device_name != obs.provenance.device_name) {
+      return;
+    }
+    double drop = 1 - *obs.tokens_per_second / *entry.tokens_per_second;
+    double noise = std::hypot(RelativeSpread(entry.step_time_spread_s, entry.step_time_s),
+                              RelativeSpread(obs.step_time_spread_s, obs.step_time_median_s));
+    double allowed = std::max(options_.max_slowdown, options_.noise_factor * noise);
+    if (!(drop > allowed)) return;
+    Add(ProblemKind::kSlower, At(type),
+        type + ": tokens/s fell " + Percent(drop) + ", from " + Fixed(*entry.tokens_per_second, 1) + " (" +
+            DescribeEntry(entry) + ") to " + Fixed(*obs.tokens_per_second, 1) + " (" +
+            DescribeObservation(obs, origin) + "); allowed " + Percent(allowed) + " = max(--max-slowdown " +
+            Percent(options_.max_slowdown) + ", " + Fixed(options_.noise_factor, 1) + " x combined spread " +
+            Percent(noise) + ")",
+        "if expected, record it: " + options_.accept_command +
+            (entry.commit.empty() || obs.provenance.commit.empty()
+                 ? std::string()
+                 : "; otherwise look for the cause between commits " + Short(entry.commit) + " and " +
+                       Short(obs.provenance.commit)));
+  }
+
+  // The list must name exactly the device types whose status runs. Types already reported above carry the
+  // corrected list in their fix; the rest disagree within the block itself (an edit by hand).
+  void CheckSupportedList(const std::vector<std::string>& types) {
+    std::set<std::string> listed(c_.claims.supported_devices.begin(), c_.claims.supported_devices.end());
+    std::string at = c_.claims.supported_devices_line > 0
+                         ? c_.path + ":" + std::to_string(c_.claims.supported_devices_line)
+                         : c_.path;
+    for (const std::string& t : types) {
+      if (reported_.count(t)) continue;
+      auto it = effective_.find(t);
+      std::string status = it != effective_.end() ? it->second : "";
+      bool runs = status == "runs";
+      if (listed.count(t) && !runs) {
+        Add(ProblemKind::kDisagrees, at,
+            t + ": metadata.supported_devices lists " + t + ", but " +
+                (status.empty() ? "nothing was recorded or observed for it" : "its status is " + status),
+            "write " + CorrectList());
+      } else if (!listed.count(t) && runs) {
+        Add(ProblemKind::kDisagrees, at,
+            t + ": its status is runs, but metadata.supported_devices does not list it", "write " + CorrectList());
+      }
+    }
+  }
+
+  const ConfigClaims& c_;
+  const std::map<std::string, std::pair<const CellResult*, std::string>>& observed_;
+  const CheckOptions& options_;
+  std::vector<CheckProblem>* problems_;
+  std::map<std::string, std::string> effective_;  // device type -> status as it should now be recorded
+  std::set<std::string> reported_;                // device types with a status problem
+};
+
+void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std::vector<CheckProblem>* problems) {
+  std::string journals = observed.paths.empty() ? "(no journal)" : JoinStrings(observed.paths, ", ");
+  for (const std::string& device : options.expect_devices) {
+    size_t recorded = 0, started = 0;
+    for (const CellResult& r : observed.records) {
+      if (r.device_type != device && r.key.device != device) continue;
+      ++recorded;
+      started += Started(r.status);
+    }
+    if (started > 0) continue;
+    problems->push_back(
+        {ProblemKind::kNoCoverage, journals,
+         device + ": the job meant to cover " + device + " ran no cell on it (" +
+             (recorded == 0 ? std::string("no cell recorded for it")
+                            : std::to_string(recorded) + " cells recorded, none started: all invalid or too_large") +
+             ")",
+         "make sure the runner has the device (build/bin/tune devices) and runs it: ci/run-device " + device});
+  }
+}
+
+}  // namespace
+
+const char* ProblemKindTitle(ProblemKind kind) {
+  switch (kind) {
+    case ProblemKind::kNewlyBroken: return "newly broken";
+    case ProblemKind::kNewlyFixed: return "newly fixed";
+    case ProblemKind::kDisagrees: return "claims that disagree with observations";
+    case ProblemKind::kStale: return "stale (config changed since verified)";
+    case ProblemKind::kNoCoverage: return "no coverage";
+    case ProblemKind::kSlower: return "slower";
+  }
+  return "?";
+}
+
+StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry) {
+  std::vector<ConfigClaims> out;
+  for (const RecipeSpec& recipe : registry.recipes()) {
+    for (const std::string& name : recipe.configs) {
+      ConfigClaims c;
+      c.config = name;
+      c.path = BuiltinConfigPath(name);
+      StatusOr<std::string> text = ReadFile(c.path);
+      if (!text.ok()) return text.status();
+      StatusOr<SupportClaims> claims = ReadSupportClaims(*text, c.path);
+      if (!claims.ok()) return claims.status();
+      c.claims = std::move(claims).value();
+      c.current_hash = ConfigHash(*text);
+      out.push_back(std::move(c));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const ConfigClaims& a, const ConfigClaims& b) { return a.config < b.config; });
+  return out;
+}
+
+std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
+                                       const CheckOptions& options) {
+  // config -> device type -> (newest record, its origin)
+  std::map<std::string, std::map<std::string, std::pair<const CellResult*, std::string>>> latest;
+  for (size_t i = 0; i < observed.records.size(); ++i) {
+    const CellResult& r = observed.records[i];
+    auto& slot = latest[r.key.config][r.device_type];
+    if (slot.first == nullptr || r.provenance.verified_at >= slot.first->provenance.verified_at) {
+      slot = {&r, i < observed.origins.size() ? observed.origins[i] : ""};
+    }
+  }
+  std::vector<CheckProblem> problems;
+  const std::map<std::string, std::pair<const CellResult*, std::string>> none;
+  for (const ConfigClaims& c : configs) {
+    auto it = latest.find(c.config);
+    ConfigChecker(c, it != latest.end() ? it->second : none, options, &problems).Check();
+  }
+  CheckCoverage(observed, options, &problems);
+  std::stable_sort(problems.begin(), problems.end(),
+                   [](const CheckProblem& a, const CheckProblem& b) { return a.kind < b.kind; });
+  return problems;
+}
+
+void PrintProblems(const std::vector<CheckProblem>& problems, std::ostream& out) {
+  for (size_t i = 0; i < problems.size(); ++i) {
+    if (i == 0 || problems[i].kind != problems[i - 1].kind) {
+      size_t n = 0;
+      for (const CheckProblem& p : problems) n += p.kind == problems[i].kind;
+      out << ProblemKindTitle(problems[i].kind) << " (" << n << "):\n";
+    }
+    out << "  " << problems[i].location << ": " << problems[i].message << "\n";
+    out << "    fix: " << problems[i].fix << "\n";
+  }
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,74 @@
+// `tune-matrix check`: does what the configs claim about their devices still match what was observed?
+//
+// The claims are each built-in config's generated block (`metadata.supported_devices` and
+// `metadata.support.<device type>`); the observations are journals (the committed reports/journal.jsonl, or
+// what CI jobs just wrote). Like PyTorch's OpInfo `test_dtypes`, which compares the dtypes an operator
+// claims with the ones that work when tried, every disagreement is one problem with a paste-ready fix:
+//
+//   newly broken   recorded `runs`, the latest observation does not run
+//   newly fixed    recorded anything else (or nothing), the latest observation runs
+//   disagrees      any other status difference, or a `supported_devices` list that its entries contradict
+//   stale          the config changed (outside the generated block) since the entry or observation was made
+//   no coverage    a device the job was meant to cover has no cell that started on it
+//   slower         tokens/s fell by more than the noise allows
+//
+// An observation older than the config's entry for that device is superseded by the entry and ignored.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/registry.h"
+#include "harness/status.h"
+#include "matrix/merge.h"
+#include "matrix/writeback.h"
+
+namespace tmx::matrix {
+
+struct CheckOptions {
+  // Device types or ids ("cpu", "cuda", "cuda:1") that must each have at least one cell that started
+  // (runs, fails or timeout) in the journals. A job meant to cover a device that ran nothing on it is a
+  // failure, never green.
+  std::vector<std::string> expect_devices;
+  // Tokens/s may fall by this fraction without being a regression (default 10%) ...
+  double max_slowdown = 0.10;
+  // ... or by up to this many times the two runs' combined relative step-time spread, when that is larger:
+  // sqrt(r_recorded^2 + r_observed^2) with r = step_time_spread_s / step_time_s (median absolute deviation
+  // over median). Results measured on different device models are not compared.
+  double noise_factor = 3.0;
+  // The command that records every observation into the configs, quoted in fixes (e.g. "tune-matrix merge
+  // a.jsonl b.jsonl").
+  std::string accept_command = "tune-matrix merge reports/journal.jsonl";
+};
+
+// One built-in config's claims.
+struct ConfigClaims {
+  std::string config;        // built-in name
+  std::string path;          // its file, as problems name it
+  std::string current_hash;  // ConfigHash of the file as it is now
+  SupportClaims claims;
+};
+
+// Reads every built-in config's block. A damaged block fails with its file and line.
+StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry);
+
+enum class ProblemKind { kNewlyBroken, kNewlyFixed, kDisagrees, kStale, kNoCoverage, kSlower };
+const char* ProblemKindTitle(ProblemKind kind);  // "newly broken", ...
+
+struct CheckProblem {
+  ProblemKind kind;
+  std::string location;  // "<config file>:<line>", or the journals for coverage
+  std::string message;   // one line: the device, what is claimed, what was observed
+  std::string fix;       // one line, paste-ready: a YAML line to write or a command to run
+};
+
+// Every problem, grouped by kind in the order above, then by config and device type.
+std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
+                                       const CheckOptions& options);
+
+// The problems grouped under one heading per kind, each as "<location>: <message>" and an indented
+// "fix: ..." line.
+void PrintProblems(const std::vector<CheckProblem>& problems, std::ostream& out);
+
+}  // namespace tmx::matrix

@@ -1,0 +1,213 @@
+#include "matrix/check.h"
+
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "harness/file_util.h"
+#include "matrix/journal.h"
+#include "matrix/testdata/checkout.h"
+
+namespace tmx::matrix {
+namespace {
+
+// Claims come from configs written back by a merge of `recorded`; observations are `observed`.
+class CheckTest : public ::testing::Test {
+ protected:
+  void Record(const std::vector<CellResult>& recorded) {
+    std::string path = co_.dir() + "/recorded.jsonl";
+    ::unlink(path.c_str());
+    for (const CellResult& c : recorded) ASSERT_TRUE(AppendToJournal(path, c).ok());
+    StatusOr<JournalSet> set = LoadJournals({path}, co_.registry);
+    ASSERT_TRUE(set.ok()) << set.status().ToString();
+    MergeOptions o;
+    o.journal_out = "";
+    o.reports_dir = co_.dir() + "/reports";
+    std::ostringstream log;
+    ASSERT_TRUE(MergeJournals(*set, co_.registry, o, log).ok());
+  }
+
+  std::vector<CheckProblem> Check(const std::vector<CellResult>& observed, CheckOptions options = {}) {
+    JournalSet set;
+    set.paths = {"new.jsonl"};
+    set.records = observed;
+    for (size_t i = 0; i < observed.size(); ++i) set.origins.push_back("new.jsonl:" + std::to_string(i + 1));
+    StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(co_.registry);
+    EXPECT_TRUE(claims.ok()) << claims.status().ToString();
+    options.accept_command = "tune-matrix merge new.jsonl";
+    std::vector<CheckProblem> problems = CheckSupport(*claims, set, options);
+    std::ostringstream printed;
+    PrintProblems(problems, printed);
+    printed_ = printed.str();
+    return problems;
+  }
+
+  CellResult Obs(const std::string& config, const std::string& device, CellStatus s, double tps = 100) {
+    return co_.Observe(config, device, s, "2026-12-02T12:00:00Z", tps);
+  }
+
+  testing::TestCheckout co_;
+  std::string printed_;
+  const std::string old_ = "2026-12-01T12:00:00Z";
+};
+
+TEST_F(CheckTest, AgreeingClaimsAndObservationsPass) {
+  std::vector<CellResult> cells = {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_),
+                                   co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, old_),
+                                   co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, old_)};
+  Record(cells);
+  EXPECT_TRUE(Check(cells, {{"cpu", "cuda"}}).empty()) << printed_;
+  // A fresh observation that agrees passes too, and so does no observation at all.
+  EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 104)}).empty()) << printed_;
+  EXPECT_TRUE(Check({}).empty()) << printed_;
+}
+
+TEST_F(CheckTest, NewlyBrokenAndNewlyFixedAreListedSeparatelyWithTheCorrection) {
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_),
+          co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, old_)});
+  std::vector<CheckProblem> p =
+      Check({Obs("tiny/lora", "cpu", CellStatus::kFails), Obs("tiny/lora", "cuda:0", CellStatus::kRuns)});
+  ASSERT_EQ(p.size(), 2u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kNewlyBroken);
+  EXPECT_EQ(p[0].location, co_.Path("tiny/lora") + ":8");
+  EXPECT_NE(p[0].message.find("cpu: recorded runs (verified " + old_ + " at commit 0123456789ab), now fails "
+                              "(new.jsonl:1, job job-cpu, host host-cpu"),
+            std::string::npos)
+      << p[0].message;
+  EXPECT_NE(p[0].fix.find("tune-matrix merge new.jsonl"), std::string::npos) << p[0].fix;
+  EXPECT_NE(p[0].fix.find("supported_devices: [cuda] and support.cpu.status: fails"), std::string::npos) << p[0].fix;
+  EXPECT_EQ(p[1].kind, ProblemKind::kNewlyFixed);
+  EXPECT_NE(p[1].message.find("cuda: recorded fails"), std::string::npos) << p[1].message;
+  EXPECT_NE(printed_.find("newly broken (1):\n  "), std::string::npos) << printed_;
+  EXPECT_NE(printed_.find("newly fixed (1):\n  "), std::string::npos) << printed_;
+  EXPECT_NE(printed_.find("\n    fix: "), std::string::npos) << printed_;
+}
+
+TEST_F(CheckTest, ADeviceThatRanButIsNotListedAndAListedDeviceThatFailed) {
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_)});
+  // Ran on a device the config has never recorded.
+  std::vector<CheckProblem> p = Check({Obs("tiny/lora", "cuda:0", CellStatus::kRuns)});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kNewlyFixed);
+  EXPECT_NE(p[0].message.find("not recorded, now runs"), std::string::npos) << p[0].message;
+  EXPECT_NE(p[0].message.find("it ran but is not listed in supported_devices"), std::string::npos);
+  EXPECT_NE(p[0].fix.find("supported_devices: [cpu, cuda]"), std::string::npos) << p[0].fix;
+
+  // A list edited by hand: it claims cuda, which nothing supports, and drops cpu, which runs.
+  std::string text = co_.Read("tiny/lora");
+  size_t at = text.find("supported_devices: [cpu]");
+  ASSERT_NE(at, std::string::npos);
+  co_.Write("tiny/lora", text.replace(at, std::string("supported_devices: [cpu]").size(), "supported_devices: [cuda]"));
+  p = Check({});
+  ASSERT_EQ(p.size(), 2u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kDisagrees);
+  EXPECT_EQ(p[0].location, co_.Path("tiny/lora") + ":6");
+  EXPECT_NE(p[0].message.find("cpu: its status is runs, but metadata.supported_devices does not list it"),
+            std::string::npos)
+      << p[0].message;
+  EXPECT_NE(p[1].message.find("cuda: metadata.supported_devices lists cuda, but nothing was recorded or observed"),
+            std::string::npos)
+      << p[1].message;
+  EXPECT_EQ(p[0].fix, "write supported_devices: [cpu]");
+}
+
+TEST_F(CheckTest, OtherStatusChangesDisagree) {
+  Record({co_.Observe("tiny/full", "cpu", CellStatus::kFails, old_)});
+  std::vector<CheckProblem> p = Check({Obs("tiny/full", "cpu", CellStatus::kTimeout)});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kDisagrees);
+  EXPECT_NE(p[0].message.find("cpu: recorded fails"), std::string::npos);
+  EXPECT_NE(p[0].message.find("observed timeout"), std::string::npos) << p[0].message;
+}
+
+TEST_F(CheckTest, AConfigEditedSinceItsSupportWasVerifiedIsStale) {
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_)});
+  std::string old_hash = ConfigHash(co_.Read("tiny/lora"));
+  std::string text = co_.Read("tiny/lora");
+  co_.Write("tiny/lora", "lr: 1e-3\n" + text.substr(text.find("batch_size")));
+  std::vector<CheckProblem> p = Check({});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kStale);
+  EXPECT_NE(p[0].message.find("cpu: support entry runs (verified " + old_), std::string::npos) << p[0].message;
+  EXPECT_NE(p[0].message.find("was made with config hash " + old_hash + ", but the config has changed since"),
+            std::string::npos)
+      << p[0].message;
+  EXPECT_NE(p[0].fix.find("tune-matrix run --configs 'tiny/lora' --devices cpu"), std::string::npos) << p[0].fix;
+
+  // An observation of the old config is stale too, and is not compared.
+  CellResult old_obs = Obs("tiny/lora", "cpu", CellStatus::kFails);
+  old_obs.config_hash = old_hash;
+  p = Check({old_obs});
+  ASSERT_EQ(p.size(), 2u) << printed_;
+  EXPECT_NE(p[0].message.find("ran an older version of this config (hash " + old_hash), std::string::npos)
+      << p[0].message;
+  // A fresh observation of the edited config makes the entry's fix a merge.
+  p = Check({Obs("tiny/lora", "cpu", CellStatus::kRuns)});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kStale);
+  EXPECT_EQ(p[0].fix, "record the fresh observation: tune-matrix merge new.jsonl");
+}
+
+TEST_F(CheckTest, ADeviceTheJobWasMeantToCoverWithNoCellStartedFails) {
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_)});
+  CheckOptions o;
+  o.expect_devices = {"cpu", "cuda"};
+  std::vector<CheckProblem> p = Check({Obs("tiny/lora", "cpu", CellStatus::kRuns)}, o);
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kNoCoverage);
+  EXPECT_EQ(p[0].location, "new.jsonl");
+  EXPECT_NE(p[0].message.find("cuda: the job meant to cover cuda ran no cell on it (no cell recorded for it)"),
+            std::string::npos)
+      << p[0].message;
+  EXPECT_EQ(p[0].fix, "make sure the runner has the device (build/bin/tune devices) and runs it: ci/run-device cuda");
+  // Cells recorded without starting are not coverage; an empty journal covers nothing.
+  o.expect_devices = {"cpu"};
+  Record({co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, old_)});
+  p = Check({Obs("tiny/full", "cpu", CellStatus::kTooLarge)}, o);
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_NE(p[0].message.find("1 cells recorded, none started"), std::string::npos) << p[0].message;
+  EXPECT_EQ(Check({}, o).size(), 1u);
+}
+
+TEST_F(CheckTest, TokensPerSecondMayFallOnlyWithinTheNoise) {
+  CellResult recorded = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_, 1000);
+  Record({recorded});
+  // 1% spread on both sides: the 10% floor decides.
+  EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 905)}).empty()) << printed_;
+  std::vector<CheckProblem> p = Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 850)});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kSlower);
+  EXPECT_NE(p[0].message.find("cpu: tokens/s fell 15.0%, from 1000.0"), std::string::npos) << p[0].message;
+  EXPECT_NE(p[0].message.find("to 850.0"), std::string::npos);
+  EXPECT_NE(p[0].message.find("allowed 10.0% = max(--max-slowdown 10.0%, 3.0 x combined spread 1.4%)"),
+            std::string::npos)
+      << p[0].message;
+  // A noisy observation widens the allowance: spread 8% of the step time -> 3 x hypot(1%, 8%) = 24.2%.
+  CellResult noisy = Obs("tiny/lora", "cpu", CellStatus::kRuns, 850);
+  noisy.step_time_spread_s = *noisy.step_time_median_s * 0.08;
+  EXPECT_TRUE(Check({noisy}).empty()) << printed_;
+  // The threshold is an option.
+  CheckOptions strict;
+  strict.max_slowdown = 0.02;
+  EXPECT_EQ(Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 950)}, strict).size(), 1u);
+  // Faster is never a problem; another device model is not compared.
+  EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 5000)}).empty());
+  CellResult other_model = Obs("tiny/lora", "cpu", CellStatus::kRuns, 100);
+  other_model.provenance.device_name = "Slower CPU";
+  EXPECT_TRUE(Check({other_model}).empty()) << printed_;
+}
+
+TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-03T00:00:00Z")});
+  EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kFails)}).empty()) << printed_;
+}
+
+TEST_F(CheckTest, ADamagedBlockIsAnErrorNamingTheLine) {
+  co_.Write("tiny/full", std::string("lr: 1\n") + kSupportBlockBegin + "\nmetadata: [\n" + kSupportBlockEnd + "\n");
+  StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(co_.registry);
+  ASSERT_FALSE(claims.ok());
+  EXPECT_NE(claims.status().message().find("full.yaml:"), std::string::npos) << claims.status().message();
+}
+
+}  // namespace
+}  // namespace tmx::matrix

@@ -1,0 +1,110 @@
+#include "matrix/junit.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "harness/file_util.h"
+
+namespace tmx::matrix {
+namespace {
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+// Length of the valid UTF-8 sequence at s[i] that XML 1.0 can hold, or 0.
+size_t XmlCharLength(const std::string& s, size_t i) {
+  unsigned char b = static_cast<unsigned char>(s[i]);
+  if (b < 0x80) return (b >= 0x20 || b == '\t' || b == '\n' || b == '\r') ? 1 : 0;
+  size_t len = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
+  if (len == 0 || i + len > s.size()) return 0;
+  uint32_t cp = b & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) {
+    unsigned char c = static_cast<unsigned char>(s[i + k]);
+    if ((c & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+  bool excluded = (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF || cp > 0x10FFFF;
+  return overlong || excluded ? 0 : len;
+}
+
+}  // namespace
+
+std::string XmlEscape(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    size_t len = XmlCharLength(text, i);
+    if (len == 0) {
+      ++i;
+      continue;
+    }
+    switch (text[i]) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out.append(text, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
+
+void WriteJUnit(const std::vector<CellResult>& cells, std::ostream& out) {
+  std::map<std::string, std::vector<const CellResult*>> by_device;
+  for (const CellResult& c : cells) by_device[c.key.device].push_back(&c);
+  size_t tests = 0, failures = 0, skipped = 0;
+  double total_time = 0;
+  std::ostringstream suites;
+  for (auto& [device, list] : by_device) {
+    std::sort(list.begin(), list.end(), [](const CellResult* a, const CellResult* b) { return a->key.config < b->key.config; });
+    size_t f = 0, s = 0;
+    double time = 0;
+    std::ostringstream cases;
+    for (const CellResult* c : list) {
+      time += c->wall_time_s;
+      std::string suite = "tune-matrix." + device;
+      cases << "    <testcase classname=\"" << XmlEscape(suite) << "\" name=\"" << XmlEscape(c->key.config)
+            << "\" time=\"" << Seconds(c->wall_time_s) << "\"";
+      std::string status = CellStatusName(c->status);
+      if (c->status == CellStatus::kRuns) {
+        cases << ">\n      <system-out>";
+        if (c->tokens_per_second) cases << Seconds(*c->tokens_per_second) << " tokens/s";
+        if (c->peak_memory_bytes) cases << ", peak memory " << *c->peak_memory_bytes << " bytes";
+        cases << "</system-out>\n    </testcase>\n";
+      } else if (c->status == CellStatus::kInvalid || c->status == CellStatus::kTooLarge) {
+        ++s;
+        cases << ">\n      <skipped message=\"" << XmlEscape(status + ": " + c->reason) << "\"/>\n    </testcase>\n";
+      } else {
+        ++f;
+        cases << ">\n      <failure type=\"" << status << "\" message=\"" << XmlEscape(c->reason) << "\">"
+              << XmlEscape(c->output_tail) << "</failure>\n    </testcase>\n";
+      }
+    }
+    suites << "  <testsuite name=\"" << XmlEscape("tune-matrix." + device) << "\" tests=\"" << list.size()
+           << "\" failures=\"" << f << "\" errors=\"0\" skipped=\"" << s << "\" time=\"" << Seconds(time) << "\">\n"
+           << cases.str() << "  </testsuite>\n";
+    tests += list.size();
+    failures += f;
+    skipped += s;
+    total_time += time;
+  }
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<testsuites name=\"tune-matrix\" tests=\"" << tests << "\" failures=\"" << failures
+      << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << Seconds(total_time) << "\">\n"
+      << suites.str() << "</testsuites>\n";
+}
+
+Status WriteJUnitFile(const std::vector<CellResult>& cells, const std::string& path) {
+  std::ostringstream out;
+  WriteJUnit(cells, out);
+  return WriteFileAtomically(path, out.str());
+}
+
+}  // namespace tmx::matrix

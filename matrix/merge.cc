@@ -1,0 +1,85 @@
+#include "matrix/merge.h"
+
+#include "harness/device.h"
+#include "harness/file_util.h"
+#include "matrix/journal.h"
+#include "matrix/publish.h"
+
+namespace tmx::matrix {
+namespace {
+
+Status CheckBelongs(const CellResult& r, const std::string& where, const Registry& registry) {
+  const char* fix = "; fix: merge only journals written by this checkout's tune-matrix, or delete that line";
+  const RecipeSpec* recipe = registry.RecipeForConfig(r.key.config);
+  if (recipe == nullptr) {
+    return Status::InvalidArgument(where + ": config \"" + r.key.config +
+                                   "\" is not a built-in config of this checkout (a foreign journal, or one from "
+                                   "a branch with other configs)" + fix);
+  }
+  if (r.recipe != recipe->name) {
+    return Status::InvalidArgument(where + ": config \"" + r.key.config + "\" is recorded with recipe \"" +
+                                   r.recipe + "\" but belongs to recipe \"" + recipe->name + "\"" + fix);
+  }
+  StatusOr<DeviceSpec> device = ParseDevice(r.key.device);
+  if (!device.ok() || device->is_auto) {
+    return Status::InvalidArgument(where + ": device \"" + r.key.device + "\" is not a device string such as cpu or "
+                                   "cuda:0" + fix);
+  }
+  if (r.device_type != DeviceTypeName(device->type)) {
+    return Status::InvalidArgument(where + ": device type \"" + r.device_type + "\" does not match device \"" +
+                                   r.key.device + "\"" + fix);
+  }
+  if (r.provenance.verified_at.empty()) {
+    return Status::InvalidArgument(where + ": record has no provenance.verified_at, so it cannot be ordered "
+                                   "against other journals" + fix);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const Registry& registry) {
+  JournalSet set;
+  set.paths = paths;
+  for (const std::string& path : paths) {
+    std::vector<std::string> origins;
+    StatusOr<std::vector<CellResult>> records = ReadJournal(path, &set.warnings, &origins);
+    if (!records.ok()) {
+      if (records.status().code() == Status::Code::kNotFound) {
+        return Status::NotFound(path + ": no such journal; fix: pass the journal files the jobs wrote "
+                                       "(reports/journal.jsonl or the --journal path of each run)");
+      }
+      return records.status();
+    }
+    for (size_t i = 0; i < records->size(); ++i) {
+      TM_RETURN_IF_ERROR(CheckBelongs((*records)[i], origins[i], registry));
+      set.records.push_back(std::move((*records)[i]));
+      set.origins.push_back(origins[i]);
+    }
+  }
+  return set;
+}
+
+std::string CombinedJournalText(const std::vector<CellResult>& records) {
+  std::string text;
+  for (const auto& [key, cell] : LatestByCell(records)) {
+    text += ToJson(cell).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  return text;
+}
+
+Status MergeJournals(const JournalSet& journals, const Registry& registry, const MergeOptions& options,
+                     std::ostream& log) {
+  TM_RETURN_IF_ERROR(WriteBackResults(registry, journals.records, log));
+  TM_RETURN_IF_ERROR(WriteReports(registry, options.reports_dir));
+  log << "wrote " << options.reports_dir << "/SUPPORT.md and " << options.reports_dir << "/support.json\n";
+  if (!options.journal_out.empty()) {
+    size_t slash = options.journal_out.rfind('/');
+    if (slash != std::string::npos) TM_RETURN_IF_ERROR(MakeDirs(options.journal_out.substr(0, slash)));
+    TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_out, CombinedJournalText(journals.records)));
+    log << "wrote " << options.journal_out << " (" << LatestByCell(journals.records).size() << " cells)\n";
+  }
+  return Status::OK();
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,47 @@
+// Assembling the support matrix from several machines: CI jobs per device (and shards of one device's job)
+// each leave a journal; `tune-matrix merge` reads them all, keeps the newest record per cell with its
+// provenance, writes the results into the configs and reports, and keeps the combined journal as the
+// evidence for what was written.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/registry.h"
+#include "harness/status.h"
+#include "matrix/cell.h"
+
+namespace tmx::matrix {
+
+// Records read from one or more journals.
+struct JournalSet {
+  std::vector<std::string> paths;    // the journals, as given
+  std::vector<CellResult> records;   // every record, journals in the order given, lines in file order
+  std::vector<std::string> origins;  // "<path>:<line>" of each record
+  std::vector<std::string> warnings; // e.g. an unfinished last line skipped
+};
+
+// Reads every journal and checks that each record belongs to this checkout: its config is a built-in
+// config of `registry`, its recipe is the one that lists that config, and its device type matches its
+// device. The first malformed line or foreign record fails the whole set with "<path>:<line>: ..." (and a
+// fix), so a caller writes nothing. A missing journal is NotFound.
+StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const Registry& registry);
+
+// The combined journal: the newest record of each (config, device), one JSON line each, sorted by config
+// then device, so merging the same journals in any order gives the same bytes.
+std::string CombinedJournalText(const std::vector<CellResult>& records);
+
+struct MergeOptions {
+  // Where the combined journal is written (atomically); "" writes none.
+  std::string journal_out = "reports/journal.jsonl";
+  // Folder of the regenerated SUPPORT.md and support.json.
+  std::string reports_dir = "reports";
+};
+
+// Writes the newest record of each (config, device type) into the configs' metadata, then the reports and
+// the combined journal. Every config is rendered before any file is written.
+Status MergeJournals(const JournalSet& journals, const Registry& registry, const MergeOptions& options,
+                     std::ostream& log);
+
+}  // namespace tmx::matrix

@@ -1,0 +1,153 @@
+#include "matrix/merge.h"
+
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "harness/file_util.h"
+#include "matrix/journal.h"
+#include "matrix/testdata/checkout.h"
+#include "matrix/writeback.h"
+
+namespace tmx::matrix {
+namespace {
+
+class MergeTest : public ::testing::Test {
+ protected:
+  std::string Journal(const std::string& name, const std::vector<CellResult>& cells) {
+    std::string path = co_.dir() + "/" + name;
+    for (const CellResult& c : cells) EXPECT_TRUE(AppendToJournal(path, c).ok());
+    return path;
+  }
+  MergeOptions Options() {
+    MergeOptions o;
+    o.journal_out = co_.dir() + "/merged.jsonl";
+    o.reports_dir = co_.dir() + "/reports";
+    return o;
+  }
+  Status Merge(const std::vector<std::string>& journals) {
+    StatusOr<JournalSet> set = LoadJournals(journals, co_.registry);
+    if (!set.ok()) return set.status();
+    std::ostringstream log;
+    return MergeJournals(*set, co_.registry, Options(), log);
+  }
+
+  testing::TestCheckout co_;
+};
+
+TEST_F(MergeTest, JournalsFromTwoMachinesFillEachDeviceWithProvenance) {
+  std::string cpu = Journal("cpu.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z", 812.4),
+                                          co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, "2026-12-02T10:00:01Z")});
+  CellResult gpu_fails = co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T11:00:00Z");
+  std::string cuda = Journal("cuda.jsonl", {gpu_fails});
+  ASSERT_TRUE(Merge({cpu, cuda}).ok());
+
+  SupportClaims claims = ReadSupportClaims(co_.Read("tiny/lora"), "x").value();
+  EXPECT_EQ(claims.supported_devices, std::vector<std::string>({"cpu"}));
+  ASSERT_EQ(claims.support.size(), 2u);
+  EXPECT_EQ(claims.support["cpu"].status, "runs");
+  EXPECT_EQ(*claims.support["cpu"].tokens_per_second, 812.4);
+  EXPECT_EQ(claims.support["cpu"].host, "host-cpu");
+  EXPECT_EQ(claims.support["cpu"].job, "job-cpu");
+  EXPECT_EQ(claims.support["cpu"].commit, "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(claims.support["cuda"].status, "fails");
+  EXPECT_EQ(claims.support["cuda"].reason, "fails for a reason");
+  EXPECT_EQ(claims.support["cuda"].host, "host-cuda");
+  EXPECT_EQ(ReadSupportClaims(co_.Read("tiny/full"), "x")->support["cpu"].status, "too_large");
+  // The user's bytes stay in front of the block; the untouched config gets no block.
+  EXPECT_EQ(co_.Read("tiny/lora").rfind("# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n# --- BEGIN", 0), 0u);
+  EXPECT_EQ(co_.Read("tiny/lora_big"), "batch_size: 64\nlr: 3e-4\n");
+  EXPECT_TRUE(PathExists(co_.dir() + "/reports/SUPPORT.md"));
+  EXPECT_TRUE(PathExists(co_.dir() + "/reports/support.json"));
+  // The combined journal holds each cell once.
+  StatusOr<std::vector<CellResult>> merged = ReadJournal(co_.dir() + "/merged.jsonl", nullptr);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(merged->size(), 3u);
+}
+
+TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
+  std::string older = Journal("older.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
+  std::string newer = Journal("newer.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T09:00:00Z")});
+  ASSERT_TRUE(Merge({newer, older}).ok());
+  std::string first = co_.Read("tiny/lora");
+  std::string first_journal = ReadFile(co_.dir() + "/merged.jsonl").value();
+  EXPECT_EQ(ReadSupportClaims(first, "x")->support["cpu"].status, "runs");
+  ASSERT_TRUE(Merge({older, newer}).ok());
+  EXPECT_EQ(co_.Read("tiny/lora"), first);
+  EXPECT_EQ(ReadFile(co_.dir() + "/merged.jsonl").value(), first_journal);
+}
+
+TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
+  std::string j = Journal("gpus.jsonl", {co_.Observe("tiny/lora", "cuda:1", CellStatus::kRuns, "2026-12-02T09:00:05Z"),
+                                         co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T09:00:01Z")});
+  ASSERT_TRUE(Merge({j}).ok());
+  SupportClaims claims = ReadSupportClaims(co_.Read("tiny/lora"), "x").value();
+  ASSERT_EQ(claims.support.size(), 1u);
+  EXPECT_EQ(claims.support["cuda"].status, "runs");
+}
+
+TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothingIsWritten) {
+  std::string good = Journal("good.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
+  CellResult foreign = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  foreign.key.config = "other_project/7B_lora";
+  CellResult wrong_recipe = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  wrong_recipe.recipe = "lora_finetune_single_device";
+  CellResult wrong_type = co_.Observe("tiny/full", "cuda:0", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  wrong_type.device_type = "cpu";
+  CellResult undated = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "");
+  struct Case {
+    std::string name;
+    std::string text;
+    std::string expect;
+  } cases[] = {
+      {"syntax.jsonl", ToJson(foreign).dump() + "\n{not json\n", "syntax.jsonl:2: not a JSON record"},
+      {"foreign.jsonl", "\n" + ToJson(foreign).dump() + "\n",
+       "foreign.jsonl:2: config \"other_project/7B_lora\" is not a built-in config of this checkout"},
+      {"recipe.jsonl", ToJson(wrong_recipe).dump() + "\n",
+       "recipe.jsonl:1: config \"tiny/full\" is recorded with recipe \"lora_finetune_single_device\" but belongs to "
+       "recipe \"full_finetune_single_device\""},
+      {"type.jsonl", ToJson(wrong_type).dump() + "\n", "type.jsonl:1: device type \"cpu\" does not match device \"cuda:0\""},
+      {"undated.jsonl", ToJson(undated).dump() + "\n", "undated.jsonl:1: record has no provenance.verified_at"},
+      {"schema.jsonl", "{\"schema_version\": 99}\n", "schema.jsonl:1:"},
+  };
+  std::string before = co_.Read("tiny/lora");
+  for (const Case& c : cases) {
+    std::string path = co_.dir() + "/" + c.name;
+    ASSERT_TRUE(WriteFileAtomically(path, c.text).ok());
+    Status s = Merge({good, path});
+    EXPECT_FALSE(s.ok()) << c.name;
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << c.name << ": " << s.message();
+    EXPECT_NE(s.message().find("fix:"), std::string::npos) << s.message();
+    EXPECT_EQ(co_.Read("tiny/lora"), before) << c.name;
+    EXPECT_FALSE(PathExists(co_.dir() + "/merged.jsonl")) << c.name;
+    EXPECT_FALSE(PathExists(co_.dir() + "/reports")) << c.name;
+  }
+  Status missing = Merge({good, co_.dir() + "/nope.jsonl"});
+  EXPECT_EQ(missing.code(), Status::Code::kNotFound);
+  EXPECT_NE(missing.message().find("nope.jsonl: no such journal"), std::string::npos) << missing.message();
+}
+
+TEST_F(MergeTest, AConfigThatCannotTakeItsBlockStopsTheMergeBeforeAnyWrite) {
+  co_.Write("tiny/full", "batch_size: [unclosed\n");
+  std::string j = Journal("j.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
+  CellResult full = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  ASSERT_TRUE(AppendToJournal(j, full).ok());
+  std::string before = co_.Read("tiny/lora");
+  Status s = Merge({j});
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("full.yaml"), std::string::npos) << s.message();
+  EXPECT_EQ(co_.Read("tiny/lora"), before);
+  EXPECT_EQ(co_.Read("tiny/full"), "batch_size: [unclosed\n");
+}
+
+TEST(CombinedJournalTextTest, NewestPerCellSortedByConfigThenDevice) {
+  testing::TestCheckout co;
+  std::vector<CellResult> records = {co.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-02T10:00:00Z"),
+                                     co.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z"),
+                                     co.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T11:00:00Z")};
+  std::string text = CombinedJournalText(records);
+  EXPECT_EQ(text, ToJson(records[1]).dump() + "\n" + ToJson(records[2]).dump() + "\n");
+}
+
+}  // namespace
+}  // namespace tmx::matrix
