@@ -23,6 +23,10 @@ std::string ExecutableDir() {
 
 std::string BuiltinConfigDir() {
   if (const char* env = std::getenv("TUNE_MATRIX_CONFIG_DIR"); env != nullptr && *env) return env;
+  return CheckoutConfigDir();
+}
+
+std::string CheckoutConfigDir() {
   std::string exe_dir = ExecutableDir();
   for (const char* rel : {"/../../configs", "/../configs"}) {
     std::string candidate = exe_dir + rel;

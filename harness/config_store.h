@@ -12,6 +12,11 @@ namespace tmx {
 // from the executable's location, build/bin/../../configs), else the source folder this was built from.
 std::string BuiltinConfigDir();
 
+// The checkout's configs/ folder as BuiltinConfigDir finds it without $TUNE_MATRIX_CONFIG_DIR: files that
+// ship beside the configs (the datasets under recipes/) are found from here even when the configs are
+// taken from elsewhere.
+std::string CheckoutConfigDir();
+
 // "<dir>/<name>.yaml".
 std::string BuiltinConfigPath(const std::string& name);
 

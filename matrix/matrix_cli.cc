@@ -176,7 +176,9 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!cells.ok()) return Fail(err, cells.status());
   for (const PlannedCell& c : *cells) {
     std::string what = c.runnable ? "run" : CellStatusName(c.preset.status);
-    out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config << "  predicted " << FormatBytes(c.predicted_memory_bytes);
+    out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
+        << "  predicted " << FormatBytes(c.predicted_memory_bytes);
+    if (c.runnable) out << ", about " << FormatDuration(c.expected_duration_s);
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
     out << "\n";
   }
@@ -429,6 +431,8 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   options.journal_path = options.work_dir + "/" + slug + ".jsonl";
   ::unlink(options.journal_path.c_str());
   options.work_dir += "/" + slug;
+  made = MakeDirs(options.work_dir);
+  if (!made.ok()) return Fail(err, made);
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, *devices, options);
   if (!cells.ok()) return Fail(err, cells.status());
   Status handlers = SubprocessSet::InstallInterruptHandlers();

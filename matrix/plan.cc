@@ -159,8 +159,15 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         cell.predicted_memory_bytes = PredictPeakMemoryBytes(*config, registry, *device, &params);
         r.predicted_memory_bytes = cell.predicted_memory_bytes;
         work.push_back(static_cast<double>(params) * (recipe.name.find("lora") != std::string::npos ? 2.0 : 3.0));
+        // A cell recorded as never started (invalid, too_large) takes no time; one never measured is estimated.
         auto entry = recorded->find(cell.device_type);
-        recorded_s.push_back(entry != recorded->end() ? entry->second.wall_time_s : std::nullopt);
+        std::optional<double> seconds;
+        if (entry != recorded->end()) {
+          bool started = entry->second.status == "runs" || entry->second.status == "fails" ||
+                         entry->second.status == "timeout";
+          seconds = started ? entry->second.wall_time_s : 0.0;
+        }
+        recorded_s.push_back(seconds);
 
         std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
         if (!problems.empty()) {

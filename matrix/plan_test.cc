@@ -1,8 +1,13 @@
 // Planning on fake device lists: validation, memory prediction, ordering, filters. No training runs.
 #include "matrix/plan.h"
 
+#include <set>
+
 #include <gtest/gtest.h>
 
+#include "harness/config_store.h"
+#include "harness/file_util.h"
+#include "matrix/writeback.h"
 #include "recipes/builtin.h"
 
 namespace tmx::matrix {
@@ -94,6 +99,39 @@ TEST(PlanTest, FiltersAndUnknownNames) {
   options.recipes = {"lora_finetune"};
   EXPECT_EQ(PlanCells(recipes::BuiltinRegistry(), devices, options).status().message(),
             "--recipes: unknown recipe 'lora_finetune'; did you mean 'lora_finetune_single_device'?");
+}
+
+// Shards of the built-in matrix: together every cell once, durations taken from the configs' records.
+TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
+  MatrixOptions options;
+  std::vector<DeviceInfo> devices = {Device("cpu", DeviceType::kCpu, 24, /*bf16=*/false),
+                                     Device("cuda:0", DeviceType::kCuda, 40)};
+  StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  for (const PlannedCell& c : *all) {
+    SupportMetadata recorded = ReadSupportMetadata(ReadFile(c.config_path).value(), c.config_path).value();
+    auto entry = recorded.find(c.device_type);
+    if (entry == recorded.end()) {
+      EXPECT_GT(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": estimated";
+    } else if (entry->second.status == "invalid" || entry->second.status == "too_large") {
+      EXPECT_EQ(c.expected_duration_s, 0) << c.key.config << ": recorded as never started";
+    } else if (entry->second.wall_time_s) {
+      EXPECT_EQ(c.expected_duration_s, *entry->second.wall_time_s) << c.key.config;
+    }
+  }
+  for (int n : {2, 3, 5}) {
+    std::multiset<CellKey> seen;
+    for (int i = 1; i <= n; ++i) {
+      options.shard_index = i;
+      options.shard_count = n;
+      StatusOr<std::vector<PlannedCell>> shard = PlanCells(recipes::BuiltinRegistry(), devices, options);
+      ASSERT_TRUE(shard.ok());
+      EXPECT_FALSE(shard->empty()) << i << "/" << n;
+      for (const PlannedCell& c : *shard) seen.insert(c.key);
+    }
+    ASSERT_EQ(seen.size(), all->size()) << n;
+    for (const PlannedCell& c : *all) EXPECT_EQ(seen.count(c.key), 1u) << c.key.config << " " << c.key.device;
+  }
 }
 
 }  // namespace

@@ -416,7 +416,7 @@ std::string DefaultDatasetPath() {
   if (const char* env = std::getenv("TUNE_MATRIX_DATA_DIR"); env != nullptr && *env) {
     return std::string(env) + "/tiny_instruct.jsonl";
   }
-  return BuiltinConfigDir() + "/../recipes/data/datasets/tiny_instruct.jsonl";
+  return CheckoutConfigDir() + "/../recipes/data/datasets/tiny_instruct.jsonl";
 }
 
 }  // namespace tmx::recipes

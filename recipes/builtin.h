@@ -16,7 +16,8 @@ Status RegisterBuiltins(Registry* registry);
 const Registry& BuiltinRegistry();
 
 // The instruction dataset shipped with the project (recipes/data/datasets/tiny_instruct.jsonl), found
-// beside the built-in configs; $TUNE_MATRIX_DATA_DIR overrides the folder.
+// beside the checkout's configs (also when $TUNE_MATRIX_CONFIG_DIR takes the configs from elsewhere);
+// $TUNE_MATRIX_DATA_DIR overrides the folder.
 std::string DefaultDatasetPath();
 
 }  // namespace tmx::recipes

@@ -18,12 +18,13 @@ struct Result {
   std::string output;
 };
 
-Result Exec(std::vector<std::string> argv) {
+Result Exec(std::vector<std::string> argv, std::vector<std::pair<std::string, std::string>> env = {}) {
   matrix::SubprocessSet set;
   matrix::SubprocessOptions o;
   o.argv = std::move(argv);
-  o.timeout_s = 120;
-  o.env = {{"OMP_NUM_THREADS", "1"}};
+  o.timeout_s = 300;
+  o.env = std::move(env);
+  o.env.emplace_back("OMP_NUM_THREADS", "1");
   StatusOr<matrix::Subprocess*> child = set.Add(o);
   EXPECT_TRUE(child.ok()) << child.status().ToString();
   while (set.running() > 0) set.DoWork(1000);
@@ -129,6 +130,107 @@ TEST_F(CliTest, MatrixRejectsBadOptions) {
   EXPECT_EQ(steps.code, 2);
   Result unknown = Exec({kMatrix, "rnu"});
   EXPECT_NE(unknown.output.find("did you mean 'run'?"), std::string::npos);
+  Result shard = Exec({kMatrix, "run", "--shard", "3/2"});
+  EXPECT_EQ(shard.code, 2);
+  EXPECT_NE(shard.output.find("--shard: '3/2' is not a shard; fix: write i/n with 1 <= i <= n"), std::string::npos)
+      << shard.output;
+  Result no_journal = Exec({kMatrix, "merge"});
+  EXPECT_EQ(no_journal.code, 2);
+  EXPECT_NE(no_journal.output.find("name at least one journal to merge"), std::string::npos) << no_journal.output;
+  Result slowdown = Exec({kMatrix, "check", "--max-slowdown", "2"});
+  EXPECT_EQ(slowdown.code, 2);
+  Result expect = Exec({kMatrix, "check", "--expect-devices", "gpu"});
+  EXPECT_EQ(expect.code, 2);
+  EXPECT_NE(expect.output.find("--expect-devices:"), std::string::npos) << expect.output;
+}
+
+// A checkout's configs copied to a scratch folder, so runs, merges and checks can write into them.
+class MatrixCiTest : public CliTest {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(Exec({"cp", "-R", std::string(TM_SOURCE_DIR) + "/configs", configs_}).code, 0);
+  }
+  Result Matrix(std::vector<std::string> args) {
+    args.insert(args.begin(), kMatrix);
+    return Exec(args, {{"TUNE_MATRIX_CONFIG_DIR", configs_}});
+  }
+  std::string Config(const std::string& name) { return ReadFile(configs_ + "/" + name + ".yaml").value(); }
+  static size_t Count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+
+  const std::string configs_ = dir_ + "/configs";
+};
+
+// The CI flow on one machine: two shards run separately, their journals merge, and check passes on the
+// result; a corrupt journal is refused without touching any file.
+TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
+  std::vector<std::string> journal_text;
+  for (const char* shard : {"1/2", "2/2"}) {
+    std::string n = std::string(1, shard[0]);
+    Result run = Matrix({"run", "--configs", "tiny/*", "--devices", "cpu", "--shard", shard, "--journal",
+                         dir_ + "/journal-" + n + ".jsonl", "--junit", dir_ + "/junit-" + n + ".xml", "--job",
+                         "cpu-shard-" + n, "--work-dir", dir_ + "/runs", "--no-write-back"});
+    ASSERT_EQ(run.code, 0) << run.output;
+    EXPECT_NE(run.output.find("1 cells in shard " + std::string(shard)), std::string::npos) << run.output;
+    journal_text.push_back(ReadFile(dir_ + "/journal-" + n + ".jsonl").value());
+    std::string junit = ReadFile(dir_ + "/junit-" + n + ".xml").value();
+    EXPECT_EQ(Count(junit, "<testcase "), 1u) << junit;
+    EXPECT_NE(junit.find("<testsuite name=\"tune-matrix.cpu\" tests=\"1\" failures=\"0\""), std::string::npos)
+        << junit;
+  }
+  // The two tiny configs, one in each shard.
+  for (const char* config : {"tiny/lora_single_device", "tiny/full_single_device"}) {
+    std::string key = std::string("\"config\":\"") + config + "\"";
+    EXPECT_EQ(Count(journal_text[0], key) + Count(journal_text[1], key), 1u) << config;
+  }
+  std::string untouched = Config("llama3_2/1B_lora_single_device");
+  std::string lora_before = Config("tiny/lora_single_device");
+
+  Result merged = Matrix({"merge", dir_ + "/journal-1.jsonl", dir_ + "/journal-2.jsonl", "--journal-out",
+                          dir_ + "/merged.jsonl", "--reports-dir", dir_ + "/reports"});
+  ASSERT_EQ(merged.code, 0) << merged.output;
+  std::string lora = Config("tiny/lora_single_device");
+  EXPECT_NE(lora, lora_before);
+  EXPECT_NE(lora.find("supported_devices: [cpu]"), std::string::npos) << lora;
+  EXPECT_NE(lora.find("job: \"cpu-shard-"), std::string::npos) << lora;
+  EXPECT_EQ(Config("llama3_2/1B_lora_single_device"), untouched);
+  EXPECT_NE(ReadFile(dir_ + "/reports/SUPPORT.md").value().find("tiny/full_single_device"), std::string::npos);
+
+  Result ok = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu"});
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("tune-matrix check: OK"), std::string::npos) << ok.output;
+  Result uncovered = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu,cuda"});
+  EXPECT_EQ(uncovered.code, 1) << uncovered.output;
+  EXPECT_NE(uncovered.output.find("no coverage (1):"), std::string::npos) << uncovered.output;
+  EXPECT_NE(uncovered.output.find("fix: make sure the runner has the device"), std::string::npos);
+
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/bad.jsonl", journal_text[0] + "{\"config\": oops\n").ok());
+  Result refused = Matrix({"merge", dir_ + "/journal-2.jsonl", dir_ + "/bad.jsonl", "--journal-out",
+                           dir_ + "/merged2.jsonl", "--reports-dir", dir_ + "/reports2"});
+  EXPECT_EQ(refused.code, 2) << refused.output;
+  EXPECT_NE(refused.output.find(dir_ + "/bad.jsonl:2: not a JSON record"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("nothing was written"), std::string::npos) << refused.output;
+  EXPECT_EQ(Config("tiny/lora_single_device"), lora);
+  EXPECT_FALSE(PathExists(dir_ + "/merged2.jsonl"));
+  EXPECT_FALSE(PathExists(dir_ + "/reports2"));
+}
+
+TEST_F(CliTest, CellSkipsADeviceThisMachineLacksAndResourceSpecListsItsGpus) {
+  Result cell = Exec({kMatrix, "cell", "tiny/lora_single_device", "--device", "xpu", "--work-dir", dir_});
+  EXPECT_EQ(cell.code, 77) << cell.output;
+  EXPECT_NE(cell.output.find("SKIPPED tiny/lora_single_device on xpu: no xpu device on this machine"),
+            std::string::npos)
+      << cell.output;
+  Result unknown = Exec({kMatrix, "cell", "tiny/lora", "--device", "cpu"});
+  EXPECT_EQ(unknown.code, 2) << unknown.output;
+  Result spec = Exec({kMatrix, "resource-spec"});
+  ASSERT_EQ(spec.code, 0) << spec.output;
+  EXPECT_NE(spec.output.find("\"version\": {\n    \"major\": 1,\n    \"minor\": 0\n  }"), std::string::npos)
+      << spec.output;
+  EXPECT_NE(spec.output.find("\"gpus\": ["), std::string::npos) << spec.output;
 }
 
 }  // namespace
