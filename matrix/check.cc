@@ -33,12 +33,29 @@ std::string DescribeObservation(const CellResult& cell, const std::string& origi
   return s + ", " + cell.provenance.verified_at;
 }
 
-std::string DescribeEntry(const DeviceSupport& e) {
-  std::string s = e.status;
-  if (!e.verified_at.empty()) s += " (verified " + e.verified_at;
-  if (!e.commit.empty()) s += " at commit " + Short(e.commit);
-  if (!e.verified_at.empty()) s += ")";
+// "verified 2026-12-01T12:00:00Z at commit 0123456789ab", or "" when neither is recorded.
+std::string EntryProvenance(const DeviceSupport& e) {
+  std::string s;
+  if (!e.verified_at.empty()) s += "verified " + e.verified_at;
+  if (!e.commit.empty()) s += (s.empty() ? "" : " ") + std::string("at commit ") + Short(e.commit);
   return s;
+}
+
+// "runs (verified 2026-12-01T12:00:00Z at commit 0123456789ab)"
+std::string DescribeEntry(const DeviceSupport& e) {
+  std::string p = EntryProvenance(e);
+  return e.status + (p.empty() ? "" : " (" + p + ")");
+}
+
+// Where to look for the cause of a slowdown.
+std::string CauseHint(const DeviceSupport& entry, const CellResult& obs) {
+  const std::string& before = entry.commit;
+  const std::string& after = obs.provenance.commit;
+  if (before.empty() || after.empty()) return "rerun the cell to confirm it";
+  if (before == after) {
+    return "both ran commit " + Short(after) + ", so the machine or its load changed: rerun the cell to confirm it";
+  }
+  return "look for the cause between commits " + Short(before) + " and " + Short(after);
 }
 
 bool Started(CellStatus s) { return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout; }
@@ -117,20 +134,23 @@ class ConfigChecker {
       ev.origin = o->second.second;
     }
     if (ev.obs && ev.entry && ev.obs->provenance.verified_at < ev.entry->verified_at) ev.obs = nullptr;
-    if (ev.obs && ev.obs->config_hash != c_.current_hash) {
+    bool stale_obs = ev.obs && ev.obs->config_hash != c_.current_hash;
+    bool stale_entry = ev.entry && ev.entry->config_hash != c_.current_hash;
+    if (stale_obs || stale_entry) {
+      std::string what;
+      if (stale_entry) {
+        what = "support entry " + DescribeEntry(*ev.entry) + " was made with config hash " +
+               (ev.entry->config_hash.empty() ? "(none recorded)" : ev.entry->config_hash);
+      }
+      if (stale_obs) {
+        what += std::string(stale_entry ? ", and " : "") + "the latest observation (" +
+                DescribeObservation(*ev.obs, ev.origin) + ") ran config hash " + ev.obs->config_hash;
+      }
       Add(ProblemKind::kStale, At(type),
-          type + ": the latest observation (" + DescribeObservation(*ev.obs, ev.origin) +
-              ") ran an older version of this config (hash " + ev.obs->config_hash + ", now " + c_.current_hash +
+          type + ": " + what + ", but the config has changed since (now " + c_.current_hash +
               "), so it says nothing about the config as it is",
-          RerunFix(type));
-      ev.obs = nullptr;
-    }
-    if (ev.entry && ev.entry->config_hash != c_.current_hash) {
-      Add(ProblemKind::kStale, At(type),
-          type + ": support entry " + DescribeEntry(*ev.entry) + " was made with config hash " +
-              (ev.entry->config_hash.empty() ? "(none recorded)" : ev.entry->config_hash) +
-              ", but the config has changed since (now " + c_.current_hash + ")",
-          ev.obs ? "record the fresh observation: " + options_.accept_command : RerunFix(type));
+          !stale_obs && ev.obs ? "record the fresh observation: " + options_.accept_command : RerunFix(type));
+      if (stale_obs) ev.obs = nullptr;
     }
     if (ev.obs) {
       effective_[type] = CellStatusName(ev.obs->status);
@@ -182,15 +202,11 @@ class ConfigChecker {
     if (!(drop > allowed)) return;
     Add(ProblemKind::kSlower, At(type),
         type + ": tokens/s fell " + Percent(drop) + ", from " + Fixed(*entry.tokens_per_second, 1) + " (" +
-            DescribeEntry(entry) + ") to " + Fixed(*obs.tokens_per_second, 1) + " (" +
+            EntryProvenance(entry) + ") to " + Fixed(*obs.tokens_per_second, 1) + " (" +
             DescribeObservation(obs, origin) + "); allowed " + Percent(allowed) + " = max(--max-slowdown " +
             Percent(options_.max_slowdown) + ", " + Fixed(options_.noise_factor, 1) + " x combined spread " +
             Percent(noise) + ")",
-        "if expected, record it: " + options_.accept_command +
-            (entry.commit.empty() || obs.provenance.commit.empty()
-                 ? std::string()
-                 : "; otherwise look for the cause between commits " + Short(entry.commit) + " and " +
-                       Short(obs.provenance.commit)));
+        "if expected, record it: " + options_.accept_command + "; otherwise " + CauseHint(entry, obs));
   }
 
   // The list must name exactly the device types whose status runs. Types already reported above carry the
@@ -241,7 +257,7 @@ void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std:
              (recorded == 0 ? std::string("no cell recorded for it")
                             : std::to_string(recorded) + " cells recorded, none started: all invalid or too_large") +
              ")",
-         "make sure the runner has the device (build/bin/tune devices) and runs it: ci/run-device " + device});
+         "make sure the runner has the device (tune devices) and runs it: ci/run-device " + device});
   }
 }
 

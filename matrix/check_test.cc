@@ -134,12 +134,15 @@ TEST_F(CheckTest, AConfigEditedSinceItsSupportWasVerifiedIsStale) {
       << p[0].message;
   EXPECT_NE(p[0].fix.find("tune-matrix run --configs 'tiny/lora' --devices cpu"), std::string::npos) << p[0].fix;
 
-  // An observation of the old config is stale too, and is not compared.
+  // An observation of the old config is stale too, and is not compared: one problem names both.
   CellResult old_obs = Obs("tiny/lora", "cpu", CellStatus::kFails);
   old_obs.config_hash = old_hash;
   p = Check({old_obs});
-  ASSERT_EQ(p.size(), 2u) << printed_;
-  EXPECT_NE(p[0].message.find("ran an older version of this config (hash " + old_hash), std::string::npos)
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_NE(p[0].message.find(", and the latest observation (new.jsonl:1, job job-cpu"), std::string::npos)
+      << p[0].message;
+  EXPECT_NE(p[0].message.find(") ran config hash " + old_hash + ", but the config has changed since"),
+            std::string::npos)
       << p[0].message;
   // A fresh observation of the edited config makes the entry's fix a merge.
   p = Check({Obs("tiny/lora", "cpu", CellStatus::kRuns)});
@@ -159,7 +162,7 @@ TEST_F(CheckTest, ADeviceTheJobWasMeantToCoverWithNoCellStartedFails) {
   EXPECT_NE(p[0].message.find("cuda: the job meant to cover cuda ran no cell on it (no cell recorded for it)"),
             std::string::npos)
       << p[0].message;
-  EXPECT_EQ(p[0].fix, "make sure the runner has the device (build/bin/tune devices) and runs it: ci/run-device cuda");
+  EXPECT_EQ(p[0].fix, "make sure the runner has the device (tune devices) and runs it: ci/run-device cuda");
   // Cells recorded without starting are not coverage; an empty journal covers nothing.
   o.expect_devices = {"cpu"};
   Record({co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, old_)});
@@ -177,7 +180,12 @@ TEST_F(CheckTest, TokensPerSecondMayFallOnlyWithinTheNoise) {
   std::vector<CheckProblem> p = Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 850)});
   ASSERT_EQ(p.size(), 1u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kSlower);
-  EXPECT_NE(p[0].message.find("cpu: tokens/s fell 15.0%, from 1000.0"), std::string::npos) << p[0].message;
+  EXPECT_NE(p[0].message.find("cpu: tokens/s fell 15.0%, from 1000.0 (verified " + old_ + " at commit 0123456789ab)"),
+            std::string::npos)
+      << p[0].message;
+  EXPECT_NE(p[0].fix.find("otherwise both ran commit 0123456789ab, so the machine or its load changed"),
+            std::string::npos)
+      << p[0].fix;
   EXPECT_NE(p[0].message.find("to 850.0"), std::string::npos);
   EXPECT_NE(p[0].message.find("allowed 10.0% = max(--max-slowdown 10.0%, 3.0 x combined spread 1.4%)"),
             std::string::npos)

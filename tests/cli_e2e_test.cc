@@ -1,6 +1,7 @@
 // End-to-end tests of the `tune` and `tune-matrix` binaries: exit codes, messages, files left untouched.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -205,7 +206,7 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
   Result uncovered = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu,cuda"});
   EXPECT_EQ(uncovered.code, 1) << uncovered.output;
   EXPECT_NE(uncovered.output.find("no coverage (1):"), std::string::npos) << uncovered.output;
-  EXPECT_NE(uncovered.output.find("fix: make sure the runner has the device"), std::string::npos);
+  EXPECT_NE(uncovered.output.find("fix: make sure the runner has the device (tune devices)"), std::string::npos);
 
   ASSERT_TRUE(WriteFileAtomically(dir_ + "/bad.jsonl", journal_text[0] + "{\"config\": oops\n").ok());
   Result refused = Matrix({"merge", dir_ + "/journal-2.jsonl", dir_ + "/bad.jsonl", "--journal-out",
@@ -216,6 +217,44 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
   EXPECT_EQ(Config("tiny/lora_single_device"), lora);
   EXPECT_FALSE(PathExists(dir_ + "/merged2.jsonl"));
   EXPECT_FALSE(PathExists(dir_ + "/reports2"));
+}
+
+// The real binary stopped (SIGTERM, as CI cancelling a job sends) after its first cell: it exits 130 with
+// that cell in the journal, and --resume runs only the rest.
+TEST_F(CliTest, MatrixKilledMidRunKeepsFinishedCellsAndResumeFinishesTheRest) {
+  const std::string journal = dir_ + "/journal.jsonl";
+  std::vector<std::string> argv = {kMatrix, "run", "--configs", "tiny/*", "--devices", "cpu", "--steps", "100",
+                                   "--journal", journal, "--work-dir", dir_ + "/runs", "--no-write-back"};
+  matrix::SubprocessSet set;
+  matrix::SubprocessOptions o;
+  o.argv = argv;
+  o.env = {{"OMP_NUM_THREADS", "1"}};
+  o.timeout_s = 300;
+  ASSERT_TRUE(set.Add(o).ok());
+  auto records = [&] {
+    StatusOr<std::string> text = ReadFile(journal);
+    return text.ok() ? std::count(text->begin(), text->end(), '\n') : 0;
+  };
+  while (set.running() > 0 && records() == 0) set.DoWork(100);
+  ASSERT_EQ(set.running(), 1u) << "both cells finished before the kill; raise --steps";
+  set.TerminateAll();
+  std::unique_ptr<matrix::Subprocess> stopped = set.NextFinished();
+  ASSERT_TRUE(stopped != nullptr);
+  EXPECT_EQ(stopped->result().exit_code.value_or(-1), 130) << stopped->result().Describe() << "\n"
+                                                           << stopped->result().output_tail;
+  EXPECT_NE(stopped->result().output_tail.find("Run again with --resume"), std::string::npos)
+      << stopped->result().output_tail;
+  EXPECT_EQ(records(), 1);
+
+  argv.push_back("--resume");
+  Result resumed = Exec(argv);
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("1 already in the journal"), std::string::npos) << resumed.output;
+  std::string text = ReadFile(journal).value();
+  EXPECT_EQ(records(), 2) << text;
+  for (const char* config : {"tiny/lora_single_device", "tiny/full_single_device"}) {
+    EXPECT_NE(text.find(std::string("\"config\":\"") + config + "\""), std::string::npos) << config;
+  }
 }
 
 TEST_F(CliTest, CellSkipsADeviceThisMachineLacksAndResourceSpecListsItsGpus) {
