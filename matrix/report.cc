@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string_view>
 
@@ -138,6 +139,26 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
     out << "Every measured cell runs.\n";
   } else {
     out << "| config | device | status | reason |\n" << TableRule(4) << "\n" << rows;
+  }
+
+  // Provenance: which machines, jobs and commits the entries come from, one row per distinct origin.
+  std::map<std::vector<std::string>, int> origins;
+  for (const ConfigSupport* c : sorted) {
+    for (const std::string& type : columns) {
+      auto it = c->support.find(type);
+      if (it == c->support.end()) continue;
+      const DeviceSupport& e = it->second;
+      ++origins[{type, e.device_name, e.torch_version, e.host, e.job, e.commit.substr(0, 12)}];
+    }
+  }
+  if (!origins.empty()) {
+    out << "\n## Where it was measured\n\n| device | model | torch | host | job | commit | cells |\n"
+        << TableRule(7) << "\n";
+    for (const auto& [origin, cells] : origins) {
+      out << "|";
+      for (const std::string& field : origin) out << " " << (field.empty() ? "—" : EscapeCell(field)) << " |";
+      out << " " << cells << " |\n";
+    }
   }
 }
 
