@@ -71,6 +71,17 @@ std::string Hostname() {
   return buf;
 }
 
+// Where cells run by this process are observed: this host and checkout, the given CI job. Cells recorded
+// without starting a child (invalid, too_large) keep the torch version this harness links.
+Provenance LocalProvenance(const std::string& job) {
+  Provenance p;
+  p.host = Hostname();
+  p.job = job;
+  p.commit = ReadGitCommit();
+  p.torch_version = TorchVersion();
+  return p;
+}
+
 // Asks `tune devices --json` in a child process, so a device probe that crashes cannot take the harness down.
 StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune) {
   SubprocessSet set;
@@ -228,10 +239,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
       << cells->size() - runnable << " recorded without running) on " << devices->size() << " device(s); "
       << done.size() << " already in the journal\n";
 
-  Provenance provenance;
-  provenance.host = Hostname();
-  provenance.job = options.job;
-  provenance.commit = ReadGitCommit();
+  Provenance provenance = LocalProvenance(options.job);
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
   StatusOr<MatrixRun> run = RunCells(*cells, done, *runner, options, provenance, out);
   if (!run.ok()) return Fail(err, run.status());
@@ -437,10 +445,7 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!cells.ok()) return Fail(err, cells.status());
   Status handlers = SubprocessSet::InstallInterruptHandlers();
   if (!handlers.ok()) return Fail(err, handlers);
-  Provenance provenance;
-  provenance.host = Hostname();
-  provenance.job = "ctest";
-  provenance.commit = ReadGitCommit();
+  Provenance provenance = LocalProvenance("ctest");
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
   StatusOr<MatrixRun> run = RunCells(*cells, {}, *runner, options, provenance, out);
   if (!run.ok()) return Fail(err, run.status());
