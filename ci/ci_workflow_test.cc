@@ -1,26 +1,16 @@
-// Checks the CI that runs the support matrix (issue #5): the GitHub workflow in .github/workflows and the
-// per-device job script ci/run-device. A workflow that GitHub would accept can still be wrong for this
-// project (a device job the final job does not wait for, a shard list that skips a shard, artifacts that
-// overwrite each other, journals the merge step never sees), so the workflow is parsed and its jobs are
-// checked against each other and against what ci/run-device really writes.
-//
-// ci/run-device is run for real, but from a copy inside a scratch checkout whose setup, build and
-// tune-matrix are stand-ins that log their arguments: nothing is installed or built.
+// Checks the CI that runs the support matrix (issue #5): .github/workflows and ci/run-device. A workflow
+// GitHub accepts can still be wrong for this project (a device job the final job does not wait for, a
+// skipped shard, clashing artifacts, journals the merge never sees), so its jobs are checked against each
+// other and against what ci/run-device really writes. ci/run-device runs for real, from a copy in a
+// scratch checkout whose setup, build and tune-matrix are stand-ins that log their arguments.
 #include <dirent.h>
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -31,9 +21,10 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include "harness/file_util.h"
+#include "harness/text.h"
+#include "matrix/subprocess.h"
 #include "tests/scratch_dir.h"
-
-extern char** environ;
 
 namespace tmx {
 namespace {
@@ -42,32 +33,19 @@ const std::string kRoot = TM_SOURCE_DIR;
 const std::string kWorkflowsDir = kRoot + "/.github/workflows";
 const std::string kRunDevice = kRoot + "/ci/run-device";
 
-// ---------------------------------------------------------------------------------------------------------
-// Files
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-  std::ofstream(path, std::ios::binary) << text;
-  ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path << ": " << std::strerror(errno);
-}
-
-void MakeDir(const std::string& path) { ASSERT_EQ(::mkdir(path.c_str(), 0755), 0) << path; }
-
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-
-bool StartsWith(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+std::string Join(const std::set<std::string>& items) { return JoinStrings({items.begin(), items.end()}, ","); }
 
-// Full paths of the workflow files, sorted.
+// The file's text, or "" when it cannot be read: the expectation on it then fails, not the test program.
+std::string Text(const std::string& path) {
+  StatusOr<std::string> text = ReadFile(path);
+  return text.ok() ? *text : "";
+}
+
 std::vector<std::string> WorkflowFiles() {
   std::vector<std::string> files;
   DIR* dir = ::opendir(kWorkflowsDir.c_str());
@@ -84,8 +62,8 @@ std::vector<std::string> WorkflowFiles() {
 // ---------------------------------------------------------------------------------------------------------
 // Shell lines in `run:` steps
 
-// Splits a shell line into words: whitespace separates, quotes group, and a GitHub expression `${{ ... }}`
-// stays one piece with whatever touches it (`${{ matrix.shard }}/2` is one word).
+// Whitespace separates, quotes group, and `${{ ... }}` stays one piece with whatever touches it
+// (`${{ matrix.shard }}/2` is one word).
 std::vector<std::string> Words(const std::string& line) {
   std::vector<std::string> words;
   std::string word;
@@ -109,7 +87,7 @@ std::vector<std::string> Words(const std::string& line) {
       word.clear();
       in_word = false;
     } else if (c == '#' && !in_word) {
-      break;  // a comment
+      break;
     } else {
       word += c;
       in_word = true;
@@ -119,7 +97,7 @@ std::vector<std::string> Words(const std::string& line) {
   return words;
 }
 
-// A command's arguments: `--name value` and `--name=value` options, and positional words.
+// `--name value` and `--name=value` options (`switches` take no value), and positional words.
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::string> options;
@@ -148,18 +126,16 @@ Args ParseArgs(const std::vector<std::string>& words, const std::set<std::string
   return a;
 }
 
-// Finds the line of `script` that runs a program whose path ends in `program` (then `subcommand`, when
-// given) and returns the words after them; false when no line does. Continuation lines are joined first.
+// The words after `program` [`subcommand`] on the first line of `script` that runs them (continuation
+// lines joined); false when none does.
 bool FindInvocation(const std::string& script, const std::string& program, const std::string& subcommand,
                     std::vector<std::string>* after) {
-  std::string joined = std::regex_replace(script, std::regex("\\\\\n"), " ");
-  std::istringstream lines(joined);
+  std::istringstream lines(std::regex_replace(script, std::regex("\\\\\n"), " "));
   std::string line;
   while (std::getline(lines, line)) {
     std::vector<std::string> w = Words(line);
     for (size_t i = 0; i < w.size(); ++i) {
-      bool program_matches = w[i] == program || EndsWith(w[i], "/" + program);
-      if (!program_matches) continue;
+      if (w[i] != program && !EndsWith(w[i], "/" + program)) continue;
       size_t next = i + 1;
       if (!subcommand.empty()) {
         if (next >= w.size() || w[next] != subcommand) continue;
@@ -177,8 +153,8 @@ bool FindInvocation(const std::string& script, const std::string& program, const
 
 std::string Str(const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : ""; }
 
-// The node at a path of map keys, or an undefined node when any is missing: yaml-cpp throws when indexing
-// into a missing key's result, and a broken workflow should fail an expectation, not crash the test.
+// An undefined node when a key is missing: yaml-cpp throws on indexing a missing key's result, and a broken
+// workflow should fail an expectation, not crash the test.
 YAML::Node At(const YAML::Node& node, std::initializer_list<std::string> keys) {
   YAML::Node n = node;
   for (const std::string& k : keys) {
@@ -190,13 +166,13 @@ YAML::Node At(const YAML::Node& node, std::initializer_list<std::string> keys) {
 
 std::string Show(const YAML::Node& n) { return n ? YAML::Dump(n) : "(missing)"; }
 
-// `if: always()` in either of the spellings GitHub accepts.
+// `if: always()` in either spelling GitHub accepts.
 bool IsAlways(const YAML::Node& condition) {
   std::string s = std::regex_replace(Str(condition), std::regex("\\s+"), "");
   return s == "always()" || s == "${{always()}}";
 }
 
-// The values a `runs-on` names, whether one label or a list.
+// A `runs-on` or `needs`: one label or a list.
 std::vector<std::string> Labels(const YAML::Node& runs_on) {
   std::vector<std::string> labels;
   if (runs_on && runs_on.IsScalar()) labels.push_back(runs_on.as<std::string>());
@@ -206,7 +182,7 @@ std::vector<std::string> Labels(const YAML::Node& runs_on) {
   return labels;
 }
 
-// Index of the first step using `action` (for example "actions/checkout"), or -1.
+// Index of the first step from `from` using `action` (e.g. "actions/checkout"), or -1.
 int FindUses(const YAML::Node& job, const std::string& action, int from = 0) {
   const YAML::Node steps = job["steps"];
   for (int i = from; steps && i < static_cast<int>(steps.size()); ++i) {
@@ -215,8 +191,7 @@ int FindUses(const YAML::Node& job, const std::string& action, int from = 0) {
   return -1;
 }
 
-// Index of the first step whose `run` invokes `program` [`subcommand`], or -1; its words after them go
-// to *after.
+// Index of the first step whose `run` invokes `program` [`subcommand`], or -1.
 int FindRun(const YAML::Node& job, const std::string& program, const std::string& subcommand,
             std::vector<std::string>* after) {
   const YAML::Node steps = job["steps"];
@@ -226,7 +201,7 @@ int FindRun(const YAML::Node& job, const std::string& program, const std::string
   return -1;
 }
 
-// Every combination of a job's `strategy.matrix` values (one empty combination when it has none).
+// Every combination of a job's `strategy.matrix` values (one empty one when it has none).
 using Combo = std::map<std::string, std::string>;
 std::vector<Combo> MatrixCombos(const YAML::Node& job) {
   std::vector<Combo> combos = {{}};
@@ -251,9 +226,8 @@ std::vector<Combo> MatrixCombos(const YAML::Node& job) {
 std::string Expand(const std::string& text, const Combo& combo) {
   std::string out;
   std::regex expr("\\$\\{\\{\\s*matrix\\.([A-Za-z0-9_-]+)\\s*\\}\\}");
-  auto begin = std::sregex_iterator(text.begin(), text.end(), expr);
   size_t last = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), expr); it != std::sregex_iterator(); ++it) {
     out += text.substr(last, it->position() - last);
     auto v = combo.find((*it)[1].str());
     out += v == combo.end() ? it->str() : v->second;
@@ -262,7 +236,7 @@ std::string Expand(const std::string& text, const Combo& combo) {
   return out + text.substr(last);
 }
 
-// The `path:` of an upload step, one entry per non-empty line.
+// The non-empty lines of an upload step's `path:`, trimmed.
 std::vector<std::string> PathLines(const YAML::Node& step) {
   std::vector<std::string> lines;
   std::istringstream in(Str(At(step, {"with", "path"})));
@@ -284,12 +258,6 @@ std::set<std::string> SplitCommas(const std::string& list) {
   return items;
 }
 
-std::string Join(const std::set<std::string>& items) {
-  std::string s;
-  for (const auto& i : items) s += (s.empty() ? "" : ",") + i;
-  return s;
-}
-
 // One job that runs ci/run-device.
 struct DeviceJob {
   std::string id;
@@ -303,151 +271,56 @@ struct DeviceJob {
 // ---------------------------------------------------------------------------------------------------------
 // Running ci/run-device
 
-struct Outcome {
-  int status = -1;  // exit status, or 128 + signal
-  std::string out;
-  std::string err;
-};
+using Result = matrix::SubprocessResult;
 
-// Runs argv[0] (a path) with the given arguments in `cwd`, with this process's environment less the
-// variables that would change ci/run-device's defaults, plus `env`. No shell is involved.
-Outcome Spawn(const std::vector<std::string>& argv, const std::string& cwd, const Combo& env) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string kv = *e;
-    std::string name = kv.substr(0, kv.find('='));
-    if (name == "TUNE_MATRIX_CONFIGS" || name == "GITHUB_JOB" || name == "BUILD_DIR" || name == "PWD" ||
-        StartsWith(name, "FAKE_")) {
-      continue;
-    }
-    env_strings.push_back(kv);
-  }
-  env_strings.push_back("PWD=" + cwd);
-  for (const auto& kv : env) env_strings.push_back(kv.first + "=" + kv.second);
+std::string Describe(const Result& r) { return r.Describe() + "; output:\n" + r.output_tail; }
 
-  // Everything the child needs is built before fork: after it only async-signal-safe calls are allowed.
-  std::vector<char*> c_argv, c_env;
-  for (const auto& a : argv) c_argv.push_back(const_cast<char*>(a.c_str()));
-  c_argv.push_back(nullptr);
-  for (const auto& e : env_strings) c_env.push_back(const_cast<char*>(e.c_str()));
-  c_env.push_back(nullptr);
-
-  Outcome o;
-  int out_pipe[2], err_pipe[2];
-  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) {
-    ADD_FAILURE() << "pipe: " << std::strerror(errno);
-    return o;
-  }
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    ::close(out_pipe[0]);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[0]);
-    ::close(err_pipe[1]);
-    if (::chdir(cwd.c_str()) == 0) ::execve(c_argv[0], c_argv.data(), c_env.data());
-    static const char kMsg[] = "spawn: chdir or execve failed\n";
-    (void)!::write(2, kMsg, sizeof(kMsg) - 1);
-    ::_exit(127);
-  }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (pid < 0) {
-    ADD_FAILURE() << "fork: " << std::strerror(errno);
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    return o;
-  }
-  // Read both pipes together so a child filling one cannot block on it while we wait on the other.
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  std::string* sinks[2] = {&o.out, &o.err};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    if (::poll(fds, 2, 30000) <= 0) {
-      ADD_FAILURE() << "child " << argv[0] << " silent for 30 s; killing it";
-      ::kill(pid, SIGKILL);
-      break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      char buf[4096];
-      ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
-      if (n > 0) {
-        sinks[i]->append(buf, static_cast<size_t>(n));
-      } else {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-      }
-    }
-  }
-  for (const pollfd& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  int wstatus = 0;
-  ::waitpid(pid, &wstatus, 0);
-  o.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-  return o;
-}
-
-std::string Describe(const Outcome& o) {
-  return "exit status " + std::to_string(o.status) + "\n--- stdout:\n" + o.out + "--- stderr:\n" + o.err;
-}
-
-// One recorded call of a stand-in program: its name, then its arguments.
+// One recorded call of a stand-in: its name, then its arguments.
 using Call = std::vector<std::string>;
 
-// A scratch checkout holding a copy of ci/run-device (same mode bits) beside stand-ins for
-// scripts/setup.sh, scripts/build.sh and build/bin/tune-matrix that append their calls to a log.
+// A scratch checkout with a copy of ci/run-device (same mode bits) and stand-ins for scripts/setup.sh,
+// scripts/build.sh and build/bin/tune-matrix that log their calls.
 class FakeCheckout {
  public:
   FakeCheckout() {
-    MakeDir(repo_);
-    for (const char* d : {"/ci", "/scripts", "/build", "/build/bin", "/caller"}) MakeDir(repo_ + d);
+    for (const char* d : {"/ci", "/scripts", "/build/bin", "/caller"}) {
+      Status made = MakeDirs(repo_ + d);
+      EXPECT_TRUE(made.ok()) << made.ToString();
+    }
+    StatusOr<std::string> text = ReadFile(kRunDevice);
     struct stat st {};
-    if (::stat(kRunDevice.c_str(), &st) != 0) {
+    if (!text.ok() || ::stat(kRunDevice.c_str(), &st) != 0) {
       ADD_FAILURE() << kRunDevice << " is missing";
       return;
     }
-    WriteFile(script_, ReadFile(kRunDevice), st.st_mode & 07777);
+    Write(script_, *text, st.st_mode & 07777);
     const std::string record = "#!/usr/bin/env bash\nprintf 'CALL %s\\n' \"$(basename \"$0\")\" >>\"$FAKE_LOG\"\n";
-    WriteFile(repo_ + "/scripts/setup.sh", record, 0755);
-    WriteFile(repo_ + "/scripts/build.sh", record, 0755);
-    WriteFile(repo_ + "/build/bin/tune-matrix",
-              record + "printf 'ARG %s\\n' \"$@\" >>\"$FAKE_LOG\"\n"
-                       "case \"$1\" in\n"
-                       "  run) exit \"${FAKE_RUN_STATUS:-0}\" ;;\n"
-                       "  check) exit \"${FAKE_CHECK_STATUS:-0}\" ;;\n"
-                       "esac\n",
-              0755);
+    Write(repo_ + "/scripts/setup.sh", record, 0755);
+    Write(repo_ + "/scripts/build.sh", record, 0755);
+    Write(repo_ + "/build/bin/tune-matrix",
+          record + "printf 'ARG %s\\n' \"$@\" >>\"$FAKE_LOG\"\n"
+                   "case \"$1\" in\n"
+                   "  run) exit \"${FAKE_RUN_STATUS:-0}\" ;;\n"
+                   "  check) exit \"${FAKE_CHECK_STATUS:-0}\" ;;\n"
+                   "esac\n",
+          0755);
   }
 
   const std::string& repo() const { return repo_; }
-  const std::string& script() const { return script_; }
 
-  // Runs the copied ci/run-device through bash, as `bash ci/run-device ...`.
-  Outcome RunDevice(const std::vector<std::string>& args, const Combo& env = {}, const std::string& cwd = "") {
-    std::vector<std::string> argv = {"/bin/bash", script_};
-    argv.insert(argv.end(), args.begin(), args.end());
-    Combo full_env = env;
-    full_env["FAKE_LOG"] = log_;
-    return Spawn(argv, cwd.empty() ? repo_ : cwd, full_env);
+  // `bash ci/run-device ARGS`, from `cwd` (default: the checkout).
+  Result RunDevice(const std::vector<std::string>& args, const Combo& env = {}, const std::string& cwd = "") const {
+    return Launch({"/bin/bash", script_}, args, env, cwd.empty() ? repo_ : cwd);
   }
 
-  // Runs the copied ci/run-device as an executable, as a CI step's `ci/run-device ...` line does.
-  Outcome ExecRunDevice(const std::vector<std::string>& args, const Combo& env) {
-    std::vector<std::string> argv = {script_};
-    argv.insert(argv.end(), args.begin(), args.end());
-    Combo full_env = env;
-    full_env["FAKE_LOG"] = log_;
-    return Spawn(argv, repo_, full_env);
+  // `ci/run-device ARGS` as a CI step runs it: as an executable, so its mode bits count.
+  Result ExecRunDevice(const std::vector<std::string>& args, const Combo& env) const {
+    return Launch({script_}, args, env, repo_);
   }
 
-  // The calls logged so far; Clear() forgets them.
   std::vector<Call> Calls() const {
     std::vector<Call> calls;
-    std::istringstream in(ReadFile(log_));
+    std::istringstream in(Text(log_));
     std::string line;
     while (std::getline(in, line)) {
       if (StartsWith(line, "CALL ")) calls.push_back({line.substr(5)});
@@ -467,6 +340,35 @@ class FakeCheckout {
   }
 
  private:
+  static void Write(const std::string& path, const std::string& text, mode_t mode) {
+    Status written = WriteFileAtomically(path, text);
+    ASSERT_TRUE(written.ok()) << written.ToString();
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0) << path;
+  }
+
+  Result Launch(std::vector<std::string> argv, const std::vector<std::string>& args, const Combo& env,
+                const std::string& cwd) const {
+    // Inherited values would change ci/run-device's and the stand-ins' defaults; both read "" as unset.
+    Combo vars = {{"TUNE_MATRIX_CONFIGS", ""}, {"GITHUB_JOB", ""}, {"BUILD_DIR", ""}, {"FAKE_RUN_STATUS", ""},
+                  {"FAKE_CHECK_STATUS", ""}, {"PWD", cwd}, {"FAKE_LOG", log_}};
+    for (const auto& kv : env) vars[kv.first] = kv.second;
+    matrix::SubprocessOptions o;
+    o.argv = std::move(argv);
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.working_dir = cwd;
+    o.env.assign(vars.begin(), vars.end());
+    o.timeout_s = 60;
+    o.tail_bytes = 1 << 20;
+    matrix::SubprocessSet set;
+    StatusOr<matrix::Subprocess*> child = set.Add(o);
+    if (!child.ok()) {
+      ADD_FAILURE() << child.status().ToString();
+      return {};
+    }
+    while (set.running() > 0) set.DoWork(1000);
+    return set.NextFinished()->result();
+  }
+
   test::ScratchDir scratch_{"ci_workflow_test"};
   const std::string repo_ = scratch_.path() + "/repo";
   const std::string script_ = repo_ + "/ci/run-device";
@@ -475,10 +377,7 @@ class FakeCheckout {
 
 std::string Show(const std::vector<Call>& calls) {
   std::string s;
-  for (const Call& c : calls) {
-    for (const auto& w : c) s += w + " ";
-    s += "\n";
-  }
+  for (const Call& c : calls) s += JoinStrings(c, " ") + "\n";
   return s.empty() ? "(no calls)\n" : s;
 }
 
@@ -491,7 +390,7 @@ class WorkflowTest : public ::testing::Test {
     error_.clear();
     std::vector<std::string> matches;
     for (const std::string& f : WorkflowFiles()) {
-      if (Contains(ReadFile(f), "ci/run-device")) matches.push_back(f);
+      if (Contains(Text(f), "ci/run-device")) matches.push_back(f);
     }
     if (matches.size() != 1) {
       error_ = "expected exactly one workflow in " + kWorkflowsDir + " that runs ci/run-device, found " +
@@ -532,8 +431,7 @@ class WorkflowTest : public ::testing::Test {
 
   void SetUp() override { ASSERT_TRUE(error_.empty()) << error_; }
 
-  static YAML::Node Job(const std::string& id) { return At(workflow_, {"jobs", id}); }
-  static YAML::Node FinalJob() { return Job(final_id_); }
+  static YAML::Node FinalJob() { return At(workflow_, {"jobs", final_id_}); }
 
   static std::set<std::string> DeviceIds() {
     std::set<std::string> ids;
@@ -546,18 +444,12 @@ class WorkflowTest : public ::testing::Test {
     return devices;
   }
 
-  static std::string error_;
-  static std::string path_;
-  static YAML::Node workflow_;
-  static std::vector<DeviceJob> devices_;
-  static std::string final_id_;
+  static inline std::string error_;
+  static inline std::string path_;
+  static inline YAML::Node workflow_;
+  static inline std::vector<DeviceJob> devices_;
+  static inline std::string final_id_;
 };
-
-std::string WorkflowTest::error_;
-std::string WorkflowTest::path_;
-YAML::Node WorkflowTest::workflow_;
-std::vector<DeviceJob> WorkflowTest::devices_;
-std::string WorkflowTest::final_id_;
 
 TEST(WorkflowFiles, EveryWorkflowParsesAndCiShowsThem) {
   std::vector<std::string> files = WorkflowFiles();
@@ -759,8 +651,13 @@ TEST_F(WorkflowTest, FinalJobBuildsDownloadsChecksMergesAndUploadsInThatOrder) {
   for (const auto& j : check_args.positional) {
     EXPECT_TRUE(StartsWith(j, folder + "/")) << f << ": check reads '" << j << "', not the downloaded " << folder;
   }
-  EXPECT_FALSE(merge_args.positional.empty()) << f << ": merge names no journal";
-  for (const auto& j : merge_args.positional) {
+  // merge takes the committed journal first (cells this run did not cover keep their evidence), then the
+  // downloaded ones.
+  ASSERT_GE(merge_args.positional.size(), 2u) << f << ": merge names no downloaded journal";
+  EXPECT_EQ(merge_args.positional[0], "reports/journal.jsonl")
+      << f << ": merge the committed journal first, so cells this run did not cover keep their records";
+  for (size_t i = 1; i < merge_args.positional.size(); ++i) {
+    const std::string& j = merge_args.positional[i];
     EXPECT_TRUE(StartsWith(j, folder + "/")) << f << ": merge reads '" << j << "', not the downloaded " << folder;
   }
   EXPECT_TRUE(IsAlways(steps[merge]["if"])) << f << ": merge needs `if: always()` to make reports after a failed check";
@@ -784,11 +681,11 @@ TEST_F(WorkflowTest, FinalJobBuildsDownloadsChecksMergesAndUploadsInThatOrder) {
 // Tests of ci/run-device
 
 TEST(RunDevice, IsAnExecutableStrictBashScriptThatRunsAndChecks) {
+  ASSERT_TRUE(IsRegularFile(kRunDevice)) << kRunDevice << " is missing or not a file";
   struct stat st {};
-  ASSERT_EQ(::stat(kRunDevice.c_str(), &st), 0) << kRunDevice << " is missing";
-  EXPECT_TRUE(S_ISREG(st.st_mode));
+  ASSERT_EQ(::stat(kRunDevice.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0111, 0111) << kRunDevice << " is not executable (chmod +x, and commit the mode)";
-  std::string text = ReadFile(kRunDevice);
+  std::string text = Text(kRunDevice);
   std::string first = text.substr(0, text.find('\n'));
   EXPECT_TRUE(first == "#!/usr/bin/env bash" || first == "#!/bin/bash") << "shebang is '" << first << "'";
   EXPECT_TRUE(Contains(text, "set -euo pipefail")) << kRunDevice << " should fail on the first error";
@@ -799,9 +696,9 @@ TEST(RunDevice, IsAnExecutableStrictBashScriptThatRunsAndChecks) {
 TEST(RunDevice, HelpPrintsUsageAndDoesNothing) {
   FakeCheckout repo;
   for (const char* flag : {"--help", "-h"}) {
-    Outcome o = repo.RunDevice({flag});
-    EXPECT_EQ(o.status, 0) << flag << ": " << Describe(o);
-    EXPECT_TRUE(StartsWith(o.out, "usage: ci/run-device <device>")) << Describe(o);
+    Result o = repo.RunDevice({flag});
+    EXPECT_EQ(o.exit_code, 0) << flag << ": " << Describe(o);
+    EXPECT_TRUE(StartsWith(o.output_tail, "usage: ci/run-device <device>")) << Describe(o);
     EXPECT_TRUE(repo.Calls().empty()) << flag << " ran:\n" << Show(repo.Calls());
   }
 }
@@ -831,10 +728,11 @@ TEST(RunDevice, RejectsBadArgumentsBeforeSettingAnythingUp) {
   for (const Case& c : cases) {
     std::string argv = "ci/run-device";
     for (const auto& a : c.args) argv += " '" + a + "'";
-    Outcome o = repo.RunDevice(c.args);
-    EXPECT_EQ(o.status, 2) << argv << ": bad arguments must exit 2; " << Describe(o);
-    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << argv << ": want one error line; " << Describe(o);
-    EXPECT_TRUE(Contains(o.err, c.named)) << argv << ": the error should name " << c.named << "; " << Describe(o);
+    Result o = repo.RunDevice(c.args);
+    EXPECT_EQ(o.exit_code, 2) << argv << ": bad arguments must exit 2; " << Describe(o);
+    const std::string& out = o.output_tail;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << argv << ": want one error line; " << Describe(o);
+    EXPECT_TRUE(Contains(out, c.named)) << argv << ": the error should name " << c.named << "; " << Describe(o);
     EXPECT_TRUE(repo.Calls().empty()) << argv << ": validation must come before setup, but ran:\n"
                                       << Show(repo.Calls());
     repo.Clear();
@@ -844,8 +742,8 @@ TEST(RunDevice, RejectsBadArgumentsBeforeSettingAnythingUp) {
 TEST(RunDevice, SetsUpBuildsRunsAndChecksWithTheGivenOptions) {
   FakeCheckout repo;
   const std::string out = repo.repo() + "/../out";
-  Outcome o = repo.RunDevice({"cuda:0", "--shard", "2/3", "--configs", "tiny/*", "--out", out, "--job", "nightly"});
-  ASSERT_EQ(o.status, 0) << Describe(o);
+  Result o = repo.RunDevice({"cuda:0", "--shard", "2/3", "--configs", "tiny/*", "--out", out, "--job", "nightly"});
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
   std::vector<Call> calls = repo.Calls();
   ASSERT_EQ(calls.size(), 4u) << "want setup, build, run, check; got:\n" << Show(calls);
   EXPECT_EQ(calls[0], Call{"setup.sh"});
@@ -858,15 +756,14 @@ TEST(RunDevice, SetsUpBuildsRunsAndChecksWithTheGivenOptions) {
                   "--no-write-back"}))
       << Show(calls);
   EXPECT_EQ(repo.TuneMatrixCall("check"), (Call{"check", journal, "--expect-devices", "cuda:0"})) << Show(calls);
-  struct stat st {};
-  EXPECT_EQ(::stat(out.c_str(), &st), 0) << "the --out folder was not made";
+  EXPECT_TRUE(IsDirectory(out)) << "the --out folder was not made";
 }
 
 TEST(RunDevice, DefaultsToEveryConfigALocalJobNameAndCiOutBesideTheCaller) {
   FakeCheckout repo;
   const std::string caller = repo.repo() + "/caller";
-  Outcome o = repo.RunDevice({"cpu"}, {}, caller);
-  ASSERT_EQ(o.status, 0) << Describe(o);
+  Result o = repo.RunDevice({"cpu"}, {}, caller);
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
   Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
   EXPECT_EQ(run.Get("--configs"), "*");
   EXPECT_EQ(run.Get("--job"), "local-cpu");
@@ -877,15 +774,15 @@ TEST(RunDevice, DefaultsToEveryConfigALocalJobNameAndCiOutBesideTheCaller) {
 
 TEST(RunDevice, TakesTheConfigsFromTheEnvironmentAndTheJobFromGithub) {
   FakeCheckout repo;
-  Outcome o = repo.RunDevice({"cpu"}, {{"TUNE_MATRIX_CONFIGS", "tiny/*"}, {"GITHUB_JOB", "nightly"}});
-  ASSERT_EQ(o.status, 0) << Describe(o);
+  Result o = repo.RunDevice({"cpu"}, {{"TUNE_MATRIX_CONFIGS", "tiny/*"}, {"GITHUB_JOB", "nightly"}});
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
   Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
   EXPECT_EQ(run.Get("--configs"), "tiny/*");
   EXPECT_EQ(run.Get("--job"), "nightly-cpu");
 
   repo.Clear();
   o = repo.RunDevice({"cpu", "--configs", "llama3_2/*"}, {{"TUNE_MATRIX_CONFIGS", "tiny/*"}});
-  ASSERT_EQ(o.status, 0) << Describe(o);
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
   EXPECT_EQ(ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"}).Get("--configs"), "llama3_2/*")
       << "--configs should win over TUNE_MATRIX_CONFIGS";
 }
@@ -897,9 +794,9 @@ TEST(RunDevice, ChecksEvenWhenTheRunFailsAndFailsWhenEitherFailed) {
   };
   for (const Case& c : std::vector<Case>{{"0", "0", 0}, {"1", "0", 1}, {"0", "3", 3}, {"130", "3", 130}}) {
     FakeCheckout repo;
-    Outcome o = repo.RunDevice({"cpu"}, {{"FAKE_RUN_STATUS", c.run_status}, {"FAKE_CHECK_STATUS", c.check_status}});
-    EXPECT_EQ(o.status, c.want) << "run exits " << c.run_status << ", check exits " << c.check_status << "; "
-                                << Describe(o);
+    Result o = repo.RunDevice({"cpu"}, {{"FAKE_RUN_STATUS", c.run_status}, {"FAKE_CHECK_STATUS", c.check_status}});
+    EXPECT_EQ(o.exit_code, c.want) << "run exits " << c.run_status << ", check exits " << c.check_status << "; "
+                                   << Describe(o);
     EXPECT_FALSE(repo.TuneMatrixCall("check").empty()) << "check must run even after run exits " << c.run_status;
   }
 }
@@ -940,8 +837,8 @@ TEST_F(WorkflowTest, EveryDeviceJobsJournalReachesTheFinalJobsCheckAndMerge) {
       std::vector<std::string> words;
       ASSERT_TRUE(FindInvocation(Expand(Str(d.job["steps"][d.run_step]["run"]), combo), "ci/run-device", "", &words));
       FakeCheckout repo;
-      Outcome o = repo.ExecRunDevice(words, {{"TUNE_MATRIX_CONFIGS", "*"}, {"GITHUB_JOB", d.id}});
-      ASSERT_EQ(o.status, 0) << where << ": its ci/run-device line does not run; " << Describe(o);
+      Result o = repo.ExecRunDevice(words, {{"TUNE_MATRIX_CONFIGS", "*"}, {"GITHUB_JOB", d.id}});
+      ASSERT_EQ(o.exit_code, 0) << where << ": its ci/run-device line does not run; " << Describe(o);
       Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
       EXPECT_EQ(run.Get("--devices"), d.device) << where;
 

@@ -10,6 +10,7 @@
 #include "harness/file_util.h"
 #include "harness/text.h"
 #include "matrix/journal.h"
+#include "matrix/publish.h"
 
 namespace tmx::matrix {
 namespace {
@@ -271,6 +272,7 @@ const char* ProblemKindTitle(ProblemKind kind) {
     case ProblemKind::kStale: return "stale (config changed since verified)";
     case ProblemKind::kNoCoverage: return "no coverage";
     case ProblemKind::kSlower: return "slower";
+    case ProblemKind::kReports: return "reports out of date";
   }
   return "?";
 }
@@ -315,6 +317,23 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   CheckCoverage(observed, options, &problems);
   std::stable_sort(problems.begin(), problems.end(),
                    [](const CheckProblem& a, const CheckProblem& b) { return a.kind < b.kind; });
+  return problems;
+}
+
+StatusOr<std::vector<CheckProblem>> CheckReports(const Registry& registry, const std::string& reports_dir) {
+  StatusOr<std::vector<GeneratedReport>> reports = RenderReports(registry);
+  if (!reports.ok()) return reports.status();
+  std::vector<CheckProblem> problems;
+  for (const GeneratedReport& r : *reports) {
+    std::string path = reports_dir + "/" + r.name;
+    StatusOr<std::string> text = ReadFile(path);
+    if (text.ok() && *text == r.text) continue;
+    problems.push_back({ProblemKind::kReports, path,
+                        text.ok() ? "differs from what the configs' metadata renders to (edited by hand, or not "
+                                    "regenerated after the configs changed)"
+                                  : "is missing",
+                        "tune-matrix report --reports-dir " + reports_dir});
+  }
   return problems;
 }
 

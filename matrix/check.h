@@ -11,6 +11,7 @@
 //   stale          the config changed (outside the generated block) since the entry or observation was made
 //   no coverage    a device the job was meant to cover has no cell that started on it
 //   slower         tokens/s fell by more than the noise allows
+//   reports        reports/SUPPORT.md or support.json is not what the configs' metadata renders to
 //
 // An observation older than the config's entry for that device is superseded by the entry and ignored.
 #pragma once
@@ -53,7 +54,7 @@ struct ConfigClaims {
 // Reads every built-in config's block. A damaged block fails with its file and line.
 StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry);
 
-enum class ProblemKind { kNewlyBroken, kNewlyFixed, kDisagrees, kStale, kNoCoverage, kSlower };
+enum class ProblemKind { kNewlyBroken, kNewlyFixed, kDisagrees, kStale, kNoCoverage, kSlower, kReports };
 const char* ProblemKindTitle(ProblemKind kind);  // "newly broken", ...
 
 struct CheckProblem {
@@ -66,6 +67,10 @@ struct CheckProblem {
 // Every problem, grouped by kind in the order above, then by config and device type.
 std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
                                        const CheckOptions& options);
+
+// Compares the reports in `reports_dir` with what the configs' metadata renders to; a missing report is
+// a problem too. Errors reading a config's block are returned as errors.
+StatusOr<std::vector<CheckProblem>> CheckReports(const Registry& registry, const std::string& reports_dir);
 
 // The problems grouped under one heading per kind, each as "<location>: <message>" and an indented
 // "fix: ..." line.

@@ -319,7 +319,7 @@ int Merge(const Registry& registry, const std::vector<std::string>& args, std::o
 int Check(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"expect-devices", "max-slowdown", "noise-factor"}, &parsed, &error)) {
+  if (!ParseArgs(args, {}, {"expect-devices", "max-slowdown", "noise-factor", "reports-dir"}, &parsed, &error)) {
     return UsageError(err, "check", error);
   }
   CheckOptions options;
@@ -347,6 +347,10 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   if (!claims.ok()) return Fail(err, claims.status());
   options.accept_command = "tune-matrix merge " + (paths.empty() ? std::string("<journals>") : JoinStrings(paths, " "));
   std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options);
+  std::string reports_dir = parsed.Get("reports-dir", "reports");
+  StatusOr<std::vector<CheckProblem>> reports = CheckReports(registry, reports_dir);
+  if (!reports.ok()) return Fail(err, reports.status());
+  problems.insert(problems.end(), reports->begin(), reports->end());
   std::string summary = std::to_string(claims->size()) + " configs against " +
                         std::to_string(journals->records.size()) + " observations from " +
                         std::to_string(paths.size()) + " journal(s)" +
@@ -486,11 +490,13 @@ const char* kCheckHelp =
     "and a paste-ready fix when: a cell that recorded `runs` no longer runs (newly broken) or one that did\n"
     "not now runs (newly fixed); any other status or the supported_devices list disagrees; a config changed\n"
     "since its entry or observation was made (stale, by the config hash outside the generated block); a\n"
-    "device in --expect-devices had no cell started on it; tokens/s fell by more than the noise allows.\n\n"
+    "device in --expect-devices had no cell started on it; tokens/s fell by more than the noise allows;\n"
+    "reports/SUPPORT.md or support.json is not what the configs' metadata renders to.\n\n"
     "  --expect-devices cpu,cuda  devices the journals must cover (zero coverage fails)\n"
     "  --max-slowdown F           tokens/s drop that is never a regression (default 0.10)\n"
     "  --noise-factor K           ... nor one within K x the combined relative step-time spread of the\n"
-    "                             two runs, when larger (default 3)\n\n"
+    "                             two runs, when larger (default 3)\n"
+    "  --reports-dir DIR          reports to compare with the configs (default reports)\n\n"
     "Exit status: 0 when claims and observations agree, 1 on problems, 2 for bad arguments or journals.";
 
 const char* kCellHelp =

@@ -41,7 +41,7 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   return Status::OK();
 }
 
-Status WriteReports(const Registry& registry, const std::string& reports_dir) {
+StatusOr<std::vector<GeneratedReport>> RenderReports(const Registry& registry) {
   std::vector<ConfigSupport> configs;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
@@ -53,12 +53,18 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir) {
       configs.push_back({name, recipe.name, *support});
     }
   }
-  TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
   std::ostringstream md, json;
   MarkdownReporter().Report(configs, {}, md);
   JsonReporter().Report(configs, {}, json);
-  TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/SUPPORT.md", md.str()));
-  return WriteFileAtomically(reports_dir + "/support.json", json.str());
+  return std::vector<GeneratedReport>{{"SUPPORT.md", md.str()}, {"support.json", json.str()}};
+}
+
+Status WriteReports(const Registry& registry, const std::string& reports_dir) {
+  StatusOr<std::vector<GeneratedReport>> reports = RenderReports(registry);
+  if (!reports.ok()) return reports.status();
+  TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
+  for (const GeneratedReport& r : *reports) TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
+  return Status::OK();
 }
 
 }  // namespace tmx::matrix

@@ -200,10 +200,11 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
   EXPECT_EQ(Config("llama3_2/1B_lora_single_device"), untouched);
   EXPECT_NE(ReadFile(dir_ + "/reports/SUPPORT.md").value().find("tiny/full_single_device"), std::string::npos);
 
-  Result ok = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu"});
+  Result ok = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu", "--reports-dir", dir_ + "/reports"});
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_NE(ok.output.find("tune-matrix check: OK"), std::string::npos) << ok.output;
-  Result uncovered = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu,cuda"});
+  Result uncovered = Matrix({"check", dir_ + "/merged.jsonl", "--expect-devices", "cpu,cuda", "--reports-dir",
+                             dir_ + "/reports"});
   EXPECT_EQ(uncovered.code, 1) << uncovered.output;
   EXPECT_NE(uncovered.output.find("no coverage (1):"), std::string::npos) << uncovered.output;
   EXPECT_NE(uncovered.output.find("fix: make sure the runner has the device (tune devices)"), std::string::npos);
