@@ -69,7 +69,8 @@ double RelativeSpread(std::optional<double> spread, std::optional<double> median
 
 class ConfigChecker {
  public:
-  ConfigChecker(const ConfigClaims& config, const std::map<std::string, std::pair<const CellResult*, std::string>>& observed,
+  ConfigChecker(const ConfigClaims& config,
+                const std::map<std::string, std::pair<const CellResult*, std::string>>& observed,
                 const CheckOptions& options, std::vector<CheckProblem>* problems)
       : c_(config), observed_(observed), options_(options), problems_(problems) {}
 
@@ -87,7 +88,7 @@ class ConfigChecker {
  private:
   std::string At(const std::string& type) const {
     auto it = c_.claims.entry_lines.find(type);
-    int line = it != c_.claims.entry_lines.end() ? it->second
+    int line = it != c_.claims.entry_lines.end()  ? it->second
                : c_.claims.supported_devices_line ? c_.claims.supported_devices_line
                                                   : c_.claims.block_end_line;
     return line > 0 ? c_.path + ":" + std::to_string(line) : c_.path;
@@ -170,8 +171,8 @@ class ConfigChecker {
     std::string observed_text = observed_status + " (" + DescribeObservation(*ev.obs, ev.origin) + ")" +
                                 (ev.obs->reason.empty() ? "" : ": " + ev.obs->reason.substr(0, 200));
     if (recorded == "runs" && observed_status != "runs") {
-      Add(ProblemKind::kNewlyBroken, At(type),
-          type + ": recorded " + DescribeEntry(*entry) + ", now " + observed_text, AcceptFix(type, observed_status));
+      Add(ProblemKind::kNewlyBroken, At(type), type + ": recorded " + DescribeEntry(*entry) + ", now " + observed_text,
+          AcceptFix(type, observed_status));
     } else if (recorded != "runs" && observed_status == "runs") {
       Add(ProblemKind::kNewlyFixed, At(type),
           type + ": " + (entry ? "recorded " + DescribeEntry(*entry) : std::string("not recorded")) + ", now " +
@@ -189,7 +190,8 @@ class ConfigChecker {
     reported_.insert(type);
   }
 
-  void CheckSpeed(const std::string& type, const DeviceSupport& entry, const CellResult& obs, const std::string& origin) {
+  void CheckSpeed(const std::string& type, const DeviceSupport& entry, const CellResult& obs,
+                  const std::string& origin) {
     if (!entry.tokens_per_second || !obs.tokens_per_second || *entry.tokens_per_second <= 0) return;
     // Another device model is not a regression of this one.
     if (!entry.device_name.empty() && !obs.provenance.device_name.empty() &&
@@ -228,8 +230,8 @@ class ConfigChecker {
                 (status.empty() ? "nothing was recorded or observed for it" : "its status is " + status),
             "write " + CorrectList());
       } else if (!listed.count(t) && runs) {
-        Add(ProblemKind::kDisagrees, at,
-            t + ": its status is runs, but metadata.supported_devices does not list it", "write " + CorrectList());
+        Add(ProblemKind::kDisagrees, at, t + ": its status is runs, but metadata.supported_devices does not list it",
+            "write " + CorrectList());
       }
     }
   }
@@ -266,13 +268,20 @@ void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std:
 
 const char* ProblemKindTitle(ProblemKind kind) {
   switch (kind) {
-    case ProblemKind::kNewlyBroken: return "newly broken";
-    case ProblemKind::kNewlyFixed: return "newly fixed";
-    case ProblemKind::kDisagrees: return "claims that disagree with observations";
-    case ProblemKind::kStale: return "stale (config changed since verified)";
-    case ProblemKind::kNoCoverage: return "no coverage";
-    case ProblemKind::kSlower: return "slower";
-    case ProblemKind::kReports: return "reports out of date";
+    case ProblemKind::kNewlyBroken:
+      return "newly broken";
+    case ProblemKind::kNewlyFixed:
+      return "newly fixed";
+    case ProblemKind::kDisagrees:
+      return "claims that disagree with observations";
+    case ProblemKind::kStale:
+      return "stale (config changed since verified)";
+    case ProblemKind::kNoCoverage:
+      return "no coverage";
+    case ProblemKind::kSlower:
+      return "slower";
+    case ProblemKind::kReports:
+      return "reports out of date";
   }
   return "?";
 }

@@ -1,10 +1,9 @@
 #include "matrix/check.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "harness/file_util.h"
 #include "matrix/journal.h"
@@ -72,7 +71,8 @@ TEST_F(CheckTest, NewlyBrokenAndNewlyFixedAreListedSeparatelyWithTheCorrection) 
   ASSERT_EQ(p.size(), 2u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kNewlyBroken);
   EXPECT_EQ(p[0].location, co_.Path("tiny/lora") + ":8");
-  EXPECT_NE(p[0].message.find("cpu: recorded runs (verified " + old_ + " at commit 0123456789ab), now fails "
+  EXPECT_NE(p[0].message.find("cpu: recorded runs (verified " + old_ +
+                              " at commit 0123456789ab), now fails "
                               "(new.jsonl:1, job job-cpu, host host-cpu"),
             std::string::npos)
       << p[0].message;

@@ -44,12 +44,23 @@ std::string XmlEscape(const std::string& text) {
       continue;
     }
     switch (text[i]) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.append(text, i, len);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out.append(text, i, len);
     }
     i += len;
   }
@@ -63,7 +74,8 @@ void WriteJUnit(const std::vector<CellResult>& cells, std::ostream& out) {
   double total_time = 0;
   std::ostringstream suites;
   for (auto& [device, list] : by_device) {
-    std::sort(list.begin(), list.end(), [](const CellResult* a, const CellResult* b) { return a->key.config < b->key.config; });
+    std::sort(list.begin(), list.end(),
+              [](const CellResult* a, const CellResult* b) { return a->key.config < b->key.config; });
     size_t f = 0, s = 0;
     double time = 0;
     std::ostringstream cases;

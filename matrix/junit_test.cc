@@ -1,8 +1,8 @@
 #include "matrix/junit.h"
 
-#include <sstream>
-
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 namespace tmx::matrix {
 namespace {

@@ -14,24 +14,29 @@ Status CheckBelongs(const CellResult& r, const std::string& where, const Registr
   if (recipe == nullptr) {
     return Status::InvalidArgument(where + ": config \"" + r.key.config +
                                    "\" is not a built-in config of this checkout (a foreign journal, or one from "
-                                   "a branch with other configs)" + fix);
+                                   "a branch with other configs)" +
+                                   fix);
   }
   if (r.recipe != recipe->name) {
-    return Status::InvalidArgument(where + ": config \"" + r.key.config + "\" is recorded with recipe \"" +
-                                   r.recipe + "\" but belongs to recipe \"" + recipe->name + "\"" + fix);
+    return Status::InvalidArgument(where + ": config \"" + r.key.config + "\" is recorded with recipe \"" + r.recipe +
+                                   "\" but belongs to recipe \"" + recipe->name + "\"" + fix);
   }
   StatusOr<DeviceSpec> device = ParseDevice(r.key.device);
   if (!device.ok() || device->is_auto) {
-    return Status::InvalidArgument(where + ": device \"" + r.key.device + "\" is not a device string such as cpu or "
-                                   "cuda:0" + fix);
+    return Status::InvalidArgument(where + ": device \"" + r.key.device +
+                                   "\" is not a device string such as cpu or "
+                                   "cuda:0" +
+                                   fix);
   }
   if (r.device_type != DeviceTypeName(device->type)) {
     return Status::InvalidArgument(where + ": device type \"" + r.device_type + "\" does not match device \"" +
                                    r.key.device + "\"" + fix);
   }
   if (r.provenance.verified_at.empty()) {
-    return Status::InvalidArgument(where + ": record has no provenance.verified_at, so it cannot be ordered "
-                                   "against other journals" + fix);
+    return Status::InvalidArgument(where +
+                                   ": record has no provenance.verified_at, so it cannot be ordered "
+                                   "against other journals" +
+                                   fix);
   }
   return Status::OK();
 }
@@ -46,8 +51,9 @@ StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const R
     StatusOr<std::vector<CellResult>> records = ReadJournal(path, &set.warnings, &origins);
     if (!records.ok()) {
       if (records.status().code() == Status::Code::kNotFound) {
-        return Status::NotFound(path + ": no such journal; fix: pass the journal files the jobs wrote "
-                                       "(reports/journal.jsonl or the --journal path of each run)");
+        return Status::NotFound(path +
+                                ": no such journal; fix: pass the journal files the jobs wrote "
+                                "(reports/journal.jsonl or the --journal path of each run)");
       }
       return records.status();
     }

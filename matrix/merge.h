@@ -16,10 +16,10 @@ namespace tmx::matrix {
 
 // Records read from one or more journals.
 struct JournalSet {
-  std::vector<std::string> paths;    // the journals, as given
-  std::vector<CellResult> records;   // every record, journals in the order given, lines in file order
-  std::vector<std::string> origins;  // "<path>:<line>" of each record
-  std::vector<std::string> warnings; // e.g. an unfinished last line skipped
+  std::vector<std::string> paths;     // the journals, as given
+  std::vector<CellResult> records;    // every record, journals in the order given, lines in file order
+  std::vector<std::string> origins;   // "<path>:<line>" of each record
+  std::vector<std::string> warnings;  // e.g. an unfinished last line skipped
 };
 
 // Reads every journal and checks that each record belongs to this checkout: its config is a built-in

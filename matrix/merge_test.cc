@@ -1,8 +1,8 @@
 #include "matrix/merge.h"
 
-#include <sstream>
-
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 #include "harness/file_util.h"
 #include "matrix/journal.h"
@@ -36,8 +36,9 @@ class MergeTest : public ::testing::Test {
 };
 
 TEST_F(MergeTest, JournalsFromTwoMachinesFillEachDeviceWithProvenance) {
-  std::string cpu = Journal("cpu.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z", 812.4),
-                                          co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, "2026-12-02T10:00:01Z")});
+  std::string cpu =
+      Journal("cpu.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z", 812.4),
+                            co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, "2026-12-02T10:00:01Z")});
   CellResult gpu_fails = co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T11:00:00Z");
   std::string cuda = Journal("cuda.jsonl", {gpu_fails});
   ASSERT_TRUE(Merge({cpu, cuda}).ok());
@@ -66,8 +67,10 @@ TEST_F(MergeTest, JournalsFromTwoMachinesFillEachDeviceWithProvenance) {
 }
 
 TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
-  std::string older = Journal("older.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
-  std::string newer = Journal("newer.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T09:00:00Z")});
+  std::string older =
+      Journal("older.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
+  std::string newer =
+      Journal("newer.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T09:00:00Z")});
   ASSERT_TRUE(Merge({newer, older}).ok());
   std::string first = co_.Read("tiny/lora");
   std::string first_journal = ReadFile(co_.dir() + "/merged.jsonl").value();
@@ -78,8 +81,9 @@ TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
 }
 
 TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
-  std::string j = Journal("gpus.jsonl", {co_.Observe("tiny/lora", "cuda:1", CellStatus::kRuns, "2026-12-02T09:00:05Z"),
-                                         co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T09:00:01Z")});
+  std::string j =
+      Journal("gpus.jsonl", {co_.Observe("tiny/lora", "cuda:1", CellStatus::kRuns, "2026-12-02T09:00:05Z"),
+                             co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T09:00:01Z")});
   ASSERT_TRUE(Merge({j}).ok());
   SupportClaims claims = ReadSupportClaims(co_.Read("tiny/lora"), "x").value();
   ASSERT_EQ(claims.support.size(), 1u);
@@ -87,7 +91,8 @@ TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
 }
 
 TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothingIsWritten) {
-  std::string good = Journal("good.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
+  std::string good =
+      Journal("good.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
   CellResult foreign = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
   foreign.key.config = "other_project/7B_lora";
   CellResult wrong_recipe = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
@@ -106,7 +111,8 @@ TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothi
       {"recipe.jsonl", ToJson(wrong_recipe).dump() + "\n",
        "recipe.jsonl:1: config \"tiny/full\" is recorded with recipe \"lora_finetune_single_device\" but belongs to "
        "recipe \"full_finetune_single_device\""},
-      {"type.jsonl", ToJson(wrong_type).dump() + "\n", "type.jsonl:1: device type \"cpu\" does not match device \"cuda:0\""},
+      {"type.jsonl", ToJson(wrong_type).dump() + "\n",
+       "type.jsonl:1: device type \"cpu\" does not match device \"cuda:0\""},
       {"undated.jsonl", ToJson(undated).dump() + "\n", "undated.jsonl:1: record has no provenance.verified_at"},
       {"schema.jsonl", "{\"schema_version\": 99}\n", "schema.jsonl:1:"},
   };

@@ -9,7 +9,8 @@ StatusOr<ShardSpec> ParseShard(const std::string& text) {
   ShardSpec spec;
   size_t slash = text.find('/');
   bool ok = slash != std::string::npos && slash > 0 && slash + 1 < text.size() &&
-            text.find_first_not_of("0123456789/") == std::string::npos && text.find('/', slash + 1) == std::string::npos;
+            text.find_first_not_of("0123456789/") == std::string::npos &&
+            text.find('/', slash + 1) == std::string::npos;
   if (ok) {
     try {
       spec.index = std::stoi(text.substr(0, slash));

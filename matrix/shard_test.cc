@@ -1,10 +1,10 @@
 #include "matrix/shard.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
-
-#include <gtest/gtest.h>
 
 namespace tmx::matrix {
 namespace {

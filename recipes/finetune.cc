@@ -118,6 +118,9 @@ class Trainer {
   std::optional<models::Llama> model_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<std::pair<std::string, torch::Tensor>> trained_;  // named trainable parameters
+  // The same tensors, as the optimizer and gradient clipping take them (Optimizer::parameters() warns on
+  // every call that it is deprecated).
+  std::vector<torch::Tensor> trained_tensors_;
   std::optional<data::DataLoader> loader_;
   int64_t batch_size_ = 2, epochs_ = 1, grad_accum_ = 1, log_every_ = 1, steps_per_epoch_ = 0;
   int64_t warmup_ = 0, start_epoch_ = 0;
@@ -256,14 +259,13 @@ Status Trainer::Setup(RunSummary* summary) {
   }
 
   // Optimizer.
-  std::vector<torch::Tensor> params;
-  for (const auto& p : trained_) params.push_back(p.second);
+  for (const auto& p : trained_) trained_tensors_.push_back(p.second);
   YAML::Node opt_node = config_.Find("optimizer._component_");
   const ComponentSpec* opt = registry.FindComponent(opt_node.IsScalar() ? opt_node.Scalar() : "");
   StatusOr<double> lr = config_.GetDouble("optimizer.lr", opt != nullptr && opt->name == "tune_matrix.optim.SGD" ? 1e-2 : 1e-3);
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
-  StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = MakeOptimizer(config_, opt ? opt->name : "", params);
+  StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer = MakeOptimizer(config_, opt ? opt->name : "", trained_tensors_);
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
 
@@ -325,7 +327,7 @@ Status Trainer::Train(RunSummary* summary) {
       }
       std::optional<double> grad_norm;
       if (clip_) {
-        grad_norm = torch::nn::utils::clip_grad_norm_(optimizer_->parameters(), *clip_);
+        grad_norm = torch::nn::utils::clip_grad_norm_(trained_tensors_, *clip_);
       }
       optimizer_->step();
       Synchronize(device_);

@@ -3,10 +3,10 @@
 // way to make observations of them as a run would record them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "harness/config_store.h"
 #include "harness/file_util.h"

@@ -1,0 +1,277 @@
+// One optimizer step (forward, loss, backward, gradient clipping, optimizer step) of the tiny Llama-shaped
+// model as the built-in tiny/lora_single_device and tiny/full_single_device configs build it, on the CPU in
+// fp32.
+//
+// The model and optimizer come from the project's own code: LocateConfig + LoadResolvedConfig read the
+// built-in config, ModelFromConfig gives the architecture (and LoRA adapters), MakeOptimizer the optimizer.
+// The recipes' training loop (Trainer in recipes/finetune.cc) is not exposed, so Step() below repeats its
+// per-step body in the same order: zero_grad, forward, cross-entropy on shifted labels (ignore_index
+// kIgnoreIndex, loss.item() read back), backward, clip_grad_norm_ when the config sets clip_grad_norm, step.
+// Keep the two in step when the recipe's loop changes.
+//
+// Instead of the Alpaca data the batch is fixed random tokens, [batch_size from the config, kSeqLen], every
+// position labelled, so every variant processes the same number of tokens per step.
+//
+// Intra-op threads: $OMP_NUM_THREADS when set to a positive number, else 1; set once in main() with
+// torch::set_num_threads and shown in the context header ("torch_threads") and in each benchmark's label.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include "harness/config.h"
+#include "harness/config_store.h"
+#include "harness/device.h"
+#include "harness/status.h"
+#include "recipes/builtin.h"
+#include "recipes/data/alpaca.h"
+#include "recipes/model_builder.h"
+#include "recipes/models/llama.h"
+#include "recipes/models/lora.h"
+#include "recipes/train_state.h"
+
+namespace tmx::bench {
+namespace {
+
+// Sequence length of the random batch; the tiny model accepts up to 512.
+constexpr int64_t kSeqLen = 256;
+
+// The benchmarked configurations; each indexes SpecOf and the TrainStep cache.
+enum Variant : int64_t {
+  kLora = 0,               // tiny/lora_single_device
+  kFull = 1,               // tiny/full_single_device
+  kLoraCheckpointing = 2,  // tiny/lora_single_device enable_activation_checkpointing=True
+};
+
+struct VariantSpec {
+  const char* name;    // benchmark argument name
+  const char* config;  // built-in config
+  std::vector<std::string> overrides;
+};
+
+const VariantSpec& SpecOf(Variant v) {
+  // dtype=fp32 is what the tiny configs already say; the override makes the benchmark's precision explicit.
+  static const VariantSpec kSpecs[] = {
+      {"lora", "tiny/lora_single_device", {"dtype=fp32", "enable_activation_checkpointing=False"}},
+      {"full", "tiny/full_single_device", {"dtype=fp32", "enable_activation_checkpointing=False"}},
+      {"lora_checkpointing", "tiny/lora_single_device", {"dtype=fp32", "enable_activation_checkpointing=True"}},
+  };
+  return kSpecs[v];
+}
+
+int TorchThreads() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (env != nullptr) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return 1;
+}
+
+// A model, its optimizer and a fixed batch, built from a config as the recipes build them. Not copyable: it
+// owns the model's and optimizer's tensors.
+class TrainStep {
+ public:
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  static StatusOr<std::unique_ptr<TrainStep>> Create(const VariantSpec& spec) {
+    const Registry& registry = recipes::BuiltinRegistry();
+    StatusOr<LocatedConfig> located = LocateConfig(spec.config, registry);
+    if (!located.ok()) return located.status();
+    StatusOr<Config> config = LoadResolvedConfig(*located, spec.overrides);
+    if (!config.ok()) return config.status();
+
+    StatusOr<recipes::ModelChoice> choice = recipes::ModelFromConfig(*config, registry);
+    if (!choice.ok()) return choice.status();
+    StatusOr<int64_t> seed = config->GetInt("seed", 0);
+    StatusOr<int64_t> batch_size = config->GetInt("batch_size", 2);
+    StatusOr<bool> checkpointing = config->GetBool("enable_activation_checkpointing", false);
+    for (const Status& s : {seed.status(), batch_size.status(), checkpointing.status()}) {
+      if (!s.ok()) return s.WithContext(spec.config);
+    }
+    std::unique_ptr<TrainStep> step(new TrainStep());
+    if (!config->IsNull("clip_grad_norm")) {
+      StatusOr<double> clip = config->GetDouble("clip_grad_norm", 0);
+      if (!clip.ok()) return clip.status();
+      step->clip_ = *clip;
+    }
+
+    torch::manual_seed(static_cast<uint64_t>(*seed));
+    StatusOr<models::Llama> model =
+        models::MakeLlama(choice->args, choice->lora, torch::TensorOptions().dtype(torch::kFloat));
+    if (!model.ok()) return model.status();
+    step->model_ = *model;
+    (*step->model_)->set_activation_checkpointing(*checkpointing);
+    if (choice->lora) models::FreezeBaseParameters(**step->model_);
+    std::vector<torch::Tensor> params;
+    for (const auto& p : (*step->model_)->parameters()) {
+      if (p.requires_grad()) params.push_back(p);
+    }
+    step->params_ = params;
+    step->trainable_params_ = models::CountParameters(**step->model_, /*trainable_only=*/true);
+
+    YAML::Node opt_node = config->Find("optimizer._component_");
+    const ComponentSpec* opt = registry.FindComponent(opt_node.IsScalar() ? opt_node.Scalar() : "");
+    StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer =
+        recipes::MakeOptimizer(*config, opt != nullptr ? opt->name : "", params);
+    if (!optimizer.ok()) return optimizer.status();
+    step->optimizer_ = std::move(*optimizer);
+
+    // Drawn after the model, from the same seeded generator: the same batch in every run.
+    step->tokens_ = torch::randint(0, choice->args.vocab_size, {*batch_size, kSeqLen}, torch::kLong);
+    step->labels_ = step->tokens_.clone();
+    step->batch_size_ = *batch_size;
+    (*step->model_)->train();
+    step->Step();  // warm-up: allocates the optimizer state and the allocator's buffers
+    return step;
+  }
+
+  // One optimizer step, as the recipes' training loop does it with gradient_accumulation_steps=1.
+  // Returns the loss.
+  double Step() {
+    optimizer_->zero_grad();
+    torch::Tensor logits = (*model_)->forward(tokens_);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat), labels_.slice(1, 1).reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
+    loss.backward();
+    double value = loss.item<double>();
+    // The optimizer's parameters, held here: Optimizer::parameters() prints a deprecation warning per call.
+    if (clip_) torch::nn::utils::clip_grad_norm_(params_, *clip_);
+    optimizer_->step();
+    return value;
+  }
+
+  int64_t tokens_per_step() const { return tokens_.numel(); }
+  int64_t batch_size() const { return batch_size_; }
+  int64_t trainable_params() const { return trainable_params_; }
+
+ private:
+  TrainStep() = default;
+
+  std::optional<models::Llama> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<torch::Tensor> params_;  // the trainable parameters, as given to the optimizer
+  torch::Tensor tokens_, labels_;
+  std::optional<double> clip_;
+  int64_t batch_size_ = 0;
+  int64_t trainable_params_ = 0;
+};
+
+// The variant's TrainStep, built (and warmed up) on first use and kept for the rest of the process, so that
+// Google Benchmark's repeated calls of a benchmark function measure steps, not construction. Sets `error`
+// and returns null when the config cannot be built.
+TrainStep* GetStep(Variant v, std::string* error) {
+  static std::map<int64_t, std::unique_ptr<TrainStep>> steps;
+  auto it = steps.find(v);
+  if (it != steps.end()) return it->second.get();
+  StatusOr<std::unique_ptr<TrainStep>> made = TrainStep::Create(SpecOf(v));
+  if (!made.ok()) {
+    *error = std::string(SpecOf(v).config) + ": " + made.status().ToString();
+    return nullptr;
+  }
+  return (steps[v] = std::move(*made)).get();
+}
+
+std::string Label(Variant v, const TrainStep& step) {
+  const VariantSpec& spec = SpecOf(v);
+  std::string label = spec.config;
+  if (v == kLoraCheckpointing) label += " +checkpointing";
+  return label + ", fp32, " + std::to_string(step.batch_size()) + "x" + std::to_string(kSeqLen) + " tokens, " +
+         std::to_string(torch::get_num_threads()) + " thread(s)";
+}
+
+void BM_TrainStep(benchmark::State& state, Variant v) {
+  std::string error;
+  TrainStep* step = GetStep(v, &error);
+  if (step == nullptr) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(step->Step());
+  state.counters["tokens_per_second"] = benchmark::Counter(
+      static_cast<double>(step->tokens_per_step()) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+  state.counters["trainable_params"] = static_cast<double>(step->trainable_params());
+  state.counters["torch_threads"] = torch::get_num_threads();
+  state.SetLabel(Label(v, *step));
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Ratios of step times measured in this process (never against recorded timings): each iteration times one
+// step of every variant back to back, in an order that rotates between iterations so no variant always runs
+// first, and the counters are the medians of the per-iteration ratios. The iteration's time is the three
+// steps together.
+void BM_Ratios(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  std::string error;
+  TrainStep* steps[3];
+  for (Variant v : {kLora, kFull, kLoraCheckpointing}) {
+    steps[v] = GetStep(v, &error);
+    if (steps[v] == nullptr) {
+      state.SkipWithError(error.c_str());
+      return;
+    }
+  }
+  std::vector<double> lora_over_full, checkpointing_over_plain;
+  int64_t rotation = 0;
+  for (auto _ : state) {
+    double seconds[3];
+    for (int64_t k = 0; k < 3; ++k) {
+      int64_t v = (rotation + k) % 3;
+      auto t0 = Clock::now();
+      benchmark::DoNotOptimize(steps[v]->Step());
+      seconds[v] = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    ++rotation;
+    lora_over_full.push_back(seconds[kLora] / seconds[kFull]);
+    checkpointing_over_plain.push_back(seconds[kLoraCheckpointing] / seconds[kLora]);
+  }
+  state.counters["lora_over_full_step_time"] = Median(lora_over_full);
+  state.counters["checkpointing_over_plain_step_time"] = Median(checkpointing_over_plain);
+  state.counters["torch_threads"] = torch::get_num_threads();
+  state.SetLabel("median of per-iteration ratios; checkpointing: tiny/lora_single_device on vs off, " +
+                 std::to_string(torch::get_num_threads()) + " thread(s)");
+}
+
+// Registered here rather than with BENCHMARK() so the names read BM_TrainStep/<variant> and the ratios run
+// last.
+void RegisterBenchmarks() {
+  for (Variant v : {kLora, kFull, kLoraCheckpointing}) {
+    benchmark::RegisterBenchmark((std::string("BM_TrainStep/") + SpecOf(v).name).c_str(), BM_TrainStep, v)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  // A fixed count keeps the run short and gives the medians the same sample size on every machine.
+  benchmark::RegisterBenchmark("BM_Ratios", BM_Ratios)->Iterations(15)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace
+}  // namespace tmx::bench
+
+int main(int argc, char** argv) {
+  int threads = tmx::bench::TorchThreads();
+  torch::set_num_threads(threads);
+  benchmark::AddCustomContext("torch_threads", std::to_string(threads));
+  benchmark::AddCustomContext("torch_version", tmx::TorchVersion());
+  tmx::bench::RegisterBenchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
