@@ -4,10 +4,9 @@
 //
 // The model and optimizer come from the project's own code: LocateConfig + LoadResolvedConfig read the
 // built-in config, ModelFromConfig gives the architecture (and LoRA adapters), MakeOptimizer the optimizer.
-// The recipes' training loop (Trainer in recipes/finetune.cc) is not exposed, so Step() below repeats its
-// per-step body in the same order: zero_grad, forward, cross-entropy on shifted labels (ignore_index
-// kIgnoreIndex, loss.item() read back), backward, clip_grad_norm_ when the config sets clip_grad_norm, step.
-// Keep the two in step when the recipe's loop changes.
+// Step() is the recipes' step (Trainer::Train in recipes/finetune.cc) without data loading and logging:
+// zero_grad, forward, NextTokenLoss (the recipes' loss), backward, loss.item(), clip_grad_norm_ when the
+// config sets clip_grad_norm, optimizer step.
 //
 // Instead of the Alpaca data the batch is fixed random tokens, [batch_size from the config, kSeqLen], every
 // position labelled, so every variant processes the same number of tokens per step.
@@ -139,10 +138,7 @@ class TrainStep {
   // Returns the loss.
   double Step() {
     optimizer_->zero_grad();
-    torch::Tensor logits = (*model_)->forward(tokens_);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(
-        logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat), labels_.slice(1, 1).reshape({-1}),
-        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
+    torch::Tensor loss = recipes::NextTokenLoss((*model_)->forward(tokens_), labels_);
     loss.backward();
     double value = loss.item<double>();
     // The optimizer's parameters, held here: Optimizer::parameters() prints a deprecation warning per call.

@@ -310,11 +310,7 @@ Status Trainer::Train(RunSummary* summary) {
         data::Batch batch = loader_->BatchAtStep(batch_index);
         torch::Tensor input = batch.tokens.to(device_);
         torch::Tensor labels = batch.labels.to(device_);
-        torch::Tensor logits = (*model_)->forward(input);
-        torch::Tensor loss = torch::nn::functional::cross_entropy(
-            logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat),
-            labels.slice(1, 1).reshape({-1}),
-            torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
+        torch::Tensor loss = NextTokenLoss((*model_)->forward(input), labels);
         (loss / static_cast<double>(grad_accum_)).backward();
         loss_sum += loss.item<double>();
         tokens += batch.num_tokens;  // every non-padding token the model processed, as torchtune counts

@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "harness/file_util.h"
+#include "recipes/data/alpaca.h"
 #include "recipes/models/lora.h"
 
 namespace tmx::recipes {
@@ -71,6 +72,12 @@ StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const Config& c
     return std::unique_ptr<torch::optim::Optimizer>(new torch::optim::AdamW(params, o));
   }
   return Status::InvalidArgument("optimizer '" + component + "' cannot be built; use torch.optim.AdamW or torch.optim.SGD");
+}
+
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.slice(1, 1).reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
 }
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {

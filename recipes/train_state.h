@@ -1,5 +1,5 @@
-// Training state around the loop: building the optimizer from the config, setting the learning rate,
-// loading starting weights, and saving/restoring epoch checkpoints (weights, adapters, optimizer state and
+// Training state around the loop: the loss, building the optimizer from the config, setting the learning
+// rate, loading starting weights, and saving/restoring epoch checkpoints (weights, adapters, optimizer state and
 // progress), all in the safetensors format.
 //
 // An epoch checkpoint folder <checkpointer.output_dir>/epoch_<N>/ holds:
@@ -32,6 +32,11 @@ StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const Config& c
                                                                  const std::vector<torch::Tensor>& params);
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
+
+// The training loss: next-token cross-entropy in fp32 of `logits` [batch, seq, vocab] against `labels`
+// [batch, seq] shifted by one, positions labelled data::kIgnoreIndex excluded. The recipes' loop and the
+// training-step benchmark both use it.
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels);
 
 // Loads starting weights. For LoRA models the adapters are not expected in the checkpoint, but every base
 // weight is; a mismatch names the first offending tensor.
