@@ -264,6 +264,12 @@ TEST_F(CliTest, CellSkipsADeviceThisMachineLacksAndResourceSpecListsItsGpus) {
   EXPECT_NE(cell.output.find("SKIPPED tiny/lora_single_device on xpu: no xpu device on this machine"),
             std::string::npos)
       << cell.output;
+  // Under `ctest --resource-spec-file`, the GPU CTest allots becomes the device.
+  Result allotted = Exec({kMatrix, "cell", "tiny/lora_single_device", "--device", "cuda", "--work-dir", dir_},
+                         {{"CTEST_RESOURCE_GROUP_0_GPUS", "id:3,slots:1"}});
+  EXPECT_EQ(allotted.code, 77) << allotted.output;
+  EXPECT_NE(allotted.output.find("on cuda:3: no cuda:3 device on this machine"), std::string::npos)
+      << allotted.output;
   Result unknown = Exec({kMatrix, "cell", "tiny/lora", "--device", "cpu"});
   EXPECT_EQ(unknown.code, 2) << unknown.output;
   Result spec = Exec({kMatrix, "resource-spec"});
