@@ -9,17 +9,6 @@
 #include "harness/text.h"
 
 namespace tmx {
-namespace {
-
-std::string ExecutableDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return "";
-  std::string exe(buf, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/'));
-}
-
-}  // namespace
 
 std::string BuiltinConfigDir() {
   if (const char* env = std::getenv("TUNE_MATRIX_CONFIG_DIR"); env != nullptr && *env) return env;

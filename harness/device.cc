@@ -108,19 +108,24 @@ nlohmann::json DeviceInfoToJson(const DeviceInfo& d) {
 }
 
 StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return Status::InvalidArgument("a device must be a JSON object, got " + j.dump());
   DeviceInfo info;
-  info.id = j.value("id", "");
+  try {
+    info.id = j.value("id", "");
+    info.name = j.value("name", "");
+    info.total_memory_bytes = j.value("total_memory_bytes", int64_t{0});
+    info.bf16_matmul_backward = j.value("bf16_matmul_backward", false);
+    info.fp16_matmul_backward = j.value("fp16_matmul_backward", false);
+    info.memory_stats = j.value("memory_stats", false);
+    info.distributed_backend = j.value("distributed_backend", "");
+    info.notes = j.value("notes", std::vector<std::string>{});
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument("device " + j.dump() + " has a field of the wrong type (" + e.what() + ")");
+  }
   StatusOr<DeviceSpec> spec = ParseDevice(info.id);
   if (!spec.ok()) return spec.status();
   info.type = spec->type;
   info.index = spec->index;
-  info.name = j.value("name", "");
-  info.total_memory_bytes = j.value("total_memory_bytes", int64_t{0});
-  info.bf16_matmul_backward = j.value("bf16_matmul_backward", false);
-  info.fp16_matmul_backward = j.value("fp16_matmul_backward", false);
-  info.memory_stats = j.value("memory_stats", false);
-  info.distributed_backend = j.value("distributed_backend", "");
-  info.notes = j.value("notes", std::vector<std::string>{});
   info.probed = true;
   return info;
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -95,6 +96,14 @@ Status AppendLineDurably(const std::string& path, const std::string& line) {
   if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
   ::close(fd);
   return s;
+}
+
+std::string ExecutableDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  std::string exe(buf, static_cast<size_t>(n));
+  return exe.substr(0, exe.rfind('/'));
 }
 
 }  // namespace tmx

@@ -23,6 +23,9 @@ bool IsRegularFile(const std::string& path);
 // Creates `path` and its missing parents (like mkdir -p).
 Status MakeDirs(const std::string& path);
 
+// The folder of the running executable (from /proc/self/exe), "" if unknown.
+std::string ExecutableDir();
+
 // Appends one line (a trailing '\n' is added) and fsyncs, for append-only journals.
 Status AppendLineDurably(const std::string& path, const std::string& line);
 

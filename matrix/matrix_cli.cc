@@ -15,6 +15,7 @@
 #include "harness/text.h"
 #include "matrix/check.h"
 #include "matrix/journal.h"
+#include "matrix/machine.h"
 #include "matrix/junit.h"
 #include "matrix/merge.h"
 #include "matrix/plan.h"
@@ -35,80 +36,6 @@ std::vector<std::string> SplitList(const std::string& s) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
-}
-
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  std::string exe = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-  return exe.substr(0, exe.rfind('/'));
-}
-
-std::string ReadGitCommit() {
-  std::string dir = ".git";
-  StatusOr<std::string> head = ReadFile(dir + "/HEAD");
-  if (!head.ok()) return "";
-  std::string h = *head;
-  while (!h.empty() && (h.back() == '\n' || h.back() == ' ')) h.pop_back();
-  if (h.rfind("ref: ", 0) != 0) return h;
-  std::string ref = h.substr(5);
-  StatusOr<std::string> direct = ReadFile(dir + "/" + ref);
-  if (direct.ok()) return direct->substr(0, 40);
-  StatusOr<std::string> packed = ReadFile(dir + "/packed-refs");
-  if (packed.ok()) {
-    std::istringstream in(*packed);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.size() > 41 && line.substr(41) == ref) return line.substr(0, 40);
-    }
-  }
-  return "";
-}
-
-std::string Hostname() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
-
-// Where cells run by this process are observed: this host and checkout, the given CI job. Cells recorded
-// without starting a child (invalid, too_large) keep the torch version this harness links.
-Provenance LocalProvenance(const std::string& job) {
-  Provenance p;
-  p.host = Hostname();
-  p.job = job;
-  p.commit = ReadGitCommit();
-  p.torch_version = TorchVersion();
-  return p;
-}
-
-// Asks `tune devices --json` in a child process, so a device probe that crashes cannot take the harness down.
-StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune) {
-  SubprocessSet set;
-  SubprocessOptions o;
-  o.argv = {tune, "devices", "--json"};
-  o.timeout_s = 300;
-  o.tail_bytes = 1 << 20;
-  StatusOr<Subprocess*> child = set.Add(o);
-  if (!child.ok()) return child.status();
-  while (set.running() > 0) {
-    if (set.DoWork(1000)) return Status::Internal("interrupted while probing devices");
-  }
-  std::unique_ptr<Subprocess> done = set.NextFinished();
-  const SubprocessResult& r = done->result();
-  if (!r.Succeeded()) {
-    return Status::Internal("probing devices with `" + tune + " devices --json` failed: " + r.Describe());
-  }
-  std::string out = r.output_tail;
-  nlohmann::json j = nlohmann::json::parse(out.substr(out.find('[')), nullptr, false);
-  if (!j.is_array()) return Status::Internal("`tune devices --json` printed no device list");
-  std::vector<DeviceInfo> devices;
-  for (const auto& d : j) {
-    StatusOr<DeviceInfo> info = DeviceInfoFromJson(d);
-    if (!info.ok()) return info.status().WithContext("`tune devices --json`");
-    devices.push_back(*info);
-  }
-  return devices;
 }
 
 const std::vector<std::string> kSwitches = {"resume", "no-write-back"};
@@ -152,7 +79,7 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
   if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
-  options->tune_path = parsed.Get("tune", SelfDir() + "/tune");
+  options->tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   try {
     if (parsed.Has("steps")) options->max_steps = std::stoi(parsed.Get("steps"));
     if (parsed.Has("timeout")) options->cell_timeout_s = std::stod(parsed.Get("timeout"));
@@ -373,7 +300,7 @@ int ResourceSpec(const std::vector<std::string>& args, std::ostream& out, std::o
   if (!ParseArgs(args, {}, {"tune"}, &parsed, &error) || !parsed.positional.empty()) {
     return UsageError(err, "resource-spec", error.empty() ? "takes no positional arguments" : error);
   }
-  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(parsed.Get("tune", SelfDir() + "/tune"));
+  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(parsed.Get("tune", ExecutableDir() + "/tune"));
   if (!devices.ok()) return Fail(err, devices.status());
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const DeviceInfo& d : *devices) {
@@ -413,7 +340,7 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return UsageError(err, "cell", "'" + config + "' is not a built-in config (see tune ls)");
   }
   MatrixOptions options;
-  options.tune_path = parsed.Get("tune", SelfDir() + "/tune");
+  options.tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   options.work_dir = parsed.Get("work-dir", "runs/cells");
   try {
     if (parsed.Has("steps")) options.max_steps = std::stoi(parsed.Get("steps"));

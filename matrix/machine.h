@@ -1,0 +1,32 @@
+// This machine as the matrix sees it: its devices, probed in a child process, and the provenance recorded
+// with every cell it runs (host, the checkout's commit, torch version, CI job).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/device.h"
+#include "harness/status.h"
+#include "matrix/cell.h"
+
+namespace tmx::matrix {
+
+// The commit checked out in the git work tree at `repo_dir` (40 hex digits), read from .git without
+// running git: a detached HEAD, a loose or packed branch ref, and a `.git` file pointing elsewhere (work
+// trees, submodules) are understood. "" when unknown.
+std::string GitCommit(const std::string& repo_dir);
+
+std::string Hostname();
+
+// Provenance of cells run by this process: this host, the commit of the checkout whose configs are used,
+// the given CI job, and the torch version this harness links (kept by cells recorded without a child).
+Provenance LocalProvenance(const std::string& job);
+
+// The device list printed by `tune devices --json` (after any other output).
+StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output);
+
+// Runs `<tune> devices --json` in a child process, so a device probe that crashes cannot take the harness
+// down, and parses its list.
+StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune);
+
+}  // namespace tmx::matrix
