@@ -71,8 +71,8 @@ class ConfigChecker {
  public:
   ConfigChecker(const ConfigClaims& config,
                 const std::map<std::string, std::pair<const CellResult*, std::string>>& observed,
-                const CheckOptions& options, std::vector<CheckProblem>* problems)
-      : c_(config), observed_(observed), options_(options), problems_(problems) {}
+                const CheckOptions& options, std::vector<CheckProblem>* problems, CheckCounts* counts)
+      : c_(config), observed_(observed), options_(options), problems_(problems), counts_(counts) {}
 
   void Check() {
     std::vector<std::string> types = c_.claims.supported_devices;
@@ -165,6 +165,7 @@ class ConfigChecker {
   // Second pass: compares the recorded status with the fresh observation.
   void Compare(const std::string& type, const Evidence& ev) {
     if (!ev.obs) return;
+    ++counts_->observations;
     const DeviceSupport* entry = ev.entry;
     std::string observed_status = CellStatusName(ev.obs->status);
     std::string recorded = entry ? entry->status : "";
@@ -198,6 +199,12 @@ class ConfigChecker {
         entry.device_name != obs.provenance.device_name) {
       return;
     }
+    if (!entry.step_time_s || !obs.step_time_median_s || *entry.step_time_s < options_.min_step_time_s ||
+        *obs.step_time_median_s < options_.min_step_time_s) {
+      ++counts_->speed_too_short;
+      return;
+    }
+    ++counts_->speed_compared;
     double drop = 1 - *obs.tokens_per_second / *entry.tokens_per_second;
     double noise = std::hypot(RelativeSpread(entry.step_time_spread_s, entry.step_time_s),
                               RelativeSpread(obs.step_time_spread_s, obs.step_time_median_s));
@@ -240,6 +247,7 @@ class ConfigChecker {
   const std::map<std::string, std::pair<const CellResult*, std::string>>& observed_;
   const CheckOptions& options_;
   std::vector<CheckProblem>* problems_;
+  CheckCounts* counts_;
   std::map<std::string, std::string> effective_;  // device type -> status as it should now be recorded
   std::set<std::string> reported_;                // device types with a status problem
 };
@@ -307,7 +315,10 @@ StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry) 
 }
 
 std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
-                                       const CheckOptions& options) {
+                                       const CheckOptions& options, CheckCounts* counts) {
+  CheckCounts ignored;
+  if (counts == nullptr) counts = &ignored;
+  *counts = CheckCounts();
   // config -> device type -> (newest record, its origin)
   std::map<std::string, std::map<std::string, std::pair<const CellResult*, std::string>>> latest;
   for (size_t i = 0; i < observed.records.size(); ++i) {
@@ -321,7 +332,7 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   const std::map<std::string, std::pair<const CellResult*, std::string>> none;
   for (const ConfigClaims& c : configs) {
     auto it = latest.find(c.config);
-    ConfigChecker(c, it != latest.end() ? it->second : none, options, &problems).Check();
+    ConfigChecker(c, it != latest.end() ? it->second : none, options, &problems, counts).Check();
   }
   CheckCoverage(observed, options, &problems);
   std::stable_sort(problems.begin(), problems.end(),

@@ -38,6 +38,10 @@ struct CheckOptions {
   // sqrt(r_recorded^2 + r_observed^2) with r = step_time_spread_s / step_time_s (median absolute deviation
   // over median). Results measured on different device models are not compared.
   double noise_factor = 3.0;
+  // Speed is compared only when the median step takes at least this long (seconds) on both sides. Shorter
+  // steps vary from run to run by more than their in-run spread shows: five runs of tiny/full_single_device
+  // (about 0.04 s a step) on a 2-core CPU gave 29k to 53k tokens/s.
+  double min_step_time_s = 0.25;
   // The command that records every observation into the configs, quoted in fixes (e.g. "tune-matrix merge
   // a.jsonl b.jsonl").
   std::string accept_command = "tune-matrix merge reports/journal.jsonl";
@@ -64,9 +68,16 @@ struct CheckProblem {
   std::string fix;       // one line, paste-ready: a YAML line to write or a command to run
 };
 
-// Every problem, grouped by kind in the order above, then by config and device type.
+// What a check compared, for its summary line.
+struct CheckCounts {
+  int observations = 0;       // (config, device type) pairs with a fresh observation compared to the claims
+  int speed_compared = 0;     // of those, running on both sides with tokens/s compared
+  int speed_too_short = 0;    // running on both sides, but a step shorter than min_step_time_s
+};
+
+// Every problem, grouped by kind in the order above, then by config and device type. `counts` may be null.
 std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
-                                       const CheckOptions& options);
+                                       const CheckOptions& options, CheckCounts* counts = nullptr);
 
 // Compares the reports in `reports_dir` with what the configs' metadata renders to; a missing report is
 // a problem too. Errors reading a config's block are returned as errors.

@@ -207,6 +207,27 @@ TEST_F(CheckTest, TokensPerSecondMayFallOnlyWithinTheNoise) {
   EXPECT_TRUE(Check({other_model}).empty()) << printed_;
 }
 
+TEST_F(CheckTest, StepsTooShortToTimeAreNotComparedButCounted) {
+  // Observe() makes a step of 400 / tokens_per_second seconds: 0.4 s at 1000 tok/s, 0.04 s at 10000.
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_, 1000),
+          co_.Observe("tiny/full", "cpu", CellStatus::kRuns, old_, 10000)});
+  JournalSet set;
+  set.paths = {"new.jsonl"};
+  set.records = {Obs("tiny/lora", "cpu", CellStatus::kRuns, 990), Obs("tiny/full", "cpu", CellStatus::kRuns, 4000)};
+  set.origins = {"new.jsonl:1", "new.jsonl:2"};
+  CheckCounts counts;
+  EXPECT_TRUE(CheckSupport(ReadBuiltinClaims(co_.registry).value(), set, {}, &counts).empty());
+  EXPECT_EQ(counts.observations, 2);
+  EXPECT_EQ(counts.speed_compared, 1);
+  EXPECT_EQ(counts.speed_too_short, 1);
+  CheckOptions everything;
+  everything.min_step_time_s = 0;
+  std::vector<CheckProblem> p = CheckSupport(ReadBuiltinClaims(co_.registry).value(), set, everything, &counts);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].message.find("tokens/s fell 60.0%, from 10000.0"), std::string::npos) << p[0].message;
+  EXPECT_EQ(counts.speed_compared, 2);
+}
+
 TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
   Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-03T00:00:00Z")});
   EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kFails)}).empty()) << printed_;

@@ -246,7 +246,8 @@ int Merge(const Registry& registry, const std::vector<std::string>& args, std::o
 int Check(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"expect-devices", "max-slowdown", "noise-factor", "reports-dir"}, &parsed, &error)) {
+  if (!ParseArgs(args, {}, {"expect-devices", "max-slowdown", "noise-factor", "min-step-time", "reports-dir"}, &parsed,
+                 &error)) {
     return UsageError(err, "check", error);
   }
   CheckOptions options;
@@ -254,11 +255,14 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   try {
     if (parsed.Has("max-slowdown")) options.max_slowdown = std::stod(parsed.Get("max-slowdown"));
     if (parsed.Has("noise-factor")) options.noise_factor = std::stod(parsed.Get("noise-factor"));
+    if (parsed.Has("min-step-time")) options.min_step_time_s = std::stod(parsed.Get("min-step-time"));
   } catch (const std::exception&) {
-    return UsageError(err, "check", "--max-slowdown and --noise-factor take numbers");
+    return UsageError(err, "check", "--max-slowdown, --noise-factor and --min-step-time take numbers");
   }
-  if (!(options.max_slowdown >= 0 && options.max_slowdown < 1) || !(options.noise_factor >= 0)) {
-    return UsageError(err, "check", "--max-slowdown must be in [0, 1) and --noise-factor at least 0");
+  if (!(options.max_slowdown >= 0 && options.max_slowdown < 1) || !(options.noise_factor >= 0) ||
+      !(options.min_step_time_s >= 0)) {
+    return UsageError(err, "check",
+                      "--max-slowdown must be in [0, 1), --noise-factor and --min-step-time at least 0");
   }
   for (const std::string& d : options.expect_devices) {
     StatusOr<DeviceSpec> spec = ParseDevice(d);
@@ -273,7 +277,8 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(registry);
   if (!claims.ok()) return Fail(err, claims.status());
   options.accept_command = "tune-matrix merge " + (paths.empty() ? std::string("<journals>") : JoinStrings(paths, " "));
-  std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options);
+  CheckCounts counts;
+  std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options, &counts);
   std::string reports_dir = parsed.Get("reports-dir", "reports");
   StatusOr<std::vector<CheckProblem>> reports = CheckReports(registry, reports_dir);
   if (!reports.ok()) return Fail(err, reports.status());
@@ -282,7 +287,10 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
                         std::to_string(journals->records.size()) + " observations from " +
                         std::to_string(paths.size()) + " journal(s)" +
                         (options.expect_devices.empty() ? std::string()
-                                                        : ", expecting " + JoinStrings(options.expect_devices, ", "));
+                                                        : ", expecting " + JoinStrings(options.expect_devices, ", ")) +
+                        "; " + std::to_string(counts.observations) + " cells compared, tokens/s of " +
+                        std::to_string(counts.speed_compared) + " (" + std::to_string(counts.speed_too_short) +
+                        " with steps under --min-step-time)";
   if (problems.empty()) {
     out << "tune-matrix check: OK: " << summary << "\n";
     return kExitOk;
@@ -423,6 +431,8 @@ const char* kCheckHelp =
     "  --max-slowdown F           tokens/s drop that is never a regression (default 0.10)\n"
     "  --noise-factor K           ... nor one within K x the combined relative step-time spread of the\n"
     "                             two runs, when larger (default 3)\n"
+    "  --min-step-time S          compare tokens/s only where a step takes at least S seconds on both\n"
+    "                             sides (default 0.25; shorter steps are noise-dominated)\n"
     "  --reports-dir DIR          reports to compare with the configs (default reports)\n\n"
     "Exit status: 0 when claims and observations agree, 1 on problems, 2 for bad arguments or journals.";
 
