@@ -1,6 +1,7 @@
 #include "harness/text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace tmx {
@@ -56,17 +57,14 @@ std::string FormatBytes(int64_t bytes) {
 }
 
 std::string FormatDuration(double seconds) {
-  char buf[32];
-  if (seconds < 1.0) {
-    std::snprintf(buf, sizeof(buf), "%.0f ms", seconds * 1000.0);
-  } else if (seconds < 60.0) {
-    std::snprintf(buf, sizeof(buf), "%.1f s", seconds);
-  } else if (seconds < 3600.0) {
-    int s = static_cast<int>(seconds + 0.5);
-    std::snprintf(buf, sizeof(buf), "%dm%02ds", s / 60, s % 60);
+  long long s = std::isfinite(seconds) && seconds > 0 ? std::llround(seconds) : 0;
+  char buf[48];
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
   } else {
-    int m = static_cast<int>(seconds / 60.0 + 0.5);
-    std::snprintf(buf, sizeof(buf), "%dh%02dm", m / 60, m % 60);
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", s / 3600, s / 60 % 60, s % 60);
   }
   return buf;
 }

@@ -17,7 +17,7 @@ std::string ClosestMatch(const std::string& word, const std::vector<std::string>
 // "1.23 GiB", "512.0 MiB", "17 B".
 std::string FormatBytes(int64_t bytes);
 
-// "850 ms", "12.3 s", "4m05s", "1h02m".
+// Rounded to whole seconds: "42s", "4m05s", "2h03m04s"; negative or not finite: "0s".
 std::string FormatDuration(double seconds);
 
 // Joins with a separator.

@@ -23,10 +23,11 @@ TEST(TextTest, Formats) {
   EXPECT_EQ(FormatBytes(17), "17 B");
   EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
   EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.00 GiB");
-  EXPECT_EQ(FormatDuration(0.25), "250 ms");
-  EXPECT_EQ(FormatDuration(12.34), "12.3 s");
+  EXPECT_EQ(FormatDuration(0.25), "0s");
+  EXPECT_EQ(FormatDuration(12.6), "13s");
   EXPECT_EQ(FormatDuration(245), "4m05s");
-  EXPECT_EQ(FormatDuration(3720), "1h02m");
+  EXPECT_EQ(FormatDuration(3720), "1h02m00s");
+  EXPECT_EQ(FormatDuration(-3), "0s");
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/text.h"
+
 namespace tmx::matrix {
 namespace {
 
@@ -196,19 +198,6 @@ void JsonReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   }
   ordered_json report = {{"schema_version", kSchemaVersion}, {"configs", std::move(list)}};
   out << report.dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
-}
-
-std::string FormatDuration(double seconds) {
-  long long s = std::isfinite(seconds) && seconds > 0 ? std::llround(seconds) : 0;
-  char buf[48];
-  if (s < 60) {
-    std::snprintf(buf, sizeof buf, "%llds", s);
-  } else if (s < 3600) {
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
-  } else {
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", s / 3600, s / 60 % 60, s % 60);
-  }
-  return buf;
 }
 
 std::string FormatProgressLine(size_t i, size_t n, const std::string& device, const std::string& config,

@@ -54,7 +54,4 @@ class JsonReporter final : public SupportReporter {
 std::string FormatProgressLine(size_t i, size_t n, const std::string& device, const std::string& config,
                                double elapsed_s, std::optional<double> eta_s);
 
-// A duration as FormatProgressLine writes it.
-std::string FormatDuration(double seconds);
-
 }  // namespace tmx::matrix

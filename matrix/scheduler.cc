@@ -11,6 +11,7 @@
 
 #include "harness/file_util.h"
 #include "harness/stats.h"
+#include "harness/text.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
 
