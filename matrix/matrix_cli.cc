@@ -361,12 +361,16 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!spec.ok() || spec->is_auto) return UsageError(err, "cell", "--device: " + spec.status().message());
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
   if (!devices.ok()) return Fail(err, devices.status());
-  bool present = false;
-  for (const DeviceInfo& d : *devices) present = present || d.id == device || DeviceTypeName(d.type) == device;
-  if (!present) {
+  // A bare type ("cuda") means its first device, so the cell runs once even on a machine with several.
+  const DeviceInfo* chosen = nullptr;
+  for (const DeviceInfo& d : *devices) {
+    if (chosen == nullptr && (d.id == device || DeviceTypeName(d.type) == device)) chosen = &d;
+  }
+  if (chosen == nullptr) {
     out << "SKIPPED " << config << " on " << device << ": no " << device << " device on this machine\n";
     return kExitSkipped;
   }
+  device = chosen->id;
   options.devices = {device};
   options.configs_glob = config;
   Status made = MakeDirs(options.work_dir);
