@@ -1,7 +1,21 @@
 # Locates LibTorch. Order:
 #   1. Torch_DIR or CMAKE_PREFIX_PATH given by the caller (for example the GPU machine's own PyTorch);
 #   2. torch.utils.cmake_prefix_path of TUNE_MATRIX_PYTHON (the venv made by scripts/setup.sh).
-# Sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA.
+# Sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to
+# compile the CUDA-only code (allocator statistics, device properties) against.
+
+# A LibTorch built with CUDA (the PyPI wheel is) makes find_package(Torch) demand a CUDA toolkit, even for
+# CPU-only code, and fail on machines without one (a hosted CI runner, a laptop). Without a toolkit, stand
+# in for the one CUDA target torch's config looks up (its cuda.cmake returns early when torch::cudart
+# exists); libtorch_cuda finds the CUDA runtime the wheel ships through its own RPATH.
+include(CheckLanguage)
+check_language(CUDA)
+set(TUNE_MATRIX_CUDA_TOOLKIT ON)
+if(NOT CMAKE_CUDA_COMPILER AND NOT TARGET torch::cudart)
+  set(TUNE_MATRIX_CUDA_TOOLKIT OFF)
+  add_library(torch::cudart INTERFACE IMPORTED)
+endif()
+
 find_package(Torch QUIET CONFIG)
 if(NOT Torch_FOUND)
   if(NOT EXISTS "${TUNE_MATRIX_PYTHON}")
@@ -21,7 +35,9 @@ endif()
 message(STATUS "LibTorch ${Torch_VERSION} from ${Torch_DIR}")
 
 set(TUNE_MATRIX_HAS_CUDA OFF)
-if(TARGET torch_cuda OR CAFFE2_USE_CUDA OR TORCH_CUDA_LIBRARIES)
+if((TARGET torch_cuda OR CAFFE2_USE_CUDA OR TORCH_CUDA_LIBRARIES) AND TUNE_MATRIX_CUDA_TOOLKIT)
   set(TUNE_MATRIX_HAS_CUDA ON)
+elseif(TARGET torch_cuda)
+  message(STATUS "LibTorch has CUDA, but no CUDA toolkit was found: the CUDA-only code is left out")
 endif()
 message(STATUS "LibTorch with CUDA: ${TUNE_MATRIX_HAS_CUDA}")
