@@ -167,9 +167,12 @@ YAML::Node At(const YAML::Node& node, std::initializer_list<std::string> keys) {
 std::string Show(const YAML::Node& n) { return n ? YAML::Dump(n) : "(missing)"; }
 
 // `if: always()` in either spelling GitHub accepts.
+// Whether a step or job runs after an earlier failure: `always()` or `!cancelled()` (which also skips a
+// cancelled run), possibly with further conditions, but not gated on success() or failure().
 bool IsAlways(const YAML::Node& condition) {
   std::string s = std::regex_replace(Str(condition), std::regex("\\s+"), "");
-  return s == "always()" || s == "${{always()}}";
+  bool after_failure = Contains(s, "always()") || Contains(s, "!cancelled()");
+  return after_failure && !Contains(s, "success()") && !Contains(s, "failure()");
 }
 
 // A `runs-on` or `needs`: one label or a list.

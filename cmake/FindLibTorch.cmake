@@ -34,10 +34,18 @@ if(NOT Torch_FOUND)
 endif()
 message(STATUS "LibTorch ${Torch_VERSION} from ${Torch_DIR}")
 
+# TUNE_MATRIX_TORCH_HAS_CUDA: the LibTorch can run on CUDA devices (the matrix registers cuda cells).
+# TUNE_MATRIX_HAS_CUDA: also the CUDA-only code here is compiled (device names and memory, allocator peaks).
+set(TUNE_MATRIX_TORCH_HAS_CUDA OFF)
+if(TARGET torch_cuda OR CAFFE2_USE_CUDA OR TORCH_CUDA_LIBRARIES)
+  set(TUNE_MATRIX_TORCH_HAS_CUDA ON)
+endif()
 set(TUNE_MATRIX_HAS_CUDA OFF)
-if((TARGET torch_cuda OR CAFFE2_USE_CUDA OR TORCH_CUDA_LIBRARIES) AND TUNE_MATRIX_CUDA_TOOLKIT)
+if(TUNE_MATRIX_TORCH_HAS_CUDA AND TUNE_MATRIX_CUDA_TOOLKIT)
   set(TUNE_MATRIX_HAS_CUDA ON)
-elseif(TARGET torch_cuda)
-  message(STATUS "LibTorch has CUDA, but no CUDA toolkit was found: the CUDA-only code is left out")
+elseif(TUNE_MATRIX_TORCH_HAS_CUDA)
+  message(WARNING "LibTorch has CUDA, but no CUDA toolkit (nvcc) was found: the CUDA-only code is left out. "
+                  "Cells still run on GPUs, but without the GPU's name, its memory (no too_large prediction) or "
+                  "the allocator's peak. On a GPU machine, install the CUDA toolkit.")
 endif()
 message(STATUS "LibTorch with CUDA: ${TUNE_MATRIX_HAS_CUDA}")

@@ -181,6 +181,10 @@ const char* CellStatusName(CellStatus s) {
   return "unknown";
 }
 
+bool CellStarted(CellStatus s) {
+  return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout;
+}
+
 std::optional<CellStatus> ParseCellStatus(const std::string& name) {
   for (const auto& [status, n] : kStatusNames) {
     if (name == n) return status;

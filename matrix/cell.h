@@ -26,6 +26,9 @@ enum class CellStatus {
 };
 const char* CellStatusName(CellStatus s);                    // "runs", "fails", ...
 std::optional<CellStatus> ParseCellStatus(const std::string& name);
+// Whether a cell with this outcome started a child (runs, fails, timeout), rather than being recorded from
+// the plan alone (invalid, too_large).
+bool CellStarted(CellStatus s);
 
 struct CellKey {
   std::string config;  // built-in config name, e.g. "llama3_2/1B_lora_single_device"

@@ -59,8 +59,6 @@ std::string CauseHint(const DeviceSupport& entry, const CellResult& obs) {
   return "look for the cause between commits " + Short(before) + " and " + Short(after);
 }
 
-bool Started(CellStatus s) { return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout; }
-
 // Relative step-time noise of one run: median absolute deviation over median, 0 when not measured.
 double RelativeSpread(std::optional<double> spread, std::optional<double> median) {
   if (!spread || !median || *median <= 0 || !std::isfinite(*spread)) return 0;
@@ -259,7 +257,7 @@ void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std:
     for (const CellResult& r : observed.records) {
       if (r.device_type != device && r.key.device != device) continue;
       ++recorded;
-      started += Started(r.status);
+      started += CellStarted(r.status);
     }
     if (started > 0) continue;
     problems->push_back(
@@ -324,7 +322,7 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   for (size_t i = 0; i < observed.records.size(); ++i) {
     const CellResult& r = observed.records[i];
     auto& slot = latest[r.key.config][r.device_type];
-    if (slot.first == nullptr || r.provenance.verified_at >= slot.first->provenance.verified_at) {
+    if (slot.first == nullptr || Supersedes(r, *slot.first)) {
       slot = {&r, i < observed.origins.size() ? observed.origins[i] : ""};
     }
   }

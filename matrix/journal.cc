@@ -100,6 +100,11 @@ StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vect
   return cells;
 }
 
+bool Supersedes(const CellResult& a, const CellResult& b) {
+  if (a.provenance.verified_at != b.provenance.verified_at) return a.provenance.verified_at > b.provenance.verified_at;
+  return a.key.device >= b.key.device;
+}
+
 namespace {
 
 template <typename Key, typename KeyOf>
@@ -107,7 +112,7 @@ std::map<Key, CellResult> Newest(const std::vector<CellResult>& cells, KeyOf key
   std::map<Key, CellResult> latest;
   for (const CellResult& c : cells) {
     auto [it, inserted] = latest.emplace(key_of(c), c);
-    if (!inserted && c.provenance.verified_at >= it->second.provenance.verified_at) it->second = c;
+    if (!inserted && Supersedes(c, it->second)) it->second = c;
   }
   return latest;
 }

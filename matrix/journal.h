@@ -25,12 +25,17 @@ Status AppendToJournal(const std::string& path, const CellResult& cell);
 StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings,
                                               std::vector<std::string>* origins = nullptr);
 
-// The newest record per (config, device): the greatest provenance.verified_at (compared as text, which
-// orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); on a tie the record that comes later wins.
+// Whether record `a` replaces `b` of the same cell or device type: verified later (provenance.verified_at
+// compared as text, which orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); within the same
+// second the greater device id (cuda:1 over cuda:0), so the choice does not depend on the order journals
+// are read in; for the very same device and second, the record read later.
+bool Supersedes(const CellResult& a, const CellResult& b);
+
+// The newest record per (config, device), by Supersedes.
 std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells);
 
 // The newest record per (config, device type), as config metadata keeps it: several devices of one type
-// (cuda:0, cuda:1) share one entry, and the one verified last wins (on a tie, the later record).
+// (cuda:0, cuda:1) share one entry, and the one that Supersedes the others wins.
 using ConfigDeviceType = std::pair<std::string, std::string>;
 std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells);
 

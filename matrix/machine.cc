@@ -82,9 +82,18 @@ Provenance LocalProvenance(const std::string& job) {
 }
 
 StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output) {
-  size_t start = output.find('[');
-  nlohmann::json j =
-      start == std::string::npos ? nlohmann::json() : nlohmann::json::parse(output.substr(start), nullptr, false);
+  // stdout and stderr arrive merged, and torch may log lines such as "[W foo.cpp:1] ..." around the list:
+  // try each line that starts with '[', last first, as the start of the list, up to a line that ends it.
+  nlohmann::json j;
+  for (size_t start = output.rfind('['); start != std::string::npos && !j.is_array();
+       start = start == 0 ? std::string::npos : output.rfind('[', start - 1)) {
+    if (start != 0 && output[start - 1] != '\n') continue;
+    for (size_t end = output.find("]", start); end != std::string::npos && !j.is_array();
+         end = output.find("]", end + 1)) {
+      if (end + 1 < output.size() && output[end + 1] != '\n') continue;
+      j = nlohmann::json::parse(output.substr(start, end + 1 - start), nullptr, false);
+    }
+  }
   if (!j.is_array()) return Status::Internal("`tune devices --json` printed no device list");
   std::vector<DeviceInfo> devices;
   for (const auto& d : j) {

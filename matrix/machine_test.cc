@@ -58,7 +58,8 @@ TEST(ParseDeviceListTest, FindsTheListAfterOtherOutputAndRejectsGarbage) {
   cpu.id = "cpu";
   cpu.name = "Test CPU";
   cpu.total_memory_bytes = 1 << 30;
-  StatusOr<std::vector<DeviceInfo>> one = ParseDeviceList("[" + DeviceInfoToJson(cpu).dump() + "]");
+  StatusOr<std::vector<DeviceInfo>> one = ParseDeviceList(
+      "[W init.cpp:12] a torch warning\n[\n" + DeviceInfoToJson(cpu).dump(2) + "\n]\n[W exit.cpp:3] another one [x]\n");
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   ASSERT_EQ(one->size(), 1u);
   EXPECT_EQ((*one)[0].id, "cpu");

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <map>
@@ -129,7 +130,10 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
   size_t slash = options.journal_path.rfind('/');
   std::string journal_dir = slash == std::string::npos ? "." : options.journal_path.substr(0, slash);
-  for (const std::string& dir : {options.work_dir, options.reports_dir, journal_dir}) {
+  std::string junit_dir = options.junit_path.find('/') == std::string::npos
+                              ? "."
+                              : options.junit_path.substr(0, options.junit_path.rfind('/'));
+  for (const std::string& dir : {options.work_dir, options.reports_dir, journal_dir, junit_dir}) {
     Status made = MakeDirs(dir);
     if (!made.ok()) return Fail(err, made);
   }
@@ -178,6 +182,10 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
   if (!all.ok()) return Fail(err, all.status());
+  if (write_back) {
+    Status s = PublishResults(registry, *all, options.reports_dir, out);
+    if (!s.ok()) return Fail(err, s);
+  }
   if (!options.junit_path.empty()) {
     std::map<CellKey, CellResult> latest = LatestByCell(*all);
     std::vector<CellResult> planned;
@@ -188,13 +196,6 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     Status s = WriteJUnitFile(planned, options.junit_path);
     if (!s.ok()) return Fail(err, s);
     out << "Wrote " << options.junit_path << " (" << planned.size() << " test cases)\n";
-  }
-  if (write_back) {
-    Status s = WriteBackResults(registry, *all, out);
-    if (!s.ok()) return Fail(err, s);
-    s = WriteReports(registry, options.reports_dir);
-    if (!s.ok()) return Fail(err, s);
-    out << "Wrote " << options.reports_dir << "/SUPPORT.md and " << options.reports_dir << "/support.json\n";
   }
   return kExitOk;
 }
@@ -266,7 +267,10 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   }
   for (const std::string& d : options.expect_devices) {
     StatusOr<DeviceSpec> spec = ParseDevice(d);
-    if (!spec.ok() || spec->is_auto) return UsageError(err, "check", "--expect-devices: " + spec.status().message());
+    if (!spec.ok() || spec->is_auto) {
+      return UsageError(err, "check", "--expect-devices: " + (spec.ok() ? "'auto' names no device; name one such as cpu or cuda"
+                                                                         : spec.status().message()));
+    }
   }
   std::vector<std::string> paths = parsed.positional;
   const std::string kDefaultJournal = "reports/journal.jsonl";
@@ -276,7 +280,12 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   for (const std::string& w : journals->warnings) err << "warning: " << w << "\n";
   StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(registry);
   if (!claims.ok()) return Fail(err, claims.status());
-  options.accept_command = "tune-matrix merge " + (paths.empty() ? std::string("<journals>") : JoinStrings(paths, " "));
+  // Accepting observations must keep the committed journal's other cells: it goes first.
+  std::vector<std::string> accept = paths;
+  if (PathExists(kDefaultJournal) && std::find(accept.begin(), accept.end(), kDefaultJournal) == accept.end()) {
+    accept.insert(accept.begin(), kDefaultJournal);
+  }
+  options.accept_command = "tune-matrix merge " + (accept.empty() ? std::string("<journals>") : JoinStrings(accept, " "));
   CheckCounts counts;
   std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options, &counts);
   std::string reports_dir = parsed.Get("reports-dir", "reports");
@@ -356,9 +365,15 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   } catch (const std::exception&) {
     return UsageError(err, "cell", "--steps and --timeout take numbers");
   }
+  if (options.max_steps < 2 || !(options.cell_timeout_s > 0)) {
+    return UsageError(err, "cell", "--steps must be at least 2 and --timeout above 0");
+  }
   std::string device = CtestDevice(parsed.Get("device"));
   StatusOr<DeviceSpec> spec = ParseDevice(device);
-  if (!spec.ok() || spec->is_auto) return UsageError(err, "cell", "--device: " + spec.status().message());
+  if (!spec.ok() || spec->is_auto) {
+    return UsageError(err, "cell", "--device: " + (spec.ok() ? "'auto' names no device; name one such as cpu or cuda"
+                                                              : spec.status().message()));
+  }
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
   if (!devices.ok()) return Fail(err, devices.status());
   // A bare type ("cuda") means its first device, so the cell runs once even on a machine with several.

@@ -1,5 +1,7 @@
 #include "matrix/merge.h"
 
+#include <cctype>
+
 #include "harness/device.h"
 #include "harness/file_util.h"
 #include "matrix/journal.h"
@@ -7,6 +9,16 @@
 
 namespace tmx::matrix {
 namespace {
+
+// "YYYY-MM-DDTHH:MM:SSZ", the one form whose text order is time order.
+bool IsUtcTimestamp(const std::string& s) {
+  static const char kForm[] = "dddd-dd-ddTdd:dd:ddZ";
+  if (s.size() != sizeof(kForm) - 1) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (kForm[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(s[i])) : s[i] != kForm[i]) return false;
+  }
+  return true;
+}
 
 Status CheckBelongs(const CellResult& r, const std::string& where, const Registry& registry) {
   const char* fix = "; fix: merge only journals written by this checkout's tune-matrix, or delete that line";
@@ -32,10 +44,10 @@ Status CheckBelongs(const CellResult& r, const std::string& where, const Registr
     return Status::InvalidArgument(where + ": device type \"" + r.device_type + "\" does not match device \"" +
                                    r.key.device + "\"" + fix);
   }
-  if (r.provenance.verified_at.empty()) {
-    return Status::InvalidArgument(where +
-                                   ": record has no provenance.verified_at, so it cannot be ordered "
-                                   "against other journals" +
+  if (!IsUtcTimestamp(r.provenance.verified_at)) {
+    return Status::InvalidArgument(where + ": provenance.verified_at \"" + r.provenance.verified_at +
+                                   "\" is not a UTC time of the form 2026-12-02T11:30:00Z, so the record cannot be "
+                                   "ordered against other journals" +
                                    fix);
   }
   return Status::OK();
@@ -76,12 +88,11 @@ std::string CombinedJournalText(const std::vector<CellResult>& records) {
 
 Status MergeJournals(const JournalSet& journals, const Registry& registry, const MergeOptions& options,
                      std::ostream& log) {
-  TM_RETURN_IF_ERROR(WriteBackResults(registry, journals.records, log));
-  TM_RETURN_IF_ERROR(WriteReports(registry, options.reports_dir));
-  log << "wrote " << options.reports_dir << "/SUPPORT.md and " << options.reports_dir << "/support.json\n";
+  // The journal's folder first: one that cannot be made must stop the merge before any config changes.
+  size_t slash = options.journal_out.rfind('/');
+  if (slash != std::string::npos) TM_RETURN_IF_ERROR(MakeDirs(options.journal_out.substr(0, slash)));
+  TM_RETURN_IF_ERROR(PublishResults(registry, journals.records, options.reports_dir, log));
   if (!options.journal_out.empty()) {
-    size_t slash = options.journal_out.rfind('/');
-    if (slash != std::string::npos) TM_RETURN_IF_ERROR(MakeDirs(options.journal_out.substr(0, slash)));
     TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_out, CombinedJournalText(journals.records)));
     log << "wrote " << options.journal_out << " (" << LatestByCell(journals.records).size() << " cells)\n";
   }

@@ -80,6 +80,29 @@ TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
   EXPECT_EQ(ReadFile(co_.dir() + "/merged.jsonl").value(), first_journal);
 }
 
+TEST_F(MergeTest, AnOlderJournalDoesNotRollBackANewerEntry) {
+  std::string newer =
+      Journal("newer.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T09:00:00Z")});
+  std::string older =
+      Journal("older.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z"),
+                              co_.Observe("tiny/full", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
+  ASSERT_TRUE(Merge({newer}).ok());
+  ASSERT_TRUE(Merge({older}).ok());
+  EXPECT_EQ(ReadSupportClaims(co_.Read("tiny/lora"), "x")->support["cpu"].status, "runs");
+  EXPECT_EQ(ReadSupportClaims(co_.Read("tiny/full"), "x")->support["cpu"].status, "fails");  // nothing newer there
+}
+
+TEST_F(MergeTest, TiesWithinASecondDoNotDependOnTheOrderOfJournals) {
+  std::string a = Journal("a.jsonl", {co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T09:00:00Z")});
+  std::string b = Journal("b.jsonl", {co_.Observe("tiny/lora", "cuda:1", CellStatus::kRuns, "2026-12-02T09:00:00Z")});
+  ASSERT_TRUE(Merge({a, b}).ok());
+  std::string first = co_.Read("tiny/lora");
+  co_.Write("tiny/lora", "# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n");
+  ASSERT_TRUE(Merge({b, a}).ok());
+  EXPECT_EQ(co_.Read("tiny/lora"), first);
+  EXPECT_EQ(ReadSupportClaims(first, "x")->support["cuda"].status, "runs");  // cuda:1 over cuda:0
+}
+
 TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
   std::string j =
       Journal("gpus.jsonl", {co_.Observe("tiny/lora", "cuda:1", CellStatus::kRuns, "2026-12-02T09:00:05Z"),
@@ -100,6 +123,7 @@ TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothi
   CellResult wrong_type = co_.Observe("tiny/full", "cuda:0", CellStatus::kRuns, "2026-12-02T10:00:00Z");
   wrong_type.device_type = "cpu";
   CellResult undated = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "");
+  CellResult fraction = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00.5Z");
   struct Case {
     std::string name;
     std::string text;
@@ -113,7 +137,10 @@ TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothi
        "recipe \"full_finetune_single_device\""},
       {"type.jsonl", ToJson(wrong_type).dump() + "\n",
        "type.jsonl:1: device type \"cpu\" does not match device \"cuda:0\""},
-      {"undated.jsonl", ToJson(undated).dump() + "\n", "undated.jsonl:1: record has no provenance.verified_at"},
+      {"undated.jsonl", ToJson(undated).dump() + "\n",
+       "undated.jsonl:1: provenance.verified_at \"\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
+      {"fraction.jsonl", ToJson(fraction).dump() + "\n",
+       "fraction.jsonl:1: provenance.verified_at \"2026-12-02T10:00:00.5Z\" is not a UTC time"},
       {"schema.jsonl", "{\"schema_version\": 99}\n", "schema.jsonl:1:"},
   };
   std::string before = co_.Read("tiny/lora");
@@ -144,6 +171,21 @@ TEST_F(MergeTest, AConfigThatCannotTakeItsBlockStopsTheMergeBeforeAnyWrite) {
   EXPECT_NE(s.message().find("full.yaml"), std::string::npos) << s.message();
   EXPECT_EQ(co_.Read("tiny/lora"), before);
   EXPECT_EQ(co_.Read("tiny/full"), "batch_size: [unclosed\n");
+}
+
+TEST_F(MergeTest, AReportsFolderThatCannotBeMadeStopsTheMergeBeforeAnyConfigChanges) {
+  std::string j = Journal("j.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/a_file", "x").ok());
+  StatusOr<JournalSet> set = LoadJournals({j}, co_.registry);
+  ASSERT_TRUE(set.ok());
+  std::string before = co_.Read("tiny/lora");
+  for (bool reports : {true, false}) {
+    MergeOptions o = Options();
+    (reports ? o.reports_dir : o.journal_out) = co_.dir() + "/a_file/below" + (reports ? "" : "/merged.jsonl");
+    std::ostringstream log;
+    EXPECT_FALSE(MergeJournals(*set, co_.registry, o, log).ok()) << (reports ? "reports" : "journal");
+    EXPECT_EQ(co_.Read("tiny/lora"), before);
+  }
 }
 
 TEST(CombinedJournalTextTest, NewestPerCellSortedByConfigThenDevice) {

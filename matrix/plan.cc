@@ -163,9 +163,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         auto entry = recorded->find(cell.device_type);
         std::optional<double> seconds;
         if (entry != recorded->end()) {
-          bool started = entry->second.status == "runs" || entry->second.status == "fails" ||
-                         entry->second.status == "timeout";
-          seconds = started ? entry->second.wall_time_s : 0.0;
+          std::optional<CellStatus> status = ParseCellStatus(entry->second.status);
+          seconds = status && CellStarted(*status) ? entry->second.wall_time_s : 0.0;
         }
         recorded_s.push_back(seconds);
 

@@ -22,10 +22,23 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   // Every config is rendered before any is written, so a config that cannot take its block stops the
   // write-back with no file changed.
   std::vector<std::pair<std::string, std::string>> writes;  // path, new text
-  for (const auto& [config, support] : updates) {
+  for (auto& [config, support] : updates) {
     std::string path = BuiltinConfigPath(config);
     StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
+    // An entry verified after the record (merged from a newer journal earlier) is not rolled back.
+    StatusOr<SupportMetadata> existing = ReadSupportMetadata(*text, path);
+    if (!existing.ok()) return existing.status();
+    for (auto it = support.begin(); it != support.end();) {
+      auto old = existing->find(it->first);
+      if (old != existing->end() && old->second.verified_at > it->second.verified_at) {
+        log << "kept " << path << " " << it->first << ": its entry (" << old->second.verified_at
+            << ") is newer than the journals' record (" << it->second.verified_at << ")\n";
+        it = support.erase(it);
+      } else {
+        ++it;
+      }
+    }
     StatusOr<std::string> rendered = UpdateSupport(*text, support, path);
     if (!rendered.ok()) return rendered.status();
     if (*rendered == *text) {
@@ -64,6 +77,15 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir) {
   if (!reports.ok()) return reports.status();
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
   for (const GeneratedReport& r : *reports) TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
+  return Status::OK();
+}
+
+Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
+                      std::ostream& log) {
+  TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
+  TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log));
+  TM_RETURN_IF_ERROR(WriteReports(registry, reports_dir));
+  log << "wrote " << reports_dir << "/SUPPORT.md and " << reports_dir << "/support.json\n";
   return Status::OK();
 }
 

@@ -11,8 +11,9 @@
 
 namespace tmx::matrix {
 
-// For each config with records, per device type the newest record (by verified_at) becomes that device
-// type's entry; device types without records keep their entries. Unchanged files are not rewritten.
+// For each config with records, per device type the newest record (see Supersedes) becomes that device
+// type's entry, unless the entry there was verified later; device types without records keep their
+// entries. Every config is rendered before any is written; unchanged files are not rewritten.
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log);
 
 // A generated report: its file name in the reports folder and its text.
@@ -26,5 +27,10 @@ StatusOr<std::vector<GeneratedReport>> RenderReports(const Registry& registry);
 
 // Reads every built-in config's metadata and writes <reports_dir>/SUPPORT.md and support.json atomically.
 Status WriteReports(const Registry& registry, const std::string& reports_dir);
+
+// WriteBackResults, then WriteReports into `reports_dir` (made first, so a folder that cannot be made stops
+// it before any config changes), logging what was written.
+Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
+                      std::ostream& log);
 
 }  // namespace tmx::matrix
