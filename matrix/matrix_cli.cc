@@ -8,6 +8,7 @@
 #include <map>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,28 @@ std::vector<std::string> SplitList(const std::string& s) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+// Reads flag `name`, when given, as one number into *value; the whole text must be the number ("0.5s" is
+// not). False, with a message naming the flag, otherwise.
+template <typename T>
+bool NumberFlag(const ParsedArgs& parsed, const std::string& name, T* value, std::string* error) {
+  if (!parsed.Has(name)) return true;
+  std::string text = parsed.Get(name);
+  size_t used = 0;
+  double number = 0;
+  try {
+    number = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || (std::is_integral<T>::value && number != static_cast<T>(number))) {
+    *error = "--" + name + " takes " + (std::is_integral<T>::value ? "a whole number" : "a number") + ", not '" +
+             text + "'";
+    return false;
+  }
+  *value = static_cast<T>(number);
+  return true;
 }
 
 const std::vector<std::string> kSwitches = {"resume", "no-write-back"};
@@ -81,12 +104,14 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
   if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
   options->tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
-  try {
-    if (parsed.Has("steps")) options->max_steps = std::stoi(parsed.Get("steps"));
-    if (parsed.Has("timeout")) options->cell_timeout_s = std::stod(parsed.Get("timeout"));
-    if (parsed.Has("memory-fraction")) options->memory_fraction = std::stod(parsed.Get("memory-fraction"));
-  } catch (const std::exception&) {
-    UsageError(err, cmd, "--steps, --timeout and --memory-fraction take numbers");
+  if (!NumberFlag(parsed, "steps", &options->max_steps, &error) ||
+      !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error) ||
+      !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error)) {
+    UsageError(err, cmd, error);
+    return false;
+  }
+  if (!(options->cell_timeout_s > 0)) {
+    UsageError(err, cmd, "--timeout must be above 0 seconds");
     return false;
   }
   if (options->max_steps < 2) {
@@ -253,12 +278,10 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   }
   CheckOptions options;
   options.expect_devices = SplitList(parsed.Get("expect-devices"));
-  try {
-    if (parsed.Has("max-slowdown")) options.max_slowdown = std::stod(parsed.Get("max-slowdown"));
-    if (parsed.Has("noise-factor")) options.noise_factor = std::stod(parsed.Get("noise-factor"));
-    if (parsed.Has("min-step-time")) options.min_step_time_s = std::stod(parsed.Get("min-step-time"));
-  } catch (const std::exception&) {
-    return UsageError(err, "check", "--max-slowdown, --noise-factor and --min-step-time take numbers");
+  if (!NumberFlag(parsed, "max-slowdown", &options.max_slowdown, &error) ||
+      !NumberFlag(parsed, "noise-factor", &options.noise_factor, &error) ||
+      !NumberFlag(parsed, "min-step-time", &options.min_step_time_s, &error)) {
+    return UsageError(err, "check", error);
   }
   if (!(options.max_slowdown >= 0 && options.max_slowdown < 1) || !(options.noise_factor >= 0) ||
       !(options.min_step_time_s >= 0)) {
@@ -359,11 +382,9 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   MatrixOptions options;
   options.tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   options.work_dir = parsed.Get("work-dir", "runs/cells");
-  try {
-    if (parsed.Has("steps")) options.max_steps = std::stoi(parsed.Get("steps"));
-    if (parsed.Has("timeout")) options.cell_timeout_s = std::stod(parsed.Get("timeout"));
-  } catch (const std::exception&) {
-    return UsageError(err, "cell", "--steps and --timeout take numbers");
+  if (!NumberFlag(parsed, "steps", &options.max_steps, &error) ||
+      !NumberFlag(parsed, "timeout", &options.cell_timeout_s, &error)) {
+    return UsageError(err, "cell", error);
   }
   if (options.max_steps < 2 || !(options.cell_timeout_s > 0)) {
     return UsageError(err, "cell", "--steps must be at least 2 and --timeout above 0");
@@ -431,9 +452,10 @@ const char* kMergeHelp =
     "Combines journals from several machines or CI jobs: per (config, device) the newest record wins, with\n"
     "its provenance (host, job, commit). Writes the results into each config's metadata block, regenerates\n"
     "reports/SUPPORT.md and support.json, and writes the combined journal (newest record per cell).\n"
-    "A malformed line or a record that does not belong to this checkout (unknown config, wrong recipe,\n"
-    "mismatched device type) fails the merge naming the file and line, and nothing is written. An\n"
-    "unfinished last line (a job killed mid-write) is skipped with a warning.\n\n"
+    "A malformed line, a record that does not belong to this checkout (wrong recipe, mismatched device\n"
+    "type, a time not in UTC form) or a journal with no built-in config at all fails the merge naming the\n"
+    "file and line, and nothing is written. Records of configs renamed or removed since, and an unfinished\n"
+    "last line (a job killed mid-write), are skipped with a warning.\n\n"
     "  --journal-out PATH       combined journal (default reports/journal.jsonl)\n"
     "  --reports-dir DIR        reports folder (default reports)\n"
     "  --junit FILE             also write the merged cells as JUnit XML";

@@ -69,8 +69,19 @@ StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const R
       }
       return records.status();
     }
+    // A journal none of whose configs are built in here is foreign and refused. In a journal of this
+    // project, records of a config that has since been renamed or removed are dropped with a warning, so
+    // renaming a config does not make the committed journal unreadable.
+    size_t known = 0;
+    for (const CellResult& r : *records) known += registry.RecipeForConfig(r.key.config) != nullptr;
     for (size_t i = 0; i < records->size(); ++i) {
-      TM_RETURN_IF_ERROR(CheckBelongs((*records)[i], origins[i], registry));
+      const CellResult& r = (*records)[i];
+      if (known > 0 && registry.RecipeForConfig(r.key.config) == nullptr) {
+        set.warnings.push_back(origins[i] + ": dropped the record of \"" + r.key.config + "\" on " + r.key.device +
+                               ": no longer a built-in config (renamed or removed?)");
+        continue;
+      }
+      TM_RETURN_IF_ERROR(CheckBelongs(r, origins[i], registry));
       set.records.push_back(std::move((*records)[i]));
       set.origins.push_back(origins[i]);
     }

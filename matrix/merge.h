@@ -23,9 +23,11 @@ struct JournalSet {
 };
 
 // Reads every journal and checks that each record belongs to this checkout: its config is a built-in
-// config of `registry`, its recipe is the one that lists that config, and its device type matches its
-// device. The first malformed line or foreign record fails the whole set with "<path>:<line>: ..." (and a
-// fix), so a caller writes nothing. A missing journal is NotFound.
+// config of `registry`, its recipe is the one that lists that config, its device type matches its device,
+// and it was verified at a UTC time. The first malformed line or foreign record fails the whole set with
+// "<path>:<line>: ..." (and a fix), so a caller writes nothing. A journal with no built-in config at all is
+// foreign; in one with some, records of configs no longer built in (renamed, removed) are dropped with a
+// warning. A missing journal is NotFound.
 StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const Registry& registry);
 
 // The combined journal: the newest record of each (config, device), one JSON line each, sorted by config

@@ -160,6 +160,20 @@ TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothi
   EXPECT_NE(missing.message().find("nope.jsonl: no such journal"), std::string::npos) << missing.message();
 }
 
+TEST_F(MergeTest, RecordsOfARenamedConfigAreDroppedWithAWarning) {
+  CellResult renamed = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  renamed.key.config = "tiny/lora_old_name";
+  std::string j =
+      Journal("j.jsonl", {co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z"), renamed});
+  StatusOr<JournalSet> set = LoadJournals({j}, co_.registry);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_EQ(set->records.size(), 1u);
+  EXPECT_EQ(set->records[0].key.config, "tiny/full");
+  ASSERT_EQ(set->warnings.size(), 1u);
+  EXPECT_EQ(set->warnings[0], j + ":2: dropped the record of \"tiny/lora_old_name\" on cpu: no longer a built-in "
+                                  "config (renamed or removed?)");
+}
+
 TEST_F(MergeTest, AConfigThatCannotTakeItsBlockStopsTheMergeBeforeAnyWrite) {
   co_.Write("tiny/full", "batch_size: [unclosed\n");
   std::string j = Journal("j.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});

@@ -140,6 +140,12 @@ TEST_F(CliTest, MatrixRejectsBadOptions) {
   EXPECT_NE(no_journal.output.find("name at least one journal to merge"), std::string::npos) << no_journal.output;
   Result slowdown = Exec({kMatrix, "check", "--max-slowdown", "2"});
   EXPECT_EQ(slowdown.code, 2);
+  Result unit = Exec({kMatrix, "check", "--min-step-time", "0.5s"});
+  EXPECT_EQ(unit.code, 2);
+  EXPECT_NE(unit.output.find("--min-step-time takes a number, not '0.5s'"), std::string::npos) << unit.output;
+  Result fraction = Exec({kMatrix, "run", "--steps", "2.5"});
+  EXPECT_EQ(fraction.code, 2);
+  EXPECT_NE(fraction.output.find("--steps takes a whole number, not '2.5'"), std::string::npos) << fraction.output;
   Result expect = Exec({kMatrix, "check", "--expect-devices", "gpu"});
   EXPECT_EQ(expect.code, 2);
   EXPECT_NE(expect.output.find("--expect-devices:"), std::string::npos) << expect.output;
