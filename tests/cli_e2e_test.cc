@@ -215,6 +215,40 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
   EXPECT_NE(uncovered.output.find("no coverage (1):"), std::string::npos) << uncovered.output;
   EXPECT_NE(uncovered.output.find("fix: make sure the runner has the device (tune devices)"), std::string::npos);
 
+  // A later observation in which the LoRA cell fails is newly broken; an edited config is stale.
+  std::string merged_text = ReadFile(dir_ + "/merged.jsonl").value();
+  std::string broken;
+  for (size_t start = 0, end; start < merged_text.size(); start = end + 1) {
+    end = merged_text.find('\n', start);
+    std::string line = merged_text.substr(start, end - start);
+    if (line.find("\"config\":\"tiny/lora_single_device\"") != std::string::npos) {
+      line.replace(line.find("\"status\":\"runs\""), 15, "\"status\":\"fails\"");
+      size_t at = line.find("\"verified_at\":\"") + 15;
+      line.replace(at, 20, "2099-01-01T00:00:00Z");
+      broken += line + "\n";
+    }
+  }
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/broken.jsonl", broken).ok());
+  ASSERT_TRUE(WriteFileAtomically(configs_ + "/tiny/full_single_device.yaml",
+                                  "# edited\n" + Config("tiny/full_single_device")).ok());
+  Result failing = Matrix({"check", dir_ + "/merged.jsonl", dir_ + "/broken.jsonl", "--reports-dir", dir_ + "/reports"});
+  EXPECT_EQ(failing.code, 1) << failing.output;
+  EXPECT_NE(failing.output.find("newly broken (1):\n  " + configs_ + "/tiny/lora_single_device.yaml:"),
+            std::string::npos)
+      << failing.output;
+  // (The accept command also names reports/journal.jsonl first when the working folder has one.)
+  EXPECT_NE(failing.output.find("fix: if expected, record it: tune-matrix merge "), std::string::npos) << failing.output;
+  EXPECT_NE(failing.output.find(dir_ + "/merged.jsonl " + dir_ +
+                                "/broken.jsonl  (it writes supported_devices: [] and support.cpu.status: fails"),
+            std::string::npos)
+      << failing.output;
+  EXPECT_NE(failing.output.find("stale (config changed since verified) (1):\n  " + configs_ +
+                                "/tiny/full_single_device.yaml:"),
+            std::string::npos)
+      << failing.output;
+  ASSERT_TRUE(WriteFileAtomically(configs_ + "/tiny/full_single_device.yaml",
+                                  Config("tiny/full_single_device").substr(9)).ok());
+
   ASSERT_TRUE(WriteFileAtomically(dir_ + "/bad.jsonl", journal_text[0] + "{\"config\": oops\n").ok());
   Result refused = Matrix({"merge", dir_ + "/journal-2.jsonl", dir_ + "/bad.jsonl", "--journal-out",
                            dir_ + "/merged2.jsonl", "--reports-dir", dir_ + "/reports2"});
