@@ -224,6 +224,12 @@ class ConfigChecker {
     std::string at = c_.claims.supported_devices_line > 0
                          ? c_.path + ":" + std::to_string(c_.claims.supported_devices_line)
                          : c_.path;
+    if (listed.size() != c_.claims.supported_devices.size()) {
+      Add(ProblemKind::kDisagrees, at,
+          "metadata.supported_devices names a device more than once: [" +
+              JoinStrings(c_.claims.supported_devices, ", ") + "]",
+          "write " + CorrectList());
+    }
     for (const std::string& t : types) {
       if (reported_.count(t)) continue;
       auto it = effective_.find(t);

@@ -111,6 +111,15 @@ TEST_F(CheckTest, ADeviceThatRanButIsNotListedAndAListedDeviceThatFailed) {
             std::string::npos)
       << p[1].message;
   EXPECT_EQ(p[0].fix, "write supported_devices: [cpu]");
+
+  text = co_.Read("tiny/lora");
+  at = text.find("supported_devices: [cuda]");
+  co_.Write("tiny/lora",
+            text.replace(at, std::string("supported_devices: [cuda]").size(), "supported_devices: [cpu, cpu]"));
+  p = Check({});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].message, "metadata.supported_devices names a device more than once: [cpu, cpu]");
+  EXPECT_EQ(p[0].fix, "write supported_devices: [cpu]");
 }
 
 TEST_F(CheckTest, OtherStatusChangesDisagree) {
