@@ -252,13 +252,8 @@ std::vector<std::string> PathLines(const YAML::Node& step) {
 }
 
 std::set<std::string> SplitCommas(const std::string& list) {
-  std::set<std::string> items;
-  std::istringstream in(list);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) items.insert(item);
-  }
-  return items;
+  std::vector<std::string> items = SplitList(list);
+  return {items.begin(), items.end()};
 }
 
 // One job that runs ci/run-device.

@@ -98,12 +98,17 @@ Status AppendLineDurably(const std::string& path, const std::string& line) {
   return s;
 }
 
+std::string ParentDir(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 std::string ExecutableDir() {
   char buf[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   if (n <= 0) return "";
-  std::string exe(buf, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/'));
+  return ParentDir(std::string(buf, static_cast<size_t>(n)));
 }
 
 }  // namespace tmx

@@ -23,6 +23,9 @@ bool IsRegularFile(const std::string& path);
 // Creates `path` and its missing parents (like mkdir -p).
 Status MakeDirs(const std::string& path);
 
+// The folder part of `path`: "a/b/c.txt" -> "a/b", "c.txt" -> ".", "/c.txt" -> "/".
+std::string ParentDir(const std::string& path);
+
 // The folder of the running executable (from /proc/self/exe), "" if unknown.
 std::string ExecutableDir();
 

@@ -1,6 +1,7 @@
 #include "harness/text.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -69,6 +70,14 @@ std::string FormatDuration(double seconds) {
   return buf;
 }
 
+std::string FormatNumber(double v, int decimals) {
+  char buf[400];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  if (ec != std::errc()) end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, 3).ptr;
+  std::string s(buf, end);
+  return s == "-0" ? "0" : s;
+}
+
 std::string JoinStrings(const std::vector<std::string>& parts, const std::string& sep) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -76,6 +85,17 @@ std::string JoinStrings(const std::vector<std::string>& parts, const std::string
     out += parts[i];
   }
   return out;
+}
+
+std::vector<std::string> SplitList(const std::string& list, char sep) {
+  std::vector<std::string> items;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(sep, start);
+    if (end == std::string::npos) end = list.size();
+    if (end > start) items.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return items;
 }
 
 }  // namespace tmx

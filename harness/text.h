@@ -20,7 +20,14 @@ std::string FormatBytes(int64_t bytes);
 // Rounded to whole seconds: "42s", "4m05s", "2h03m04s"; negative or not finite: "0s".
 std::string FormatDuration(double seconds);
 
+// `v` with exactly `decimals` digits after the point ("47.7", "812"); scientific when too long for that;
+// "-0" is written "0".
+std::string FormatNumber(double v, int decimals);
+
 // Joins with a separator.
 std::string JoinStrings(const std::vector<std::string>& parts, const std::string& sep);
+
+// The non-empty items of a `sep`-separated list ("cpu,,cuda" -> {"cpu", "cuda"}).
+std::vector<std::string> SplitList(const std::string& list, char sep = ',');
 
 }  // namespace tmx

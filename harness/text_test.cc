@@ -28,7 +28,18 @@ TEST(TextTest, Formats) {
   EXPECT_EQ(FormatDuration(245), "4m05s");
   EXPECT_EQ(FormatDuration(3720), "1h02m00s");
   EXPECT_EQ(FormatDuration(-3), "0s");
+  EXPECT_EQ(FormatNumber(47.66, 1), "47.7");
+  EXPECT_EQ(FormatNumber(812.4, 0), "812");
+  EXPECT_EQ(FormatNumber(-0.01, 0), "0");
+  EXPECT_EQ(FormatNumber(1e308, 100), "1.000e+308");  // too long in fixed form
 }
 
 }  // namespace
+TEST(TextTest, SplitList) {
+  EXPECT_EQ(SplitList("cpu,cuda"), (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_EQ(SplitList(",cpu,,cuda,"), (std::vector<std::string>{"cpu", "cuda"}));
+  EXPECT_TRUE(SplitList("").empty());
+  EXPECT_EQ(SplitList("a/b", '/'), (std::vector<std::string>{"a", "b"}));
+}
+
 }  // namespace tmx

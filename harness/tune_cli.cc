@@ -61,8 +61,8 @@ int Cp(const Registry& registry, const std::vector<std::string>& args, std::ostr
     std::string base = located->path.substr(located->path.rfind('/') + 1);
     dest += (dest.back() == '/' ? "" : "/") + base;
   }
-  std::string parent = dest.find('/') == std::string::npos ? "." : dest.substr(0, dest.rfind('/'));
-  if (!parent.empty() && !IsDirectory(parent)) {
+  std::string parent = ParentDir(dest);
+  if (!IsDirectory(parent)) {
     if (!parsed.Has("make-parents")) {
       return Fail(err, Status::NotFound(dest + ": folder " + parent + " does not exist; pass --make-parents to create it"));
     }

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <set>
 
-#include "harness/config_store.h"
 #include "harness/file_util.h"
 #include "harness/text.h"
 #include "matrix/journal.h"
@@ -15,13 +13,7 @@
 namespace tmx::matrix {
 namespace {
 
-std::string Fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string Percent(double fraction) { return Fixed(100 * fraction, 1) + "%"; }
+std::string Percent(double fraction) { return FormatNumber(100 * fraction, 1) + "%"; }
 
 std::string Short(const std::string& commit) { return commit.substr(0, 12); }
 
@@ -209,10 +201,10 @@ class ConfigChecker {
     double allowed = std::max(options_.max_slowdown, options_.noise_factor * noise);
     if (!(drop > allowed)) return;
     Add(ProblemKind::kSlower, At(type),
-        type + ": tokens/s fell " + Percent(drop) + ", from " + Fixed(*entry.tokens_per_second, 1) + " (" +
-            EntryProvenance(entry) + ") to " + Fixed(*obs.tokens_per_second, 1) + " (" +
+        type + ": tokens/s fell " + Percent(drop) + ", from " + FormatNumber(*entry.tokens_per_second, 1) + " (" +
+            EntryProvenance(entry) + ") to " + FormatNumber(*obs.tokens_per_second, 1) + " (" +
             DescribeObservation(obs, origin) + "); allowed " + Percent(allowed) + " = max(--max-slowdown " +
-            Percent(options_.max_slowdown) + ", " + Fixed(options_.noise_factor, 1) + " x combined spread " +
+            Percent(options_.max_slowdown) + ", " + FormatNumber(options_.noise_factor, 1) + " x combined spread " +
             Percent(noise) + ")",
         "if expected, record it: " + options_.accept_command + "; otherwise " + CauseHint(entry, obs));
   }
@@ -298,26 +290,6 @@ const char* ProblemKindTitle(ProblemKind kind) {
   return "?";
 }
 
-StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry) {
-  std::vector<ConfigClaims> out;
-  for (const RecipeSpec& recipe : registry.recipes()) {
-    for (const std::string& name : recipe.configs) {
-      ConfigClaims c;
-      c.config = name;
-      c.path = BuiltinConfigPath(name);
-      StatusOr<std::string> text = ReadFile(c.path);
-      if (!text.ok()) return text.status();
-      StatusOr<SupportClaims> claims = ReadSupportClaims(*text, c.path);
-      if (!claims.ok()) return claims.status();
-      c.claims = std::move(claims).value();
-      c.current_hash = ConfigHash(*text);
-      out.push_back(std::move(c));
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const ConfigClaims& a, const ConfigClaims& b) { return a.config < b.config; });
-  return out;
-}
-
 std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
                                        const CheckOptions& options, CheckCounts* counts) {
   CheckCounts ignored;
@@ -325,12 +297,8 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   *counts = CheckCounts();
   // config -> device type -> (newest record, its origin)
   std::map<std::string, std::map<std::string, std::pair<const CellResult*, std::string>>> latest;
-  for (size_t i = 0; i < observed.records.size(); ++i) {
-    const CellResult& r = observed.records[i];
-    auto& slot = latest[r.key.config][r.device_type];
-    if (slot.first == nullptr || Supersedes(r, *slot.first)) {
-      slot = {&r, i < observed.origins.size() ? observed.origins[i] : ""};
-    }
+  for (const auto& [key, i] : LatestIndexByDeviceType(observed.records)) {
+    latest[key.first][key.second] = {&observed.records[i], i < observed.origins.size() ? observed.origins[i] : ""};
   }
   std::vector<CheckProblem> problems;
   const std::map<std::string, std::pair<const CellResult*, std::string>> none;
@@ -344,11 +312,9 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   return problems;
 }
 
-StatusOr<std::vector<CheckProblem>> CheckReports(const Registry& registry, const std::string& reports_dir) {
-  StatusOr<std::vector<GeneratedReport>> reports = RenderReports(registry);
-  if (!reports.ok()) return reports.status();
+std::vector<CheckProblem> CheckReports(const std::vector<ConfigClaims>& configs, const std::string& reports_dir) {
   std::vector<CheckProblem> problems;
-  for (const GeneratedReport& r : *reports) {
+  for (const GeneratedReport& r : RenderReports(configs)) {
     std::string path = reports_dir + "/" + r.name;
     StatusOr<std::string> text = ReadFile(path);
     if (text.ok() && *text == r.text) continue;

@@ -23,6 +23,7 @@
 #include "harness/registry.h"
 #include "harness/status.h"
 #include "matrix/merge.h"
+#include "matrix/publish.h"
 #include "matrix/writeback.h"
 
 namespace tmx::matrix {
@@ -47,17 +48,6 @@ struct CheckOptions {
   std::string accept_command = "tune-matrix merge reports/journal.jsonl";
 };
 
-// One built-in config's claims.
-struct ConfigClaims {
-  std::string config;        // built-in name
-  std::string path;          // its file, as problems name it
-  std::string current_hash;  // ConfigHash of the file as it is now
-  SupportClaims claims;
-};
-
-// Reads every built-in config's block. A damaged block fails with its file and line.
-StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry);
-
 enum class ProblemKind { kNewlyBroken, kNewlyFixed, kDisagrees, kStale, kNoCoverage, kSlower, kReports };
 const char* ProblemKindTitle(ProblemKind kind);  // "newly broken", ...
 
@@ -70,9 +60,9 @@ struct CheckProblem {
 
 // What a check compared, for its summary line.
 struct CheckCounts {
-  int observations = 0;       // (config, device type) pairs with a fresh observation compared to the claims
-  int speed_compared = 0;     // of those, running on both sides with tokens/s compared
-  int speed_too_short = 0;    // running on both sides, but a step shorter than min_step_time_s
+  int observations = 0;     // (config, device type) pairs with a fresh observation compared to the claims
+  int speed_compared = 0;   // of those, running on both sides with tokens/s compared
+  int speed_too_short = 0;  // running on both sides, but a step shorter than min_step_time_s
 };
 
 // Every problem, grouped by kind in the order above, then by config and device type. `counts` may be null.
@@ -80,8 +70,8 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
                                        const CheckOptions& options, CheckCounts* counts = nullptr);
 
 // Compares the reports in `reports_dir` with what the configs' metadata renders to; a missing report is
-// a problem too. Errors reading a config's block are returned as errors.
-StatusOr<std::vector<CheckProblem>> CheckReports(const Registry& registry, const std::string& reports_dir);
+// a problem too.
+std::vector<CheckProblem> CheckReports(const std::vector<ConfigClaims>& configs, const std::string& reports_dir);
 
 // The problems grouped under one heading per kind, each as "<location>: <message>" and an indented
 // "fix: ..." line.

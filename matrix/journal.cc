@@ -56,9 +56,13 @@ StatusOr<bool> EndsWithLineBreakOrIsEmpty(const std::string& path) {
 
 }  // namespace
 
-Status AppendToJournal(const std::string& path, const CellResult& cell) {
+std::string JournalLine(const CellResult& cell) {
   // Invalid UTF-8 in the child's output must not make the record unwritable; it becomes U+FFFD.
-  std::string line = ToJson(cell).dump(-1, ' ', false, json::error_handler_t::replace);
+  return ToJson(cell).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Status AppendToJournal(const std::string& path, const CellResult& cell) {
+  std::string line = JournalLine(cell);
   StatusOr<bool> clean = EndsWithLineBreakOrIsEmpty(path);
   if (!clean.ok()) return clean.status();
   if (!*clean) TM_RETURN_IF_ERROR(RepairUnfinishedTail(path));
@@ -107,24 +111,38 @@ bool Supersedes(const CellResult& a, const CellResult& b) {
 
 namespace {
 
+// The index of the record that supersedes the others, per key.
 template <typename Key, typename KeyOf>
-std::map<Key, CellResult> Newest(const std::vector<CellResult>& cells, KeyOf key_of) {
-  std::map<Key, CellResult> latest;
-  for (const CellResult& c : cells) {
-    auto [it, inserted] = latest.emplace(key_of(c), c);
-    if (!inserted && Supersedes(c, it->second)) it->second = c;
+std::map<Key, size_t> NewestIndex(const std::vector<CellResult>& cells, KeyOf key_of) {
+  std::map<Key, size_t> latest;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    auto [it, inserted] = latest.emplace(key_of(cells[i]), i);
+    if (!inserted && Supersedes(cells[i], cells[it->second])) it->second = i;
   }
   return latest;
 }
 
+template <typename Key>
+std::map<Key, CellResult> Records(const std::vector<CellResult>& cells, const std::map<Key, size_t>& index) {
+  std::map<Key, CellResult> records;
+  for (const auto& [key, i] : index) records.emplace(key, cells[i]);
+  return records;
+}
+
+ConfigDeviceType TypeKey(const CellResult& c) { return {c.key.config, c.device_type}; }
+
 }  // namespace
 
 std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells) {
-  return Newest<CellKey>(cells, [](const CellResult& c) { return c.key; });
+  return Records(cells, NewestIndex<CellKey>(cells, [](const CellResult& c) { return c.key; }));
+}
+
+std::map<ConfigDeviceType, size_t> LatestIndexByDeviceType(const std::vector<CellResult>& cells) {
+  return NewestIndex<ConfigDeviceType>(cells, TypeKey);
 }
 
 std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells) {
-  return Newest<ConfigDeviceType>(cells, [](const CellResult& c) { return ConfigDeviceType(c.key.config, c.device_type); });
+  return Records(cells, LatestIndexByDeviceType(cells));
 }
 
 }  // namespace tmx::matrix

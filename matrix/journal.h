@@ -12,6 +12,9 @@
 
 namespace tmx::matrix {
 
+// `cell` as one journal line (no line break): compact JSON, invalid UTF-8 replaced by U+FFFD.
+std::string JournalLine(const CellResult& cell);
+
 // Appends `cell` as one line and fsyncs it. If the file ends in an unfinished line (the previous writer was
 // killed mid-append), that fragment is first removed, or finished with a line break if it already is a
 // complete record, so the new line never fuses with it.
@@ -38,5 +41,7 @@ std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells)
 // (cuda:0, cuda:1) share one entry, and the one that Supersedes the others wins.
 using ConfigDeviceType = std::pair<std::string, std::string>;
 std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells);
+// The same choice as positions in `cells`, for callers that keep something beside each record.
+std::map<ConfigDeviceType, size_t> LatestIndexByDeviceType(const std::vector<CellResult>& cells);
 
 }  // namespace tmx::matrix

@@ -30,16 +30,6 @@
 namespace tmx::matrix {
 namespace {
 
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 // Reads flag `name`, when given, as one number into *value; the whole text must be the number ("0.5s" is
 // not). False, with a message naming the flag, otherwise.
 template <typename T>
@@ -60,6 +50,13 @@ bool NumberFlag(const ParsedArgs& parsed, const std::string& name, T* value, std
   }
   *value = static_cast<T>(number);
   return true;
+}
+
+// Why `device` names no one device ("" when it does): not a device string, or "auto".
+std::string DeviceProblem(const std::string& device) {
+  StatusOr<DeviceSpec> spec = ParseDevice(device);
+  if (!spec.ok()) return spec.status().message();
+  return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
 
 const std::vector<std::string> kSwitches = {"resume", "no-write-back"};
@@ -153,12 +150,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   MatrixOptions options;
   bool write_back = true;
   if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
-  size_t slash = options.journal_path.rfind('/');
-  std::string journal_dir = slash == std::string::npos ? "." : options.journal_path.substr(0, slash);
-  std::string junit_dir = options.junit_path.find('/') == std::string::npos
-                              ? "."
-                              : options.junit_path.substr(0, options.junit_path.rfind('/'));
-  for (const std::string& dir : {options.work_dir, options.reports_dir, journal_dir, junit_dir}) {
+  for (const std::string& dir :
+       {options.work_dir, options.reports_dir, ParentDir(options.journal_path), ParentDir(options.junit_path)}) {
     Status made = MakeDirs(dir);
     if (!made.ok()) return Fail(err, made);
   }
@@ -289,11 +282,8 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
                       "--max-slowdown must be in [0, 1), --noise-factor and --min-step-time at least 0");
   }
   for (const std::string& d : options.expect_devices) {
-    StatusOr<DeviceSpec> spec = ParseDevice(d);
-    if (!spec.ok() || spec->is_auto) {
-      return UsageError(err, "check", "--expect-devices: " + (spec.ok() ? "'auto' names no device; name one such as cpu or cuda"
-                                                                         : spec.status().message()));
-    }
+    std::string problem = DeviceProblem(d);
+    if (!problem.empty()) return UsageError(err, "check", "--expect-devices: " + problem);
   }
   std::vector<std::string> paths = parsed.positional;
   const std::string kDefaultJournal = "reports/journal.jsonl";
@@ -312,9 +302,8 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   CheckCounts counts;
   std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options, &counts);
   std::string reports_dir = parsed.Get("reports-dir", "reports");
-  StatusOr<std::vector<CheckProblem>> reports = CheckReports(registry, reports_dir);
-  if (!reports.ok()) return Fail(err, reports.status());
-  problems.insert(problems.end(), reports->begin(), reports->end());
+  std::vector<CheckProblem> reports = CheckReports(*claims, reports_dir);
+  problems.insert(problems.end(), reports.begin(), reports.end());
   std::string summary = std::to_string(claims->size()) + " configs against " +
                         std::to_string(journals->records.size()) + " observations from " +
                         std::to_string(paths.size()) + " journal(s)" +
@@ -390,11 +379,8 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return UsageError(err, "cell", "--steps must be at least 2 and --timeout above 0");
   }
   std::string device = CtestDevice(parsed.Get("device"));
-  StatusOr<DeviceSpec> spec = ParseDevice(device);
-  if (!spec.ok() || spec->is_auto) {
-    return UsageError(err, "cell", "--device: " + (spec.ok() ? "'auto' names no device; name one such as cpu or cuda"
-                                                              : spec.status().message()));
-  }
+  std::string problem = DeviceProblem(device);
+  if (!problem.empty()) return UsageError(err, "cell", "--device: " + problem);
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
   if (!devices.ok()) return Fail(err, devices.status());
   // A bare type ("cuda") means its first device, so the cell runs once even on a machine with several.

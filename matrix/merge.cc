@@ -1,5 +1,6 @@
 #include "matrix/merge.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "harness/device.h"
@@ -92,7 +93,7 @@ StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const R
 std::string CombinedJournalText(const std::vector<CellResult>& records) {
   std::string text;
   for (const auto& [key, cell] : LatestByCell(records)) {
-    text += ToJson(cell).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    text += JournalLine(cell) + "\n";
   }
   return text;
 }
@@ -100,12 +101,12 @@ std::string CombinedJournalText(const std::vector<CellResult>& records) {
 Status MergeJournals(const JournalSet& journals, const Registry& registry, const MergeOptions& options,
                      std::ostream& log) {
   // The journal's folder first: one that cannot be made must stop the merge before any config changes.
-  size_t slash = options.journal_out.rfind('/');
-  if (slash != std::string::npos) TM_RETURN_IF_ERROR(MakeDirs(options.journal_out.substr(0, slash)));
+  if (!options.journal_out.empty()) TM_RETURN_IF_ERROR(MakeDirs(ParentDir(options.journal_out)));
   TM_RETURN_IF_ERROR(PublishResults(registry, journals.records, options.reports_dir, log));
   if (!options.journal_out.empty()) {
-    TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_out, CombinedJournalText(journals.records)));
-    log << "wrote " << options.journal_out << " (" << LatestByCell(journals.records).size() << " cells)\n";
+    std::string text = CombinedJournalText(journals.records);
+    TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_out, text));
+    log << "wrote " << options.journal_out << " (" << std::count(text.begin(), text.end(), '\n') << " cells)\n";
   }
   return Status::OK();
 }

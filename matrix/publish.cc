@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -54,29 +55,43 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   return Status::OK();
 }
 
-StatusOr<std::vector<GeneratedReport>> RenderReports(const Registry& registry) {
-  std::vector<ConfigSupport> configs;
+StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry) {
+  std::vector<ConfigClaims> out;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
-      std::string path = BuiltinConfigPath(name);
-      StatusOr<std::string> text = ReadFile(path);
+      ConfigClaims c;
+      c.config = name;
+      c.recipe = recipe.name;
+      c.path = BuiltinConfigPath(name);
+      StatusOr<std::string> text = ReadFile(c.path);
       if (!text.ok()) return text.status();
-      StatusOr<SupportMetadata> support = ReadSupportMetadata(*text, path);
-      if (!support.ok()) return support.status();
-      configs.push_back({name, recipe.name, *support});
+      StatusOr<SupportClaims> claims = ReadSupportClaims(*text, c.path);
+      if (!claims.ok()) return claims.status();
+      c.claims = std::move(claims).value();
+      c.current_hash = ConfigHash(*text);
+      out.push_back(std::move(c));
     }
   }
+  std::sort(out.begin(), out.end(), [](const ConfigClaims& a, const ConfigClaims& b) { return a.config < b.config; });
+  return out;
+}
+
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigClaims>& configs) {
+  std::vector<ConfigSupport> support;
+  for (const ConfigClaims& c : configs) support.push_back({c.config, c.recipe, c.claims.support});
   std::ostringstream md, json;
-  MarkdownReporter().Report(configs, {}, md);
-  JsonReporter().Report(configs, {}, json);
-  return std::vector<GeneratedReport>{{"SUPPORT.md", md.str()}, {"support.json", json.str()}};
+  MarkdownReporter().Report(support, {}, md);
+  JsonReporter().Report(support, {}, json);
+  return {{"SUPPORT.md", md.str()}, {"support.json", json.str()}};
 }
 
 Status WriteReports(const Registry& registry, const std::string& reports_dir) {
-  StatusOr<std::vector<GeneratedReport>> reports = RenderReports(registry);
-  if (!reports.ok()) return reports.status();
+  StatusOr<std::vector<ConfigClaims>> configs = ReadBuiltinClaims(registry);
+  if (!configs.ok()) return configs.status();
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
-  for (const GeneratedReport& r : *reports) TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
+  for (const GeneratedReport& r : RenderReports(*configs)) {
+    TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
+  }
   return Status::OK();
 }
 

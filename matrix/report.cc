@@ -34,14 +34,6 @@ std::vector<std::string> Columns(const std::vector<ConfigSupport>& configs,
   return OrderDeviceTypes(std::move(found));
 }
 
-std::string Fixed(double v, int decimals) {
-  char buf[400];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
-  if (ec != std::errc()) end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, 3).ptr;
-  std::string s(buf, end);
-  return s == "-0" ? "0" : s;
-}
-
 // Text for a GitHub-flavoured Markdown table cell: one line, with the characters that would end the cell or
 // start formatting, links or HTML escaped.
 std::string EscapeCell(const std::string& s) {
@@ -78,9 +70,9 @@ std::string CellText(const DeviceSupport& s) {
   std::string text = StatusLabel(s.status);
   if (s.status != "runs") return text;
   if (s.tokens_per_second && std::isfinite(*s.tokens_per_second)) {
-    text += " · " + Fixed(*s.tokens_per_second, 0) + " tok/s";
+    text += " · " + FormatNumber(*s.tokens_per_second, 0) + " tok/s";
   }
-  if (s.peak_memory_gib && std::isfinite(*s.peak_memory_gib)) text += " · " + Fixed(*s.peak_memory_gib, 2) + " GiB";
+  if (s.peak_memory_gib && std::isfinite(*s.peak_memory_gib)) text += " · " + FormatNumber(*s.peak_memory_gib, 2) + " GiB";
   return text;
 }
 
