@@ -3,7 +3,7 @@
 // fp32.
 //
 // The model and optimizer come from the project's own code: LocateConfig + LoadResolvedConfig read the
-// built-in config, ModelFromConfig gives the architecture (and LoRA adapters), MakeOptimizer the optimizer.
+// built-in config, the recipes' own setup steps (recipes/train_setup.h) build the model and the optimizer.
 // Step() is the recipes' step (Trainer::Train in recipes/finetune.cc) without data loading and logging:
 // zero_grad, forward, NextTokenLoss (the recipes' loss), backward, loss.item(), clip_grad_norm_ when the
 // config sets clip_grad_norm, optimizer step.
@@ -28,14 +28,11 @@
 
 #include "harness/config.h"
 #include "harness/config_store.h"
-#include "harness/device.h"
+#include "harness/device_hooks.h"
 #include "harness/status.h"
 #include "recipes/builtin.h"
 #include "recipes/data/alpaca.h"
-#include "recipes/model_builder.h"
-#include "recipes/models/llama.h"
-#include "recipes/models/lora.h"
-#include "recipes/train_state.h"
+#include "recipes/train_setup.h"
 
 namespace tmx::bench {
 namespace {
@@ -53,15 +50,19 @@ enum Variant : int64_t {
 struct VariantSpec {
   const char* name;    // benchmark argument name
   const char* config;  // built-in config
+  recipes::TrainKind kind;
   std::vector<std::string> overrides;
 };
 
 const VariantSpec& SpecOf(Variant v) {
   // dtype=fp32 is what the tiny configs already say; the override makes the benchmark's precision explicit.
   static const VariantSpec kSpecs[] = {
-      {"lora", "tiny/lora_single_device", {"dtype=fp32", "enable_activation_checkpointing=False"}},
-      {"full", "tiny/full_single_device", {"dtype=fp32", "enable_activation_checkpointing=False"}},
-      {"lora_checkpointing", "tiny/lora_single_device", {"dtype=fp32", "enable_activation_checkpointing=True"}},
+      {"lora", "tiny/lora_single_device", recipes::TrainKind::kLora,
+       {"dtype=fp32", "enable_activation_checkpointing=False"}},
+      {"full", "tiny/full_single_device", recipes::TrainKind::kFull,
+       {"dtype=fp32", "enable_activation_checkpointing=False"}},
+      {"lora_checkpointing", "tiny/lora_single_device", recipes::TrainKind::kLora,
+       {"dtype=fp32", "enable_activation_checkpointing=True"}},
   };
   return kSpecs[v];
 }
@@ -86,50 +87,27 @@ class TrainStep {
     const Registry& registry = recipes::BuiltinRegistry();
     StatusOr<LocatedConfig> located = LocateConfig(spec.config, registry);
     if (!located.ok()) return located.status();
-    StatusOr<Config> config = LoadResolvedConfig(*located, spec.overrides);
+    StatusOr<Config> config = LoadResolvedConfig(*located, spec.overrides, located->recipe, &registry);
     if (!config.ok()) return config.status();
+    recipes::TrainKind kind = spec.kind;
+    StatusOr<recipes::TrainingSettings> settings = recipes::ReadTrainingSettings(*config, kind);
+    if (!settings.ok()) return settings.status().WithContext(spec.config);
 
-    StatusOr<recipes::ModelChoice> choice = recipes::ModelFromConfig(*config, registry);
-    if (!choice.ok()) return choice.status();
-    StatusOr<int64_t> seed = config->GetInt("seed", 0);
-    StatusOr<int64_t> batch_size = config->GetInt("batch_size", 2);
-    StatusOr<bool> checkpointing = config->GetBool("enable_activation_checkpointing", false);
-    for (const Status& s : {seed.status(), batch_size.status(), checkpointing.status()}) {
-      if (!s.ok()) return s.WithContext(spec.config);
-    }
     std::unique_ptr<TrainStep> step(new TrainStep());
-    if (!config->IsNull("clip_grad_norm")) {
-      StatusOr<double> clip = config->GetDouble("clip_grad_norm", 0);
-      if (!clip.ok()) return clip.status();
-      step->clip_ = *clip;
-    }
-
-    torch::manual_seed(static_cast<uint64_t>(*seed));
-    StatusOr<models::Llama> model =
-        models::MakeLlama(choice->args, choice->lora, torch::TensorOptions().dtype(torch::kFloat));
+    step->clip_ = settings->clip_grad_norm;
+    torch::manual_seed(settings->seed);
+    StatusOr<recipes::TrainableModel> model = recipes::SetupModel(*config, registry, kind, *settings, torch::kCPU);
     if (!model.ok()) return model.status();
-    step->model_ = *model;
-    (*step->model_)->set_activation_checkpointing(*checkpointing);
-    if (choice->lora) models::FreezeBaseParameters(**step->model_);
-    std::vector<torch::Tensor> params;
-    for (const auto& p : (*step->model_)->parameters()) {
-      if (p.requires_grad()) params.push_back(p);
-    }
-    step->params_ = params;
-    step->trainable_params_ = models::CountParameters(**step->model_, /*trainable_only=*/true);
-
-    YAML::Node opt_node = config->Find("optimizer._component_");
-    const ComponentSpec* opt = registry.FindComponent(opt_node.IsScalar() ? opt_node.Scalar() : "");
-    StatusOr<std::unique_ptr<torch::optim::Optimizer>> optimizer =
-        recipes::MakeOptimizer(*config, opt != nullptr ? opt->name : "", params);
+    step->model_ = std::move(*model);
+    StatusOr<recipes::OptimizerPtr> optimizer = recipes::SetupOptimizer(*config, registry, step->model_);
     if (!optimizer.ok()) return optimizer.status();
     step->optimizer_ = std::move(*optimizer);
 
     // Drawn after the model, from the same seeded generator: the same batch in every run.
-    step->tokens_ = torch::randint(0, choice->args.vocab_size, {*batch_size, kSeqLen}, torch::kLong);
+    step->tokens_ = torch::randint(0, step->model_.choice.args.vocab_size, {settings->batch_size, kSeqLen}, torch::kLong);
     step->labels_ = step->tokens_.clone();
-    step->batch_size_ = *batch_size;
-    (*step->model_)->train();
+    step->batch_size_ = settings->batch_size;
+    step->model_.model->train();
     step->Step();  // warm-up: allocates the optimizer state and the allocator's buffers
     return step;
   }
@@ -138,29 +116,27 @@ class TrainStep {
   // Returns the loss.
   double Step() {
     optimizer_->zero_grad();
-    torch::Tensor loss = recipes::NextTokenLoss((*model_)->forward(tokens_), labels_);
+    torch::Tensor loss = recipes::NextTokenLoss(model_.model->forward(tokens_), labels_);
     loss.backward();
     double value = loss.item<double>();
     // The optimizer's parameters, held here: Optimizer::parameters() prints a deprecation warning per call.
-    if (clip_) torch::nn::utils::clip_grad_norm_(params_, *clip_);
+    if (clip_) torch::nn::utils::clip_grad_norm_(model_.trained_tensors, *clip_);
     optimizer_->step();
     return value;
   }
 
   int64_t tokens_per_step() const { return tokens_.numel(); }
   int64_t batch_size() const { return batch_size_; }
-  int64_t trainable_params() const { return trainable_params_; }
+  int64_t trainable_params() const { return model_.trainable_parameters; }
 
  private:
   TrainStep() = default;
 
-  std::optional<models::Llama> model_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::vector<torch::Tensor> params_;  // the trainable parameters, as given to the optimizer
+  recipes::TrainableModel model_;
+  recipes::OptimizerPtr optimizer_;
   torch::Tensor tokens_, labels_;
   std::optional<double> clip_;
   int64_t batch_size_ = 0;
-  int64_t trainable_params_ = 0;
 };
 
 // The variant's TrainStep, built (and warmed up) on first use and kept for the rest of the process, so that

@@ -87,6 +87,7 @@ std::vector<std::string> KeysOf(const YAML::Node& map) {
 
 std::string Origin::ToString() const {
   if (!override_arg.empty()) return "override " + Quote(override_arg);
+  if (!default_of.empty()) return "default of " + default_of;
   std::string s = file.empty() ? "<config>" : file;
   if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(column);
   return s;
@@ -140,6 +141,7 @@ Config::Config(const Config& other)
     : root_(YAML::Clone(other.root_)),
       path_(other.path_),
       overrides_(other.overrides_),
+      defaults_(other.defaults_),
       value_marks_(other.value_marks_),
       key_marks_(other.key_marks_) {}
 
@@ -149,6 +151,7 @@ Config& Config::operator=(const Config& other) {
     root_.reset(YAML::Clone(other.root_));
     path_ = other.path_;
     overrides_ = other.overrides_;
+    defaults_ = other.defaults_;
     value_marks_ = other.value_marks_;
     key_marks_ = other.key_marks_;
   }
@@ -299,6 +302,15 @@ Status Config::ResolveInterpolations() {
       }
       out += s.substr(pos, start - pos);
       std::string ref = s.substr(start + 2, end - start - 2);
+      size_t colon = ref.find(':');
+      if (colon != std::string::npos) {
+        // OmegaConf resolvers (${eval:...}, ${oc.env:...}) run code or read the environment; configs here are
+        // data only.
+        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + " uses the ${" +
+                                       ref.substr(0, colon) + ":...} interpolation resolver, which tune-matrix "
+                                       "does not support (a config never runs code); write the value itself, "
+                                       "or refer to another key as ${other.key}");
+      }
       YAML::Node target = Find(ref);
       if (!target.IsDefined()) {
         std::vector<std::string> keys = KeysOf(root_);
@@ -368,6 +380,12 @@ Origin Config::OriginOf(const std::string& dotted) const {
       o.override_arg = it->second;
       return o;
     }
+    auto def = defaults_.find(key);
+    if (def != defaults_.end()) {
+      Origin o;
+      o.default_of = def->second;
+      return o;
+    }
     size_t dot = key.rfind('.');
     if (dot == std::string::npos) break;
     key = key.substr(0, dot);
@@ -417,6 +435,68 @@ StatusOr<double> Config::GetDouble(const std::string& dotted, double fallback) c
 }
 StatusOr<bool> Config::GetBool(const std::string& dotted, bool fallback) const {
   return GetTyped<bool>(*this, dotted, fallback, "True or False");
+}
+
+namespace {
+
+template <typename T>
+StatusOr<T> GetRequired(const Config& c, const std::string& dotted, const char* what) {
+  YAML::Node node = c.Find(dotted);
+  if (!node.IsDefined()) {
+    return Status::InvalidArgument(c.OriginOf(dotted).ToString() + ": key '" + dotted + "' is missing; set it to " +
+                                   what);
+  }
+  return GetTyped<T>(c, dotted, T(), what);
+}
+
+}  // namespace
+
+StatusOr<std::string> Config::GetString(const std::string& dotted) const {
+  return GetRequired<std::string>(*this, dotted, "a string");
+}
+StatusOr<int64_t> Config::GetInt(const std::string& dotted) const {
+  return GetRequired<int64_t>(*this, dotted, "an integer");
+}
+StatusOr<double> Config::GetDouble(const std::string& dotted) const {
+  return GetRequired<double>(*this, dotted, "a number");
+}
+StatusOr<bool> Config::GetBool(const std::string& dotted) const {
+  return GetRequired<bool>(*this, dotted, "True or False");
+}
+
+StatusOr<std::vector<std::string>> Config::GetStringList(const std::string& dotted) const {
+  YAML::Node node = Find(dotted);
+  if (!node.IsDefined()) {
+    return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key '" + dotted +
+                                   "' is missing; set it to a list such as [q_proj, v_proj]");
+  }
+  std::vector<std::string> out;
+  if (node.IsNull()) return out;
+  if (node.IsSequence()) {
+    for (const auto& item : node) {
+      if (!item.IsScalar()) break;
+      out.push_back(item.Scalar());
+    }
+    if (out.size() == node.size()) return out;
+  }
+  return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key '" + dotted +
+                                 "': expected a list of strings, got " + DescribeNode(node));
+}
+
+bool Config::SetDefault(const std::string& dotted, const YAML::Node& value, const std::string& owner) {
+  std::vector<std::string> segs = SplitKeyPath(dotted);
+  YAML::Node cur;
+  cur.reset(root_);
+  for (size_t i = 0; i + 1 < segs.size(); ++i) {
+    if (!cur.IsMap()) return false;
+    if (!Contains(cur, segs[i])) cur[segs[i]] = YAML::Node(YAML::NodeType::Map);
+    YAML::Node next = cur[segs[i]];
+    cur.reset(next);
+  }
+  if (!cur.IsMap() || Contains(cur, segs.back())) return false;
+  cur[segs.back()] = YAML::Clone(value);
+  defaults_[dotted] = owner;
+  return true;
 }
 
 bool Config::IsNull(const std::string& dotted) const {

@@ -20,7 +20,8 @@ struct Origin {
   int line = 0;    // 1-based; 0 when unknown
   int column = 0;  // 1-based
   std::string override_arg;  // the `key=value` argument, when the value came from the command line
-  // "configs/a.yaml:12:3" or "override 'lr=abc'".
+  std::string default_of;    // the schema whose default the value is, when the config left the key out
+  // "configs/a.yaml:12:3", "override 'lr=abc'" or "default of recipe 'x'".
   std::string ToString() const;
 };
 
@@ -46,6 +47,11 @@ class Config {
   // Stops at the first bad argument; the config is unchanged by a failed call.
   Status ApplyOverrides(const std::vector<std::string>& args);
 
+  // Sets `dotted` to `value` when the key is absent (a present key, null included, is kept), recording
+  // `owner` (e.g. "recipe 'full_finetune_single_device'") as its origin. The parent must be a mapping or
+  // absent (then it is created). Returns whether the key was set.
+  bool SetDefault(const std::string& dotted, const YAML::Node& value, const std::string& owner);
+
   // Replaces ${dotted.key} in every string value with that key's value. A string that is exactly one
   // reference takes the referenced value's type. Unknown keys and cycles are errors naming both keys.
   Status ResolveInterpolations();
@@ -60,11 +66,19 @@ class Config {
   // Where the key `dotted` itself was written (for "unknown key" messages).
   Origin KeyOriginOf(const std::string& dotted) const;
 
-  // Typed getters for recipes. Missing keys give the default; a value of the wrong type is an error.
+  // Typed getters. With a fallback, a missing (or null) key gives the fallback; without one, a missing key
+  // is an error (recipes read their keys after ApplySchemaDefaults, so every key with a schema default is
+  // present). A value of the wrong type is an error naming its origin.
   StatusOr<std::string> GetString(const std::string& dotted, const std::string& fallback) const;
   StatusOr<int64_t> GetInt(const std::string& dotted, int64_t fallback) const;
   StatusOr<double> GetDouble(const std::string& dotted, double fallback) const;
   StatusOr<bool> GetBool(const std::string& dotted, bool fallback) const;
+  StatusOr<std::string> GetString(const std::string& dotted) const;
+  StatusOr<int64_t> GetInt(const std::string& dotted) const;
+  StatusOr<double> GetDouble(const std::string& dotted) const;
+  StatusOr<bool> GetBool(const std::string& dotted) const;
+  // A list of strings (a missing key is an error; null gives an empty list).
+  StatusOr<std::vector<std::string>> GetStringList(const std::string& dotted) const;
   // True when the key is absent or explicitly null.
   bool IsNull(const std::string& dotted) const;
 
@@ -75,6 +89,7 @@ class Config {
   YAML::Node root_;
   std::string path_;
   std::map<std::string, std::string> overrides_;  // dotted key -> the argument that set it
+  std::map<std::string, std::string> defaults_;   // dotted key -> the schema whose default it holds
   // Positions recorded when the file was parsed (yaml-cpp's marks do not survive copies of nodes).
   std::map<std::string, YAML::Mark> value_marks_;  // "" is the document itself
   std::map<std::string, YAML::Mark> key_marks_;

@@ -63,10 +63,12 @@ StatusOr<LocatedConfig> LocateConfig(const std::string& name_or_path, const Regi
                           " (run `tune ls` to list the built-in configs)");
 }
 
-StatusOr<Config> LoadResolvedConfig(const LocatedConfig& located, const std::vector<std::string>& overrides) {
+StatusOr<Config> LoadResolvedConfig(const LocatedConfig& located, const std::vector<std::string>& overrides,
+                                    const RecipeSpec* recipe, const Registry* registry) {
   StatusOr<Config> config = Config::LoadFile(located.path);
   if (!config.ok()) return config.status();
   TM_RETURN_IF_ERROR(config->ApplyOverrides(overrides));
+  if (recipe != nullptr && registry != nullptr) TM_RETURN_IF_ERROR(ApplySchemaDefaults(&*config, *recipe, *registry));
   TM_RETURN_IF_ERROR(config->ResolveInterpolations());
   return config;
 }

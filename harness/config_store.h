@@ -32,7 +32,9 @@ struct LocatedConfig {
 StatusOr<LocatedConfig> LocateConfig(const std::string& name_or_path, const Registry& registry,
                                      const RecipeSpec* preferred = nullptr);
 
-// Loads a located config and applies overrides and interpolation.
-StatusOr<Config> LoadResolvedConfig(const LocatedConfig& located, const std::vector<std::string>& overrides);
+// Loads a located config and applies overrides, then (given a recipe and its registry) the schema defaults
+// of every key it leaves out, then interpolation. What a recipe reads is this config.
+StatusOr<Config> LoadResolvedConfig(const LocatedConfig& located, const std::vector<std::string>& overrides,
+                                    const RecipeSpec* recipe = nullptr, const Registry* registry = nullptr);
 
 }  // namespace tmx

@@ -13,91 +13,30 @@ std::string ListIds(const std::vector<DeviceInfo>& available) {
 
 }  // namespace
 
-const char* DeviceTypeName(DeviceType t) {
-  switch (t) {
-    case DeviceType::kCpu:
-      return "cpu";
-    case DeviceType::kCuda:
-      return "cuda";
-    case DeviceType::kMps:
-      return "mps";
-    case DeviceType::kXpu:
-      return "xpu";
-    case DeviceType::kMeta:
-      return "meta";
-  }
-  return "cpu";
+const DeviceTypeTraits& DeviceInfo::traits() const {
+  const DeviceTypeTraits* t = FindDeviceType(type);
+  if (t == nullptr) throw std::logic_error("device " + id + " has the unregistered type '" + type + "'");
+  return *t;
 }
 
-std::string DeviceSpec::ToString() const {
-  if (is_auto) return "auto";
-  std::string s = DeviceTypeName(type);
-  if (index >= 0) s += ":" + std::to_string(index);
-  return s;
-}
-
-StatusOr<DeviceSpec> ParseDevice(const std::string& text) {
-  DeviceSpec spec;
-  if (text == "auto") {
-    spec.is_auto = true;
-    return spec;
-  }
-  std::string type = text;
-  std::string index;
-  size_t colon = text.find(':');
-  if (colon != std::string::npos) {
-    type = text.substr(0, colon);
-    index = text.substr(colon + 1);
-  }
-  static const std::vector<std::pair<std::string, DeviceType>> kTypes = {
-      {"cpu", DeviceType::kCpu}, {"cuda", DeviceType::kCuda}, {"mps", DeviceType::kMps},
-      {"xpu", DeviceType::kXpu}, {"meta", DeviceType::kMeta}};
-  bool found = false;
-  for (const auto& [name, t] : kTypes) {
-    if (name == type) {
-      spec.type = t;
-      found = true;
-    }
-  }
-  const std::string accepted = "accepted: cpu, cuda, cuda:N, mps, xpu, xpu:N, meta, auto";
-  if (!found) {
-    std::vector<std::string> names = {"cpu", "cuda", "mps", "xpu", "meta", "auto"};
-    std::string hint = ClosestMatch(type, names);
-    return Status::InvalidArgument("unknown device '" + text + "'" +
-                                   (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (" + accepted + ")");
-  }
-  if (colon != std::string::npos) {
-    bool digits = !index.empty() && index.size() < 4 &&
-                  index.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || spec.type == DeviceType::kCpu || spec.type == DeviceType::kMeta || spec.type == DeviceType::kMps) {
-      return Status::InvalidArgument("bad device '" + text + "': only cuda and xpu take an index, written as cuda:0 (" +
-                                     accepted + ")");
-    }
-    spec.index = std::stoi(index);
-  }
-  return spec;
-}
-
-DeviceInfo NominalDeviceInfo(DeviceType type, int index) {
+DeviceInfo NominalDeviceInfo(const DeviceSelector& selector) {
   DeviceInfo d;
-  d.type = type;
-  d.index = index;
-  DeviceSpec spec;
-  spec.type = type;
-  spec.index = index;
-  d.id = spec.ToString();
-  d.name = std::string("absent ") + DeviceTypeName(type) + " device";
-  d.bf16_matmul_backward = type != DeviceType::kMeta;
-  d.fp16_matmul_backward = type != DeviceType::kMeta;
-  d.memory_stats = type != DeviceType::kMeta;
-  d.distributed_backend = type == DeviceType::kCuda ? "nccl" : type == DeviceType::kXpu ? "xccl" : "gloo";
+  d.type = selector.is_auto ? "cpu" : selector.type;
+  d.index = selector.index;
+  d.id = selector.is_auto ? "cpu" : selector.ToString();
+  d.name = "absent " + d.type + " device";
+  const DeviceTypeTraits& traits = d.traits();
+  d.bf16_matmul_backward = traits.trains;
+  d.fp16_matmul_backward = traits.trains;
+  d.memory_stats = traits.trains;
+  d.distributed_backend = traits.distributed_backend;
   d.probed = false;
   return d;
 }
 
 nlohmann::json DeviceInfoToJson(const DeviceInfo& d) {
   return {{"id", d.id},
-          {"type", DeviceTypeName(d.type)},
+          {"type", d.type},
           {"name", d.name},
           {"total_memory_bytes", d.total_memory_bytes},
           {"bf16_matmul_backward", d.bf16_matmul_backward},
@@ -122,35 +61,37 @@ StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument("device " + j.dump() + " has a field of the wrong type (" + e.what() + ")");
   }
-  StatusOr<DeviceSpec> spec = ParseDevice(info.id);
-  if (!spec.ok()) return spec.status();
-  info.type = spec->type;
-  info.index = spec->index;
+  StatusOr<DeviceSelector> selector = ParseDeviceSelector(info.id);
+  if (!selector.ok()) return selector.status();
+  if (selector->is_auto) return Status::InvalidArgument("device " + j.dump() + ": 'auto' is not a device id");
+  info.type = selector->type;
+  info.index = selector->index;
   info.probed = true;
   return info;
 }
 
-StatusOr<DeviceInfo> ResolveDevice(const DeviceSpec& spec, const std::vector<DeviceInfo>& available) {
-  if (spec.is_auto) {
-    for (DeviceType t : {DeviceType::kCuda, DeviceType::kXpu, DeviceType::kMps, DeviceType::kCpu}) {
-      for (const DeviceInfo& d : available) {
-        if (d.type == t) return d;
-      }
+StatusOr<DeviceInfo> ResolveDevice(const DeviceSelector& selector, const std::vector<DeviceInfo>& available) {
+  if (selector.is_auto) {
+    const DeviceInfo* best = nullptr;
+    for (const DeviceInfo& d : available) {
+      int rank = d.traits().auto_rank;
+      if (rank >= 0 && (best == nullptr || rank < best->traits().auto_rank)) best = &d;
     }
-    return Status::Unavailable("device=auto: no device found on this machine");
-  }
-  if (spec.type == DeviceType::kMeta) {
-    DeviceInfo meta = NominalDeviceInfo(DeviceType::kMeta);
-    meta.name = "meta (shapes only, no data)";
-    meta.probed = true;
-    return meta;
+    if (best == nullptr) return Status::Unavailable("device=auto: no device found on this machine");
+    return *best;
   }
   for (const DeviceInfo& d : available) {
-    if (d.type == spec.type && (spec.index < 0 || spec.index == d.index)) return d;
+    if (d.type == selector.type && (selector.index < 0 || selector.index == d.index)) return d;
   }
-  return Status::Unavailable("device '" + spec.ToString() + "' is not available on this machine (available: " +
-                             ListIds(available) + "); override it with device=" + available.front().id +
-                             " or device=auto");
+  return Status::Unavailable("device '" + selector.ToString() + "' is not available on this machine (available: " +
+                             ListIds(available) + "); override it with device=" +
+                             (available.empty() ? std::string("cpu") : available.front().id) + " or device=auto");
+}
+
+DeviceLookup LookupAmong(std::vector<DeviceInfo> available) {
+  return [available = std::move(available)](const DeviceSelector& selector) {
+    return ResolveDevice(selector, available);
+  };
 }
 
 }  // namespace tmx

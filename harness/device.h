@@ -1,69 +1,57 @@
-// Devices: parsing device strings, probing what this machine really has, and choosing one.
+// Devices as the rest of the project sees them: what one device of this machine can do (DeviceInfo, with
+// its JSON form for `tune devices --json`), and choosing the device a config names among those present.
 //
-// Capabilities are established by running small operations on each device (a bf16 and an fp16 matmul
-// with backward, a memory-statistics query), never assumed from the device type.
+// Capabilities are established by running small operations on the device (device_hooks.h), never assumed
+// from the type; a device type's fixed properties come from the device table (device_types.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "harness/device_types.h"
 #include "harness/status.h"
 
 namespace tmx {
 
-enum class DeviceType { kCpu, kCuda, kMps, kXpu, kMeta };
-
-// "cpu", "cuda", "mps", "xpu", "meta".
-const char* DeviceTypeName(DeviceType t);
-
-// A parsed device string: "cpu", "cuda", "cuda:1", "mps", "xpu", "xpu:0", "meta" or "auto".
-struct DeviceSpec {
-  bool is_auto = false;
-  DeviceType type = DeviceType::kCpu;
-  int index = -1;  // -1: the default device of that type
-  // The canonical spelling ("cuda:1", "cpu", "auto").
-  std::string ToString() const;
-};
-
-// InvalidArgument naming the string and listing the accepted forms.
-StatusOr<DeviceSpec> ParseDevice(const std::string& text);
-
 // What a device can do, as measured on this machine.
 struct DeviceInfo {
-  std::string id;     // canonical id: "cpu", "cuda:0", "mps", "xpu:0"
-  DeviceType type = DeviceType::kCpu;
-  int index = -1;
-  std::string name;   // e.g. "NVIDIA H200" or the CPU model name
-  int64_t total_memory_bytes = 0;  // 0 when unknown
+  std::string id;    // canonical id: "cpu", "cuda:0", "mps", "xpu:0"
+  std::string type;  // its DeviceTypes() name: "cpu", "cuda", ...
+  int index = -1;    // -1 for types without an index
+  std::string name;  // e.g. "NVIDIA H200" or the CPU model name
+  int64_t total_memory_bytes = 0;     // 0 when unknown
   bool bf16_matmul_backward = false;  // a bf16 matmul and its backward ran and matched fp32
   bool fp16_matmul_backward = false;
-  bool memory_stats = false;          // peak memory can be measured (allocator stats, or RSS on cpu)
-  std::string distributed_backend;    // "gloo", "nccl", "xccl", or "" when none
+  bool memory_stats = false;          // peak memory can be measured (allocator stats, or RSS on the host)
+  std::string distributed_backend;    // from the device table: "gloo", "nccl", "xccl", or ""
   bool probed = false;                // false for a nominal entry describing an absent device
   std::vector<std::string> notes;     // why a capability is missing, one line each
+
+  // The device table's entry for `type`. REQUIRES: type is registered (DeviceInfoFromJson and the probes
+  // guarantee it).
+  const DeviceTypeTraits& traits() const;
 };
 
 // The JSON form `tune devices --json` prints and tune-matrix reads back from its child process.
 nlohmann::json DeviceInfoToJson(const DeviceInfo& device);
-// InvalidArgument when the id is not a device string.
+// InvalidArgument when the id is not a device string of a registered type.
 StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j);
 
-// The devices of this machine, cpu first, with capabilities measured by running small ops. Cached after
-// the first call in a process.
-const std::vector<DeviceInfo>& AvailableDevices();
+// A DeviceInfo for a device that is not present here, with the capabilities its type offers in principle;
+// used to check a config's static requirements for a device this machine lacks.
+DeviceInfo NominalDeviceInfo(const DeviceSelector& selector);
 
-// A DeviceInfo for a device type that is not present here, with the capabilities that type is known to
-// offer in principle; used to check a config's static requirements for a device this machine lacks.
-DeviceInfo NominalDeviceInfo(DeviceType type, int index = -1);
+// Picks the device `selector` names among `available`: auto takes the type with the lowest auto_rank that is
+// present. A missing device is Unavailable, naming the devices present and how to override (device=cpu).
+StatusOr<DeviceInfo> ResolveDevice(const DeviceSelector& selector, const std::vector<DeviceInfo>& available);
 
-// Picks the device for `spec` among `available`: auto chooses cuda > xpu > mps > cpu. When the requested
-// device is missing, Unavailable names the devices that are present and how to override (device=cpu).
-StatusOr<DeviceInfo> ResolveDevice(const DeviceSpec& spec, const std::vector<DeviceInfo>& available);
-
-// The LibTorch version this binary was built against, e.g. "2.11.0".
-std::string TorchVersion();
+// How validation finds the device a config names: on the command line, by probing only that device
+// (ProbeDevice in device_hooks.h); in the matrix, among the devices it discovered once.
+using DeviceLookup = std::function<StatusOr<DeviceInfo>(const DeviceSelector&)>;
+DeviceLookup LookupAmong(std::vector<DeviceInfo> available);
 
 }  // namespace tmx

@@ -1,5 +1,8 @@
 #include "harness/registry.h"
 
+#include <algorithm>
+#include <charconv>
+
 #include "harness/text.h"
 
 namespace tmx {
@@ -110,6 +113,11 @@ class Validator {
         return;
       }
     }
+    std::string violated = Violation(value, spec);
+    if (!violated.empty()) {
+      Add(key, violated);
+      return;
+    }
     if (spec.type == FieldType::kComponent) {
       CheckComponent(value, key, spec.component_kind);
     }
@@ -117,6 +125,50 @@ class Validator {
       std::string reason = spec.device_check(value, config_, *device_);
       if (!reason.empty()) Add(key, reason, /*device_related=*/true);
     }
+  }
+
+  // Which constraint of `spec` the (well-typed) value breaks, as a message with the fix; "" when none.
+  static std::string Violation(const YAML::Node& value, const FieldSpec& spec) {
+    if ((spec.type == FieldType::kInt || spec.type == FieldType::kFloat) && (spec.min || spec.max)) {
+      double v = value.as<double>();
+      std::string range = RangeText(spec);
+      bool low = spec.min && (spec.min_exclusive ? !(v > *spec.min) : !(v >= *spec.min));
+      bool high = spec.max && (spec.max_exclusive ? !(v < *spec.max) : !(v <= *spec.max));
+      if (low || high || v != v) {
+        return "'" + value.Scalar() + "' is out of range: must be " + range +
+               (spec.nullable ? " (or null to turn it off)" : "");
+      }
+    }
+    if (spec.type == FieldType::kString && spec.non_empty && value.Scalar().empty()) {
+      return "must not be empty (" + spec.doc + ")";
+    }
+    if (spec.type == FieldType::kStringList && !spec.element_choices.empty()) {
+      std::vector<std::string> seen;
+      for (const auto& item : value) {
+        const std::string& v = item.Scalar();
+        if (std::find(spec.element_choices.begin(), spec.element_choices.end(), v) == spec.element_choices.end()) {
+          std::string hint = ClosestMatch(v, spec.element_choices);
+          return "'" + v + "' is not one of " + JoinStrings(spec.element_choices, ", ") +
+                 (hint.empty() ? "" : "; did you mean '" + hint + "'?");
+        }
+        if (std::find(seen.begin(), seen.end(), v) != seen.end()) return "'" + v + "' is listed twice";
+        seen.push_back(v);
+      }
+    }
+    return "";
+  }
+
+  static std::string RangeText(const FieldSpec& spec) {
+    auto num = [](double d) {
+      char buf[64];
+      return std::string(buf, std::to_chars(buf, buf + sizeof buf, d).ptr);  // shortest form: "0", "1", "0.5"
+    };
+    if (spec.min && spec.max) {
+      return "in " + std::string(spec.min_exclusive ? "(" : "[") + num(*spec.min) + ", " + num(*spec.max) +
+             (spec.max_exclusive ? ")" : "]");
+    }
+    if (spec.min) return (spec.min_exclusive ? "above " : "at least ") + num(*spec.min);
+    return (spec.max_exclusive ? "below " : "at most ") + num(*spec.max);
   }
 
   void CheckComponent(const YAML::Node& node, const std::string& key, const std::string& kind) {
@@ -129,7 +181,7 @@ class Validator {
       for (const ComponentSpec& c : registry_.components()) {
         if (c.kind == kind && c.unsupported_reason.empty()) same_kind.push_back(c.name);
       }
-      std::string hint = ClosestMatch(name, registry_.ComponentNames());
+      std::string hint = ClosestMatch(name, registry_.ComponentNames(/*supported_only=*/true));
       Add(ckey,
           "unknown component '" + name + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
               (same_kind.empty() ? "" : " (available " + kind + " components: " + JoinStrings(same_kind, ", ") + ")"));
@@ -192,6 +244,77 @@ class Validator {
 
 }  // namespace
 
+FieldSpec Field(std::string name, FieldType type, std::string default_yaml, std::string doc) {
+  FieldSpec f;
+  f.name = std::move(name);
+  f.type = type;
+  f.default_yaml = std::move(default_yaml);
+  f.doc = std::move(doc);
+  return f;
+}
+
+FieldSpec Nullable(FieldSpec f) {
+  f.nullable = true;
+  return f;
+}
+
+FieldSpec Required(FieldSpec f) {
+  f.required = true;
+  return f;
+}
+
+FieldSpec Choices(FieldSpec f, std::vector<std::string> choices) {
+  f.choices = std::move(choices);
+  return f;
+}
+
+FieldSpec AtLeast(FieldSpec f, double min) {
+  f.min = min;
+  f.min_exclusive = false;
+  return f;
+}
+
+FieldSpec Above(FieldSpec f, double min) {
+  f.min = min;
+  f.min_exclusive = true;
+  return f;
+}
+
+FieldSpec AtMost(FieldSpec f, double max) {
+  f.max = max;
+  f.max_exclusive = false;
+  return f;
+}
+
+FieldSpec Below(FieldSpec f, double max) {
+  f.max = max;
+  f.max_exclusive = true;
+  return f;
+}
+
+FieldSpec NonEmpty(FieldSpec f) {
+  f.non_empty = true;
+  return f;
+}
+
+FieldSpec ElementsFrom(FieldSpec f, std::vector<std::string> choices) {
+  f.element_choices = std::move(choices);
+  return f;
+}
+
+FieldSpec WithCheck(FieldSpec f, DeviceCheck check) {
+  f.device_check = std::move(check);
+  return f;
+}
+
+FieldSpec ComponentField(std::string name, std::string kind, std::string doc, bool required) {
+  FieldSpec f = Field(std::move(name), FieldType::kComponent, "", std::move(doc));
+  f.component_kind = std::move(kind);
+  f.required = required;
+  f.nullable = !required;
+  return f;
+}
+
 const char* FieldTypeName(FieldType t) {
   switch (t) {
     case FieldType::kBool:
@@ -251,9 +374,11 @@ std::vector<std::string> Registry::RecipeNames() const {
   return names;
 }
 
-std::vector<std::string> Registry::ComponentNames() const {
+std::vector<std::string> Registry::ComponentNames(bool supported_only) const {
   std::vector<std::string> names;
-  for (const auto& [name, index] : component_index_) names.push_back(name);
+  for (const auto& [name, index] : component_index_) {
+    if (!supported_only || components_[index].unsupported_reason.empty()) names.push_back(name);
+  }
   return names;
 }
 
@@ -278,26 +403,62 @@ std::vector<Problem> ValidateConfig(const Config& config, const RecipeSpec& reci
   return problems;
 }
 
+namespace {
+
+// Applies the defaults of `fields` under `prefix`, descending into component nodes that name a known
+// component.
+void ApplyDefaults(Config* config, const std::string& prefix, const std::vector<FieldSpec>& fields,
+                   const Registry& registry, const std::string& owner) {
+  for (const FieldSpec& f : fields) {
+    std::string key = prefix.empty() ? f.name : prefix + "." + f.name;
+    if (f.type == FieldType::kComponent) {
+      YAML::Node node = config->Find(key);
+      if (!IsComponentNode(node) || !node["_component_"].IsScalar()) continue;
+      const ComponentSpec* c = registry.FindComponent(node["_component_"].Scalar());
+      if (c != nullptr) ApplyDefaults(config, key, c->params, registry, "component '" + c->name + "'");
+      continue;
+    }
+    if (f.default_yaml.empty()) continue;
+    // Defaults are the schema's own YAML: a parse failure is a bug in the schema, caught by the registry test.
+    config->SetDefault(key, YAML::Load(f.default_yaml), owner);
+  }
+}
+
+}  // namespace
+
+Status ApplySchemaDefaults(Config* config, const RecipeSpec& recipe, const Registry& registry) {
+  try {
+    ApplyDefaults(config, "", recipe.fields, registry, "recipe '" + recipe.name + "'");
+  } catch (const YAML::Exception& e) {
+    return Status::Internal("recipe '" + recipe.name + "': a schema default is not valid YAML (" + e.msg + ")");
+  }
+  return Status::OK();
+}
+
 }  // namespace tmx
 
 namespace tmx {
 
 DeviceCheckResult ValidateForDevice(const Config& config, const RecipeSpec& recipe, const Registry& registry,
-                                    const std::vector<DeviceInfo>& available) {
+                                    const DeviceLookup& lookup) {
   DeviceCheckResult result;
   const DeviceInfo* device = nullptr;
   YAML::Node node = config.Find("device");
-  std::string text = node.IsDefined() && node.IsScalar() ? node.Scalar() : "cuda";
-  StatusOr<DeviceSpec> spec = ParseDevice(text);
-  if (!spec.ok()) {
-    result.problems.push_back({config.OriginOf("device").ToString(), "device", spec.status().message(), false});
+  std::string fallback = "cpu";
+  for (const FieldSpec& f : recipe.fields) {
+    if (f.name == "device" && !f.default_yaml.empty()) fallback = f.default_yaml;
+  }
+  std::string text = node.IsDefined() && node.IsScalar() ? node.Scalar() : fallback;
+  StatusOr<DeviceSelector> selector = ParseDeviceSelector(text);
+  if (!selector.ok()) {
+    result.problems.push_back({config.OriginOf("device").ToString(), "device", selector.status().message(), false});
   } else {
-    StatusOr<DeviceInfo> resolved = ResolveDevice(*spec, available);
+    StatusOr<DeviceInfo> resolved = lookup(*selector);
     if (resolved.ok()) {
       result.device = *resolved;
       result.device_available = true;
     } else {
-      result.device = NominalDeviceInfo(spec->is_auto ? DeviceType::kCpu : spec->type, spec->index);
+      result.device = NominalDeviceInfo(*selector);
       result.problems.push_back(
           {config.OriginOf("device").ToString(), "device", resolved.status().message(), true});
     }

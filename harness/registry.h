@@ -5,9 +5,11 @@
 // can tell, per config and per device, whether a run can work before starting it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -27,16 +29,50 @@ const char* FieldTypeName(FieldType t);  // "bool", "int", ...
 using DeviceCheck =
     std::function<std::string(const YAML::Node& value, const Config& config, const DeviceInfo& device)>;
 
+// One key of a recipe or a component. The schema is the single source of a key's default and constraints:
+// ApplySchemaDefaults writes the defaults into a config before a recipe reads it, so the default documented
+// here is the one used, and ValidateConfig reports every constraint like any other problem.
 struct FieldSpec {
   std::string name;
   FieldType type = FieldType::kAny;
-  std::string default_yaml;             // the default as YAML text; "" when the field is required
+  // The default as YAML text ("2", "null", "${output_dir}/logs"); "" when the key has none (required keys,
+  // components, and keys whose absence means something to the recipe).
+  std::string default_yaml;
   std::string doc;                      // one line
   bool nullable = false;                // null/None accepted
   bool required = false;
   std::vector<std::string> choices;     // for strings: the accepted values
   std::string component_kind;           // for kComponent: "model", "optimizer", ...
   DeviceCheck device_check;             // what a value requires of the device (may be empty)
+  // Constraints, checked by ValidateConfig when the value has the right type.
+  std::optional<double> min;            // numbers: the smallest accepted value ...
+  bool min_exclusive = false;           // ... or, when set, the bound every value must exceed
+  std::optional<double> max;            // numbers: the largest accepted value ...
+  bool max_exclusive = false;           // ... or, when set, the bound every value must stay under
+  bool non_empty = false;               // strings: "" is refused
+  std::vector<std::string> element_choices;  // lists of strings: the accepted elements (each at most once)
+};
+
+// Chainable constraint setters, so a schema reads as one expression per key:
+//   AtLeast(Field("batch_size", FieldType::kInt, "2", "samples per micro-batch"), 1)
+FieldSpec Nullable(FieldSpec f);
+FieldSpec Required(FieldSpec f);
+FieldSpec Choices(FieldSpec f, std::vector<std::string> choices);
+FieldSpec AtLeast(FieldSpec f, double min);
+FieldSpec Above(FieldSpec f, double min);  // exclusive
+FieldSpec AtMost(FieldSpec f, double max);
+FieldSpec Below(FieldSpec f, double max);  // exclusive
+FieldSpec NonEmpty(FieldSpec f);
+FieldSpec ElementsFrom(FieldSpec f, std::vector<std::string> choices);
+FieldSpec WithCheck(FieldSpec f, DeviceCheck check);
+FieldSpec Field(std::string name, FieldType type, std::string default_yaml, std::string doc);
+FieldSpec ComponentField(std::string name, std::string kind, std::string doc, bool required = true);
+
+// What a recipe needs to build a component (a model's architecture, an optimizer's state count...). The
+// harness never looks inside; the recipes library registers its own subclasses and downcasts to them.
+class ComponentImpl {
+ public:
+  virtual ~ComponentImpl() = default;
 };
 
 // A component a config can name. Components that are recognised (for example torchtune's tiktoken
@@ -49,6 +85,8 @@ struct ComponentSpec {
   std::vector<FieldSpec> params;
   std::string unsupported_reason;     // non-empty: recognised, cannot be built here, and why
   DeviceCheck device_check;           // requirement of the component as a whole
+  std::shared_ptr<const ComponentImpl> impl;  // what building it takes; null for unsupported components
+  int64_t parameter_count = 0;        // models: parameters of the built model (0 for other kinds)
 };
 
 // One validation finding, printed as "<where>: <key>: <message>".
@@ -70,6 +108,19 @@ using RecipeMain = std::function<Status(const Config& config, const RunContext& 
 // Checks spanning several fields (e.g. activation offloading needs activation checkpointing).
 using CrossCheck = std::function<std::vector<Problem>(const Config& config, const DeviceInfo* device)>;
 
+// What a recipe predicts for running a config on a device, before anything runs: the matrix plans with it
+// (cells predicted not to fit are not started; work orders and balances the cells) without knowing models.
+struct CellEstimate {
+  int64_t peak_memory_bytes = 0;  // predicted peak memory on the device (conservative)
+  double work = 0;                // training work per step: parameter-passes x tokens (one unit for all recipes)
+  int64_t parameters = 0;         // parameters of the model
+  int64_t trainable_parameters = 0;
+};
+class Registry;
+// `config` has its schema defaults applied and the cell's overrides (device, step budget) set.
+using CellEstimator =
+    std::function<StatusOr<CellEstimate>(const Config& config, const Registry& registry, const DeviceInfo& device)>;
+
 struct RecipeSpec {
   std::string name;                  // "lora_finetune_single_device"
   std::string doc;
@@ -78,6 +129,7 @@ struct RecipeSpec {
   std::vector<FieldSpec> fields;
   std::vector<CrossCheck> checks;
   RecipeMain run;
+  CellEstimator estimate;            // may be empty: the matrix then predicts nothing for its cells
 };
 
 class Registry {
@@ -92,7 +144,8 @@ class Registry {
   const std::vector<RecipeSpec>& recipes() const { return recipes_; }
   const std::vector<ComponentSpec>& components() const { return components_; }
   std::vector<std::string> RecipeNames() const;
-  std::vector<std::string> ComponentNames() const;  // canonical names and aliases
+  // Canonical names and aliases; with supported_only, only of components that can be built here.
+  std::vector<std::string> ComponentNames(bool supported_only = false) const;
   // The recipe whose built-in configs include `config_name`, or nullptr.
   const RecipeSpec* RecipeForConfig(const std::string& config_name) const;
 
@@ -108,6 +161,12 @@ class Registry {
 std::vector<Problem> ValidateConfig(const Config& config, const RecipeSpec& recipe, const Registry& registry,
                                     const DeviceInfo* device);
 
+// Writes the schema default of every key the config leaves out: the recipe's keys, and the parameters of
+// each component node that names a known component. Keys present (null included) are kept; values that
+// are not mappings where a component is expected are left for ValidateConfig to report. Run it before
+// ResolveInterpolations, so defaults such as "${output_dir}/logs" resolve like written values.
+Status ApplySchemaDefaults(Config* config, const RecipeSpec& recipe, const Registry& registry);
+
 }  // namespace tmx
 
 namespace tmx {
@@ -120,9 +179,10 @@ struct DeviceCheckResult {
   bool device_available = false;
 };
 
-// Parses and resolves the config's device among `available`, then validates the config for it: an unknown
-// device, an absent device and every field the device cannot serve are all listed.
+// Parses the config's device (its `device` key, whose default comes from the recipe's schema) and finds it
+// with `lookup`, then validates the config for it: an unknown device, an absent device and every field the
+// device cannot serve are all listed.
 DeviceCheckResult ValidateForDevice(const Config& config, const RecipeSpec& recipe, const Registry& registry,
-                                    const std::vector<DeviceInfo>& available);
+                                    const DeviceLookup& lookup);
 
 }  // namespace tmx

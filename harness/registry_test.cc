@@ -19,7 +19,7 @@ Registry MakeRegistry() {
   paged.kind = "optimizer";
   paged.unsupported_reason = "bitsandbytes is a Python CUDA library";
   paged.device_check = [](const YAML::Node&, const Config&, const DeviceInfo& d) -> std::string {
-    return d.type == DeviceType::kCuda ? "" : "paged optimizers need cuda";
+    return d.type == "cuda" ? "" : "paged optimizers need cuda";
   };
   EXPECT_TRUE(r.AddComponent(paged).ok());
   ComponentSpec model;
@@ -117,7 +117,7 @@ TEST(RegistryTest, DeviceRequirementsAreChecked) {
   Config c = Load("optimizer:\n  _component_: bitsandbytes.optim.PagedAdamW8bit\ndtype: bf16\n");
   DeviceInfo cpu;
   cpu.id = "cpu";
-  cpu.type = DeviceType::kCpu;
+  cpu.type = "cpu";
   cpu.bf16_matmul_backward = false;
   std::vector<Problem> problems = ValidateConfig(c, r.recipes()[0], r, &cpu);
   EXPECT_EQ(Messages(problems),
@@ -136,8 +136,8 @@ TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {
   Config c = Load("optimizer:\n  _component_: torch.optim.AdamW\ndevice: cuda\n");
   DeviceInfo cpu;
   cpu.id = "cpu";
-  cpu.type = DeviceType::kCpu;
-  DeviceCheckResult result = ValidateForDevice(c, r.recipes()[0], r, {cpu});
+  cpu.type = "cpu";
+  DeviceCheckResult result = ValidateForDevice(c, r.recipes()[0], r, LookupAmong({cpu}));
   ASSERT_EQ(result.problems.size(), 1u);
   EXPECT_EQ(result.problems[0].ToString(),
             "c.yaml:3:9: device: device 'cuda' is not available on this machine (available: cpu); override it with "
@@ -146,13 +146,13 @@ TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {
   EXPECT_EQ(result.device.id, "cuda");
 
   Config bad = Load("optimizer:\n  _component_: torch.optim.AdamW\ndevice: gpu\n");
-  DeviceCheckResult unknown = ValidateForDevice(bad, r.recipes()[0], r, {cpu});
+  DeviceCheckResult unknown = ValidateForDevice(bad, r.recipes()[0], r, LookupAmong({cpu}));
   ASSERT_EQ(unknown.problems.size(), 1u);
   EXPECT_EQ(unknown.problems[0].ToString(),
-            "c.yaml:3:9: device: unknown device 'gpu'; did you mean 'cpu'? (accepted: cpu, cuda, cuda:N, mps, xpu, xpu:N, meta, auto)");
+            "c.yaml:3:9: device: unknown device 'gpu'; did you mean 'cpu'? (accepted: cpu, cuda, cuda:N, xpu, xpu:N, mps, meta, auto)");
 
   ASSERT_TRUE(c.ApplyOverrides({"device=cpu"}).ok());
-  DeviceCheckResult ok = ValidateForDevice(c, r.recipes()[0], r, {cpu});
+  DeviceCheckResult ok = ValidateForDevice(c, r.recipes()[0], r, LookupAmong({cpu}));
   EXPECT_TRUE(ok.problems.empty());
   EXPECT_TRUE(ok.device_available);
 }

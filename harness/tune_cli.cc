@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/config_store.h"
+#include "harness/device_hooks.h"
 #include "harness/file_util.h"
 #include "harness/text.h"
+#include "harness/torchtune_recipes.h"
 
 namespace tmx {
 namespace {
@@ -23,28 +25,77 @@ int UsageError(std::ostream& err, const std::string& command, const std::string&
   return kExitUsage;
 }
 
+// 1235814400 -> "1,235,814,400".
+std::string WithThousands(int64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// The model component a built-in config names, and its parameter count (0 when unknown).
+std::pair<std::string, int64_t> ModelOf(const Registry& registry, const std::string& config_name) {
+  StatusOr<Config> config = Config::LoadFile(BuiltinConfigPath(config_name));
+  if (!config.ok()) return {"(unreadable)", 0};
+  YAML::Node node = config->Find("model._component_");
+  if (!node.IsScalar()) return {"(none)", 0};
+  const ComponentSpec* c = registry.FindComponent(node.Scalar());
+  return {node.Scalar(), c == nullptr ? 0 : c->parameter_count};
+}
+
 int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"json"}, {}, &parsed, &error) || !parsed.positional.empty()) {
+  if (!ParseArgs(args, {"json", "verbose"}, {}, &parsed, &error) || !parsed.positional.empty()) {
     return UsageError(err, "ls", error.empty() ? "takes no positional arguments" : error);
   }
+  bool verbose = parsed.Has("verbose");
   if (parsed.Has("json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const RecipeSpec& r : registry.recipes()) {
-      j.push_back({{"recipe", r.name}, {"distributed", r.distributed}, {"configs", r.configs}});
+      nlohmann::json configs = nlohmann::json::array();
+      for (const std::string& c : r.configs) {
+        if (!verbose) {
+          configs.push_back(c);
+          continue;
+        }
+        auto [model, params] = ModelOf(registry, c);
+        configs.push_back({{"config", c}, {"model", model}, {"parameters", params}});
+      }
+      j.push_back({{"recipe", r.name}, {"distributed", r.distributed}, {"configs", configs}});
     }
     out << j.dump(2) << "\n";
     return kExitOk;
   }
-  size_t width = std::string("RECIPE").size();
-  for (const RecipeSpec& r : registry.recipes()) width = std::max(width, r.name.size());
-  out << std::left << std::setw(static_cast<int>(width) + 3) << "RECIPE" << "CONFIG\n";
+  std::vector<std::vector<std::string>> rows = {{"RECIPE", "CONFIG"}};
+  if (verbose) rows[0].insert(rows[0].end(), {"MODEL", "PARAMETERS"});
   for (const RecipeSpec& r : registry.recipes()) {
     for (size_t i = 0; i < std::max<size_t>(1, r.configs.size()); ++i) {
-      out << std::setw(static_cast<int>(width) + 3) << (i == 0 ? r.name : "")
-          << (i < r.configs.size() ? r.configs[i] : "") << "\n";
+      std::vector<std::string> row = {i == 0 ? r.name : "", i < r.configs.size() ? r.configs[i] : ""};
+      if (verbose && i < r.configs.size()) {
+        auto [model, params] = ModelOf(registry, r.configs[i]);
+        row.push_back(model);
+        row.push_back(params > 0 ? WithThousands(params) : "?");
+      }
+      rows.push_back(row);
     }
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      bool number = verbose && c == 3 && !row[c].empty() && std::isdigit(static_cast<unsigned char>(row[c][0]));
+      std::string pad(width[c] - row[c].size(), ' ');
+      line += (number ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "")) + (c + 1 < row.size() ? "   " : "");
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
   }
   return kExitOk;
 }
@@ -94,22 +145,61 @@ void PrintProblems(const std::vector<Problem>& problems, std::ostream& err) {
   for (const Problem& p : problems) err << "  " << p.ToString() << "\n";
 }
 
-// Chooses the recipe to validate a config against: the one given, the one listing a built-in config, or,
-// for a file, the single-device recipe with the fewest problems.
-const RecipeSpec* ChooseRecipe(const Registry& registry, const LocatedConfig& located, const Config& config,
-                               const std::string& requested) {
-  if (!requested.empty()) return registry.FindRecipe(requested);
-  if (located.recipe != nullptr) return located.recipe;
-  const RecipeSpec* best = nullptr;
+// The recipe a config is checked against, and why that one.
+struct RecipeChoice {
+  const RecipeSpec* recipe = nullptr;
+  std::string why;  // "" for a built-in config or --recipe; otherwise how the recipe was found
+};
+
+std::string Implemented(const Registry& registry) { return JoinStrings(registry.RecipeNames(), ", "); }
+
+// Chooses the recipe to validate a config against: --recipe; the one listing a built-in config; the recipe
+// the file names in its comment or that torchtune's registry lists it under; else the recipe it fits best.
+// A recipe of torchtune's that tune-matrix lacks is an error naming it, never a silent substitute.
+StatusOr<RecipeChoice> ChooseRecipe(const Registry& registry, const LocatedConfig& located, const Config& config,
+                                    const std::string& requested) {
+  RecipeChoice choice;
+  if (!requested.empty()) {
+    choice.recipe = registry.FindRecipe(requested);
+    if (choice.recipe != nullptr) return choice;
+    if (FindTorchtuneRecipe(requested) != nullptr) {
+      return Status::NotFound("recipe '" + requested + "' is torchtune's, but tune-matrix does not implement it " +
+                              "(implemented: " + Implemented(registry) + ")");
+    }
+    std::string hint = ClosestMatch(requested, registry.RecipeNames());
+    return Status::NotFound("unknown recipe '" + requested + "'" +
+                            (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (implemented: " +
+                            Implemented(registry) + ")");
+  }
+  if (located.recipe != nullptr) {
+    choice.recipe = located.recipe;
+    return choice;
+  }
+  StatusOr<std::string> text = ReadFile(located.path);
+  if (!text.ok()) return text.status();
+  RecipeHint hint = RecipeHintForFile(located.path, *text, registry.RecipeNames());
+  if (!hint.recipe.empty()) {
+    choice.recipe = registry.FindRecipe(hint.recipe);
+    if (choice.recipe == nullptr) {
+      return Status::FailedPrecondition(
+          located.path + ": this config is for torchtune's recipe '" + hint.recipe + "' (from " + hint.source +
+          "), which tune-matrix does not implement (implemented: " + Implemented(registry) +
+          "); pass --recipe <name> to check it against one of those anyway");
+    }
+    choice.why = "recipe " + hint.recipe + " from " + hint.source;
+    return choice;
+  }
   size_t best_count = 0;
   for (const RecipeSpec& r : registry.recipes()) {
     size_t n = ValidateConfig(config, r, registry, nullptr).size();
-    if (best == nullptr || n < best_count) {
-      best = &r;
+    if (choice.recipe == nullptr || n < best_count) {
+      choice.recipe = &r;
       best_count = n;
     }
   }
-  return best;
+  choice.why = "no recipe is named in the file; " + choice.recipe->name +
+               " is the one it fits best (choose with --recipe <name>)";
+  return choice;
 }
 
 int Validate(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -118,18 +208,18 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   if (!ParseArgs(args, {}, {"recipe"}, &parsed, &error)) return UsageError(err, "validate", error);
   if (parsed.positional.empty()) return UsageError(err, "validate", "expected <config> [key=value ...]");
   std::string requested = parsed.Get("recipe");
-  if (!requested.empty() && registry.FindRecipe(requested) == nullptr) {
-    std::string hint = ClosestMatch(requested, registry.RecipeNames());
-    return Fail(err, Status::NotFound("unknown recipe '" + requested + "'" +
-                                      (hint.empty() ? "" : "; did you mean '" + hint + "'?")));
-  }
   StatusOr<LocatedConfig> located = LocateConfig(parsed.positional[0], registry, registry.FindRecipe(requested));
   if (!located.ok()) return Fail(err, located.status());
-  StatusOr<Config> config =
-      LoadResolvedConfig(*located, std::vector<std::string>(parsed.positional.begin() + 1, parsed.positional.end()));
+  std::vector<std::string> overrides(parsed.positional.begin() + 1, parsed.positional.end());
+  StatusOr<Config> as_written = LoadResolvedConfig(*located, overrides);
+  if (!as_written.ok()) return Fail(err, as_written.status());
+  StatusOr<RecipeChoice> choice = ChooseRecipe(registry, *located, *as_written, requested);
+  if (!choice.ok()) return Fail(err, choice.status());
+  const RecipeSpec* recipe = choice->recipe;
+  StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
-  const RecipeSpec* recipe = ChooseRecipe(registry, *located, *config, requested);
-  DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, AvailableDevices());
+  DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
+  if (!choice->why.empty()) (check.problems.empty() ? out : err) << "note: " << choice->why << "\n";
   if (!check.problems.empty()) {
     err << "error: " << located->name << " is not valid for recipe " << recipe->name << " on device "
         << check.device.id << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
@@ -158,10 +248,10 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!parsed.Has("config")) return UsageError(err, "run", "--config <config> is required");
   StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
   if (!located.ok()) return Fail(err, located.status());
-  StatusOr<Config> config =
-      LoadResolvedConfig(*located, std::vector<std::string>(parsed.positional.begin() + 1, parsed.positional.end()));
+  StatusOr<Config> config = LoadResolvedConfig(
+      *located, std::vector<std::string>(parsed.positional.begin() + 1, parsed.positional.end()), recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
-  DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, AvailableDevices());
+  DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
   if (!check.problems.empty()) {
     err << "error: cannot run " << recipe->name << " with " << located->name << " on " << check.device.id << ":\n";
     PrintProblems(check.problems, err);
@@ -175,7 +265,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     return kExitUsage;
   }
   // The config's generated support metadata (written by tune-matrix) may already know this fails here.
-  std::string type = DeviceTypeName(check.device.type);
+  const std::string& type = check.device.type;
   YAML::Node entry = config->Find("metadata.support." + type);
   std::string status = entry.IsMap() && entry["status"].IsScalar() ? entry["status"].Scalar() : "";
   if (!status.empty() && status != "runs") {
@@ -210,10 +300,18 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
 int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"json"}, {}, &parsed, &error) || !parsed.positional.empty()) {
+  if (!ParseArgs(args, {"json"}, {"device"}, &parsed, &error) || !parsed.positional.empty()) {
     return UsageError(err, "devices", error.empty() ? "takes no positional arguments" : error);
   }
-  const std::vector<DeviceInfo>& devices = AvailableDevices();
+  std::vector<DeviceInfo> devices;
+  if (parsed.Has("device")) {
+    StatusOr<DeviceSelector> selector = ParseDeviceSelector(parsed.Get("device"));
+    if (!selector.ok()) return UsageError(err, "devices", "--device: " + selector.status().message());
+    StatusOr<DeviceInfo> one = ProbeDevice(*selector);
+    if (one.ok()) devices.push_back(*one);  // an absent device: an empty list, so a caller can tell
+  } else {
+    devices = ProbeAllDevices();
+  }
   if (parsed.Has("json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const DeviceInfo& d : devices) j.push_back(DeviceInfoToJson(d));
@@ -236,7 +334,8 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
   const Registry* r = &registry;
   return {
-      {"ls", "ls [--json]", "List recipes and their built-in configs", "",
+      {"ls", "ls [--verbose] [--json]", "List recipes and their built-in configs",
+       "--verbose adds each config's model component and its parameter count.",
        [r](const auto& a, auto& o, auto& e) { return Ls(*r, a, o, e); }},
       {"cp", "cp <config> <destination> [--force] [--make-parents]", "Copy a built-in config to edit it",
        "Refuses to overwrite an existing file unless --force is given. A folder as destination keeps the file name.",
@@ -246,14 +345,17 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        [r](const auto& a, auto& o, auto& e) { return Cat(*r, a, o, e); }},
       {"validate", "validate <config> [--recipe <name>] [key=value ...]",
        "Check a config against its recipe's schema and its device",
-       "Lists every problem: unknown keys (with the nearest valid key), wrong types, unknown components,\n"
-       "and what the config's device cannot do (bf16, paged optimizers, activation offloading...).\n"
-       "Exit status 0 when valid, 2 otherwise.",
+       "Lists every problem: unknown keys (with the nearest valid key), wrong types, values out of range,\n"
+       "unknown components, and what the config's device cannot do (bf16, paged optimizers, activation\n"
+       "offloading...). The recipe is --recipe, the one listing a built-in config, or the one a file names\n"
+       "(`tune run <recipe>` in its comment, or torchtune's registry for its name); a torchtune recipe\n"
+       "tune-matrix lacks is named as such. Exit status 0 when valid, 2 otherwise.",
        [r](const auto& a, auto& o, auto& e) { return Validate(*r, a, o, e); }},
       {"run", "run <recipe> --config <config> [--force] [key=value ...]", "Run a recipe with a config",
        "Example: tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device device=cpu",
        [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
-      {"devices", "devices [--json]", "List this machine's devices with their probed capabilities", "",
+      {"devices", "devices [--device D] [--json]", "List this machine's devices with their probed capabilities",
+       "--device probes only that device (an absent one gives an empty list).",
        [](const auto& a, auto& o, auto& e) { return Devices(a, o, e); }},
   };
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/config_store.h"
+#include "harness/device_hooks.h"
 #include "harness/file_util.h"
 #include "matrix/subprocess.h"
 
@@ -104,10 +105,11 @@ StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output) {
   return devices;
 }
 
-StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune) {
+StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only) {
   SubprocessSet set;
   SubprocessOptions o;
   o.argv = {tune, "devices", "--json"};
+  if (!only.empty()) o.argv.insert(o.argv.end(), {"--device", only});
   o.timeout_s = 300;
   o.tail_bytes = 1 << 20;
   StatusOr<Subprocess*> child = set.Add(o);

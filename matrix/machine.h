@@ -26,7 +26,8 @@ Provenance LocalProvenance(const std::string& job);
 StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output);
 
 // Runs `<tune> devices --json` in a child process, so a device probe that crashes cannot take the harness
-// down, and parses its list.
-StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune);
+// down, and parses its list. With `only` (a device string), the child probes only that device and the list
+// holds it, or nothing when it is absent.
+StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only = "");
 
 }  // namespace tmx::matrix

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/device_hooks.h"
 #include "harness/file_util.h"
 #include "tests/scratch_dir.h"
 

@@ -54,7 +54,7 @@ bool NumberFlag(const ParsedArgs& parsed, const std::string& name, T* value, std
 
 // Why `device` names no one device ("" when it does): not a device string, or "auto".
 std::string DeviceProblem(const std::string& device) {
-  StatusOr<DeviceSpec> spec = ParseDevice(device);
+  StatusOr<DeviceSelector> spec = ParseDeviceSelector(device);
   if (!spec.ok()) return spec.status().message();
   return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
@@ -333,7 +333,7 @@ int ResourceSpec(const std::vector<std::string>& args, std::ostream& out, std::o
   if (!devices.ok()) return Fail(err, devices.status());
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   for (const DeviceInfo& d : *devices) {
-    if (d.type == DeviceType::kCuda) gpus.push_back({{"id", std::to_string(d.index)}, {"slots", 1}});
+    if (d.traits().takes_index) gpus.push_back({{"id", std::to_string(d.index)}, {"slots", 1}});
   }
   nlohmann::ordered_json spec = {{"version", {{"major", 1}, {"minor", 0}}}, {"local", {{{"gpus", gpus}}}}};
   out << spec.dump(2) << "\n";
@@ -381,13 +381,11 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   std::string device = CtestDevice(parsed.Get("device"));
   std::string problem = DeviceProblem(device);
   if (!problem.empty()) return UsageError(err, "cell", "--device: " + problem);
-  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
+  // Only the cell's own device is probed; a bare type ("cuda") means its first device, so the cell runs once
+  // even on a machine with several.
+  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path, device);
   if (!devices.ok()) return Fail(err, devices.status());
-  // A bare type ("cuda") means its first device, so the cell runs once even on a machine with several.
-  const DeviceInfo* chosen = nullptr;
-  for (const DeviceInfo& d : *devices) {
-    if (chosen == nullptr && (d.id == device || DeviceTypeName(d.type) == device)) chosen = &d;
-  }
+  const DeviceInfo* chosen = devices->empty() ? nullptr : &devices->front();
   if (chosen == nullptr) {
     out << "SKIPPED " << config << " on " << device << ": no " << device << " device on this machine\n";
     return kExitSkipped;

@@ -34,14 +34,14 @@ Status CheckBelongs(const CellResult& r, const std::string& where, const Registr
     return Status::InvalidArgument(where + ": config \"" + r.key.config + "\" is recorded with recipe \"" + r.recipe +
                                    "\" but belongs to recipe \"" + recipe->name + "\"" + fix);
   }
-  StatusOr<DeviceSpec> device = ParseDevice(r.key.device);
+  StatusOr<DeviceSelector> device = ParseDeviceSelector(r.key.device);
   if (!device.ok() || device->is_auto) {
     return Status::InvalidArgument(where + ": device \"" + r.key.device +
                                    "\" is not a device string such as cpu or "
                                    "cuda:0" +
                                    fix);
   }
-  if (r.device_type != DeviceTypeName(device->type)) {
+  if (r.device_type != device->type) {
     return Status::InvalidArgument(where + ": device type \"" + r.device_type + "\" does not match device \"" +
                                    r.key.device + "\"" + fix);
   }

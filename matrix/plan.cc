@@ -10,26 +10,9 @@
 #include "harness/text.h"
 #include "matrix/shard.h"
 #include "matrix/writeback.h"
-#include "recipes/model_builder.h"
-#include "recipes/models/llama.h"
 
 namespace tmx::matrix {
 namespace {
-
-constexpr int64_t kGiB = int64_t{1} << 30;
-// The runtime's own resident memory (LibTorch and its CUDA libraries loaded, allocator slack).
-constexpr int64_t kRuntimeBytes = int64_t{1} << 30;
-// Longest sample of the shipped dataset in byte tokens, with the prompt template.
-constexpr int64_t kTypicalSeqLen = 320;
-
-// Total and trainable parameters of `choice`, counted on a model built on the meta device (no memory is
-// allocated), so the architecture is described in one place.
-void CountModelParameters(const recipes::ModelChoice& choice, int64_t* total, int64_t* trainable) {
-  models::Llama model(choice.args, choice.lora, torch::TensorOptions().device(torch::kMeta));
-  if (choice.lora) models::FreezeBaseParameters(*model);
-  *total = models::CountParameters(*model);
-  *trainable = models::CountParameters(*model, /*trainable_only=*/true);
-}
 
 std::string Slug(const std::string& s) {
   std::string out;
@@ -40,7 +23,7 @@ std::string Slug(const std::string& s) {
 bool DeviceSelected(const DeviceInfo& d, const std::vector<std::string>& wanted) {
   if (wanted.empty()) return true;
   for (const std::string& w : wanted) {
-    if (w == d.id || w == DeviceTypeName(d.type)) return true;
+    if (w == d.id || w == d.type) return true;
   }
   return false;
 }
@@ -57,37 +40,6 @@ std::vector<std::string> BudgetOverrides(const std::string& device, const Matrix
           "save_checkpoints=False",
           "resume_from_checkpoint=False",
           "output_dir=" + output_dir};
-}
-
-int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, const DeviceInfo& device,
-                               int64_t* parameters) {
-  StatusOr<recipes::ModelChoice> choice = recipes::ModelFromConfig(config, registry);
-  if (!choice.ok()) return 0;
-  int64_t params = 0, trained = 0;
-  CountModelParameters(*choice, &params, &trained);
-  const models::LlamaArgs& args = choice->args;
-  if (parameters) *parameters = params;
-  StatusOr<std::string> dtype = config.GetString("dtype", "bf16");
-  int64_t bytes = dtype.ok() && *dtype == "fp32" ? 4 : 2;
-  StatusOr<int64_t> batch = config.GetInt("batch_size", 2);
-  int64_t b = batch.ok() ? *batch : 2;
-  int64_t t = kTypicalSeqLen;
-  StatusOr<bool> ac = config.GetBool("enable_activation_checkpointing", false);
-  bool checkpointing = ac.ok() && *ac;
-
-  std::string optimizer = config.Find("optimizer._component_").IsScalar() ? config.Find("optimizer._component_").Scalar() : "";
-  int64_t optimizer_states = optimizer.find("SGD") != std::string::npos ? 1 : 2;
-  int64_t weights = params * bytes;  // adapters included
-  int64_t grads = trained * bytes;
-  int64_t states = trained * bytes * optimizer_states;
-  // Activations kept for backward per layer: inputs of norms, projections, attention and the MLP.
-  int64_t per_layer_act = b * t * (10 * args.embed_dim + 4 * args.intermediate_dim) * bytes;
-  int64_t activations = checkpointing ? args.num_layers * b * t * args.embed_dim * bytes + per_layer_act
-                                      : args.num_layers * per_layer_act;
-  // Logits in the model dtype, their fp32 copy for the loss, and its gradient.
-  int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);
-  int64_t runtime = device.type == DeviceType::kCpu ? kRuntimeBytes : kRuntimeBytes / 2;
-  return weights + grads + states + activations + logits + runtime;
 }
 
 bool MatchesGlob(const std::string& pattern, const std::string& name) {
@@ -109,7 +61,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   }
   for (const std::string& w : options.devices) {
     bool found = false;
-    for (const DeviceInfo& d : devices) found = found || w == d.id || w == DeviceTypeName(d.type);
+    for (const DeviceInfo& d : devices) found = found || w == d.id || w == d.type;
     if (!found) {
       std::vector<std::string> ids;
       for (const DeviceInfo& d : devices) ids.push_back(d.id);
@@ -119,7 +71,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   }
 
   std::vector<PlannedCell> cells;
-  std::vector<double> work;                          // relative training work per cell (parameters x passes)
+  std::vector<double> work;                          // training work per step of each cell (CellEstimate::work)
   std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
   for (const RecipeSpec& recipe : registry.recipes()) {
     if (!options.recipes.empty() &&
@@ -144,10 +96,10 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         cell.recipe = recipe.name;
         cell.config_path = located.path;
         cell.device = *device;
-        cell.device_type = DeviceTypeName(device->type);
+        cell.device_type = device->type;
         cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
         std::vector<std::string> overrides = BudgetOverrides(device->id, options, cell.output_dir);
-        StatusOr<Config> config = LoadResolvedConfig(located, overrides);
+        StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
         if (!config.ok()) return config.status().WithContext("planning " + name);
         CellResult& r = cell.preset;
         r.key = cell.key;
@@ -155,10 +107,17 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         r.device_type = cell.device_type;
         r.config_hash = hash;
         r.device_memory_bytes = device->total_memory_bytes;
-        int64_t params = 0;
-        cell.predicted_memory_bytes = PredictPeakMemoryBytes(*config, registry, *device, &params);
+        // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
+        // below) predicts nothing and is planned as free work.
+        StatusOr<CellEstimate> estimate =
+            recipe.estimate ? recipe.estimate(*config, registry, *device) : StatusOr<CellEstimate>(CellEstimate());
+        if (estimate.ok()) {
+          cell.predicted_memory_bytes = estimate->peak_memory_bytes;
+          work.push_back(estimate->work * options.max_steps);
+        } else {
+          work.push_back(0);
+        }
         r.predicted_memory_bytes = cell.predicted_memory_bytes;
-        work.push_back(static_cast<double>(params) * (recipe.name.find("lora") != std::string::npos ? 2.0 : 3.0));
         // A cell recorded as never started (invalid, too_large) takes no time; one never measured is estimated.
         auto entry = recorded->find(cell.device_type);
         std::optional<double> seconds;

@@ -1,7 +1,7 @@
 // Planning a matrix run: which cells (built-in config x device) exist, which can start, and in what order.
 //
 // Before anything runs, each cell is validated by its recipe's own field checks for its device, and its
-// peak memory is predicted from the config. Invalid cells and cells that cannot fit the device are recorded
+// peak memory and work are predicted by its recipe (RecipeSpec::estimate): the planner knows no model. Invalid cells and cells that cannot fit the device are recorded
 // without being started. Runnable cells are ordered cheapest first.
 #pragma once
 
@@ -23,9 +23,8 @@ struct MatrixOptions {
   std::string configs_glob;
   // Recipes to cover; empty: all.
   std::vector<std::string> recipes;
-  // Optimizer steps each cell trains (budget); the first `warmup_steps` are excluded from timings.
+  // Optimizer steps each cell trains (budget); the recipe leaves the first out of its timings.
   int max_steps = 3;
-  int warmup_steps = 1;
   // Wall-clock limit of one cell, seconds.
   double cell_timeout_s = 900;
   // Share of a device's memory a cell may use: cells predicted above it are not started, and a cell whose
@@ -59,8 +58,8 @@ struct PlannedCell {
   DeviceInfo device;
   std::string device_type;
   int64_t predicted_memory_bytes = 0;
-  // Expected wall time in seconds: the config's recorded `wall_time_s` for this device type, else a
-  // parameter-count estimate scaled by the cells that have one. Orders the run, balances shards, feeds the ETA.
+  // Expected wall time in seconds: the config's recorded `wall_time_s` for this device type, else the
+  // recipe's estimated work scaled by the cells that have a recorded time. Orders the run, balances shards, feeds the ETA.
   double expected_duration_s = 0;
   bool runnable = false;
   CellResult preset;               // the recorded result when !runnable (invalid or too_large)
@@ -72,12 +71,6 @@ struct PlannedCell {
 // checkpoint writing.
 std::vector<std::string> BudgetOverrides(const std::string& device, const MatrixOptions& options,
                                          const std::string& output_dir);
-
-// Predicted peak memory of training `config` on `device`: weights, gradients and optimizer state of the
-// trained parameters, activations for the batch and sequence length, logits, and the runtime's own
-// footprint. Conservative by design (it decides which cells are not started).
-int64_t PredictPeakMemoryBytes(const Config& config, const Registry& registry, const DeviceInfo& device,
-                               int64_t* parameters);
 
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);

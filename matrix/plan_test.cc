@@ -13,11 +13,11 @@
 namespace tmx::matrix {
 namespace {
 
-DeviceInfo Device(const std::string& id, DeviceType type, int64_t gib, bool bf16 = true) {
+DeviceInfo Device(const std::string& id, int64_t gib, bool bf16 = true) {
   DeviceInfo d;
   d.id = id;
-  d.type = type;
-  d.index = type == DeviceType::kCuda ? 0 : -1;
+  d.type = ParseDeviceSelector(id)->type;
+  d.index = ParseDeviceSelector(id)->index;
   d.name = id;
   d.total_memory_bytes = gib << 30;
   d.bf16_matmul_backward = bf16;
@@ -37,8 +37,8 @@ const PlannedCell& Find(const std::vector<PlannedCell>& cells, const std::string
 TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
   MatrixOptions options;
   options.tune_path = "/bin/tune";
-  std::vector<DeviceInfo> devices = {Device("cpu", DeviceType::kCpu, 24, /*bf16=*/false),
-                                     Device("cuda:0", DeviceType::kCuda, 40)};
+  std::vector<DeviceInfo> devices = {Device("cpu", 24, /*bf16=*/false),
+                                     Device("cuda:0", 40)};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   EXPECT_EQ(cells->size(), 16u);
@@ -86,7 +86,7 @@ TEST(PlanTest, FiltersAndUnknownNames) {
   MatrixOptions options;
   options.configs_glob = "tiny/*";
   options.devices = {"cpu"};
-  std::vector<DeviceInfo> devices = {Device("cpu", DeviceType::kCpu, 24), Device("cuda:0", DeviceType::kCuda, 80)};
+  std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(cells.ok());
   ASSERT_EQ(cells->size(), 2u);
@@ -104,8 +104,8 @@ TEST(PlanTest, FiltersAndUnknownNames) {
 // Shards of the built-in matrix: together every cell once, durations taken from the configs' records.
 TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
   MatrixOptions options;
-  std::vector<DeviceInfo> devices = {Device("cpu", DeviceType::kCpu, 24, /*bf16=*/false),
-                                     Device("cuda:0", DeviceType::kCuda, 40)};
+  std::vector<DeviceInfo> devices = {Device("cpu", 24, /*bf16=*/false),
+                                     Device("cuda:0", 40)};
   StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   for (const PlannedCell& c : *all) {

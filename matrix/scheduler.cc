@@ -7,10 +7,8 @@
 #include <map>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "harness/file_util.h"
-#include "harness/stats.h"
+#include "harness/run_summary.h"
 #include "harness/text.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
@@ -49,43 +47,29 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
   r.exit_code = outcome.exit_code;
   r.term_signal = outcome.term_signal;
   r.output_tail = LastLines(outcome.output_tail, 20);
-  nlohmann::json summary;
-  StatusOr<std::string> text = ReadFile(cell.output_dir + "/summary.json");
-  bool have_summary = false;
-  if (text.ok()) {
-    summary = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    have_summary = summary.is_object();
-  }
+  // The run summary is the recipe's account of the run (harness/run_summary.h): timings and statistics
+  // are taken as the recipe computed them.
+  StatusOr<RunSummary> summary = ReadRunSummary(cell.output_dir);
+  bool have_summary = summary.ok();
   if (have_summary) {
-    r.provenance.torch_version = summary.value("torch_version", "");
-    r.provenance.device_name = summary.value("device_name", cell.device.name);
-    if (summary.contains("init_time_s")) r.init_time_s = summary["init_time_s"].get<double>();
-    if (summary.contains("peak_memory_bytes")) r.peak_memory_bytes = summary["peak_memory_bytes"].get<int64_t>();
-    std::vector<double> times = summary.value("step_times_s", std::vector<double>{});
-    std::vector<double> losses = summary.value("losses", std::vector<double>{});
-    std::vector<int64_t> tokens = summary.value("step_tokens", std::vector<int64_t>{});
-    r.step_times_s = times;
-    r.warmup_steps = std::min<int>(options.warmup_steps, static_cast<int>(times.size()) - 1);
-    if (r.warmup_steps < 0) r.warmup_steps = 0;
-    if (!times.empty()) {
-      std::vector<double> measured(times.begin() + r.warmup_steps, times.end());
-      double median = Median(measured);
-      std::vector<double> deviations;
-      for (double t : measured) deviations.push_back(std::fabs(t - median));
-      r.step_time_median_s = median;
-      r.step_time_spread_s = Median(deviations);
-      std::vector<double> tps;
-      for (size_t i = static_cast<size_t>(r.warmup_steps); i < times.size() && i < tokens.size(); ++i) {
-        tps.push_back(static_cast<double>(tokens[i]) / times[i]);
-      }
-      if (!tps.empty()) r.tokens_per_second = Median(tps);
-    }
-    if (!losses.empty()) {
-      r.first_loss = losses.front();
-      r.last_loss = losses.back();
+    r.provenance.torch_version = summary->torch_version;
+    r.provenance.device_name = summary->device_name.empty() ? cell.device.name : summary->device_name;
+    r.init_time_s = summary->init_time_s;
+    r.peak_memory_bytes = summary->peak_memory_bytes;
+    r.step_times_s = summary->step_times_s;
+    r.warmup_steps = static_cast<int>(std::min<size_t>(summary->warmup_steps, summary->step_times_s.size()));
+    r.step_time_median_s = summary->step_time_median_s;
+    r.step_time_spread_s = summary->step_time_spread_s;
+    r.tokens_per_second = summary->tokens_per_second;
+    if (!summary->losses.empty()) {
+      r.first_loss = summary->losses.front();
+      r.last_loss = summary->losses.back();
     }
   }
-  if (outcome.peak_rss_bytes > 0 && cell.device.type == DeviceType::kCpu &&
+  // On a host-memory device the whole process group's peak resident set, as the runner measured it, is the
+  // better reading (the recipe sees only its own process).
+  bool host_memory = cell.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  if (outcome.peak_rss_bytes > 0 && host_memory &&
       (!r.peak_memory_bytes || *r.peak_memory_bytes < outcome.peak_rss_bytes)) {
     r.peak_memory_bytes = outcome.peak_rss_bytes;
   }
@@ -102,7 +86,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
   } else if (outcome.term_signal) {
     r.status = CellStatus::kFails;
     r.reason = "crashed: " + outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
-  } else if (outcome.exit_code && *outcome.exit_code == 0 && have_summary && summary.value("ok", false)) {
+  } else if (outcome.exit_code && *outcome.exit_code == 0 && have_summary && summary->ok) {
     r.status = CellStatus::kRuns;
     r.reason.clear();
   } else if (outcome.exit_code && *outcome.exit_code == 2) {
@@ -110,9 +94,9 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.reason = "tune run rejected the config: " + LastLine(outcome.output_tail);
   } else {
     r.status = CellStatus::kFails;
-    std::string error = have_summary ? summary.value("error", "") : "";
+    std::string error = have_summary ? summary->error : "";
     r.reason = !error.empty() ? error : outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
-    if (have_summary && summary.value("error_kind", "") == "out_of_memory") r.reason = "out of memory: " + error;
+    if (have_summary && summary->error_kind == "out_of_memory") r.reason = "out of memory: " + error;
   }
   return r;
 }
@@ -176,7 +160,8 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       cmd.argv = c->argv;
       cmd.log_path = c->output_dir + ".log";
       cmd.timeout_s = options.cell_timeout_s;
-      if (c->device.type == DeviceType::kCpu && c->device.total_memory_bytes > 0) {
+      bool host_memory = c->device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+      if (host_memory && c->device.total_memory_bytes > 0) {
         cmd.memory_limit_bytes =
             static_cast<int64_t>(options.memory_fraction * static_cast<double>(c->device.total_memory_bytes));
       }

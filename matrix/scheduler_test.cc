@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/file_util.h"
+#include "harness/run_summary.h"
 #include "matrix/journal.h"
 #include "matrix/merge.h"
 #include "matrix/shard.h"
@@ -77,7 +78,7 @@ class SchedulerTest : public ::testing::Test {
     c.key = {config, device};
     c.recipe = "lora_finetune_single_device";
     c.device.id = device;
-    c.device.type = device == "cpu" ? DeviceType::kCpu : DeviceType::kCuda;
+    c.device.type = device == "cpu" ? "cpu" : "cuda";
     c.device_type = device == "cpu" ? "cpu" : "cuda";
     c.runnable = runnable;
     c.output_dir = dir_ + "/" + config + "_" + device;
@@ -91,9 +92,21 @@ class SchedulerTest : public ::testing::Test {
     return c;
   }
 
-  void WriteSummary(const PlannedCell& c, const std::string& json) {
-    ASSERT_TRUE(MakeDirs(c.output_dir).ok());
-    ASSERT_TRUE(WriteFileAtomically(c.output_dir + "/summary.json", json).ok());
+  // Writes the cell's run summary as a recipe does (statistics computed by RunSummary::Finish).
+  void WriteSummary(const PlannedCell& c, RunSummary summary) {
+    summary.torch_version = "2.11.0";
+    summary.Finish();
+    ASSERT_TRUE(WriteRunSummary(c.output_dir, summary).ok());
+  }
+
+  static RunSummary Ran(std::vector<double> losses, int64_t peak) {
+    RunSummary s;
+    s.ok = true;
+    s.step_times_s = {2.0, 1.0, 1.2};
+    s.step_tokens = {100, 100, 120};
+    s.losses = std::move(losses);
+    s.peak_memory_bytes = peak;
+    return s;
   }
 
   test::ScratchDir scratch_{"scheduler_test"};
@@ -112,8 +125,7 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu"), Cell("a", "cuda:0"), Cell("big", "cpu", false)};
   for (const PlannedCell& c : cells) {
     if (c.runnable) {
-      WriteSummary(c, R"({"ok": true, "step_times_s": [2.0, 1.0, 1.2], "losses": [3.0, 2.5, 2.0],
-                          "step_tokens": [100, 100, 120], "torch_version": "2.11.0", "peak_memory_bytes": 1000})");
+      WriteSummary(c, Ran({3.0, 2.5, 2.0}, 1000));
     }
   }
   FakeRunner runner;
@@ -142,7 +154,10 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
 TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
   std::vector<PlannedCell> cells = {Cell("crash", "cpu"), Cell("hang", "cpu"), Cell("oom", "cpu"),
                                     Cell("nan", "cpu"), Cell("bad", "cpu")};
-  WriteSummary(cells[3], R"({"ok": false, "error": "non-finite loss (nan) at step 2", "error_kind": "non_finite_loss"})");
+  RunSummary failed;
+  failed.error = "non-finite loss (nan) at step 2";
+  failed.error_kind = "non_finite_loss";
+  WriteSummary(cells[3], failed);
   FakeRunner runner;
   SubprocessResult crash;
   crash.term_signal = 11;
@@ -213,8 +228,7 @@ TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
       c.preset.config_hash = ConfigHash(co.Read(config));
       c.expected_duration_s = static_cast<double>(cells.size() * 7 % 5) + 1;
       if (c.runnable) {
-        WriteSummary(c, R"({"ok": true, "step_times_s": [2.0, 1.0, 1.2], "losses": [3.0, 2.0, 1.5],
-                            "step_tokens": [100, 100, 120], "torch_version": "2.11.0", "peak_memory_bytes": 4096})");
+        WriteSummary(c, Ran({3.0, 2.0, 1.5}, 4096));
       }
       cells.push_back(c);
     }

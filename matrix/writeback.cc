@@ -15,7 +15,6 @@ namespace {
 
 constexpr char kBeginPrefix[] = "# --- BEGIN tune-matrix support metadata";
 constexpr char kEndPrefix[] = "# --- END tune-matrix support metadata";
-constexpr const char* kDeviceOrder[] = {"cpu", "cuda", "mps", "xpu"};
 
 bool StartsWith(const std::string& s, size_t pos, size_t end, const char* prefix) {
   size_t n = std::char_traits<char>::length(prefix);
@@ -500,21 +499,6 @@ DeviceSupport SupportFromCell(const CellResult& cell) {
   s.job = cell.provenance.job;
   s.commit = cell.provenance.commit;
   return s;
-}
-
-std::vector<std::string> OrderDeviceTypes(std::vector<std::string> device_types) {
-  auto rank = [](const std::string& t) {
-    for (size_t i = 0; i < std::size(kDeviceOrder); ++i) {
-      if (t == kDeviceOrder[i]) return i;
-    }
-    return std::size(kDeviceOrder);
-  };
-  std::sort(device_types.begin(), device_types.end(), [&](const std::string& a, const std::string& b) {
-    size_t ra = rank(a), rb = rank(b);
-    return ra != rb ? ra < rb : a < b;
-  });
-  device_types.erase(std::unique(device_types.begin(), device_types.end()), device_types.end());
-  return device_types;
 }
 
 std::string StripGeneratedBlock(const std::string& text) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/device_types.h"
 #include "harness/status.h"
 #include "matrix/cell.h"
 
@@ -57,10 +58,6 @@ using SupportMetadata = std::map<std::string, DeviceSupport>;
 // The entry a cell contributes to its config's metadata (status, reason, median step time, tokens/s, peak
 // memory in GiB, provenance). Stored under cell.device_type.
 DeviceSupport SupportFromCell(const CellResult& cell);
-
-// Sorts and de-duplicates device types into the fixed report order: cpu, cuda, mps, xpu, then the others
-// alphabetically.
-std::vector<std::string> OrderDeviceTypes(std::vector<std::string> device_types);
 
 // The config text outside the generated block, byte for byte (see the layout contract above). A text whose
 // block markers are damaged is returned unchanged; ReadSupportMetadata reports the damage.

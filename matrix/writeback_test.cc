@@ -459,12 +459,6 @@ TEST(ConfigHashTest, HashesTheUserPartOnly) {
   EXPECT_EQ(ConfigHash(text).size(), 16u);
 }
 
-TEST(OrderDeviceTypesTest, FixedOrderThenAlphabetical) {
-  EXPECT_EQ(OrderDeviceTypes({"tpu", "xpu", "hpu", "cuda", "mps", "cpu", "cuda"}),
-            (std::vector<std::string>{"cpu", "cuda", "mps", "xpu", "hpu", "tpu"}));
-  EXPECT_TRUE(OrderDeviceTypes({}).empty());
-}
-
 TEST(SupportFromCellTest, TakesTheReportedFields) {
   CellResult cell;
   cell.key = {"c", "cuda:1"};

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "harness/device.h"
+#include "harness/config_store.h"
+#include "harness/device_hooks.h"
+#include "recipes/builtin.h"
 #include "harness/file_util.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/llama.h"
@@ -22,13 +24,14 @@ class FinetuneTest : public ::testing::Test {
   // Runs a tiny config with overrides; returns summary.json.
   nlohmann::json Run(const std::string& config, std::vector<std::string> overrides, bool lora,
                      Status* status = nullptr) {
-    StatusOr<Config> c = Config::LoadFile(std::string(TM_SOURCE_DIR) + "/configs/" + config + ".yaml");
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
     overrides.push_back("log_every_n_steps=1");
-    EXPECT_TRUE(c->ApplyOverrides(overrides).ok());
-    EXPECT_TRUE(c->ResolveInterpolations().ok());
+    const Registry& registry = BuiltinRegistry();
+    StatusOr<LocatedConfig> located = LocateConfig(config, registry);
+    EXPECT_TRUE(located.ok()) << located.status().ToString();
+    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
     RunContext context;
-    context.device = AvailableDevices().front();
+    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
     context.config_name = config;
     std::ostringstream out;
     context.out = &out;

@@ -1,8 +1,14 @@
-# The recipes library: built-in registry and the single-device fine-tuning recipes.
+# The recipes library: the built-in registry (components, schemas, estimates) and the single-device
+# fine-tuning recipes.
 add_library(tm_recipes
   builtin.cc
-  model_builder.cc
+  components.cc
+  estimate.cc
   finetune.cc
+  model_components.cc
+  optimizers.cc
+  train_schema.cc
+  train_setup.cc
   train_state.cc
 )
 target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
@@ -13,3 +19,5 @@ add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc
+            LIBS tm_recipes TORCH LABELS recipes)

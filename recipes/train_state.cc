@@ -37,43 +37,6 @@ StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, const 
 
 }  // namespace
 
-StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const Config& config, const std::string& component,
-                                                                 const std::vector<torch::Tensor>& params) {
-  if (component == "tune_matrix.optim.SGD") {
-    torch::optim::SGDOptions o(1e-2);
-    StatusOr<double> lr = config.GetDouble("optimizer.lr", 1e-2);
-    StatusOr<double> momentum = config.GetDouble("optimizer.momentum", 0);
-    StatusOr<double> wd = config.GetDouble("optimizer.weight_decay", 0);
-    StatusOr<double> damp = config.GetDouble("optimizer.dampening", 0);
-    StatusOr<bool> nesterov = config.GetBool("optimizer.nesterov", false);
-    for (const Status& s : {lr.status(), momentum.status(), wd.status(), damp.status(), nesterov.status()}) {
-      TM_RETURN_IF_ERROR(s);
-    }
-    o.lr(*lr).momentum(*momentum).weight_decay(*wd).dampening(*damp).nesterov(*nesterov);
-    return std::unique_ptr<torch::optim::Optimizer>(new torch::optim::SGD(params, o));
-  }
-  if (component == "tune_matrix.optim.AdamW") {
-    torch::optim::AdamWOptions o(1e-3);
-    StatusOr<double> lr = config.GetDouble("optimizer.lr", 1e-3);
-    StatusOr<double> wd = config.GetDouble("optimizer.weight_decay", 0.01);
-    StatusOr<double> eps = config.GetDouble("optimizer.eps", 1e-8);
-    StatusOr<bool> amsgrad = config.GetBool("optimizer.amsgrad", false);
-    for (const Status& s : {lr.status(), wd.status(), eps.status(), amsgrad.status()}) TM_RETURN_IF_ERROR(s);
-    o.lr(*lr).weight_decay(*wd).eps(*eps).amsgrad(*amsgrad);
-    YAML::Node betas = config.Find("optimizer.betas");
-    if (betas.IsSequence() && betas.size() == 2) {
-      try {
-        o.betas({betas[0].as<double>(), betas[1].as<double>()});
-      } catch (const YAML::Exception&) {
-        return Status::InvalidArgument(config.OriginOf("optimizer.betas").ToString() +
-                                       ": key 'optimizer.betas': expected two numbers, e.g. [0.9, 0.999]");
-      }
-    }
-    return std::unique_ptr<torch::optim::Optimizer>(new torch::optim::AdamW(params, o));
-  }
-  return Status::InvalidArgument("optimizer '" + component + "' cannot be built; use torch.optim.AdamW or torch.optim.SGD");
-}
-
 torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
   return torch::nn::functional::cross_entropy(
       logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.slice(1, 1).reshape({-1}),

@@ -1,6 +1,6 @@
-// Training state around the loop: the loss, building the optimizer from the config, setting the learning
-// rate, loading starting weights, and saving/restoring epoch checkpoints (weights, adapters, optimizer state and
-// progress), all in the safetensors format.
+// Training state around the loop: the loss, setting the learning rate, loading starting weights, and
+// saving/restoring epoch checkpoints (weights, adapters, optimizer state and progress), all in the
+// safetensors format.
 //
 // An epoch checkpoint folder <checkpointer.output_dir>/epoch_<N>/ holds:
 //   model.safetensors           full weights (full fine-tuning), or LoRA merged into the base weights
@@ -26,10 +26,6 @@
 namespace tmx::recipes {
 
 using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
-
-// Builds the optimizer named by `component` (canonical name) with the config's optimizer.* values.
-StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(const Config& config, const std::string& component,
-                                                                 const std::vector<torch::Tensor>& params);
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
 

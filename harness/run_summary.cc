@@ -1,0 +1,144 @@
+#include "harness/run_summary.h"
+
+#include <cmath>
+
+#include "harness/file_util.h"
+#include "harness/stats.h"
+
+namespace tmx {
+namespace {
+
+using nlohmann::json;
+
+// JSON has no NaN or infinity, and a non-finite loss is exactly what a failed run reports: those travel as
+// the strings "nan", "inf", "-inf".
+json Number(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  return d;
+}
+
+double FromNumber(const json& j) {
+  if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    if (s == "nan") return std::nan("");
+    if (s == "inf") return HUGE_VAL;
+    if (s == "-inf") return -HUGE_VAL;
+    throw json::type_error::create(302, "expected a number, got \"" + s + "\"", &j);
+  }
+  if (!j.is_number()) throw json::type_error::create(302, std::string("expected a number, got ") + j.type_name(), &j);
+  return j.get<double>();
+}
+
+std::vector<double> Numbers(const json& j) {
+  std::vector<double> out;
+  for (const json& e : j) out.push_back(FromNumber(e));
+  return out;
+}
+
+}  // namespace
+
+void RunSummary::Finish() {
+  step_time_median_s.reset();
+  step_time_spread_s.reset();
+  tokens_per_second.reset();
+  if (step_times_s.empty()) return;
+  size_t skip = step_times_s.size() > static_cast<size_t>(std::max(warmup_steps, 0)) ? warmup_steps : 0;
+  std::vector<double> times(step_times_s.begin() + static_cast<std::ptrdiff_t>(skip), step_times_s.end());
+  double median = Median(times);
+  std::vector<double> deviations;
+  for (double t : times) deviations.push_back(std::fabs(t - median));
+  step_time_median_s = median;
+  step_time_spread_s = Median(deviations);
+  std::vector<double> rates;
+  for (size_t i = skip; i < step_times_s.size() && i < step_tokens.size(); ++i) {
+    if (step_times_s[i] > 0) rates.push_back(static_cast<double>(step_tokens[i]) / step_times_s[i]);
+  }
+  if (!rates.empty()) tokens_per_second = Median(rates);
+}
+
+json RunSummaryToJson(const RunSummary& s) {
+  json steps = json::array(), losses = json::array();
+  for (double t : s.step_times_s) steps.push_back(Number(t));
+  for (double l : s.losses) losses.push_back(Number(l));
+  json j = {{"version", kRunSummaryVersion},
+            {"recipe", s.recipe},
+            {"config", s.config},
+            {"device", s.device},
+            {"device_name", s.device_name},
+            {"torch_version", s.torch_version},
+            {"ok", s.ok},
+            {"error", s.error},
+            {"error_kind", s.error_kind},
+            {"seed", s.seed},
+            {"init_time_s", Number(s.init_time_s)},
+            {"step_times_s", steps},
+            {"losses", losses},
+            {"step_tokens", s.step_tokens},
+            {"warmup_steps", s.warmup_steps},
+            {"peak_memory_source", s.peak_memory_source},
+            {"trainable_parameters", s.trainable_parameters},
+            {"total_parameters", s.total_parameters}};
+  if (s.peak_memory_bytes) j["peak_memory_bytes"] = *s.peak_memory_bytes;
+  if (s.step_time_median_s) j["step_time_median_s"] = Number(*s.step_time_median_s);
+  if (s.step_time_spread_s) j["step_time_spread_s"] = Number(*s.step_time_spread_s);
+  if (s.tokens_per_second) j["tokens_per_second"] = Number(*s.tokens_per_second);
+  return j;
+}
+
+StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where) {
+  if (!j.is_object()) return Status::InvalidArgument(where + ": a run summary must be a JSON object");
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != kRunSummaryVersion) {
+    return Status::InvalidArgument(where + ": run summary version " + (j.contains("version") ? j["version"].dump() : "missing") +
+                                   ", but this build reads version " + std::to_string(kRunSummaryVersion) +
+                                   " (fix: run the recipe and the reader from the same build)");
+  }
+  RunSummary s;
+  try {
+    s.recipe = j.at("recipe").get<std::string>();
+    s.config = j.at("config").get<std::string>();
+    s.device = j.at("device").get<std::string>();
+    s.device_name = j.at("device_name").get<std::string>();
+    s.torch_version = j.at("torch_version").get<std::string>();
+    s.ok = j.at("ok").get<bool>();
+    s.error = j.at("error").get<std::string>();
+    s.error_kind = j.at("error_kind").get<std::string>();
+    s.seed = j.at("seed").get<uint64_t>();
+    s.init_time_s = FromNumber(j.at("init_time_s"));
+    s.step_times_s = Numbers(j.at("step_times_s"));
+    s.losses = Numbers(j.at("losses"));
+    s.step_tokens = j.at("step_tokens").get<std::vector<int64_t>>();
+    s.warmup_steps = j.at("warmup_steps").get<int>();
+    s.peak_memory_source = j.at("peak_memory_source").get<std::string>();
+    s.trainable_parameters = j.at("trainable_parameters").get<int64_t>();
+    s.total_parameters = j.at("total_parameters").get<int64_t>();
+    if (j.contains("peak_memory_bytes")) s.peak_memory_bytes = j["peak_memory_bytes"].get<int64_t>();
+    if (j.contains("step_time_median_s")) s.step_time_median_s = FromNumber(j["step_time_median_s"]);
+    if (j.contains("step_time_spread_s")) s.step_time_spread_s = FromNumber(j["step_time_spread_s"]);
+    if (j.contains("tokens_per_second")) s.tokens_per_second = FromNumber(j["tokens_per_second"]);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(where + ": run summary field missing or of the wrong type (" + e.what() + ")");
+  }
+  if (s.step_tokens.size() != s.step_times_s.size() || s.losses.size() != s.step_times_s.size()) {
+    return Status::InvalidArgument(where + ": run summary has " + std::to_string(s.step_times_s.size()) +
+                                   " step times but " + std::to_string(s.step_tokens.size()) + " token counts and " +
+                                   std::to_string(s.losses.size()) + " losses");
+  }
+  return s;
+}
+
+Status WriteRunSummary(const std::string& dir, const RunSummary& summary) {
+  TM_RETURN_IF_ERROR(MakeDirs(dir));
+  return WriteFileAtomically(dir + "/summary.json", RunSummaryToJson(summary).dump(2) + "\n");
+}
+
+StatusOr<RunSummary> ReadRunSummary(const std::string& dir) {
+  std::string path = dir + "/summary.json";
+  StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::InvalidArgument(path + ": not valid JSON (the run was cut off while writing it?)");
+  return RunSummaryFromJson(j, path);
+}
+
+}  // namespace tmx

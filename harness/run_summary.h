@@ -1,0 +1,61 @@
+// The run summary: the one contract between a training recipe and whoever reads its result (tune-matrix's
+// scheduler). The recipe writes <output_dir>/summary.json at the end of a run, failed or not; the reader
+// takes it as written. Statistics (median step time, its spread, tokens/s) are computed once, by Finish(),
+// on the recipe's side, so the two sides cannot disagree on them.
+//
+// The file is versioned like leveldb's tagged records: a reader refuses a newer version, and a field changes
+// meaning only with a version bump.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/status.h"
+
+namespace tmx {
+
+inline constexpr int kRunSummaryVersion = 1;
+
+struct RunSummary {
+  std::string recipe;
+  std::string config;
+  std::string device;       // device id the run used: "cpu", "cuda:0"
+  std::string device_name;  // e.g. "NVIDIA H200"
+  std::string torch_version;
+  bool ok = false;
+  std::string error;        // why the run failed, when !ok
+  std::string error_kind;   // "non_finite_loss", "out_of_memory", "error"; "" when ok
+  uint64_t seed = 0;
+  double init_time_s = 0;   // from the start to the first step: model, data, optimizer, checkpoint load
+  std::vector<double> step_times_s;   // per optimizer step, device synchronised
+  std::vector<double> losses;         // per optimizer step
+  std::vector<int64_t> step_tokens;   // non-padding tokens processed per optimizer step
+  int warmup_steps = 1;               // leading steps left out of the statistics below
+  std::optional<int64_t> peak_memory_bytes;
+  std::string peak_memory_source;     // "cuda_allocator", "process_rss", ...; "" when not measured
+  int64_t trainable_parameters = 0;
+  int64_t total_parameters = 0;
+
+  // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
+  std::optional<double> step_time_median_s;
+  std::optional<double> step_time_spread_s;  // median absolute deviation of those step times
+  std::optional<double> tokens_per_second;   // median of per-step tokens / step time
+
+  // Computes the statistics above. Call once the steps are recorded.
+  void Finish();
+};
+
+nlohmann::json RunSummaryToJson(const RunSummary& summary);
+// InvalidArgument, prefixed by `where`, for a summary of another version or with missing or ill-typed fields.
+StatusOr<RunSummary> RunSummaryFromJson(const nlohmann::json& j, const std::string& where);
+
+// Writes <dir>/summary.json atomically.
+Status WriteRunSummary(const std::string& dir, const RunSummary& summary);
+// Reads <dir>/summary.json; NotFound when the run wrote none (it was killed before the end).
+StatusOr<RunSummary> ReadRunSummary(const std::string& dir);
+
+}  // namespace tmx

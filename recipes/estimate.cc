@@ -1,0 +1,50 @@
+#include "recipes/estimate.h"
+
+#include <algorithm>
+
+#include "recipes/model_components.h"
+#include "recipes/optimizers.h"
+
+namespace tmx::recipes {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+}  // namespace
+
+StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                        TrainKind kind) {
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+  if (!choice.ok()) return choice.status();
+  StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
+  if (!optimizer.ok()) return optimizer.status();
+  StatusOr<std::string> dtype = config.GetString("dtype");
+  StatusOr<int64_t> batch = config.GetInt("batch_size");
+  StatusOr<bool> checkpointing = config.GetBool("enable_activation_checkpointing");
+  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
+  for (const Status& s : {dtype.status(), batch.status(), checkpointing.status(), max_seq_len.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  CellEstimate e;
+  CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
+  const models::LlamaArgs& args = choice->args;
+  int64_t bytes = *dtype == "fp32" ? 4 : 2;
+  int64_t b = *batch;
+  int64_t t = std::min(*max_seq_len, kTypicalSeqLen);
+  int64_t weights = e.parameters * bytes;  // adapters included
+  int64_t grads = e.trainable_parameters * bytes;
+  int64_t states = e.trainable_parameters * bytes * (*optimizer)->StateTensorsPerParameter(config);
+  // Activations kept for backward per layer: inputs of norms, projections, attention and the MLP.
+  int64_t per_layer = b * t * (10 * args.embed_dim + 4 * args.intermediate_dim) * bytes;
+  int64_t activations = *checkpointing ? args.num_layers * b * t * args.embed_dim * bytes + per_layer
+                                       : args.num_layers * per_layer;
+  int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);
+  bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  int64_t runtime = host_memory ? kGiB : kGiB / 2;
+  e.peak_memory_bytes = weights + grads + states + activations + logits + runtime;
+  double passes = kind == TrainKind::kLora ? 2.0 : 3.0;
+  e.work = passes * static_cast<double>(e.parameters) * static_cast<double>(b * t);
+  return e;
+}
+
+}  // namespace tmx::recipes

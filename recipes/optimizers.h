@@ -1,0 +1,45 @@
+// Optimizer components: each registered with how to build it from the config's optimizer.* keys and how many
+// state tensors it keeps per trained parameter (memory estimates read that instead of knowing optimizers).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include "harness/config.h"
+#include "harness/registry.h"
+#include "harness/status.h"
+
+namespace tmx::recipes {
+
+using OptimizerPtr = std::unique_ptr<torch::optim::Optimizer>;
+
+class OptimizerComponent final : public ComponentImpl {
+ public:
+  // `config` has the schema defaults applied; its optimizer.* keys are the component's parameters.
+  using Builder = std::function<StatusOr<OptimizerPtr>(const Config& config, const std::vector<at::Tensor>& params)>;
+  using StateCount = std::function<int(const Config& config)>;
+  OptimizerComponent(Builder build, StateCount states) : build_(std::move(build)), states_(std::move(states)) {}
+
+  StatusOr<OptimizerPtr> Build(const Config& config, const std::vector<at::Tensor>& params) const {
+    return build_(config, params);
+  }
+  // State tensors the optimizer keeps per trained parameter with this config (AdamW: 2, SGD with momentum: 1).
+  int StateTensorsPerParameter(const Config& config) const { return states_(config); }
+
+ private:
+  Builder build_;
+  StateCount states_;
+};
+
+// AdamW and SGD (torch.optim's paths as aliases), and bitsandbytes' optimizers as recognised but unsupported.
+void AddOptimizerComponents(std::vector<ComponentSpec>* out);
+
+// The optimizer component the config's `optimizer` names. InvalidArgument naming its position when it is
+// not one that can be built here.
+StatusOr<const OptimizerComponent*> OptimizerOf(const Config& config, const Registry& registry);
+
+}  // namespace tmx::recipes

@@ -1,0 +1,118 @@
+#include "recipes/train_schema.h"
+
+#include "harness/text.h"
+
+namespace tmx::recipes {
+namespace {
+
+bool IsTrue(const YAML::Node& v) {
+  try {
+    return v.IsScalar() && v.as<bool>();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+std::string DtypeCheck(const YAML::Node& v, const Config&, const DeviceInfo& d) {
+  if (!v.IsScalar() || v.Scalar() != "bf16") return "";
+  if (d.bf16_matmul_backward) return "";
+  return "dtype bf16 needs a device where bf16 matmul and backward work; on " + d.id + " they did not (" +
+         (d.notes.empty() ? "probe failed" : d.notes.front()) + "); use dtype=fp32";
+}
+
+std::string OffloadCheck(const YAML::Node& v, const Config&, const DeviceInfo& d) {
+  if (!IsTrue(v) || d.traits().activation_offloading) return "";
+  std::vector<std::string> able;
+  for (const DeviceTypeTraits& t : DeviceTypes()) {
+    if (t.activation_offloading) able.push_back(t.name);
+  }
+  return "activation offloading needs a device type that overlaps copies to pinned host memory with compute on a "
+         "side stream (" + JoinStrings(able, ", ") + "), not " + d.id + "; set enable_activation_offloading=False";
+}
+
+std::string TrainsCheck(const YAML::Node&, const Config&, const DeviceInfo& d) {
+  if (d.traits().trains) return "";
+  return "device " + d.id + " cannot train (" + d.traits().doc + "); use device=cpu or a GPU";
+}
+
+}  // namespace
+
+std::vector<FieldSpec> TrainingFields(TrainKind kind) {
+  std::vector<FieldSpec> f = {
+      Required(NonEmpty(Field("output_dir", FieldType::kString, "",
+                              "folder for checkpoints, metrics and the run summary"))),
+      ComponentField("model", "model", "the model to fine-tune"),
+      ComponentField("tokenizer", "tokenizer", "the tokenizer"),
+      ComponentField("checkpointer", "checkpointer", "where weights are loaded from and saved to", false),
+      Field("resume_from_checkpoint", FieldType::kBool, "False", "continue the run saved in output_dir"),
+      ComponentField("dataset", "dataset", "the training data"),
+      Nullable(AtLeast(Field("seed", FieldType::kInt, "null", "random seed; null picks one and logs it"), 0)),
+      Field("shuffle", FieldType::kBool, "True", "shuffle the data each epoch"),
+      AtLeast(Field("batch_size", FieldType::kInt, "2", "samples per micro-batch"), 1),
+      ComponentField("optimizer", "optimizer", "the optimizer"),
+      ComponentField("lr_scheduler", "lr_scheduler", "learning-rate schedule", false),
+      ComponentField("loss", "loss", "the loss"),
+      AtLeast(Field("epochs", FieldType::kInt, "1", "passes over the data"), 1),
+      Nullable(AtLeast(
+          Field("max_steps_per_epoch", FieldType::kInt, "null", "stop each epoch after this many optimizer steps"), 1)),
+      AtLeast(Field("gradient_accumulation_steps", FieldType::kInt, "1", "micro-batches per optimizer step"), 1),
+      Nullable(Above(
+          Field("clip_grad_norm", FieldType::kFloat, "null", "clip the global gradient norm to this value"), 0)),
+      Field("compile", FieldType::kBool, "False", "torch.compile; only False (eager) exists in LibTorch C++"),
+      ComponentField("metric_logger", "metric_logger", "where metrics go", false),
+      AtLeast(Field("log_every_n_steps", FieldType::kInt, "1", "log every this many optimizer steps"), 1),
+      Field("log_peak_memory_stats", FieldType::kBool, "True",
+            "log peak memory (allocator statistics on accelerators, peak resident memory on cpu)"),
+      Choices(Field("log_level", FieldType::kString, "INFO", "verbosity"), {"DEBUG", "INFO", "WARN", "WARNING", "ERROR"}),
+      WithCheck(Field("device", FieldType::kString, "cuda", "cpu, cuda, cuda:N, xpu, xpu:N, mps or auto"),
+                TrainsCheck),
+      WithCheck(Choices(Field("dtype", FieldType::kString, "bf16", "training dtype: fp32 or bf16"),
+                        {"fp32", "bf16", "fp16"}),
+                DtypeCheck),
+      Field("enable_activation_checkpointing", FieldType::kBool, "False", "recompute activations in backward"),
+      WithCheck(Field("enable_activation_offloading", FieldType::kBool, "False", "move activations to host memory"),
+                OffloadCheck),
+      ComponentField("profiler", "profiler", "profiler settings", false),
+      Field("save_checkpoints", FieldType::kBool, "True",
+            "write checkpoints at the end of each epoch (tune-matrix turns this off for its short runs)"),
+  };
+  if (kind == TrainKind::kLora) {
+    f.push_back(Field("save_adapter_weights_only", FieldType::kBool, "False",
+                      "save only the adapters, not the merged model"));
+  } else {
+    f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
+                      "step the optimizer inside backward; only False is implemented"));
+  }
+  return f;
+}
+
+std::vector<Problem> TrainingChecks(const Config& config, const DeviceInfo* device) {
+  std::vector<Problem> problems;
+  auto add = [&](const std::string& key, const std::string& message, bool device_related = false) {
+    problems.push_back({config.OriginOf(key).ToString(), key, message, device_related});
+  };
+  auto is_true = [&](const std::string& key) { return IsTrue(config.Find(key)); };
+  if (config.Find("dtype").IsScalar() && config.Find("dtype").Scalar() == "fp16") {
+    add("dtype", "fp16 training is not supported: without loss scaling its gradients underflow; use dtype=bf16 or "
+                 "dtype=fp32");
+  }
+  if (is_true("compile")) add("compile", "torch.compile exists only in Python; the C++ recipes run eagerly; set compile=False");
+  if (is_true("optimizer_in_bwd")) add("optimizer_in_bwd", "optimizer_in_bwd is not implemented; set optimizer_in_bwd=False");
+  if (is_true("enable_activation_offloading")) {
+    if (!is_true("enable_activation_checkpointing")) {
+      add("enable_activation_offloading", "activation offloading needs enable_activation_checkpointing=True");
+    }
+    if (device != nullptr && device->traits().activation_offloading) {
+      add("enable_activation_offloading",
+          "activation offloading is not implemented yet in the C++ recipes; set enable_activation_offloading=False",
+          true);
+    }
+  }
+  if (is_true("profiler.enabled")) add("profiler.enabled", "the torch profiler is not available in LibTorch C++; set profiler.enabled=False");
+  if (is_true("dataset.packed")) add("dataset.packed", "sample packing is not implemented; set dataset.packed=False");
+  if (is_true("model.use_dora")) add("model.use_dora", "DoRA is not implemented; set model.use_dora=False");
+  if (is_true("model.quantize_base")) add("model.quantize_base", "QLoRA base quantisation is not implemented; set model.quantize_base=False");
+  return problems;
+}
+
+}  // namespace tmx::recipes

@@ -1,0 +1,159 @@
+#include "recipes/train_setup.h"
+
+#include <algorithm>
+#include <random>
+
+#include <c10/core/TensorOptions.h>
+
+#include "recipes/builtin.h"
+#include "recipes/checkpoint/safetensors.h"
+#include "recipes/data/alpaca.h"
+#include "recipes/data/tokenizer.h"
+#include "recipes/models/lora.h"
+
+namespace tmx::recipes {
+namespace {
+
+// Reads each (key, destination) pair, stopping at the first error.
+template <typename T, typename Getter>
+Status ReadAll(std::initializer_list<std::pair<const char*, T*>> fields, Getter get) {
+  for (const auto& [key, dest] : fields) {
+    StatusOr<T> v = get(key);
+    TM_RETURN_IF_ERROR(v.status());
+    *dest = *v;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind) {
+  TrainingSettings s;
+  StatusOr<std::string> out = config.GetString("output_dir");
+  TM_RETURN_IF_ERROR(out.status());
+  s.output_dir = *out;
+  StatusOr<std::string> ckpt = config.GetString("checkpointer.output_dir", s.output_dir);
+  StatusOr<std::string> log_dir = config.GetString("metric_logger.log_dir", s.output_dir + "/logs");
+  StatusOr<std::string> log_file = config.GetString("metric_logger.filename", "metrics.jsonl");
+  StatusOr<std::string> dtype = config.GetString("dtype");
+  for (const Status& st : {ckpt.status(), log_dir.status(), log_file.status(), dtype.status()}) TM_RETURN_IF_ERROR(st);
+  s.checkpoint_dir = *ckpt;
+  s.metrics_path = *log_dir + "/" + *log_file;
+  s.dtype = *dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
+
+  auto get_int = [&](const char* key) { return config.GetInt(key); };
+  TM_RETURN_IF_ERROR(ReadAll<int64_t>({{"batch_size", &s.batch_size},
+                                       {"epochs", &s.epochs},
+                                       {"gradient_accumulation_steps", &s.gradient_accumulation_steps},
+                                       {"log_every_n_steps", &s.log_every_n_steps}},
+                                      get_int));
+  auto get_bool = [&](const char* key) { return config.GetBool(key); };
+  TM_RETURN_IF_ERROR(ReadAll<bool>({{"shuffle", &s.shuffle},
+                                    {"save_checkpoints", &s.save_checkpoints},
+                                    {"log_peak_memory_stats", &s.log_peak_memory},
+                                    {"enable_activation_checkpointing", &s.activation_checkpointing},
+                                    {"resume_from_checkpoint", &s.resume}},
+                                   get_bool));
+  if (kind == TrainKind::kLora) {
+    TM_RETURN_IF_ERROR(ReadAll<bool>({{"save_adapter_weights_only", &s.save_adapter_weights_only}}, get_bool));
+  }
+  if (!config.IsNull("max_steps_per_epoch")) {
+    StatusOr<int64_t> max_steps = config.GetInt("max_steps_per_epoch");
+    TM_RETURN_IF_ERROR(max_steps.status());
+    s.max_steps_per_epoch = *max_steps;
+  }
+  if (!config.IsNull("clip_grad_norm")) {
+    StatusOr<double> clip = config.GetDouble("clip_grad_norm");
+    TM_RETURN_IF_ERROR(clip.status());
+    s.clip_grad_norm = *clip;
+  }
+  s.has_schedule = !config.IsNull("lr_scheduler");
+  if (s.has_schedule) {
+    StatusOr<int64_t> warmup = config.GetInt("lr_scheduler.num_warmup_steps");
+    StatusOr<double> cycles = config.GetDouble("lr_scheduler.num_cycles");
+    TM_RETURN_IF_ERROR(warmup.status());
+    TM_RETURN_IF_ERROR(cycles.status());
+    s.warmup_steps = *warmup;
+    s.num_cycles = *cycles;
+  }
+  if (config.IsNull("seed")) {
+    s.seed = std::random_device{}();
+  } else {
+    StatusOr<int64_t> seed = config.GetInt("seed");
+    TM_RETURN_IF_ERROR(seed.status());
+    s.seed = static_cast<uint64_t>(*seed);
+  }
+  return s;
+}
+
+StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
+                                    const TrainingSettings& settings, const c10::Device& device) {
+  TrainableModel m;
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+  TM_RETURN_IF_ERROR(choice.status());
+  bool lora = kind == TrainKind::kLora;
+  if (choice->lora.has_value() != lora) {
+    return Status::InvalidArgument(config.OriginOf("model._component_").ToString() + ": model '" + choice->component +
+                                   "' " +
+                                   (lora ? "has no LoRA adapters; lora_finetune_single_device needs a lora_ model"
+                                         : "has LoRA adapters; use lora_finetune_single_device"));
+  }
+  m.choice = *choice;
+  m.model = models::Llama(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
+  m.model->set_activation_checkpointing(settings.activation_checkpointing);
+  if (!config.IsNull("checkpointer.checkpoint_dir")) {
+    StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
+    TM_RETURN_IF_ERROR(dir.status());
+    std::vector<std::string> files = {"model.safetensors"};
+    YAML::Node listed = config.Find("checkpointer.checkpoint_files");
+    if (listed.IsSequence()) {
+      files.clear();
+      for (const auto& f : listed) files.push_back(f.as<std::string>());
+    }
+    checkpoint::NamedTensors all;
+    for (const std::string& f : files) {
+      StatusOr<checkpoint::LoadedSafetensors> loaded = checkpoint::LoadSafetensors(*dir + "/" + f);
+      TM_RETURN_IF_ERROR(loaded.status());
+      for (auto& t : loaded->tensors) all.push_back(std::move(t));
+    }
+    TM_RETURN_IF_ERROR(LoadBaseWeights(*m.model, all, lora));
+  }
+  if (lora) models::FreezeBaseParameters(*m.model);
+  for (const auto& p : m.model->named_parameters()) {
+    m.total_parameters += p.value().numel();
+    if (p.value().requires_grad()) {
+      m.trained.emplace_back(p.key(), p.value());
+      m.trained_tensors.push_back(p.value());
+      m.trainable_parameters += p.value().numel();
+    }
+  }
+  return m;
+}
+
+StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
+                                     int64_t model_max_seq_len) {
+  StatusOr<std::string> source = config.GetString("dataset.source", DefaultDatasetPath());
+  StatusOr<int64_t> max_len = config.GetInt("tokenizer.max_seq_len", std::min<int64_t>(model_max_seq_len, 2048));
+  StatusOr<bool> on_input = config.GetBool("dataset.train_on_input");
+  for (const Status& s : {source.status(), max_len.status(), on_input.status()}) TM_RETURN_IF_ERROR(s);
+  data::AlpacaOptions options;
+  options.path = *source;
+  options.max_seq_len = *max_len;
+  options.train_on_input = *on_input;
+  data::ByteTokenizer tokenizer;
+  StatusOr<data::AlpacaDataset> dataset = data::LoadAlpaca(options, tokenizer);
+  TM_RETURN_IF_ERROR(dataset.status());
+  data::DataLoaderOptions loader;
+  loader.batch_size = settings.batch_size;
+  loader.shuffle = settings.shuffle;
+  loader.seed = settings.seed;
+  return data::DataLoader::Create(dataset->samples(), loader);
+}
+
+StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry, const TrainableModel& model) {
+  StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
+  TM_RETURN_IF_ERROR(optimizer.status());
+  return (*optimizer)->Build(config, model.trained_tensors);
+}
+
+}  // namespace tmx::recipes

@@ -1,0 +1,72 @@
+// The training setup in steps a recipe composes: the settings it reads, the model (built, loaded, frozen for
+// LoRA), the data, the optimizer, and resuming. Each step reads the config after ApplySchemaDefaults, so
+// the defaults are the schema's (train_schema.cc, components.cc), never repeated here. The single-device
+// recipes use all of them; new recipes (preference, distillation, distributed) reuse them and replace what
+// differs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include "harness/config.h"
+#include "harness/registry.h"
+#include "harness/status.h"
+#include "recipes/data/loader.h"
+#include "recipes/model_components.h"
+#include "recipes/models/llama.h"
+#include "recipes/optimizers.h"
+#include "recipes/train_schema.h"
+#include "recipes/train_state.h"
+
+namespace tmx::recipes {
+
+// The recipe keys the training loop reads.
+struct TrainingSettings {
+  std::string output_dir;
+  std::string checkpoint_dir;  // checkpointer.output_dir: where epoch checkpoints go (output_dir without one)
+  std::string metrics_path;    // <metric_logger.log_dir>/<filename> (<output_dir>/logs/metrics.jsonl without one)
+  c10::ScalarType dtype = c10::kFloat;
+  int64_t batch_size = 0, epochs = 0, gradient_accumulation_steps = 0, log_every_n_steps = 0;
+  std::optional<int64_t> max_steps_per_epoch;
+  std::optional<double> clip_grad_norm;
+  bool has_schedule = false;   // an lr_scheduler is configured; without one the learning rate is constant
+  int64_t warmup_steps = 0;    // lr_scheduler.num_warmup_steps
+  double num_cycles = 0.5;     // lr_scheduler.num_cycles
+  bool shuffle = true, save_checkpoints = true, save_adapter_weights_only = false, log_peak_memory = true;
+  bool activation_checkpointing = false, resume = false;
+  uint64_t seed = 0;           // the config's seed, or a random one when it is null
+};
+
+StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind);
+
+// The model a recipe trains, on its device, with the parameters that train.
+struct TrainableModel {
+  ModelChoice choice;
+  models::Llama model{nullptr};
+  NamedParameters trained;                 // what the optimizer updates, by state-dict name
+  std::vector<at::Tensor> trained_tensors; // the same tensors, as the optimizer and clipping take them
+  int64_t total_parameters = 0;
+  int64_t trainable_parameters = 0;
+};
+
+// Builds the config's model (seeded from the current torch RNG) with `dtype` on `device`, loads
+// checkpointer.checkpoint_dir when set, and for LoRA freezes the base. A model whose kind does not match the
+// recipe's (a lora_ model for full fine-tuning, or the reverse) is InvalidArgument naming the fix.
+StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
+                                    const TrainingSettings& settings, const c10::Device& device);
+
+// The tokenized dataset and its loader (seeded by settings.seed). Samples are cut at the tokenizer's
+// max_seq_len, or at the model's (at most 2048) when the tokenizer sets none.
+StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
+                                     int64_t model_max_seq_len);
+
+// The configured optimizer over the model's trained parameters.
+StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry, const TrainableModel& model);
+
+}  // namespace tmx::recipes
