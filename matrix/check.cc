@@ -27,7 +27,7 @@ std::string DescribeObservation(const CellResult& cell, const std::string& origi
 }
 
 // "verified 2026-12-01T12:00:00Z at commit 0123456789ab", or "" when neither is recorded.
-std::string EntryProvenance(const DeviceSupport& e) {
+std::string EntryProvenance(const SupportEntry& e) {
   std::string s;
   if (!e.verified_at.empty()) s += "verified " + e.verified_at;
   if (!e.commit.empty()) s += (s.empty() ? "" : " ") + std::string("at commit ") + Short(e.commit);
@@ -35,13 +35,13 @@ std::string EntryProvenance(const DeviceSupport& e) {
 }
 
 // "runs (verified 2026-12-01T12:00:00Z at commit 0123456789ab)"
-std::string DescribeEntry(const DeviceSupport& e) {
+std::string DescribeEntry(const SupportEntry& e) {
   std::string p = EntryProvenance(e);
   return e.status + (p.empty() ? "" : " (" + p + ")");
 }
 
 // Where to look for the cause of a slowdown.
-std::string CauseHint(const DeviceSupport& entry, const CellResult& obs) {
+std::string CauseHint(const SupportEntry& entry, const CellResult& obs) {
   const std::string& before = entry.commit;
   const std::string& after = obs.provenance.commit;
   if (before.empty() || after.empty()) return "rerun the cell to confirm it";
@@ -59,14 +59,14 @@ double RelativeSpread(std::optional<double> spread, std::optional<double> median
 
 class ConfigChecker {
  public:
-  ConfigChecker(const ConfigClaims& config,
+  ConfigChecker(const ConfigSupport& config,
                 const std::map<std::string, std::pair<const CellResult*, std::string>>& observed,
                 const CheckOptions& options, std::vector<CheckProblem>* problems, CheckCounts* counts)
       : c_(config), observed_(observed), options_(options), problems_(problems), counts_(counts) {}
 
   void Check() {
-    std::vector<std::string> types = c_.claims.supported_devices;
-    for (const auto& [type, entry] : c_.claims.support) types.push_back(type);
+    std::vector<std::string> types = c_.supported_devices;
+    for (const auto& [type, entry] : c_.entries) types.push_back(type);
     for (const auto& [type, obs] : observed_) types.push_back(type);
     types = OrderDeviceTypes(types);
     std::vector<Evidence> evidence;
@@ -77,10 +77,10 @@ class ConfigChecker {
 
  private:
   std::string At(const std::string& type) const {
-    auto it = c_.claims.entry_lines.find(type);
-    int line = it != c_.claims.entry_lines.end()  ? it->second
-               : c_.claims.supported_devices_line ? c_.claims.supported_devices_line
-                                                  : c_.claims.block_end_line;
+    auto it = c_.entry_lines.find(type);
+    int line = it != c_.entry_lines.end()  ? it->second
+               : c_.supported_devices_line ? c_.supported_devices_line
+                                                  : c_.block_end_line;
     return line > 0 ? c_.path + ":" + std::to_string(line) : c_.path;
   }
 
@@ -109,7 +109,7 @@ class ConfigChecker {
 
   // What is recorded and what was (freshly) observed for one device type.
   struct Evidence {
-    const DeviceSupport* entry = nullptr;
+    const SupportEntry* entry = nullptr;
     const CellResult* obs = nullptr;  // null when superseded by the entry or made with an older config
     std::string origin;
   };
@@ -118,8 +118,8 @@ class ConfigChecker {
   // have, so that every fix can quote the whole corrected supported_devices list.
   Evidence Resolve(const std::string& type) {
     Evidence ev;
-    auto e = c_.claims.support.find(type);
-    ev.entry = e != c_.claims.support.end() ? &e->second : nullptr;
+    auto e = c_.entries.find(type);
+    ev.entry = e != c_.entries.end() ? &e->second : nullptr;
     auto o = observed_.find(type);
     if (o != observed_.end()) {
       ev.obs = o->second.first;
@@ -156,7 +156,7 @@ class ConfigChecker {
   void Compare(const std::string& type, const Evidence& ev) {
     if (!ev.obs) return;
     ++counts_->observations;
-    const DeviceSupport* entry = ev.entry;
+    const SupportEntry* entry = ev.entry;
     std::string observed_status = CellStatusName(ev.obs->status);
     std::string recorded = entry ? entry->status : "";
     std::string observed_text = observed_status + " (" + DescribeObservation(*ev.obs, ev.origin) + ")" +
@@ -181,7 +181,7 @@ class ConfigChecker {
     reported_.insert(type);
   }
 
-  void CheckSpeed(const std::string& type, const DeviceSupport& entry, const CellResult& obs,
+  void CheckSpeed(const std::string& type, const SupportEntry& entry, const CellResult& obs,
                   const std::string& origin) {
     if (!entry.tokens_per_second || !obs.tokens_per_second || *entry.tokens_per_second <= 0) return;
     // Another device model is not a regression of this one.
@@ -212,14 +212,14 @@ class ConfigChecker {
   // The list must name exactly the device types whose status runs. Types already reported above carry the
   // corrected list in their fix; the rest disagree within the block itself (an edit by hand).
   void CheckSupportedList(const std::vector<std::string>& types) {
-    std::set<std::string> listed(c_.claims.supported_devices.begin(), c_.claims.supported_devices.end());
-    std::string at = c_.claims.supported_devices_line > 0
-                         ? c_.path + ":" + std::to_string(c_.claims.supported_devices_line)
+    std::set<std::string> listed(c_.supported_devices.begin(), c_.supported_devices.end());
+    std::string at = c_.supported_devices_line > 0
+                         ? c_.path + ":" + std::to_string(c_.supported_devices_line)
                          : c_.path;
-    if (listed.size() != c_.claims.supported_devices.size()) {
+    if (listed.size() != c_.supported_devices.size()) {
       Add(ProblemKind::kDisagrees, at,
           "metadata.supported_devices names a device more than once: [" +
-              JoinStrings(c_.claims.supported_devices, ", ") + "]",
+              JoinStrings(c_.supported_devices, ", ") + "]",
           "write " + CorrectList());
     }
     for (const std::string& t : types) {
@@ -239,7 +239,7 @@ class ConfigChecker {
     }
   }
 
-  const ConfigClaims& c_;
+  const ConfigSupport& c_;
   const std::map<std::string, std::pair<const CellResult*, std::string>>& observed_;
   const CheckOptions& options_;
   std::vector<CheckProblem>* problems_;
@@ -290,7 +290,7 @@ const char* ProblemKindTitle(ProblemKind kind) {
   return "?";
 }
 
-std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
+std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs, const JournalSet& observed,
                                        const CheckOptions& options, CheckCounts* counts) {
   CheckCounts ignored;
   if (counts == nullptr) counts = &ignored;
@@ -302,7 +302,7 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   }
   std::vector<CheckProblem> problems;
   const std::map<std::string, std::pair<const CellResult*, std::string>> none;
-  for (const ConfigClaims& c : configs) {
+  for (const ConfigSupport& c : configs) {
     auto it = latest.find(c.config);
     ConfigChecker(c, it != latest.end() ? it->second : none, options, &problems, counts).Check();
   }
@@ -312,7 +312,7 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs,
   return problems;
 }
 
-std::vector<CheckProblem> CheckReports(const std::vector<ConfigClaims>& configs, const std::string& reports_dir) {
+std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir) {
   std::vector<CheckProblem> problems;
   for (const GeneratedReport& r : RenderReports(configs)) {
     std::string path = reports_dir + "/" + r.name;

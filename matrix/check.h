@@ -24,7 +24,7 @@
 #include "harness/status.h"
 #include "matrix/merge.h"
 #include "matrix/publish.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 namespace tmx::matrix {
 
@@ -66,12 +66,12 @@ struct CheckCounts {
 };
 
 // Every problem, grouped by kind in the order above, then by config and device type. `counts` may be null.
-std::vector<CheckProblem> CheckSupport(const std::vector<ConfigClaims>& configs, const JournalSet& observed,
+std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs, const JournalSet& observed,
                                        const CheckOptions& options, CheckCounts* counts = nullptr);
 
 // Compares the reports in `reports_dir` with what the configs' metadata renders to; a missing report is
 // a problem too.
-std::vector<CheckProblem> CheckReports(const std::vector<ConfigClaims>& configs, const std::string& reports_dir);
+std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir);
 
 // The problems grouped under one heading per kind, each as "<location>: <message>" and an indented
 // "fix: ..." line.

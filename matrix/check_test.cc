@@ -33,7 +33,7 @@ class CheckTest : public ::testing::Test {
     set.paths = {"new.jsonl"};
     set.records = observed;
     for (size_t i = 0; i < observed.size(); ++i) set.origins.push_back("new.jsonl:" + std::to_string(i + 1));
-    StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(co_.registry);
+    StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(co_.registry);
     EXPECT_TRUE(claims.ok()) << claims.status().ToString();
     options.accept_command = "tune-matrix merge new.jsonl";
     std::vector<CheckProblem> problems = CheckSupport(*claims, set, options);
@@ -245,7 +245,7 @@ TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
 TEST_F(CheckTest, ReportsMustBeWhatTheConfigsRenderTo) {
   Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_)});
   const std::string reports = co_.dir() + "/reports";
-  StatusOr<std::vector<ConfigClaims>> configs = ReadBuiltinClaims(co_.registry);
+  StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(co_.registry);
   ASSERT_TRUE(configs.ok());
   EXPECT_TRUE(CheckReports(*configs, reports).empty());
   ASSERT_TRUE(WriteFileAtomically(reports + "/SUPPORT.md", "# edited\n").ok());
@@ -261,7 +261,7 @@ TEST_F(CheckTest, ReportsMustBeWhatTheConfigsRenderTo) {
 
 TEST_F(CheckTest, ADamagedBlockIsAnErrorNamingTheLine) {
   co_.Write("tiny/full", std::string("lr: 1\n") + kSupportBlockBegin + "\nmetadata: [\n" + kSupportBlockEnd + "\n");
-  StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(co_.registry);
+  StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(co_.registry);
   ASSERT_FALSE(claims.ok());
   EXPECT_NE(claims.status().message().find("full.yaml:"), std::string::npos) << claims.status().message();
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/file_util.h"
+#include "matrix/escape.h"
 
 namespace tmx::matrix {
 namespace {
@@ -16,56 +17,7 @@ std::string Seconds(double s) {
   return buf;
 }
 
-// Length of the valid UTF-8 sequence at s[i] that XML 1.0 can hold, or 0.
-size_t XmlCharLength(const std::string& s, size_t i) {
-  unsigned char b = static_cast<unsigned char>(s[i]);
-  if (b < 0x80) return (b >= 0x20 || b == '\t' || b == '\n' || b == '\r') ? 1 : 0;
-  size_t len = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) return 0;
-  uint32_t cp = b & (0x7F >> len);
-  for (size_t k = 1; k < len; ++k) {
-    unsigned char c = static_cast<unsigned char>(s[i + k]);
-    if ((c & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-  bool excluded = (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF || cp > 0x10FFFF;
-  return overlong || excluded ? 0 : len;
-}
-
 }  // namespace
-
-std::string XmlEscape(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    size_t len = XmlCharLength(text, i);
-    if (len == 0) {
-      ++i;
-      continue;
-    }
-    switch (text[i]) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out.append(text, i, len);
-    }
-    i += len;
-  }
-  return out;
-}
 
 void WriteJUnit(const std::vector<CellResult>& cells, std::ostream& out) {
   std::map<std::string, std::vector<const CellResult*>> by_device;

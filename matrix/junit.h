@@ -22,8 +22,4 @@ void WriteJUnit(const std::vector<CellResult>& cells, std::ostream& out);
 // WriteJUnit into `path`, atomically (the folder must exist).
 Status WriteJUnitFile(const std::vector<CellResult>& cells, const std::string& path);
 
-// `text` escaped for an XML attribute or element: & < > " ' as entities, tab/line breaks kept in elements,
-// other control characters and invalid UTF-8 dropped.
-std::string XmlEscape(const std::string& text);
-
 }  // namespace tmx::matrix

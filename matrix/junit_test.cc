@@ -1,8 +1,9 @@
 #include "matrix/junit.h"
 
+#include <sstream>
+
 #include <gtest/gtest.h>
 
-#include <sstream>
 
 namespace tmx::matrix {
 namespace {
@@ -59,15 +60,6 @@ TEST(JUnitTest, NoCellsIsAnEmptyButValidDocument) {
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<testsuites name=\"tune-matrix\" tests=\"0\" failures=\"0\" errors=\"0\" skipped=\"0\" time=\"0.000\">\n"
             "</testsuites>\n");
-}
-
-TEST(XmlEscapeTest, EntitiesKeptCharactersAndDroppedOnes) {
-  EXPECT_EQ(XmlEscape("a<b>&'\""), "a&lt;b&gt;&amp;&apos;&quot;");
-  EXPECT_EQ(XmlEscape("tab\tline\nok"), "tab\tline\nok");
-  EXPECT_EQ(XmlEscape(std::string("bell\x07 nul") + '\0' + "end"), "bell nulend");
-  EXPECT_EQ(XmlEscape("caf\xc3\xa9 \xe2\x9c\x85"), "caf\xc3\xa9 \xe2\x9c\x85");
-  EXPECT_EQ(XmlEscape("bad\xff\xc3 utf8 \xc0\xaf"), "bad utf8 ");
-  EXPECT_EQ(XmlEscape("\xef\xbf\xbe"), "");  // U+FFFE is not an XML character
 }
 
 }  // namespace

@@ -291,7 +291,7 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   StatusOr<JournalSet> journals = LoadJournals(paths, registry);
   if (!journals.ok()) return Fail(err, journals.status());
   for (const std::string& w : journals->warnings) err << "warning: " << w << "\n";
-  StatusOr<std::vector<ConfigClaims>> claims = ReadBuiltinClaims(registry);
+  StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(registry);
   if (!claims.ok()) return Fail(err, claims.status());
   // Accepting observations must keep the committed journal's other cells: it goes first.
   std::vector<std::string> accept = paths;

@@ -7,7 +7,7 @@
 #include "harness/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/checkout.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 namespace tmx::matrix {
 namespace {
@@ -43,18 +43,18 @@ TEST_F(MergeTest, JournalsFromTwoMachinesFillEachDeviceWithProvenance) {
   std::string cuda = Journal("cuda.jsonl", {gpu_fails});
   ASSERT_TRUE(Merge({cpu, cuda}).ok());
 
-  SupportClaims claims = ReadSupportClaims(co_.Read("tiny/lora"), "x").value();
+  ConfigSupport claims = ReadConfigSupport(co_.Read("tiny/lora"), "x").value();
   EXPECT_EQ(claims.supported_devices, std::vector<std::string>({"cpu"}));
-  ASSERT_EQ(claims.support.size(), 2u);
-  EXPECT_EQ(claims.support["cpu"].status, "runs");
-  EXPECT_EQ(*claims.support["cpu"].tokens_per_second, 812.4);
-  EXPECT_EQ(claims.support["cpu"].host, "host-cpu");
-  EXPECT_EQ(claims.support["cpu"].job, "job-cpu");
-  EXPECT_EQ(claims.support["cpu"].commit, "0123456789abcdef0123456789abcdef01234567");
-  EXPECT_EQ(claims.support["cuda"].status, "fails");
-  EXPECT_EQ(claims.support["cuda"].reason, "fails for a reason");
-  EXPECT_EQ(claims.support["cuda"].host, "host-cuda");
-  EXPECT_EQ(ReadSupportClaims(co_.Read("tiny/full"), "x")->support["cpu"].status, "too_large");
+  ASSERT_EQ(claims.entries.size(), 2u);
+  EXPECT_EQ(claims.entries["cpu"].status, "runs");
+  EXPECT_EQ(*claims.entries["cpu"].tokens_per_second, 812.4);
+  EXPECT_EQ(claims.entries["cpu"].host, "host-cpu");
+  EXPECT_EQ(claims.entries["cpu"].job, "job-cpu");
+  EXPECT_EQ(claims.entries["cpu"].commit, "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(claims.entries["cuda"].status, "fails");
+  EXPECT_EQ(claims.entries["cuda"].reason, "fails for a reason");
+  EXPECT_EQ(claims.entries["cuda"].host, "host-cuda");
+  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/full"), "x")->entries["cpu"].status, "too_large");
   // The user's bytes stay in front of the block; the untouched config gets no block.
   EXPECT_EQ(co_.Read("tiny/lora").rfind("# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n# --- BEGIN", 0), 0u);
   EXPECT_EQ(co_.Read("tiny/lora_big"), "batch_size: 64\nlr: 3e-4\n");
@@ -74,7 +74,7 @@ TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
   ASSERT_TRUE(Merge({newer, older}).ok());
   std::string first = co_.Read("tiny/lora");
   std::string first_journal = ReadFile(co_.dir() + "/merged.jsonl").value();
-  EXPECT_EQ(ReadSupportClaims(first, "x")->support["cpu"].status, "runs");
+  EXPECT_EQ(ReadConfigSupport(first, "x")->entries["cpu"].status, "runs");
   ASSERT_TRUE(Merge({older, newer}).ok());
   EXPECT_EQ(co_.Read("tiny/lora"), first);
   EXPECT_EQ(ReadFile(co_.dir() + "/merged.jsonl").value(), first_journal);
@@ -88,8 +88,8 @@ TEST_F(MergeTest, AnOlderJournalDoesNotRollBackANewerEntry) {
                               co_.Observe("tiny/full", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
   ASSERT_TRUE(Merge({newer}).ok());
   ASSERT_TRUE(Merge({older}).ok());
-  EXPECT_EQ(ReadSupportClaims(co_.Read("tiny/lora"), "x")->support["cpu"].status, "runs");
-  EXPECT_EQ(ReadSupportClaims(co_.Read("tiny/full"), "x")->support["cpu"].status, "fails");  // nothing newer there
+  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/lora"), "x")->entries["cpu"].status, "runs");
+  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/full"), "x")->entries["cpu"].status, "fails");  // nothing newer there
 }
 
 TEST_F(MergeTest, TiesWithinASecondDoNotDependOnTheOrderOfJournals) {
@@ -100,7 +100,7 @@ TEST_F(MergeTest, TiesWithinASecondDoNotDependOnTheOrderOfJournals) {
   co_.Write("tiny/lora", "# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n");
   ASSERT_TRUE(Merge({b, a}).ok());
   EXPECT_EQ(co_.Read("tiny/lora"), first);
-  EXPECT_EQ(ReadSupportClaims(first, "x")->support["cuda"].status, "runs");  // cuda:1 over cuda:0
+  EXPECT_EQ(ReadConfigSupport(first, "x")->entries["cuda"].status, "runs");  // cuda:1 over cuda:0
 }
 
 TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
@@ -108,9 +108,9 @@ TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
       Journal("gpus.jsonl", {co_.Observe("tiny/lora", "cuda:1", CellStatus::kRuns, "2026-12-02T09:00:05Z"),
                              co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, "2026-12-02T09:00:01Z")});
   ASSERT_TRUE(Merge({j}).ok());
-  SupportClaims claims = ReadSupportClaims(co_.Read("tiny/lora"), "x").value();
-  ASSERT_EQ(claims.support.size(), 1u);
-  EXPECT_EQ(claims.support["cuda"].status, "runs");
+  ConfigSupport claims = ReadConfigSupport(co_.Read("tiny/lora"), "x").value();
+  ASSERT_EQ(claims.entries.size(), 1u);
+  EXPECT_EQ(claims.entries["cuda"].status, "runs");
 }
 
 TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothingIsWritten) {

@@ -9,7 +9,7 @@
 #include "harness/file_util.h"
 #include "harness/text.h"
 #include "matrix/shard.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 namespace tmx::matrix {
 namespace {
@@ -88,7 +88,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       StatusOr<std::string> text = ReadFile(located.path);
       if (!text.ok()) return text.status();
       std::string hash = ConfigHash(*text);
-      StatusOr<SupportMetadata> recorded = ReadSupportMetadata(*text, located.path);
+      StatusOr<SupportEntries> recorded = ReadSupportEntries(*text, located.path);
       if (!recorded.ok()) return recorded.status();
       for (const DeviceInfo* device : chosen) {
         PlannedCell cell;

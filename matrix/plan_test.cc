@@ -7,7 +7,7 @@
 
 #include "harness/config_store.h"
 #include "harness/file_util.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 #include "recipes/builtin.h"
 
 namespace tmx::matrix {
@@ -109,7 +109,7 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
   StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   for (const PlannedCell& c : *all) {
-    SupportMetadata recorded = ReadSupportMetadata(ReadFile(c.config_path).value(), c.config_path).value();
+    SupportEntries recorded = ReadSupportEntries(ReadFile(c.config_path).value(), c.config_path).value();
     auto entry = recorded.find(c.device_type);
     if (entry == recorded.end()) {
       EXPECT_GT(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": estimated";

@@ -10,12 +10,12 @@
 #include "harness/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 namespace tmx::matrix {
 
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log) {
-  std::map<std::string, SupportMetadata> updates;
+  std::map<std::string, SupportEntries> updates;
   for (const auto& [key, cell] : LatestByDeviceType(records)) {
     if (registry.RecipeForConfig(key.first) == nullptr) continue;
     updates[key.first][key.second] = SupportFromCell(cell);
@@ -28,7 +28,7 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
     StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
     // An entry verified after the record (merged from a newer journal earlier) is not rolled back.
-    StatusOr<SupportMetadata> existing = ReadSupportMetadata(*text, path);
+    StatusOr<SupportEntries> existing = ReadSupportEntries(*text, path);
     if (!existing.ok()) return existing.status();
     for (auto it = support.begin(); it != support.end();) {
       auto old = existing->find(it->first);
@@ -55,38 +55,36 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   return Status::OK();
 }
 
-StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry) {
-  std::vector<ConfigClaims> out;
+StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry) {
+  std::vector<ConfigSupport> out;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
-      ConfigClaims c;
-      c.config = name;
-      c.recipe = recipe.name;
-      c.path = BuiltinConfigPath(name);
-      StatusOr<std::string> text = ReadFile(c.path);
+      std::string path = BuiltinConfigPath(name);
+      StatusOr<std::string> text = ReadFile(path);
       if (!text.ok()) return text.status();
-      StatusOr<SupportClaims> claims = ReadSupportClaims(*text, c.path);
-      if (!claims.ok()) return claims.status();
-      c.claims = std::move(claims).value();
-      c.current_hash = ConfigHash(*text);
-      out.push_back(std::move(c));
+      StatusOr<ConfigSupport> c = ReadConfigSupport(*text, path);
+      if (!c.ok()) return c.status();
+      c->config = name;
+      c->recipe = recipe.name;
+      c->path = path;
+      c->current_hash = ConfigHash(*text);
+      out.push_back(std::move(c).value());
     }
   }
-  std::sort(out.begin(), out.end(), [](const ConfigClaims& a, const ConfigClaims& b) { return a.config < b.config; });
+  std::sort(out.begin(), out.end(),
+            [](const ConfigSupport& a, const ConfigSupport& b) { return a.config < b.config; });
   return out;
 }
 
-std::vector<GeneratedReport> RenderReports(const std::vector<ConfigClaims>& configs) {
-  std::vector<ConfigSupport> support;
-  for (const ConfigClaims& c : configs) support.push_back({c.config, c.recipe, c.claims.support});
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs) {
   std::ostringstream md, json;
-  MarkdownReporter().Report(support, {}, md);
-  JsonReporter().Report(support, {}, json);
+  MarkdownReporter().Report(configs, {}, md);
+  JsonReporter().Report(configs, {}, json);
   return {{"SUPPORT.md", md.str()}, {"support.json", json.str()}};
 }
 
 Status WriteReports(const Registry& registry, const std::string& reports_dir) {
-  StatusOr<std::vector<ConfigClaims>> configs = ReadBuiltinClaims(registry);
+  StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(registry);
   if (!configs.ok()) return configs.status();
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
   for (const GeneratedReport& r : RenderReports(*configs)) {

@@ -8,7 +8,7 @@
 
 #include "harness/registry.h"
 #include "matrix/cell.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 namespace tmx::matrix {
 
@@ -23,20 +23,11 @@ struct GeneratedReport {
   std::string text;
 };
 
-// One built-in config and what its generated block claims.
-struct ConfigClaims {
-  std::string config;        // built-in name
-  std::string recipe;        // the recipe that lists it
-  std::string path;          // its file, as problems name it
-  std::string current_hash;  // ConfigHash of the file as it is now
-  SupportClaims claims;
-};
-
 // Reads every built-in config's block, sorted by config name. A damaged block fails with its file and line.
-StatusOr<std::vector<ConfigClaims>> ReadBuiltinClaims(const Registry& registry);
+StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry);
 
 // SUPPORT.md and support.json rendered from the configs' metadata.
-std::vector<GeneratedReport> RenderReports(const std::vector<ConfigClaims>& configs);
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs);
 // Reads every built-in config's metadata and writes <reports_dir>/SUPPORT.md and support.json atomically.
 Status WriteReports(const Registry& registry, const std::string& reports_dir);
 

@@ -4,7 +4,9 @@
 add_library(tm_records
   cell.cc
   journal.cc
-  writeback.cc
+  escape.cc
+  support_block.cc
+  support_entry.cc
   report.cc
   publish.cc
   merge.cc
@@ -17,7 +19,7 @@ target_link_libraries(tm_records PUBLIC tm_harness_core yaml-cpp nlohmann_json::
 
 tm_add_test(cell_test SOURCES cell_test.cc LIBS tm_records)
 tm_add_test(journal_test SOURCES journal_test.cc LIBS tm_records)
-tm_add_test(writeback_test SOURCES writeback_test.cc LIBS tm_records)
+tm_add_test(support_block_test SOURCES support_block_test.cc support_entry_test.cc escape_test.cc LIBS tm_records)
 tm_add_test(report_test SOURCES report_test.cc LIBS tm_records)
 tm_add_test(merge_test SOURCES merge_test.cc LIBS tm_records)
 tm_add_test(check_test SOURCES check_test.cc LIBS tm_records)

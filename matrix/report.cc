@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/device_types.h"
 #include "harness/text.h"
 
 namespace tmx::matrix {
@@ -29,7 +30,7 @@ std::vector<std::string> Columns(const std::vector<ConfigSupport>& configs,
   if (!device_types.empty()) return device_types;
   std::vector<std::string> found;
   for (const ConfigSupport& c : configs) {
-    for (const auto& entry : c.support) found.push_back(entry.first);
+    for (const auto& entry : c.entries) found.push_back(entry.first);
   }
   return OrderDeviceTypes(std::move(found));
 }
@@ -66,7 +67,7 @@ std::string StatusLabel(const std::string& status) {
   return EscapeCell(status);
 }
 
-std::string CellText(const DeviceSupport& s) {
+std::string CellText(const SupportEntry& s) {
   std::string text = StatusLabel(s.status);
   if (s.status != "runs") return text;
   if (s.tokens_per_second && std::isfinite(*s.tokens_per_second)) {
@@ -92,8 +93,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   std::set<std::string> dates;
   for (const ConfigSupport* c : sorted) {
     for (const std::string& type : columns) {
-      auto it = c->support.find(type);
-      if (it != c->support.end() && !it->second.verified_at.empty()) dates.insert(it->second.verified_at.substr(0, 10));
+      auto it = c->entries.find(type);
+      if (it != c->entries.end() && !it->second.verified_at.empty()) dates.insert(it->second.verified_at.substr(0, 10));
     }
   }
   out << "# Support matrix\n\n";
@@ -112,8 +113,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   for (const ConfigSupport* c : sorted) {
     out << "| " << Code(c->config) << " | " << Code(c->recipe) << " |";
     for (const std::string& type : columns) {
-      auto it = c->support.find(type);
-      out << " " << (it == c->support.end() ? "—" : CellText(it->second)) << " |";
+      auto it = c->entries.find(type);
+      out << " " << (it == c->entries.end() ? "—" : CellText(it->second)) << " |";
     }
     out << "\n";
   }
@@ -122,8 +123,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   std::string rows;
   for (const ConfigSupport* c : sorted) {
     for (const std::string& type : columns) {
-      auto it = c->support.find(type);
-      if (it == c->support.end() || it->second.status == "runs") continue;
+      auto it = c->entries.find(type);
+      if (it == c->entries.end() || it->second.status == "runs") continue;
       const std::string& reason = it->second.reason;
       rows += "| " + Code(c->config) + " | " + EscapeCell(type) + " | " + StatusLabel(it->second.status) + " | " +
               (reason.empty() ? "(no reason recorded)" : EscapeCell(reason)) + " |\n";
@@ -139,9 +140,9 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   std::map<std::vector<std::string>, int> origins;
   for (const ConfigSupport* c : sorted) {
     for (const std::string& type : columns) {
-      auto it = c->support.find(type);
-      if (it == c->support.end()) continue;
-      const DeviceSupport& e = it->second;
+      auto it = c->entries.find(type);
+      if (it == c->entries.end()) continue;
+      const SupportEntry& e = it->second;
       ++origins[{type, e.device_name, e.torch_version, e.host, e.job, e.commit.substr(0, 12)}];
     }
   }
@@ -159,32 +160,14 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
 void JsonReporter::Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
                           std::ostream& out) {
   using nlohmann::ordered_json;
-  auto number = [](const std::optional<double>& v) -> ordered_json {
-    if (v && std::isfinite(*v)) return *v;
-    return nullptr;
-  };
   std::vector<std::string> columns = Columns(configs, device_types);
   ordered_json list = ordered_json::array();
   for (const ConfigSupport* c : SortedByConfig(configs)) {
     ordered_json support = ordered_json::object();
     for (const std::string& type : columns) {
-      auto it = c->support.find(type);
-      if (it == c->support.end()) continue;
-      const DeviceSupport& s = it->second;
-      support[type] = {{"status", s.status},
-                       {"reason", s.reason},
-                       {"tokens_per_second", number(s.tokens_per_second)},
-                       {"step_time_s", number(s.step_time_s)},
-                       {"step_time_spread_s", number(s.step_time_spread_s)},
-                       {"peak_memory_gib", number(s.peak_memory_gib)},
-                       {"wall_time_s", number(s.wall_time_s)},
-                       {"device_name", s.device_name},
-                       {"torch_version", s.torch_version},
-                       {"verified_at", s.verified_at},
-                       {"config_hash", s.config_hash},
-                       {"host", s.host},
-                       {"job", s.job},
-                       {"commit", s.commit}};
+      auto it = c->entries.find(type);
+      if (it == c->entries.end()) continue;
+      support[type] = SupportEntryToJson(it->second);
     }
     list.push_back({{"config", c->config}, {"recipe", c->recipe}, {"support", std::move(support)}});
   }

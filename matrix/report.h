@@ -9,16 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "matrix/writeback.h"
+#include "matrix/support_entry.h"
 
 namespace tmx::matrix {
-
-// One config and what its metadata says about each device type.
-struct ConfigSupport {
-  std::string config;  // built-in config name, e.g. "llama3_2/1B_lora_single_device"
-  std::string recipe;
-  SupportMetadata support;
-};
 
 class SupportReporter {
  public:
@@ -40,7 +33,7 @@ class MarkdownReporter final : public SupportReporter {
 };
 
 // reports/support.json: {"schema_version": 1, "configs": [{"config", "recipe", "support": {<device type>:
-// {every DeviceSupport field, null for a number not measured}}}]}, keys in that fixed order, indented by 2.
+// {every SupportFields() field, null for a number not measured}}}]}, keys in that fixed order, indented by 2.
 class JsonReporter final : public SupportReporter {
  public:
   static constexpr int kSchemaVersion = 1;

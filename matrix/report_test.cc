@@ -8,8 +8,8 @@
 namespace tmx::matrix {
 namespace {
 
-DeviceSupport Entry(const std::string& status, const std::string& verified_at, const std::string& reason = "") {
-  DeviceSupport e;
+SupportEntry Entry(const std::string& status, const std::string& verified_at, const std::string& reason = "") {
+  SupportEntry e;
   e.status = status;
   e.reason = reason;
   e.verified_at = verified_at;
@@ -18,7 +18,7 @@ DeviceSupport Entry(const std::string& status, const std::string& verified_at, c
 }
 
 std::vector<ConfigSupport> Sample() {
-  DeviceSupport cpu = Entry("runs", "2026-12-02T11:30:00Z");
+  SupportEntry cpu = Entry("runs", "2026-12-02T11:30:00Z");
   cpu.tokens_per_second = 812.4;
   cpu.step_time_s = 0.315;
   cpu.peak_memory_gib = 0.42;
@@ -27,9 +27,9 @@ std::vector<ConfigSupport> Sample() {
   cpu.host = "ci-7";
   cpu.job = "cpu-nightly";
   cpu.commit = "0123456789abcdef0123456789abcdef01234567";
-  DeviceSupport cuda_runs = Entry("runs", "2026-12-01T08:00:00Z");
+  SupportEntry cuda_runs = Entry("runs", "2026-12-01T08:00:00Z");
   cuda_runs.tokens_per_second = 15234.56;
-  DeviceSupport big = Entry("too_large", "2026-12-02T10:00:00Z", "needs 152.3 GiB, device has 139.8 GiB");
+  SupportEntry big = Entry("too_large", "2026-12-02T10:00:00Z", "needs 152.3 GiB, device has 139.8 GiB");
   return {
       {"qwen2_5/0_5B_full_single_device", "full_finetune_single_device",
        {{"cpu", Entry("timeout", "2026-12-01T23:00:00Z", "killed after 600s")}, {"cuda", cuda_runs}}},
@@ -110,7 +110,7 @@ TEST(MarkdownReporterTest, EdgeCases) {
 TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
   std::vector<ConfigSupport> configs = Sample();
   configs.resize(2);
-  configs[0].support.at("cuda").step_time_s = std::numeric_limits<double>::quiet_NaN();
+  configs[0].entries.at("cuda").step_time_s = std::numeric_limits<double>::quiet_NaN();
   std::ostringstream out;
   JsonReporter().Report(configs, {"cuda", "cpu"}, out);
   EXPECT_EQ(out.str(), R"({

@@ -12,7 +12,7 @@
 #include "harness/file_util.h"
 #include "harness/registry.h"
 #include "matrix/cell.h"
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix::testing {

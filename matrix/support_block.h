@@ -1,4 +1,4 @@
-// Write-back of observed support into the configs themselves: a generated block at the end of each config
+// The generated support block inside a config file, and writing it back: a block at the end of each config
 // file, between a BEGIN and an END comment line, holding `metadata.supported_devices` and
 // `metadata.support.<device type>`. Every byte outside the block belongs to the user and is kept exactly.
 //
@@ -19,7 +19,7 @@
 
 #include "harness/device_types.h"
 #include "harness/status.h"
-#include "matrix/cell.h"
+#include "matrix/support_entry.h"
 
 namespace tmx::matrix {
 
@@ -30,60 +30,25 @@ inline constexpr char kSupportBlockEnd[] = "# --- END tune-matrix support metada
 inline constexpr char kSupportBlockEndAddedBreak[] =
     "# --- END tune-matrix support metadata (config has no final newline) ---";
 
-// One `metadata.support.<device type>` entry.
-struct DeviceSupport {
-  std::string status;  // a CellStatusName: "runs", "fails", "invalid", "too_large", "timeout"
-  std::string reason;  // one line; empty for "runs"
-  std::optional<double> tokens_per_second;
-  std::optional<double> step_time_s;         // median step time after warm-up
-  std::optional<double> step_time_spread_s;  // median absolute deviation of those step times (noise)
-  std::optional<double> peak_memory_gib;     // measured peak, GiB (2^30 bytes)
-  std::optional<double> wall_time_s;         // how long the cell took, start to end (balances CI shards)
-  std::string device_name;
-  std::string torch_version;
-  std::string verified_at;  // UTC, ISO 8601
-  std::string config_hash;  // ConfigHash of the config the result was observed with
-  // Where the result was observed (provenance, kept through `tune-matrix merge`).
-  std::string host;
-  std::string job;     // CI job name; empty for a local run
-  std::string commit;  // git commit of the checkout that ran it
-
-  bool operator==(const DeviceSupport& o) const;
-  bool operator!=(const DeviceSupport& o) const { return !(*this == o); }
-};
-
-// Device type ("cpu", "cuda", "mps", "xpu", ...) -> entry.
-using SupportMetadata = std::map<std::string, DeviceSupport>;
-
-// The entry a cell contributes to its config's metadata (status, reason, median step time, tokens/s, peak
-// memory in GiB, provenance). Stored under cell.device_type.
-DeviceSupport SupportFromCell(const CellResult& cell);
+// Device type ("cpu", "cuda", ...) -> its entry, as a block holds them.
+using SupportEntries = std::map<std::string, SupportEntry>;
 
 // The config text outside the generated block, byte for byte (see the layout contract above). A text whose
-// block markers are damaged is returned unchanged; ReadSupportMetadata reports the damage.
+// block markers are damaged is returned unchanged; ReadSupportEntries reports the damage.
 std::string StripGeneratedBlock(const std::string& text);
 
 // FNV-1a 64 of StripGeneratedBlock(text), as 16 lowercase hex digits: unchanged by write-back, changed by
 // any edit of the user's part of the config.
 std::string ConfigHash(const std::string& text);
 
-// What a config's block claims: the `supported_devices` list and the `support` entries, with the file lines
-// they are on (1-based; 0 when the config has no block), so problems can point at them.
-struct SupportClaims {
-  std::vector<std::string> supported_devices;
-  int supported_devices_line = 0;
-  SupportMetadata support;
-  std::map<std::string, int> entry_lines;  // device type -> line of `<type>:` under `support:`
-  int block_end_line = 0;                  // line of the END marker, or 0
-};
-
-// The claims of the block in `text`; the same errors as ReadSupportMetadata.
-StatusOr<SupportClaims> ReadSupportClaims(const std::string& text, const std::string& path);
+// What the block in `text` claims, as a ConfigSupport whose block fields are set (supported_devices,
+// entries and their lines); the same errors as ReadSupportEntries.
+StatusOr<ConfigSupport> ReadConfigSupport(const std::string& text, const std::string& path);
 
 // The support entries of the block in `text` (empty if it has none). A damaged block (BEGIN without END, END
 // without BEGIN, two blocks, invalid YAML or wrongly typed values inside) is an InvalidArgument error
 // "<path>:<line>: ...".
-StatusOr<SupportMetadata> ReadSupportMetadata(const std::string& text, const std::string& path);
+StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::string& path);
 
 // `text` with its block replaced by one rendering `support` (no block at all when `support` is empty).
 // Deterministic: device types in OrderDeviceTypes order, fixed field order, numbers rounded (tokens/s to
@@ -91,17 +56,17 @@ StatusOr<SupportMetadata> ReadSupportMetadata(const std::string& text, const std
 // double-quoted and escaped with line breaks collapsed to spaces. Errors, naming "<path>:<line>": a damaged
 // block; a config that is not valid YAML, not one block-style mapping, or ends its document with `...`; a
 // top-level `metadata` key outside the block; a device type or status that is not a plain lowercase name.
-StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMetadata& support,
+StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& support,
                                         const std::string& path);
 
 // `text` with the entries of the device types in `updates` replaced (others stay as they are), rendered as
 // RenderWithSupport does.
-StatusOr<std::string> UpdateSupport(const std::string& text, const SupportMetadata& updates,
+StatusOr<std::string> UpdateSupport(const std::string& text, const SupportEntries& updates,
                                     const std::string& path);
 
 // Reads `path`, replaces the entries of the device types in `updates` (others stay as they are), renders and
 // replaces the file atomically if and only if its bytes change. `changed` (may be null) says whether it was
 // written. On error nothing is written.
-Status WriteBackSupport(const std::string& path, const SupportMetadata& updates, bool* changed);
+Status WriteBackSupport(const std::string& path, const SupportEntries& updates, bool* changed);
 
 }  // namespace tmx::matrix

@@ -1,4 +1,4 @@
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -24,15 +24,15 @@ std::string Fixture(const std::string& name) {
   return text.ok() ? *text : "";
 }
 
-DeviceSupport Entry(const std::string& status, const std::string& reason = "") {
-  DeviceSupport e;
+SupportEntry Entry(const std::string& status, const std::string& reason = "") {
+  SupportEntry e;
   e.status = status;
   e.reason = reason;
   return e;
 }
 
-SupportMetadata SampleSupport() {
-  DeviceSupport cpu = Entry("runs");
+SupportEntries SampleSupport() {
+  SupportEntry cpu = Entry("runs");
   cpu.tokens_per_second = 812.44;
   cpu.step_time_s = 0.31549;
   cpu.peak_memory_gib = 0.4199;
@@ -40,7 +40,7 @@ SupportMetadata SampleSupport() {
   cpu.torch_version = "2.11.0";
   cpu.verified_at = "2026-12-02T11:30:00Z";
   cpu.config_hash = "abc";
-  DeviceSupport cuda = Entry("fails", "RuntimeError: CUDA error: \"out of memory\"\n  at step 3\n");
+  SupportEntry cuda = Entry("fails", "RuntimeError: CUDA error: \"out of memory\"\n  at step 3\n");
   cuda.device_name = "NVIDIA H200";
   return {{"tpu", Entry("timeout")}, {"xpu", Entry("too_large")}, {"cuda", cuda}, {"cpu", cpu}};
 }
@@ -148,7 +148,7 @@ TEST(RenderWithSupportTest, KeepsEveryByteOfUnusualConfigs) {
       EXPECT_EQ(Replace(*rendered, "\r\n", "").find('\n'), std::string::npos) << "a bare LF in a CRLF file";
     }
 
-    StatusOr<SupportMetadata> back = ReadSupportMetadata(*rendered, c.file);
+    StatusOr<SupportEntries> back = ReadSupportEntries(*rendered, c.file);
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(back->size(), 4u);
     EXPECT_EQ(back->at("cpu").tokens_per_second, 812.4);
@@ -208,7 +208,7 @@ TEST(RenderWithSupportTest, QuotesStringsSoYamlReadsThemBack) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    DeviceSupport e = Entry("fails", c.in);
+    SupportEntry e = Entry("fails", c.in);
     e.device_name = c.in;
     StatusOr<std::string> rendered = RenderWithSupport("a: 1\n", {{"cpu", e}}, "q.yaml");
     ASSERT_TRUE(rendered.ok()) << rendered.status().ToString();
@@ -219,7 +219,7 @@ TEST(RenderWithSupportTest, QuotesStringsSoYamlReadsThemBack) {
       EXPECT_EQ(cpu["reason"].as<std::string>(), c.out);
       EXPECT_EQ(cpu["device_name"].as<std::string>(), c.out);
     }
-    StatusOr<SupportMetadata> back = ReadSupportMetadata(*rendered, "q.yaml");
+    StatusOr<SupportEntries> back = ReadSupportEntries(*rendered, "q.yaml");
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(back->at("cpu").reason, c.out);
     EXPECT_EQ(*RenderWithSupport(*rendered, *back, "q.yaml"), *rendered);
@@ -243,7 +243,7 @@ TEST(RenderWithSupportTest, FormatsNumbersStably) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.tokens_text);
-    DeviceSupport e = Entry("runs");
+    SupportEntry e = Entry("runs");
     e.tokens_per_second = c.tokens;
     e.step_time_s = c.step;
     e.peak_memory_gib = c.peak;
@@ -262,16 +262,16 @@ TEST(RenderWithSupportTest, FormatsNumbersStably) {
         EXPECT_EQ(rendered.find(f.field), std::string::npos) << f.field << " in\n" << rendered;
       }
     }
-    EXPECT_EQ(RenderWithSupport(rendered, ReadSupportMetadata(rendered, "n.yaml").value(), "n.yaml").value(),
+    EXPECT_EQ(RenderWithSupport(rendered, ReadSupportEntries(rendered, "n.yaml").value(), "n.yaml").value(),
               rendered);
   }
 }
 
-TEST(ReadSupportMetadataTest, ReadsAnExistingBlock) {
-  StatusOr<SupportMetadata> support = ReadSupportMetadata(Fixture("with_block.yaml"), "with_block.yaml");
+TEST(ReadSupportEntriesTest, ReadsAnExistingBlock) {
+  StatusOr<SupportEntries> support = ReadSupportEntries(Fixture("with_block.yaml"), "with_block.yaml");
   ASSERT_TRUE(support.ok()) << support.status().ToString();
   ASSERT_EQ(support->size(), 2u);
-  DeviceSupport cpu = Entry("runs");
+  SupportEntry cpu = Entry("runs");
   cpu.tokens_per_second = 812.4;
   cpu.step_time_s = 0.315;
   cpu.peak_memory_gib = 0.42;
@@ -279,7 +279,7 @@ TEST(ReadSupportMetadataTest, ReadsAnExistingBlock) {
   cpu.torch_version = "2.11.0";
   cpu.verified_at = "2026-12-02T11:30:00Z";
   cpu.config_hash = "0123456789abcdef";
-  DeviceSupport cuda = Entry("fails", "CUDA error: an illegal memory access was encountered (\"cudaMemcpy\")");
+  SupportEntry cuda = Entry("fails", "CUDA error: an illegal memory access was encountered (\"cudaMemcpy\")");
   cuda.device_name = "NVIDIA H200";
   cuda.torch_version = "2.11.0";
   cuda.verified_at = "2026-12-01T09:00:00Z";
@@ -291,16 +291,16 @@ TEST(ReadSupportMetadataTest, ReadsAnExistingBlock) {
             Fixture("with_block.yaml"));
 }
 
-TEST(ReadSupportMetadataTest, NoBlockIsNoSupport) {
+TEST(ReadSupportEntriesTest, NoBlockIsNoSupport) {
   for (const char* file : {"plain.yaml", "empty.yaml", "user_metadata.yaml"}) {
     SCOPED_TRACE(file);
-    StatusOr<SupportMetadata> support = ReadSupportMetadata(Fixture(file), file);
+    StatusOr<SupportEntries> support = ReadSupportEntries(Fixture(file), file);
     ASSERT_TRUE(support.ok()) << support.status().ToString();
     EXPECT_TRUE(support->empty());
   }
 }
 
-TEST(ReadSupportMetadataTest, DegenerateBlocksHoldNoSupport) {
+TEST(ReadSupportEntriesTest, DegenerateBlocksHoldNoSupport) {
   const std::string begin = std::string(kSupportBlockBegin) + "\n";
   const std::string end = std::string(kSupportBlockEnd) + "\n";
   struct Case {
@@ -317,7 +317,7 @@ TEST(ReadSupportMetadataTest, DegenerateBlocksHoldNoSupport) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::string text = "a: 1\n" + begin + c.body + end;
-    StatusOr<SupportMetadata> support = ReadSupportMetadata(text, "d.yaml");
+    StatusOr<SupportEntries> support = ReadSupportEntries(text, "d.yaml");
     ASSERT_TRUE(support.ok()) << support.status().ToString();
     EXPECT_EQ(support->size(), c.entries);
     EXPECT_EQ(StripGeneratedBlock(text), "a: 1\n");
@@ -327,9 +327,9 @@ TEST(ReadSupportMetadataTest, DegenerateBlocksHoldNoSupport) {
   }
 }
 
-TEST(ReadSupportMetadataTest, RefusesForeignKeysInTheBlock) {
+TEST(ReadSupportEntriesTest, RefusesForeignKeysInTheBlock) {
   std::string text = "a: 1\n" + std::string(kSupportBlockBegin) + "\nmetadata: {}\nseed: 3\n" + kSupportBlockEnd + "\n";
-  StatusOr<SupportMetadata> support = ReadSupportMetadata(text, "f.yaml");
+  StatusOr<SupportEntries> support = ReadSupportEntries(text, "f.yaml");
   ASSERT_FALSE(support.ok());
   EXPECT_EQ(support.status().message(),
             "f.yaml:4: generated support block has the key `seed`; only `metadata` belongs here; fix: delete the "
@@ -369,7 +369,7 @@ TEST(WritebackErrorsTest, DamagedBlocksAreErrorsNamingTheLine) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);
     std::string text = Fixture(c.file);
-    StatusOr<SupportMetadata> read = ReadSupportMetadata(text, c.file);
+    StatusOr<SupportEntries> read = ReadSupportEntries(text, c.file);
     ASSERT_FALSE(read.ok());
     EXPECT_EQ(read.status().code(), Status::Code::kInvalidArgument);
     EXPECT_EQ(read.status().message(), c.file + (":" + c.message));
@@ -425,7 +425,7 @@ TEST(WritebackErrorsTest, ConfigsThatCannotTakeABlockAreErrorsNamingTheLine) {
 TEST(WritebackErrorsTest, RefusesEntriesItCannotWritePlainly) {
   struct Case {
     const char* name;
-    SupportMetadata support;
+    SupportEntries support;
     const char* message;
   } cases[] = {
       {"device string instead of type", {{"cuda:0", Entry("runs")}},
@@ -457,37 +457,6 @@ TEST(ConfigHashTest, HashesTheUserPartOnly) {
   EXPECT_NE(ConfigHash(text + " "), ConfigHash(text));
   EXPECT_NE(ConfigHash(Replace(rendered, "batch_size: 4", "batch_size: 8")), ConfigHash(text));
   EXPECT_EQ(ConfigHash(text).size(), 16u);
-}
-
-TEST(SupportFromCellTest, TakesTheReportedFields) {
-  CellResult cell;
-  cell.key = {"c", "cuda:1"};
-  cell.device_type = "cuda";
-  cell.status = CellStatus::kTooLarge;
-  cell.reason = "needs 90 GiB";
-  cell.tokens_per_second = 10.5;
-  cell.step_time_median_s = 0.25;
-  cell.step_time_spread_s = 0.0125;
-  cell.wall_time_s = 42.5;
-  cell.peak_memory_bytes = int64_t{3} << 29;
-  cell.config_hash = "h";
-  cell.provenance = {"host", "job", "commit", "2.11.0", "NVIDIA H200", "2026-12-02T11:30:00Z"};
-  DeviceSupport want = Entry("too_large", "needs 90 GiB");
-  want.tokens_per_second = 10.5;
-  want.step_time_s = 0.25;
-  want.step_time_spread_s = 0.0125;
-  want.wall_time_s = 42.5;
-  want.peak_memory_gib = 1.5;
-  want.device_name = "NVIDIA H200";
-  want.torch_version = "2.11.0";
-  want.verified_at = "2026-12-02T11:30:00Z";
-  want.config_hash = "h";
-  want.host = "host";
-  want.job = "job";
-  want.commit = "commit";
-  EXPECT_TRUE(SupportFromCell(cell) == want);
-  cell.peak_memory_bytes.reset();
-  EXPECT_FALSE(SupportFromCell(cell).peak_memory_gib.has_value());
 }
 
 // A scratch copy of a fixture.
@@ -533,7 +502,7 @@ TEST_F(WriteBackSupportTest, WritesOnceThenChangesNothing) {
 
 TEST_F(WriteBackSupportTest, ReplacesOnlyTheDevicesOfTheUpdate) {
   std::string path = Copy("with_block.yaml");
-  DeviceSupport cuda = Entry("runs");
+  SupportEntry cuda = Entry("runs");
   cuda.tokens_per_second = 5000;
   cuda.peak_memory_gib = 12.3456;
   cuda.verified_at = "2026-12-03T00:00:00Z";
@@ -556,7 +525,7 @@ TEST_F(WriteBackSupportTest, ReplacesOnlyTheDevicesOfTheUpdate) {
 TEST_F(WriteBackSupportTest, ErrorsWriteNothing) {
   struct Case {
     const char* file;
-    SupportMetadata updates;
+    SupportEntries updates;
   } cases[] = {
       {"damaged_no_end.yaml", SampleSupport()},
       {"user_metadata.yaml", SampleSupport()},

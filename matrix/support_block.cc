@@ -1,4 +1,4 @@
-#include "matrix/writeback.h"
+#include "matrix/support_block.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "harness/file_util.h"
+#include "matrix/escape.h"
 
 namespace tmx::matrix {
 namespace {
@@ -123,137 +124,7 @@ bool IsPlainName(const std::string& s) {
   return true;
 }
 
-// Replaces each run of whitespace that contains a line break by one space, dropping it at either end.
-std::string CollapseLineBreaks(const std::string& s) {
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    if (s[i] != '\r' && s[i] != '\n') {
-      out += s[i++];
-      continue;
-    }
-    while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
-    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) ++i;
-    if (!out.empty() && i < s.size()) out += ' ';
-  }
-  return out;
-}
-
-// Decodes one UTF-8 sequence at s[i]; returns its length, or 0 if it is not valid UTF-8.
-size_t DecodeUtf8(const std::string& s, size_t i, uint32_t* cp) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char b = byte(i);
-  size_t len;
-  uint32_t min;
-  if (b < 0x80) {
-    *cp = b;
-    return 1;
-  } else if ((b & 0xE0) == 0xC0) {
-    len = 2, min = 0x80, *cp = b & 0x1F;
-  } else if ((b & 0xF0) == 0xE0) {
-    len = 3, min = 0x800, *cp = b & 0x0F;
-  } else if ((b & 0xF8) == 0xF0) {
-    len = 4, min = 0x10000, *cp = b & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    *cp = (*cp << 6) | (byte(i + k) & 0x3F);
-  }
-  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
-  return len;
-}
-
-// A YAML double-quoted scalar for `s`: line breaks collapsed, invalid UTF-8 replaced by U+FFFD, quotes,
-// backslashes and non-printable characters escaped.
-std::string Quote(const std::string& raw) {
-  std::string s = CollapseLineBreaks(raw);
-  std::string out = "\"";
-  char buf[16];
-  for (size_t i = 0; i < s.size();) {
-    uint32_t cp;
-    size_t len = DecodeUtf8(s, i, &cp);
-    if (len == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-      continue;
-    }
-    if (cp == '"') {
-      out += "\\\"";
-    } else if (cp == '\\') {
-      out += "\\\\";
-    } else if (cp == '\t') {
-      out += "\\t";
-    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
-      std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(cp));
-      out += buf;
-    } else if (cp == 0x2028 || cp == 0x2029 || cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF) {
-      std::snprintf(buf, sizeof buf, "\\u%04X", static_cast<unsigned>(cp));
-      out += buf;
-    } else {
-      out.append(s, i, len);
-    }
-    i += len;
-  }
-  return out + "\"";
-}
-
-// `v` with `decimals` digits after the point, trailing zeros dropped down to one ("0.42", "812.0").
-std::string FormatFixed(double v, int decimals) {
-  char buf[512];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
-  if (ec != std::errc()) {
-    end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, 6).ptr;
-    return std::string(buf, end);
-  }
-  std::string s(buf, end);
-  if (s.find('.') == std::string::npos) s += ".0";
-  while (s.size() >= 2 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
-  if (s == "-0.0") s = "0.0";
-  return s;
-}
-
-std::string FormatSignificant(double v, int digits) {
-  if (v == 0) return "0.0";
-  int exponent = static_cast<int>(std::floor(std::log10(std::fabs(v))));
-  return FormatFixed(v, std::max(0, digits - 1 - exponent));
-}
-
-std::string FormatTokensPerSecond(double v) { return FormatFixed(v, 1); }
-std::string FormatStepTime(double v) { return FormatSignificant(v, 4); }
-std::string FormatGib(double v) { return FormatFixed(v, 3); }
-std::string FormatWallTime(double v) { return FormatFixed(v, 1); }
-
-struct NumberField {
-  const char* name;
-  std::optional<double> DeviceSupport::*member;
-  std::string (*format)(double);
-};
-constexpr NumberField kNumberFields[] = {
-    {"tokens_per_second", &DeviceSupport::tokens_per_second, FormatTokensPerSecond},
-    {"step_time_s", &DeviceSupport::step_time_s, FormatStepTime},
-    {"step_time_spread_s", &DeviceSupport::step_time_spread_s, FormatStepTime},
-    {"peak_memory_gib", &DeviceSupport::peak_memory_gib, FormatGib},
-    {"wall_time_s", &DeviceSupport::wall_time_s, FormatWallTime},
-};
-
-struct StringField {
-  const char* name;
-  std::string DeviceSupport::*member;
-};
-constexpr StringField kStringFields[] = {
-    {"device_name", &DeviceSupport::device_name},
-    {"torch_version", &DeviceSupport::torch_version},
-    {"verified_at", &DeviceSupport::verified_at},
-    {"config_hash", &DeviceSupport::config_hash},
-    {"host", &DeviceSupport::host},
-    {"job", &DeviceSupport::job},
-    {"commit", &DeviceSupport::commit},
-};
-
-Status CheckRenderable(const SupportMetadata& support, const std::string& path) {
+Status CheckRenderable(const SupportEntries& support, const std::string& path) {
   for (const auto& [type, entry] : support) {
     if (!IsPlainName(type)) {
       return Status::InvalidArgument(
@@ -271,7 +142,7 @@ Status CheckRenderable(const SupportMetadata& support, const std::string& path) 
   return Status::OK();
 }
 
-std::string RenderBlock(const SupportMetadata& support, const std::string& eol, bool added_break) {
+std::string RenderBlock(const SupportEntries& support, const std::string& eol, bool added_break) {
   std::vector<std::string> types;
   for (const auto& entry : support) types.push_back(entry.first);
   types = OrderDeviceTypes(std::move(types));
@@ -285,18 +156,20 @@ std::string RenderBlock(const SupportMetadata& support, const std::string& eol, 
   out += "  supported_devices: [" + supported + "]" + eol;
   out += "  support:" + eol;
   for (const std::string& t : types) {
-    const DeviceSupport& e = support.at(t);
+    const SupportEntry& e = support.at(t);
     out += "    " + t + ":" + eol;
-    out += "      status: " + e.status + eol;
-    std::string reason = CollapseLineBreaks(e.reason);
-    if (!reason.empty()) out += "      reason: " + Quote(reason) + eol;
-    for (const NumberField& f : kNumberFields) {
-      const std::optional<double>& v = e.*f.member;
-      if (v && std::isfinite(*v)) out += std::string("      ") + f.name + ": " + f.format(*v) + eol;
-    }
-    for (const StringField& f : kStringFields) {
-      std::string v = CollapseLineBreaks(e.*f.member);
-      if (!v.empty()) out += std::string("      ") + f.name + ": " + Quote(v) + eol;
+    for (const SupportField& f : SupportFields()) {
+      std::string value;
+      if (f.number) {
+        const std::optional<double>& v = e.*f.number;
+        if (v && std::isfinite(*v)) value = f.format(*v);
+      } else if (f.text == &SupportEntry::status) {
+        value = e.status;  // a plain name (CheckRenderable)
+      } else {
+        std::string text = CollapseLineBreaks(e.*f.text);
+        if (!text.empty()) value = YamlQuote(text);
+      }
+      if (!value.empty()) out += std::string("      ") + f.name + ": " + value + eol;
     }
   }
   out += (added_break ? kSupportBlockEndAddedBreak : kSupportBlockEnd) + eol;
@@ -308,14 +181,14 @@ class BlockReader {
  public:
   BlockReader(const std::string& path, const BlockLocation& loc) : path_(path), loc_(loc) {}
 
-  StatusOr<SupportClaims> Read(const std::string& block_text) const {
+  StatusOr<ConfigSupport> Read(const std::string& block_text) const {
     YAML::Node root;
     try {
       root = YAML::Load(block_text);
     } catch (const YAML::Exception& e) {
       return Error(e.mark.line, "is not valid YAML (" + e.msg + ")");
     }
-    SupportClaims claims;
+    ConfigSupport claims;
     claims.block_end_line = loc_.end_line;
     if (root.IsNull()) return claims;
     if (!root.IsMap()) return Error(root.Mark().line, "must be a mapping with the one key `metadata`");
@@ -347,16 +220,16 @@ class BlockReader {
       if (!kv.first.IsScalar() || !IsPlainName(type)) {
         return Error(kv.first.Mark().line, "`" + type + "` is not a device type such as cpu or cuda");
       }
-      DeviceSupport entry;
+      SupportEntry entry;
       TM_RETURN_IF_ERROR(ReadEntry(kv.second, type, &entry));
-      claims.support[type] = std::move(entry);
+      claims.entries[type] = std::move(entry);
       claims.entry_lines[type] = FileLine(kv.first.Mark().line);
     }
     return claims;
   }
 
  private:
-  Status ReadEntry(const YAML::Node& node, const std::string& type, DeviceSupport* entry) const {
+  Status ReadEntry(const YAML::Node& node, const std::string& type, SupportEntry* entry) const {
     std::string where = "`metadata.support." + type;
     if (!node.IsMap()) return Error(node.Mark().line, where + "` must be a mapping");
     YAML::Node status = node["status"];
@@ -364,28 +237,20 @@ class BlockReader {
     if (!status.IsScalar() || !ParseCellStatus(status.Scalar())) {
       return Error(status.Mark().line, where + ".status` must be one of runs, fails, invalid, too_large, timeout");
     }
-    entry->status = status.Scalar();
-    TM_RETURN_IF_ERROR(ReadString(node, "reason", where, &entry->reason));
-    for (const StringField& f : kStringFields) {
-      TM_RETURN_IF_ERROR(ReadString(node, f.name, where, &(entry->*f.member)));
-    }
-    for (const NumberField& f : kNumberFields) {
+    for (const SupportField& f : SupportFields()) {
       YAML::Node v = node[f.name];
       if (!v || v.IsNull()) continue;
+      if (f.text) {
+        if (!v.IsScalar()) return Error(v.Mark().line, where + "." + f.name + "` must be a string");
+        entry->*f.text = v.Scalar();
+        continue;
+      }
       double d;
       if (!v.IsScalar() || !YAML::convert<double>::decode(v, d)) {
         return Error(v.Mark().line, where + "." + f.name + "` must be a number");
       }
-      entry->*f.member = d;
+      entry->*f.number = d;
     }
-    return Status::OK();
-  }
-
-  Status ReadString(const YAML::Node& node, const char* name, const std::string& where, std::string* out) const {
-    YAML::Node v = node[name];
-    if (!v || v.IsNull()) return Status::OK();
-    if (!v.IsScalar()) return Error(v.Mark().line, where + "." + name + "` must be a string");
-    *out = v.Scalar();
     return Status::OK();
   }
 
@@ -403,9 +268,9 @@ class BlockReader {
   const BlockLocation& loc_;
 };
 
-StatusOr<SupportClaims> ReadBlock(const std::string& text, const BlockLocation& loc, const std::string& path) {
+StatusOr<ConfigSupport> ReadBlock(const std::string& text, const BlockLocation& loc, const std::string& path) {
   if (!loc.damage.ok()) return loc.damage;
-  if (!loc.found) return SupportClaims();
+  if (!loc.found) return ConfigSupport();
   return BlockReader(path, loc).Read(text.substr(loc.begin, loc.end - loc.begin));
 }
 
@@ -474,33 +339,6 @@ Status CheckUserPart(const std::string& stripped, const std::string& path, LineM
 
 }  // namespace
 
-bool DeviceSupport::operator==(const DeviceSupport& o) const {
-  return status == o.status && reason == o.reason && tokens_per_second == o.tokens_per_second &&
-         step_time_s == o.step_time_s && step_time_spread_s == o.step_time_spread_s &&
-         peak_memory_gib == o.peak_memory_gib && wall_time_s == o.wall_time_s && device_name == o.device_name &&
-         torch_version == o.torch_version && verified_at == o.verified_at && config_hash == o.config_hash &&
-         host == o.host && job == o.job && commit == o.commit;
-}
-
-DeviceSupport SupportFromCell(const CellResult& cell) {
-  DeviceSupport s;
-  s.status = CellStatusName(cell.status);
-  s.reason = cell.reason;
-  s.tokens_per_second = cell.tokens_per_second;
-  s.step_time_s = cell.step_time_median_s;
-  s.step_time_spread_s = cell.step_time_spread_s;
-  if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;
-  if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
-  s.device_name = cell.provenance.device_name;
-  s.torch_version = cell.provenance.torch_version;
-  s.verified_at = cell.provenance.verified_at;
-  s.config_hash = cell.config_hash;
-  s.host = cell.provenance.host;
-  s.job = cell.provenance.job;
-  s.commit = cell.provenance.commit;
-  return s;
-}
-
 std::string StripGeneratedBlock(const std::string& text) {
   BlockLocation loc = LocateBlock(text, "");
   if (!loc.damage.ok()) return text;
@@ -518,17 +356,17 @@ std::string ConfigHash(const std::string& text) {
   return buf;
 }
 
-StatusOr<SupportClaims> ReadSupportClaims(const std::string& text, const std::string& path) {
+StatusOr<ConfigSupport> ReadConfigSupport(const std::string& text, const std::string& path) {
   return ReadBlock(text, LocateBlock(text, path), path);
 }
 
-StatusOr<SupportMetadata> ReadSupportMetadata(const std::string& text, const std::string& path) {
-  StatusOr<SupportClaims> claims = ReadSupportClaims(text, path);
+StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::string& path) {
+  StatusOr<ConfigSupport> claims = ReadConfigSupport(text, path);
   if (!claims.ok()) return claims.status();
-  return std::move(claims->support);
+  return std::move(claims->entries);
 }
 
-StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMetadata& support,
+StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& support,
                                         const std::string& path) {
   BlockLocation loc = LocateBlock(text, path);
   if (!loc.damage.ok()) return loc.damage;
@@ -554,7 +392,7 @@ StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMe
 
   // Check the result before anyone writes it: the block reads back as meant whatever the strings held, and
   // the config's own values are what they were.
-  StatusOr<SupportMetadata> back = ReadSupportMetadata(rendered, path);
+  StatusOr<SupportEntries> back = ReadSupportEntries(rendered, path);
   if (!back.ok() || RenderBlock(*back, eol, add_break) != block) {
     return Status::Internal(path + ": the support block rendered for this config does not read back as written" +
                             (back.ok() ? std::string() : " (" + back.status().message() + ")") +
@@ -578,15 +416,15 @@ StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportMe
   return rendered;
 }
 
-StatusOr<std::string> UpdateSupport(const std::string& text, const SupportMetadata& updates,
+StatusOr<std::string> UpdateSupport(const std::string& text, const SupportEntries& updates,
                                     const std::string& path) {
-  StatusOr<SupportMetadata> merged = ReadSupportMetadata(text, path);
+  StatusOr<SupportEntries> merged = ReadSupportEntries(text, path);
   if (!merged.ok()) return merged.status();
   for (const auto& [type, entry] : updates) (*merged)[type] = entry;
   return RenderWithSupport(text, *merged, path);
 }
 
-Status WriteBackSupport(const std::string& path, const SupportMetadata& updates, bool* changed) {
+Status WriteBackSupport(const std::string& path, const SupportEntries& updates, bool* changed) {
   if (changed) *changed = false;
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();

@@ -1,0 +1,100 @@
+#include "matrix/support_entry.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+namespace tmx::matrix {
+namespace {
+
+// `v` with `decimals` digits after the point, trailing zeros dropped down to one ("0.42", "812.0").
+std::string FormatFixed(double v, int decimals) {
+  char buf[512];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  if (ec != std::errc()) {
+    end = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, 6).ptr;
+    return std::string(buf, end);
+  }
+  std::string s(buf, end);
+  if (s.find('.') == std::string::npos) s += ".0";
+  while (s.size() >= 2 && s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+  if (s == "-0.0") s = "0.0";
+  return s;
+}
+
+std::string FormatSignificant(double v, int digits) {
+  if (v == 0) return "0.0";
+  int exponent = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+  return FormatFixed(v, std::max(0, digits - 1 - exponent));
+}
+
+std::string TenthsOf(double v) { return FormatFixed(v, 1); }
+std::string FourDigits(double v) { return FormatSignificant(v, 4); }
+std::string Thousandths(double v) { return FormatFixed(v, 3); }
+
+SupportField Text(const char* name, std::string SupportEntry::*member) { return {name, member, nullptr, nullptr}; }
+SupportField Number(const char* name, std::optional<double> SupportEntry::*member, std::string (*format)(double)) {
+  return {name, nullptr, member, format};
+}
+
+}  // namespace
+
+const std::vector<SupportField>& SupportFields() {
+  static const std::vector<SupportField> fields = {
+      Text("status", &SupportEntry::status),
+      Text("reason", &SupportEntry::reason),
+      Number("tokens_per_second", &SupportEntry::tokens_per_second, TenthsOf),
+      Number("step_time_s", &SupportEntry::step_time_s, FourDigits),
+      Number("step_time_spread_s", &SupportEntry::step_time_spread_s, FourDigits),
+      Number("peak_memory_gib", &SupportEntry::peak_memory_gib, Thousandths),
+      Number("wall_time_s", &SupportEntry::wall_time_s, TenthsOf),
+      Text("device_name", &SupportEntry::device_name),
+      Text("torch_version", &SupportEntry::torch_version),
+      Text("verified_at", &SupportEntry::verified_at),
+      Text("config_hash", &SupportEntry::config_hash),
+      Text("host", &SupportEntry::host),
+      Text("job", &SupportEntry::job),
+      Text("commit", &SupportEntry::commit),
+  };
+  return fields;
+}
+
+bool SupportEntry::operator==(const SupportEntry& o) const {
+  return std::all_of(SupportFields().begin(), SupportFields().end(), [&](const SupportField& f) {
+    return f.text ? this->*f.text == o.*f.text : this->*f.number == o.*f.number;
+  });
+}
+
+nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const SupportField& f : SupportFields()) {
+    if (f.text) {
+      j[f.name] = entry.*f.text;
+    } else {
+      const std::optional<double>& v = entry.*f.number;
+      j[f.name] = v && std::isfinite(*v) ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+    }
+  }
+  return j;
+}
+
+SupportEntry SupportFromCell(const CellResult& cell) {
+  SupportEntry s;
+  s.status = CellStatusName(cell.status);
+  s.reason = cell.reason;
+  s.tokens_per_second = cell.tokens_per_second;
+  s.step_time_s = cell.step_time_median_s;
+  s.step_time_spread_s = cell.step_time_spread_s;
+  if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;
+  if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
+  s.device_name = cell.provenance.device_name;
+  s.torch_version = cell.provenance.torch_version;
+  s.verified_at = cell.provenance.verified_at;
+  s.config_hash = cell.config_hash;
+  s.host = cell.provenance.host;
+  s.job = cell.provenance.job;
+  s.commit = cell.provenance.commit;
+  return s;
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,75 @@
+// What the matrix says about a config: per device type one support entry (status, measurements and where
+// they were observed), and per config its entries with what its generated block claims. Two names for
+// everything the configs, the checks and the reports pass around: SupportEntry and ConfigSupport.
+//
+// The fields of an entry are one table (SupportFields), which drives the block's rendering and parsing
+// (support_block.h), equality, and the JSON report: adding a field is one row there.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "matrix/cell.h"
+
+namespace tmx::matrix {
+
+// One `metadata.support.<device type>` entry.
+struct SupportEntry {
+  std::string status;  // a CellStatusName: "runs", "fails", "invalid", "too_large", "timeout"
+  std::string reason;  // one line; empty for "runs"
+  std::optional<double> tokens_per_second;
+  std::optional<double> step_time_s;         // median step time after warm-up
+  std::optional<double> step_time_spread_s;  // median absolute deviation of those step times (noise)
+  std::optional<double> peak_memory_gib;     // measured peak, GiB (2^30 bytes)
+  std::optional<double> wall_time_s;         // how long the cell took, start to end (balances CI shards)
+  std::string device_name;
+  std::string torch_version;
+  std::string verified_at;  // UTC, ISO 8601
+  std::string config_hash;  // ConfigHash of the config the result was observed with
+  // Where the result was observed (provenance, kept through `tune-matrix merge`).
+  std::string host;
+  std::string job;     // CI job name; empty for a local run
+  std::string commit;  // git commit of the checkout that ran it
+
+  bool operator==(const SupportEntry& o) const;
+  bool operator!=(const SupportEntry& o) const { return !(*this == o); }
+};
+
+// One field of SupportEntry: its name in the block and in support.json, and where it lives. Exactly one of
+// `text` and `number` is set. `status` is written plain; other text fields double-quoted and left out when
+// empty; numbers written by `format` and left out when absent or not finite.
+struct SupportField {
+  const char* name;
+  std::string SupportEntry::*text;
+  std::optional<double> SupportEntry::*number;
+  std::string (*format)(double);
+};
+// status, reason, the numbers, then the provenance strings: the order entries are written in.
+const std::vector<SupportField>& SupportFields();
+
+// `entry` as support.json writes it: every field in SupportFields order, null for a number not measured.
+nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry);
+
+// The entry a cell contributes to its config's metadata (status, reason, median step time, tokens/s, peak
+// memory in GiB, provenance), stored under cell.device_type.
+SupportEntry SupportFromCell(const CellResult& cell);
+
+// One built-in config and what its generated block claims.
+struct ConfigSupport {
+  std::string config;                           // built-in name, e.g. "llama3_2/1B_lora_single_device"
+  std::string recipe;                           // the recipe that lists it
+  std::map<std::string, SupportEntry> entries;  // metadata.support, by device type
+  std::vector<std::string> supported_devices;   // metadata.supported_devices
+  std::string path;                             // its file, as problems name it
+  std::string current_hash;                     // ConfigHash of the file as it is now
+  // File lines (1-based; 0 when the config has no block), so problems can point at them.
+  int supported_devices_line = 0;
+  std::map<std::string, int> entry_lines;  // device type -> line of `<type>:` under `support:`
+  int block_end_line = 0;                  // line of the END marker
+};
+
+}  // namespace tmx::matrix
