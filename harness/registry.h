@@ -130,6 +130,9 @@ struct RecipeSpec {
   std::vector<CrossCheck> checks;
   RecipeMain run;
   CellEstimator estimate;            // may be empty: the matrix then predicts nothing for its cells
+  // The overrides that make a run of this recipe a short matrix cell of `steps` optimizer steps, besides
+  // device= and output_dir= (which every recipe takes). Empty: cells run the config as written.
+  std::function<std::vector<std::string>(int steps)> cell_overrides;
 };
 
 class Registry {

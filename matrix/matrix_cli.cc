@@ -18,6 +18,7 @@
 #include "matrix/check.h"
 #include "matrix/journal.h"
 #include "matrix/machine.h"
+#include "matrix/matrix_run.h"
 #include "matrix/junit.h"
 #include "matrix/merge.h"
 #include "matrix/plan.h"
@@ -159,61 +160,14 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!handlers.ok()) return Fail(err, handlers);
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
   if (!devices.ok()) return Fail(err, devices.status());
-  StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, *devices, options);
-  if (!cells.ok()) return Fail(err, cells.status());
-
-  std::vector<CellKey> done;
-  if (options.resume) {
-    std::vector<std::string> warnings;
-    StatusOr<std::vector<CellResult>> previous = ReadJournal(options.journal_path, &warnings);
-    if (!previous.ok() && previous.status().code() != Status::Code::kNotFound) return Fail(err, previous.status());
-    for (const std::string& w : warnings) err << "warning: " << w << "\n";
-    if (previous.ok()) {
-      for (const auto& [key, cell] : LatestByCell(*previous)) done.push_back(key);
-    }
-  } else if (::access(options.journal_path.c_str(), F_OK) == 0) {
-    std::string previous = options.journal_path + ".prev";
-    if (::rename(options.journal_path.c_str(), previous.c_str()) != 0) {
-      return Fail(err, Status::IoError(options.journal_path + ": cannot move the previous journal aside"));
-    }
-    out << "Previous journal kept as " << previous << "\n";
-  }
-  size_t runnable = 0;
-  for (const PlannedCell& c : *cells) runnable += c.runnable;
-  out << "tune-matrix: " << cells->size() << " cells"
-      << (options.shard_count > 1 ? " in shard " + std::to_string(options.shard_index) + "/" +
-                                        std::to_string(options.shard_count)
-                                  : std::string())
-      << " (" << runnable << " to run, "
-      << cells->size() - runnable << " recorded without running) on " << devices->size() << " device(s); "
-      << done.size() << " already in the journal\n";
-
-  Provenance provenance = LocalProvenance(options.job);
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
-  StatusOr<MatrixRun> run = RunCells(*cells, done, *runner, options, provenance, out);
+  RunSetting setting{*devices, LocalProvenance(options.job), runner.get()};
+  StatusOr<MatrixRun> run = RunMatrix(registry, options, write_back, setting, out, err);
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) {
     err << "tune-matrix: interrupted; " << run->recorded.size() << " cells recorded in " << options.journal_path
         << ". Run again with --resume to finish the rest.\n";
     return kExitInterrupted;
-  }
-  std::vector<std::string> warnings;
-  StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
-  if (!all.ok()) return Fail(err, all.status());
-  if (write_back) {
-    Status s = PublishResults(registry, *all, options.reports_dir, out);
-    if (!s.ok()) return Fail(err, s);
-  }
-  if (!options.junit_path.empty()) {
-    std::map<CellKey, CellResult> latest = LatestByCell(*all);
-    std::vector<CellResult> planned;
-    for (const PlannedCell& c : *cells) {
-      auto it = latest.find(c.key);
-      if (it != latest.end()) planned.push_back(it->second);
-    }
-    Status s = WriteJUnitFile(planned, options.junit_path);
-    if (!s.ok()) return Fail(err, s);
-    out << "Wrote " << options.junit_path << " (" << planned.size() << " test cases)\n";
   }
   return kExitOk;
 }
@@ -391,8 +345,6 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return kExitSkipped;
   }
   device = chosen->id;
-  options.devices = {device};
-  options.configs_glob = config;
   Status made = MakeDirs(options.work_dir);
   if (!made.ok()) return Fail(err, made);
   std::string slug = config + "__" + device;
@@ -404,19 +356,13 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   options.work_dir += "/" + slug;
   made = MakeDirs(options.work_dir);
   if (!made.ok()) return Fail(err, made);
-  StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, *devices, options);
-  if (!cells.ok()) return Fail(err, cells.status());
   Status handlers = SubprocessSet::InstallInterruptHandlers();
   if (!handlers.ok()) return Fail(err, handlers);
-  Provenance provenance = LocalProvenance("ctest");
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
-  StatusOr<MatrixRun> run = RunCells(*cells, {}, *runner, options, provenance, out);
+  RunSetting setting{*devices, LocalProvenance("ctest"), runner.get()};
+  StatusOr<MatrixRun> run = RunOneCell(registry, config, device, options, setting, out);
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) return kExitInterrupted;
-  if (run->recorded.size() != 1) {
-    return Fail(err, Status::Internal("expected one cell for " + config + " on " + device + ", recorded " +
-                                      std::to_string(run->recorded.size())));
-  }
   const CellResult& r = run->recorded.front();
   switch (r.status) {
     case CellStatus::kRuns:

@@ -30,16 +30,14 @@ bool DeviceSelected(const DeviceInfo& d, const std::vector<std::string>& wanted)
 
 }  // namespace
 
-std::vector<std::string> BudgetOverrides(const std::string& device, const MatrixOptions& options,
-                                         const std::string& output_dir) {
-  return {"device=" + device,
-          "epochs=1",
-          "max_steps_per_epoch=" + std::to_string(options.max_steps),
-          "gradient_accumulation_steps=1",
-          "log_every_n_steps=1",
-          "save_checkpoints=False",
-          "resume_from_checkpoint=False",
-          "output_dir=" + output_dir};
+std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::string& device,
+                                       const MatrixOptions& options, const std::string& output_dir) {
+  std::vector<std::string> overrides = {"device=" + device};
+  if (recipe.cell_overrides) {
+    for (std::string& o : recipe.cell_overrides(options.max_steps)) overrides.push_back(std::move(o));
+  }
+  overrides.push_back("output_dir=" + output_dir);
+  return overrides;
 }
 
 bool MatchesGlob(const std::string& pattern, const std::string& name) {
@@ -98,7 +96,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         cell.device = *device;
         cell.device_type = device->type;
         cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
-        std::vector<std::string> overrides = BudgetOverrides(device->id, options, cell.output_dir);
+        std::vector<std::string> overrides = CellOverrides(recipe, device->id, options, cell.output_dir);
         StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
         if (!config.ok()) return config.status().WithContext("planning " + name);
         CellResult& r = cell.preset;

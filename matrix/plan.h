@@ -67,10 +67,10 @@ struct PlannedCell {
   std::string output_dir;
 };
 
-// Overrides applied to every cell's `tune run`: the device, the step budget, a fresh output folder, and no
-// checkpoint writing.
-std::vector<std::string> BudgetOverrides(const std::string& device, const MatrixOptions& options,
-                                         const std::string& output_dir);
+// Overrides applied to every cell's `tune run`: the device, a fresh output folder, and the recipe's own
+// budget for options.max_steps steps (RecipeSpec::cell_overrides).
+std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::string& device,
+                                       const MatrixOptions& options, const std::string& output_dir);
 
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);

@@ -2,7 +2,6 @@
 #include "matrix/scheduler.h"
 
 
-#include <deque>
 #include <map>
 #include <set>
 #include <sstream>
@@ -15,56 +14,11 @@
 #include "matrix/merge.h"
 #include "matrix/shard.h"
 #include "matrix/testdata/checkout.h"
+#include "matrix/testdata/fake_runner.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
 namespace {
-
-// Finishes cells in start order with scripted outcomes; records what ran concurrently.
-class FakeRunner : public CellRunner {
- public:
-  std::map<std::string, SubprocessResult> outcomes;  // by config name
-  std::vector<std::string> started;
-  size_t max_running = 0;
-  bool interrupt_after_first = false;
-
-  bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
-  Status Start(const CellCommand& cmd) override {
-    started.push_back(cmd.key.config + "@" + cmd.lane);
-    busy_[cmd.lane] = cmd;
-    order_.push_back(cmd.lane);
-    max_running = std::max(max_running, busy_.size());
-    return Status::OK();
-  }
-  bool WaitForOne(CellOutcome* out) override {
-    if (interrupted_ || order_.empty()) return false;
-    if (interrupt_after_first && finished_ == 1) {
-      interrupted_ = true;
-      return false;
-    }
-    std::string lane = order_.front();
-    order_.pop_front();
-    CellCommand cmd = busy_[lane];
-    busy_.erase(lane);
-    out->key = cmd.key;
-    out->lane = lane;
-    out->result = outcomes[cmd.key.config];
-    ++finished_;
-    return true;
-  }
-  std::vector<CellOutcome> Abort() override {
-    busy_.clear();
-    order_.clear();
-    return {};
-  }
-  bool interrupted() const override { return interrupted_; }
-
- private:
-  std::map<std::string, CellCommand> busy_;
-  std::deque<std::string> order_;
-  int finished_ = 0;
-  bool interrupted_ = false;
-};
 
 class SchedulerTest : public ::testing::Test {
  protected:

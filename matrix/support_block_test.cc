@@ -16,7 +16,7 @@
 namespace tmx::matrix {
 namespace {
 
-const std::string kFixtures = std::string(TM_SOURCE_DIR) + "/matrix/testdata/writeback/";
+const std::string kFixtures = std::string(TM_SOURCE_DIR) + "/matrix/testdata/support_block/";
 
 std::string Fixture(const std::string& name) {
   StatusOr<std::string> text = ReadFile(kFixtures + name);

@@ -28,6 +28,11 @@ RecipeSpec FinetuneRecipe(TrainKind kind) {
   r.estimate = [kind](const Config& config, const Registry& registry, const DeviceInfo& device) {
     return EstimateFinetune(config, registry, device, kind);
   };
+  // A cell: one epoch of `steps` optimizer steps of one micro-batch each, every step logged, nothing saved.
+  r.cell_overrides = [](int steps) -> std::vector<std::string> {
+    return {"epochs=1",          "max_steps_per_epoch=" + std::to_string(steps), "gradient_accumulation_steps=1",
+            "log_every_n_steps=1", "save_checkpoints=False",                      "resume_from_checkpoint=False"};
+  };
   return r;
 }
 

@@ -25,8 +25,16 @@ class TestCheckout {
     Write("tiny/lora", "# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n");
     Write("tiny/lora_big", "batch_size: 64\nlr: 3e-4\n");
     Write("tiny/full", "batch_size: 2\nlr: 1e-5\n");
-    RecipeSpec lora{"lora_finetune_single_device", "", false, {"tiny/lora", "tiny/lora_big"}, {}, {}, nullptr};
-    RecipeSpec full{"full_finetune_single_device", "", false, {"tiny/full"}, {}, {}, nullptr};
+    // The keys the configs hold, and those a matrix cell sets (device, output_dir, the step budget).
+    std::vector<FieldSpec> fields = {Field("batch_size", FieldType::kInt, "1", "batch"),
+                                     Field("lr", FieldType::kFloat, "1e-3", "learning rate"),
+                                     Field("device", FieldType::kString, "cpu", "device"),
+                                     Field("output_dir", FieldType::kString, "", "output"),
+                                     Field("steps", FieldType::kInt, "10", "steps")};
+    auto budget = [](int steps) { return std::vector<std::string>{"steps=" + std::to_string(steps)}; };
+    RecipeSpec lora{"lora_finetune_single_device", "", false, {"tiny/lora", "tiny/lora_big"}, fields, {}, nullptr};
+    RecipeSpec full{"full_finetune_single_device", "", false, {"tiny/full"}, fields, {}, nullptr};
+    lora.cell_overrides = full.cell_overrides = budget;
     EXPECT_TRUE(registry.AddRecipe(lora).ok());
     EXPECT_TRUE(registry.AddRecipe(full).ok());
   }

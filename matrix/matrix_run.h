@@ -1,0 +1,44 @@
+// What `tune-matrix run` and `tune-matrix cell` do, without the process plumbing: plan the cells on the
+// given devices, take care of the journal, run the cells through a CellRunner, and publish the results.
+// The CLI supplies the real devices (probed in a child), provenance and subprocess runner; tests supply a
+// fake runner and a test checkout, so everything between the command line and the child processes is
+// tested without starting any.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/device.h"
+#include "harness/registry.h"
+#include "harness/status.h"
+#include "matrix/cell.h"
+#include "matrix/plan.h"
+#include "matrix/runner.h"
+#include "matrix/scheduler.h"
+
+namespace tmx::matrix {
+
+// Where and with what the cells run.
+struct RunSetting {
+  std::vector<DeviceInfo> devices;  // this machine's devices (DiscoverDevices)
+  Provenance provenance;            // recorded with every cell (LocalProvenance)
+  CellRunner* runner = nullptr;     // starts the cells
+  std::function<std::string()> now = UtcNow;
+};
+
+// The whole run: plans options' cells; with options.resume keeps the journal and skips the cells it holds,
+// otherwise moves an existing journal aside (to <journal>.prev) and starts a new one; runs the cells; then,
+// unless interrupted, writes the journal's newest records into the configs and reports (when write_back)
+// and the planned cells as JUnit (when options.junit_path is set). Progress goes to `out`.
+StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& options, bool write_back,
+                              const RunSetting& setting, std::ostream& out, std::ostream& err);
+
+// One built-in config on one device (a device id present in setting.devices) as a matrix cell, with the
+// same child command and budget as RunMatrix, recorded in a journal of its own (options.journal_path) and
+// nowhere else: no config or report changes. Unless interrupted, `recorded` holds exactly that cell.
+StatusOr<MatrixRun> RunOneCell(const Registry& registry, const std::string& config, const std::string& device,
+                                MatrixOptions options, const RunSetting& setting, std::ostream& out);
+
+}  // namespace tmx::matrix

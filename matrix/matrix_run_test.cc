@@ -1,0 +1,112 @@
+// tune-matrix run and cell between the command line and the child processes: a test checkout, fake
+// devices and a fake runner that writes the run summary each child would write.
+#include "matrix/matrix_run.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "harness/file_util.h"
+#include "harness/run_summary.h"
+#include "matrix/journal.h"
+#include "matrix/testdata/checkout.h"
+#include "matrix/testdata/fake_runner.h"
+
+namespace tmx::matrix {
+namespace {
+
+DeviceInfo Cpu() {
+  DeviceInfo d;
+  d.id = d.type = "cpu";
+  d.name = "Test CPU";
+  d.total_memory_bytes = int64_t{16} << 30;
+  d.probed = true;
+  return d;
+}
+
+class MatrixRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.tune_path = "/bin/tune";
+    options_.journal_path = co_.dir() + "/reports/journal.jsonl";
+    options_.work_dir = co_.dir() + "/runs";
+    options_.reports_dir = co_.dir() + "/reports";
+    options_.junit_path = co_.dir() + "/junit.xml";
+    ASSERT_TRUE(MakeDirs(options_.reports_dir).ok());
+    // Each child "runs" its steps: the summary lands in the cell's output_dir= override.
+    runner_.on_start = [this](const CellCommand& cmd) {
+      ++children_;
+      std::string out;
+      for (const std::string& a : cmd.argv) {
+        if (a.rfind("output_dir=", 0) == 0) out = a.substr(11);
+      }
+      // The recipe's own budget (RecipeSpec::cell_overrides) reaches the child command.
+      EXPECT_NE(std::find(cmd.argv.begin(), cmd.argv.end(), "steps=3"), cmd.argv.end());
+      RunSummary s;
+      s.ok = true;
+      s.step_times_s = {2.0, 1.0, 1.0};
+      s.step_tokens = {50, 50, 50};
+      s.losses = {3.0, 2.0, 1.0};
+      s.Finish();
+      ASSERT_TRUE(WriteRunSummary(out, s).ok());
+    };
+    for (const char* c : {"tiny/lora", "tiny/lora_big", "tiny/full"}) runner_.outcomes[c].exit_code = 0;
+    setting_.devices = {Cpu()};
+    setting_.provenance = {"host", "job", "abc", "2.11.0", "", ""};
+    setting_.runner = &runner_;
+    setting_.now = [] { return std::string("2026-12-02T10:00:00Z"); };
+  }
+
+  testing::TestCheckout co_;
+  MatrixOptions options_;
+  FakeRunner runner_;
+  RunSetting setting_;
+  int children_ = 0;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsThePreviousJournal) {
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, "old\n").ok());
+  StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(children_, 3);
+  EXPECT_EQ(run->recorded.size(), 3u);
+  EXPECT_EQ(ReadFile(options_.journal_path + ".prev").value(), "old\n");
+  EXPECT_EQ(ReadJournal(options_.journal_path, nullptr)->size(), 3u);
+  EXPECT_NE(out_.str().find("tune-matrix: 3 cells (3 to run, 0 recorded without running) on 1 device(s)"),
+            std::string::npos)
+      << out_.str();
+  std::string lora = co_.Read("tiny/lora");
+  EXPECT_NE(lora.find("supported_devices: [cpu]"), std::string::npos) << lora;
+  EXPECT_NE(lora.find("tokens_per_second: 50.0"), std::string::npos) << lora;
+  EXPECT_TRUE(PathExists(options_.reports_dir + "/SUPPORT.md"));
+  EXPECT_NE(ReadFile(options_.junit_path)->find("tests=\"3\""), std::string::npos);
+}
+
+TEST_F(MatrixRunTest, ResumeRunsOnlyTheMissingCellsAndNoWriteBackLeavesConfigsAlone) {
+  options_.configs_glob = "tiny/lora*";
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
+  EXPECT_EQ(children_, 2);
+  EXPECT_EQ(co_.Read("tiny/lora").find("metadata"), std::string::npos);
+  options_.configs_glob = "";
+  options_.resume = true;
+  runner_.started.clear();
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
+  EXPECT_EQ(runner_.started, std::vector<std::string>{"tiny/full@cpu"});
+  EXPECT_EQ(ReadJournal(options_.journal_path, nullptr)->size(), 3u);
+}
+
+TEST_F(MatrixRunTest, OneCellIsRecordedInItsOwnJournalOnly) {
+  options_.journal_path = co_.dir() + "/cell.jsonl";
+  StatusOr<MatrixRun> run = RunOneCell(co_.registry, "tiny/full", "cpu", options_, setting_, out_);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].status, CellStatus::kRuns);
+  EXPECT_EQ(runner_.started, std::vector<std::string>{"tiny/full@cpu"});
+  EXPECT_EQ(co_.Read("tiny/full").find("metadata"), std::string::npos);
+  EXPECT_FALSE(PathExists(options_.reports_dir + "/SUPPORT.md"));
+}
+
+}  // namespace
+}  // namespace tmx::matrix

@@ -1,0 +1,64 @@
+// A CellRunner for tests that starts no process (ninja's build_test habit).
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "matrix/runner.h"
+
+namespace tmx::matrix {
+
+// Finishes cells in start order with scripted outcomes; records what ran concurrently.
+class FakeRunner : public CellRunner {
+ public:
+  // Called for each cell as it starts, e.g. to write the run summary its child would write.
+  std::function<void(const CellCommand&)> on_start;
+  std::map<std::string, SubprocessResult> outcomes;  // by config name
+  std::vector<std::string> started;
+  size_t max_running = 0;
+  bool interrupt_after_first = false;
+
+  bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
+  Status Start(const CellCommand& cmd) override {
+    started.push_back(cmd.key.config + "@" + cmd.lane);
+    if (on_start) on_start(cmd);
+    busy_[cmd.lane] = cmd;
+    order_.push_back(cmd.lane);
+    max_running = std::max(max_running, busy_.size());
+    return Status::OK();
+  }
+  bool WaitForOne(CellOutcome* out) override {
+    if (interrupted_ || order_.empty()) return false;
+    if (interrupt_after_first && finished_ == 1) {
+      interrupted_ = true;
+      return false;
+    }
+    std::string lane = order_.front();
+    order_.pop_front();
+    CellCommand cmd = busy_[lane];
+    busy_.erase(lane);
+    out->key = cmd.key;
+    out->lane = lane;
+    out->result = outcomes[cmd.key.config];
+    ++finished_;
+    return true;
+  }
+  std::vector<CellOutcome> Abort() override {
+    busy_.clear();
+    order_.clear();
+    return {};
+  }
+  bool interrupted() const override { return interrupted_; }
+
+ private:
+  std::map<std::string, CellCommand> busy_;
+  std::deque<std::string> order_;
+  int finished_ = 0;
+  bool interrupted_ = false;
+};
+
+}  // namespace tmx::matrix
