@@ -1,0 +1,102 @@
+// ByteBpeTokenizer: GPT-2 style byte-level BPE (vocab.json + merges.txt), as torchtune's Qwen2Tokenizer
+// (torchtune.models.qwen2._tokenizer) and Hugging Face's BPE model with a ByteLevel pre-tokenizer encode.
+//
+// Encoding: optional NFC normalization; the text is split on the special (added) tokens, whose text always
+// becomes their id; every other span is cut by the pre-tokenizer pattern, each piece's UTF-8 bytes are mapped to
+// GPT-2's printable byte alphabet and merged by merge rank (lowest first, all occurrences left to right).
+// A merged symbol missing from the vocabulary becomes unk_id (dropped when there is none, as Hugging Face does).
+//
+// Files: vocab.json is one JSON object {token: id}; merges.txt has one "left right" pair per line, optionally
+// after a "#version: ..." first line. Errors name the file and line.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/data/tokenizers/tokenizer.h"
+#include "recipes/data/tokenizers/unicode.h"
+
+namespace tmx::data {
+
+// The pre-tokenizer pattern of Qwen2, Qwen2.5 and Qwen3 (one digit per piece).
+extern const char* const kQwen2Pattern;
+// GPT-2's own pattern (Hugging Face ByteLevel pre-tokenizer with use_regex: true).
+extern const char* const kGpt2Pattern;
+
+struct ByteBpeModel {
+  std::unordered_map<std::string, int64_t> vocab;       // byte-alphabet token -> id
+  std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+};
+
+struct ByteBpeOptions {
+  ByteBpeModel model;
+  // Pre-tokenizer pattern (PCRE2 / Python regex syntax).
+  std::string pattern = kQwen2Pattern;
+  // Apply Unicode NFC before splitting (Qwen2 and tokenizer.json files with an NFC normalizer do).
+  bool nfc = true;
+  // Hugging Face's ignore_merges: a piece that is a whole vocabulary entry is taken as is, unmerged.
+  bool ignore_merges = false;
+  // Hugging Face's BPE: a byte whose symbol is not in the vocabulary is dropped (or becomes unk_id) before merging,
+  // so its neighbours can merge. torchtune's Qwen2Tokenizer (false) keeps it in place, where it blocks merges, and
+  // drops it afterwards. The two differ only for vocabularies that lack some bytes.
+  bool drop_unknown_bytes_first = false;
+  // Added tokens: their text is always matched in the input and becomes their id.
+  std::map<std::string, int64_t> special_tokens;
+  // Added tokens that are not special (kept by Decode even when skip_special). Subset of special_tokens' keys.
+  std::unordered_set<std::string> non_special_added;
+  int64_t unk_id = kNoId;
+  int64_t bos_id = kNoId;
+  int64_t eos_id = kNoId;
+  int64_t pad_id = kNoId;
+};
+
+// Reads vocab.json and merges.txt. NotFound/IoError for a file; InvalidArgument "<file>:<line>: ..." for bad
+// content (not a JSON object of whole-number ids, a merge line without exactly two symbols).
+StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path);
+
+class ByteBpeTokenizer : public Tokenizer {
+ public:
+  // InvalidArgument when the pattern does not compile.
+  static StatusOr<std::unique_ptr<ByteBpeTokenizer>> Create(ByteBpeOptions options);
+
+  std::vector<int64_t> Encode(std::string_view text, const EncodeOptions& options) const override;
+  using Tokenizer::Encode;
+  std::string Decode(const std::vector<int64_t>& ids, bool skip_special) const override;
+  std::string Piece(int64_t id) const override;
+  int64_t vocab_size() const override { return vocab_size_; }
+  int64_t bos_id() const override { return options_.bos_id; }
+  int64_t eos_id() const override { return options_.eos_id; }
+  int64_t pad_id() const override { return options_.pad_id; }
+  const std::map<std::string, int64_t>& special_tokens() const override { return options_.special_tokens; }
+
+  // Ids of `text` without special-token matching, normalization, BOS or EOS: what one pre-tokenized span gives.
+  void EncodeOrdinary(std::string_view text, std::vector<int64_t>* ids) const;
+
+ private:
+  ByteBpeTokenizer() = default;
+  std::vector<int64_t> EncodeWord(const std::string& word) const;
+
+  ByteBpeOptions options_;
+  std::unique_ptr<UnicodeRegex> regex_;
+  std::unordered_map<std::string, int64_t> merge_rank_;  // "left right" -> rank
+  std::unordered_map<int64_t, std::string> token_of_;    // id -> byte-alphabet token or added token text
+  std::unordered_set<int64_t> added_ids_;
+  std::vector<std::pair<std::string, int64_t>> specials_longest_first_;
+  int64_t vocab_size_ = 0;
+  // Words already merged (torchtune keeps an lru_cache of the same). Bounded; cleared when full.
+  mutable std::mutex cache_mutex_;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
+};
+
+// GPT-2's byte -> printable character table (bytes_to_unicode), as UTF-8 strings indexed by byte.
+const std::vector<std::string>& ByteToUnicode();
+
+}  // namespace tmx::data
