@@ -225,6 +225,12 @@ def to_messages(conversation, masking_strategy):
     return messages
 
 
+def tokenize(tok, messages):
+    # The model tokenizer's __call__, as SFTDataset uses it for training samples.
+    sample = tok({"messages": messages})
+    return sample["tokens"], sample["mask"]
+
+
 def make_chat_formats():
     from torchtune.data import GrammarErrorCorrectionTemplate, QuestionAnswerTemplate, SummarizeTemplate
     out = []
@@ -234,7 +240,7 @@ def make_chat_formats():
                 if family == "mistral_tokenizer" and conversation[0]["role"] == "system":
                     continue  # MistralChatTemplate refuses system prompts (tested separately in C++)
                 for strategy in ("train_on_assistant", "train_on_all", "train_on_last"):
-                    tokens, mask = tok.tokenize_messages(to_messages(conversation, strategy))
+                    tokens, mask = tokenize(tok, to_messages(conversation, strategy))
                     out.append({"tokenizer": family, "conversation": name, "masking_strategy": strategy,
                                 "max_seq_len": max_seq_len, "prompt_template": None,
                                 "tokens": [int(t) for t in tokens], "mask": [bool(m) for m in mask]})
@@ -246,7 +252,7 @@ def make_chat_formats():
             if family in ("llama2_tokenizer", "mistral_tokenizer"):
                 continue
             tok.prompt_template = template()
-            tokens, mask = tok.tokenize_messages(to_messages(CONVERSATIONS["single_turn"], "train_on_assistant"))
+            tokens, mask = tokenize(tok, to_messages(CONVERSATIONS["single_turn"], "train_on_assistant"))
             out.append({"tokenizer": family, "conversation": "single_turn", "masking_strategy": "train_on_assistant",
                         "max_seq_len": None, "prompt_template": template_name,
                         "tokens": [int(t) for t in tokens], "mask": [bool(m) for m in mask]})
@@ -276,7 +282,7 @@ def make_datasets():
     def sft(name, transform, records):
         samples = []
         for record in records:
-            tokens, mask = tok.tokenize_messages(transform(record)["messages"])
+            tokens, mask = tokenize(tok, transform(record)["messages"])
             samples.append({"tokens": [int(t) for t in tokens], "labels": aligned_labels(tokens, mask)})
         return {"dataset": name, "samples": samples}
 

@@ -1,0 +1,80 @@
+#include "recipes/data/tokenizer_builders.h"
+
+#include <gtest/gtest.h>
+
+#include "recipes/data/samples.h"
+#include "recipes/data/testdata/fixtures.h"
+
+namespace tmx::data {
+namespace {
+
+TEST(TokenizerBuildersTest, EveryComponentBuildsOnItsSample) {
+  for (const TokenizerComponent& c : TokenizerComponents()) {
+    SCOPED_TRACE(c.dotpath);
+    StatusOr<TokenizerOptions> options = SampleTokenizerOptions(c.dotpath, TokenizerOptions());
+    ASSERT_TRUE(options.ok()) << options.status().ToString();
+    auto tok = BuildTokenizer(c.dotpath, *options);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    EXPECT_EQ((*tok)->name(), c.name);
+    EXPECT_FALSE((*tok)->Encode("Hello world", false, false).empty());
+  }
+}
+
+TEST(TokenizerBuildersTest, FamilyIdsAsTorchtune) {
+  auto tok = BuildTokenizer("llama3_tokenizer", *SampleTokenizerOptions("llama3_tokenizer", {}));
+  ASSERT_TRUE(tok.ok());
+  const nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json");
+  EXPECT_EQ((*tok)->bos_id(), fixture["tiktoken"]["bos_id"].get<int64_t>());
+  EXPECT_EQ((*tok)->eos_id(), fixture["tiktoken"]["eos_id"].get<int64_t>());
+  EXPECT_EQ((*tok)->pad_id(), fixture["tiktoken"]["pad_id"].get<int64_t>());
+  EXPECT_EQ((*tok)->base().vocab_size(), fixture["tiktoken"]["vocab_size"].get<int64_t>());
+  EXPECT_EQ(Llama3SpecialTokens().size(), 257u);
+  EXPECT_EQ(Llama3SpecialTokens().at("<|reserved_special_token_244|>"), 128255);
+
+  auto phi3 = BuildTokenizer("phi3_mini_tokenizer", *SampleTokenizerOptions("phi3_mini_tokenizer", {}));
+  ASSERT_TRUE(phi3.ok());
+  EXPECT_EQ((*phi3)->eos_id(), fixture["phi3"]["eos_id"].get<int64_t>());
+  EXPECT_EQ((*phi3)->pad_id(), fixture["phi3"]["pad_id"].get<int64_t>());
+  EXPECT_EQ((*phi3)->bos_id(), fixture["phi3"]["bos_id"].get<int64_t>());
+
+  auto llama2 = BuildTokenizer("torchtune.models.llama2.llama2_tokenizer", *SampleTokenizerOptions("llama2_tokenizer", {}));
+  ASSERT_TRUE(llama2.ok());
+  EXPECT_EQ((*llama2)->pad_id(), 0);
+  EXPECT_EQ(Qwen3SpecialTokens().at("</think>"), 151668);
+  EXPECT_EQ(Qwen2_5SpecialTokens().at("<|file_sep|>"), 151664);
+}
+
+TEST(TokenizerBuildersTest, MissingFileSaysWhichOptionAndWhere) {
+  TokenizerOptions options;
+  options.path = "/nonexistent/Meta-Llama-3.1-8B-Instruct/original/tokenizer.model";
+  auto tok = BuildTokenizer("torchtune.models.llama3.llama3_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(tok.status().message(),
+            "llama3_tokenizer: path /nonexistent/Meta-Llama-3.1-8B-Instruct/original/tokenizer.model does not exist; "
+            "fix: put the model's original/tokenizer.model (tiktoken ranks) there (e.g. tune download <model> "
+            "--output-dir <dir>), or set path to where it is");
+  options.path = test::SampleTokenizerPath("tiny_bpe_vocab.json");
+  tok = BuildTokenizer("qwen2_5_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            "qwen2_5_tokenizer: merges_file is not set; fix: set merges_file to the model's merges.txt");
+}
+
+TEST(TokenizerBuildersTest, UnknownComponentAndOptions) {
+  auto tok = BuildTokenizer("torchtune.models.llama3.llama3_tokenizr", TokenizerOptions());
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message().rfind("tokenizer component torchtune.models.llama3.llama3_tokenizr is unknown "
+                                         "(did you mean torchtune.models.llama3.llama3_tokenizer?); fix: use one of: ",
+                                         0),
+            0u)
+      << tok.status().message();
+  TokenizerOptions options = *SampleTokenizerOptions("gemma_tokenizer", {});
+  options.truncation_type = "middle";
+  tok = BuildTokenizer("gemma_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), "gemma_tokenizer: truncation_type \"middle\" is unknown; fix: use right or left");
+}
+
+}  // namespace
+}  // namespace tmx::data
