@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "harness/file_util.h"
+#include "recipes/data/tokenizers/unicode.h"
 
 namespace tmx::data {
 namespace {
@@ -124,20 +125,16 @@ StatusOr<std::vector<Record>> ParseJsonArray(const std::string& path, const std:
 
 StatusOr<std::vector<Record>> ParseJsonLines(const std::string& path, const std::string& text) {
   std::vector<Record> records;
-  size_t begin = 0;
-  for (int64_t line = 1; begin < text.size(); ++line) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string content = text.substr(begin, end - begin);
-    size_t line_begin = begin;
-    begin = end + 1;
-    if (std::all_of(content.begin(), content.end(), [](char c) { return IsJsonSpace(c); })) continue;
+  Status status = ForEachLine(text, [&](int64_t line, std::string_view content, size_t offset) {
+    if (std::all_of(content.begin(), content.end(), [](char c) { return IsJsonSpace(c); })) return Status::OK();
     try {
       records.push_back(Record{json::parse(content), path, line});
     } catch (const json::parse_error& e) {
-      return InvalidJson(path, text, line_begin, line, e);
+      return InvalidJson(path, text, offset, line, e);
     }
-  }
+    return Status::OK();
+  });
+  if (!status.ok()) return status;
   return records;
 }
 
@@ -217,15 +214,11 @@ StatusOr<std::vector<Record>> ParseCsv(const std::string& path, const std::strin
 
 std::vector<Record> ParseTextLines(const std::string& path, const std::string& text) {
   std::vector<Record> records;
-  size_t begin = 0;
-  for (int64_t line = 1; begin < text.size(); ++line) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    std::string content = text.substr(begin, end - begin);
-    begin = end + 1;
-    if (!content.empty() && content.back() == '\r') content.pop_back();
-    if (!content.empty()) records.push_back(Record{json{{"text", content}}, path, line});
-  }
+  ForEachLine(text, [&](int64_t line, std::string_view content, size_t) {
+    if (!content.empty() && content.back() == '\r') content.remove_suffix(1);
+    if (!content.empty()) records.push_back(Record{json{{"text", std::string(content)}}, path, line});
+    return Status::OK();
+  });
   return records;
 }
 

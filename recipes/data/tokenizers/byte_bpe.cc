@@ -100,17 +100,12 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
     }
     model.vocab.emplace(token, id.get<int64_t>());
   }
-  size_t begin = 0;
-  for (int64_t line_no = 1; begin < merges_text->size(); ++line_no) {
-    size_t end = merges_text->find('\n', begin);
-    if (end == std::string::npos) end = merges_text->size();
-    std::string line = merges_text->substr(begin, end - begin);
-    begin = end + 1;
+  Status parsed = ForEachLine(*merges_text, [&](int64_t line_no, std::string_view raw, size_t) {
     // Python's str.strip() of ASCII whitespace, as torchtune's reader does.
-    size_t first = line.find_first_not_of(" \t\r\n\v\f");
-    if (first == std::string::npos) continue;
-    line = line.substr(first, line.find_last_not_of(" \t\r\n\v\f") - first + 1);
-    if (line_no == 1 && line.rfind("#version:", 0) == 0) continue;
+    size_t first = raw.find_first_not_of(" \t\r\n\v\f");
+    if (first == std::string_view::npos) return Status::OK();
+    std::string line(raw.substr(first, raw.find_last_not_of(" \t\r\n\v\f") - first + 1));
+    if (line_no == 1 && line.rfind("#version:", 0) == 0) return Status::OK();
     size_t space = line.find(' ');
     if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
       return Status::InvalidArgument(merges_path + ":" + std::to_string(line_no) + ": expected two symbols \"left "
@@ -118,7 +113,9 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
                                      "\"; fix: give the tokenizer's merges.txt (vocab goes in path)");
     }
     model.merges.emplace_back(line.substr(0, space), line.substr(space + 1));
-  }
+    return Status::OK();
+  });
+  if (!parsed.ok()) return parsed;
   return model;
 }
 
@@ -143,6 +140,10 @@ StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOpti
   }
   std::stable_sort(tok->specials_longest_first_.begin(), tok->specials_longest_first_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  tok->bos_id_ = options.bos_id;
+  tok->eos_id_ = options.eos_id;
+  tok->pad_id_ = options.pad_id;
+  tok->special_tokens_ = options.special_tokens;
   tok->options_ = std::move(options);
   return tok;
 }
@@ -218,7 +219,7 @@ void ByteBpeTokenizer::EncodeOrdinary(std::string_view text, std::vector<int64_t
 
 std::vector<int64_t> ByteBpeTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int64_t> ids;
-  if (options.add_bos && options_.bos_id != kNoId) ids.push_back(options_.bos_id);
+  if (options.add_bos && bos_id_ != kNoId) ids.push_back(bos_id_);
   std::string valid = ToValidUtf8(text);
   if (options_.nfc) valid = NormalizeNfc(valid);
   std::string_view rest(valid);
@@ -243,7 +244,7 @@ std::vector<int64_t> ByteBpeTokenizer::Encode(std::string_view text, const Encod
     ids.push_back(specials_longest_first_[best_k].second);
     cursor = best + specials_longest_first_[best_k].first.size();
   }
-  if (options.add_eos && options_.eos_id != kNoId) ids.push_back(options_.eos_id);
+  if (options.add_eos && eos_id_ != kNoId) ids.push_back(eos_id_);
   return ids;
 }
 

@@ -72,10 +72,6 @@ class ByteBpeTokenizer : public Tokenizer {
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special) const override;
   std::string Piece(int64_t id) const override;
   int64_t vocab_size() const override { return vocab_size_; }
-  int64_t bos_id() const override { return options_.bos_id; }
-  int64_t eos_id() const override { return options_.eos_id; }
-  int64_t pad_id() const override { return options_.pad_id; }
-  const std::map<std::string, int64_t>& special_tokens() const override { return options_.special_tokens; }
 
   // Ids of `text` without special-token matching, normalization, BOS or EOS: what one pre-tokenized span gives.
   void EncodeOrdinary(std::string_view text, std::vector<int64_t>* ids) const;

@@ -258,6 +258,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
   StatusOr<std::unique_ptr<ByteBpeTokenizer>> model = ByteBpeTokenizer::Create(std::move(bpe));
   if (!model.ok()) return model.status().WithContext(options.path);
   tok->bpe_ = std::move(model).value();
+  tok->special_tokens_ = tok->bpe_->special_tokens();
   return tok;
 }
 

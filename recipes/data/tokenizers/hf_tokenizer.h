@@ -49,10 +49,6 @@ class HfTokenizer : public Tokenizer {
   }
   std::string Piece(int64_t id) const override { return bpe_->Piece(id); }
   int64_t vocab_size() const override { return bpe_->vocab_size(); }
-  int64_t bos_id() const override { return bos_id_; }
-  int64_t eos_id() const override { return eos_id_; }
-  int64_t pad_id() const override { return pad_id_; }
-  const std::map<std::string, int64_t>& special_tokens() const override { return bpe_->special_tokens(); }
 
   // What `tokenizers`' Tokenizer.encode(text).ids returns: the post-processor's tokens included.
   std::vector<int64_t> EncodeRaw(std::string_view text) const;
@@ -64,9 +60,6 @@ class HfTokenizer : public Tokenizer {
   std::vector<int64_t> prefix_;  // post-processor's special tokens before and after the text
   std::vector<int64_t> suffix_;
   std::string bos_token_;
-  int64_t bos_id_ = kNoId;
-  int64_t eos_id_ = kNoId;
-  int64_t pad_id_ = kNoId;
 };
 
 // The added tokens of a tokenizer.json ({"content": id} of "added_tokens"), as torchtune's

@@ -49,10 +49,6 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string Piece(int64_t id) const override;
   // The model's piece count (torchtune's vocab_size; extra special tokens are not counted, as in torchtune).
   int64_t vocab_size() const override;
-  int64_t bos_id() const override { return bos_id_; }
-  int64_t eos_id() const override { return eos_id_; }
-  int64_t pad_id() const override { return pad_id_; }
-  const std::map<std::string, int64_t>& special_tokens() const override { return special_tokens_; }
 
   // Whether the model has pieces for whitespace (torchtune's encodes_whitespace).
   bool encodes_whitespace() const { return encodes_whitespace_; }
@@ -62,11 +58,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<int64_t> EncodePlain(std::string_view text) const;
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
-  std::map<std::string, int64_t> special_tokens_;  // the model's control pieces and the extra ones
   std::map<int64_t, std::string> extra_by_id_;
-  int64_t bos_id_ = kNoId;
-  int64_t eos_id_ = kNoId;
-  int64_t pad_id_ = kNoId;
   bool encodes_whitespace_ = false;
   size_t newline_prefix_len_ = 0;
 };

@@ -84,18 +84,15 @@ StatusOr<std::unique_ptr<TiktokenTokenizer>> TiktokenTokenizer::Load(const Tikto
   if (!text.ok()) return text.status();
   std::unique_ptr<TiktokenTokenizer> tok(new TiktokenTokenizer());
   tok->options_ = options;
+  tok->bos_id_ = options.bos_id;
+  tok->eos_id_ = options.eos_id;
+  tok->pad_id_ = options.pad_id;
+  tok->special_tokens_ = options.special_tokens;
   const std::string fix = "; fix: give the tiktoken ranks file (one \"<base64 token> <rank>\" per line, e.g. "
                           "Llama 3's original/tokenizer.model)";
-  int64_t line_no = 0;
-  size_t begin = 0;
-  while (begin < text->size()) {
-    size_t end = text->find('\n', begin);
-    if (end == std::string::npos) end = text->size();
-    std::string_view line(text->data() + begin, end - begin);
-    begin = end + 1;
-    ++line_no;
+  Status parsed = ForEachLine(*text, [&](int64_t line_no, std::string_view line, size_t) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
+    if (line.empty()) return Status::OK();
     std::string where = options.path + ":" + std::to_string(line_no) + ": ";
     size_t space = line.find(' ');
     std::string bytes;
@@ -114,7 +111,9 @@ StatusOr<std::unique_ptr<TiktokenTokenizer>> TiktokenTokenizer::Load(const Tikto
                                      " is listed twice; fix: the file is corrupt, download it again");
     }
     tok->vocab_size_ = std::max<int64_t>(tok->vocab_size_, rank + 1);
-  }
+    return Status::OK();
+  });
+  if (!parsed.ok()) return parsed;
   if (tok->ranks_.empty()) {
     return Status::InvalidArgument(options.path + ": holds no tokens" + fix);
   }
@@ -179,12 +178,12 @@ void TiktokenTokenizer::EncodePiece(std::string_view piece, std::vector<int64_t>
 std::vector<int64_t> TiktokenTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int64_t> ids;
   if (text.empty()) return ids;  // torchtune returns [] for "" even when BOS/EOS are asked for
-  if (options.add_bos) ids.push_back(options_.bos_id);
+  if (options.add_bos) ids.push_back(bos_id_);
   std::string valid = ToValidUtf8(text);
   for (std::string_view chunk : SplitForEncoding(valid)) {
     for (std::string_view piece : regex_->FindAll(chunk)) EncodePiece(piece, &ids);
   }
-  if (options.add_eos) ids.push_back(options_.eos_id);
+  if (options.add_eos) ids.push_back(eos_id_);
   return ids;
 }
 

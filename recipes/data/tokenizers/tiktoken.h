@@ -52,10 +52,6 @@ class TiktokenTokenizer : public Tokenizer {
   std::string Decode(const std::vector<int64_t>& ids, bool skip_special) const override;
   std::string Piece(int64_t id) const override;
   int64_t vocab_size() const override { return vocab_size_; }
-  int64_t bos_id() const override { return options_.bos_id; }
-  int64_t eos_id() const override { return options_.eos_id; }
-  int64_t pad_id() const override { return options_.pad_id; }
-  const std::map<std::string, int64_t>& special_tokens() const override { return options_.special_tokens; }
 
   // Size of the ranks file's vocabulary (torchtune's base_vocab_size).
   int64_t base_vocab_size() const { return static_cast<int64_t>(ranks_.size()); }

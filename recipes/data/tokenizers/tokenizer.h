@@ -50,20 +50,28 @@ class Tokenizer {
   // byte-level vocabularies, the bytes it stands for when they are printable UTF-8.
   virtual std::string Piece(int64_t id) const = 0;
 
-  // One more than the largest id this tokenizer can produce (base vocabulary and special tokens).
+  // One more than the largest id this tokenizer can produce (base vocabulary and special tokens; SentencePiece:
+  // the model's pieces, as torchtune counts them).
   virtual int64_t vocab_size() const = 0;
-  virtual int64_t bos_id() const = 0;
-  virtual int64_t eos_id() const = 0;
-  virtual int64_t pad_id() const = 0;
+  int64_t bos_id() const { return bos_id_; }
+  int64_t eos_id() const { return eos_id_; }
+  int64_t pad_id() const { return pad_id_; }
 
   // The special tokens by text, e.g. {"<|eot_id|>": 128009}.
-  virtual const std::map<std::string, int64_t>& special_tokens() const = 0;
+  const std::map<std::string, int64_t>& special_tokens() const { return special_tokens_; }
 
   // The id of special token `text`, or kNoId.
   int64_t SpecialId(const std::string& text) const {
     auto it = special_tokens().find(text);
     return it == special_tokens().end() ? kNoId : it->second;
   }
+
+ protected:
+  // Set by each implementation while it loads.
+  int64_t bos_id_ = kNoId;
+  int64_t eos_id_ = kNoId;
+  int64_t pad_id_ = kNoId;
+  std::map<std::string, int64_t> special_tokens_;
 };
 
 }  // namespace tmx::data

@@ -31,6 +31,21 @@ char32_t NextCodePoint(std::string_view text, size_t* pos);
 // otherwise each byte as "<0xAB>" (control characters and bytes of broken sequences) and the rest as text.
 std::string PrintableBytes(std::string_view bytes);
 
+// Calls fn(line_number, line, offset) for each '\n'-separated line of `text` (1-based numbers; the line without its
+// '\n'; the offset of its first byte) and returns the first non-ok Status fn returns.
+template <typename Fn>
+Status ForEachLine(std::string_view text, Fn&& fn) {
+  size_t begin = 0;
+  for (int64_t line = 1; begin < text.size(); ++line) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    Status status = fn(line, text.substr(begin, end - begin), begin);
+    if (!status.ok()) return status;
+    begin = end + 1;
+  }
+  return Status::OK();
+}
+
 // Python's str.isspace() for one code point.
 bool IsPythonSpace(char32_t c);
 
