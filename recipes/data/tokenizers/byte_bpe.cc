@@ -15,7 +15,6 @@ const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?
 
 namespace {
 
-constexpr size_t kCacheLimit = 1 << 16;
 constexpr int64_t kNoRank = std::numeric_limits<int64_t>::max();
 
 std::string EncodeUtf8(char32_t cp) {
@@ -149,11 +148,8 @@ StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOpti
 }
 
 std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const {
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(word);
-    if (it != cache_.end()) return it->second;
-  }
+  std::vector<int64_t> cached;
+  if (cache_.Lookup(word, &cached)) return cached;
   const std::vector<std::string>& alphabet = ByteToUnicode();
   std::vector<std::string> symbols;
   symbols.reserve(word.size());
@@ -204,9 +200,7 @@ std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const
       }
     }
   }
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() >= kCacheLimit) cache_.clear();
-  cache_.emplace(word, ids);
+  cache_.Insert(word, ids);
   return ids;
 }
 

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -23,6 +22,7 @@
 #include "harness/status.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 #include "recipes/data/tokenizers/unicode.h"
+#include "recipes/data/tokenizers/word_cache.h"
 
 namespace tmx::data {
 
@@ -87,9 +87,7 @@ class ByteBpeTokenizer : public Tokenizer {
   std::unordered_set<int64_t> added_ids_;
   std::vector<std::pair<std::string, int64_t>> specials_longest_first_;
   int64_t vocab_size_ = 0;
-  // Words already merged (torchtune keeps an lru_cache of the same). Bounded; cleared when full.
-  mutable std::mutex cache_mutex_;
-  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
+  WordCache cache_;
 };
 
 // GPT-2's byte -> printable character table (bytes_to_unicode), as UTF-8 strings indexed by byte.

@@ -145,6 +145,8 @@ void TiktokenTokenizer::EncodePiece(std::string_view piece, std::vector<int64_t>
     ids->push_back(whole->second);
     return;
   }
+  if (cache_.Lookup(piece, ids)) return;
+  const size_t first = ids->size();
   auto rank_of = [&](size_t begin, size_t end) {
     auto it = ranks_.find(std::string(piece.substr(begin, end - begin)));
     return it == ranks_.end() ? kNoRank : it->second;
@@ -173,6 +175,7 @@ void TiktokenTokenizer::EncodePiece(std::string_view piece, std::vector<int64_t>
     parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
   }
   for (size_t i = 0; i + 1 < parts.size(); ++i) ids->push_back(rank_of(parts[i].first, parts[i + 1].first));
+  cache_.Insert(piece, std::vector<int64_t>(ids->begin() + static_cast<std::ptrdiff_t>(first), ids->end()));
 }
 
 std::vector<int64_t> TiktokenTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {

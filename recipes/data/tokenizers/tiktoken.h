@@ -22,6 +22,7 @@
 #include "harness/status.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 #include "recipes/data/tokenizers/unicode.h"
+#include "recipes/data/tokenizers/word_cache.h"
 
 namespace tmx::data {
 
@@ -69,6 +70,7 @@ class TiktokenTokenizer : public Tokenizer {
   std::unordered_map<int64_t, std::string> bytes_of_;  // base and special ids
   std::unordered_set<int64_t> special_ids_;
   int64_t vocab_size_ = 0;
+  WordCache cache_;  // pieces already merged
 };
 
 // Standard base64 (RFC 4648, with padding). False when `text` is not valid base64.
