@@ -2,13 +2,13 @@
 // from Stack Exchange, CJK and other scripts, emoji), one Encode call per line as a dataset encodes its samples.
 // Counter bytes_per_second is the corpus's UTF-8 bytes over the time. See benchmarks/README.md for the Python
 // reference numbers measured on the same corpus.
+#include <benchmark/benchmark.h>
+
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "recipes/data/samples.h"
 #include "recipes/data/tokenizer_builders.h"
@@ -64,10 +64,13 @@ void BM_Encode(benchmark::State& state, const std::string& which, const std::str
   state.SetLabel(label);
 }
 
-BENCHMARK_CAPTURE(BM_Encode, tiktoken, std::string("llama3_tokenizer"), std::string("tiktoken_small.model, Llama 3 pattern"));
+BENCHMARK_CAPTURE(BM_Encode, tiktoken, std::string("llama3_tokenizer"),
+                  std::string("tiktoken_small.model, Llama 3 pattern"));
 BENCHMARK_CAPTURE(BM_Encode, sentencepiece, std::string("llama2_tokenizer"), std::string("m.model"));
-BENCHMARK_CAPTURE(BM_Encode, byte_bpe_tiny, std::string("qwen2_tokenizer"), std::string("tiny_bpe vocab, Qwen2 pattern"));
-BENCHMARK_CAPTURE(BM_Encode, byte_bpe_full, std::string("qwen2_full"), std::string("63k vocab.json + merges.txt, Qwen2 pattern"));
+BENCHMARK_CAPTURE(BM_Encode, byte_bpe_tiny, std::string("qwen2_tokenizer"),
+                  std::string("tiny_bpe vocab, Qwen2 pattern"));
+BENCHMARK_CAPTURE(BM_Encode, byte_bpe_full, std::string("qwen2_full"),
+                  std::string("63k vocab.json + merges.txt, Qwen2 pattern"));
 BENCHMARK_CAPTURE(BM_Encode, hf_tokenizer_json, std::string("HuggingFaceBaseTokenizer"), std::string("tokenizer.json"));
 
 }  // namespace

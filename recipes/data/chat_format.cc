@@ -70,7 +70,8 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
     case ChatFormat::kNone:
       break;
   }
-  return Status::FailedPrecondition(name_ + ": has no chat format (torchtune renders the model's Jinja chat "
+  return Status::FailedPrecondition(name_ +
+                                    ": has no chat format (torchtune renders the model's Jinja chat "
                                     "template, which tune-matrix does not); fix: use the model family's own "
                                     "tokenizer for chat and instruct datasets, or a text_completion_dataset");
 }

@@ -41,8 +41,9 @@ StatusOr<MessageTransform> TransformFor(const DatasetComponent& c, const Dataset
                                      "\" is not supported; fix: use sharegpt or openai");
     }
     if (options.conversation_column.empty()) {
-      return Status::InvalidArgument("conversation_column is not set; fix: name the column that holds the "
-                                     "conversation (e.g. conversations or messages)");
+      return Status::InvalidArgument(
+          "conversation_column is not set; fix: name the column that holds the "
+          "conversation (e.g. conversations or messages)");
     }
   }
   return t;
@@ -92,20 +93,37 @@ const std::vector<DatasetComponent>& DatasetComponents() {
   using S = MessageStyle;
   static const auto* components = [] {
     auto* list = new std::vector<DatasetComponent>{
-      {"alpaca_dataset", "", K::kInstruct, "tatsu-lab/alpaca", S::kAlpaca, true, {}, ""},
-      {"alpaca_cleaned_dataset", "", K::kInstruct, "yahma/alpaca-cleaned", S::kAlpaca, true, {}, ""},
-      {"slimorca_dataset", "", K::kChat, "Open-Orca/SlimOrca-Dedup", S::kShareGpt, false, {}, ""},
-      {"chat_dataset", "", K::kChat, "", S::kShareGpt, false, {}, ""},
-      {"instruct_dataset", "", K::kInstruct, "", S::kInputOutput, false, {}, ""},
-      {"samsum_dataset", "", K::kInstruct, "Samsung/samsum", S::kInputOutput, false,
-       {{"input", "dialogue"}, {"output", "summary"}}, ""},
-      {"grammar_dataset", "", K::kInstruct, "liweili/c4_200m", S::kInputOutput, false, {}, ""},
-      {"text_completion_dataset", "", K::kText, "", S::kInputOutput, false, {}, ""},
-      {"hh_rlhf_helpful_dataset", "", K::kPreference, "RLHFlow/HH-RLHF-Helpful-standard", S::kChosenRejected, false,
-       {}, ""},
-      {"stack_exchange_paired_dataset", "", K::kPreference, "lvwerra/stack-exchange-paired",
-       S::kStackExchangePaired, false, {{"prompt", "question"}, {"chosen", "response_j"}, {"rejected", "response_k"}},
-       "data/rl"},
+        {"alpaca_dataset", "", K::kInstruct, "tatsu-lab/alpaca", S::kAlpaca, true, {}, ""},
+        {"alpaca_cleaned_dataset", "", K::kInstruct, "yahma/alpaca-cleaned", S::kAlpaca, true, {}, ""},
+        {"slimorca_dataset", "", K::kChat, "Open-Orca/SlimOrca-Dedup", S::kShareGpt, false, {}, ""},
+        {"chat_dataset", "", K::kChat, "", S::kShareGpt, false, {}, ""},
+        {"instruct_dataset", "", K::kInstruct, "", S::kInputOutput, false, {}, ""},
+        {"samsum_dataset",
+         "",
+         K::kInstruct,
+         "Samsung/samsum",
+         S::kInputOutput,
+         false,
+         {{"input", "dialogue"}, {"output", "summary"}},
+         ""},
+        {"grammar_dataset", "", K::kInstruct, "liweili/c4_200m", S::kInputOutput, false, {}, ""},
+        {"text_completion_dataset", "", K::kText, "", S::kInputOutput, false, {}, ""},
+        {"hh_rlhf_helpful_dataset",
+         "",
+         K::kPreference,
+         "RLHFlow/HH-RLHF-Helpful-standard",
+         S::kChosenRejected,
+         false,
+         {},
+         ""},
+        {"stack_exchange_paired_dataset",
+         "",
+         K::kPreference,
+         "lvwerra/stack-exchange-paired",
+         S::kStackExchangePaired,
+         false,
+         {{"prompt", "question"}, {"chosen", "response_j"}, {"rejected", "response_k"}},
+         "data/rl"},
     };
     for (DatasetComponent& c : *list) c.dotpath = "torchtune.datasets." + c.name;
     return list;
@@ -131,12 +149,14 @@ StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetO
   if (!c.ok()) return c.status();
   auto fail = [&](const Status& s) { return s.WithContext(c->name); };
   if (c->kind == DatasetKind::kPreference) {
-    return fail(Status::InvalidArgument("is a preference dataset (chosen/rejected pairs); fix: use it with a "
-                                        "preference recipe (LoadPreferenceDataset)"));
+    return fail(
+        Status::InvalidArgument("is a preference dataset (chosen/rejected pairs); fix: use it with a "
+                                "preference recipe (LoadPreferenceDataset)"));
   }
   if (options.packed && !tokenizer.max_seq_len()) {
-    return fail(Status::InvalidArgument("packed: True needs the tokenizer's max_seq_len; fix: set "
-                                        "tokenizer.max_seq_len"));
+    return fail(
+        Status::InvalidArgument("packed: True needs the tokenizer's max_seq_len; fix: set "
+                                "tokenizer.max_seq_len"));
   }
   StatusOr<MessageTransform> transform = TransformFor(*c, options);
   if (!transform.ok()) return fail(transform.status());
@@ -181,8 +201,9 @@ StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string&
     return fail(Status::InvalidArgument("is not a preference dataset; fix: use LoadSftDataset"));
   }
   if (options.packed) {
-    return fail(Status::InvalidArgument("packed: True is not supported for preference datasets; fix: set packed: "
-                                        "False"));
+    return fail(
+        Status::InvalidArgument("packed: True is not supported for preference datasets; fix: set packed: "
+                                "False"));
   }
   StatusOr<MessageTransform> transform = TransformFor(*c, options);
   if (!transform.ok()) return fail(transform.status());
@@ -193,8 +214,8 @@ StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string&
     auto messages = ToPreferenceMessages(*transform, record);
     if (!messages.ok()) return fail(messages.status());
     PreferenceSample pair;
-    for (auto [side, out] : {std::make_pair(&messages->first, &pair.chosen),
-                             std::make_pair(&messages->second, &pair.rejected)}) {
+    for (auto [side, out] :
+         {std::make_pair(&messages->first, &pair.chosen), std::make_pair(&messages->second, &pair.rejected)}) {
       StatusOr<TokenizedMessages> tokenized = tokenizer.TokenizeMessages(*side);
       if (!tokenized.ok()) return fail(tokenized.status().WithContext(record.path + ":" + std::to_string(record.line)));
       *out = SampleFromMask(*tokenized);

@@ -3,9 +3,9 @@
 // torchtune bd2a0fc7c314; labels there are already in tune-matrix's aligned form, see sample.h).
 #include "recipes/data/datasets.h"
 
-#include <cstdlib>
-
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "recipes/data/samples.h"
 #include "recipes/data/testdata/fixtures.h"
@@ -65,13 +65,13 @@ TEST(DatasetsTest, SftSamplesEqualTorchtune) {
   DatasetOptions instruct = Local("json", "instruct_sample.json");
   instruct.column_map = {{"input", "instruction"}, {"output", "response"}};
   instruct.new_system_prompt = "Answer briefly.";
-  for (const Case& c : std::vector<Case>{
-           {"alpaca_dataset", "torchtune.datasets.alpaca_dataset", alpaca},
-           {"alpaca_dataset/train_on_input=False", "alpaca_cleaned_dataset", alpaca_masked},
-           {"slimorca_dataset", "slimorca_dataset", Local("json", "sharegpt_sample.json")},
-           {"chat_dataset/openai", "chat_dataset", openai},
-           {"instruct_dataset", "instruct_dataset", instruct},
-           {"text_completion_dataset", "text_completion_dataset", Local("text", "text_sample.txt")}}) {
+  for (const Case& c :
+       std::vector<Case>{{"alpaca_dataset", "torchtune.datasets.alpaca_dataset", alpaca},
+                         {"alpaca_dataset/train_on_input=False", "alpaca_cleaned_dataset", alpaca_masked},
+                         {"slimorca_dataset", "slimorca_dataset", Local("json", "sharegpt_sample.json")},
+                         {"chat_dataset/openai", "chat_dataset", openai},
+                         {"instruct_dataset", "instruct_dataset", instruct},
+                         {"text_completion_dataset", "text_completion_dataset", Local("text", "text_sample.txt")}}) {
     SCOPED_TRACE(c.fixture);
     auto ds = LoadSftDataset(c.component, c.options, *tok);
     ASSERT_TRUE(ds.ok()) << ds.status().ToString();
@@ -132,7 +132,8 @@ TEST(DatasetsTest, MissingHubDatasetNamesComponentAndFolder) {
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), Status::Code::kNotFound);
   EXPECT_EQ(ds.status().message().rfind("alpaca_cleaned_dataset: dataset yahma/alpaca-cleaned is not on this "
-                                        "machine: " + dir.path() + "/yahma/alpaca-cleaned/ does not exist",
+                                        "machine: " +
+                                            dir.path() + "/yahma/alpaca-cleaned/ does not exist",
                                         0),
             0u)
       << ds.status().message();
@@ -147,8 +148,9 @@ TEST(DatasetsTest, BadRecordNamesFileAndLine) {
   options.data_files = {path};
   auto ds = LoadSftDataset("alpaca_dataset", options, *Llama3());
   ASSERT_FALSE(ds.ok());
-  EXPECT_EQ(ds.status().message(), "alpaca_dataset: " + path + ":2: record has no \"output\" column; fix: set "
-                                   "column_map: {output: <the column that holds it>}");
+  EXPECT_EQ(ds.status().message(), "alpaca_dataset: " + path +
+                                       ":2: record has no \"output\" column; fix: set "
+                                       "column_map: {output: <the column that holds it>}");
 }
 
 TEST(DatasetsTest, EveryComponentRunsOnItsShippedSample) {

@@ -96,8 +96,8 @@ StatusOr<std::vector<Message>> OpenAi(const MessageTransform& t, const Record& r
       return Status::InvalidArgument(record.where() + "message " + std::to_string(i) +
                                      " has no \"content\" string or list");
     }
-    bool next_is_tool = i + 1 < all.size() && (all[i + 1].value("role", "") == "tool" ||
-                                               all[i + 1].value("role", "") == "ipython");
+    bool next_is_tool =
+        i + 1 < all.size() && (all[i + 1].value("role", "") == "tool" || all[i + 1].value("role", "") == "ipython");
     m.eot = !(m.role == "tool" || m.role == "ipython" || (m.role == "assistant" && next_is_tool));
     messages.push_back(std::move(m));
   }
@@ -128,11 +128,12 @@ StatusOr<std::vector<Message>> FromDicts(const Record& record, const json& list,
 std::string AlpacaPrompt(const std::string& instruction, const std::string& input) {
   if (input.empty()) {
     return "Below is an instruction that describes a task. Write a response that appropriately completes the "
-           "request.\n\n### Instruction:\n" + instruction + "\n\n### Response:\n";
+           "request.\n\n### Instruction:\n" +
+           instruction + "\n\n### Response:\n";
   }
   return "Below is an instruction that describes a task, paired with an input that provides further context. Write "
-         "a response that appropriately completes the request.\n\n### Instruction:\n" + instruction +
-         "\n\n### Input:\n" + input + "\n\n### Response:\n";
+         "a response that appropriately completes the request.\n\n### Instruction:\n" +
+         instruction + "\n\n### Input:\n" + input + "\n\n### Response:\n";
 }
 
 StatusOr<std::vector<Message>> ToMessages(const MessageTransform& t, const Record& record) {
@@ -192,8 +193,8 @@ StatusOr<std::pair<std::vector<Message>, std::vector<Message>>> ToPreferenceMess
   for (const char* side : {"chosen", "rejected"}) {
     std::string column = Column(t, side);
     if (!record.value.is_object() || !record.value.contains(column)) {
-      return Status::InvalidArgument(record.where() + "record has no \"" + column + "\" column; fix: set column_map: {" +
-                                     side + ": <the column that holds it>}");
+      return Status::InvalidArgument(record.where() + "record has no \"" + column +
+                                     "\" column; fix: set column_map: {" + side + ": <the column that holds it>}");
     }
     StatusOr<std::vector<Message>> messages = FromDicts(record, record.value[column], column.c_str());
     if (!messages.ok()) return messages.status();

@@ -24,7 +24,8 @@ TEST(MessageTransformsTest, ShareGptWithANewSystemPrompt) {
   t.style = MessageStyle::kShareGpt;
   t.new_system_prompt = "Be kind.";
   auto m = ToMessages(t, R({{"conversations",
-                             {{{"from", "system"}, {"value", "old"}}, {{"from", "human"}, {"value", "q"}},
+                             {{{"from", "system"}, {"value", "old"}},
+                              {{"from", "human"}, {"value", "q"}},
                               {{"from", "gpt"}, {"value", "a"}}}}}));
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_EQ(m->size(), 3u);

@@ -37,8 +37,8 @@ void MaskMessages(std::vector<Message>* messages, MaskingStrategy strategy) {
 
 Status ValidateMessages(const std::vector<Message>& messages) {
   if (messages.size() < 2) {
-    return Status::InvalidArgument("a conversation needs at least 2 messages, got " +
-                                   std::to_string(messages.size()) + "; fix: give a prompt and a response");
+    return Status::InvalidArgument("a conversation needs at least 2 messages, got " + std::to_string(messages.size()) +
+                                   "; fix: give a prompt and a response");
   }
   Message last;
   last.role = "assistant";

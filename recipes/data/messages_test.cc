@@ -26,8 +26,9 @@ TEST(MessagesTest, ParseMaskingStrategy) {
   EXPECT_EQ(*ParseMaskingStrategy("train_on_last"), MaskingStrategy::kTrainOnLast);
   auto bad = ParseMaskingStrategy("train_on_input");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            "masking_strategy \"train_on_input\" is unknown; fix: use train_on_all, train_on_assistant or train_on_last");
+  EXPECT_EQ(
+      bad.status().message(),
+      "masking_strategy \"train_on_input\" is unknown; fix: use train_on_all, train_on_assistant or train_on_last");
 }
 
 TEST(MessagesTest, ValidateMessages) {

@@ -70,8 +70,9 @@ TEST(PackingTest, TooLongWithoutSplitting) {
   options.max_seq_len = 2;
   auto packs = PackSamples({Sample{{1, 2, 3}, {1, 2, 3}}}, options);
   ASSERT_FALSE(packs.ok());
-  EXPECT_EQ(packs.status().message(), "packing: sample 0 has 3 tokens, more than max_seq_len 2; fix: set "
-                                      "split_across_pack: True or raise the tokenizer's max_seq_len");
+  EXPECT_EQ(packs.status().message(),
+            "packing: sample 0 has 3 tokens, more than max_seq_len 2; fix: set "
+            "split_across_pack: True or raise the tokenizer's max_seq_len");
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ class PromptTemplate {
 
  private:
   enum class Kind { kTags, kChatML, kLlama2Chat, kMistralChat };
-  PromptTemplate(Kind kind, std::string name, Tags tags) : kind_(kind), name_(std::move(name)), tags_(std::move(tags)) {}
+  PromptTemplate(Kind kind, std::string name, Tags tags)
+      : kind_(kind), name_(std::move(name)), tags_(std::move(tags)) {}
 
   Kind kind_;
   std::string name_;

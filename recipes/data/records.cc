@@ -229,7 +229,8 @@ StatusOr<std::vector<Record>> ReadRecords(const std::string& path, const std::st
   if (format == "jsonl") return ParseJsonLines(path, *text);
   if (format == "csv") return ParseCsv(path, *text);
   if (format == "text") return ParseTextLines(path, *text);
-  return Status::InvalidArgument(path + ": format \"" + format + "\" is not supported; fix: use json, jsonl, csv or text");
+  return Status::InvalidArgument(path + ": format \"" + format +
+                                 "\" is not supported; fix: use json, jsonl, csv or text");
 }
 
 }  // namespace tmx::data

@@ -70,7 +70,8 @@ StatusOr<Slice> ParseSplit(const std::string& split) {
   if (bracket == std::string::npos) return s;
   size_t colon = split.find(':', bracket);
   if (split.back() != ']' || colon == std::string::npos || s.name.empty()) {
-    return Status::InvalidArgument("split \"" + split + "\" is not a split name or a slice; fix: write e.g. train, "
+    return Status::InvalidArgument("split \"" + split +
+                                   "\" is not a split name or a slice; fix: write e.g. train, "
                                    "train[:100] or train[:10%]");
   }
   s.begin = split.substr(bracket + 1, colon - bracket - 1);
@@ -86,7 +87,8 @@ StatusOr<int64_t> Bound(const std::string& text, int64_t n, int64_t open, const 
   char* end = nullptr;
   long long v = std::strtoll(number.c_str(), &end, 10);
   if (number.empty() || *end != '\0') {
-    return Status::InvalidArgument("split \"" + split + "\": \"" + text + "\" is not a whole number or percentage; "
+    return Status::InvalidArgument("split \"" + split + "\": \"" + text +
+                                   "\" is not a whole number or percentage; "
                                    "fix: write e.g. train[:100] or train[:10%]");
   }
   int64_t at = percent ? (n * v + 50) / 100 : v;  // Hugging Face rounds percentages to the nearest record
@@ -97,8 +99,9 @@ StatusOr<int64_t> Bound(const std::string& text, int64_t n, int64_t open, const 
 std::string MissingHubMessage(const std::string& id, const std::string& dir) {
   return "dataset " + id + " is not on this machine: " + dir +
          "/ does not exist (tune-matrix never downloads); fix: put the dataset's files there (.json, .jsonl, .csv or "
-         ".txt; e.g. on a machine with network `huggingface-cli download " + id + " --repo-type dataset --local-dir " +
-         dir + "`, then copy the folder), set $TUNE_MATRIX_DATA to the folder that holds " + id +
+         ".txt; e.g. on a machine with network `huggingface-cli download " +
+         id + " --repo-type dataset --local-dir " + dir +
+         "`, then copy the folder), set $TUNE_MATRIX_DATA to the folder that holds " + id +
          "/, or use source: json with data_files: <your file>";
 }
 
@@ -122,12 +125,14 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
   if (!slice.ok()) return slice.status();
   std::vector<std::pair<std::string, std::string>> files;  // path, format
   if (options.source.empty()) {
-    return Status::InvalidArgument("source is not set; fix: set source to a hub id (e.g. yahma/alpaca-cleaned) or "
-                                   "to json, jsonl, csv or text with data_files");
+    return Status::InvalidArgument(
+        "source is not set; fix: set source to a hub id (e.g. yahma/alpaca-cleaned) or "
+        "to json, jsonl, csv or text with data_files");
   }
   if (IsLocalFormat(options.source)) {
     if (options.data_files.empty()) {
-      return Status::InvalidArgument("source " + options.source + " needs data_files; fix: set data_files to the "
+      return Status::InvalidArgument("source " + options.source +
+                                     " needs data_files; fix: set data_files to the "
                                      "local file(s) to read");
     }
     for (const std::string& path : options.data_files) {
@@ -167,8 +172,9 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
     });
     if (in_split.empty() && !any_named && slice->name == "train") in_split = usable;
     if (in_split.empty()) {
-      std::string found = unsupported.empty() ? "no .json, .jsonl, .csv or .txt file"
-                                              : "only " + JoinStrings(unsupported, ", ") + " (Parquet/Arrow are not read)";
+      std::string found = unsupported.empty()
+                              ? "no .json, .jsonl, .csv or .txt file"
+                              : "only " + JoinStrings(unsupported, ", ") + " (Parquet/Arrow are not read)";
       return Status::NotFound("dataset folder " + dir + "/ has " + found + " for split " + slice->name +
                               "; fix: put the split's records there as " + slice->name +
                               ".jsonl (one JSON object per line), .json, .csv or .txt");

@@ -1,8 +1,8 @@
 #include "recipes/data/sources.h"
 
-#include <cstdlib>
-
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include "harness/file_util.h"
 #include "recipes/data/testdata/fixtures.h"
@@ -64,7 +64,9 @@ TEST_F(SourcesTest, MissingHubDatasetSaysWhereToPutIt) {
             "dataset yahma/alpaca-cleaned is not on this machine: " + dir +
                 "/ does not exist (tune-matrix never downloads); fix: put the dataset's files there (.json, .jsonl, "
                 ".csv or .txt; e.g. on a machine with network `huggingface-cli download yahma/alpaca-cleaned "
-                "--repo-type dataset --local-dir " + dir + "`, then copy the folder), set $TUNE_MATRIX_DATA to the "
+                "--repo-type dataset --local-dir " +
+                dir +
+                "`, then copy the folder), set $TUNE_MATRIX_DATA to the "
                 "folder that holds yahma/alpaca-cleaned/, or use source: json with data_files: <your file>");
 }
 
@@ -74,10 +76,12 @@ TEST_F(SourcesTest, ParquetOnlyIsNamed) {
   options.source = "org/pq";
   auto records = LoadSource(options);
   ASSERT_FALSE(records.ok());
-  EXPECT_EQ(records.status().message(),
-            "dataset folder " + dir_.path() + "/org/pq/ has only data/train-0.parquet (Parquet/Arrow are not read) for "
-            "split train; fix: put the split's records there as train.jsonl (one JSON object per line), .json, .csv "
-            "or .txt");
+  EXPECT_EQ(
+      records.status().message(),
+      "dataset folder " + dir_.path() +
+          "/org/pq/ has only data/train-0.parquet (Parquet/Arrow are not read) for "
+          "split train; fix: put the split's records there as train.jsonl (one JSON object per line), .json, .csv "
+          "or .txt");
 }
 
 TEST_F(SourcesTest, LocalFormatsNeedDataFiles) {
@@ -85,20 +89,23 @@ TEST_F(SourcesTest, LocalFormatsNeedDataFiles) {
   options.source = "json";
   auto records = LoadSource(options);
   ASSERT_FALSE(records.ok());
-  EXPECT_EQ(records.status().message(), "source json needs data_files; fix: set data_files to the local file(s) to read");
+  EXPECT_EQ(records.status().message(),
+            "source json needs data_files; fix: set data_files to the local file(s) to read");
   options.data_files = {dir_.path() + "/nope.json"};
   records = LoadSource(options);
   ASSERT_FALSE(records.ok());
-  EXPECT_EQ(records.status().message(), "data_files " + dir_.path() + "/nope.json does not exist; fix: put the json "
-                                        "file there, or set data_files to where it is");
+  EXPECT_EQ(records.status().message(), "data_files " + dir_.path() +
+                                            "/nope.json does not exist; fix: put the json "
+                                            "file there, or set data_files to where it is");
   options.data_files = {test::SampleDatasetPath("alpaca_sample.json")};
   options.split = "train[:2]";
   records = LoadSource(options);
   ASSERT_TRUE(records.ok());
   EXPECT_EQ(records->size(), 2u);
   options.split = "train[:x]";
-  EXPECT_EQ(LoadSource(options).status().message(),
-            "split \"train[:x]\": \"x\" is not a whole number or percentage; fix: write e.g. train[:100] or train[:10%]");
+  EXPECT_EQ(
+      LoadSource(options).status().message(),
+      "split \"train[:x]\": \"x\" is not a whole number or percentage; fix: write e.g. train[:100] or train[:10%]");
 }
 
 }  // namespace

@@ -19,8 +19,10 @@ Status Require(const char* option, const std::string& value, const char* what) {
     return Status::InvalidArgument(std::string(option) + " is not set; fix: set " + option + " to " + what);
   }
   if (!IsRegularFile(value)) {
-    return Status::NotFound(std::string(option) + " " + value + " does not exist; fix: put " + what + " there (e.g. "
-                            "tune download <model> --output-dir <dir>), or set " + option + " to where it is");
+    return Status::NotFound(std::string(option) + " " + value + " does not exist; fix: put " + what +
+                            " there (e.g. "
+                            "tune download <model> --output-dir <dir>), or set " +
+                            option + " to where it is");
   }
   return Status::OK();
 }
@@ -43,7 +45,8 @@ Status RequireSpecials(const std::map<std::string, int64_t>& specials, const std
   return Status::OK();
 }
 
-StatusOr<std::optional<PromptTemplate>> ResolveTemplate(const PromptTemplateChoice& choice, const char* builder_default) {
+StatusOr<std::optional<PromptTemplate>> ResolveTemplate(const PromptTemplateChoice& choice,
+                                                        const char* builder_default) {
   switch (choice.kind) {
     case PromptTemplateChoice::Kind::kNone:
       return std::optional<PromptTemplate>();
@@ -65,11 +68,11 @@ StatusOr<std::unique_ptr<Tokenizer>> Llama3Base(const std::string& name, const T
   TM_RETURN_IF_ERROR(Require("path", options.path, "the model's original/tokenizer.model (tiktoken ranks)"));
   StatusOr<std::map<std::string, int64_t>> specials = Specials(options, Llama3SpecialTokens());
   if (!specials.ok()) return specials.status();
-  TM_RETURN_IF_ERROR(RequireSpecials(*specials,
-                                     {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
-                                      "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>",
-                                      "<|finetune_right_pad_id|>"},
-                                     options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
+  TM_RETURN_IF_ERROR(
+      RequireSpecials(*specials,
+                      {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>",
+                       "<|eot_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"},
+                      options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
   TiktokenOptions tk;
   tk.path = options.path;
   tk.pattern = kCl100kPattern;
@@ -89,9 +92,9 @@ StatusOr<std::unique_ptr<Tokenizer>> SentencePieceBase(const std::string& name, 
   if (name == "phi3_mini_tokenizer") {
     StatusOr<std::map<std::string, int64_t>> specials = Specials(options, Phi3SpecialTokens());
     if (!specials.ok()) return specials.status();
-    TM_RETURN_IF_ERROR(RequireSpecials(*specials, {"<|endoftext|>", "<|user|>", "<|assistant|>",
-                                                         "<|system|>", "<|end|>"},
-                                       options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
+    TM_RETURN_IF_ERROR(
+        RequireSpecials(*specials, {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>"},
+                        options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
     sp.extra_special_tokens = *specials;
     sp.eos_id = sp.pad_id = specials->at("<|endoftext|>");
   } else {
@@ -140,11 +143,20 @@ StatusOr<std::unique_ptr<Tokenizer>> HfBase(const std::string& name, const Token
 
 std::map<std::string, int64_t> Llama3SpecialTokens() {
   std::map<std::string, int64_t> t = {
-      {"<|begin_of_text|>", 128000},  {"<|end_of_text|>", 128001},          {"<|reserved_special_token_0|>", 128002},
-      {"<|reserved_special_token_1|>", 128003}, {"<|finetune_right_pad_id|>", 128004}, {"<|step_id|>", 128005},
-      {"<|start_header_id|>", 128006}, {"<|end_header_id|>", 128007},       {"<|eom_id|>", 128008},
-      {"<|eot_id|>", 128009},          {"<|python_tag|>", 128010},           {"<|image|>", 128256},
-      {"<|video|>", 128012},           {"<|reserved_special_token_245|>", 128011},
+      {"<|begin_of_text|>", 128000},
+      {"<|end_of_text|>", 128001},
+      {"<|reserved_special_token_0|>", 128002},
+      {"<|reserved_special_token_1|>", 128003},
+      {"<|finetune_right_pad_id|>", 128004},
+      {"<|step_id|>", 128005},
+      {"<|start_header_id|>", 128006},
+      {"<|end_header_id|>", 128007},
+      {"<|eom_id|>", 128008},
+      {"<|eot_id|>", 128009},
+      {"<|python_tag|>", 128010},
+      {"<|image|>", 128256},
+      {"<|video|>", 128012},
+      {"<|reserved_special_token_245|>", 128011},
   };
   const int64_t num_reserved = 257 - static_cast<int64_t>(t.size());  // torchtune's RESERVED_TOKENS
   for (int64_t i = 0; i < num_reserved; ++i) {
@@ -154,9 +166,9 @@ std::map<std::string, int64_t> Llama3SpecialTokens() {
 }
 
 std::map<std::string, int64_t> Phi3SpecialTokens() {
-  return {{"<|endoftext|>", 32000},  {"<|assistant|>", 32001},   {"<|placeholder1|>", 32002},
+  return {{"<|endoftext|>", 32000},    {"<|assistant|>", 32001},    {"<|placeholder1|>", 32002},
           {"<|placeholder2|>", 32003}, {"<|placeholder3|>", 32004}, {"<|placeholder4|>", 32005},
-          {"<|system|>", 32006},     {"<|end|>", 32007},         {"<|placeholder5|>", 32008},
+          {"<|system|>", 32006},       {"<|end|>", 32007},          {"<|placeholder5|>", 32008},
           {"<|placeholder6|>", 32009}, {"<|user|>", 32010}};
 }
 
@@ -166,10 +178,10 @@ std::map<std::string, int64_t> Qwen2SpecialTokens() {
 
 std::map<std::string, int64_t> Qwen2_5SpecialTokens() {
   std::map<std::string, int64_t> t = Qwen2SpecialTokens();
-  const char* more[] = {"<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>", "<|box_end|>",
+  const char* more[] = {"<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",
                         "<|quad_start|>",       "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>",
-                        "<|vision_pad|>",       "<|image_pad|>",      "<|video_pad|>",  "<tool_call>",
-                        "</tool_call>",         "<|fim_prefix|>",     "<|fim_middle|>", "<|fim_suffix|>",
+                        "<|vision_pad|>",       "<|image_pad|>",      "<|video_pad|>",    "<tool_call>",
+                        "</tool_call>",         "<|fim_prefix|>",     "<|fim_middle|>",   "<|fim_suffix|>",
                         "<|fim_pad|>",          "<|repo_name|>",      "<|file_sep|>"};
   int64_t id = 151646;
   for (const char* token : more) t[token] = id++;

@@ -7,17 +7,16 @@
 // loading files; a missing file is a run-time NotFound that says which option names it and where it was looked
 // for (see samples.h for the shipped stand-ins).
 //
-// | component                | reads                          | special tokens                        | chat format    |
-// |--------------------------|--------------------------------|---------------------------------------|----------------|
-// | llama3_tokenizer         | tiktoken ranks file (path)     | <|begin_of_text|> = 128000 ... 128255 | kLlama3        |
-// | llama2_tokenizer         | SentencePiece model (path)     | the model's; pad = 0                  | [INST] (Llama2ChatTemplate by default) |
-// | mistral_tokenizer        | SentencePiece model (path)     | the model's; pad = 0                  | [INST] (MistralChatTemplate by default) |
-// | gemma_tokenizer          | SentencePiece model (path)     | the model's; pad = 0                  | none by default |
-// | phi3_mini_tokenizer      | SentencePiece model (path)     | <|endoftext|> = 32000 ... <|user|> = 32010 | kPhi3     |
-// | qwen2_tokenizer          | vocab.json (path) + merges_file| <|endoftext|> 151643, <|im_start|>, <|im_end|> | ChatML |
-// | qwen2_5_tokenizer        | vocab.json + merges_file       | Qwen2's + tool/vision/fim 151646..151664 | ChatML + tools |
-// | qwen3_tokenizer          | vocab.json + merges_file       | Qwen2.5's + <tool_response>, <think> ... 151668 | ChatML + tools |
-// | HuggingFaceBaseTokenizer | tokenizer_json_path + configs  | tokenizer.json's added tokens         | none           |
+//   llama3_tokenizer     tiktoken ranks file (path); <|begin_of_text|> = 128000 .. 128255; Llama 3 headers
+//   llama2_tokenizer     SentencePiece model (path); pad 0; [INST] via Llama2ChatTemplate (the default template)
+//   mistral_tokenizer    SentencePiece model (path); pad 0; [INST] via MistralChatTemplate (the default template)
+//   gemma_tokenizer      SentencePiece model (path); pad 0; no template by default
+//   phi3_mini_tokenizer  SentencePiece model (path); <|endoftext|> = 32000 .. <|user|> = 32010; Phi-3 turns
+//   qwen2_tokenizer      vocab.json (path) + merges_file; <|endoftext|> 151643, <|im_start|>, <|im_end|>; ChatML
+//   qwen2_5_tokenizer    the same; plus tool, vision and fim tokens 151646 .. 151664; ChatML with tool calls
+//   qwen3_tokenizer      the same; plus <tool_response>, </tool_response>, <think>, </think> .. 151668
+//   HuggingFaceBaseTokenizer  tokenizer_json_path (+ tokenizer_config_json_path / generation_config_path);
+//                        tokenizer.json's added tokens; no chat format
 #pragma once
 
 #include <cstdint>

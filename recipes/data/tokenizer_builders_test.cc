@@ -37,7 +37,8 @@ TEST(TokenizerBuildersTest, FamilyIdsAsTorchtune) {
   EXPECT_EQ((*phi3)->pad_id(), fixture["phi3"]["pad_id"].get<int64_t>());
   EXPECT_EQ((*phi3)->bos_id(), fixture["phi3"]["bos_id"].get<int64_t>());
 
-  auto llama2 = BuildTokenizer("torchtune.models.llama2.llama2_tokenizer", *SampleTokenizerOptions("llama2_tokenizer", {}));
+  auto llama2 =
+      BuildTokenizer("torchtune.models.llama2.llama2_tokenizer", *SampleTokenizerOptions("llama2_tokenizer", {}));
   ASSERT_TRUE(llama2.ok());
   EXPECT_EQ((*llama2)->pad_id(), 0);
   EXPECT_EQ(Qwen3SpecialTokens().at("</think>"), 151668);
@@ -59,6 +60,25 @@ TEST(TokenizerBuildersTest, MissingFileSaysWhichOptionAndWhere) {
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().message(),
             "qwen2_5_tokenizer: merges_file is not set; fix: set merges_file to the model's merges.txt");
+}
+
+TEST(TokenizerBuildersTest, SpecialTokensPathReplacesTheTable) {
+  TokenizerOptions options = *SampleTokenizerOptions("qwen2_tokenizer", {});
+  options.special_tokens_path = test::SampleTokenizerPath("tiny_bpe_tokenizer.json");
+  auto tok = BuildTokenizer("qwen2_tokenizer", options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->eos_id(), 2002);  // <|im_end|> as that file numbers it
+  EXPECT_EQ((*tok)->pad_id(), 2000);
+  EXPECT_EQ((*tok)->Encode("<|im_start|>", false, false), (std::vector<int64_t>{2001}));
+
+  options = *SampleTokenizerOptions("llama3_tokenizer", {});
+  options.special_tokens_path = test::SampleTokenizerPath("tiny_bpe_tokenizer.json");
+  auto llama3 = BuildTokenizer("llama3_tokenizer", options);
+  ASSERT_FALSE(llama3.ok());
+  EXPECT_EQ(llama3.status().message(),
+            "llama3_tokenizer: special token <|begin_of_text|> is missing from " + options.special_tokens_path +
+                "; fix: give the model's own tokenizer.json as special_tokens_path, or leave it null for the family's "
+                "table");
 }
 
 TEST(TokenizerBuildersTest, UnknownComponentAndOptions) {

@@ -2,12 +2,12 @@
 // the reference Python implementations) and the shipped samples of recipes/data/samples.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 namespace tmx::test {
 

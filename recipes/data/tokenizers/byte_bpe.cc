@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "harness/file_util.h"
@@ -89,7 +88,8 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
                                    "; fix: give the tokenizer's vocab.json ({\"token\": id, ...})");
   }
   if (!vocab.is_object()) {
-    return Status::InvalidArgument(vocab_path + ": expected a JSON object {\"token\": id, ...}; fix: give the "
+    return Status::InvalidArgument(vocab_path +
+                                   ": expected a JSON object {\"token\": id, ...}; fix: give the "
                                    "tokenizer's vocab.json (merges go in merges_file)");
   }
   for (const auto& [token, id] : vocab.items()) {
@@ -107,8 +107,10 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
     if (line_no == 1 && line.rfind("#version:", 0) == 0) return Status::OK();
     size_t space = line.find(' ');
     if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-      return Status::InvalidArgument(merges_path + ":" + std::to_string(line_no) + ": expected two symbols \"left "
-                                     "right\", got \"" + line.substr(0, 60) +
+      return Status::InvalidArgument(merges_path + ":" + std::to_string(line_no) +
+                                     ": expected two symbols \"left "
+                                     "right\", got \"" +
+                                     line.substr(0, 60) +
                                      "\"; fix: give the tokenizer's merges.txt (vocab goes in path)");
     }
     model.merges.emplace_back(line.substr(0, space), line.substr(space + 1));
@@ -224,7 +226,8 @@ std::vector<int64_t> ByteBpeTokenizer::Encode(std::string_view text, const Encod
   while (true) {
     size_t best = std::string_view::npos, best_k = 0;
     for (size_t k = 0; k < next.size(); ++k) {
-      if (next[k] != std::string_view::npos && next[k] < cursor) next[k] = rest.find(specials_longest_first_[k].first, cursor);
+      if (next[k] != std::string_view::npos && next[k] < cursor)
+        next[k] = rest.find(specials_longest_first_[k].first, cursor);
       if (next[k] < best) {  // ties keep the longer token (earlier in the list)
         best = next[k];
         best_k = k;

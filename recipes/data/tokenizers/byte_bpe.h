@@ -32,7 +32,7 @@ extern const char* const kQwen2Pattern;
 extern const char* const kGpt2Pattern;
 
 struct ByteBpeModel {
-  std::unordered_map<std::string, int64_t> vocab;       // byte-alphabet token -> id
+  std::unordered_map<std::string, int64_t> vocab;           // byte-alphabet token -> id
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
 };
 

@@ -39,7 +39,8 @@ void ExpectFixture(const ByteBpeTokenizer& tok, const nlohmann::json& fixture) {
 }
 
 TEST(ByteBpeTest, IdsEqualTorchtuneOnTinyVocab) {
-  auto tok = LoadQwen(test::SampleTokenizerPath("tiny_bpe_vocab.json"), test::SampleTokenizerPath("tiny_bpe_merges.txt"));
+  auto tok =
+      LoadQwen(test::SampleTokenizerPath("tiny_bpe_vocab.json"), test::SampleTokenizerPath("tiny_bpe_merges.txt"));
   ASSERT_NE(tok, nullptr);
   ExpectFixture(*tok, test::LoadFixture("tokenizer_ids.json")["byte_bpe"]);
 }
@@ -51,7 +52,8 @@ TEST(ByteBpeTest, IdsEqualTorchtuneOnFullVocab) {
 }
 
 TEST(ByteBpeTest, SpecialTokenTextBecomesItsId) {
-  auto tok = LoadQwen(test::SampleTokenizerPath("tiny_bpe_vocab.json"), test::SampleTokenizerPath("tiny_bpe_merges.txt"));
+  auto tok =
+      LoadQwen(test::SampleTokenizerPath("tiny_bpe_vocab.json"), test::SampleTokenizerPath("tiny_bpe_merges.txt"));
   ASSERT_NE(tok, nullptr);
   std::vector<int64_t> ids = tok->Encode("<|im_start|>user<|im_end|>", false, true);
   std::vector<int64_t> user = tok->Encode("user", false, false);
@@ -66,7 +68,7 @@ TEST(ByteBpeTest, SpecialTokenTextBecomesItsId) {
 
 TEST(ByteBpeTest, ByteAlphabetIsGpt2s) {
   const std::vector<std::string>& table = ByteToUnicode();
-  EXPECT_EQ(table[' '], "\xC4\xA0");  // Ġ
+  EXPECT_EQ(table[' '], "\xC4\xA0");   // Ġ
   EXPECT_EQ(table['\n'], "\xC4\x8A");  // Ċ
   EXPECT_EQ(table['a'], "a");
 }
@@ -78,13 +80,15 @@ TEST(ByteBpeTest, BadMergeLineNamesFileAndLine) {
   test::WriteTextFile(merges, "#version: 0.2\na b\na b c\n");
   auto model = LoadByteBpeFiles(vocab, merges);
   ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().message(), merges + ":3: expected two symbols \"left right\", got \"a b c\"; fix: give the "
-                                               "tokenizer's merges.txt (vocab goes in path)");
+  EXPECT_EQ(model.status().message(), merges +
+                                          ":3: expected two symbols \"left right\", got \"a b c\"; fix: give the "
+                                          "tokenizer's merges.txt (vocab goes in path)");
   test::WriteTextFile(vocab, "[1, 2]");
   model = LoadByteBpeFiles(vocab, merges);
   ASSERT_FALSE(model.ok());
-  EXPECT_EQ(model.status().message(), vocab + ": expected a JSON object {\"token\": id, ...}; fix: give the "
-                                              "tokenizer's vocab.json (merges go in merges_file)");
+  EXPECT_EQ(model.status().message(), vocab +
+                                          ": expected a JSON object {\"token\": id, ...}; fix: give the "
+                                          "tokenizer's vocab.json (merges go in merges_file)");
 }
 
 }  // namespace

@@ -1,8 +1,7 @@
 #include "recipes/data/tokenizers/hf_tokenizer.h"
 
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "harness/file_util.h"
 
@@ -17,8 +16,7 @@ StatusOr<json> ReadJson(const std::string& path, const std::string& what) {
   try {
     return json::parse(*text);
   } catch (const json::parse_error& e) {
-    return Status::InvalidArgument(path + ": invalid JSON at byte " + std::to_string(e.byte) + "; fix: give " +
-                                   what);
+    return Status::InvalidArgument(path + ": invalid JSON at byte " + std::to_string(e.byte) + "; fix: give " + what);
   }
 }
 
@@ -92,7 +90,8 @@ Status ReadPreTokenizer(const std::string& path, const json& node, ByteBpeOption
 Status ReadModel(const std::string& path, const json& model, ByteBpeOptions* options) {
   if (TypeOf(model) != "BPE") return Unsupported(path, "model.type", Get<json>(model, "type", json()), "BPE");
   for (const char* key : {"dropout", "continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (model.contains(key) && !model[key].is_null()) return Unsupported(path, std::string("model.") + key, model[key], "null");
+    if (model.contains(key) && !model[key].is_null())
+      return Unsupported(path, std::string("model.") + key, model[key], "null");
   }
   if (Get<bool>(model, "byte_fallback", false)) return Unsupported(path, "model.byte_fallback", true, "false");
   options->ignore_merges = Get<bool>(model, "ignore_merges", false);
@@ -124,7 +123,8 @@ Status ReadPostProcessor(const std::string& path, const json& node, const ByteBp
                          std::vector<int64_t>* prefix, std::vector<int64_t>* suffix) {
   std::string type = TypeOf(node);
   if (node.is_null() || type == "ByteLevel") return Status::OK();
-  if (type != "TemplateProcessing") return Unsupported(path, "post_processor", node, "null, ByteLevel, TemplateProcessing");
+  if (type != "TemplateProcessing")
+    return Unsupported(path, "post_processor", node, "null, ByteLevel, TemplateProcessing");
   bool after = false;
   for (const json& item : Get<json>(node, "single", json::array())) {
     if (item.contains("Sequence")) {
@@ -171,12 +171,14 @@ StatusOr<std::map<std::string, int64_t>> ReadHfAddedTokens(const std::string& pa
   if (!doc.ok()) return doc.status();
   std::map<std::string, int64_t> tokens;
   if (!doc->is_object() || !doc->contains("added_tokens") || !(*doc)["added_tokens"].is_array()) {
-    return Status::InvalidArgument(path + ": has no \"added_tokens\" list; fix: set special_tokens_path to the "
+    return Status::InvalidArgument(path +
+                                   ": has no \"added_tokens\" list; fix: set special_tokens_path to the "
                                    "model's tokenizer.json (or leave it null for the family's own special tokens)");
   }
   for (const json& token : (*doc)["added_tokens"]) {
     if (!token.is_object() || !token.contains("content") || !token.contains("id")) {
-      return Status::InvalidArgument(path + ": added token " + token.dump() + " lacks \"content\" or \"id\"; fix: "
+      return Status::InvalidArgument(path + ": added token " + token.dump() +
+                                     " lacks \"content\" or \"id\"; fix: "
                                      "give every added token both");
     }
     tokens[token["content"].get<std::string>()] = token["id"].get<int64_t>();
@@ -195,7 +197,8 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::Load(const HfTokenizerOption
 
 StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokenizerOptions& options) {
   if (options.tokenizer_config_path.empty() && options.generation_config_path.empty()) {
-    return Status::InvalidArgument(options.path + ": neither tokenizer_config_json_path nor generation_config_path "
+    return Status::InvalidArgument(options.path +
+                                   ": neither tokenizer_config_json_path nor generation_config_path "
                                    "is set, so BOS and EOS are unknown; fix: set at least one of them");
   }
   StatusOr<json> doc = ReadJson(options.path, "the model's tokenizer.json");
@@ -213,8 +216,8 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
     if (!Get<bool>(token, "special", false)) bpe.non_special_added.insert(content);
   }
   std::unique_ptr<HfTokenizer> tok(new HfTokenizer());
-  TM_RETURN_IF_ERROR(ReadPostProcessor(options.path, Get<json>(*doc, "post_processor", json()), bpe, &tok->prefix_,
-                                       &tok->suffix_));
+  TM_RETURN_IF_ERROR(
+      ReadPostProcessor(options.path, Get<json>(*doc, "post_processor", json()), bpe, &tok->prefix_, &tok->suffix_));
   auto token_id = [&](const std::string& text) -> int64_t {
     if (text.empty()) return kNoId;
     auto special = bpe.special_tokens.find(text);
@@ -247,8 +250,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
     if (tok->pad_id_ == kNoId && pad) tok->pad_id_ = *pad;
   }
   if (!have_bos || !have_eos) {
-    return Status::InvalidArgument(options.path + ": could not infer the " +
-                                   std::string(have_bos ? "EOS" : "BOS") +
+    return Status::InvalidArgument(options.path + ": could not infer the " + std::string(have_bos ? "EOS" : "BOS") +
                                    " id from tokenizer_config.json (bos_token/eos_token) or generation_config.json "
                                    "(bos_token_id/eos_token_id); fix: give the model's config files");
   }

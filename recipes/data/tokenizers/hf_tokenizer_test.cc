@@ -62,8 +62,9 @@ TEST(HfTokenizerTest, NeedsAConfigForBosAndEos) {
   auto tok = HfTokenizer::Load(options);
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().message(),
-            options.path + ": neither tokenizer_config_json_path nor generation_config_path is set, so BOS and EOS "
-                           "are unknown; fix: set at least one of them");
+            options.path +
+                ": neither tokenizer_config_json_path nor generation_config_path is set, so BOS and EOS "
+                "are unknown; fix: set at least one of them");
 }
 
 TEST(HfTokenizerTest, UnsupportedModelIsNamed) {
@@ -76,15 +77,16 @@ TEST(HfTokenizerTest, UnsupportedModelIsNamed) {
   auto tok = HfTokenizer::Load(options);
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().message(),
-            path + ": model.type \"Unigram\" is not supported (supported: BPE); fix: use torchtune's family "
-                   "tokenizer for this model, or a tokenizer.json with a byte-level BPE model");
+            path +
+                ": model.type \"Unigram\" is not supported (supported: BPE); fix: use torchtune's family "
+                "tokenizer for this model, or a tokenizer.json with a byte-level BPE model");
 }
 
 TEST(HfTokenizerTest, AddedTokensForSpecialTokensPath) {
   auto tokens = ReadHfAddedTokens(SampleTokenizerPath("tiny_bpe_tokenizer.json"));
   ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
-  EXPECT_EQ(*tokens, (std::map<std::string, int64_t>{{"<|endoftext|>", 2000}, {"<|im_start|>", 2001},
-                                                     {"<|im_end|>", 2002}}));
+  EXPECT_EQ(*tokens,
+            (std::map<std::string, int64_t>{{"<|endoftext|>", 2000}, {"<|im_start|>", 2001}, {"<|im_end|>", 2002}}));
 }
 
 }  // namespace

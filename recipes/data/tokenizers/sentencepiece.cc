@@ -11,7 +11,8 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(const SentencePieceOptions& options) {
   if (!IsRegularFile(options.path)) {
-    return Status::NotFound(options.path + ": no such file; fix: set path to the model's SentencePiece "
+    return Status::NotFound(options.path +
+                            ": no such file; fix: set path to the model's SentencePiece "
                             "tokenizer.model");
   }
   std::unique_ptr<SentencePieceTokenizer> tok(new SentencePieceTokenizer());

@@ -12,8 +12,8 @@ const char* const kCl100kPattern =
 
 namespace {
 
-constexpr size_t kMaxEncodeChars = 400000;        // torchtune's MAX_ENCODE_CHARS
-constexpr size_t kMaxNoWhitespaceChars = 25000;   // torchtune's MAX_NO_WHITESPACE_CHARS
+constexpr size_t kMaxEncodeChars = 400000;       // torchtune's MAX_ENCODE_CHARS
+constexpr size_t kMaxNoWhitespaceChars = 25000;  // torchtune's MAX_NO_WHITESPACE_CHARS
 constexpr int64_t kNoRank = std::numeric_limits<int64_t>::max();
 
 // torchtune's chunking: pieces of at most kMaxEncodeChars code points, each split further so that no run of
@@ -88,8 +88,9 @@ StatusOr<std::unique_ptr<TiktokenTokenizer>> TiktokenTokenizer::Load(const Tikto
   tok->eos_id_ = options.eos_id;
   tok->pad_id_ = options.pad_id;
   tok->special_tokens_ = options.special_tokens;
-  const std::string fix = "; fix: give the tiktoken ranks file (one \"<base64 token> <rank>\" per line, e.g. "
-                          "Llama 3's original/tokenizer.model)";
+  const std::string fix =
+      "; fix: give the tiktoken ranks file (one \"<base64 token> <rank>\" per line, e.g. "
+      "Llama 3's original/tokenizer.model)";
   Status parsed = ForEachLine(*text, [&](int64_t line_no, std::string_view line, size_t) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) return Status::OK();
@@ -127,7 +128,8 @@ StatusOr<std::unique_ptr<TiktokenTokenizer>> TiktokenTokenizer::Load(const Tikto
     if (tok->bytes_of_.count(id) && !tok->special_ids_.count(id)) {
       return Status::InvalidArgument(options.path + ": special token " + token + " has id " + std::to_string(id) +
                                      ", which a base token already has; fix: number special tokens after the "
-                                     "base vocabulary (from " + std::to_string(tok->vocab_size_) + ")");
+                                     "base vocabulary (from " +
+                                     std::to_string(tok->vocab_size_) + ")");
     }
     tok->bytes_of_[id] = token;
     tok->special_ids_.insert(id);

@@ -15,8 +15,11 @@ using test::LoadFixture;
 using test::SampleTokenizerPath;
 
 std::map<std::string, int64_t> TestSpecials() {
-  return {{"<|begin_of_text|>", 128000}, {"<|end_of_text|>", 128001}, {"<|finetune_right_pad_id|>", 128004},
-          {"<|eot_id|>", 128009}, {"<|reserved_special_token_250|>", 128256}};
+  return {{"<|begin_of_text|>", 128000},
+          {"<|end_of_text|>", 128001},
+          {"<|finetune_right_pad_id|>", 128004},
+          {"<|eot_id|>", 128009},
+          {"<|reserved_special_token_250|>", 128256}};
 }
 
 std::unique_ptr<TiktokenTokenizer> LoadSmall() {
@@ -90,8 +93,9 @@ std::string LoadError(const std::string& content) {
 }
 
 TEST(TiktokenTest, BadFilesNameFileLineAndFix) {
-  const std::string fix = "; fix: give the tiktoken ranks file (one \"<base64 token> <rank>\" per line, e.g. Llama "
-                          "3's original/tokenizer.model)";
+  const std::string fix =
+      "; fix: give the tiktoken ranks file (one \"<base64 token> <rank>\" per line, e.g. Llama "
+      "3's original/tokenizer.model)";
   EXPECT_EQ(LoadError("IQ== 0\nnot-base64! 1\n"),
             "<path>:2: expected \"<base64 token> <rank>\", got \"not-base64! 1\"" + fix);
   EXPECT_EQ(LoadError("IQ== zero\n"), "<path>:1: rank \"zero\" is not a whole number >= 0" + fix);

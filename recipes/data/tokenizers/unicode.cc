@@ -67,9 +67,9 @@ std::string ToValidUtf8(std::string_view text) {
 
 std::string NormalizeNfc(std::string_view text) {
   utf8proc_uint8_t* result = nullptr;
-  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                    static_cast<utf8proc_ssize_t>(text.size()), &result,
-                                    static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &result, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) return std::string(text);  // invalid UTF-8: the caller broke the REQUIRES; keep the text
   std::string out(reinterpret_cast<char*>(result), static_cast<size_t>(n));
   std::free(result);
@@ -119,8 +119,8 @@ bool IsPythonSpace(char32_t c) {
 StatusOr<std::unique_ptr<UnicodeRegex>> UnicodeRegex::Compile(const std::string& pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                                   &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));

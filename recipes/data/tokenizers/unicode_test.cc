@@ -7,15 +7,21 @@ namespace {
 
 TEST(UnicodeTest, NfcComposesDecomposedLetters) {
   EXPECT_EQ(NormalizeNfc("cafe\xCC\x81"), "caf\xC3\xA9");  // e + COMBINING ACUTE -> é
-  EXPECT_EQ(NormalizeNfc("A\xCC\x8A"), "\xC3\x85");         // A + COMBINING RING -> Å
+  EXPECT_EQ(NormalizeNfc("A\xCC\x8A"), "\xC3\x85");        // A + COMBINING RING -> Å
   EXPECT_EQ(NormalizeNfc("plain"), "plain");
 }
 
 TEST(UnicodeTest, InvalidUtf8BecomesReplacementCharacters) {
   EXPECT_EQ(ToValidUtf8("ok"), "ok");
-  EXPECT_EQ(ToValidUtf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(ToValidUtf8("a\xFF"
+                        "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   // A truncated 3-byte sequence is one maximal invalid subpart: one U+FFFD, as Python's decode(errors="replace").
-  EXPECT_EQ(ToValidUtf8("\xE2\x82" "x"), "\xEF\xBF\xBD" "x");
+  EXPECT_EQ(ToValidUtf8("\xE2\x82"
+                        "x"),
+            "\xEF\xBF\xBD"
+            "x");
   EXPECT_EQ(ToValidUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate: 3 subparts
 }
 
@@ -38,8 +44,8 @@ TEST(UnicodeTest, RegexFindsUnicodeClasses) {
   ASSERT_TRUE(regex.ok()) << regex.status().ToString();
   std::vector<std::string_view> pieces = (*regex)->FindAll("caf\xC3\xA9 12345  \xE4\xBD\xA0\xE5\xA5\xBD!");
   std::vector<std::string> got(pieces.begin(), pieces.end());
-  EXPECT_EQ(got, (std::vector<std::string>{"caf\xC3\xA9", " ", "123", "45", " ", " ", "\xE4\xBD\xA0\xE5\xA5\xBD",
-                                           "!"}));
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"caf\xC3\xA9", " ", "123", "45", " ", " ", "\xE4\xBD\xA0\xE5\xA5\xBD", "!"}));
 }
 
 TEST(UnicodeTest, CaseInsensitiveGroupMatchesContractions) {
