@@ -1,6 +1,6 @@
 #include "recipes/data/datasets.h"
 
-#include "harness/text.h"
+#include "recipes/data/components.h"
 #include "recipes/data/packing.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/sources.h"
@@ -132,15 +132,7 @@ const std::vector<DatasetComponent>& DatasetComponents() {
 }
 
 StatusOr<DatasetComponent> FindDatasetComponent(const std::string& component) {
-  std::vector<std::string> names;
-  for (const DatasetComponent& c : DatasetComponents()) {
-    if (component == c.name || component == c.dotpath) return c;
-    names.push_back(c.dotpath);
-  }
-  std::string message = "dataset component " + component + " is unknown";
-  std::string close = ClosestMatch(component, names);
-  if (!close.empty()) message += " (did you mean " + close + "?)";
-  return Status::NotFound(message + "; fix: use one of: " + JoinStrings(names, ", "));
+  return FindComponent(DatasetComponents(), component, "dataset");
 }
 
 StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetOptions& options,

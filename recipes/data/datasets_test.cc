@@ -153,6 +153,19 @@ TEST(DatasetsTest, BadRecordNamesFileAndLine) {
                                        "column_map: {output: <the column that holds it>}");
 }
 
+TEST(DatasetsTest, UnknownComponentSuggestsTheClosest) {
+  auto c = FindDatasetComponent("torchtune.datasets.alpaca_cleaned_datset");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(c.status().message().rfind("dataset component torchtune.datasets.alpaca_cleaned_datset is unknown (did you "
+                                       "mean torchtune.datasets.alpaca_cleaned_dataset?); fix: use one of: "
+                                       "torchtune.datasets.alpaca_dataset, ",
+                                       0),
+            0u)
+      << c.status().message();
+  EXPECT_EQ(FindDatasetComponent("slimorca_dataset")->kind, DatasetKind::kChat);
+}
+
 TEST(DatasetsTest, EveryComponentRunsOnItsShippedSample) {
   auto tok = Llama3();
   for (const DatasetComponent& c : DatasetComponents()) {

@@ -1,7 +1,7 @@
 #include "recipes/data/tokenizer_builders.h"
 
 #include "harness/file_util.h"
-#include "harness/text.h"
+#include "recipes/data/components.h"
 #include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/tokenizers/hf_tokenizer.h"
 #include "recipes/data/tokenizers/sentencepiece.h"
@@ -214,15 +214,7 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
 }
 
 StatusOr<TokenizerComponent> FindTokenizerComponent(const std::string& component) {
-  std::vector<std::string> names;
-  for (const TokenizerComponent& c : TokenizerComponents()) {
-    if (component == c.name || component == c.dotpath) return c;
-    names.push_back(c.dotpath);
-  }
-  std::string message = "tokenizer component " + component + " is unknown";
-  std::string close = ClosestMatch(component, names);
-  if (!close.empty()) message += " (did you mean " + close + "?)";
-  return Status::NotFound(message + "; fix: use one of: " + JoinStrings(names, ", "));
+  return FindComponent(TokenizerComponents(), component, "tokenizer");
 }
 
 StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& component,
