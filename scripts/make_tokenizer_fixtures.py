@@ -55,6 +55,7 @@ CORPUS = [
     "tab\there\rcarriage\x0bvertical\x0cfeed\u00a0nbsp\u2003emspace",
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa !!!!!!!!!!!!!!!! ................",
     "  leading spaces and trailing   ",
+    "x\x1cy\x1dz\x85w\u2028v\u2029u\u200bt\ufeffs \u00bd\u00b2\u00b3 \u2167 \u2460 e\u0301\u0327 \U0001d400",
     " ",
     "\n",
     "",
