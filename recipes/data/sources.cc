@@ -175,9 +175,13 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
       std::string found = unsupported.empty()
                               ? "no .json, .jsonl, .csv or .txt file"
                               : "only " + JoinStrings(unsupported, ", ") + " (Parquet/Arrow are not read)";
+      std::string convert = unsupported.empty()
+                                ? ""
+                                : " (e.g. python3 -c \"import pandas; pandas.read_parquet('" + unsupported[0] +
+                                      "').to_json('" + slice->name + ".jsonl', orient='records', lines=True)\")";
       return Status::NotFound("dataset folder " + dir + "/ has " + found + " for split " + slice->name +
                               "; fix: put the split's records there as " + slice->name +
-                              ".jsonl (one JSON object per line), .json, .csv or .txt");
+                              ".jsonl (one JSON object per line), .json, .csv or .txt" + convert);
     }
     for (const std::string& f : in_split) files.emplace_back(dir + "/" + f, FormatOf(f));
   }

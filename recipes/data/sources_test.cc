@@ -81,7 +81,8 @@ TEST_F(SourcesTest, ParquetOnlyIsNamed) {
       "dataset folder " + dir_.path() +
           "/org/pq/ has only data/train-0.parquet (Parquet/Arrow are not read) for "
           "split train; fix: put the split's records there as train.jsonl (one JSON object per line), .json, .csv "
-          "or .txt");
+          "or .txt (e.g. python3 -c \"import pandas; pandas.read_parquet('data/train-0.parquet').to_json("
+          "'train.jsonl', orient='records', lines=True)\")");
 }
 
 TEST_F(SourcesTest, LocalFormatsNeedDataFiles) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "recipes/data/samples.h"
 #include "recipes/data/testdata/fixtures.h"
 
@@ -79,6 +81,25 @@ TEST(TokenizerBuildersTest, SpecialTokensPathReplacesTheTable) {
             "llama3_tokenizer: special token <|begin_of_text|> is missing from " + options.special_tokens_path +
                 "; fix: give the model's own tokenizer.json as special_tokens_path, or leave it null for the family's "
                 "table");
+}
+
+TEST(TokenizerBuildersTest, SamplesStandInForMissingFiles) {
+  TokenizerOptions options;
+  options.path = "/models/Qwen2.5-0.5B/vocab.json";
+  options.merges_file = "/models/Qwen2.5-0.5B/merges.txt";
+  options.max_seq_len = 64;
+  StatusOr<TokenizerOptions> sample = SampleTokenizerOptions("qwen2_5_tokenizer", options);
+  ASSERT_TRUE(sample.ok());
+  EXPECT_EQ(sample->path, SamplesDir() + "/tokenizers/tiny_bpe_vocab.json");
+  EXPECT_EQ(sample->merges_file, SamplesDir() + "/tokenizers/tiny_bpe_merges.txt");
+  EXPECT_EQ(*sample->max_seq_len, 64);
+  EXPECT_EQ(
+      SampleNote("tokenizer", "qwen2_5_tokenizer", "tiny_bpe_vocab.json", options.path),
+      "tokenizer qwen2_5_tokenizer ran on the shipped sample tiny_bpe_vocab.json (/models/Qwen2.5-0.5B/vocab.json "
+      "is absent)");
+  setenv("TUNE_MATRIX_SAMPLES_DIR", "/elsewhere/samples", 1);
+  EXPECT_EQ(SampleTokenizerOptions("gemma_tokenizer", {})->path, "/elsewhere/samples/tokenizers/m.model");
+  unsetenv("TUNE_MATRIX_SAMPLES_DIR");
 }
 
 TEST(TokenizerBuildersTest, UnknownComponentAndOptions) {
