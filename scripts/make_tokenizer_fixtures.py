@@ -19,7 +19,7 @@ torchtune is imported from its source tree without its package __init__ (which n
 modules it imports only for training (torchao, datasets, PIL, ...) are replaced by inert stubs, which the
 tokenizers never call.
 
-Input: the sample tokenizers and datasets in recipes/data/samples/, and the full-size byte-level BPE vocabulary\nrecipes/data/testdata/qwen2_{vocab.json,merges.txt} (torchtune's tests/assets/vocab.json and merges.txt).\nOutput (committed): recipes/data/testdata/{tokenizer_ids,chat_formats,datasets,packing}.json.
+Input: the sample tokenizers and datasets in recipes/data/samples/, and the full-size byte-level BPE vocabulary\nrecipes/data/testdata/qwen2_{vocab.json,merges.txt} (torchtune's tests/assets/vocab.json and merges.txt).\nOutput (committed): recipes/data/testdata/{tokenizer_ids,chat_formats,datasets,packing}.json, and\nrecipes/data/testdata/tokenizer_byte_fallback.json (the Gemma sample with byte tokens added, an input).
 `--check` exits 1 when a committed file differs from what the script makes.
 """
 import argparse
@@ -208,6 +208,26 @@ def make_tokenizer_ids():
     hf = tokenizers.Tokenizer.from_file(tok_path("tiny_bpe_tokenizer.json"))
     out["hf_tiny_bpe"] = {"file": "tiny_bpe_tokenizer.json",
                           "cases": encode_cases(lambda t: hf.encode(t).ids)}
+    hf = tokenizers.Tokenizer.from_file(tok_path("tokenizer_gemma_cropped.json"))
+    out["hf_gemma_cropped"] = {"file": "tokenizer_gemma_cropped.json",
+                               "cases": encode_cases(lambda t: hf.encode(t).ids),
+                               "decode": [{"ids": c["ids"], "text": hf.decode(c["ids"], skip_special_tokens=False)}
+                                          for c in encode_cases(lambda t: hf.encode(t).ids)]}
+    # The same with the 256 "<0xAB>" byte tokens appended to its vocabulary, so byte fallback has tokens to use.
+    with open(tok_path("tokenizer_gemma_cropped.json"), encoding="utf-8") as f:
+        doc = json.load(f)
+    vocab = doc["model"]["vocab"]
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    fallback_path = os.path.join(OUT, "tokenizer_byte_fallback.json")
+    with open(fallback_path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    hf = tokenizers.Tokenizer.from_file(fallback_path)
+    out["hf_byte_fallback"] = {"file": "tokenizer_byte_fallback.json",
+                               "cases": encode_cases(lambda t: hf.encode(t).ids),
+                               "decode": [{"ids": c["ids"], "text": hf.decode(c["ids"], skip_special_tokens=False)}
+                                          for c in encode_cases(lambda t: hf.encode(t).ids)]}
     hf = tokenizers.Tokenizer.from_file(tok_path("tokenizer.json"))
     out["hf_tokenizer_json"] = {"file": "tokenizer.json", "cases": encode_cases(lambda t: hf.encode(t).ids)}
     base = HuggingFaceBaseTokenizer(tok_path("tokenizer.json"),

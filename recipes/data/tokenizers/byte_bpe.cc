@@ -15,6 +15,35 @@ const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?
 namespace {
 
 constexpr int64_t kNoRank = std::numeric_limits<int64_t>::max();
+// Stands for an unknown symbol; cannot be part of any merge (not valid UTF-8).
+const char* const kUnknownSymbol =
+    "\xFF"
+    "unk";
+
+// Hugging Face's byte-fallback token of one byte: "<0xAB>".
+std::string ByteFallbackToken(unsigned char b) {
+  static const char* kHex = "0123456789ABCDEF";
+  return std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
+}
+
+// The byte of a "<0xAB>" token, or -1.
+int ByteOfFallbackToken(const std::string& token) {
+  if (token.size() != 6 || token.compare(0, 3, "<0x") != 0 || token[5] != '>') return -1;
+  int value = 0;
+  for (char c : token.substr(3, 2)) {
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+void ReplaceAll(std::string* s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, at + to.size())) {
+    s->replace(at, from.size(), to);
+  }
+}
 
 std::string EncodeUtf8(char32_t cp) {
   std::string s;
@@ -122,9 +151,11 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
 
 StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOptions options) {
   std::unique_ptr<ByteBpeTokenizer> tok(new ByteBpeTokenizer());
-  StatusOr<std::unique_ptr<UnicodeRegex>> regex = UnicodeRegex::Compile(options.pattern);
-  if (!regex.ok()) return regex.status();
-  tok->regex_ = std::move(regex).value();
+  if (options.pre_tokenizer == ByteBpeOptions::PreTokenizer::kRegex) {
+    StatusOr<std::unique_ptr<UnicodeRegex>> regex = UnicodeRegex::Compile(options.pattern);
+    if (!regex.ok()) return regex.status();
+    tok->regex_ = std::move(regex).value();
+  }
   for (size_t rank = 0; rank < options.model.merges.size(); ++rank) {
     const auto& [left, right] = options.model.merges[rank];
     tok->merge_rank_.emplace(left + " " + right, static_cast<int64_t>(rank));  // first listing wins
@@ -149,21 +180,51 @@ StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOpti
   return tok;
 }
 
+std::vector<std::string> ByteBpeTokenizer::InitialSymbols(const std::string& word) const {
+  const auto& vocab = options_.model.vocab;
+  std::vector<std::string> symbols;
+  symbols.reserve(word.size());
+  auto unknown = [&] {
+    if (options_.unk_id == kNoId) return;  // dropped, as Hugging Face does without an unk token
+    if (options_.fuse_unk && !symbols.empty() && symbols.back() == kUnknownSymbol) return;
+    symbols.push_back(kUnknownSymbol);
+  };
+  if (options_.byte_level) {
+    const std::vector<std::string>& alphabet = ByteToUnicode();
+    for (char c : word) {
+      const std::string& symbol = alphabet[static_cast<unsigned char>(c)];
+      if (!options_.drop_unknown_bytes_first || vocab.count(symbol)) {
+        symbols.push_back(symbol);
+      } else {
+        unknown();
+      }
+    }
+    return symbols;
+  }
+  for (size_t pos = 0; pos < word.size();) {
+    size_t n = std::min(Utf8SequenceLength(static_cast<unsigned char>(word[pos])), word.size() - pos);
+    std::string ch = word.substr(pos, n);
+    pos += n;
+    if (vocab.count(ch)) {
+      symbols.push_back(ch);
+      continue;
+    }
+    std::vector<std::string> bytes;
+    for (unsigned char b : ch) bytes.push_back(ByteFallbackToken(b));
+    if (options_.byte_fallback &&
+        std::all_of(bytes.begin(), bytes.end(), [&](const std::string& t) { return vocab.count(t) > 0; })) {
+      symbols.insert(symbols.end(), bytes.begin(), bytes.end());
+    } else {
+      unknown();
+    }
+  }
+  return symbols;
+}
+
 std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const {
   std::vector<int64_t> cached;
   if (cache_.Lookup(word, &cached)) return cached;
-  const std::vector<std::string>& alphabet = ByteToUnicode();
-  std::vector<std::string> symbols;
-  symbols.reserve(word.size());
-  const std::string kUnknown = "\x01unk";  // cannot be part of any merge: not in the byte alphabet
-  for (char c : word) {
-    const std::string& symbol = alphabet[static_cast<unsigned char>(c)];
-    if (!options_.drop_unknown_bytes_first || options_.model.vocab.count(symbol)) {
-      symbols.push_back(symbol);
-    } else if (options_.unk_id != kNoId) {
-      symbols.push_back(kUnknown);
-    }
-  }
+  std::vector<std::string> symbols = InitialSymbols(word);
   std::vector<int64_t> ids;
   std::string whole;
   if (options_.ignore_merges) {
@@ -197,7 +258,7 @@ std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const
       auto it = options_.model.vocab.find(s);
       if (it != options_.model.vocab.end()) {
         ids.push_back(it->second);
-      } else if (options_.unk_id != kNoId) {  // kUnknown, or a merged symbol missing from the vocabulary
+      } else if (options_.unk_id != kNoId) {  // kUnknownSymbol, or a merged symbol missing from the vocabulary
         ids.push_back(options_.unk_id);
       }
     }
@@ -206,10 +267,42 @@ std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const
   return ids;
 }
 
-void ByteBpeTokenizer::EncodeOrdinary(std::string_view text, std::vector<int64_t>* ids) const {
-  for (std::string_view piece : regex_->FindAll(text)) {
+std::string ByteBpeTokenizer::Normalize(std::string_view span) const {
+  std::string text(span);
+  for (const ByteBpeOptions::NormalizeStep& step : options_.normalize) {
+    if (step.prepend) {
+      if (!text.empty()) text = step.to + text;
+    } else {
+      ReplaceAll(&text, step.from, step.to);
+    }
+  }
+  return text;
+}
+
+void ByteBpeTokenizer::EncodeOrdinary(std::string_view span, std::vector<int64_t>* ids) const {
+  std::string text = Normalize(span);
+  auto add = [&](std::string_view piece) {
     std::vector<int64_t> word = EncodeWord(std::string(piece));
     ids->insert(ids->end(), word.begin(), word.end());
+  };
+  switch (options_.pre_tokenizer) {
+    case ByteBpeOptions::PreTokenizer::kRegex:
+      for (std::string_view piece : regex_->FindAll(text)) add(piece);
+      break;
+    case ByteBpeOptions::PreTokenizer::kNone:
+      if (!text.empty()) add(text);
+      break;
+    case ByteBpeOptions::PreTokenizer::kMergedWithPrevious: {
+      const std::string& sep = options_.split_string;
+      size_t begin = 0;
+      for (size_t at = sep.empty() ? std::string::npos : text.find(sep); at != std::string::npos;
+           at = text.find(sep, begin)) {
+        add(std::string_view(text).substr(begin, at + sep.size() - begin));
+        begin = at + sep.size();
+      }
+      if (begin < text.size()) add(std::string_view(text).substr(begin));
+      break;
+    }
   }
 }
 
@@ -247,8 +340,9 @@ std::vector<int64_t> ByteBpeTokenizer::Encode(std::string_view text, const Encod
 
 std::string ByteBpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special) const {
   std::string out;
-  std::string bytes;  // pending byte-level text, decoded as one UTF-8 run like torchtune's sub_texts
+  std::string bytes;  // pending vocabulary text, decoded as one UTF-8 run like torchtune's sub_texts
   auto flush = [&] {
+    for (const auto& [from, to] : options_.decode_replace) ReplaceAll(&bytes, from, to);
     out += ToValidUtf8(bytes);
     bytes.clear();
   };
@@ -261,18 +355,26 @@ std::string ByteBpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_
       flush();
       bool special = options_.non_special_added.count(it->second) == 0;
       if (!(skip_special && special)) out += it->second;
-    } else {
+    } else if (options_.byte_level) {
       bytes += TokenToBytes(it->second);
+    } else {
+      int byte = options_.byte_fallback ? ByteOfFallbackToken(it->second) : -1;
+      bytes += byte >= 0 ? std::string(1, static_cast<char>(byte)) : it->second;
     }
   }
   flush();
+  const std::string& strip = options_.strip_content;
+  for (int k = 0; k < options_.strip_leading && !strip.empty() && out.rfind(strip, 0) == 0; ++k) {
+    out.erase(0, strip.size());
+  }
   return out;
 }
 
 std::string ByteBpeTokenizer::Piece(int64_t id) const {
   auto it = token_of_.find(id);
   if (it == token_of_.end()) return "<|unk:" + std::to_string(id) + "|>";
-  return added_ids_.count(id) ? it->second : PrintableBytes(TokenToBytes(it->second));
+  if (added_ids_.count(id) || !options_.byte_level) return it->second;
+  return PrintableBytes(TokenToBytes(it->second));
 }
 
 }  // namespace tmx::data

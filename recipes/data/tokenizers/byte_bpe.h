@@ -1,5 +1,7 @@
 // ByteBpeTokenizer: GPT-2 style byte-level BPE (vocab.json + merges.txt), as torchtune's Qwen2Tokenizer
-// (torchtune.models.qwen2._tokenizer) and Hugging Face's BPE model with a ByteLevel pre-tokenizer encode.
+// (torchtune.models.qwen2._tokenizer) and Hugging Face's BPE model with a ByteLevel pre-tokenizer encode. With
+// byte_level false it is Hugging Face's character-level BPE of SentencePiece-converted tokenizer.json files
+// (Llama 2, Mistral, Gemma): symbols are characters, unknown ones fall back to "<0xAB>" byte tokens or unk.
 //
 // Encoding: optional NFC normalization; the text is split on the special (added) tokens, whose text always
 // becomes their id; every other span is cut by the pre-tokenizer pattern, each piece's UTF-8 bytes are mapped to
@@ -38,8 +40,31 @@ struct ByteBpeModel {
 
 struct ByteBpeOptions {
   ByteBpeModel model;
+  // Symbols are the bytes in GPT-2's alphabet (true) or the characters of the text (false).
+  bool byte_level = true;
+  // Character-level: a character missing from the vocabulary becomes its UTF-8 bytes' "<0xAB>" tokens when they
+  // all exist (byte_fallback), else unk_id; consecutive unknowns give one unk_id when fuse_unk.
+  bool byte_fallback = false;
+  bool fuse_unk = false;
+  // Pre-tokenizer: kRegex splits by `pattern` (each match a piece); kNone keeps each span whole;
+  // kMergedWithPrevious ends a piece after each occurrence of `split_string`.
+  enum class PreTokenizer { kRegex, kNone, kMergedWithPrevious };
+  PreTokenizer pre_tokenizer = PreTokenizer::kRegex;
   // Pre-tokenizer pattern (PCRE2 / Python regex syntax).
   std::string pattern = kQwen2Pattern;
+  std::string split_string;
+  // Normalizer steps after NFC, applied to each span between added tokens, in order: Prepend (a non-empty
+  // first) and Replace (from -> to).
+  struct NormalizeStep {
+    bool prepend = false;
+    std::string from, to;
+  };
+  std::vector<NormalizeStep> normalize;
+  // Decoder (character-level): "<0xAB>" tokens become bytes (byte_fallback); then these replacements; then
+  // strip_leading copies of strip_content from the start (Hugging Face's Strip decoder).
+  std::vector<std::pair<std::string, std::string>> decode_replace;
+  std::string strip_content;
+  int strip_leading = 0;
   // Apply Unicode NFC before splitting (Qwen2 and tokenizer.json files with an NFC normalizer do).
   bool nfc = true;
   // Hugging Face's ignore_merges: a piece that is a whole vocabulary entry is taken as is, unmerged.
@@ -79,6 +104,8 @@ class ByteBpeTokenizer : public Tokenizer {
  private:
   ByteBpeTokenizer() = default;
   std::vector<int64_t> EncodeWord(const std::string& word) const;
+  std::vector<std::string> InitialSymbols(const std::string& word) const;
+  std::string Normalize(std::string_view span) const;
 
   ByteBpeOptions options_;
   std::unique_ptr<UnicodeRegex> regex_;

@@ -37,53 +37,89 @@ T Get(const json& node, const char* key, T fallback) {
 
 std::string TypeOf(const json& node) { return Get<std::string>(node, "type", ""); }
 
-// Fills options->nfc from the normalizer.
+// Steps of a normalizer node, flattening Sequences.
+std::vector<json> Steps(const json& node, const char* list_key) {
+  if (node.is_null()) return {};
+  if (TypeOf(node) != "Sequence") return {node};
+  std::vector<json> steps;
+  for (const json& item : Get<json>(node, list_key, json::array())) steps.push_back(item);
+  return steps;
+}
+
+// A {"String": s} pattern's string; "" for a Regex pattern.
+std::string StringPattern(const json& step) {
+  return Get<std::string>(Get<json>(step, "pattern", json::object()), "String", "");
+}
+
 Status ReadNormalizer(const std::string& path, const json& node, ByteBpeOptions* options) {
+  const char* supported = "null, NFC, Prepend, Replace of a String, or a Sequence of those";
   options->nfc = false;
-  if (node.is_null()) return Status::OK();
-  std::string type = TypeOf(node);
-  if (type == "NFC") {
-    options->nfc = true;
-    return Status::OK();
-  }
-  if (type == "Sequence" && node.contains("normalizers")) {
-    for (const json& item : node["normalizers"]) {
-      if (TypeOf(item) != "NFC") return Unsupported(path, "normalizer", item, "null, NFC, Sequence of NFC");
+  for (const json& step : Steps(node, "normalizers")) {
+    std::string type = TypeOf(step);
+    if (type == "NFC") {
       options->nfc = true;
+    } else if (type == "Prepend") {
+      options->normalize.push_back({true, "", Get<std::string>(step, "prepend", "")});
+    } else if (type == "Replace" && !StringPattern(step).empty()) {
+      options->normalize.push_back({false, StringPattern(step), Get<std::string>(step, "content", "")});
+    } else {
+      return Unsupported(path, "normalizer", step, supported);
     }
-    return Status::OK();
   }
-  return Unsupported(path, "normalizer", node, "null, NFC, Sequence of NFC");
+  return Status::OK();
 }
 
 Status ReadPreTokenizer(const std::string& path, const json& node, ByteBpeOptions* options) {
-  const char* supported = "ByteLevel, Split(Regex, Isolated), Sequence of Split + ByteLevel(use_regex false)";
-  std::vector<json> steps;
-  if (TypeOf(node) == "Sequence") {
-    for (const json& item : Get<json>(node, "pretokenizers", json::array())) steps.push_back(item);
-  } else {
-    steps.push_back(node);
-  }
-  bool byte_level = false;
+  using P = ByteBpeOptions::PreTokenizer;
+  const char* supported =
+      "null, ByteLevel, Split(Regex, Isolated), Sequence of Split + ByteLevel(use_regex false), Split(String, "
+      "MergedWithPrevious)";
+  options->byte_level = false;
+  options->pre_tokenizer = P::kNone;
   bool have_pattern = false;
-  for (const json& step : steps) {
+  for (const json& step : Steps(node, "pretokenizers")) {
     std::string type = TypeOf(step);
-    if (type == "Split" && !have_pattern && step.contains("pattern") && step["pattern"].contains("Regex") &&
-        Get<std::string>(step, "behavior", "") == "Isolated" && !Get<bool>(step, "invert", false)) {
-      options->pattern = step["pattern"]["Regex"].get<std::string>();
+    std::string behavior = Get<std::string>(step, "behavior", "");
+    bool regex = Get<json>(step, "pattern", json::object()).contains("Regex");
+    if (type == "Split" && !have_pattern && regex && behavior == "Isolated" && !Get<bool>(step, "invert", false)) {
+      options->pattern = Get<json>(step, "pattern", json::object())["Regex"].get<std::string>();
+      options->pre_tokenizer = P::kRegex;
       have_pattern = true;
-    } else if (type == "ByteLevel" && !byte_level && !Get<bool>(step, "add_prefix_space", false)) {
-      byte_level = true;
+    } else if (type == "Split" && !have_pattern && !StringPattern(step).empty() && behavior == "MergedWithPrevious" &&
+               !Get<bool>(step, "invert", false)) {
+      options->split_string = StringPattern(step);
+      options->pre_tokenizer = P::kMergedWithPrevious;
+      have_pattern = true;
+    } else if (type == "ByteLevel" && !options->byte_level && !Get<bool>(step, "add_prefix_space", false)) {
+      options->byte_level = true;
       if (Get<bool>(step, "use_regex", true)) {
         if (have_pattern) return Unsupported(path, "pre_tokenizer", node, supported);
         options->pattern = kGpt2Pattern;
+        options->pre_tokenizer = P::kRegex;
         have_pattern = true;
       }
     } else {
       return Unsupported(path, "pre_tokenizer", step, supported);
     }
   }
-  if (!byte_level || !have_pattern) return Unsupported(path, "pre_tokenizer", node, supported);
+  if (options->byte_level && !have_pattern) return Unsupported(path, "pre_tokenizer", node, supported);
+  return Status::OK();
+}
+
+// The decoder of a character-level model; a byte-level one decodes bytes whatever its decoder says.
+Status ReadDecoder(const std::string& path, const json& node, ByteBpeOptions* options) {
+  if (options->byte_level) return Status::OK();
+  for (const json& step : Steps(node, "decoders")) {
+    std::string type = TypeOf(step);
+    if (type == "Replace" && !StringPattern(step).empty()) {
+      options->decode_replace.emplace_back(StringPattern(step), Get<std::string>(step, "content", ""));
+    } else if (type == "Strip" && Get<int64_t>(step, "stop", 0) == 0) {
+      options->strip_content = Get<std::string>(step, "content", " ");
+      options->strip_leading = static_cast<int>(Get<int64_t>(step, "start", 0));
+    } else if (type != "ByteFallback" && type != "Fuse") {
+      return Unsupported(path, "decoder", step, "Replace of a String, ByteFallback, Fuse, Strip(start)");
+    }
+  }
   return Status::OK();
 }
 
@@ -93,7 +129,8 @@ Status ReadModel(const std::string& path, const json& model, ByteBpeOptions* opt
     if (model.contains(key) && !model[key].is_null())
       return Unsupported(path, std::string("model.") + key, model[key], "null");
   }
-  if (Get<bool>(model, "byte_fallback", false)) return Unsupported(path, "model.byte_fallback", true, "false");
+  options->byte_fallback = Get<bool>(model, "byte_fallback", false);
+  options->fuse_unk = Get<bool>(model, "fuse_unk", false);
   options->ignore_merges = Get<bool>(model, "ignore_merges", false);
   options->drop_unknown_bytes_first = true;
   const json vocab = Get<json>(model, "vocab", json::object());
@@ -210,6 +247,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
   TM_RETURN_IF_ERROR(ReadModel(options.path, (*doc)["model"], &bpe));
   TM_RETURN_IF_ERROR(ReadNormalizer(options.path, Get<json>(*doc, "normalizer", json()), &bpe));
   TM_RETURN_IF_ERROR(ReadPreTokenizer(options.path, Get<json>(*doc, "pre_tokenizer", json()), &bpe));
+  TM_RETURN_IF_ERROR(ReadDecoder(options.path, Get<json>(*doc, "decoder", json()), &bpe));
   for (const json& token : Get<json>(*doc, "added_tokens", json::array())) {
     std::string content = Get<std::string>(token, "content", "");
     bpe.special_tokens[content] = Get<int64_t>(token, "id", int64_t{0});

@@ -1,12 +1,16 @@
 // Hugging Face tokenizer.json, as torchtune's HuggingFaceBaseTokenizer
 // (torchtune.modules.transforms.tokenizers._hf_tokenizer) reads it with the `tokenizers` library.
 //
-// Supported (the byte-level BPE files Llama 3, Qwen and most recent models ship):
+// Supported: the byte-level BPE files Llama 3, Qwen and most recent models ship, and the character-level BPE with
+// byte fallback of SentencePiece-converted files (Llama 2, Mistral, Gemma):
 //   model:          {"type": "BPE"} with vocab, merges (either "a b" strings or ["a", "b"] pairs), unk_token,
-//                   ignore_merges; not dropout, byte_fallback, continuing_subword_prefix or end_of_word_suffix.
-//   normalizer:     null, {"type": "NFC"}, or a Sequence of those.
+//                   ignore_merges, byte_fallback, fuse_unk; not dropout, continuing_subword_prefix or
+//                   end_of_word_suffix.
+//   normalizer:     null, NFC, Prepend, Replace of a String, or a Sequence of those.
 //   pre_tokenizer:  ByteLevel (use_regex: true uses GPT-2's pattern; add_prefix_space false), Split with a Regex
-//                   pattern and behavior "Isolated", or a Sequence of Split + ByteLevel(use_regex: false).
+//                   pattern and behavior "Isolated", a Sequence of Split + ByteLevel(use_regex: false); without a
+//                   ByteLevel step the model is character-level: null, or Split of a String MergedWithPrevious.
+//   decoder:        (character-level) Replace of a String, ByteFallback, Fuse, Strip(start).
 //   post_processor: null, ByteLevel, or TemplateProcessing whose "single" is special tokens around $A/$0.
 //   added_tokens:   matched in the input and mapped to their ids (special or not).
 // Anything else is an InvalidArgument naming the key, the value and what is supported, never a silent

@@ -12,10 +12,11 @@ namespace {
 
 using test::SampleTokenizerPath;
 
-std::unique_ptr<HfTokenizer> Load(const std::string& file) {
+std::unique_ptr<HfTokenizer> Load(const std::string& file,
+                                  const std::string& generation_config = "generation_config.json") {
   HfTokenizerOptions options;
   options.path = SampleTokenizerPath(file);
-  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  options.generation_config_path = SampleTokenizerPath(generation_config);
   auto tok = HfTokenizer::Load(options);
   EXPECT_TRUE(tok.ok()) << tok.status().ToString();
   return tok.ok() ? std::move(tok).value() : nullptr;
@@ -41,6 +42,38 @@ TEST(HfTokenizerTest, NfcAndAddedTokensIdsEqualTokenizers) {
   ASSERT_NE(tok, nullptr);
   ExpectRawIds(*tok, test::LoadFixture("tokenizer_ids.json")["hf_tiny_bpe"]);
   EXPECT_EQ(tok->SpecialId("<|im_start|>"), 2001);
+}
+
+TEST(HfTokenizerTest, CharacterLevelByteFallbackIdsEqualTokenizers) {
+  // Gemma's SentencePiece-converted tokenizer.json, cropped to 87 tokens: Replace normalizer, Split(" ",
+  // MergedWithPrevious), byte fallback to <unk> (the crop has no <0xAB> tokens), fuse_unk, <bos> post-processor.
+  auto tok = Load("tokenizer_gemma_cropped.json", "generation_config_gemma.json");
+  ASSERT_NE(tok, nullptr);
+  nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json")["hf_gemma_cropped"];
+  ExpectRawIds(*tok, fixture);
+  for (const auto& c : fixture["decode"]) {
+    std::string text = c["text"];
+    EXPECT_EQ(tok->Decode(c["ids"].get<std::vector<int64_t>>(), false), text);
+  }
+  EXPECT_EQ(tok->bos_id(), 2);
+  EXPECT_EQ(tok->eos_id(), 1);                             // the first of generation_config's [1, 107]
+  EXPECT_EQ(tok->Encode("hello", true, true).front(), 2);  // the post-processor's <bos>, not a second one
+}
+
+TEST(HfTokenizerTest, ByteFallbackIdsEqualTokenizers) {
+  // The Gemma sample with the 256 <0xAB> tokens added (made by scripts/make_tokenizer_fixtures.py).
+  HfTokenizerOptions options;
+  options.path = test::TestDataPath("tokenizer_byte_fallback.json");
+  options.generation_config_path = SampleTokenizerPath("generation_config_gemma.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json")["hf_byte_fallback"];
+  ExpectRawIds(**tok, fixture);
+  for (const auto& c : fixture["decode"]) {
+    std::string text = c["text"];
+    EXPECT_EQ((*tok)->Decode(c["ids"].get<std::vector<int64_t>>(), false), text);
+  }
+  EXPECT_EQ((*tok)->Piece((*tok)->EncodeRaw("\xC3\xA9")[1]), "<0xC3>");  // é has no token: its bytes
 }
 
 TEST(HfTokenizerTest, BosEosAsTorchtuneAddsThem) {
