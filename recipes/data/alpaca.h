@@ -9,12 +9,10 @@
 #include <vector>
 
 #include "harness/status.h"
+#include "recipes/data/sample.h"
 #include "recipes/data/tokenizer.h"
 
 namespace tmx::data {
-
-// Label value that the loss ignores (the default ignore_index of cross entropy).
-inline constexpr int64_t kIgnoreIndex = -100;
 
 struct AlpacaOptions {
   // A local file: "*.json" holds one JSON array of record objects, "*.jsonl" holds one record object per
@@ -36,13 +34,6 @@ struct AlpacaRecord {
   std::string instruction;
   std::string input;
   std::string output;
-};
-
-// One training sample. `labels` is aligned with `tokens` (same length, not shifted): a causal model
-// predicts labels[t + 1] from tokens[0..t].
-struct Sample {
-  std::vector<int64_t> tokens;
-  std::vector<int64_t> labels;
 };
 
 // The Alpaca prompt: the preamble, "### Instruction:", "### Input:" (left out when `input` is empty) and

@@ -39,12 +39,21 @@ Batch Collate(const std::vector<const Sample*>& samples, const std::vector<int64
   batch.tokens = torch::full({rows, cols}, pad_id, torch::kLong);
   batch.labels = torch::full({rows, cols}, kIgnoreIndex, torch::kLong);
   batch.num_tokens = 0;
+  const bool packed = samples.front()->packed();
+  if (packed) {
+    batch.input_pos = torch::zeros({rows, cols}, torch::kLong);
+    batch.document_ids = torch::full({rows, cols}, -1, torch::kLong);
+  }
   int64_t* tokens = batch.tokens.data_ptr<int64_t>();
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   for (int64_t r = 0; r < rows; ++r) {
     const Sample& s = *samples[static_cast<size_t>(r)];
     std::copy(s.tokens.begin(), s.tokens.end(), tokens + r * cols);
     std::copy(s.labels.begin(), s.labels.end(), labels + r * cols);
+    if (packed) {
+      std::copy(s.input_pos.begin(), s.input_pos.end(), batch.input_pos.data_ptr<int64_t>() + r * cols);
+      std::copy(s.document_ids.begin(), s.document_ids.end(), batch.document_ids.data_ptr<int64_t>() + r * cols);
+    }
     batch.num_tokens += static_cast<int64_t>(s.tokens.size());
   }
   batch.indices = indices;
@@ -66,6 +75,21 @@ StatusOr<DataLoader> DataLoader::Create(std::vector<Sample> samples, const DataL
                                      std::to_string(s.tokens.size()) + " tokens and " +
                                      std::to_string(s.labels.size()) +
                                      " labels; fix: give every sample as many labels as tokens, at least one");
+    }
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const Sample& s = samples[i];
+    if (s.packed() != samples.front().packed()) {
+      return Status::InvalidArgument("data loader: sample " + std::to_string(i) + " is " +
+                                     (s.packed() ? "packed" : "not packed") + ", sample 0 is " +
+                                     (samples.front().packed() ? "packed" : "not packed") + "; fix: pack all samples of a dataset or none");
+    }
+    if (s.packed() && (s.input_pos.size() != s.tokens.size() || s.document_ids.size() != s.tokens.size())) {
+      return Status::InvalidArgument("data loader: packed sample " + std::to_string(i) + " has " +
+                                     std::to_string(s.tokens.size()) + " tokens but " +
+                                     std::to_string(s.input_pos.size()) + " positions and " +
+                                     std::to_string(s.document_ids.size()) + " document ids; fix: make packed samples "
+                                     "with PackSamples");
     }
   }
   int64_t n = static_cast<int64_t>(samples.size());

@@ -1,4 +1,6 @@
-// DataLoader: seeded, reproducible batching of tokenized samples with padding collation.
+// DataLoader: seeded, reproducible batching of tokenized samples with padding collation. Works with the samples of
+// any tokenizer (pad with its pad id: CollatePadId) and with packed samples (packing.h), whose per-token positions
+// and document ids are batched alongside so attention can stay within each document.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,9 @@
 
 #include "harness/status.h"
 #include "recipes/data/alpaca.h"
+#include "recipes/data/sample.h"
 #include "recipes/data/tokenizer.h"
+#include "recipes/data/tokenizers/tokenizer.h"
 
 namespace tmx::data {
 
@@ -27,9 +31,15 @@ struct DataLoaderOptions {
   // batch is smaller instead.
   bool drop_last = false;
 
-  // Token id that fills the padded positions of Batch::tokens.
+  // Token id that fills the padded positions of Batch::tokens (CollatePadId(tokenizer) for a real tokenizer).
   int64_t pad_id = ByteTokenizer::kPad;
 };
+
+// The id a batch of `tokenizer`'s samples is padded with: its pad id, or 0 when it has none (the labels of padding
+// are kIgnoreIndex either way).
+inline int64_t CollatePadId(const Tokenizer& tokenizer) {
+  return tokenizer.pad_id() == kNoId ? 0 : tokenizer.pad_id();
+}
 
 // One collated batch, padded on the right to the longest sample in it.
 struct Batch {
@@ -37,17 +47,22 @@ struct Batch {
   at::Tensor labels;             // [B, T] int64 on the CPU, padded with kIgnoreIndex
   int64_t num_tokens = 0;        // positions that are not padding
   std::vector<int64_t> indices;  // the samples (indices into the loader's samples) in the batch, by row
+  // Packed samples only (undefined tensors otherwise), [B, T] int64: Sample::input_pos (0 where a row is padded)
+  // and Sample::document_ids (-1 where a row is padded).
+  at::Tensor input_pos;
+  at::Tensor document_ids;
 };
 
 // Pads `samples` (in this order) into one Batch; `indices` is copied into the batch as is.
-// REQUIRES: samples non-empty; each sample's tokens and labels have the same length.
+// REQUIRES: samples non-empty; each sample's tokens and labels have the same length; all samples packed or none.
 Batch Collate(const std::vector<const Sample*>& samples, const std::vector<int64_t>& indices, int64_t pad_id);
 
 // Owns its samples. Not thread-safe: SetEpoch and BatchAtStep change which order GetBatch reads.
 class DataLoader {
  public:
   // InvalidArgument when batch_size < 1, `samples` is empty, a sample is empty or its tokens and labels
-  // differ in length, or drop_last leaves no batch at all.
+  // differ in length, packed and unpacked samples are mixed, a packed sample's positions or document ids differ
+  // in length from its tokens, or drop_last leaves no batch at all.
   static StatusOr<DataLoader> Create(std::vector<Sample> samples, const DataLoaderOptions& options);
 
   // Batches per epoch.

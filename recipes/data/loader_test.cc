@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "recipes/data/samples.h"
+#include "recipes/data/tokenizer_builders.h"
+
 namespace tmx::data {
 namespace {
 
@@ -172,6 +175,43 @@ TEST(DataLoaderTest, RejectsBadOptionsAndSamples) {
   EXPECT_EQ(loader.status().message(),
             "data loader: drop_last with batch_size 4 and only 3 samples leaves no batch; fix: lower batch_size or "
             "set drop_last to false");
+}
+
+TEST(DataLoaderTest, PackedSamplesCarryPositionsAndDocuments) {
+  std::vector<Sample> samples;
+  for (int64_t i = 0; i < 2; ++i) {
+    Sample s{{1, 2, 3, 0}, {1, 2, kIgnoreIndex, kIgnoreIndex}};
+    s.input_pos = {0, 1, 0, 1};
+    s.document_ids = {0, 0, 1, 2};
+    s.seq_lens = {2, 1, 1};
+    samples.push_back(s);
+  }
+  DataLoaderOptions options;
+  options.batch_size = 2;
+  options.shuffle = false;
+  options.pad_id = 0;
+  StatusOr<DataLoader> loader = DataLoader::Create(samples, options);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Batch batch = loader->GetBatch(0);
+  ASSERT_TRUE(batch.input_pos.defined());
+  EXPECT_TRUE(torch::equal(batch.input_pos, torch::tensor({0, 1, 0, 1, 0, 1, 0, 1}, torch::kLong).view({2, 4})));
+  EXPECT_TRUE(torch::equal(batch.document_ids, torch::tensor({0, 0, 1, 2, 0, 0, 1, 2}, torch::kLong).view({2, 4})));
+  EXPECT_FALSE(MustCreate(3, DataLoaderOptions()).GetBatch(0).input_pos.defined());
+
+  samples.push_back(Sample{{5}, {5}});
+  StatusOr<DataLoader> mixed = DataLoader::Create(samples, options);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().message(),
+            "data loader: sample 2 is not packed, sample 0 is packed; fix: pack all samples of a dataset or none");
+}
+
+TEST(DataLoaderTest, CollatePadIdFromTheTokenizer) {
+  auto qwen = BuildTokenizer("qwen2_tokenizer", *SampleTokenizerOptions("qwen2_tokenizer", {}));
+  ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
+  EXPECT_EQ(CollatePadId((*qwen)->base()), 151643);  // <|endoftext|>
+  auto hf = BuildTokenizer("HuggingFaceBaseTokenizer", *SampleTokenizerOptions("HuggingFaceBaseTokenizer", {}));
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  EXPECT_EQ(CollatePadId((*hf)->base()), 0);  // no pad token: 0
 }
 
 }  // namespace

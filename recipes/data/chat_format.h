@@ -1,0 +1,90 @@
+// ModelTokenizer: a Tokenizer plus its family's chat format, turning a conversation into tokens and a loss mask
+// exactly as torchtune's model tokenizers' tokenize_messages do (their __call__, i.e. with the end tokens a
+// training sample has). Torch-free.
+//
+// Formats (ChatFormat):
+//   kLlama3           <|begin_of_text|>, then per message <|start_header_id|>role<|end_header_id|>\n\n, the
+//                     stripped text, <|eot_id|> (or <|eom_id|>); <|end_of_text|> at the end (Llama3Tokenizer).
+//   kNoSpecialTokens  BOS at each turn start, the text parts encoded one by one, EOS after each assistant message
+//                     (tokenize_messages_no_special_tokens: Llama 2, Mistral and Gemma, whose [INST] tags, if
+//                     any, come from the prompt template).
+//   kPhi3             <s><|user|>\n text <|end|>\n <|assistant|>\n ... with <|endoftext|> after the answer.
+//   kQwen2            ChatML: <|im_start|>role\n text <|im_end|>\n, the last assistant message left open, then
+//                     EOS (<|im_end|>).
+//   kQwen2_5          kQwen2 plus Qwen 2.5 / 3's tool-call and tool-response wrapping.
+//   kNone             no chat format (the Hugging Face tokenizer.json wrapper: torchtune renders the model's Jinja
+//                     chat template, which tune-matrix does not): TokenizeMessages is FailedPrecondition.
+// mask[i] is true where token i gets no loss; the dataset turns it into labels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/data/messages.h"
+#include "recipes/data/prompt_templates.h"
+#include "recipes/data/tokenizers/tokenizer.h"
+
+namespace tmx::data {
+
+enum class ChatFormat { kLlama3, kNoSpecialTokens, kPhi3, kQwen2, kQwen2_5, kNone };
+
+struct TokenizedMessages {
+  std::vector<int64_t> tokens;
+  std::vector<bool> mask;  // true: no loss on this token
+};
+
+struct ModelTokenizerOptions {
+  // The longest tokenized conversation; longer ones are truncated (the last token then becomes EOS, as torchtune's
+  // truncate does). Unset: no limit.
+  std::optional<int64_t> max_seq_len;
+  // Applied to the messages before tokenization. Unset: none.
+  std::optional<PromptTemplate> prompt_template;
+  // Truncation keeps the first max_seq_len tokens ("right", torchtune's default) or the last ones ("left").
+  bool truncate_left = false;
+};
+
+class ModelTokenizer {
+ public:
+  // `name` is the builder's name for messages ("llama3_tokenizer"). REQUIRES: base != nullptr.
+  ModelTokenizer(std::string name, std::unique_ptr<Tokenizer> base, ChatFormat format, ModelTokenizerOptions options);
+
+  // The conversation's tokens and mask. `add_end_tokens` false leaves the last assistant turn open (inference).
+  // Errors: the template's (Mistral and a system prompt), an unknown role for Phi-3, kNone.
+  StatusOr<TokenizedMessages> TokenizeMessages(const std::vector<Message>& messages, bool add_end_tokens = true) const;
+
+  std::vector<int64_t> Encode(std::string_view text, bool add_bos, bool add_eos) const {
+    return base_->Encode(text, add_bos, add_eos);
+  }
+  const Tokenizer& base() const { return *base_; }
+  const std::string& name() const { return name_; }
+  ChatFormat format() const { return format_; }
+  const std::optional<int64_t>& max_seq_len() const { return options_.max_seq_len; }
+  int64_t pad_id() const { return base_->pad_id(); }
+  int64_t bos_id() const { return base_->bos_id(); }
+  int64_t eos_id() const { return base_->eos_id(); }
+
+  // torchtune's truncate(): the first (or, `left`, last) max_seq_len items; when `last` is given and the kept
+  // items do not end with it, the last kept item is replaced by it.
+  template <typename T>
+  static std::vector<T> Truncate(std::vector<T> items, int64_t max_seq_len, bool left, std::optional<T> last);
+
+ private:
+  TokenizedMessages Llama3(const std::vector<Message>& messages, bool add_end_tokens) const;
+  TokenizedMessages NoSpecialTokens(const std::vector<Message>& messages, bool add_end_tokens) const;
+  StatusOr<TokenizedMessages> Phi3(const std::vector<Message>& messages, bool add_end_tokens) const;
+  TokenizedMessages Qwen(const std::vector<Message>& messages, bool add_end_tokens) const;
+  std::vector<int64_t> Text(const std::string& text, bool trim_leading_whitespace = false) const;
+  // Truncates both to max_seq_len, ending them with (eos, eos_mask) when given.
+  void TruncateBoth(TokenizedMessages* out, std::optional<int64_t> eos, std::optional<bool> eos_mask) const;
+
+  std::string name_;
+  std::unique_ptr<Tokenizer> base_;
+  ChatFormat format_;
+  ModelTokenizerOptions options_;
+};
+
+}  // namespace tmx::data

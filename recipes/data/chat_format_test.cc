@@ -1,0 +1,97 @@
+// Golden tests: tokens and masks must equal torchtune's model tokenizers (recipes/data/testdata/chat_formats.json,
+// made by scripts/make_tokenizer_fixtures.py: torchtune bd2a0fc7c314's llama3/llama2/mistral/gemma/phi3_mini/
+// qwen2/qwen2_5/qwen3 tokenizers on the shipped sample files, each conversation masked with mask_messages and
+// tokenized by the tokenizer's __call__, with and without max_seq_len, and with torchtune's tag templates).
+#include "recipes/data/chat_format.h"
+
+#include <gtest/gtest.h>
+
+#include "recipes/data/samples.h"
+#include "recipes/data/testdata/fixtures.h"
+
+namespace tmx::data {
+namespace {
+
+std::vector<Message> Conversation(const std::string& name) {
+  if (name == "single_turn") {
+    return {Message("user", "What is the meaning of life?"), Message("assistant", "The meaning of life is 42.")};
+  }
+  return {Message("system", "You are an AI assistant."), Message("user", "What is the meaning of life?"),
+          Message("assistant", "The meaning of life is 42."), Message("user", "That's ridiculous.\n\nReally?"),
+          Message("assistant", "I agree.  ")};
+}
+
+std::unique_ptr<ModelTokenizer> Build(const std::string& component, const nlohmann::json& c) {
+  TokenizerOptions options;
+  if (!c["max_seq_len"].is_null()) options.max_seq_len = c["max_seq_len"].get<int64_t>();
+  if (!c["prompt_template"].is_null()) {
+    options.prompt_template.kind = PromptTemplateChoice::Kind::kNamed;
+    options.prompt_template.dotpath = c["prompt_template"];
+  }
+  StatusOr<TokenizerOptions> sample = SampleTokenizerOptions(component, options);
+  EXPECT_TRUE(sample.ok()) << sample.status().ToString();
+  auto tok = BuildTokenizer(component, *sample);
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+TEST(ChatFormatTest, TokensAndMasksEqualTorchtune) {
+  nlohmann::json cases = test::LoadFixture("chat_formats.json");
+  ASSERT_GT(cases.size(), 100u);
+  for (const auto& c : cases) {
+    std::string component = c["tokenizer"];
+    SCOPED_TRACE(c.dump().substr(0, 160));
+    auto tok = Build(component, c);
+    ASSERT_NE(tok, nullptr);
+    std::vector<Message> messages = Conversation(c["conversation"]);
+    StatusOr<MaskingStrategy> strategy = ParseMaskingStrategy(c["masking_strategy"]);
+    ASSERT_TRUE(strategy.ok());
+    MaskMessages(&messages, *strategy);
+    StatusOr<TokenizedMessages> got = tok->TokenizeMessages(messages);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->tokens, c["tokens"].get<std::vector<int64_t>>());
+    EXPECT_EQ(got->mask, c["mask"].get<std::vector<bool>>());
+  }
+}
+
+TEST(ChatFormatTest, Llama3InferenceLeavesTheLastTurnOpen) {
+  auto tok = Build("llama3_tokenizer", nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", nullptr}});
+  ASSERT_NE(tok, nullptr);
+  std::vector<Message> messages = Conversation("single_turn");
+  StatusOr<TokenizedMessages> train = tok->TokenizeMessages(messages, true);
+  StatusOr<TokenizedMessages> infer = tok->TokenizeMessages(messages, false);
+  ASSERT_TRUE(train.ok() && infer.ok());
+  // Training ends "... <|eot_id|> <|end_of_text|>"; inference drops both.
+  EXPECT_EQ(std::vector<int64_t>(train->tokens.end() - 2, train->tokens.end()), (std::vector<int64_t>{128009, 128001}));
+  EXPECT_EQ(infer->tokens, std::vector<int64_t>(train->tokens.begin(), train->tokens.end() - 2));
+}
+
+TEST(ChatFormatTest, MistralRefusesSystemPrompts) {
+  auto tok = Build("mistral_tokenizer", nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", nullptr}});
+  ASSERT_NE(tok, nullptr);
+  StatusOr<TokenizedMessages> got = tok->TokenizeMessages(Conversation("system_multi_turn"));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(),
+            "mistral_tokenizer: MistralChatTemplate does not support system prompts (message 0 is one); fix: drop "
+            "the system message or set the tokenizer's prompt_template to null");
+}
+
+TEST(ChatFormatTest, QwenRefusesChatMLTemplate) {
+  auto tok = Build("qwen2_tokenizer",
+                   nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", "torchtune.data.ChatMLTemplate"}});
+  ASSERT_NE(tok, nullptr);
+  StatusOr<TokenizedMessages> got = tok->TokenizeMessages(Conversation("single_turn"));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(),
+            "qwen2_tokenizer: prompt_template torchtune.data.ChatMLTemplate would wrap every message in <|im_*|> "
+            "tokens twice; fix: set it to null (the Qwen format is ChatML already)");
+}
+
+TEST(ChatFormatTest, TruncateEndsWithEos) {
+  EXPECT_EQ(ModelTokenizer::Truncate<int64_t>({1, 2, 3, 4}, 3, false, int64_t{9}), (std::vector<int64_t>{1, 2, 9}));
+  EXPECT_EQ(ModelTokenizer::Truncate<int64_t>({1, 2, 3, 4}, 3, true, std::nullopt), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(ModelTokenizer::Truncate<int64_t>({1, 9}, 3, false, int64_t{9}), (std::vector<int64_t>{1, 9}));
+}
+
+}  // namespace
+}  // namespace tmx::data

@@ -1,0 +1,254 @@
+#include "recipes/data/datasets.h"
+
+#include "recipes/data/components.h"
+#include "recipes/data/packing.h"
+#include "recipes/data/samples.h"
+#include "recipes/data/sources.h"
+
+namespace tmx::data {
+namespace {
+
+SourceOptions SourceFor(const DatasetComponent& c, const DatasetOptions& options) {
+  SourceOptions source;
+  source.source = options.source.empty() ? c.default_source : options.source;
+  source.data_files = options.data_files;
+  source.data_dir = options.data_dir.empty() ? c.default_data_dir : options.data_dir;
+  source.split = options.split;
+  return source;
+}
+
+StatusOr<MessageTransform> TransformFor(const DatasetComponent& c, const DatasetOptions& options) {
+  MessageTransform t;
+  t.style = c.style;
+  t.column_map = options.column_map.empty() ? c.default_column_map : options.column_map;
+  t.train_on_input = options.train_on_input.value_or(c.default_train_on_input);
+  t.masking = MaskingFromTrainOnInput(t.train_on_input);
+  if (options.masking_strategy) {
+    StatusOr<MaskingStrategy> masking = ParseMaskingStrategy(*options.masking_strategy);
+    if (!masking.ok()) return masking.status();
+    t.masking = *masking;
+  }
+  t.new_system_prompt = options.new_system_prompt;
+  if (c.name == "chat_dataset") {
+    if (options.conversation_style == "sharegpt") {
+      t.style = MessageStyle::kShareGpt;
+      t.column_map = {{"conversations", options.conversation_column}};
+    } else if (options.conversation_style == "openai") {
+      t.style = MessageStyle::kOpenAi;
+      t.column_map = {{"messages", options.conversation_column}};
+    } else {
+      return Status::InvalidArgument("conversation_style \"" + options.conversation_style +
+                                     "\" is not supported; fix: use sharegpt or openai");
+    }
+    if (options.conversation_column.empty()) {
+      return Status::InvalidArgument(
+          "conversation_column is not set; fix: name the column that holds the "
+          "conversation (e.g. conversations or messages)");
+    }
+  }
+  return t;
+}
+
+StatusOr<std::vector<Record>> Records(const DatasetComponent& c, const DatasetOptions& options) {
+  SourceOptions source = SourceFor(c, options);
+  StatusOr<std::vector<Record>> records = LoadSource(source);
+  if (!records.ok()) return records.status();
+  if (records->empty()) {
+    return Status::InvalidArgument(DescribeSource(source) + ": split " + options.split +
+                                   " has no records; fix: check split and data_files");
+  }
+  return records;
+}
+
+StatusOr<Sample> TextSample(const DatasetOptions& options, const Record& record, const ModelTokenizer& tokenizer) {
+  const nlohmann::json& v = record.value;
+  if (!v.is_object() || !v.contains(options.column) || !v[options.column].is_string()) {
+    return Status::InvalidArgument(record.where() + "record has no string \"" + options.column +
+                                   "\" column; fix: set column to the column that holds the text");
+  }
+  std::vector<int64_t> tokens = tokenizer.Encode(v[options.column].get<std::string>(), true, options.add_eos);
+  if (tokenizer.max_seq_len()) {  // torchtune truncates text samples to max_seq_len - 1
+    tokens = ModelTokenizer::Truncate<int64_t>(std::move(tokens), *tokenizer.max_seq_len() - 1, false, std::nullopt);
+  }
+  Sample s;
+  s.labels = tokens;
+  s.tokens = std::move(tokens);
+  return s;
+}
+
+}  // namespace
+
+Sample SampleFromMask(const TokenizedMessages& tokenized) {
+  Sample s;
+  s.tokens = tokenized.tokens;
+  s.labels.reserve(tokenized.tokens.size());
+  for (size_t i = 0; i < tokenized.tokens.size(); ++i) {
+    s.labels.push_back(tokenized.mask[i] ? kIgnoreIndex : tokenized.tokens[i]);
+  }
+  return s;
+}
+
+const std::vector<DatasetComponent>& DatasetComponents() {
+  using K = DatasetKind;
+  using S = MessageStyle;
+  static const auto* components = [] {
+    auto* list = new std::vector<DatasetComponent>{
+        {"alpaca_dataset", "", K::kInstruct, "tatsu-lab/alpaca", S::kAlpaca, true, {}, ""},
+        {"alpaca_cleaned_dataset", "", K::kInstruct, "yahma/alpaca-cleaned", S::kAlpaca, true, {}, ""},
+        {"slimorca_dataset", "", K::kChat, "Open-Orca/SlimOrca-Dedup", S::kShareGpt, false, {}, ""},
+        {"chat_dataset", "", K::kChat, "", S::kShareGpt, false, {}, ""},
+        {"instruct_dataset", "", K::kInstruct, "", S::kInputOutput, false, {}, ""},
+        {"samsum_dataset",
+         "",
+         K::kInstruct,
+         "Samsung/samsum",
+         S::kInputOutput,
+         false,
+         {{"input", "dialogue"}, {"output", "summary"}},
+         ""},
+        {"grammar_dataset", "", K::kInstruct, "liweili/c4_200m", S::kInputOutput, false, {}, ""},
+        {"text_completion_dataset", "", K::kText, "", S::kInputOutput, false, {}, ""},
+        {"hh_rlhf_helpful_dataset",
+         "",
+         K::kPreference,
+         "RLHFlow/HH-RLHF-Helpful-standard",
+         S::kChosenRejected,
+         false,
+         {},
+         ""},
+        {"stack_exchange_paired_dataset",
+         "",
+         K::kPreference,
+         "lvwerra/stack-exchange-paired",
+         S::kStackExchangePaired,
+         false,
+         {{"prompt", "question"}, {"chosen", "response_j"}, {"rejected", "response_k"}},
+         "data/rl"},
+    };
+    for (DatasetComponent& c : *list) c.dotpath = "torchtune.datasets." + c.name;
+    return list;
+  }();
+  return *components;
+}
+
+StatusOr<DatasetComponent> FindDatasetComponent(const std::string& component) {
+  return FindComponent(DatasetComponents(), component, "dataset");
+}
+
+StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetOptions& options,
+                                    const ModelTokenizer& tokenizer) {
+  StatusOr<DatasetComponent> c = FindDatasetComponent(component);
+  if (!c.ok()) return c.status();
+  auto fail = [&](const Status& s) { return s.WithContext(c->name); };
+  if (c->kind == DatasetKind::kPreference) {
+    return fail(
+        Status::InvalidArgument("is a preference dataset (chosen/rejected pairs); fix: use it with a "
+                                "preference recipe (LoadPreferenceDataset)"));
+  }
+  if (options.packed && !tokenizer.max_seq_len()) {
+    return fail(
+        Status::InvalidArgument("packed: True needs the tokenizer's max_seq_len; fix: set "
+                                "tokenizer.max_seq_len"));
+  }
+  StatusOr<MessageTransform> transform = TransformFor(*c, options);
+  if (!transform.ok()) return fail(transform.status());
+  StatusOr<std::vector<Record>> records = Records(*c, options);
+  if (!records.ok()) return fail(records.status());
+  SftDataset ds;
+  ds.num_records = static_cast<int64_t>(records->size());
+  ds.source = DescribeSource(SourceFor(*c, options));
+  for (const Record& record : *records) {
+    if (c->kind == DatasetKind::kText) {
+      StatusOr<Sample> s = TextSample(options, record, tokenizer);
+      if (!s.ok()) return fail(s.status());
+      ds.samples.push_back(std::move(s).value());
+      continue;
+    }
+    StatusOr<std::vector<Message>> messages = ToMessages(*transform, record);
+    if (!messages.ok()) return fail(messages.status());
+    Status valid = ValidateMessages(*messages);
+    if (!valid.ok()) return fail(Status::InvalidArgument(record.where() + valid.message()));
+    StatusOr<TokenizedMessages> tokenized = tokenizer.TokenizeMessages(*messages);
+    if (!tokenized.ok()) return fail(tokenized.status().WithContext(record.path + ":" + std::to_string(record.line)));
+    ds.samples.push_back(SampleFromMask(*tokenized));
+  }
+  if (options.packed) {
+    PackOptions pack;
+    pack.max_seq_len = *tokenizer.max_seq_len();
+    pack.split_across_pack = options.split_across_pack.value_or(c->kind == DatasetKind::kText);
+    StatusOr<std::vector<Sample>> packs = PackSamples(ds.samples, pack);
+    if (!packs.ok()) return fail(packs.status());
+    ds.samples = std::move(packs).value();
+  }
+  return ds;
+}
+
+StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string& component,
+                                                              const DatasetOptions& options,
+                                                              const ModelTokenizer& tokenizer) {
+  StatusOr<DatasetComponent> c = FindDatasetComponent(component);
+  if (!c.ok()) return c.status();
+  auto fail = [&](const Status& s) { return s.WithContext(c->name); };
+  if (c->kind != DatasetKind::kPreference) {
+    return fail(Status::InvalidArgument("is not a preference dataset; fix: use LoadSftDataset"));
+  }
+  if (options.packed) {
+    return fail(
+        Status::InvalidArgument("packed: True is not supported for preference datasets; fix: set packed: "
+                                "False"));
+  }
+  StatusOr<MessageTransform> transform = TransformFor(*c, options);
+  if (!transform.ok()) return fail(transform.status());
+  StatusOr<std::vector<Record>> records = Records(*c, options);
+  if (!records.ok()) return fail(records.status());
+  std::vector<PreferenceSample> pairs;
+  for (const Record& record : *records) {
+    auto messages = ToPreferenceMessages(*transform, record);
+    if (!messages.ok()) return fail(messages.status());
+    PreferenceSample pair;
+    for (auto [side, out] :
+         {std::make_pair(&messages->first, &pair.chosen), std::make_pair(&messages->second, &pair.rejected)}) {
+      StatusOr<TokenizedMessages> tokenized = tokenizer.TokenizeMessages(*side);
+      if (!tokenized.ok()) return fail(tokenized.status().WithContext(record.path + ":" + std::to_string(record.line)));
+      *out = SampleFromMask(*tokenized);
+    }
+    pairs.push_back(std::move(pair));
+  }
+  return pairs;
+}
+
+StatusOr<DatasetOptions> SampleDatasetOptions(const std::string& component, DatasetOptions options) {
+  StatusOr<DatasetComponent> c = FindDatasetComponent(component);
+  if (!c.ok()) return c.status();
+  const std::string dir = SamplesDir() + "/datasets/";
+  options.data_dir.clear();
+  options.split = "train";
+  options.source = "json";
+  options.column_map.clear();
+  if (c->style == MessageStyle::kAlpaca) {
+    options.data_files = {dir + "alpaca_sample.json"};
+  } else if (c->kind == DatasetKind::kChat) {
+    bool openai = c->name == "chat_dataset" && options.conversation_style == "openai";
+    options.source = openai ? "jsonl" : "json";
+    options.data_files = {dir + (openai ? "openai_sample.jsonl" : "sharegpt_sample.json")};
+    if (c->name == "chat_dataset") {
+      options.conversation_style = openai ? "openai" : "sharegpt";
+      options.conversation_column = openai ? "messages" : "conversations";
+    }
+  } else if (c->kind == DatasetKind::kText) {
+    options.source = "text";
+    options.column = "text";
+    options.data_files = {dir + "text_sample.txt"};
+  } else if (c->kind == DatasetKind::kInstruct) {
+    options.data_files = {dir + "instruct_sample.json"};
+    options.column_map = {{"input", "instruction"}, {"output", "response"}};
+  } else if (c->style == MessageStyle::kChosenRejected) {
+    options.data_files = {dir + "hh_rlhf_sample.json"};
+  } else {
+    options.data_files = {dir + "stack_exchange_paired_sample.json"};
+    options.column_map = c->default_column_map;
+  }
+  return options;
+}
+
+}  // namespace tmx::data

@@ -1,0 +1,106 @@
+// Datasets: torchtune's dataset components (torchtune.datasets.*) as loaders that read a local source, turn each
+// record into messages, tokenize them with a ModelTokenizer and give training samples. Torch-free.
+//
+// Wiring contract (for the registry): a config's `dataset:` node maps key by key onto DatasetOptions (torchtune's
+// argument names; unknown keys are torchtune's **load_dataset_kwargs, of which data_files, data_dir and split are
+// understood) and its `_component_` onto LoadSftDataset / LoadPreferenceDataset's `component` (dotpath or short
+// name; DatasetComponents() says which of the two each is). The tokenizer's max_seq_len bounds every sample and is
+// the pack length for `packed: True`. Missing data is a NotFound saying what is missing and where to put it
+// (sources.h); SampleDatasetOptions gives the shipped sample of the same kind instead.
+//
+// | component                     | default source                   | records                 | train_on_input |
+// |-------------------------------|----------------------------------|-------------------------|----------------|
+// | alpaca_dataset                | tatsu-lab/alpaca                 | instruction/input/output| true           |
+// | alpaca_cleaned_dataset        | yahma/alpaca-cleaned             | instruction/input/output| true           |
+// | slimorca_dataset              | Open-Orca/SlimOrca-Dedup         | ShareGPT conversations  | false          |
+// | chat_dataset                  | (required)                       | sharegpt or openai      | false          |
+// | instruct_dataset              | (required)                       | input/output            | false          |
+// | samsum_dataset                | Samsung/samsum                   | dialogue -> summary     | false          |
+// | grammar_dataset               | liweili/c4_200m                  | input/output            | false          |
+// | text_completion_dataset       | (required)                       | text column             | (all trained)  |
+// | hh_rlhf_helpful_dataset       | RLHFlow/HH-RLHF-Helpful-standard | chosen/rejected lists   | false (pairs)  |
+// | stack_exchange_paired_dataset | lvwerra/stack-exchange-paired    | question/response_j/_k  | false (pairs)  |
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/data/chat_format.h"
+#include "recipes/data/message_transforms.h"
+#include "recipes/data/sample.h"
+
+namespace tmx::data {
+
+enum class DatasetKind { kInstruct, kChat, kText, kPreference };
+
+struct DatasetComponent {
+  std::string name;     // "alpaca_cleaned_dataset"
+  std::string dotpath;  // "torchtune.datasets.alpaca_cleaned_dataset"
+  DatasetKind kind;
+  std::string default_source;  // "" when the builder requires one
+  MessageStyle style;
+  bool default_train_on_input;
+  ColumnMap default_column_map;
+  std::string default_data_dir;
+};
+
+struct DatasetOptions {
+  // Hub id, local folder, or json/jsonl/csv/text with data_files (sources.h). Empty: the builder's default.
+  std::string source;
+  std::vector<std::string> data_files;
+  // Empty: the builder's default (stack_exchange_paired: data/rl).
+  std::string data_dir;
+  std::string split = "train";
+  // Expected column -> the record's column. Empty: the builder's default.
+  ColumnMap column_map;
+  // Unset: the builder's default (see the table). Ignored by text completion.
+  std::optional<bool> train_on_input;
+  // torchtune's masking_strategy (train_on_all, train_on_assistant, train_on_last); wins over train_on_input.
+  std::optional<std::string> masking_strategy;
+  std::optional<std::string> new_system_prompt;
+  // chat_dataset: the column holding the conversation and its style, "sharegpt" or "openai". Required there.
+  std::string conversation_column;
+  std::string conversation_style;
+  // text_completion_dataset: the text column, and whether to end each sample with EOS.
+  std::string column = "text";
+  bool add_eos = true;
+  // Pack samples into tokenizer.max_seq_len-long packs (packing.h). Not for preference datasets.
+  bool packed = false;
+  // Unset: true for text completion, false otherwise (torchtune's defaults).
+  std::optional<bool> split_across_pack;
+};
+
+const std::vector<DatasetComponent>& DatasetComponents();
+
+// NotFound with a did-you-mean and the list for an unknown name.
+StatusOr<DatasetComponent> FindDatasetComponent(const std::string& component);
+
+struct SftDataset {
+  std::vector<Sample> samples;
+  int64_t num_records = 0;
+  std::string source;  // DescribeSource(): where the records came from
+};
+
+// An instruct, chat or text dataset. Errors: FindDatasetComponent's, the source's (NotFound for missing data),
+// InvalidArgument "<file>:<line>: ..." for a bad record, bad options (packed without max_seq_len, an unknown
+// conversation_style), or a dataset with no records.
+StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetOptions& options,
+                                    const ModelTokenizer& tokenizer);
+
+// A preference dataset (hh_rlhf_helpful_dataset, stack_exchange_paired_dataset).
+StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string& component,
+                                                              const DatasetOptions& options,
+                                                              const ModelTokenizer& tokenizer);
+
+// `options` pointed at the shipped sample of `component`'s kind (SamplesDir()/datasets): source, data_files,
+// data_dir, split and column names replaced; masking, packing and the system prompt kept.
+StatusOr<DatasetOptions> SampleDatasetOptions(const std::string& component, DatasetOptions options);
+
+// Labels from a chat format's mask: kIgnoreIndex where masked, else the token.
+Sample SampleFromMask(const TokenizedMessages& tokenized);
+
+}  // namespace tmx::data

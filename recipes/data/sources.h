@@ -1,0 +1,40 @@
+// Dataset sources: the records of a torchtune dataset `source`, read from local files only, never the network.
+// Torch-free.
+//
+//   source: json | jsonl | csv | text, with data_files   the named local files (Hugging Face's local builders)
+//   source: <hub id>, e.g. yahma/alpaca-cleaned         the files in $TUNE_MATRIX_DATA/<hub id>/ (default
+//                                                       ~/.cache/tune-matrix/datasets/<hub id>/), under data_dir
+//                                                       when given: every .json/.jsonl/.csv/.txt file there whose
+//                                                       name or folder starts with the split's name ("train.jsonl",
+//                                                       "data/train-00000-of-00001.json"), or all of them when none
+//                                                       is named after a split and the split is "train"
+//   source: a local folder                              the same, in that folder
+// split: "train", or a slice "train[:100]", "train[10:20]", "train[:10%]" (Hugging Face's slicing).
+// A missing folder or file is NotFound saying exactly what is missing and where to put it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/data/records.h"
+
+namespace tmx::data {
+
+struct SourceOptions {
+  std::string source;
+  std::vector<std::string> data_files;
+  std::string data_dir;
+  std::string split = "train";
+};
+
+// $TUNE_MATRIX_DATA, else $HOME/.cache/tune-matrix/datasets.
+std::string DatasetRoot();
+
+// The records of the split, in file order (files in name order).
+StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options);
+
+// "hub id yahma/alpaca-cleaned in /root/.cache/...", "json files a.json, b.json": for notes and messages.
+std::string DescribeSource(const SourceOptions& options);
+
+}  // namespace tmx::data

@@ -1,0 +1,113 @@
+#include "recipes/data/sources.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "harness/file_util.h"
+#include "recipes/data/testdata/fixtures.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::data {
+namespace {
+
+class SourcesTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("TUNE_MATRIX_DATA", dir_.path().c_str(), 1); }
+  void TearDown() override { unsetenv("TUNE_MATRIX_DATA"); }
+  std::string Put(const std::string& relative, const std::string& text) {
+    std::string path = dir_.path() + "/" + relative;
+    EXPECT_TRUE(MakeDirs(ParentDir(path)).ok());
+    test::WriteTextFile(path, text);
+    return path;
+  }
+  test::ScratchDir dir_;
+};
+
+TEST_F(SourcesTest, HubIdReadsTheSplitFromTheDataFolder) {
+  Put("yahma/alpaca-cleaned/data/train-00000-of-00001.jsonl", "{\"i\": 1}\n{\"i\": 2}\n{\"i\": 3}\n");
+  Put("yahma/alpaca-cleaned/data/test.jsonl", "{\"i\": 9}\n");
+  Put("yahma/alpaca-cleaned/README.md", "card");
+  SourceOptions options;
+  options.source = "yahma/alpaca-cleaned";
+  auto records = LoadSource(options);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  ASSERT_EQ(records->size(), 3u);
+  EXPECT_EQ((*records)[2].value["i"], 3);
+  options.split = "train[1:]";
+  records = LoadSource(options);
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(records->size(), 2u);
+  options.split = "train[:34%]";
+  EXPECT_EQ(LoadSource(options)->size(), 1u);
+  options.split = "test";
+  EXPECT_EQ((*LoadSource(options))[0].value["i"], 9);
+}
+
+TEST_F(SourcesTest, UnsplitFilesAreTheTrainSplit) {
+  Put("org/plain/records.csv", "input,output\nq,a\n");
+  SourceOptions options;
+  options.source = "org/plain";
+  auto records = LoadSource(options);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  EXPECT_EQ((*records)[0].value["output"], "a");
+}
+
+TEST_F(SourcesTest, MissingHubDatasetSaysWhereToPutIt) {
+  SourceOptions options;
+  options.source = "yahma/alpaca-cleaned";
+  auto records = LoadSource(options);
+  ASSERT_FALSE(records.ok());
+  EXPECT_EQ(records.status().code(), Status::Code::kNotFound);
+  std::string dir = dir_.path() + "/yahma/alpaca-cleaned";
+  EXPECT_EQ(records.status().message(),
+            "dataset yahma/alpaca-cleaned is not on this machine: " + dir +
+                "/ does not exist (tune-matrix never downloads); fix: put the dataset's files there (.json, .jsonl, "
+                ".csv or .txt; e.g. on a machine with network `huggingface-cli download yahma/alpaca-cleaned "
+                "--repo-type dataset --local-dir " +
+                dir +
+                "`, then copy the folder), set $TUNE_MATRIX_DATA to the "
+                "folder that holds yahma/alpaca-cleaned/, or use source: json with data_files: <your file>");
+}
+
+TEST_F(SourcesTest, ParquetOnlyIsNamed) {
+  Put("org/pq/data/train-0.parquet", "PAR1");
+  SourceOptions options;
+  options.source = "org/pq";
+  auto records = LoadSource(options);
+  ASSERT_FALSE(records.ok());
+  EXPECT_EQ(
+      records.status().message(),
+      "dataset folder " + dir_.path() +
+          "/org/pq/ has only data/train-0.parquet (Parquet/Arrow are not read) for "
+          "split train; fix: put the split's records there as train.jsonl (one JSON object per line), .json, .csv "
+          "or .txt (e.g. python3 -c \"import pandas; pandas.read_parquet('data/train-0.parquet').to_json("
+          "'train.jsonl', orient='records', lines=True)\")");
+}
+
+TEST_F(SourcesTest, LocalFormatsNeedDataFiles) {
+  SourceOptions options;
+  options.source = "json";
+  auto records = LoadSource(options);
+  ASSERT_FALSE(records.ok());
+  EXPECT_EQ(records.status().message(),
+            "source json needs data_files; fix: set data_files to the local file(s) to read");
+  options.data_files = {dir_.path() + "/nope.json"};
+  records = LoadSource(options);
+  ASSERT_FALSE(records.ok());
+  EXPECT_EQ(records.status().message(), "data_files " + dir_.path() +
+                                            "/nope.json does not exist; fix: put the json "
+                                            "file there, or set data_files to where it is");
+  options.data_files = {test::SampleDatasetPath("alpaca_sample.json")};
+  options.split = "train[:2]";
+  records = LoadSource(options);
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(records->size(), 2u);
+  options.split = "train[:x]";
+  EXPECT_EQ(
+      LoadSource(options).status().message(),
+      "split \"train[:x]\": \"x\" is not a whole number or percentage; fix: write e.g. train[:100] or train[:10%]");
+}
+
+}  // namespace
+}  // namespace tmx::data

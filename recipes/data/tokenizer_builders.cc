@@ -1,0 +1,264 @@
+#include "recipes/data/tokenizer_builders.h"
+
+#include "harness/file_util.h"
+#include "recipes/data/components.h"
+#include "recipes/data/tokenizers/byte_bpe.h"
+#include "recipes/data/tokenizers/hf_tokenizer.h"
+#include "recipes/data/tokenizers/sentencepiece.h"
+#include "recipes/data/tokenizers/tiktoken.h"
+
+namespace tmx::data {
+namespace {
+
+constexpr const char* kLlama2Chat = "torchtune.models.llama2.Llama2ChatTemplate";
+constexpr const char* kMistralChat = "torchtune.models.mistral.MistralChatTemplate";
+
+// The builder's name is added by BuildTokenizer as context.
+Status Require(const char* option, const std::string& value, const char* what) {
+  if (value.empty()) {
+    return Status::InvalidArgument(std::string(option) + " is not set; fix: set " + option + " to " + what);
+  }
+  if (!IsRegularFile(value)) {
+    return Status::NotFound(std::string(option) + " " + value + " does not exist; fix: put " + what +
+                            " there (e.g. "
+                            "tune download <model> --output-dir <dir>), or set " +
+                            option + " to where it is");
+  }
+  return Status::OK();
+}
+
+StatusOr<std::map<std::string, int64_t>> Specials(const TokenizerOptions& options,
+                                                  std::map<std::string, int64_t> defaults) {
+  if (options.special_tokens_path.empty()) return defaults;
+  return ReadHfAddedTokens(options.special_tokens_path);
+}
+
+Status RequireSpecials(const std::map<std::string, int64_t>& specials, const std::vector<std::string>& names,
+                       const std::string& source) {
+  for (const std::string& name : names) {
+    if (!specials.count(name)) {
+      return Status::InvalidArgument("special token " + name + " is missing from " + source +
+                                     "; fix: give the model's own tokenizer.json as special_tokens_path, or leave "
+                                     "it null for the family's table");
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<std::optional<PromptTemplate>> ResolveTemplate(const PromptTemplateChoice& choice,
+                                                        const char* builder_default) {
+  switch (choice.kind) {
+    case PromptTemplateChoice::Kind::kNone:
+      return std::optional<PromptTemplate>();
+    case PromptTemplateChoice::Kind::kCustom:
+      return std::optional<PromptTemplate>(PromptTemplate::Custom(choice.tags));
+    case PromptTemplateChoice::Kind::kNamed:
+    case PromptTemplateChoice::Kind::kBuilderDefault: {
+      std::string name = choice.kind == PromptTemplateChoice::Kind::kNamed ? choice.dotpath : builder_default;
+      if (name.empty()) return std::optional<PromptTemplate>();
+      StatusOr<PromptTemplate> t = PromptTemplate::FromName(name);
+      if (!t.ok()) return t.status();
+      return std::optional<PromptTemplate>(std::move(t).value());
+    }
+  }
+  return std::optional<PromptTemplate>();
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> Llama3Base(const std::string& name, const TokenizerOptions& options) {
+  TM_RETURN_IF_ERROR(Require("path", options.path, "the model's original/tokenizer.model (tiktoken ranks)"));
+  StatusOr<std::map<std::string, int64_t>> specials = Specials(options, Llama3SpecialTokens());
+  if (!specials.ok()) return specials.status();
+  TM_RETURN_IF_ERROR(
+      RequireSpecials(*specials,
+                      {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>",
+                       "<|eot_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"},
+                      options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
+  TiktokenOptions tk;
+  tk.path = options.path;
+  tk.pattern = kCl100kPattern;
+  tk.special_tokens = *specials;
+  tk.bos_id = specials->at("<|begin_of_text|>");
+  tk.eos_id = specials->at("<|end_of_text|>");
+  tk.pad_id = specials->at("<|finetune_right_pad_id|>");
+  StatusOr<std::unique_ptr<TiktokenTokenizer>> tok = TiktokenTokenizer::Load(tk);
+  if (!tok.ok()) return tok.status();
+  return std::unique_ptr<Tokenizer>(std::move(tok).value());
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> SentencePieceBase(const std::string& name, const TokenizerOptions& options) {
+  TM_RETURN_IF_ERROR(Require("path", options.path, "the model's tokenizer.model (SentencePiece)"));
+  SentencePieceOptions sp;
+  sp.path = options.path;
+  if (name == "phi3_mini_tokenizer") {
+    StatusOr<std::map<std::string, int64_t>> specials = Specials(options, Phi3SpecialTokens());
+    if (!specials.ok()) return specials.status();
+    TM_RETURN_IF_ERROR(
+        RequireSpecials(*specials, {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>"},
+                        options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
+    sp.extra_special_tokens = *specials;
+    sp.eos_id = sp.pad_id = specials->at("<|endoftext|>");
+  } else {
+    sp.pad_id = 0;  // torchtune sets pad_id = 0 for Llama 2, Mistral and Gemma
+  }
+  StatusOr<std::unique_ptr<SentencePieceTokenizer>> tok = SentencePieceTokenizer::Load(sp);
+  if (!tok.ok()) return tok.status();
+  return std::unique_ptr<Tokenizer>(std::move(tok).value());
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> QwenBase(const std::string& name, const TokenizerOptions& options) {
+  TM_RETURN_IF_ERROR(Require("path", options.path, "the model's vocab.json"));
+  TM_RETURN_IF_ERROR(Require("merges_file", options.merges_file, "the model's merges.txt"));
+  std::map<std::string, int64_t> defaults = name == "qwen2_tokenizer"     ? Qwen2SpecialTokens()
+                                            : name == "qwen2_5_tokenizer" ? Qwen2_5SpecialTokens()
+                                                                          : Qwen3SpecialTokens();
+  StatusOr<std::map<std::string, int64_t>> specials = Specials(options, defaults);
+  if (!specials.ok()) return specials.status();
+  TM_RETURN_IF_ERROR(RequireSpecials(*specials, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
+                                     options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
+  StatusOr<ByteBpeModel> model = LoadByteBpeFiles(options.path, options.merges_file);
+  if (!model.ok()) return model.status();
+  ByteBpeOptions bpe;
+  bpe.model = std::move(model).value();
+  bpe.pattern = kQwen2Pattern;
+  bpe.special_tokens = *specials;
+  bpe.eos_id = specials->at("<|im_end|>");
+  bpe.pad_id = specials->at("<|endoftext|>");
+  StatusOr<std::unique_ptr<ByteBpeTokenizer>> tok = ByteBpeTokenizer::Create(std::move(bpe));
+  if (!tok.ok()) return tok.status();
+  return std::unique_ptr<Tokenizer>(std::move(tok).value());
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> HfBase(const std::string& name, const TokenizerOptions& options) {
+  TM_RETURN_IF_ERROR(Require("tokenizer_json_path", options.tokenizer_json_path, "the model's tokenizer.json"));
+  HfTokenizerOptions hf;
+  hf.path = options.tokenizer_json_path;
+  hf.tokenizer_config_path = options.tokenizer_config_json_path;
+  hf.generation_config_path = options.generation_config_path;
+  StatusOr<std::unique_ptr<HfTokenizer>> tok = HfTokenizer::Load(hf);
+  if (!tok.ok()) return tok.status();
+  return std::unique_ptr<Tokenizer>(std::move(tok).value());
+}
+
+}  // namespace
+
+std::map<std::string, int64_t> Llama3SpecialTokens() {
+  std::map<std::string, int64_t> t = {
+      {"<|begin_of_text|>", 128000},
+      {"<|end_of_text|>", 128001},
+      {"<|reserved_special_token_0|>", 128002},
+      {"<|reserved_special_token_1|>", 128003},
+      {"<|finetune_right_pad_id|>", 128004},
+      {"<|step_id|>", 128005},
+      {"<|start_header_id|>", 128006},
+      {"<|end_header_id|>", 128007},
+      {"<|eom_id|>", 128008},
+      {"<|eot_id|>", 128009},
+      {"<|python_tag|>", 128010},
+      {"<|image|>", 128256},
+      {"<|video|>", 128012},
+      {"<|reserved_special_token_245|>", 128011},
+  };
+  const int64_t num_reserved = 257 - static_cast<int64_t>(t.size());  // torchtune's RESERVED_TOKENS
+  for (int64_t i = 0; i < num_reserved; ++i) {
+    t["<|reserved_special_token_" + std::to_string(2 + i) + "|>"] = 128013 + i;
+  }
+  return t;
+}
+
+std::map<std::string, int64_t> Phi3SpecialTokens() {
+  return {{"<|endoftext|>", 32000},    {"<|assistant|>", 32001},    {"<|placeholder1|>", 32002},
+          {"<|placeholder2|>", 32003}, {"<|placeholder3|>", 32004}, {"<|placeholder4|>", 32005},
+          {"<|system|>", 32006},       {"<|end|>", 32007},          {"<|placeholder5|>", 32008},
+          {"<|placeholder6|>", 32009}, {"<|user|>", 32010}};
+}
+
+std::map<std::string, int64_t> Qwen2SpecialTokens() {
+  return {{"<|endoftext|>", 151643}, {"<|im_start|>", 151644}, {"<|im_end|>", 151645}};
+}
+
+std::map<std::string, int64_t> Qwen2_5SpecialTokens() {
+  std::map<std::string, int64_t> t = Qwen2SpecialTokens();
+  const char* more[] = {"<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",    "<|box_end|>",
+                        "<|quad_start|>",       "<|quad_end|>",       "<|vision_start|>", "<|vision_end|>",
+                        "<|vision_pad|>",       "<|image_pad|>",      "<|video_pad|>",    "<tool_call>",
+                        "</tool_call>",         "<|fim_prefix|>",     "<|fim_middle|>",   "<|fim_suffix|>",
+                        "<|fim_pad|>",          "<|repo_name|>",      "<|file_sep|>"};
+  int64_t id = 151646;
+  for (const char* token : more) t[token] = id++;
+  return t;
+}
+
+std::map<std::string, int64_t> Qwen3SpecialTokens() {
+  std::map<std::string, int64_t> t = Qwen2_5SpecialTokens();
+  t["<tool_response>"] = 151665;
+  t["</tool_response>"] = 151666;
+  t["<think>"] = 151667;
+  t["</think>"] = 151668;
+  return t;
+}
+
+const std::vector<TokenizerComponent>& TokenizerComponents() {
+  static const auto* components = new std::vector<TokenizerComponent>{
+      {"llama3_tokenizer", "torchtune.models.llama3.llama3_tokenizer", TokenizerFileKind::kTiktoken},
+      {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", TokenizerFileKind::kSentencePiece},
+      {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", TokenizerFileKind::kSentencePiece},
+      {"gemma_tokenizer", "torchtune.models.gemma.gemma_tokenizer", TokenizerFileKind::kSentencePiece},
+      {"phi3_mini_tokenizer", "torchtune.models.phi3.phi3_mini_tokenizer", TokenizerFileKind::kSentencePiece},
+      {"qwen2_tokenizer", "torchtune.models.qwen2.qwen2_tokenizer", TokenizerFileKind::kByteBpe},
+      {"qwen2_5_tokenizer", "torchtune.models.qwen2_5.qwen2_5_tokenizer", TokenizerFileKind::kByteBpe},
+      {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", TokenizerFileKind::kByteBpe},
+      {"HuggingFaceBaseTokenizer", "torchtune.modules.transforms.tokenizers.HuggingFaceBaseTokenizer",
+       TokenizerFileKind::kHfTokenizerJson},
+  };
+  return *components;
+}
+
+StatusOr<TokenizerComponent> FindTokenizerComponent(const std::string& component) {
+  return FindComponent(TokenizerComponents(), component, "tokenizer");
+}
+
+StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& component,
+                                                         const TokenizerOptions& options) {
+  StatusOr<TokenizerComponent> found = FindTokenizerComponent(component);
+  if (!found.ok()) return found.status();
+  const std::string& name = found->name;
+  if (options.truncation_type != "right" && options.truncation_type != "left") {
+    return Status::InvalidArgument(name + ": truncation_type \"" + options.truncation_type +
+                                   "\" is unknown; fix: use right or left");
+  }
+  if (options.max_seq_len && *options.max_seq_len < 1) {
+    return Status::InvalidArgument(name + ": max_seq_len is " + std::to_string(*options.max_seq_len) +
+                                   "; fix: set it to at least 1, or null for no limit");
+  }
+  ChatFormat format = ChatFormat::kNone;
+  const char* default_template = "";
+  StatusOr<std::unique_ptr<Tokenizer>> base = Status::Internal("unreachable");
+  switch (found->kind) {
+    case TokenizerFileKind::kTiktoken:
+      format = ChatFormat::kLlama3;
+      base = Llama3Base(name, options);
+      break;
+    case TokenizerFileKind::kSentencePiece:
+      format = name == "phi3_mini_tokenizer" ? ChatFormat::kPhi3 : ChatFormat::kNoSpecialTokens;
+      default_template = name == "llama2_tokenizer" ? kLlama2Chat : name == "mistral_tokenizer" ? kMistralChat : "";
+      base = SentencePieceBase(name, options);
+      break;
+    case TokenizerFileKind::kByteBpe:
+      format = name == "qwen2_tokenizer" ? ChatFormat::kQwen2 : ChatFormat::kQwen2_5;
+      base = QwenBase(name, options);
+      break;
+    case TokenizerFileKind::kHfTokenizerJson:
+      base = HfBase(name, options);
+      break;
+  }
+  if (!base.ok()) return base.status().WithContext(name);
+  StatusOr<std::optional<PromptTemplate>> prompt_template = ResolveTemplate(options.prompt_template, default_template);
+  if (!prompt_template.ok()) return prompt_template.status().WithContext(name);
+  ModelTokenizerOptions model_options;
+  model_options.max_seq_len = options.max_seq_len;
+  model_options.prompt_template = std::move(prompt_template).value();
+  model_options.truncate_left = options.truncation_type == "left";
+  return std::make_unique<ModelTokenizer>(name, std::move(base).value(), format, std::move(model_options));
+}
+
+}  // namespace tmx::data

@@ -1,0 +1,88 @@
+// Tokenizer builders: torchtune's tokenizer components, by name, with their options. Torch-free.
+//
+// Wiring contract (for the registry): a config's `tokenizer:` node maps key by key onto TokenizerOptions (the
+// field names are torchtune's argument names) and its `_component_` onto BuildTokenizer's `component`, either the
+// dotpath ("torchtune.models.llama3.llama3_tokenizer") or its last part ("llama3_tokenizer").
+// TokenizerComponents() lists them with the kind of file each reads, so validation can check names without
+// loading files; a missing file is a run-time NotFound that says which option names it and where it was looked
+// for (see samples.h for the shipped stand-ins).
+//
+//   llama3_tokenizer     tiktoken ranks file (path); <|begin_of_text|> = 128000 .. 128255; Llama 3 headers
+//   llama2_tokenizer     SentencePiece model (path); pad 0; [INST] via Llama2ChatTemplate (the default template)
+//   mistral_tokenizer    SentencePiece model (path); pad 0; [INST] via MistralChatTemplate (the default template)
+//   gemma_tokenizer      SentencePiece model (path); pad 0; no template by default
+//   phi3_mini_tokenizer  SentencePiece model (path); <|endoftext|> = 32000 .. <|user|> = 32010; Phi-3 turns
+//   qwen2_tokenizer      vocab.json (path) + merges_file; <|endoftext|> 151643, <|im_start|>, <|im_end|>; ChatML
+//   qwen2_5_tokenizer    the same; plus tool, vision and fim tokens 151646 .. 151664; ChatML with tool calls
+//   qwen3_tokenizer      the same; plus <tool_response>, </tool_response>, <think>, </think> .. 151668
+//   HuggingFaceBaseTokenizer  tokenizer_json_path (+ tokenizer_config_json_path / generation_config_path);
+//                        tokenizer.json's added tokens; no chat format
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/data/chat_format.h"
+#include "recipes/data/prompt_templates.h"
+
+namespace tmx::data {
+
+// The kind of file a tokenizer reads; each kind has a shipped sample (samples.h).
+enum class TokenizerFileKind { kTiktoken, kSentencePiece, kByteBpe, kHfTokenizerJson };
+
+// torchtune's prompt_template argument: the builder's default, null, a dotpath, or a {role: [prepend, append]} map.
+struct PromptTemplateChoice {
+  enum class Kind { kBuilderDefault, kNone, kNamed, kCustom };
+  Kind kind = Kind::kBuilderDefault;
+  std::string dotpath;        // kNamed
+  PromptTemplate::Tags tags;  // kCustom
+};
+
+struct TokenizerOptions {
+  // The tokenizer file: the tiktoken ranks file, the SentencePiece model, or vocab.json (byte-level BPE).
+  std::string path;
+  // merges.txt (qwen2/2.5/3). Required for those.
+  std::string merges_file;
+  // A tokenizer.json whose added_tokens replace the family's special tokens (llama3, phi3, qwen). Empty: the
+  // family's own table.
+  std::string special_tokens_path;
+  // HuggingFaceBaseTokenizer's files (tokenizer_json_path required; one of the two configs required).
+  std::string tokenizer_json_path;
+  std::string tokenizer_config_json_path;
+  std::string generation_config_path;
+  // Longest tokenized sample; unset (torchtune's null) means no limit.
+  std::optional<int64_t> max_seq_len;
+  PromptTemplateChoice prompt_template;
+  // "right" (default) or "left".
+  std::string truncation_type = "right";
+};
+
+struct TokenizerComponent {
+  std::string name;     // "llama3_tokenizer"
+  std::string dotpath;  // "torchtune.models.llama3.llama3_tokenizer"
+  TokenizerFileKind kind;
+};
+
+// Every supported tokenizer component.
+const std::vector<TokenizerComponent>& TokenizerComponents();
+
+// The component named `component` (dotpath or short name); NotFound with a did-you-mean and the list otherwise.
+StatusOr<TokenizerComponent> FindTokenizerComponent(const std::string& component);
+
+// Loads the files and builds the tokenizer. Errors: the component's (above), InvalidArgument for a missing
+// required option ("<component>: path is not set; fix: ..."), a bad truncation_type or prompt template, and the
+// file readers' NotFound/InvalidArgument (file, line, problem, fix).
+StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& component, const TokenizerOptions& options);
+
+// The special-token tables torchtune's tokenizers use by default.
+std::map<std::string, int64_t> Llama3SpecialTokens();
+std::map<std::string, int64_t> Phi3SpecialTokens();
+std::map<std::string, int64_t> Qwen2SpecialTokens();
+std::map<std::string, int64_t> Qwen2_5SpecialTokens();
+std::map<std::string, int64_t> Qwen3SpecialTokens();
+
+}  // namespace tmx::data

@@ -1,0 +1,121 @@
+#include "recipes/data/tokenizer_builders.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "recipes/data/samples.h"
+#include "recipes/data/testdata/fixtures.h"
+
+namespace tmx::data {
+namespace {
+
+TEST(TokenizerBuildersTest, EveryComponentBuildsOnItsSample) {
+  for (const TokenizerComponent& c : TokenizerComponents()) {
+    SCOPED_TRACE(c.dotpath);
+    StatusOr<TokenizerOptions> options = SampleTokenizerOptions(c.dotpath, TokenizerOptions());
+    ASSERT_TRUE(options.ok()) << options.status().ToString();
+    auto tok = BuildTokenizer(c.dotpath, *options);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    EXPECT_EQ((*tok)->name(), c.name);
+    EXPECT_FALSE((*tok)->Encode("Hello world", false, false).empty());
+  }
+}
+
+TEST(TokenizerBuildersTest, FamilyIdsAsTorchtune) {
+  auto tok = BuildTokenizer("llama3_tokenizer", *SampleTokenizerOptions("llama3_tokenizer", {}));
+  ASSERT_TRUE(tok.ok());
+  const nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json");
+  EXPECT_EQ((*tok)->bos_id(), fixture["tiktoken"]["bos_id"].get<int64_t>());
+  EXPECT_EQ((*tok)->eos_id(), fixture["tiktoken"]["eos_id"].get<int64_t>());
+  EXPECT_EQ((*tok)->pad_id(), fixture["tiktoken"]["pad_id"].get<int64_t>());
+  EXPECT_EQ((*tok)->base().vocab_size(), fixture["tiktoken"]["vocab_size"].get<int64_t>());
+  EXPECT_EQ(Llama3SpecialTokens().size(), 257u);
+  EXPECT_EQ(Llama3SpecialTokens().at("<|reserved_special_token_244|>"), 128255);
+
+  auto phi3 = BuildTokenizer("phi3_mini_tokenizer", *SampleTokenizerOptions("phi3_mini_tokenizer", {}));
+  ASSERT_TRUE(phi3.ok());
+  EXPECT_EQ((*phi3)->eos_id(), fixture["phi3"]["eos_id"].get<int64_t>());
+  EXPECT_EQ((*phi3)->pad_id(), fixture["phi3"]["pad_id"].get<int64_t>());
+  EXPECT_EQ((*phi3)->bos_id(), fixture["phi3"]["bos_id"].get<int64_t>());
+
+  auto llama2 =
+      BuildTokenizer("torchtune.models.llama2.llama2_tokenizer", *SampleTokenizerOptions("llama2_tokenizer", {}));
+  ASSERT_TRUE(llama2.ok());
+  EXPECT_EQ((*llama2)->pad_id(), 0);
+  EXPECT_EQ(Qwen3SpecialTokens().at("</think>"), 151668);
+  EXPECT_EQ(Qwen2_5SpecialTokens().at("<|file_sep|>"), 151664);
+}
+
+TEST(TokenizerBuildersTest, MissingFileSaysWhichOptionAndWhere) {
+  TokenizerOptions options;
+  options.path = "/nonexistent/Meta-Llama-3.1-8B-Instruct/original/tokenizer.model";
+  auto tok = BuildTokenizer("torchtune.models.llama3.llama3_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(tok.status().message(),
+            "llama3_tokenizer: path /nonexistent/Meta-Llama-3.1-8B-Instruct/original/tokenizer.model does not exist; "
+            "fix: put the model's original/tokenizer.model (tiktoken ranks) there (e.g. tune download <model> "
+            "--output-dir <dir>), or set path to where it is");
+  options.path = test::SampleTokenizerPath("tiny_bpe_vocab.json");
+  tok = BuildTokenizer("qwen2_5_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            "qwen2_5_tokenizer: merges_file is not set; fix: set merges_file to the model's merges.txt");
+}
+
+TEST(TokenizerBuildersTest, SpecialTokensPathReplacesTheTable) {
+  TokenizerOptions options = *SampleTokenizerOptions("qwen2_tokenizer", {});
+  options.special_tokens_path = test::SampleTokenizerPath("tiny_bpe_tokenizer.json");
+  auto tok = BuildTokenizer("qwen2_tokenizer", options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->eos_id(), 2002);  // <|im_end|> as that file numbers it
+  EXPECT_EQ((*tok)->pad_id(), 2000);
+  EXPECT_EQ((*tok)->Encode("<|im_start|>", false, false), (std::vector<int64_t>{2001}));
+
+  options = *SampleTokenizerOptions("llama3_tokenizer", {});
+  options.special_tokens_path = test::SampleTokenizerPath("tiny_bpe_tokenizer.json");
+  auto llama3 = BuildTokenizer("llama3_tokenizer", options);
+  ASSERT_FALSE(llama3.ok());
+  EXPECT_EQ(llama3.status().message(),
+            "llama3_tokenizer: special token <|begin_of_text|> is missing from " + options.special_tokens_path +
+                "; fix: give the model's own tokenizer.json as special_tokens_path, or leave it null for the family's "
+                "table");
+}
+
+TEST(TokenizerBuildersTest, SamplesStandInForMissingFiles) {
+  TokenizerOptions options;
+  options.path = "/models/Qwen2.5-0.5B/vocab.json";
+  options.merges_file = "/models/Qwen2.5-0.5B/merges.txt";
+  options.max_seq_len = 64;
+  StatusOr<TokenizerOptions> sample = SampleTokenizerOptions("qwen2_5_tokenizer", options);
+  ASSERT_TRUE(sample.ok());
+  EXPECT_EQ(sample->path, SamplesDir() + "/tokenizers/tiny_bpe_vocab.json");
+  EXPECT_EQ(sample->merges_file, SamplesDir() + "/tokenizers/tiny_bpe_merges.txt");
+  EXPECT_EQ(*sample->max_seq_len, 64);
+  EXPECT_EQ(
+      SampleNote("tokenizer", "qwen2_5_tokenizer", "tiny_bpe_vocab.json", options.path),
+      "tokenizer qwen2_5_tokenizer ran on the shipped sample tiny_bpe_vocab.json (/models/Qwen2.5-0.5B/vocab.json "
+      "is absent)");
+  setenv("TUNE_MATRIX_SAMPLES_DIR", "/elsewhere/samples", 1);
+  EXPECT_EQ(SampleTokenizerOptions("gemma_tokenizer", {})->path, "/elsewhere/samples/tokenizers/m.model");
+  unsetenv("TUNE_MATRIX_SAMPLES_DIR");
+}
+
+TEST(TokenizerBuildersTest, UnknownComponentAndOptions) {
+  auto tok = BuildTokenizer("torchtune.models.llama3.llama3_tokenizr", TokenizerOptions());
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message().rfind("tokenizer component torchtune.models.llama3.llama3_tokenizr is unknown "
+                                         "(did you mean torchtune.models.llama3.llama3_tokenizer?); fix: use one of: ",
+                                         0),
+            0u)
+      << tok.status().message();
+  TokenizerOptions options = *SampleTokenizerOptions("gemma_tokenizer", {});
+  options.truncation_type = "middle";
+  tok = BuildTokenizer("gemma_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), "gemma_tokenizer: truncation_type \"middle\" is unknown; fix: use right or left");
+}
+
+}  // namespace
+}  // namespace tmx::data

@@ -1,0 +1,123 @@
+// ByteBpeTokenizer: GPT-2 style byte-level BPE (vocab.json + merges.txt), as torchtune's Qwen2Tokenizer
+// (torchtune.models.qwen2._tokenizer) and Hugging Face's BPE model with a ByteLevel pre-tokenizer encode. With
+// byte_level false it is Hugging Face's character-level BPE of SentencePiece-converted tokenizer.json files
+// (Llama 2, Mistral, Gemma): symbols are characters, unknown ones fall back to "<0xAB>" byte tokens or unk.
+//
+// Encoding: optional NFC normalization; the text is split on the special (added) tokens, whose text always
+// becomes their id; every other span is cut by the pre-tokenizer pattern, each piece's UTF-8 bytes are mapped to
+// GPT-2's printable byte alphabet and merged by merge rank (lowest first, all occurrences left to right).
+// A merged symbol missing from the vocabulary becomes unk_id (dropped when there is none, as Hugging Face does).
+//
+// Files: vocab.json is one JSON object {token: id}; merges.txt has one "left right" pair per line, optionally
+// after a "#version: ..." first line. Errors name the file and line.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/data/tokenizers/tokenizer.h"
+#include "recipes/data/tokenizers/unicode.h"
+#include "recipes/data/tokenizers/word_cache.h"
+
+namespace tmx::data {
+
+// The pre-tokenizer pattern of Qwen2, Qwen2.5 and Qwen3 (one digit per piece).
+extern const char* const kQwen2Pattern;
+// GPT-2's own pattern (Hugging Face ByteLevel pre-tokenizer with use_regex: true).
+extern const char* const kGpt2Pattern;
+
+struct ByteBpeModel {
+  std::unordered_map<std::string, int64_t> vocab;           // byte-alphabet token -> id
+  std::vector<std::pair<std::string, std::string>> merges;  // in rank order
+};
+
+struct ByteBpeOptions {
+  ByteBpeModel model;
+  // Symbols are the bytes in GPT-2's alphabet (true) or the characters of the text (false).
+  bool byte_level = true;
+  // Character-level: a character missing from the vocabulary becomes its UTF-8 bytes' "<0xAB>" tokens when they
+  // all exist (byte_fallback), else unk_id; consecutive unknowns give one unk_id when fuse_unk.
+  bool byte_fallback = false;
+  bool fuse_unk = false;
+  // Pre-tokenizer: kRegex splits by `pattern` (each match a piece); kNone keeps each span whole;
+  // kMergedWithPrevious ends a piece after each occurrence of `split_string`.
+  enum class PreTokenizer { kRegex, kNone, kMergedWithPrevious };
+  PreTokenizer pre_tokenizer = PreTokenizer::kRegex;
+  // Pre-tokenizer pattern (PCRE2 / Python regex syntax).
+  std::string pattern = kQwen2Pattern;
+  std::string split_string;
+  // Normalizer steps after NFC, applied to each span between added tokens, in order: Prepend (a non-empty
+  // first) and Replace (from -> to).
+  struct NormalizeStep {
+    bool prepend = false;
+    std::string from, to;
+  };
+  std::vector<NormalizeStep> normalize;
+  // Decoder (character-level): "<0xAB>" tokens become bytes (byte_fallback); then these replacements; then
+  // strip_leading copies of strip_content from the start (Hugging Face's Strip decoder).
+  std::vector<std::pair<std::string, std::string>> decode_replace;
+  std::string strip_content;
+  int strip_leading = 0;
+  // Apply Unicode NFC before splitting (Qwen2 and tokenizer.json files with an NFC normalizer do).
+  bool nfc = true;
+  // Hugging Face's ignore_merges: a piece that is a whole vocabulary entry is taken as is, unmerged.
+  bool ignore_merges = false;
+  // Hugging Face's BPE: a byte whose symbol is not in the vocabulary is dropped (or becomes unk_id) before merging,
+  // so its neighbours can merge. torchtune's Qwen2Tokenizer (false) keeps it in place, where it blocks merges, and
+  // drops it afterwards. The two differ only for vocabularies that lack some bytes.
+  bool drop_unknown_bytes_first = false;
+  // Added tokens: their text is always matched in the input and becomes their id.
+  std::map<std::string, int64_t> special_tokens;
+  // Added tokens that are not special (kept by Decode even when skip_special). Subset of special_tokens' keys.
+  std::unordered_set<std::string> non_special_added;
+  int64_t unk_id = kNoId;
+  int64_t bos_id = kNoId;
+  int64_t eos_id = kNoId;
+  int64_t pad_id = kNoId;
+};
+
+// Reads vocab.json and merges.txt. NotFound/IoError for a file; InvalidArgument "<file>:<line>: ..." for bad
+// content (not a JSON object of whole-number ids, a merge line without exactly two symbols).
+StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path);
+
+class ByteBpeTokenizer : public Tokenizer {
+ public:
+  // InvalidArgument when the pattern does not compile.
+  static StatusOr<std::unique_ptr<ByteBpeTokenizer>> Create(ByteBpeOptions options);
+
+  std::vector<int64_t> Encode(std::string_view text, const EncodeOptions& options) const override;
+  using Tokenizer::Encode;
+  std::string Decode(const std::vector<int64_t>& ids, bool skip_special) const override;
+  std::string Piece(int64_t id) const override;
+  int64_t vocab_size() const override { return vocab_size_; }
+
+  // Ids of `text` without special-token matching, normalization, BOS or EOS: what one pre-tokenized span gives.
+  void EncodeOrdinary(std::string_view text, std::vector<int64_t>* ids) const;
+
+ private:
+  ByteBpeTokenizer() = default;
+  std::vector<int64_t> EncodeWord(const std::string& word) const;
+  std::vector<std::string> InitialSymbols(const std::string& word) const;
+  std::string Normalize(std::string_view span) const;
+
+  ByteBpeOptions options_;
+  std::unique_ptr<UnicodeRegex> regex_;
+  std::unordered_map<std::string, int64_t> merge_rank_;  // "left right" -> rank
+  std::unordered_map<int64_t, std::string> token_of_;    // id -> byte-alphabet token or added token text
+  std::unordered_set<int64_t> added_ids_;
+  std::vector<std::pair<std::string, int64_t>> specials_longest_first_;
+  int64_t vocab_size_ = 0;
+  WordCache cache_;
+};
+
+// GPT-2's byte -> printable character table (bytes_to_unicode), as UTF-8 strings indexed by byte.
+const std::vector<std::string>& ByteToUnicode();
+
+}  // namespace tmx::data

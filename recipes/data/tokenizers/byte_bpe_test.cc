@@ -1,0 +1,95 @@
+// Token ids must equal torchtune's Qwen2Tokenizer (recipes/data/testdata/tokenizer_ids.json["byte_bpe"] and
+// ["byte_bpe_full"], made by scripts/make_tokenizer_fixtures.py with torchtune bd2a0fc7c314 and regex 2026.11.15):
+// on the shipped tiny_bpe vocabulary and on torchtune's full-size vocab.json/merges.txt test asset.
+#include "recipes/data/tokenizers/byte_bpe.h"
+
+#include <gtest/gtest.h>
+
+#include "recipes/data/testdata/fixtures.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::data {
+namespace {
+
+std::unique_ptr<ByteBpeTokenizer> LoadQwen(const std::string& vocab, const std::string& merges) {
+  auto model = LoadByteBpeFiles(vocab, merges);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok()) return nullptr;
+  ByteBpeOptions options;
+  options.model = std::move(model).value();
+  options.special_tokens = {{"<|endoftext|>", 151643}, {"<|im_start|>", 151644}, {"<|im_end|>", 151645}};
+  options.eos_id = 151645;
+  options.pad_id = 151643;
+  auto tok = ByteBpeTokenizer::Create(std::move(options));
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+void ExpectFixture(const ByteBpeTokenizer& tok, const nlohmann::json& fixture) {
+  ASSERT_GT(fixture["cases"].size(), 10u);
+  for (const auto& c : fixture["cases"]) {
+    std::string text = c["text"];
+    SCOPED_TRACE(text);
+    EXPECT_EQ(tok.Encode(text, false, false), c["ids"].get<std::vector<int64_t>>());
+  }
+  for (const auto& c : fixture["decode"]) {
+    std::string text = c["text"];
+    EXPECT_EQ(tok.Decode(c["ids"].get<std::vector<int64_t>>(), false), text);
+  }
+}
+
+TEST(ByteBpeTest, IdsEqualTorchtuneOnTinyVocab) {
+  auto tok =
+      LoadQwen(test::SampleTokenizerPath("tiny_bpe_vocab.json"), test::SampleTokenizerPath("tiny_bpe_merges.txt"));
+  ASSERT_NE(tok, nullptr);
+  ExpectFixture(*tok, test::LoadFixture("tokenizer_ids.json")["byte_bpe"]);
+}
+
+TEST(ByteBpeTest, IdsEqualTorchtuneOnFullVocab) {
+  auto tok = LoadQwen(test::TestDataPath("qwen2_vocab.json"), test::TestDataPath("qwen2_merges.txt"));
+  ASSERT_NE(tok, nullptr);
+  ExpectFixture(*tok, test::LoadFixture("tokenizer_ids.json")["byte_bpe_full"]);
+}
+
+TEST(ByteBpeTest, SpecialTokenTextBecomesItsId) {
+  auto tok =
+      LoadQwen(test::SampleTokenizerPath("tiny_bpe_vocab.json"), test::SampleTokenizerPath("tiny_bpe_merges.txt"));
+  ASSERT_NE(tok, nullptr);
+  std::vector<int64_t> ids = tok->Encode("<|im_start|>user<|im_end|>", false, true);
+  std::vector<int64_t> user = tok->Encode("user", false, false);
+  std::vector<int64_t> expected = {151644};
+  expected.insert(expected.end(), user.begin(), user.end());
+  expected.insert(expected.end(), {151645, 151645});  // <|im_end|>, then EOS, which is <|im_end|>
+  EXPECT_EQ(ids, expected);
+  EXPECT_EQ(tok->Decode(ids, true), "user");
+  EXPECT_EQ(tok->Piece(151644), "<|im_start|>");
+  EXPECT_EQ(tok->vocab_size(), 151646);
+}
+
+TEST(ByteBpeTest, ByteAlphabetIsGpt2s) {
+  const std::vector<std::string>& table = ByteToUnicode();
+  EXPECT_EQ(table[' '], "\xC4\xA0");   // Ġ
+  EXPECT_EQ(table['\n'], "\xC4\x8A");  // Ċ
+  EXPECT_EQ(table['a'], "a");
+}
+
+TEST(ByteBpeTest, BadMergeLineNamesFileAndLine) {
+  test::ScratchDir dir;
+  std::string vocab = dir.path() + "/vocab.json", merges = dir.path() + "/merges.txt";
+  test::WriteTextFile(vocab, "{\"a\": 0, \"b\": 1}");
+  test::WriteTextFile(merges, "#version: 0.2\na b\na b c\n");
+  auto model = LoadByteBpeFiles(vocab, merges);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), merges +
+                                          ":3: expected two symbols \"left right\", got \"a b c\"; fix: give the "
+                                          "tokenizer's merges.txt (vocab goes in path)");
+  test::WriteTextFile(vocab, "[1, 2]");
+  model = LoadByteBpeFiles(vocab, merges);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), vocab +
+                                          ": expected a JSON object {\"token\": id, ...}; fix: give the "
+                                          "tokenizer's vocab.json (merges go in merges_file)");
+}
+
+}  // namespace
+}  // namespace tmx::data

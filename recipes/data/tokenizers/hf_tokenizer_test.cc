@@ -1,0 +1,126 @@
+// Token ids must equal Hugging Face `tokenizers` 0.23.3 (recipes/data/testdata/tokenizer_ids.json["hf_*"], made
+// by scripts/make_tokenizer_fixtures.py; "hf_base_tokenizer" through torchtune's HuggingFaceBaseTokenizer).
+#include "recipes/data/tokenizers/hf_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include "recipes/data/testdata/fixtures.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::data {
+namespace {
+
+using test::SampleTokenizerPath;
+
+std::unique_ptr<HfTokenizer> Load(const std::string& file,
+                                  const std::string& generation_config = "generation_config.json") {
+  HfTokenizerOptions options;
+  options.path = SampleTokenizerPath(file);
+  options.generation_config_path = SampleTokenizerPath(generation_config);
+  auto tok = HfTokenizer::Load(options);
+  EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+  return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+void ExpectRawIds(const HfTokenizer& tok, const nlohmann::json& fixture) {
+  ASSERT_GT(fixture["cases"].size(), 10u);
+  for (const auto& c : fixture["cases"]) {
+    std::string text = c["text"];
+    SCOPED_TRACE(text);
+    EXPECT_EQ(tok.EncodeRaw(text), c["ids"].get<std::vector<int64_t>>());
+  }
+}
+
+TEST(HfTokenizerTest, TokenizerJsonIdsEqualTokenizers) {
+  auto tok = Load("tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  ExpectRawIds(*tok, test::LoadFixture("tokenizer_ids.json")["hf_tokenizer_json"]);
+}
+
+TEST(HfTokenizerTest, NfcAndAddedTokensIdsEqualTokenizers) {
+  auto tok = Load("tiny_bpe_tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  ExpectRawIds(*tok, test::LoadFixture("tokenizer_ids.json")["hf_tiny_bpe"]);
+  EXPECT_EQ(tok->SpecialId("<|im_start|>"), 2001);
+}
+
+TEST(HfTokenizerTest, CharacterLevelByteFallbackIdsEqualTokenizers) {
+  // Gemma's SentencePiece-converted tokenizer.json, cropped to 87 tokens: Replace normalizer, Split(" ",
+  // MergedWithPrevious), byte fallback to <unk> (the crop has no <0xAB> tokens), fuse_unk, <bos> post-processor.
+  auto tok = Load("tokenizer_gemma_cropped.json", "generation_config_gemma.json");
+  ASSERT_NE(tok, nullptr);
+  nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json")["hf_gemma_cropped"];
+  ExpectRawIds(*tok, fixture);
+  for (const auto& c : fixture["decode"]) {
+    std::string text = c["text"];
+    EXPECT_EQ(tok->Decode(c["ids"].get<std::vector<int64_t>>(), false), text);
+  }
+  EXPECT_EQ(tok->bos_id(), 2);
+  EXPECT_EQ(tok->eos_id(), 1);                             // the first of generation_config's [1, 107]
+  EXPECT_EQ(tok->Encode("hello", true, true).front(), 2);  // the post-processor's <bos>, not a second one
+}
+
+TEST(HfTokenizerTest, ByteFallbackIdsEqualTokenizers) {
+  // The Gemma sample with the 256 <0xAB> tokens added (made by scripts/make_tokenizer_fixtures.py).
+  HfTokenizerOptions options;
+  options.path = test::TestDataPath("tokenizer_byte_fallback.json");
+  options.generation_config_path = SampleTokenizerPath("generation_config_gemma.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json")["hf_byte_fallback"];
+  ExpectRawIds(**tok, fixture);
+  for (const auto& c : fixture["decode"]) {
+    std::string text = c["text"];
+    EXPECT_EQ((*tok)->Decode(c["ids"].get<std::vector<int64_t>>(), false), text);
+  }
+  EXPECT_EQ((*tok)->Piece((*tok)->EncodeRaw("\xC3\xA9")[1]), "<0xC3>");  // é has no token: its bytes
+}
+
+TEST(HfTokenizerTest, BosEosAsTorchtuneAddsThem) {
+  auto tok = Load("tokenizer.json");
+  ASSERT_NE(tok, nullptr);
+  nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json")["hf_base_tokenizer"];
+  EXPECT_EQ(tok->bos_id(), fixture["bos_id"].get<int64_t>());
+  EXPECT_EQ(tok->eos_id(), fixture["eos_id"].get<int64_t>());
+  for (const auto& c : fixture["with_bos_eos"]) {
+    std::string text = c["text"];
+    SCOPED_TRACE(text);
+    EXPECT_EQ(tok->Encode(text, true, true), c["ids"].get<std::vector<int64_t>>());
+  }
+}
+
+TEST(HfTokenizerTest, NeedsAConfigForBosAndEos) {
+  HfTokenizerOptions options;
+  options.path = SampleTokenizerPath("tokenizer.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            options.path +
+                ": neither tokenizer_config_json_path nor generation_config_path is set, so BOS and EOS "
+                "are unknown; fix: set at least one of them");
+}
+
+TEST(HfTokenizerTest, UnsupportedModelIsNamed) {
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  test::WriteTextFile(path, R"({"model": {"type": "Unigram", "vocab": []}})");
+  HfTokenizerOptions options;
+  options.path = path;
+  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            path +
+                ": model.type \"Unigram\" is not supported (supported: BPE); fix: use torchtune's family "
+                "tokenizer for this model, or a tokenizer.json with a byte-level BPE model");
+}
+
+TEST(HfTokenizerTest, AddedTokensForSpecialTokensPath) {
+  auto tokens = ReadHfAddedTokens(SampleTokenizerPath("tiny_bpe_tokenizer.json"));
+  ASSERT_TRUE(tokens.ok()) << tokens.status().ToString();
+  EXPECT_EQ(*tokens,
+            (std::map<std::string, int64_t>{{"<|endoftext|>", 2000}, {"<|im_start|>", 2001}, {"<|im_end|>", 2002}}));
+}
+
+}  // namespace
+}  // namespace tmx::data

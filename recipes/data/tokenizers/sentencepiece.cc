@@ -1,0 +1,99 @@
+#include "recipes/data/tokenizers/sentencepiece.h"
+
+#include <sentencepiece_processor.h>
+
+#include "harness/file_util.h"
+
+namespace tmx::data {
+
+SentencePieceTokenizer::SentencePieceTokenizer() : processor_(new sentencepiece::SentencePieceProcessor()) {}
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(const SentencePieceOptions& options) {
+  if (!IsRegularFile(options.path)) {
+    return Status::NotFound(options.path +
+                            ": no such file; fix: set path to the model's SentencePiece "
+                            "tokenizer.model");
+  }
+  std::unique_ptr<SentencePieceTokenizer> tok(new SentencePieceTokenizer());
+  sentencepiece::util::Status loaded = tok->processor_->Load(options.path);
+  if (!loaded.ok()) {
+    return Status::InvalidArgument(options.path + ": not a SentencePiece model (" + loaded.ToString() +
+                                   "); fix: give the model's SentencePiece tokenizer.model, not a tokenizer.json "
+                                   "or a tiktoken file");
+  }
+  const sentencepiece::SentencePieceProcessor& sp = *tok->processor_;
+  tok->bos_id_ = options.bos_id != kNoId ? options.bos_id : sp.bos_id();
+  tok->eos_id_ = options.eos_id != kNoId ? options.eos_id : sp.eos_id();
+  tok->pad_id_ = options.pad_id != kNoId ? options.pad_id : sp.pad_id();
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {
+    if (sp.IsControl(id)) tok->special_tokens_[sp.IdToPiece(id)] = id;
+  }
+  for (const auto& [text, id] : options.extra_special_tokens) {
+    tok->special_tokens_[text] = id;
+    if (id >= sp.GetPieceSize()) tok->extra_by_id_[id] = text;
+  }
+  for (const char* c : {" ", "\n", "\t", "\r", "\v"}) {
+    if (!tok->EncodePlain(c).empty()) tok->encodes_whitespace_ = true;
+  }
+  tok->newline_prefix_len_ = tok->EncodePlain("\n").size();
+  return tok;
+}
+
+std::vector<int64_t> SentencePieceTokenizer::EncodePlain(std::string_view text) const {
+  std::vector<int> ids;
+  processor_->Encode(std::string(text), &ids);  // fails only when no model is loaded
+  return std::vector<int64_t>(ids.begin(), ids.end());
+}
+
+std::vector<int64_t> SentencePieceTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
+  std::vector<int64_t> ids;
+  if (options.add_bos) ids.push_back(bos_id_);
+  std::vector<int64_t> body;
+  if (options.trim_leading_whitespace && encodes_whitespace_) {
+    body = EncodePlain("\n" + std::string(text));
+    body.erase(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(std::min(newline_prefix_len_, body.size())));
+  } else {
+    body = EncodePlain(text);
+  }
+  ids.insert(ids.end(), body.begin(), body.end());
+  if (options.add_eos) ids.push_back(eos_id_);
+  return ids;
+}
+
+std::string SentencePieceTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_special) const {
+  std::string out;
+  std::vector<int> run;
+  auto flush = [&] {
+    std::string text;
+    processor_->Decode(run, &text);
+    out += text;
+    run.clear();
+  };
+  for (int64_t id : ids) {
+    auto extra = extra_by_id_.find(id);
+    if (extra != extra_by_id_.end() || id < 0 || id >= processor_->GetPieceSize()) {
+      flush();
+      if (extra == extra_by_id_.end()) {
+        out += "<|unk:" + std::to_string(id) + "|>";
+      } else if (!skip_special) {
+        out += extra->second;
+      }
+    } else if (!(skip_special && processor_->IsControl(static_cast<int>(id)))) {
+      run.push_back(static_cast<int>(id));
+    }
+  }
+  flush();
+  return out;
+}
+
+std::string SentencePieceTokenizer::Piece(int64_t id) const {
+  auto extra = extra_by_id_.find(id);
+  if (extra != extra_by_id_.end()) return extra->second;
+  if (id < 0 || id >= processor_->GetPieceSize()) return "<|unk:" + std::to_string(id) + "|>";
+  return processor_->IdToPiece(static_cast<int>(id));
+}
+
+int64_t SentencePieceTokenizer::vocab_size() const { return processor_->GetPieceSize(); }
+
+}  // namespace tmx::data
