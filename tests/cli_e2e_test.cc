@@ -61,6 +61,56 @@ TEST_F(CliTest, ValidateEveryBuiltinConfigOnCpu) {
   }
 }
 
+TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
+  // A torchtune config of a recipe tune-matrix lacks is named as such, not checked against another recipe.
+  std::string distributed = dir_ + "/1B_full.yaml";
+  ASSERT_TRUE(WriteFileAtomically(distributed,
+                                  "# To launch on 2 devices, run the following command from root:\n"
+                                  "#   tune run --nnodes 1 --nproc_per_node 2 full_finetune_distributed --config "
+                                  "llama3_2/1B_full\noutput_dir: /tmp/x\n")
+                  .ok());
+  Result r = Exec({kTune, "validate", distributed});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'full_finetune_distributed' (from its comment "
+                          "`#   tune run --nnodes 1 --nproc_per_node 2 full_finetune_distributed"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
+                          "lora_finetune_single_device)"),
+            std::string::npos)
+      << r.output;
+  r = Exec({kTune, "validate", distributed, "--recipe", "lora_dpo_distributed"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("recipe 'lora_dpo_distributed' is torchtune's, but tune-matrix does not implement it"),
+            std::string::npos)
+      << r.output;
+  // A copied config is checked against the recipe its comment names, and says so.
+  std::string copy = dir_ + "/qwen2_5/0.5B_full_single_device.yaml";
+  ASSERT_EQ(Exec({kTune, "cp", "tiny/full_single_device", copy, "--make-parents"}).code, 0);
+  r = Exec({kTune, "validate", copy, "device=cpu"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: recipe full_finetune_single_device from its comment `#   tune run "
+                          "full_finetune_single_device --config tiny/full_single_device`"),
+            std::string::npos)
+      << r.output;
+  // An interpolation resolver runs code: named as unsupported, not as a missing key.
+  r = Exec({kTune, "validate", "tiny/full_single_device", "device=cpu", "batch_size=${eval:'1+1'}"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("uses the ${eval:...} interpolation resolver, which tune-matrix does not support"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST_F(CliTest, LsVerboseShowsEachConfigsModelAndParameterCount) {
+  Result r = Exec({kTune, "ls", "--verbose"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("llama3_2/1B_lora_single_device   torchtune.models.llama3_2.lora_llama3_2_1b"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("1,235,814,400"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("8,030,261,248"), std::string::npos) << r.output;
+}
+
 TEST_F(CliTest, UnavailableDeviceNamesWhatIsThereAndHowToOverride) {
   Result r = Exec({kTune, "validate", "llama3_2/1B_lora_single_device", "device=xpu"});
   EXPECT_EQ(r.code, 2);
