@@ -133,6 +133,34 @@ Status ValidateDecoderArgs(const DecoderArgs& args) {
   return Status::OK();
 }
 
+std::vector<std::string> DecoderFeatures(const DecoderArgs& a) {
+  const std::pair<const char*, bool> features[] = {
+      {"grouped-query attention", a.num_kv_heads < a.num_heads},
+      {"decoupled head_dim", a.num_heads * a.resolved_head_dim() != a.embed_dim},
+      {"llama3 rope scaling", a.rope_scaling.has_value()},
+      {"half-split rope", a.rope_layout == RopeLayout::kHalf},
+      {"qkv bias", a.qkv_bias},
+      {"q/k norm", a.qk_norm},
+      {"geglu (tanh)", a.mlp_activation == MlpActivation::kGeluTanh},
+      {"geglu (erf)", a.mlp_activation == MlpActivation::kGelu},
+      {"scaled embeddings", a.scale_embeddings},
+      {"(1 + w) norms", a.norm_plus_one},
+      {"post-norms", a.post_norms},
+      {"attention soft-cap", a.attn_softcap > 0},
+      {"final soft-cap", a.final_softcap > 0},
+      {"query_pre_attn_scalar", a.query_pre_attn_scalar > 0},
+      {"sliding window", a.sliding_window > 0},
+      {"alternating sliding window", a.alternate_sliding_window},
+      {"tied embeddings", a.tie_word_embeddings},
+      {"classifier head", a.num_classes > 0},
+  };
+  std::vector<std::string> on;
+  for (const auto& [name, set] : features) {
+    if (set) on.push_back(name);
+  }
+  return on;
+}
+
 Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
   TM_RETURN_IF_ERROR(ValidateLoraArgs(lora));
   if (lora.apply_to_output && args.tie_word_embeddings) {
@@ -238,7 +266,17 @@ FeedForwardImpl::FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora,
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   torch::Tensor gate = w1_(x);
-  gate = activation_ == MlpActivation::kGeluTanh ? torch::gelu(gate, "tanh") : torch::silu(gate);
+  switch (activation_) {
+    case MlpActivation::kSilu:
+      gate = torch::silu(gate);
+      break;
+    case MlpActivation::kGeluTanh:
+      gate = torch::gelu(gate, "tanh");
+      break;
+    case MlpActivation::kGelu:
+      gate = torch::gelu(gate);
+      break;
+  }
   return w2_(gate * w3_(x));
 }
 

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,7 @@ namespace tmx::models {
 enum class MlpActivation {
   kSilu,      // SwiGLU (Llama, Mistral, Qwen, Phi)
   kGeluTanh,  // GeGLU with tanh-approximated gelu (Gemma, Gemma 2)
+  kGelu,      // GeGLU with exact (erf) gelu: what a config.json saying "gelu" asks of transformers
 };
 
 // The shape and options of a decoder. The sizes have no defaults (use a preset from presets.h or fill every
@@ -96,6 +98,14 @@ struct DecoderArgs {
 
 // Checks the sizes and options; InvalidArgument names the field, the value and the constraint.
 Status ValidateDecoderArgs(const DecoderArgs& args);
+
+// The options `args` turns on, by name, in a fixed order: "grouped-query attention", "decoupled head_dim" (heads
+// x head_dim != embed_dim),
+// "llama3 rope scaling", "half-split rope", "qkv bias", "q/k norm", "geglu (tanh)", "geglu (erf)",
+// "scaled embeddings", "(1 + w) norms", "post-norms", "attention soft-cap", "final soft-cap",
+// "query_pre_attn_scalar", "sliding window", "alternating sliding window", "tied embeddings", "classifier head".
+// For listings, and for checking that two models perform the same operations.
+std::vector<std::string> DecoderFeatures(const DecoderArgs& args);
 // ValidateLoraArgs(lora) plus the checks that need the model: apply_to_output needs untied embeddings.
 Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args);
 

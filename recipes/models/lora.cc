@@ -107,9 +107,8 @@ Status ValidateLoraArgs(const LoraArgs& lora) {
     return Status::InvalidArgument("lora.dropout: must be in [0, 1), got " + Number(lora.dropout));
   }
   if (lora.attn_modules.empty() && !lora.apply_to_mlp && !lora.apply_to_output) {
-    return Status::InvalidArgument(
-        "lora: no layer is adapted; set attn_modules (a subset of " + JoinNames(allowed) +
-        "), apply_to_mlp or apply_to_output");
+    return Status::InvalidArgument("lora: no layer is adapted; set attn_modules (a subset of " + JoinNames(allowed) +
+                                   "), apply_to_mlp or apply_to_output");
   }
   return Status::OK();
 }
@@ -117,8 +116,8 @@ Status ValidateLoraArgs(const LoraArgs& lora) {
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options,
                        std::optional<LoraAdapterOptions> adapter, bool bias)
     : adapter_(adapter) {
-  TORCH_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in_features=",
-              in_features, ", out_features=", out_features);
+  TORCH_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in_features=", in_features,
+              ", out_features=", out_features);
   options = options.requires_grad(false);
   weight_ = register_parameter("weight", torch::empty({out_features, in_features}, options));
   {

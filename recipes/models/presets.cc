@@ -311,7 +311,7 @@ void AddTiny(std::vector<ModelPreset>* out) {
   add("qwen2", Qwen2(TinySizes(), true), "qwen2", "q/k/v biases, half-split RoPE, tied", LoraParams(false));
   add("qwen2_5", Qwen2(TinySizes(), true), "qwen2", "q/k/v biases, half-split RoPE, tied");
   add("qwen3", Qwen3(TinySizes(), true, 32), "qwen3", "q/k RMSNorm, head_dim 32 (4 x 32 != 64), tied");
-  add("gemma", Gemma(TinySizes(1), 32), "gemma", "GeGLU, embeddings * 8, (1 + w) norms, one kv head, head_dim 32, tied",
+  add("gemma", Gemma(TinySizes(1), 16), "gemma", "GeGLU, embeddings * 8, (1 + w) norms, one kv head, tied",
       LoraParams(false));
   add("gemma2", Gemma2(TinySizes(), 32, 24, 16), "gemma2",
       "Gemma's options plus post-norms, scores capped at 50, logits at 30, score scale 24^-0.5, a 16-token "
