@@ -78,9 +78,9 @@ TEST(LlamaTest, StateDictNamesMatchTorchtune) {
   std::set<std::string> expected = {"tok_embeddings.weight", "norm.scale"};
   for (int i = 0; i < 2; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    for (const char* n :
-         {"sa_norm.scale", "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.output_proj.weight",
-          "mlp_norm.scale", "mlp.w1.weight", "mlp.w2.weight", "mlp.w3.weight"}) {
+    for (const char* n : {"sa_norm.scale", "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight",
+                          "attn.output_proj.weight", "mlp_norm.scale", "mlp.w1.weight", "mlp.w2.weight",
+                          "mlp.w3.weight"}) {
       expected.insert(p + n);
     }
   }
@@ -110,7 +110,8 @@ TEST(LlamaTest, ForwardShapeAndCausality) {
   changed.index_put_({torch::indexing::Slice(), 7}, (tokens.index({torch::indexing::Slice(), 7}) + 1) % 512);
   torch::Tensor logits2 = model(changed);
   using torch::indexing::Slice;
-  EXPECT_TRUE(torch::allclose(logits.index({Slice(), Slice(0, 7)}), logits2.index({Slice(), Slice(0, 7)}), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(logits.index({Slice(), Slice(0, 7)}), logits2.index({Slice(), Slice(0, 7)}), 1e-5,
+                              1e-5));
   EXPECT_FALSE(torch::allclose(logits.index({Slice(), 7}), logits2.index({Slice(), 7})));
 
   // A prefix gives the same logits as the full sequence at its positions.
@@ -240,9 +241,9 @@ TEST(LlamaTest, GroupedQueryAttentionMatchesReference) {
     const int64_t dim = args.embed_dim, b = 2, t = 9, h = c.heads, kv = c.kv_heads, d = c.head_dim;
     Attention attn(args, LayerLora{});
     const std::map<std::string, std::vector<int64_t>> shapes = {{"q_proj.weight", {h * d, dim}},
-                                                                {"k_proj.weight", {kv * d, dim}},
-                                                                {"v_proj.weight", {kv * d, dim}},
-                                                                {"output_proj.weight", {dim, h * d}}};
+                                                                 {"k_proj.weight", {kv * d, dim}},
+                                                                 {"v_proj.weight", {kv * d, dim}},
+                                                                 {"output_proj.weight", {dim, h * d}}};
     std::map<std::string, torch::Tensor> w;
     for (const auto& item : attn->named_parameters()) {
       w[item.key()] = item.value();
@@ -286,7 +287,8 @@ TEST(LlamaTest, ValidateLlamaArgsNamesTheProblem) {
   a.embed_dim = 66;
   EXPECT_EQ(ValidateLlamaArgs(a).message(), "embed_dim: must be divisible by num_heads (4), got 66");
   a.embed_dim = 60;
-  EXPECT_EQ(ValidateLlamaArgs(a).message(), "embed_dim / num_heads: the head dimension must be even for RoPE, got 15");
+  EXPECT_EQ(ValidateLlamaArgs(a).message(),
+            "embed_dim / num_heads: the head dimension must be even for RoPE, got 15");
 
   a = LlamaTinyArgs();
   a.vocab_size = 0;
@@ -323,9 +325,10 @@ TEST(LlamaTest, TinyForwardBackwardTiming) {
   const auto start = std::chrono::steady_clock::now();
   const int iters = 5;
   for (int i = 0; i < iters; ++i) step();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
-  std::cout << "tiny llama forward+backward, batch 4 x 128 tokens, " << torch::get_num_threads() << " threads: " << ms
-            << " ms/step\n";
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iters;
+  std::cout << "tiny llama forward+backward, batch 4 x 128 tokens, " << torch::get_num_threads()
+            << " threads: " << ms << " ms/step\n";
   RecordProperty("ms_per_step", std::to_string(ms));
 }
 
