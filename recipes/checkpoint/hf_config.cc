@@ -163,8 +163,8 @@ Status ParseTypeOptions(const std::string& type, const Fields& f, DecoderArgs* a
   if (type == "gemma" || type == "gemma2") {
     a->scale_embeddings = true;
     a->norm_plus_one = true;
-    // Gemma's hidden_activation overrides the legacy hidden_act; Gemma 2 reads hidden_activation only.
-    const char* key = f.Has("hidden_activation") || type == "gemma2" ? "hidden_activation" : "hidden_act";
+    // What transformers 4.57 reads: Gemma's MLP takes hidden_act, Gemma 2's hidden_activation.
+    const char* key = type == "gemma2" ? "hidden_activation" : "hidden_act";
     TM_RETURN_IF_ERROR(ParseActivation(f, key, "gelu_pytorch_tanh", &a->mlp_activation));
   } else {
     TM_RETURN_IF_ERROR(ParseActivation(f, "hidden_act", "silu", &a->mlp_activation));
@@ -313,29 +313,11 @@ StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderA
   // What this model_type cannot express shows up as a difference after reading the text back.
   StatusOr<HfModelConfig> back = ParseHfConfig(text, "config.json for " + model_type);
   if (!back.ok()) return back.status();
-  const DecoderArgs& b = back->args;
-  const std::pair<const char*, bool> same[] = {
-      {"rope_layout", b.rope_layout == args.rope_layout},
-      {"rope_scaling", b.rope_scaling.has_value() == args.rope_scaling.has_value()},
-      {"qkv_bias", b.qkv_bias == args.qkv_bias},
-      {"qk_norm", b.qk_norm == args.qk_norm},
-      {"scale_embeddings", b.scale_embeddings == args.scale_embeddings},
-      {"norm_plus_one", b.norm_plus_one == args.norm_plus_one},
-      {"post_norms", b.post_norms == args.post_norms},
-      {"attn_softcap", b.attn_softcap == args.attn_softcap},
-      {"final_softcap", b.final_softcap == args.final_softcap},
-      {"sliding_window", b.sliding_window == args.sliding_window},
-      {"alternate_sliding_window", b.alternate_sliding_window == args.alternate_sliding_window},
-      {"num_classes", b.num_classes == args.num_classes},
-      {"query_pre_attn_scalar",
-       b.query_pre_attn_scalar == args.query_pre_attn_scalar || args.query_pre_attn_scalar == 0},
-  };
-  for (const auto& [field, equal] : same) {
-    if (!equal) {
-      return Status::InvalidArgument(std::string(field) + ": model_type " + model_type +
-                                     " cannot express this model's value; fix: save with the model_type of the "
-                                     "model's family (see ModelPreset::hf_model_type)");
-    }
+  const std::vector<std::string> lost = models::DecoderArgsDifferences(args, back->args);
+  if (!lost.empty()) {
+    return Status::InvalidArgument("model_type " + model_type + " cannot express this model's " + lost.front() +
+                                   " (this model vs what config.json would say); fix: save with the model_type of the "
+                                   "model's family (see ModelPreset::hf_model_type)");
   }
   return text;
 }

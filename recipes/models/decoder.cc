@@ -15,7 +15,7 @@ namespace {
 template <typename T>
 std::string Str(const T& v) {
   std::ostringstream out;
-  out << v;
+  out << std::boolalpha << v;
   return out.str();
 }
 
@@ -159,6 +159,50 @@ std::vector<std::string> DecoderFeatures(const DecoderArgs& a) {
     if (set) on.push_back(name);
   }
   return on;
+}
+
+std::vector<std::string> DecoderArgsDifferences(const DecoderArgs& a, const DecoderArgs& b) {
+  std::vector<std::string> out;
+  auto compare = [&out](const char* field, const auto& x, const auto& y) {
+    if (!(x == y)) out.push_back(std::string(field) + " (" + Str(x) + " vs " + Str(y) + ")");
+  };
+  auto scalar = [](const DecoderArgs& d) {
+    return d.query_pre_attn_scalar > 0 ? d.query_pre_attn_scalar : static_cast<double>(d.resolved_head_dim());
+  };
+  auto scaling = [](const DecoderArgs& d) {
+    if (!d.rope_scaling) return std::string("none");
+    const RopeScaling& r = *d.rope_scaling;
+    return Str(r.factor) + "/" + Str(r.low_freq_factor) + "/" + Str(r.high_freq_factor) + "/" + Str(r.old_context_len);
+  };
+  compare("vocab_size", a.vocab_size, b.vocab_size);
+  compare("num_layers", a.num_layers, b.num_layers);
+  compare("num_heads", a.num_heads, b.num_heads);
+  compare("num_kv_heads", a.num_kv_heads, b.num_kv_heads);
+  compare("embed_dim", a.embed_dim, b.embed_dim);
+  compare("intermediate_dim", a.intermediate_dim, b.intermediate_dim);
+  compare("max_seq_len", a.max_seq_len, b.max_seq_len);
+  compare("head_dim", a.resolved_head_dim(), b.resolved_head_dim());
+  compare("rope_base", a.rope_base, b.rope_base);
+  compare("norm_eps", a.norm_eps, b.norm_eps);
+  compare("rope_scaling", scaling(a), scaling(b));
+  auto layout = [](const DecoderArgs& d) {
+    return std::string(d.rope_layout == RopeLayout::kHalf ? "half" : "interleaved");
+  };
+  compare("rope_layout", layout(a), layout(b));
+  compare("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
+  compare("qkv_bias", a.qkv_bias, b.qkv_bias);
+  compare("qk_norm", a.qk_norm, b.qk_norm);
+  compare("mlp_activation", static_cast<int>(a.mlp_activation), static_cast<int>(b.mlp_activation));
+  compare("scale_embeddings", a.scale_embeddings, b.scale_embeddings);
+  compare("norm_plus_one", a.norm_plus_one, b.norm_plus_one);
+  compare("post_norms", a.post_norms, b.post_norms);
+  compare("attn_softcap", a.attn_softcap, b.attn_softcap);
+  compare("final_softcap", a.final_softcap, b.final_softcap);
+  compare("query_pre_attn_scalar", scalar(a), scalar(b));
+  compare("sliding_window", a.sliding_window, b.sliding_window);
+  compare("alternate_sliding_window", a.alternate_sliding_window, b.alternate_sliding_window);
+  compare("num_classes", a.num_classes, b.num_classes);
+  return out;
 }
 
 Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {

@@ -106,6 +106,11 @@ Status ValidateDecoderArgs(const DecoderArgs& args);
 // "query_pre_attn_scalar", "sliding window", "alternating sliding window", "tied embeddings", "classifier head".
 // For listings, and for checking that two models perform the same operations.
 std::vector<std::string> DecoderFeatures(const DecoderArgs& args);
+
+// Where two models differ, field by field in DecoderArgs order, as "<field> (<a> vs <b>)": e.g. to warn when a
+// preset is loaded with a checkpoint whose config.json says otherwise (ReadHfConfig). Equivalent spellings are
+// equal: head_dim 0 and embed_dim / num_heads, query_pre_attn_scalar 0 and head_dim. Empty when none.
+std::vector<std::string> DecoderArgsDifferences(const DecoderArgs& a, const DecoderArgs& b);
 // ValidateLoraArgs(lora) plus the checks that need the model: apply_to_output needs untied embeddings.
 Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args);
 

@@ -391,6 +391,23 @@ TEST(DecoderTest, StateDictNamesFollowTorchtunePerFamily) {
   }
 }
 
+TEST(DecoderTest, FeaturesAndDifferencesNameTheOptions) {
+  EXPECT_EQ(DecoderFeatures(Tiny("qwen3")),
+            (std::vector<std::string>{"grouped-query attention", "decoupled head_dim", "half-split rope", "q/k norm",
+                                      "tied embeddings"}));
+  DecoderArgs a = Tiny("llama3");
+  DecoderArgs b = a;
+  b.head_dim = 16;               // = 64 / 4: the same model
+  b.query_pre_attn_scalar = 16;  // = head_dim: the same scale
+  EXPECT_EQ(DecoderArgsDifferences(a, b), std::vector<std::string>{});
+  b.rope_base = 1e6;
+  b.tie_word_embeddings = true;
+  b.rope_scaling = RopeScaling{8, 1, 4, 8192};
+  EXPECT_EQ(DecoderArgsDifferences(a, b),
+            (std::vector<std::string>{"rope_base (500000 vs 1e+06)", "rope_scaling (none vs 8/1/4/8192)",
+                                      "tie_word_embeddings (false vs true)"}));
+}
+
 TEST(DecoderTest, ValidateNamesTheOption) {
   DecoderArgs a = Tiny("gemma2");
   a.head_dim = 15;
