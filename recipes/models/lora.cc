@@ -107,24 +107,29 @@ Status ValidateLoraArgs(const LoraArgs& lora) {
     return Status::InvalidArgument("lora.dropout: must be in [0, 1), got " + Number(lora.dropout));
   }
   if (lora.attn_modules.empty() && !lora.apply_to_mlp && !lora.apply_to_output) {
-    return Status::InvalidArgument(
-        "lora: no layer is adapted; set attn_modules (a subset of " + JoinNames(allowed) +
-        "), apply_to_mlp or apply_to_output");
+    return Status::InvalidArgument("lora: no layer is adapted; set attn_modules (a subset of " + JoinNames(allowed) +
+                                   "), apply_to_mlp or apply_to_output");
   }
   return Status::OK();
 }
 
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options,
-                       std::optional<LoraAdapterOptions> adapter)
+                       std::optional<LoraAdapterOptions> adapter, bool bias)
     : adapter_(adapter) {
-  TORCH_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in_features=",
-              in_features, ", out_features=", out_features);
+  TORCH_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in_features=", in_features,
+              ", out_features=", out_features);
   options = options.requires_grad(false);
   weight_ = register_parameter("weight", torch::empty({out_features, in_features}, options));
   {
     torch::NoGradGuard no_grad;
     // torch::nn::Linear's default: kaiming_uniform(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)).
     torch::nn::init::kaiming_uniform_(weight_, std::sqrt(5.0));
+  }
+  if (bias) {
+    bias_ = register_parameter("bias", torch::empty({out_features}, options));
+    torch::NoGradGuard no_grad;
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+    bias_.uniform_(-bound, bound);
   }
   if (adapter_) {
     TORCH_CHECK(adapter_->rank > 0, "Linear: expected a positive LoRA rank, got ", adapter_->rank);
@@ -136,7 +141,7 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOpt
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor out = at::linear(x, weight_);
+  torch::Tensor out = at::linear(x, weight_, bias_);
   if (!adapter_) return out;
   torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
   return out + adapter_scaling() * lora_b_->forward(lora_a_->forward(adapter_in));

@@ -1,9 +1,10 @@
-// LoRA (low-rank adaptation, Hu et al. 2021) for the bias-free linear layers of the Llama decoder, and the
+// LoRA (low-rank adaptation, Hu et al. 2021) for the linear layers of the decoder (decoder.h), and the
 // helpers a fine-tuning recipe needs around it: freezing the base model, listing the adapter parameters and
 // folding the adapters back into plain weights for export.
 //
 // Parameter names follow torchtune's LoRALinear so checkpoints interoperate:
 //   <linear>.weight          [out, in]   the base weight
+//   <linear>.bias            [out]       only on layers built with a bias (Qwen2's q/k/v projections)
 //   <linear>.lora_a.weight   [rank, in]  kaiming-uniform initialised
 //   <linear>.lora_b.weight   [out, rank] zero initialised, so an adapted model starts equal to its base
 #pragma once
@@ -24,7 +25,7 @@
 
 namespace tmx::models {
 
-// Which layers of a Llama model get an adapter, and the adapter's shape. Mirrors torchtune's
+// Which layers of a decoder get an adapter, and the adapter's shape. Mirrors torchtune's
 // lora_attn_modules / apply_lora_to_mlp / apply_lora_to_output / lora_rank / lora_alpha / lora_dropout.
 struct LoraArgs {
   // Attention projections to adapt: any subset of "q_proj", "k_proj", "v_proj", "output_proj", no repeats.
@@ -55,19 +56,22 @@ struct LoraAdapterOptions {
   double dropout = 0.0;  // dropout on the adapter input, training mode only
 };
 
-// y = x W^T, plus (alpha/rank) * B(A(dropout(x))) when an adapter is attached. No bias (Llama has none).
+// y = x W^T (+ b when built with a bias), plus (alpha/rank) * B(A(dropout(x))) when an adapter is attached.
 // Parameters are created directly with `options`, so a layer built on torch::kMeta allocates no memory.
-// The base weight is kaiming-uniform initialised like torch::nn::Linear, drawing from the current torch RNG.
+// Weight and bias are initialised like torch::nn::Linear (uniform in +-1/sqrt(in)), drawing from the current
+// torch RNG. The adapter never touches the bias, which stays a plain (frozen under LoRA) parameter.
 class LinearImpl : public torch::nn::Module {
  public:
   // REQUIRES: in_features > 0, out_features > 0, adapter->rank > 0 (checked; throws c10::Error).
   LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options = {},
-             std::optional<LoraAdapterOptions> adapter = std::nullopt);
+             std::optional<LoraAdapterOptions> adapter = std::nullopt, bool bias = false);
 
   // x [..., in_features] -> [..., out_features].
   torch::Tensor forward(const torch::Tensor& x);
 
   const torch::Tensor& weight() const { return weight_; }
+  // Undefined when the layer has no bias.
+  const torch::Tensor& bias() const { return bias_; }
   bool has_adapter() const { return adapter_.has_value(); }
   // alpha / rank; 0 when there is no adapter.
   double adapter_scaling() const;
@@ -80,6 +84,7 @@ class LinearImpl : public torch::nn::Module {
 
  private:
   torch::Tensor weight_;
+  torch::Tensor bias_;
   std::optional<LoraAdapterOptions> adapter_;
   // Plain (adapter-less) linears holding lora_a.weight and lora_b.weight; null without an adapter.
   std::shared_ptr<LinearImpl> lora_a_;

@@ -1,0 +1,325 @@
+#include "recipes/checkpoint/hf_config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "harness/file_util.h"
+
+namespace tmx::checkpoint {
+namespace {
+
+using models::DecoderArgs;
+using models::MlpActivation;
+using models::RopeLayout;
+using nlohmann::json;
+
+// What a model_type implies. The rest of DecoderArgs comes from config.json fields.
+struct ModelType {
+  const char* name;
+  const char* causal_lm;       // architectures[0] of the language model
+  const char* classification;  // architectures[0] with a score head; nullptr when transformers has none we map
+  RopeLayout layout;           // torchtune keeps llama/mistral/gemma q/k interleaved, qwen/phi in HF's layout
+  bool tied_by_default;        // the config class's default tie_word_embeddings
+};
+
+const ModelType kTypes[] = {
+    {"llama", "LlamaForCausalLM", "LlamaForSequenceClassification", RopeLayout::kInterleaved, false},
+    {"mistral", "MistralForCausalLM", "MistralForSequenceClassification", RopeLayout::kInterleaved, false},
+    {"qwen2", "Qwen2ForCausalLM", "Qwen2ForSequenceClassification", RopeLayout::kHalf, false},
+    {"qwen3", "Qwen3ForCausalLM", nullptr, RopeLayout::kHalf, false},
+    {"gemma", "GemmaForCausalLM", nullptr, RopeLayout::kInterleaved, true},
+    {"gemma2", "Gemma2ForCausalLM", nullptr, RopeLayout::kInterleaved, true},
+    {"phi3", "Phi3ForCausalLM", nullptr, RopeLayout::kHalf, false},
+};
+
+const ModelType* FindType(const std::string& name) {
+  for (const ModelType& t : kTypes) {
+    if (name == t.name) return &t;
+  }
+  return nullptr;
+}
+
+std::string Str(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// Reads config.json fields with messages "<source>: <field>: <problem>".
+class Fields {
+ public:
+  Fields(const json& j, const std::string& source) : j_(j), source_(source) {}
+
+  Status Error(const std::string& field, const std::string& problem) const {
+    return Status::InvalidArgument(source_ + ": " + field + ": " + problem);
+  }
+  bool Has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  const json& Raw(const char* key) const { return j_[key]; }
+
+  Status Int(const char* key, int64_t* out, std::optional<int64_t> fallback = std::nullopt) const {
+    return Get(key, out, fallback, &json::is_number_integer, "an integer");
+  }
+  Status Number(const char* key, double* out, std::optional<double> fallback = std::nullopt) const {
+    return Get(key, out, fallback, &json::is_number, "a number");
+  }
+  Status Bool(const char* key, bool* out, bool fallback) const {
+    return Get(key, out, std::optional<bool>(fallback), &json::is_boolean, "true or false");
+  }
+  Status String(const char* key, std::string* out, const std::string& fallback) const {
+    return Get(key, out, std::optional<std::string>(fallback), &json::is_string, "a string");
+  }
+  // A boolean that must be `allowed` (false by default) because the decoder has no such option.
+  Status Refuse(const char* key, const std::string& why) const {
+    bool on = false;
+    TM_RETURN_IF_ERROR(Bool(key, &on, false));
+    return on ? Error(key, "true is not implemented (" + why + ")") : Status::OK();
+  }
+  void set_model_type(const std::string& t) { model_type_ = t; }
+  const std::string& source() const { return source_; }
+
+ private:
+  // `key`'s value when present and of the right JSON type, else `fallback` when given.
+  template <typename T>
+  Status Get(const char* key, T* out, const std::optional<T>& fallback, bool (json::*is_type)() const noexcept,
+             const char* expected) const {
+    if (!Has(key)) {
+      if (!fallback) return Missing(key);
+      *out = *fallback;
+      return Status::OK();
+    }
+    if (!(j_[key].*is_type)()) return Error(key, std::string("expected ") + expected + ", got " + j_[key].dump());
+    *out = j_[key].get<T>();
+    return Status::OK();
+  }
+  Status Missing(const char* key) const {
+    return Error(key, model_type_.empty() ? "missing" : "missing; a " + model_type_ + " config.json needs it");
+  }
+
+  const json& j_;
+  std::string source_;
+  std::string model_type_;
+};
+
+Status ParseActivation(const Fields& f, const char* key, const std::string& fallback, MlpActivation* out) {
+  std::string act;
+  TM_RETURN_IF_ERROR(f.String(key, &act, fallback));
+  if (act == "silu" || act == "swish") {
+    *out = MlpActivation::kSilu;
+  } else if (act == "gelu_pytorch_tanh" || act == "gelu_new" || act == "gelu_fast") {
+    *out = MlpActivation::kGeluTanh;
+  } else if (act == "gelu") {
+    *out = MlpActivation::kGelu;
+  } else {
+    return f.Error(key, "'" + act + "' is not implemented; supported: silu, gelu, gelu_pytorch_tanh");
+  }
+  return Status::OK();
+}
+
+Status ParseRopeScaling(const Fields& f, DecoderArgs* a) {
+  if (!f.Has("rope_scaling")) return Status::OK();
+  const json& s = f.Raw("rope_scaling");
+  if (!s.is_object()) return f.Error("rope_scaling", "expected an object or null, got " + s.dump());
+  Fields rope(s, f.source() + ": rope_scaling");
+  std::string type;
+  TM_RETURN_IF_ERROR(rope.String("rope_type", &type, ""));
+  if (type.empty()) TM_RETURN_IF_ERROR(rope.String("type", &type, ""));
+  if (type == "default") return Status::OK();
+  if (type != "llama3") {
+    return f.Error("rope_scaling.rope_type",
+                   "'" + type + "' is not implemented; supported: llama3 (or null for plain RoPE)");
+  }
+  models::RopeScaling r;
+  const Status parsed = [&]() -> Status {
+    TM_RETURN_IF_ERROR(rope.Number("factor", &r.factor));
+    TM_RETURN_IF_ERROR(rope.Number("low_freq_factor", &r.low_freq_factor));
+    TM_RETURN_IF_ERROR(rope.Number("high_freq_factor", &r.high_freq_factor));
+    return rope.Int("original_max_position_embeddings", &r.old_context_len);
+  }();
+  TM_RETURN_IF_ERROR(parsed);
+  a->rope_scaling = r;
+  return Status::OK();
+}
+
+Status ParseTypeOptions(const std::string& type, const Fields& f, DecoderArgs* a) {
+  if (type == "llama" || type == "mistral" || type == "qwen3" || type == "gemma" || type == "gemma2") {
+    TM_RETURN_IF_ERROR(f.Refuse("attention_bias", "the decoder's o_proj has no bias"));
+  }
+  if (type == "llama") {
+    TM_RETURN_IF_ERROR(f.Refuse("mlp_bias", "the decoder's MLP has no bias"));
+    TM_RETURN_IF_ERROR(ParseRopeScaling(f, a));
+  } else if (f.Has("rope_scaling")) {
+    return f.Error("rope_scaling", f.Raw("rope_scaling").dump() + " is not implemented for " + type +
+                                       "; only llama's \"llama3\" scaling is");
+  }
+  if (type == "qwen2") {
+    a->qkv_bias = true;  // transformers' Qwen2Attention always has q/k/v biases
+    TM_RETURN_IF_ERROR(f.Refuse("use_sliding_window", "Qwen2's per-layer windows are not implemented"));
+  }
+  if (type == "qwen3") {
+    a->qk_norm = true;
+    TM_RETURN_IF_ERROR(f.Refuse("use_sliding_window", "Qwen3's per-layer windows are not implemented"));
+  }
+  if (type == "gemma" || type == "gemma2") {
+    a->scale_embeddings = true;
+    a->norm_plus_one = true;
+    // What transformers 4.57 reads: Gemma's MLP takes hidden_act, Gemma 2's hidden_activation.
+    const char* key = type == "gemma2" ? "hidden_activation" : "hidden_act";
+    TM_RETURN_IF_ERROR(ParseActivation(f, key, "gelu_pytorch_tanh", &a->mlp_activation));
+  } else {
+    TM_RETURN_IF_ERROR(ParseActivation(f, "hidden_act", "silu", &a->mlp_activation));
+  }
+  if (type == "mistral" || type == "phi3" || type == "gemma2") {
+    TM_RETURN_IF_ERROR(f.Int("sliding_window", &a->sliding_window, 0));
+  }
+  if (type == "gemma2") {
+    a->post_norms = true;
+    a->alternate_sliding_window = true;
+    TM_RETURN_IF_ERROR(f.Number("attn_logit_softcapping", &a->attn_softcap, 0.0));
+    TM_RETURN_IF_ERROR(f.Number("final_logit_softcapping", &a->final_softcap, 0.0));
+    TM_RETURN_IF_ERROR(f.Number("query_pre_attn_scalar", &a->query_pre_attn_scalar, 256.0));
+    if (f.Has("layer_types")) {
+      const json& layers = f.Raw("layer_types");
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const std::string want = i % 2 == 0 ? "sliding_attention" : "full_attention";
+        if (!layers[i].is_string() || layers[i].get<std::string>() != want) {
+          return f.Error("layer_types", "layer " + std::to_string(i) + " is " + layers[i].dump() +
+                                            "; only Gemma 2's alternation (sliding on even layers) is implemented");
+        }
+      }
+    }
+  }
+  if (type == "phi3") {
+    double partial = 1.0;
+    TM_RETURN_IF_ERROR(f.Number("partial_rotary_factor", &partial, 1.0));
+    if (partial != 1.0) return f.Error("partial_rotary_factor", Str(partial) + " is not implemented; only 1.0 is");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+const char* SupportedHfModelTypes() { return "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3"; }
+
+StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
+  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidArgument(source + ": not a JSON object; fix: point to a Hugging Face config.json");
+  }
+  Fields f(j, source);
+  HfModelConfig out;
+  TM_RETURN_IF_ERROR(f.String("model_type", &out.model_type, ""));
+  const ModelType* type = FindType(out.model_type);
+  if (type == nullptr) {
+    return f.Error("model_type", "'" + out.model_type + "' is not supported; supported: " + SupportedHfModelTypes());
+  }
+  f.set_model_type(out.model_type);
+  DecoderArgs& a = out.args;
+  a.rope_layout = type->layout;
+  TM_RETURN_IF_ERROR(f.Int("vocab_size", &a.vocab_size));
+  TM_RETURN_IF_ERROR(f.Int("num_hidden_layers", &a.num_layers));
+  TM_RETURN_IF_ERROR(f.Int("num_attention_heads", &a.num_heads));
+  TM_RETURN_IF_ERROR(f.Int("num_key_value_heads", &a.num_kv_heads, a.num_heads));
+  TM_RETURN_IF_ERROR(f.Int("hidden_size", &a.embed_dim));
+  TM_RETURN_IF_ERROR(f.Int("intermediate_size", &a.intermediate_dim));
+  TM_RETURN_IF_ERROR(f.Int("max_position_embeddings", &a.max_seq_len));
+  TM_RETURN_IF_ERROR(f.Int("head_dim", &a.head_dim, 0));
+  TM_RETURN_IF_ERROR(f.Number("rope_theta", &a.rope_base, 10000.0));
+  TM_RETURN_IF_ERROR(f.Number("rms_norm_eps", &a.norm_eps, 1e-6));
+  TM_RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &a.tie_word_embeddings, type->tied_by_default));
+  TM_RETURN_IF_ERROR(ParseTypeOptions(out.model_type, f, &a));
+
+  if (f.Has("architectures") && f.Raw("architectures").is_array() && !f.Raw("architectures").empty()) {
+    const std::string arch = f.Raw("architectures")[0].is_string() ? f.Raw("architectures")[0].get<std::string>() : "";
+    if (type->classification != nullptr && arch == type->classification) {
+      a.num_classes = f.Has("id2label") && f.Raw("id2label").is_object() ? f.Raw("id2label").size() : 2;
+      if (f.Has("num_labels")) TM_RETURN_IF_ERROR(f.Int("num_labels", &a.num_classes));
+    } else if (arch != type->causal_lm) {
+      return f.Error("architectures", "'" + arch + "' is not implemented for model_type " + out.model_type +
+                                          "; supported: " + type->causal_lm +
+                                          (type->classification ? std::string(", ") + type->classification : ""));
+    }
+  }
+  if (a.num_classes > 0) a.tie_word_embeddings = false;  // transformers never ties a score head
+  const Status valid = models::ValidateDecoderArgs(a);
+  if (!valid.ok()) return Status::InvalidArgument(source + ": " + valid.message());
+  return out;
+}
+
+StatusOr<HfModelConfig> ReadHfConfig(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return Status(text.status()).WithContext("reading the Hugging Face config (a checkpoint folder needs config.json)");
+  }
+  return ParseHfConfig(*text, path);
+}
+
+StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderArgs& args, const std::string& dtype) {
+  const ModelType* type = FindType(model_type);
+  if (type == nullptr) {
+    return Status::InvalidArgument("model_type: '" + model_type +
+                                   "' is not supported; supported: " + SupportedHfModelTypes());
+  }
+  json j;
+  const bool classifier = args.num_classes > 0;
+  j["architectures"] = {classifier && type->classification ? type->classification : type->causal_lm};
+  j["model_type"] = model_type;
+  j["vocab_size"] = args.vocab_size;
+  j["hidden_size"] = args.embed_dim;
+  j["intermediate_size"] = args.intermediate_dim;
+  j["num_hidden_layers"] = args.num_layers;
+  j["num_attention_heads"] = args.num_heads;
+  j["num_key_value_heads"] = args.num_kv_heads;
+  j["head_dim"] = args.resolved_head_dim();
+  j["max_position_embeddings"] = args.max_seq_len;
+  j["rope_theta"] = args.rope_base;
+  j["rms_norm_eps"] = args.norm_eps;
+  j["tie_word_embeddings"] = args.tie_word_embeddings;
+  j["torch_dtype"] = dtype;
+  j["pad_token_id"] = nullptr;  // Phi3Config's default (32000) would not fit a smaller vocabulary
+  const char* act = args.mlp_activation == MlpActivation::kSilu       ? "silu"
+                    : args.mlp_activation == MlpActivation::kGeluTanh ? "gelu_pytorch_tanh"
+                                                                      : "gelu";
+  j["hidden_act"] = act;
+  if (model_type == "gemma" || model_type == "gemma2") j["hidden_activation"] = act;
+  if (classifier) {
+    j["num_labels"] = args.num_classes;
+    json labels = json::object();
+    for (int64_t i = 0; i < args.num_classes; ++i) labels[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    j["id2label"] = labels;
+  }
+  if (args.rope_scaling) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", args.rope_scaling->factor},
+                         {"low_freq_factor", args.rope_scaling->low_freq_factor},
+                         {"high_freq_factor", args.rope_scaling->high_freq_factor},
+                         {"original_max_position_embeddings", args.rope_scaling->old_context_len}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["sliding_window"] = args.sliding_window > 0 ? json(args.sliding_window) : json(nullptr);
+  if (model_type == "gemma2") {
+    j["attn_logit_softcapping"] = args.attn_softcap > 0 ? json(args.attn_softcap) : json(nullptr);
+    j["final_logit_softcapping"] = args.final_softcap > 0 ? json(args.final_softcap) : json(nullptr);
+    j["query_pre_attn_scalar"] =
+        args.query_pre_attn_scalar > 0 ? args.query_pre_attn_scalar : static_cast<double>(args.resolved_head_dim());
+    json layers = json::array();
+    for (int64_t i = 0; i < args.num_layers; ++i) layers.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+    j["layer_types"] = layers;
+  }
+  const std::string text = j.dump(2) + "\n";
+
+  // What this model_type cannot express shows up as a difference after reading the text back.
+  StatusOr<HfModelConfig> back = ParseHfConfig(text, "config.json for " + model_type);
+  if (!back.ok()) return back.status();
+  const std::vector<std::string> lost = models::DecoderArgsDifferences(args, back->args);
+  if (!lost.empty()) {
+    return Status::InvalidArgument("model_type " + model_type + " cannot express this model's " + lost.front() +
+                                   " (this model vs what config.json would say); fix: save with the model_type of the "
+                                   "model's family (see ModelPreset::hf_model_type)");
+  }
+  return text;
+}
+
+}  // namespace tmx::checkpoint

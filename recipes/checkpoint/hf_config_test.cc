@@ -1,0 +1,169 @@
+#include "recipes/checkpoint/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "recipes/models/presets.h"
+
+namespace tmx::checkpoint {
+namespace {
+
+using models::DecoderArgs;
+using nlohmann::json;
+
+json Llama() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256, "hidden_size": 2048,
+    "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": true,
+    "hidden_act": "silu", "attention_bias": false, "mlp_bias": false, "head_dim": 64,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"}})");
+}
+
+std::string Parse(const json& j) {
+  StatusOr<HfModelConfig> c = ParseHfConfig(j.dump(), "config.json");
+  return c.ok() ? "ok" : c.status().message();
+}
+
+// Llama-3.2-1B's config.json gives the llama3_2_1b preset.
+TEST(HfConfigTest, PublishedLlamaConfigGivesThePreset) {
+  StatusOr<HfModelConfig> c = ParseHfConfig(Llama().dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->model_type, "llama");
+  const DecoderArgs want = models::FindModelPreset("llama3_2_1b")->args;
+  const DecoderArgs& got = c->args;
+  EXPECT_EQ(got.vocab_size, want.vocab_size);
+  EXPECT_EQ(got.num_layers, want.num_layers);
+  EXPECT_EQ(got.num_kv_heads, want.num_kv_heads);
+  EXPECT_EQ(got.resolved_head_dim(), 64);
+  EXPECT_EQ(got.rope_base, 500000);
+  ASSERT_TRUE(got.rope_scaling.has_value());
+  EXPECT_EQ(got.rope_scaling->factor, 32);
+  EXPECT_EQ(got.rope_scaling->old_context_len, 8192);
+  EXPECT_EQ(got.rope_layout, models::RopeLayout::kInterleaved);
+  EXPECT_TRUE(got.tie_word_embeddings);
+  EXPECT_EQ(models::DecoderFeatures(got), models::DecoderFeatures(want));
+}
+
+TEST(HfConfigTest, FamilyOptionsComeFromTheModelType) {
+  json q = Llama();
+  q["model_type"] = "qwen2";
+  q["architectures"] = {"Qwen2ForCausalLM"};
+  q.erase("rope_scaling");
+  q["use_sliding_window"] = false;
+  q["sliding_window"] = 32768;  // ignored while use_sliding_window is false, as in transformers
+  StatusOr<HfModelConfig> qwen = ParseHfConfig(q.dump(), "qwen");
+  ASSERT_TRUE(qwen.ok()) << qwen.status().message();
+  EXPECT_TRUE(qwen->args.qkv_bias);
+  EXPECT_EQ(qwen->args.rope_layout, models::RopeLayout::kHalf);
+  EXPECT_EQ(qwen->args.sliding_window, 0);
+
+  json g = q;
+  g["model_type"] = "gemma2";
+  g["architectures"] = {"Gemma2ForCausalLM"};
+  g.erase("tie_word_embeddings");  // Gemma2Config ties by default
+  g["head_dim"] = 256;
+  g["hidden_activation"] = "gelu_pytorch_tanh";
+  g["attn_logit_softcapping"] = 50.0;
+  g["final_logit_softcapping"] = nullptr;
+  g["query_pre_attn_scalar"] = 144;
+  g["sliding_window"] = 4096;
+  StatusOr<HfModelConfig> gemma2 = ParseHfConfig(g.dump(), "gemma2");
+  ASSERT_TRUE(gemma2.ok()) << gemma2.status().message();
+  const DecoderArgs& a = gemma2->args;
+  EXPECT_EQ(
+      models::DecoderFeatures(a),
+      (std::vector<std::string>{"grouped-query attention", "decoupled head_dim", "geglu (tanh)", "scaled embeddings",
+                                "(1 + w) norms", "post-norms", "attention soft-cap", "query_pre_attn_scalar",
+                                "sliding window", "alternating sliding window", "tied embeddings"}));
+  EXPECT_EQ(a.attn_softcap, 50);
+  EXPECT_EQ(a.final_softcap, 0) << "null turns it off";
+  EXPECT_EQ(a.query_pre_attn_scalar, 144);
+
+  json m = Llama();
+  m["model_type"] = "mistral";
+  m["architectures"] = {"MistralForSequenceClassification"};
+  m.erase("rope_scaling");
+  m["id2label"] = {{"0", "LABEL_0"}};
+  StatusOr<HfModelConfig> reward = ParseHfConfig(m.dump(), "rm");
+  ASSERT_TRUE(reward.ok()) << reward.status().message();
+  EXPECT_EQ(reward->args.num_classes, 1);
+  EXPECT_FALSE(reward->args.tie_word_embeddings);
+}
+
+TEST(HfConfigTest, UnsupportedFieldsAreNamedWithTheFix) {
+  json j = Llama();
+  j["model_type"] = "falcon";
+  EXPECT_EQ(Parse(j),
+            "config.json: model_type: 'falcon' is not supported; supported: " + std::string(SupportedHfModelTypes()));
+  j = Llama();
+  j["rope_scaling"]["rope_type"] = "yarn";
+  EXPECT_EQ(Parse(j),
+            "config.json: rope_scaling.rope_type: 'yarn' is not implemented; supported: llama3 (or null for plain "
+            "RoPE)");
+  j = Llama();
+  j["rope_scaling"].erase("factor");
+  EXPECT_EQ(Parse(j), "config.json: rope_scaling: factor: missing");
+  j = Llama();
+  j.erase("hidden_size");
+  EXPECT_EQ(Parse(j), "config.json: hidden_size: missing; a llama config.json needs it");
+  j = Llama();
+  j["num_hidden_layers"] = "16";
+  EXPECT_EQ(Parse(j), "config.json: num_hidden_layers: expected an integer, got \"16\"");
+  j = Llama();
+  j["attention_bias"] = true;
+  EXPECT_EQ(Parse(j), "config.json: attention_bias: true is not implemented (the decoder's o_proj has no bias)");
+  j = Llama();
+  j["hidden_act"] = "relu";
+  EXPECT_EQ(Parse(j), "config.json: hidden_act: 'relu' is not implemented; supported: silu, gelu, gelu_pytorch_tanh");
+  j = Llama();
+  j["architectures"] = {"LlamaForTokenClassification"};
+  EXPECT_EQ(Parse(j),
+            "config.json: architectures: 'LlamaForTokenClassification' is not implemented for model_type llama; "
+            "supported: LlamaForCausalLM, LlamaForSequenceClassification");
+  j = Llama();
+  j["model_type"] = "phi3";
+  j["architectures"] = {"Phi3ForCausalLM"};
+  EXPECT_EQ(Parse(j).rfind("config.json: rope_scaling: ", 0), 0u) << "LongRoPE and the like are refused";
+  j.erase("rope_scaling");
+  j["partial_rotary_factor"] = 0.5;
+  EXPECT_EQ(Parse(j), "config.json: partial_rotary_factor: 0.5 is not implemented; only 1.0 is");
+  j = Llama();
+  j["num_key_value_heads"] = 5;
+  EXPECT_EQ(Parse(j), "config.json: num_kv_heads: must divide num_heads (32), got 5");
+  EXPECT_EQ(ParseHfConfig("{", "x.json").status().message(),
+            "x.json: not a JSON object; fix: point to a Hugging Face config.json");
+  EXPECT_EQ(ReadHfConfig("/nonexistent").status().code(), Status::Code::kNotFound);
+}
+
+// Every preset writes a config.json that reads back as the same model.
+TEST(HfConfigTest, EveryPresetRoundTrips) {
+  for (const models::ModelPreset& p : models::ModelPresets()) {
+    SCOPED_TRACE(p.builder);
+    StatusOr<std::string> text = HfConfigJson(p.hf_model_type, p.args, "bfloat16");
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    StatusOr<HfModelConfig> back = ParseHfConfig(*text, p.builder);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(back->model_type, p.hf_model_type);
+    EXPECT_EQ(models::DecoderArgsDifferences(p.args, back->args), std::vector<std::string>{});
+    EXPECT_EQ(json::parse(*text)["torch_dtype"], "bfloat16");
+  }
+}
+
+TEST(HfConfigTest, WritingRefusesOptionsTheModelTypeCannotExpress) {
+  DecoderArgs a = models::FindModelPreset("tiny_qwen3")->args;
+  EXPECT_EQ(HfConfigJson("llama", a).status().message(),
+            "model_type llama cannot express this model's rope_layout (half vs interleaved) (this model vs what "
+            "config.json would say); fix: save with the model_type of the model's family (see "
+            "ModelPreset::hf_model_type)");
+  a.rope_layout = models::RopeLayout::kInterleaved;
+  EXPECT_EQ(HfConfigJson("llama", a).status().message().substr(0, 54),
+            "model_type llama cannot express this model's qk_norm (");
+  EXPECT_EQ(HfConfigJson("gpt2", a).status().message(),
+            "model_type: 'gpt2' is not supported; supported: " + std::string(SupportedHfModelTypes()));
+}
+
+}  // namespace
+}  // namespace tmx::checkpoint

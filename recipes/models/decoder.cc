@@ -1,0 +1,435 @@
+#include "recipes/models/decoder.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+
+#include "recipes/models/checkpointing.h"
+
+namespace tmx::models {
+namespace {
+
+template <typename T>
+std::string Str(const T& v) {
+  std::ostringstream out;
+  out << std::boolalpha << v;
+  return out.str();
+}
+
+Status Positive(const char* field, int64_t value) {
+  if (value > 0) return Status::OK();
+  return Status::InvalidArgument(std::string(field) + ": must be positive, got " + std::to_string(value));
+}
+
+Status NonNegativeNumber(const char* field, double value) {
+  if (value >= 0 && std::isfinite(value)) return Status::OK();
+  return Status::InvalidArgument(std::string(field) + ": must be 0 (off) or a positive number, got " + Str(value));
+}
+
+LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora) {
+  LayerLora layer;
+  if (!lora) return layer;
+  layer.adapter = {lora->rank, lora->alpha, lora->dropout};
+  for (const std::string& name : lora->attn_modules) {
+    if (name == "q_proj") layer.q_proj = true;
+    if (name == "k_proj") layer.k_proj = true;
+    if (name == "v_proj") layer.v_proj = true;
+    if (name == "output_proj") layer.output_proj = true;
+  }
+  layer.mlp = lora->apply_to_mlp;
+  return layer;
+}
+
+std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora) {
+  return on ? std::optional<LoraAdapterOptions>(lora.adapter) : std::nullopt;
+}
+
+// SDPA's native grouped-query path is a fused kernel only in flash attention (CUDA, half precision); elsewhere
+// it falls back to the math kernel, so repeating k/v keeps the memory-efficient and CPU fused kernels usable.
+bool UseNativeGqa(const torch::Tensor& q) {
+  return q.is_cuda() && (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf);
+}
+
+// [T, T] bool, true where query i may attend to key j: j <= i and, with a window, i - j < window.
+torch::Tensor AllowedPositions(int64_t t, int64_t window, const torch::Device& device) {
+  torch::Tensor pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(device));
+  torch::Tensor distance = pos.unsqueeze(1) - pos.unsqueeze(0);
+  torch::Tensor allowed = distance >= 0;
+  if (window > 0) allowed = allowed & (distance < window);
+  return allowed;
+}
+
+torch::Tensor SoftCap(const torch::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
+
+}  // namespace
+
+Status ValidateDecoderArgs(const DecoderArgs& args) {
+  TM_RETURN_IF_ERROR(Positive("vocab_size", args.vocab_size));
+  TM_RETURN_IF_ERROR(Positive("num_layers", args.num_layers));
+  TM_RETURN_IF_ERROR(Positive("num_heads", args.num_heads));
+  TM_RETURN_IF_ERROR(Positive("num_kv_heads", args.num_kv_heads));
+  TM_RETURN_IF_ERROR(Positive("embed_dim", args.embed_dim));
+  TM_RETURN_IF_ERROR(Positive("intermediate_dim", args.intermediate_dim));
+  TM_RETURN_IF_ERROR(Positive("max_seq_len", args.max_seq_len));
+  if (args.num_heads % args.num_kv_heads != 0) {
+    return Status::InvalidArgument("num_kv_heads: must divide num_heads (" + std::to_string(args.num_heads) +
+                                   "), got " + std::to_string(args.num_kv_heads));
+  }
+  if (args.head_dim < 0) {
+    return Status::InvalidArgument("head_dim: must be 0 (embed_dim / num_heads) or positive, got " +
+                                   std::to_string(args.head_dim));
+  }
+  if (args.head_dim == 0) {
+    if (args.embed_dim % args.num_heads != 0) {
+      return Status::InvalidArgument("embed_dim: must be divisible by num_heads (" + std::to_string(args.num_heads) +
+                                     "), got " + std::to_string(args.embed_dim));
+    }
+    if ((args.embed_dim / args.num_heads) % 2 != 0) {
+      return Status::InvalidArgument("embed_dim / num_heads: the head dimension must be even for RoPE, got " +
+                                     std::to_string(args.embed_dim / args.num_heads));
+    }
+  } else if (args.head_dim % 2 != 0) {
+    return Status::InvalidArgument("head_dim: must be even for RoPE, got " + std::to_string(args.head_dim));
+  }
+  if (!(args.rope_base > 0) || !std::isfinite(args.rope_base)) {
+    return Status::InvalidArgument("rope_base: must be a positive number, got " + Str(args.rope_base));
+  }
+  if (!(args.norm_eps > 0) || !std::isfinite(args.norm_eps)) {
+    return Status::InvalidArgument("norm_eps: must be a positive number, got " + Str(args.norm_eps));
+  }
+  if (const auto& s = args.rope_scaling) {
+    if (!(s->factor > 0) || !std::isfinite(s->factor)) {
+      return Status::InvalidArgument("rope_scaling.factor: must be a positive number, got " + Str(s->factor));
+    }
+    if (!(s->low_freq_factor > 0 && s->low_freq_factor < s->high_freq_factor) || !std::isfinite(s->high_freq_factor)) {
+      return Status::InvalidArgument("rope_scaling: need 0 < low_freq_factor < high_freq_factor, got " +
+                                     Str(s->low_freq_factor) + " and " + Str(s->high_freq_factor));
+    }
+    TM_RETURN_IF_ERROR(Positive("rope_scaling.old_context_len", s->old_context_len));
+  }
+  TM_RETURN_IF_ERROR(NonNegativeNumber("attn_softcap", args.attn_softcap));
+  TM_RETURN_IF_ERROR(NonNegativeNumber("final_softcap", args.final_softcap));
+  TM_RETURN_IF_ERROR(NonNegativeNumber("query_pre_attn_scalar", args.query_pre_attn_scalar));
+  if (args.sliding_window < 0) {
+    return Status::InvalidArgument("sliding_window: must be 0 (off) or positive, got " +
+                                   std::to_string(args.sliding_window));
+  }
+  if (args.alternate_sliding_window && args.sliding_window == 0) {
+    return Status::InvalidArgument(
+        "alternate_sliding_window: set, but sliding_window is 0; set sliding_window or unset the alternation");
+  }
+  if (args.num_classes < 0) {
+    return Status::InvalidArgument("num_classes: must be 0 (language-model head) or positive, got " +
+                                   std::to_string(args.num_classes));
+  }
+  if (args.num_classes > 0 && args.tie_word_embeddings) {
+    return Status::InvalidArgument("tie_word_embeddings: a classifier head (num_classes " +
+                                   std::to_string(args.num_classes) +
+                                   ") cannot share the token embedding; set tie_word_embeddings to false");
+  }
+  return Status::OK();
+}
+
+std::vector<std::string> DecoderFeatures(const DecoderArgs& a) {
+  const std::pair<const char*, bool> features[] = {
+      {"grouped-query attention", a.num_kv_heads < a.num_heads},
+      {"decoupled head_dim", a.num_heads * a.resolved_head_dim() != a.embed_dim},
+      {"llama3 rope scaling", a.rope_scaling.has_value()},
+      {"half-split rope", a.rope_layout == RopeLayout::kHalf},
+      {"qkv bias", a.qkv_bias},
+      {"q/k norm", a.qk_norm},
+      {"geglu (tanh)", a.mlp_activation == MlpActivation::kGeluTanh},
+      {"geglu (erf)", a.mlp_activation == MlpActivation::kGelu},
+      {"scaled embeddings", a.scale_embeddings},
+      {"(1 + w) norms", a.norm_plus_one},
+      {"post-norms", a.post_norms},
+      {"attention soft-cap", a.attn_softcap > 0},
+      {"final soft-cap", a.final_softcap > 0},
+      {"query_pre_attn_scalar", a.query_pre_attn_scalar > 0},
+      {"sliding window", a.sliding_window > 0},
+      {"alternating sliding window", a.alternate_sliding_window},
+      {"tied embeddings", a.tie_word_embeddings},
+      {"classifier head", a.num_classes > 0},
+  };
+  std::vector<std::string> on;
+  for (const auto& [name, set] : features) {
+    if (set) on.push_back(name);
+  }
+  return on;
+}
+
+std::vector<std::string> DecoderArgsDifferences(const DecoderArgs& a, const DecoderArgs& b) {
+  std::vector<std::string> out;
+  auto compare = [&out](const char* field, const auto& x, const auto& y) {
+    if (!(x == y)) out.push_back(std::string(field) + " (" + Str(x) + " vs " + Str(y) + ")");
+  };
+  auto scalar = [](const DecoderArgs& d) {
+    return d.query_pre_attn_scalar > 0 ? d.query_pre_attn_scalar : static_cast<double>(d.resolved_head_dim());
+  };
+  auto scaling = [](const DecoderArgs& d) {
+    if (!d.rope_scaling) return std::string("none");
+    const RopeScaling& r = *d.rope_scaling;
+    return Str(r.factor) + "/" + Str(r.low_freq_factor) + "/" + Str(r.high_freq_factor) + "/" + Str(r.old_context_len);
+  };
+  compare("vocab_size", a.vocab_size, b.vocab_size);
+  compare("num_layers", a.num_layers, b.num_layers);
+  compare("num_heads", a.num_heads, b.num_heads);
+  compare("num_kv_heads", a.num_kv_heads, b.num_kv_heads);
+  compare("embed_dim", a.embed_dim, b.embed_dim);
+  compare("intermediate_dim", a.intermediate_dim, b.intermediate_dim);
+  compare("max_seq_len", a.max_seq_len, b.max_seq_len);
+  compare("head_dim", a.resolved_head_dim(), b.resolved_head_dim());
+  compare("rope_base", a.rope_base, b.rope_base);
+  compare("norm_eps", a.norm_eps, b.norm_eps);
+  compare("rope_scaling", scaling(a), scaling(b));
+  auto layout = [](const DecoderArgs& d) {
+    return std::string(d.rope_layout == RopeLayout::kHalf ? "half" : "interleaved");
+  };
+  compare("rope_layout", layout(a), layout(b));
+  compare("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
+  compare("qkv_bias", a.qkv_bias, b.qkv_bias);
+  compare("qk_norm", a.qk_norm, b.qk_norm);
+  compare("mlp_activation", static_cast<int>(a.mlp_activation), static_cast<int>(b.mlp_activation));
+  compare("scale_embeddings", a.scale_embeddings, b.scale_embeddings);
+  compare("norm_plus_one", a.norm_plus_one, b.norm_plus_one);
+  compare("post_norms", a.post_norms, b.post_norms);
+  compare("attn_softcap", a.attn_softcap, b.attn_softcap);
+  compare("final_softcap", a.final_softcap, b.final_softcap);
+  compare("query_pre_attn_scalar", scalar(a), scalar(b));
+  compare("sliding_window", a.sliding_window, b.sliding_window);
+  compare("alternate_sliding_window", a.alternate_sliding_window, b.alternate_sliding_window);
+  compare("num_classes", a.num_classes, b.num_classes);
+  return out;
+}
+
+Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
+  TM_RETURN_IF_ERROR(ValidateLoraArgs(lora));
+  if (lora.apply_to_output && args.tie_word_embeddings) {
+    return Status::InvalidArgument(
+        "lora.apply_to_output: this model ties its output projection to the token embedding, so there is no "
+        "output layer to adapt; set apply_to_output to false");
+  }
+  return Status::OK();
+}
+
+EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options) {
+  weight_ = register_parameter("weight", torch::empty({num_embeddings, dim}, options.requires_grad(false)));
+  torch::NoGradGuard no_grad;
+  weight_.normal_(0, 1.0 / std::sqrt(static_cast<double>(dim)));
+}
+
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& tokens) { return at::embedding(weight_, tokens); }
+
+RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options, bool plus_one)
+    : eps_(eps), plus_one_(plus_one) {
+  options = options.requires_grad(false);
+  scale_ = register_parameter("scale", plus_one ? torch::zeros({dim}, options) : torch::ones({dim}, options));
+}
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  torch::Tensor xf = x.to(torch::kFloat);
+  torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
+  if (plus_one_) return (normed * (1 + scale_.to(torch::kFloat))).to(x.scalar_type());
+  return normed.to(x.scalar_type()) * scale_;
+}
+
+AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options, int64_t layer)
+    : num_heads_(args.num_heads),
+      num_kv_heads_(args.num_kv_heads),
+      head_dim_(args.resolved_head_dim()),
+      window_(args.window_of_layer(layer)),
+      scale_(1.0 / std::sqrt(args.query_pre_attn_scalar > 0 ? args.query_pre_attn_scalar
+                                                            : static_cast<double>(args.resolved_head_dim()))),
+      custom_scale_(args.query_pre_attn_scalar > 0),
+      softcap_(args.attn_softcap),
+      rope_layout_(args.rope_layout) {
+  const int64_t dim = args.embed_dim;
+  const bool bias = args.qkv_bias;
+  q_proj_ = register_module("q_proj", Linear(dim, num_heads_ * head_dim_, options, AdapterIf(lora.q_proj, lora), bias));
+  k_proj_ =
+      register_module("k_proj", Linear(dim, num_kv_heads_ * head_dim_, options, AdapterIf(lora.k_proj, lora), bias));
+  v_proj_ =
+      register_module("v_proj", Linear(dim, num_kv_heads_ * head_dim_, options, AdapterIf(lora.v_proj, lora), bias));
+  output_proj_ =
+      register_module("output_proj", Linear(num_heads_ * head_dim_, dim, options, AdapterIf(lora.output_proj, lora)));
+  if (args.qk_norm) {
+    q_norm_ = register_module("q_norm", RMSNorm(head_dim_, args.norm_eps, options, args.norm_plus_one));
+    k_norm_ = register_module("k_norm", RMSNorm(head_dim_, args.norm_eps, options, args.norm_plus_one));
+  }
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t b = x.size(0);
+  const int64_t t = x.size(1);
+  torch::Tensor q = q_proj_(x).view({b, t, num_heads_, head_dim_});
+  torch::Tensor k = k_proj_(x).view({b, t, num_kv_heads_, head_dim_});
+  torch::Tensor v = v_proj_(x).view({b, t, num_kv_heads_, head_dim_}).transpose(1, 2);
+  if (q_norm_) {
+    q = q_norm_(q);
+    k = k_norm_(k);
+  }
+  // [B, T, heads, head_dim] -> RoPE -> [B, heads, T, head_dim]
+  q = ApplyRotaryEmbedding(q, cos, sin, rope_layout_).transpose(1, 2);
+  k = ApplyRotaryEmbedding(k, cos, sin, rope_layout_).transpose(1, 2);
+  const bool grouped = num_heads_ != num_kv_heads_;
+  const bool native_gqa = grouped && softcap_ == 0 && UseNativeGqa(q);
+  if (grouped && !native_gqa) {
+    // Query head h reads kv head h / (heads / kv_heads).
+    k = k.repeat_interleave(num_heads_ / num_kv_heads_, /*dim=*/1);
+    v = v.repeat_interleave(num_heads_ / num_kv_heads_, /*dim=*/1);
+  }
+  const bool windowed = window_ > 0 && window_ < t;
+  torch::Tensor out;
+  if (softcap_ > 0) {
+    // Soft-capping acts on the scores themselves, which no fused kernel exposes: the scores, in float32.
+    torch::Tensor scores = SoftCap(torch::matmul(q, k.transpose(-2, -1)).to(torch::kFloat) * scale_, softcap_);
+    scores = scores.masked_fill(AllowedPositions(t, windowed ? window_ : 0, x.device()).logical_not(),
+                                -std::numeric_limits<float>::infinity());
+    out = torch::matmul(torch::softmax(scores, -1).to(v.scalar_type()), v);
+  } else {
+    // SDPA's default scale is head_dim^-0.5; pass ours only when it differs, so the default path is unchanged.
+    const std::optional<double> scale = custom_scale_ ? std::optional<double>(scale_) : std::nullopt;
+    std::optional<torch::Tensor> mask;
+    if (windowed) mask = AllowedPositions(t, window_, x.device());
+    out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/!windowed, scale,
+                                           /*enable_gqa=*/native_gqa);
+  }
+  return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
+}
+
+FeedForwardImpl::FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options)
+    : activation_(args.mlp_activation) {
+  const auto adapter = AdapterIf(lora.mlp, lora);
+  w1_ = register_module("w1", Linear(args.embed_dim, args.intermediate_dim, options, adapter));
+  w2_ = register_module("w2", Linear(args.intermediate_dim, args.embed_dim, options, adapter));
+  w3_ = register_module("w3", Linear(args.embed_dim, args.intermediate_dim, options, adapter));
+}
+
+torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
+  torch::Tensor gate = w1_(x);
+  switch (activation_) {
+    case MlpActivation::kSilu:
+      gate = torch::silu(gate);
+      break;
+    case MlpActivation::kGeluTanh:
+      gate = torch::gelu(gate, "tanh");
+      break;
+    case MlpActivation::kGelu:
+      gate = torch::gelu(gate);
+      break;
+  }
+  return w2_(gate * w3_(x));
+}
+
+TransformerLayerImpl::TransformerLayerImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options,
+                                           int64_t layer) {
+  const auto norm = [&] { return RMSNorm(args.embed_dim, args.norm_eps, options, args.norm_plus_one); };
+  sa_norm_ = register_module("sa_norm", norm());
+  attn_ = register_module("attn", Attention(args, lora, options, layer));
+  if (args.post_norms) sa_scale_ = register_module("sa_scale", norm());
+  mlp_norm_ = register_module("mlp_norm", norm());
+  mlp_ = register_module("mlp", FeedForward(args, lora, options));
+  if (args.post_norms) mlp_scale_ = register_module("mlp_scale", norm());
+}
+
+torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
+                                            const torch::Tensor& sin) {
+  torch::Tensor attn = attn_(sa_norm_(x), cos, sin);
+  torch::Tensor h = x + (sa_scale_ ? sa_scale_(attn) : attn);
+  torch::Tensor mlp = mlp_(mlp_norm_(h));
+  return h + (mlp_scale_ ? mlp_scale_(mlp) : mlp);
+}
+
+DecoderImpl::DecoderImpl(const DecoderArgs& args, std::optional<LoraArgs> lora, c10::TensorOptions options)
+    : args_(args), lora_(std::move(lora)) {
+  const Status valid = ValidateDecoderArgs(args_);
+  TORCH_CHECK(valid.ok(), "Decoder: ", valid.message());
+  if (lora_) {
+    const Status lora_valid = ValidateLoraArgs(*lora_, args_);
+    TORCH_CHECK(lora_valid.ok(), "Decoder: ", lora_valid.message());
+  }
+  options = options.requires_grad(false);
+  inv_freq_ = RopeInverseFrequencies(args_.resolved_head_dim(), args_.rope_base, args_.rope_scaling);
+
+  const LayerLora layer_lora = LayerLoraFor(lora_);
+  tok_embeddings_ = register_module("tok_embeddings", Embedding(args_.vocab_size, args_.embed_dim, options));
+  layers_ = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < args_.num_layers; ++i) {
+    layer_list_.push_back(TransformerLayer(args_, layer_lora, options, i));
+    layers_->push_back(layer_list_.back());
+  }
+  RMSNorm norm(args_.embed_dim, args_.norm_eps, options, args_.norm_plus_one);
+  if (args_.final_softcap > 0) {
+    // torchtune's Gemma2FinalNorm wraps the norm, so its state dict says norm.rms_norm.scale.
+    auto wrapper = register_module("norm", std::make_shared<torch::nn::Module>("FinalNorm"));
+    norm_ = wrapper->register_module("rms_norm", norm);
+  } else {
+    norm_ = register_module("norm", norm);
+  }
+  if (!args_.tie_word_embeddings) {
+    const bool adapt = lora_ && lora_->apply_to_output;
+    output_ =
+        register_module("output", Linear(args_.embed_dim, args_.output_dim(), options, AdapterIf(adapt, layer_lora)));
+  }
+}
+
+torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens) {
+  TORCH_CHECK(tokens.dim() == 2, "Decoder: expected tokens [batch, seq_len], got shape ", tokens.sizes());
+  TORCH_CHECK(!tokens.is_floating_point() && !tokens.is_complex(), "Decoder: expected integer tokens, got ",
+              tokens.scalar_type());
+  const int64_t t = tokens.size(1);
+  TORCH_CHECK(t >= 1 && t <= args_.max_seq_len, "Decoder: sequence length ", t,
+              " is outside [1, max_seq_len=", args_.max_seq_len, "]");
+
+  torch::Tensor h = tok_embeddings_(tokens);
+  if (args_.scale_embeddings) {
+    // sqrt(dim) rounded to the model dtype first, as torchtune's GemmaNormEmbeddings and Hugging Face do.
+    h = h * torch::scalar_tensor(std::sqrt(static_cast<double>(args_.embed_dim)), h.options());
+  }
+  // Angles t * inv_freq in float32, as Meta's reference and torchtune compute them.
+  torch::Tensor positions = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
+  torch::Tensor angles = torch::outer(positions, inv_freq_.to(h.device()));
+  const torch::Tensor cos = angles.cos();
+  const torch::Tensor sin = angles.sin();
+
+  const bool checkpoint = activation_checkpointing_ && torch::GradMode::is_enabled();
+  for (TransformerLayer& layer : layer_list_) {
+    if (checkpoint) {
+      std::shared_ptr<TransformerLayerImpl> impl = layer.ptr();
+      h = Checkpoint([impl, cos, sin](const torch::Tensor& x) { return impl->forward(x, cos, sin); }, h,
+                     impl->parameters());
+    } else {
+      h = layer->forward(h, cos, sin);
+    }
+  }
+  h = norm_(h);
+  torch::Tensor logits = output_ ? output_(h) : at::linear(h, tok_embeddings_->weight());
+  return args_.final_softcap > 0 ? SoftCap(logits, args_.final_softcap) : logits;
+}
+
+StatusOr<Decoder> MakeDecoder(const DecoderArgs& args, std::optional<LoraArgs> lora, c10::TensorOptions options) {
+  TM_RETURN_IF_ERROR(ValidateDecoderArgs(args));
+  if (lora) TM_RETURN_IF_ERROR(ValidateLoraArgs(*lora, args));
+  try {
+    return Decoder(args, std::move(lora), options);
+  } catch (const c10::OutOfMemoryError& e) {
+    return Status::FailedPrecondition("building the model on " + Str(options.device()) +
+                                      ": out of memory; use a smaller model, a smaller dtype or another device (" +
+                                      e.what_without_backtrace() + ")");
+  }
+}
+
+int64_t CountParameters(const torch::nn::Module& m, bool trainable_only) {
+  std::unordered_set<const c10::TensorImpl*> seen;
+  int64_t total = 0;
+  for (const torch::Tensor& p : m.parameters()) {
+    if (trainable_only && !p.requires_grad()) continue;
+    if (seen.insert(p.unsafeGetTensorImpl()).second) total += p.numel();
+  }
+  return total;
+}
+
+}  // namespace tmx::models

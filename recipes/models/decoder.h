@@ -1,0 +1,244 @@
+// One decoder-only transformer for every text family torchtune builds (Llama 2/3.x, Code Llama, Mistral,
+// Qwen2/2.5/3, Gemma, Gemma 2, Phi-3/4). A family is a set of DecoderArgs (see presets.h), not a class.
+//
+//   tokens -> tok_embeddings [* sqrt(dim)] -> N x layer -> norm -> output -> [soft-cap] -> logits
+//   layer:  h = x + [sa_scale](attn(sa_norm(x)));  out = h + [mlp_scale](mlp(mlp_norm(h)))
+//
+// attn is grouped-query attention with rotary position embeddings (rope.h), optionally with q/k/v biases, a
+// per-head RMSNorm of q and k, a sliding window, soft-capped scores and a custom score scale; mlp is gated:
+// w2(act(w1 x) * w3 x) with act = silu (SwiGLU) or tanh-approximated gelu (GeGLU).
+//
+// State-dict names are torchtune's:
+//   tok_embeddings.weight, layers.{i}.sa_norm.scale, layers.{i}.attn.{q,k,v}_proj.{weight,bias},
+//   layers.{i}.attn.{q,k}_norm.scale, layers.{i}.attn.output_proj.weight, layers.{i}.sa_scale.scale,
+//   layers.{i}.mlp_norm.scale, layers.{i}.mlp.{w1,w2,w3}.weight, layers.{i}.mlp_scale.scale,
+//   norm.scale (norm.rms_norm.scale with final soft-capping, as torchtune's Gemma2FinalNorm),
+//   output.weight (absent when tied)
+// plus <linear>.lora_a.weight / <linear>.lora_b.weight for adapted layers (see lora.h).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/TensorOptions.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/status.h"
+#include "recipes/models/lora.h"
+#include "recipes/models/rope.h"
+
+namespace tmx::models {
+
+// The gate activation of the MLP.
+enum class MlpActivation {
+  kSilu,      // SwiGLU (Llama, Mistral, Qwen, Phi)
+  kGeluTanh,  // GeGLU with tanh-approximated gelu (Gemma, Gemma 2)
+  kGelu,      // GeGLU with exact (erf) gelu: what a config.json saying "gelu" asks of transformers
+};
+
+// The shape and options of a decoder. The sizes have no defaults (use a preset from presets.h or fill every
+// size); every option defaults to the plain Llama behaviour.
+struct DecoderArgs {
+  int64_t vocab_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;         // query heads
+  int64_t num_kv_heads = 0;      // key/value heads; divides num_heads (grouped-query attention)
+  int64_t embed_dim = 0;         // model width
+  int64_t intermediate_dim = 0;  // hidden size of the gated MLP
+  int64_t max_seq_len = 0;       // longest sequence forward() accepts
+  // Width of one attention head; 0 means embed_dim / num_heads (which must then divide evenly). Gemma and Qwen3
+  // set it independently, so num_heads * head_dim may differ from embed_dim. Must be even (RoPE).
+  int64_t head_dim = 0;
+  double rope_base = 500000;                          // RoPE theta
+  double norm_eps = 1e-5;                             // RMSNorm epsilon
+  std::optional<RopeScaling> rope_scaling;            // none: plain RoPE
+  RopeLayout rope_layout = RopeLayout::kInterleaved;  // how q/k channels pair up for rotation
+  bool tie_word_embeddings = false;                   // output projection shares tok_embeddings.weight
+  // Biases on q_proj, k_proj and v_proj (Qwen2, Qwen2.5). output_proj and the MLP never have one.
+  bool qkv_bias = false;
+  // RMSNorm over head_dim of every query and key head, before RoPE (Qwen3): attn.q_norm / attn.k_norm.
+  bool qk_norm = false;
+  MlpActivation mlp_activation = MlpActivation::kSilu;
+  // Multiply the token embeddings by sqrt(embed_dim), rounded to the model dtype (Gemma).
+  bool scale_embeddings = false;
+  // RMSNorms multiply by (1 + scale) in float32 before casting back, scale starting at 0 (Gemma).
+  bool norm_plus_one = false;
+  // Extra RMSNorms on the attention and MLP outputs before each residual add (Gemma 2): sa_scale, mlp_scale.
+  bool post_norms = false;
+  // Attention scores s become cap * tanh(s / cap) before masking (Gemma 2: 50). 0: off.
+  double attn_softcap = 0;
+  // Logits z become cap * tanh(z / cap) (Gemma 2: 30). 0: off.
+  double final_softcap = 0;
+  // Attention scores are scaled by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5 (Gemma 2). 0: head_dim.
+  double query_pre_attn_scalar = 0;
+  // Each position attends only to the sliding_window most recent positions, itself included (Mistral, Phi-3,
+  // Gemma 2). 0: unlimited (causal only).
+  int64_t sliding_window = 0;
+  // With a sliding window: only even-numbered layers (0, 2, ...) use it, the others attend globally (Gemma 2).
+  bool alternate_sliding_window = false;
+  // 0: the output projection produces vocab_size logits. > 0: it produces num_classes scores per position
+  // instead (torchtune's reward/classifier builders); such a model cannot tie its embeddings.
+  int64_t num_classes = 0;
+
+  // embed_dim / num_heads unless head_dim is set.
+  int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : (num_heads > 0 ? embed_dim / num_heads : 0); }
+  // Width of the output projection: num_classes when set, else vocab_size.
+  int64_t output_dim() const { return num_classes > 0 ? num_classes : vocab_size; }
+  // The sliding window layer `layer` uses; 0 for global attention.
+  int64_t window_of_layer(int64_t layer) const {
+    return alternate_sliding_window && layer % 2 != 0 ? 0 : sliding_window;
+  }
+};
+
+// Checks the sizes and options; InvalidArgument names the field, the value and the constraint.
+Status ValidateDecoderArgs(const DecoderArgs& args);
+
+// The options `args` turns on, by name, in a fixed order: "grouped-query attention", "decoupled head_dim" (heads
+// x head_dim != embed_dim),
+// "llama3 rope scaling", "half-split rope", "qkv bias", "q/k norm", "geglu (tanh)", "geglu (erf)",
+// "scaled embeddings", "(1 + w) norms", "post-norms", "attention soft-cap", "final soft-cap",
+// "query_pre_attn_scalar", "sliding window", "alternating sliding window", "tied embeddings", "classifier head".
+// For listings, and for checking that two models perform the same operations.
+std::vector<std::string> DecoderFeatures(const DecoderArgs& args);
+
+// Where two models differ, field by field in DecoderArgs order, as "<field> (<a> vs <b>)": e.g. to warn when a
+// preset is loaded with a checkpoint whose config.json says otherwise (ReadHfConfig). Equivalent spellings are
+// equal: head_dim 0 and embed_dim / num_heads, query_pre_attn_scalar 0 and head_dim. Empty when none.
+std::vector<std::string> DecoderArgsDifferences(const DecoderArgs& a, const DecoderArgs& b);
+// ValidateLoraArgs(lora) plus the checks that need the model: apply_to_output needs untied embeddings.
+Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args);
+
+// Token embedding: weight [num_embeddings, dim], initialised N(0, 1/dim) so that a tied output projection
+// starts with unit-variance logits (loss near ln(vocab)) when a model is trained from its seed.
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options = {});
+  torch::Tensor forward(const torch::Tensor& tokens);  // [...] int -> [..., dim]
+  const torch::Tensor& weight() const { return weight_; }
+
+ private:
+  torch::Tensor weight_;
+};
+TORCH_MODULE(Embedding);
+
+// RMSNorm as torchtune: normalise in float32, then either cast back to x's dtype and multiply by `scale`
+// (ones at init), or with plus_one multiply by (1 + scale) in float32 and cast back (Gemma; zeros at init).
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options = {}, bool plus_one = false);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  double eps_;
+  bool plus_one_;
+  torch::Tensor scale_;
+};
+TORCH_MODULE(RMSNorm);
+
+// Which projections of one layer carry a LoRA adapter, and its shape.
+struct LayerLora {
+  LoraAdapterOptions adapter;
+  bool q_proj = false, k_proj = false, v_proj = false, output_proj = false, mlp = false;
+};
+
+// Causal grouped-query self-attention with RoPE. q_proj [heads*head_dim, dim], k_proj/v_proj
+// [kv_heads*head_dim, dim], output_proj [dim, heads*head_dim]; each kv head serves heads/kv_heads query heads.
+class AttentionImpl : public torch::nn::Module {
+ public:
+  // `layer` selects the sliding window (DecoderArgs::window_of_layer).
+  AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {}, int64_t layer = 0);
+  // x [B, T, dim], cos/sin [T, head_dim/2] -> [B, T, dim]. Position t attends to positions
+  // max(0, t - window + 1) .. t.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+  int64_t sliding_window() const { return window_; }
+
+ private:
+  int64_t num_heads_, num_kv_heads_, head_dim_, window_;
+  double scale_;
+  bool custom_scale_;  // query_pre_attn_scalar set
+  double softcap_;
+  RopeLayout rope_layout_;
+  Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, output_proj_{nullptr};
+  RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
+};
+TORCH_MODULE(Attention);
+
+// Gated MLP: w2(act(w1 x) * w3 x); w1, w3 [hidden, dim], w2 [dim, hidden].
+class FeedForwardImpl : public torch::nn::Module {
+ public:
+  FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {});
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  MlpActivation activation_;
+  Linear w1_{nullptr}, w2_{nullptr}, w3_{nullptr};
+};
+TORCH_MODULE(FeedForward);
+
+// One pre-norm decoder layer (with post-norms when args.post_norms).
+class TransformerLayerImpl : public torch::nn::Module {
+ public:
+  TransformerLayerImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {},
+                       int64_t layer = 0);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+ private:
+  RMSNorm sa_norm_{nullptr};
+  Attention attn_{nullptr};
+  RMSNorm sa_scale_{nullptr};  // null without post_norms
+  RMSNorm mlp_norm_{nullptr};
+  FeedForward mlp_{nullptr};
+  RMSNorm mlp_scale_{nullptr};  // null without post_norms
+};
+TORCH_MODULE(TransformerLayer);
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  // Parameters are created directly with `options` (device + dtype), so building on torch::kMeta allocates
+  // nothing. Initialisation draws from the current torch RNG (seed it first for reproducible weights).
+  // REQUIRES: ValidateDecoderArgs(args) and, with `lora`, ValidateLoraArgs(*lora, args) are ok (checked; throws
+  // c10::Error with the Status message otherwise; use MakeDecoder to get a Status instead).
+  explicit DecoderImpl(const DecoderArgs& args, std::optional<LoraArgs> lora = std::nullopt,
+                       c10::TensorOptions options = {});
+
+  // tokens [B, T] integer, on the parameters' device, 1 <= T <= max_seq_len, values in [0, vocab_size)
+  // -> logits [B, T, output_dim()] in the parameters' dtype. Tokens sit at positions 0..T-1, causally masked.
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+  // When on (and grad mode is on), each layer keeps only its input during forward and is recomputed in
+  // backward (see checkpointing.h); gradients are unchanged. Off by default.
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
+
+  const DecoderArgs& args() const { return args_; }
+  const std::optional<LoraArgs>& lora() const { return lora_; }
+
+ private:
+  DecoderArgs args_;
+  std::optional<LoraArgs> lora_;
+  bool activation_checkpointing_ = false;
+  torch::Tensor inv_freq_;  // [head_dim/2] float32 on CPU; deliberately not a buffer (meta builds stay valid)
+  Embedding tok_embeddings_{nullptr};
+  torch::nn::ModuleList layers_{nullptr};
+  std::vector<TransformerLayer> layer_list_;
+  RMSNorm norm_{nullptr};
+  Linear output_{nullptr};  // null when tie_word_embeddings
+};
+TORCH_MODULE(Decoder);
+
+// Validates, then builds. InvalidArgument for bad args; FailedPrecondition when the device runs out of memory.
+StatusOr<Decoder> MakeDecoder(const DecoderArgs& args, std::optional<LoraArgs> lora = std::nullopt,
+                              c10::TensorOptions options = {});
+
+// Number of parameter elements of `m`, counting a tensor shared by several modules once; with trainable_only,
+// only those with requires_grad. Works on meta-device models.
+int64_t CountParameters(const torch::nn::Module& m, bool trainable_only = false);
+
+}  // namespace tmx::models
