@@ -27,15 +27,18 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   }
   CellEstimate e;
   CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
-  const models::LlamaArgs& args = choice->args;
+  const models::DecoderArgs& args = choice->args;
   int64_t bytes = *dtype == "fp32" ? 4 : 2;
   int64_t b = *batch;
   int64_t t = std::min(*max_seq_len, kTypicalSeqLen);
   int64_t weights = e.parameters * bytes;  // adapters included
   int64_t grads = e.trainable_parameters * bytes;
   int64_t states = e.trainable_parameters * bytes * (*optimizer)->StateTensorsPerParameter(config);
-  // Activations kept for backward per layer: inputs of norms, projections, attention and the MLP.
-  int64_t per_layer = b * t * (10 * args.embed_dim + 4 * args.intermediate_dim) * bytes;
+  // Activations kept for backward per layer: inputs of norms and projections at the model width, queries,
+  // keys, values and attention output at the attention width (heads x head_dim, wider than the model in
+  // Gemma 7B and Qwen3), and the MLP's.
+  int64_t attention_width = args.num_heads * args.resolved_head_dim();
+  int64_t per_layer = b * t * (6 * args.embed_dim + 4 * attention_width + 4 * args.intermediate_dim) * bytes;
   int64_t activations = *checkpointing ? args.num_layers * b * t * args.embed_dim * bytes + per_layer
                                        : args.num_layers * per_layer;
   int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);

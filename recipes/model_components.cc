@@ -7,69 +7,77 @@
 namespace tmx::recipes {
 namespace {
 
-struct Preset {
-  const char* family;   // torchtune's module: torchtune.models.<family>
-  const char* builder;  // torchtune's builder name; the LoRA builder is lora_<builder>
-  models::LlamaArgs (*args)();
-  int64_t parameters;   // published parameter count (checked against a meta build in the tests)
-  const char* doc;
-};
-
-// The presets. tiny has no torchtune counterpart (family "" keeps its historical names).
-const Preset kPresets[] = {
-    {"llama3_2", "llama3_2_1b", models::Llama3_2_1BArgs, 1235814400, "Llama 3.2 1B (tied embeddings)"},
-    {"llama3_2", "llama3_2_3b", models::Llama3_2_3BArgs, 3212749824, "Llama 3.2 3B (tied embeddings)"},
-    {"llama3_1", "llama3_1_8b", models::Llama3_1_8BArgs, 8030261248, "Llama 3.1 8B"},
-    {"", "llama_tiny", models::LlamaTinyArgs, 155968,
-     "a Llama 3.2-shaped model with 2 layers and dim 64, for tests and quick runs"},
-};
-
-std::vector<FieldSpec> LoraParams() {
-  return {
-      Required(ElementsFrom(Field("lora_attn_modules", FieldType::kStringList, "",
-                                  "attention projections that get LoRA adapters: any of q_proj, k_proj, v_proj, "
-                                  "output_proj"),
-                            models::LoraAttnModuleNames())),
-      Field("apply_lora_to_mlp", FieldType::kBool, "False", "also adapt the MLP projections w1, w2, w3"),
-      Field("apply_lora_to_output", FieldType::kBool, "False", "also adapt the final output projection"),
-      AtLeast(Field("lora_rank", FieldType::kInt, "8", "rank of the low-rank update"), 1),
-      Above(Field("lora_alpha", FieldType::kFloat, "16", "scale of the update is lora_alpha / lora_rank"), 0),
-      Below(AtLeast(Field("lora_dropout", FieldType::kFloat, "0.0", "dropout on the adapter input"), 0), 1),
-      Field("use_dora", FieldType::kBool, "False", "DoRA (weight-decomposed LoRA); only False is implemented"),
-      Field("quantize_base", FieldType::kBool, "False", "QLoRA base quantisation; only False is implemented"),
+// A builder argument as a schema field: the type, default and constraints its name means in torchtune.
+FieldSpec ParamField(const models::BuilderParam& p) {
+  const std::string& d = p.default_value;
+  if (p.name == "lora_attn_modules") {
+    return Required(ElementsFrom(Field(p.name, FieldType::kStringList, "",
+                                       "attention projections that get LoRA adapters: any of q_proj, k_proj, "
+                                       "v_proj, output_proj"),
+                                 models::LoraAttnModuleNames()));
+  }
+  if (p.name == "lora_rank") return AtLeast(Field(p.name, FieldType::kInt, d, "rank of the low-rank update"), 1);
+  if (p.name == "lora_alpha") {
+    return Above(Field(p.name, FieldType::kFloat, d, "scale of the update is lora_alpha / lora_rank"), 0);
+  }
+  if (p.name == "lora_dropout") {
+    return Below(AtLeast(Field(p.name, FieldType::kFloat, d, "dropout on the adapter input"), 0), 1);
+  }
+  struct Flag {
+    const char* name;
+    const char* doc;
+  } flags[] = {
+      {"apply_lora_to_mlp", "also adapt the MLP projections"},
+      {"apply_lora_to_output", "also adapt the final output projection"},
+      {"use_dora", "DoRA (weight-decomposed LoRA); only False is implemented"},
+      {"quantize_base", "QLoRA base quantisation; only False is implemented"},
+      {"tie_word_embeddings", "the output projection shares the token embedding"},
   };
+  for (const Flag& f : flags) {
+    if (p.name == f.name) return Field(p.name, FieldType::kBool, d, f.doc);
+  }
+  return Field(p.name, FieldType::kAny, d, "torchtune builder argument");
 }
 
-ComponentSpec ModelSpec(const Preset& p, bool lora) {
-  std::string builder = std::string(lora ? "lora_" : "") + p.builder;
-  std::string module = *p.family ? std::string(p.family) + "." : "";
+std::vector<FieldSpec> ParamFields(const std::vector<models::BuilderParam>& params) {
+  std::vector<FieldSpec> fields;
+  for (const models::BuilderParam& p : params) fields.push_back(ParamField(p));
+  return fields;
+}
+
+ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora) {
+  const std::string& builder = lora ? p.lora_builder : p.builder;
   ComponentSpec c;
-  c.name = "tune_matrix.models." + module + builder;
-  if (*p.family) c.aliases = {"torchtune.models." + module + builder};
+  if (p.tiny) {
+    c.name = "tune_matrix.models." + builder;
+  } else {
+    c.name = "tune_matrix.models." + p.family + "." + builder;
+    c.aliases = {"torchtune.models." + p.family + "." + builder};
+  }
+  // The Llama tiny preset keeps the names the first tiny configs used.
+  if (p.tiny && p.family == "llama3_2") c.aliases = {lora ? "tune_matrix.models.lora_llama_tiny" : "tune_matrix.models.llama_tiny"};
   c.kind = "model";
-  c.doc = std::string(p.doc) + (lora ? ", with LoRA adapters" : "");
-  if (lora) c.params = LoraParams();
-  c.impl = std::make_shared<ModelComponent>(p.family, p.args(), lora);
-  c.parameter_count = p.parameters;
+  c.doc = p.description + (lora ? ", with LoRA adapters" : "");
+  c.params = ParamFields(lora ? p.lora_params : p.builder_params);
+  c.impl = std::make_shared<ModelComponent>(&p, lora);
+  c.parameter_count = p.tiny ? 0 : p.published_params;
   return c;
 }
 
 }  // namespace
 
 void AddModelComponents(std::vector<ComponentSpec>* out) {
-  for (const Preset& p : kPresets) {
+  for (const models::ModelPreset& p : models::ModelPresets()) {
     out->push_back(ModelSpec(p, /*lora=*/false));
-    out->push_back(ModelSpec(p, /*lora=*/true));
-  }
-  const std::string other = "only the Llama 3.x architectures are implemented in tune-matrix";
-  for (const char* name : {"torchtune.models.qwen2_5.qwen2_5_0_5b", "torchtune.models.mistral.lora_mistral_7b",
-                           "torchtune.models.gemma.lora_gemma_2b", "torchtune.models.gemma.gemma_2b",
-                           "torchtune.models.mistral.mistral_7b"}) {
-    ComponentSpec c;
-    c.name = name;
-    c.kind = "model";
-    c.unsupported_reason = other;
-    out->push_back(c);
+    if (!p.lora_builder.empty()) out->push_back(ModelSpec(p, /*lora=*/true));
+    if (p.tiny || p.lora_builder.empty()) continue;
+    // torchtune's QLoRA builders quantise the frozen base to NF4, which LibTorch's C++ API cannot do.
+    ComponentSpec q;
+    q.name = "torchtune.models." + p.family + ".q" + p.lora_builder;
+    q.kind = "model";
+    q.unsupported_reason = "QLoRA (an NF4-quantised base) is not implemented; use torchtune.models." + p.family +
+                           "." + p.lora_builder;
+    out->push_back(q);
   }
 }
 
@@ -84,12 +92,19 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
   }
   ModelChoice choice;
   choice.component = spec->name;
-  choice.args = model->args();
+  choice.preset = &model->preset();
+  choice.args = model->preset().args;
+  if (!config.IsNull("model.tie_word_embeddings")) {
+    StatusOr<bool> tied = config.GetBool("model.tie_word_embeddings");
+    TM_RETURN_IF_ERROR(tied.status());
+    choice.args.tie_word_embeddings = *tied;
+  }
   if (!model->lora()) return choice;
   models::LoraArgs lora;
   StatusOr<std::vector<std::string>> modules = config.GetStringList("model.lora_attn_modules");
   StatusOr<bool> mlp = config.GetBool("model.apply_lora_to_mlp");
-  StatusOr<bool> out = config.GetBool("model.apply_lora_to_output");
+  // Builders without apply_lora_to_output (tied embeddings) never adapt the output.
+  StatusOr<bool> out = config.GetBool("model.apply_lora_to_output", false);
   StatusOr<int64_t> rank = config.GetInt("model.lora_rank");
   StatusOr<double> alpha = config.GetDouble("model.lora_alpha");
   StatusOr<double> dropout = config.GetDouble("model.lora_dropout");
@@ -110,7 +125,7 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
 }
 
 void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable) {
-  models::Llama model(choice.args, choice.lora, c10::TensorOptions().device(c10::kMeta));
+  models::Decoder model(choice.args, choice.lora, c10::TensorOptions().device(c10::kMeta));
   if (choice.lora) models::FreezeBaseParameters(*model);
   *total = models::CountParameters(*model);
   *trainable = models::CountParameters(*model, /*trainable_only=*/true);

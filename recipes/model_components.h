@@ -2,8 +2,8 @@
 // architecture it builds and its parameter count. The recipes build models from the entry the config's
 // `model` names, and the memory estimate counts them the same way; nothing else knows model names.
 //
-// Adding a size or a family: an entry in the preset table of model_components.cc (a family is a set of
-// decoder options, see models/llama.h); nothing outside recipes/ changes.
+// Adding a size or a family: an entry in the preset table (models/presets.cc; a family is a set of decoder
+// options, models/decoder.h); nothing outside recipes/ changes.
 #pragma once
 
 #include <optional>
@@ -13,33 +13,33 @@
 #include "harness/config.h"
 #include "harness/registry.h"
 #include "harness/status.h"
-#include "recipes/models/llama.h"
+#include "recipes/models/decoder.h"
+#include "recipes/models/presets.h"
 
 namespace tmx::recipes {
 
-// What a model component builds: the architecture, and whether the builder adds LoRA adapters (their
-// shape then comes from the config's model.* keys).
+// What a model component builds: a preset of the one decoder (models/presets.h), and whether the builder adds
+// LoRA adapters (their shape then comes from the config's model.* keys).
 class ModelComponent final : public ComponentImpl {
  public:
-  ModelComponent(std::string family, models::LlamaArgs args, bool lora)
-      : family_(std::move(family)), args_(args), lora_(lora) {}
-  const std::string& family() const { return family_; }
-  const models::LlamaArgs& args() const { return args_; }
+  ModelComponent(const models::ModelPreset* preset, bool lora) : preset_(preset), lora_(lora) {}
+  const models::ModelPreset& preset() const { return *preset_; }
   bool lora() const { return lora_; }
 
  private:
-  std::string family_;
-  models::LlamaArgs args_;
+  const models::ModelPreset* preset_;  // an entry of models::ModelPresets(), which lives for the process
   bool lora_;
 };
 
-// Every model builder: full and lora_ variants of each preset, and the unsupported families torchtune has.
+// One component per builder of every preset: the full and the lora_ builder (torchtune's names as aliases),
+// and torchtune's qlora_ builders as recognised but unsupported.
 void AddModelComponents(std::vector<ComponentSpec>* out);
 
 // The model a config's `model` component describes.
 struct ModelChoice {
   std::string component;                 // canonical component name
-  models::LlamaArgs args;
+  const models::ModelPreset* preset = nullptr;
+  models::DecoderArgs args;              // the preset's, with the config's builder arguments applied
   std::optional<models::LoraArgs> lora;  // set for lora_ builders
 };
 

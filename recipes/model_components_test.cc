@@ -5,24 +5,36 @@
 #include <gtest/gtest.h>
 
 #include "recipes/builtin.h"
+#include "recipes/models/presets.h"
 
 namespace tmx::recipes {
 namespace {
 
-TEST(ModelComponentsTest, EveryModelComponentCountsItsPublishedParameters) {
-  int models = 0;
-  for (const ComponentSpec& c : BuiltinRegistry().components()) {
-    const auto* model = dynamic_cast<const ModelComponent*>(c.impl.get());
-    if (c.kind != "model" || model == nullptr) continue;
-    ++models;
-    ModelChoice base;
-    base.args = model->args();
-    int64_t total = 0, trainable = 0;
-    CountModelParameters(base, &total, &trainable);
-    EXPECT_EQ(total, c.parameter_count) << c.name;
-    EXPECT_EQ(trainable, total) << c.name;
+TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
+  // models/presets_test.cc checks each preset's published count on the meta device; here, that the registry
+  // carries every preset, under torchtune's builder names, with that count.
+  size_t expected = 0;
+  for (const models::ModelPreset& p : models::ModelPresets()) {
+    expected += p.lora_builder.empty() ? 1 : 2;
+    for (const std::string& builder : {p.builder, p.lora_builder}) {
+      if (builder.empty()) continue;
+      std::string name = p.tiny ? "tune_matrix.models." + builder : "torchtune.models." + p.family + "." + builder;
+      const ComponentSpec* c = BuiltinRegistry().FindComponent(name);
+      ASSERT_NE(c, nullptr) << name;
+      const auto* model = dynamic_cast<const ModelComponent*>(c->impl.get());
+      ASSERT_NE(model, nullptr) << name;
+      EXPECT_EQ(&model->preset(), &p) << name;
+      EXPECT_EQ(model->lora(), builder == p.lora_builder) << name;
+      EXPECT_EQ(c->parameter_count, p.tiny ? 0 : p.published_params) << name;
+    }
   }
-  EXPECT_EQ(models, 8);  // 4 presets, full and lora_
+  size_t models = 0;
+  for (const ComponentSpec& c : BuiltinRegistry().components()) models += c.impl && c.kind == "model";
+  EXPECT_EQ(models, expected);
+  EXPECT_GT(expected, 100u);
+  const ComponentSpec* qlora = BuiltinRegistry().FindComponent("torchtune.models.llama3_1.qlora_llama3_1_8b");
+  ASSERT_NE(qlora, nullptr);
+  EXPECT_NE(qlora->unsupported_reason.find("QLoRA"), std::string::npos);
 }
 
 Config Parse(const std::string& yaml) {
@@ -46,10 +58,10 @@ TEST(ModelComponentsTest, LoraArgumentsComeFromTheConfig) {
 }
 
 TEST(ModelComponentsTest, ModelsThatCannotBeBuiltAreNamed) {
-  Config c = Parse("model:\n  _component_: torchtune.models.gemma.gemma_2b\n");
+  Config c = Parse("model:\n  _component_: torchtune.models.gemma.qlora_gemma_2b\n");
   EXPECT_EQ(ModelFromConfig(c, BuiltinRegistry()).status().message(),
-            "c.yaml:2:16: model 'torchtune.models.gemma.gemma_2b' cannot be built here (see `tune validate` for the "
-            "models that can)");
+            "c.yaml:2:16: model 'torchtune.models.gemma.qlora_gemma_2b' cannot be built here (see `tune validate` for "
+            "the models that can)");
   Config missing = Parse("model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n");
   EXPECT_NE(ModelFromConfig(missing, BuiltinRegistry()).status().message().find("model.lora_attn_modules' is missing"),
             std::string::npos);

@@ -99,7 +99,7 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
                                          : "has LoRA adapters; use lora_finetune_single_device"));
   }
   m.choice = *choice;
-  m.model = models::Llama(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
+  m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
   if (!config.IsNull("checkpointer.checkpoint_dir")) {
     StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");

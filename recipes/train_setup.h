@@ -19,7 +19,7 @@
 #include "harness/status.h"
 #include "recipes/data/loader.h"
 #include "recipes/model_components.h"
-#include "recipes/models/llama.h"
+#include "recipes/models/decoder.h"
 #include "recipes/optimizers.h"
 #include "recipes/train_schema.h"
 #include "recipes/train_state.h"
@@ -48,7 +48,7 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
 // The model a recipe trains, on its device, with the parameters that train.
 struct TrainableModel {
   ModelChoice choice;
-  models::Llama model{nullptr};
+  models::Decoder model{nullptr};
   NamedParameters trained;                 // what the optimizer updates, by state-dict name
   std::vector<at::Tensor> trained_tensors; // the same tensors, as the optimizer and clipping take them
   int64_t total_parameters = 0;
