@@ -31,7 +31,6 @@
 #include "harness/device_hooks.h"
 #include "harness/status.h"
 #include "recipes/builtin.h"
-#include "recipes/data/alpaca.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::bench {
@@ -96,7 +95,7 @@ class TrainStep {
     std::unique_ptr<TrainStep> step(new TrainStep());
     step->clip_ = settings->clip_grad_norm;
     torch::manual_seed(settings->seed);
-    StatusOr<recipes::TrainableModel> model = recipes::SetupModel(*config, registry, kind, *settings, torch::kCPU);
+    StatusOr<recipes::TrainableModel> model = recipes::SetupModel(*config, registry, kind, *settings, torch::kCPU, /*allow_stand_ins=*/false, nullptr);
     if (!model.ok()) return model.status();
     step->model_ = std::move(*model);
     StatusOr<recipes::OptimizerPtr> optimizer = recipes::SetupOptimizer(*config, registry, step->model_);

@@ -114,6 +114,7 @@ class Validator {
       }
     }
     std::string violated = Violation(value, spec);
+    if (violated.empty() && spec.value_check) violated = spec.value_check(value);
     if (!violated.empty()) {
       Add(key, violated);
       return;
@@ -304,6 +305,11 @@ FieldSpec ElementsFrom(FieldSpec f, std::vector<std::string> choices) {
 
 FieldSpec WithCheck(FieldSpec f, DeviceCheck check) {
   f.device_check = std::move(check);
+  return f;
+}
+
+FieldSpec WithValueCheck(FieldSpec f, ValueCheck check) {
+  f.value_check = std::move(check);
   return f;
 }
 

@@ -29,6 +29,10 @@ const char* FieldTypeName(FieldType t);  // "bool", "int", ...
 using DeviceCheck =
     std::function<std::string(const YAML::Node& value, const Config& config, const DeviceInfo& device)>;
 
+// Returns "" when a (well-typed) value is acceptable, otherwise what is wrong with it and the fix; for
+// constraints the declarative ones below cannot say (a prompt template's name, a mapping's shape).
+using ValueCheck = std::function<std::string(const YAML::Node& value)>;
+
 // One key of a recipe or a component. The schema is the single source of a key's default and constraints:
 // ApplySchemaDefaults writes the defaults into a config before a recipe reads it, so the default documented
 // here is the one used, and ValidateConfig reports every constraint like any other problem.
@@ -51,6 +55,7 @@ struct FieldSpec {
   bool max_exclusive = false;           // ... or, when set, the bound every value must stay under
   bool non_empty = false;               // strings: "" is refused
   std::vector<std::string> element_choices;  // lists of strings: the accepted elements (each at most once)
+  ValueCheck value_check;               // any further check of the value (may be empty)
 };
 
 // Chainable constraint setters, so a schema reads as one expression per key:
@@ -65,6 +70,7 @@ FieldSpec Below(FieldSpec f, double max);  // exclusive
 FieldSpec NonEmpty(FieldSpec f);
 FieldSpec ElementsFrom(FieldSpec f, std::vector<std::string> choices);
 FieldSpec WithCheck(FieldSpec f, DeviceCheck check);
+FieldSpec WithValueCheck(FieldSpec f, ValueCheck check);
 FieldSpec Field(std::string name, FieldType type, std::string default_yaml, std::string doc);
 FieldSpec ComponentField(std::string name, std::string kind, std::string doc, bool required = true);
 
@@ -102,6 +108,10 @@ struct RunContext {
   DeviceInfo device;                 // the resolved device to run on
   std::string config_name;           // as given on the command line
   std::ostream* out = nullptr;       // progress and metrics lines
+  // A tokenizer file, dataset or checkpoint the config names but this machine lacks is replaced by the
+  // shipped sample of the same kind (or weights from the seed), and the run summary says so. Off: the run
+  // stops before training, naming what is missing and where to put it. Matrix cells turn it on.
+  bool allow_stand_ins = false;
 };
 using RecipeMain = std::function<Status(const Config& config, const RunContext& context)>;
 

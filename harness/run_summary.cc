@@ -78,7 +78,8 @@ json RunSummaryToJson(const RunSummary& s) {
             {"warmup_steps", s.warmup_steps},
             {"peak_memory_source", s.peak_memory_source},
             {"trainable_parameters", s.trainable_parameters},
-            {"total_parameters", s.total_parameters}};
+            {"total_parameters", s.total_parameters},
+            {"stand_ins", s.stand_ins}};
   if (s.peak_memory_bytes) j["peak_memory_bytes"] = *s.peak_memory_bytes;
   if (s.step_time_median_s) j["step_time_median_s"] = Number(*s.step_time_median_s);
   if (s.step_time_spread_s) j["step_time_spread_s"] = Number(*s.step_time_spread_s);
@@ -112,6 +113,7 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     s.peak_memory_source = j.at("peak_memory_source").get<std::string>();
     s.trainable_parameters = j.at("trainable_parameters").get<int64_t>();
     s.total_parameters = j.at("total_parameters").get<int64_t>();
+    s.stand_ins = j.at("stand_ins").get<std::vector<std::string>>();
     if (j.contains("peak_memory_bytes")) s.peak_memory_bytes = j["peak_memory_bytes"].get<int64_t>();
     if (j.contains("step_time_median_s")) s.step_time_median_s = FromNumber(j["step_time_median_s"]);
     if (j.contains("step_time_spread_s")) s.step_time_spread_s = FromNumber(j["step_time_spread_s"]);

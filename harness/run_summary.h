@@ -39,6 +39,9 @@ struct RunSummary {
   std::string peak_memory_source;     // "cuda_allocator", "process_rss", ...; "" when not measured
   int64_t trainable_parameters = 0;
   int64_t total_parameters = 0;
+  // What stood in for an input this machine lacks, one line each ("tokenizer llama3_tokenizer ran on the
+  // shipped sample tiktoken_small.model (path /tmp/x is absent)"); empty when the run used the real inputs.
+  std::vector<std::string> stand_ins;
 
   // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
   std::optional<double> step_time_median_s;

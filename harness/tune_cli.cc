@@ -235,7 +235,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"force"}, {"config"}, &parsed, &error)) return UsageError(err, "run", error);
+  if (!ParseArgs(args, {"force", "allow-stand-ins"}, {"config"}, &parsed, &error)) return UsageError(err, "run", error);
   if (parsed.positional.empty()) return UsageError(err, "run", "expected <recipe> --config <config> [key=value ...]");
   const std::string recipe_name = parsed.positional[0];
   const RecipeSpec* recipe = registry.FindRecipe(recipe_name);
@@ -286,6 +286,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   context.device = check.device;
   context.config_name = located->name;
   context.out = &out;
+  context.allow_stand_ins = parsed.Has("allow-stand-ins");
   Status s;
   try {
     s = recipe->run(*config, context);
@@ -351,8 +352,12 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        "(`tune run <recipe>` in its comment, or torchtune's registry for its name); a torchtune recipe\n"
        "tune-matrix lacks is named as such. Exit status 0 when valid, 2 otherwise.",
        [r](const auto& a, auto& o, auto& e) { return Validate(*r, a, o, e); }},
-      {"run", "run <recipe> --config <config> [--force] [key=value ...]", "Run a recipe with a config",
-       "Example: tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device device=cpu",
+      {"run", "run <recipe> --config <config> [--force] [--allow-stand-ins] [key=value ...]",
+       "Run a recipe with a config",
+       "Example: tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device device=cpu\n"
+       "A tokenizer file, dataset or checkpoint the config names but this machine lacks stops the run before\n"
+       "training, naming what is missing and where to put it; with --allow-stand-ins the shipped sample of\n"
+       "the same kind (or weights from the seed) stands in and the run summary says so (matrix cells do this).",
        [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
       {"devices", "devices [--device D] [--json]", "List this machine's devices with their probed capabilities",
        "--device probes only that device (an absent one gives an empty list).",

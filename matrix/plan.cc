@@ -139,8 +139,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
                      FormatBytes(device->total_memory_bytes);
         } else {
           cell.runnable = true;
-          // --force: the cell must run even when the config's metadata records an earlier failure here.
-          cell.argv = {options.tune_path, "run", recipe.name, "--config", name, "--force"};
+          // --force: the cell runs even when the config's metadata records an earlier failure here;
+          // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
+          cell.argv = {options.tune_path, "run", recipe.name, "--config", name, "--force", "--allow-stand-ins"};
           for (const std::string& o : overrides) cell.argv.push_back(o);
         }
         cells.push_back(std::move(cell));

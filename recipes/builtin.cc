@@ -1,8 +1,6 @@
 #include "recipes/builtin.h"
 
-#include <cstdlib>
-
-#include "harness/config_store.h"
+#include "recipes/checkpointers.h"
 #include "recipes/components.h"
 #include "recipes/estimate.h"
 #include "recipes/finetune.h"
@@ -43,6 +41,7 @@ Status RegisterBuiltins(Registry* registry) {
   AddModelComponents(&components);
   AddDataComponents(&components);
   AddOptimizerComponents(&components);
+  AddCheckpointerComponents(&components);
   AddTrainingComponents(&components);
   for (ComponentSpec& c : components) TM_RETURN_IF_ERROR(registry->AddComponent(std::move(c)));
   TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kFull)));
@@ -58,13 +57,6 @@ const Registry& BuiltinRegistry() {
     return r;
   }();
   return registry;
-}
-
-std::string DefaultDatasetPath() {
-  if (const char* env = std::getenv("TUNE_MATRIX_DATA_DIR"); env != nullptr && *env) {
-    return std::string(env) + "/tiny_instruct.jsonl";
-  }
-  return CheckoutConfigDir() + "/../recipes/data/datasets/tiny_instruct.jsonl";
 }
 
 }  // namespace tmx::recipes

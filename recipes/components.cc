@@ -1,45 +1,149 @@
 #include "recipes/components.h"
 
+#include "recipes/data/datasets.h"
+#include "recipes/data/prompt_templates.h"
+#include "recipes/data/tokenizer_builders.h"
+
 namespace tmx::recipes {
 
+namespace {
+
+FieldSpec Path(const char* name, const char* doc) { return Nullable(Field(name, FieldType::kString, "", doc)); }
+
+// torchtune's prompt_template: null, a template's dotpath, or {role: [prepend, append]}.
+std::string PromptTemplateProblem(const YAML::Node& v) {
+  if (v.IsScalar()) {
+    StatusOr<data::PromptTemplate> t = data::PromptTemplate::FromName(v.Scalar());
+    return t.ok() ? "" : t.status().message();
+  }
+  if (v.IsMap()) {
+    for (const auto& role : v) {
+      const YAML::Node& tags = role.second;
+      if (!tags.IsSequence() || tags.size() != 2 || !tags[0].IsScalar() || !tags[1].IsScalar()) {
+        return "role " + role.first.as<std::string>("?") + " must map to [prepend, append]";
+      }
+    }
+    return "";
+  }
+  return "expected null, a template's dotpath or {role: [prepend, append]}";
+}
+
+std::string StringOrStringsProblem(const YAML::Node& v) {
+  if (v.IsScalar()) return "";
+  if (v.IsSequence()) {
+    for (const auto& item : v) {
+      if (!item.IsScalar()) return "expected a list of file names";
+    }
+    return "";
+  }
+  return "expected a file name or a list of them";
+}
+
+std::string StringMapProblem(const YAML::Node& v) {
+  if (!v.IsMap()) return "expected a mapping of column names, e.g. {input: question, output: answer}";
+  for (const auto& kv : v) {
+    if (!kv.second.IsScalar()) return "column " + kv.first.as<std::string>("?") + " must map to a column name";
+  }
+  return "";
+}
+
+std::vector<FieldSpec> TokenizerParams(const data::TokenizerComponent& c) {
+  using K = data::TokenizerFileKind;
+  std::vector<FieldSpec> p;
+  if (c.kind == K::kHfTokenizerJson) {
+    p.push_back(Required(Path("tokenizer_json_path", "the model's tokenizer.json")));
+    p.push_back(Path("tokenizer_config_json_path", "the model's tokenizer_config.json (bos/eos)"));
+    p.push_back(Path("generation_config_path", "the model's generation_config.json (bos/eos)"));
+    return p;
+  }
+  if (c.kind != K::kNone) {
+    p.push_back(Required(Path("path", c.kind == K::kTiktoken        ? "the tiktoken ranks file (original/tokenizer.model)"
+                                      : c.kind == K::kSentencePiece ? "the SentencePiece model (tokenizer.model)"
+                                                                    : "vocab.json")));
+  }
+  if (c.kind == K::kByteBpe) p.push_back(Required(Path("merges_file", "merges.txt")));
+  if (c.kind == K::kTiktoken || c.kind == K::kByteBpe || c.name == "phi3_mini_tokenizer") {
+    p.push_back(Path("special_tokens_path", "a tokenizer.json whose added tokens replace the family's"));
+  }
+  p.push_back(Nullable(AtLeast(Field("max_seq_len", FieldType::kInt, "null", "cut samples to this many tokens"), 1)));
+  p.push_back(WithValueCheck(Nullable(Field("prompt_template", FieldType::kAny, "",
+                                            "null, a template's dotpath or {role: [prepend, append]}; absent: the "
+                                            "builder's default")),
+                             PromptTemplateProblem));
+  p.push_back(Choices(Field("truncation_type", FieldType::kString, "right", "keep the first (right) or last (left) "
+                                                                         "tokens"),
+                      {"right", "left"}));
+  return p;
+}
+
+std::vector<FieldSpec> DatasetParams(const data::DatasetComponent& c) {
+  using K = data::DatasetKind;
+  std::vector<FieldSpec> p;
+  FieldSpec source = Field("source", FieldType::kString, c.default_source,
+                           "a hub id (read from $TUNE_MATRIX_DATA), a local folder, or json/jsonl/csv/text with "
+                           "data_files");
+  p.push_back(c.default_source.empty() ? Required(source) : source);
+  p.push_back(Field("split", FieldType::kString, "train", "the split, or a slice such as train[:10%]"));
+  p.push_back(WithValueCheck(Nullable(Field("data_files", FieldType::kAny, "null", "local files for json/jsonl/csv/text")),
+                             StringOrStringsProblem));
+  p.push_back(Nullable(Field("data_dir", FieldType::kString, "", "folder inside the source")));
+  p.push_back(WithValueCheck(Nullable(Field("filter_fn", FieldType::kAny, "null", "not supported")),
+                             [](const YAML::Node&) {
+                               return std::string("a Python callable cannot run in tune-matrix; remove it and filter "
+                                                  "the data files instead");
+                             }));
+  if (c.kind == K::kText) {
+    p.push_back(Field("column", FieldType::kString, "text", "the column holding the text"));
+    p.push_back(Field("add_eos", FieldType::kBool, "True", "end each sample with EOS"));
+  } else if (c.name == "chat_dataset") {
+    p.push_back(Required(Field("conversation_column", FieldType::kString, "", "the column holding the conversation")));
+    p.push_back(Required(Choices(Field("conversation_style", FieldType::kString, "", "how turns are written"),
+                                 {"sharegpt", "openai"})));
+  } else {
+    p.push_back(WithValueCheck(Nullable(Field("column_map", FieldType::kAny, "null", "expected column -> the data's")),
+                               StringMapProblem));
+  }
+  if (c.kind != K::kText) {
+    p.push_back(Field("train_on_input", FieldType::kBool, c.default_train_on_input ? "True" : "False",
+                      "take loss on the prompt too"));
+    p.push_back(Nullable(Choices(Field("masking_strategy", FieldType::kString, "null",
+                                       "which messages get loss; wins over train_on_input"),
+                                 {"train_on_all", "train_on_assistant", "train_on_last"})));
+    bool system_prompt = c.name == "chat_dataset" || (c.style != data::MessageStyle::kAlpaca &&
+                                                      c.style != data::MessageStyle::kStackExchangePaired);
+    if (system_prompt) {
+      p.push_back(Nullable(Field("new_system_prompt", FieldType::kString, "null", "a system message to prepend")));
+    }
+  }
+  if (c.kind != K::kPreference) {
+    p.push_back(Field("packed", FieldType::kBool, "False", "pack samples into max_seq_len-long sequences"));
+  }
+  if (c.kind == K::kText) {
+    p.push_back(Nullable(Field("split_across_pack", FieldType::kBool, "null", "let a sample continue in the next pack")));
+  }
+  return p;
+}
+
+}  // namespace
+
 void AddDataComponents(std::vector<ComponentSpec>* out) {
-  ComponentSpec byte;
-  byte.name = "tune_matrix.data.byte_tokenizer";
-  byte.kind = "tokenizer";
-  byte.doc = "byte-level tokenizer: ids 0-255 are bytes, then BOS, EOS and PAD (lossless, needs no file)";
-  byte.params = {
-      Nullable(AtLeast(Field("max_seq_len", FieldType::kInt, "null", "truncate samples to this many tokens"), 1))};
-  out->push_back(byte);
-  for (const char* name : {"torchtune.models.llama3.llama3_tokenizer", "torchtune.models.qwen2_5.qwen2_5_tokenizer",
-                           "torchtune.models.mistral.mistral_tokenizer", "torchtune.models.gemma.gemma_tokenizer"}) {
+  for (const data::TokenizerComponent& t : data::TokenizerComponents()) {
     ComponentSpec c;
-    c.name = name;
+    c.name = t.dotpath;
     c.kind = "tokenizer";
-    c.unsupported_reason =
-        "BPE/SentencePiece tokenizer files are not implemented; use tune_matrix.data.byte_tokenizer";
+    c.doc = t.name + " (tokenizer)";
+    c.params = TokenizerParams(t);
     out->push_back(c);
   }
-
-  ComponentSpec alpaca;
-  alpaca.name = "tune_matrix.datasets.alpaca_dataset";
-  alpaca.aliases = {"torchtune.datasets.alpaca_dataset"};
-  alpaca.kind = "dataset";
-  alpaca.doc = "instruction data in Alpaca form (instruction, input, output) from a local .json or .jsonl file";
-  alpaca.params = {
-      Nullable(Field("source", FieldType::kString, "null",
-                     "local .json/.jsonl file; null uses the dataset shipped with tune-matrix")),
-      Field("train_on_input", FieldType::kBool, "False", "include prompt tokens in the loss"),
-      Field("packed", FieldType::kBool, "False", "sample packing; only False is implemented"),
-      Field("split", FieldType::kString, "train", "accepted for torchtune compatibility; the whole file is used"),
-  };
-  out->push_back(alpaca);
-  ComponentSpec cleaned;
-  cleaned.name = "torchtune.datasets.alpaca_cleaned_dataset";
-  cleaned.kind = "dataset";
-  cleaned.unsupported_reason =
-      "it downloads yahma/alpaca-cleaned from the Hugging Face hub; use tune_matrix.datasets.alpaca_dataset with "
-      "source=<local file>";
-  out->push_back(cleaned);
+  for (const data::DatasetComponent& d : data::DatasetComponents()) {
+    ComponentSpec c;
+    c.name = "tune_matrix.datasets." + d.name;
+    c.aliases = {d.dotpath};
+    c.kind = d.kind == data::DatasetKind::kPreference ? "preference_dataset" : "dataset";
+    c.doc = d.name + (d.default_source.empty() ? "" : " (default source " + d.default_source + ")");
+    c.params = DatasetParams(d);
+    out->push_back(c);
+  }
 }
 
 void AddTrainingComponents(std::vector<ComponentSpec>* out) {
@@ -72,27 +176,6 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   disk.params = {NonEmpty(Field("log_dir", FieldType::kString, "${output_dir}/logs", "folder of metrics.jsonl")),
                  NonEmpty(Field("filename", FieldType::kString, "metrics.jsonl", "file name in log_dir"))};
   out->push_back(disk);
-
-  ComponentSpec ckpt;
-  ckpt.name = "tune_matrix.training.FullModelCheckpointer";
-  ckpt.aliases = {"torchtune.training.FullModelHFCheckpointer", "torchtune.training.FullModelMetaCheckpointer",
-                  "torchtune.training.FullModelTorchTuneCheckpointer"};
-  ckpt.kind = "checkpointer";
-  ckpt.doc = "safetensors checkpoints: loads weights from checkpoint_dir (or initialises them from the seed when it "
-             "is null) and saves to output_dir";
-  ckpt.params = {
-      Nullable(NonEmpty(Field("checkpoint_dir", FieldType::kString, "null", "folder with the weights to start from"))),
-      Field("checkpoint_files", FieldType::kAny, "[model.safetensors]",
-            "weight files in checkpoint_dir (a list, or torchtune's filename_format/max_filename)"),
-      Nullable(Field("recipe_checkpoint", FieldType::kString, "null", "optimizer/progress state to resume from")),
-      Nullable(Field("adapter_checkpoint", FieldType::kString, "null", "LoRA adapter weights to start from")),
-      NonEmpty(Field("output_dir", FieldType::kString, "${output_dir}", "where checkpoints are written")),
-      Field("model_type", FieldType::kString, "LLAMA3_2", "model family, for torchtune compatibility"),
-      Nullable(AtLeast(Field("keep_last_n_checkpoints", FieldType::kInt, "null", "accepted for torchtune compatibility"),
-                       1)),
-      Field("safe_serialization", FieldType::kBool, "True", "always safetensors"),
-  };
-  out->push_back(ckpt);
 
   ComponentSpec profiler;
   profiler.name = "tune_matrix.training.setup_torch_profiler";

@@ -14,6 +14,7 @@
 #include "harness/file_util.h"
 #include "harness/run_summary.h"
 #include "recipes/builtin.h"
+#include "recipes/checkpointers.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::recipes {
@@ -62,6 +63,7 @@ class Trainer {
   const DeviceHooks& hooks_;
   torch::Device device_;
   TrainingSettings settings_;
+  CheckpointFormat format_ = CheckpointFormat::kTorchtune;
   TrainableModel model_;
   OptimizerPtr optimizer_;
   std::optional<data::DataLoader> loader_;
@@ -74,19 +76,22 @@ Status Trainer::Setup(RunSummary* summary) {
   StatusOr<TrainingSettings> settings = ReadTrainingSettings(config_, kind_);
   TM_RETURN_IF_ERROR(settings.status());
   settings_ = *settings;
+  format_ = CheckpointFormatOf(config_, registry);
   TM_RETURN_IF_ERROR(MakeDirs(settings_.output_dir));
   TM_RETURN_IF_ERROR(MakeDirs(ParentDir(settings_.metrics_path)));
   ::unlink(settings_.metrics_path.c_str());
   summary->seed = settings_.seed;
   torch::manual_seed(settings_.seed);
 
-  StatusOr<TrainableModel> model = SetupModel(config_, registry, kind_, settings_, device_);
+  StatusOr<TrainableModel> model =
+      SetupModel(config_, registry, kind_, settings_, device_, context_.allow_stand_ins, &summary->stand_ins);
   TM_RETURN_IF_ERROR(model.status());
   model_ = std::move(*model);
   summary->total_parameters = model_.total_parameters;
   summary->trainable_parameters = model_.trainable_parameters;
 
-  StatusOr<data::DataLoader> loader = SetupData(config_, settings_, model_.choice.args.max_seq_len);
+  StatusOr<data::DataLoader> loader =
+      SetupData(config_, settings_, model_.choice.args, context_.allow_stand_ins, &summary->stand_ins);
   TM_RETURN_IF_ERROR(loader.status());
   loader_.emplace(std::move(*loader));
   steps_per_epoch_ = loader_->size() / settings_.gradient_accumulation_steps;
@@ -106,8 +111,11 @@ Status Trainer::Setup(RunSummary* summary) {
   base_lr_ = *lr;
 
   if (settings_.resume) {
-    StatusOr<ResumePoint> point =
-        LoadTrainState(settings_.checkpoint_dir, config_, *model_.model, model_.trained, *optimizer_);
+    auto load_weights = [this](const std::string& dir) {
+      return LoadEpochWeights(dir, format_, model_.choice, *model_.model);
+    };
+    StatusOr<ResumePoint> point = LoadTrainState(settings_.checkpoint_dir, config_, model_.trained, *optimizer_,
+                                                 kind_ == TrainKind::kLora, load_weights);
     TM_RETURN_IF_ERROR(point.status());
     start_epoch_ = point->next_epoch;
     *context_.out << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
@@ -175,8 +183,9 @@ Status Trainer::Train(RunSummary* summary) {
     if (s.save_checkpoints) {
       std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
       TM_RETURN_IF_ERROR(MakeDirs(dir));
-      TM_RETURN_IF_ERROR(SaveTrainState(dir, *model_.model, model_.trained, *optimizer_, kind_ == TrainKind::kLora,
-                                        s.save_adapter_weights_only, {epoch + 1, global_step, s.seed}));
+      TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
+      TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, *optimizer_, kind_ == TrainKind::kLora,
+                                        {epoch + 1, global_step, s.seed}));
     }
   }
   return Status::OK();
@@ -187,6 +196,7 @@ Status Trainer::Run(RunSummary* summary) {
   TM_RETURN_IF_ERROR(Setup(summary));
   Synchronize();
   summary->init_time_s = Seconds(start, Clock::now());
+  for (const std::string& s : summary->stand_ins) *context_.out << "Stand-in: " << s << "\n";
   *context_.out << "Training " << context_.config_name << " on " << context_.device.id << " ("
                 << context_.device.name << "): " << summary->trainable_parameters << " of "
                 << summary->total_parameters << " parameters trainable, " << steps_per_epoch_

@@ -2,6 +2,7 @@
 # fine-tuning recipes.
 add_library(tm_recipes
   builtin.cc
+  checkpointers.cc
   components.cc
   estimate.cc
   finetune.cc

@@ -6,9 +6,11 @@
 #include <c10/core/TensorOptions.h>
 
 #include "recipes/builtin.h"
-#include "recipes/checkpoint/safetensors.h"
-#include "recipes/data/alpaca.h"
-#include "recipes/data/tokenizer.h"
+#include "recipes/checkpointers.h"
+#include "harness/file_util.h"
+#include "recipes/data/config_options.h"
+#include "recipes/data/samples.h"
+#include "recipes/data/sources.h"
 #include "recipes/models/lora.h"
 
 namespace tmx::recipes {
@@ -87,7 +89,8 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
 }
 
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
-                                    const TrainingSettings& settings, const c10::Device& device) {
+                                    const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
+                                    std::vector<std::string>* stand_ins) {
   TrainableModel m;
   StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
   TM_RETURN_IF_ERROR(choice.status());
@@ -101,23 +104,7 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   m.choice = *choice;
   m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
-  if (!config.IsNull("checkpointer.checkpoint_dir")) {
-    StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
-    TM_RETURN_IF_ERROR(dir.status());
-    std::vector<std::string> files = {"model.safetensors"};
-    YAML::Node listed = config.Find("checkpointer.checkpoint_files");
-    if (listed.IsSequence()) {
-      files.clear();
-      for (const auto& f : listed) files.push_back(f.as<std::string>());
-    }
-    checkpoint::NamedTensors all;
-    for (const std::string& f : files) {
-      StatusOr<checkpoint::LoadedSafetensors> loaded = checkpoint::LoadSafetensors(*dir + "/" + f);
-      TM_RETURN_IF_ERROR(loaded.status());
-      for (auto& t : loaded->tensors) all.push_back(std::move(t));
-    }
-    TM_RETURN_IF_ERROR(LoadBaseWeights(*m.model, all, lora));
-  }
+  TM_RETURN_IF_ERROR(LoadStartingWeights(config, registry, m.choice, *m.model, allow_stand_ins, stand_ins));
   if (lora) models::FreezeBaseParameters(*m.model);
   for (const auto& p : m.model->named_parameters()) {
     m.total_parameters += p.value().numel();
@@ -130,24 +117,72 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   return m;
 }
 
+namespace {
+
+// The file option that a missing-file NotFound of `component` is about, for the note.
+std::string MissingFile(const data::TokenizerOptions& o) {
+  for (const std::string* f : {&o.path, &o.merges_file, &o.tokenizer_json_path}) {
+    if (!f->empty() && !IsRegularFile(*f)) return *f;
+  }
+  return "a tokenizer file";
+}
+
+std::string Basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+const char* kStandInHint = "; to train on the shipped sample of the same kind instead, run with --allow-stand-ins";
+
+}  // namespace
+
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
-                                     int64_t model_max_seq_len) {
-  StatusOr<std::string> source = config.GetString("dataset.source", DefaultDatasetPath());
-  StatusOr<int64_t> max_len = config.GetInt("tokenizer.max_seq_len", std::min<int64_t>(model_max_seq_len, 2048));
-  StatusOr<bool> on_input = config.GetBool("dataset.train_on_input");
-  for (const Status& s : {source.status(), max_len.status(), on_input.status()}) TM_RETURN_IF_ERROR(s);
-  data::AlpacaOptions options;
-  options.path = *source;
-  options.max_seq_len = *max_len;
-  options.train_on_input = *on_input;
-  data::ByteTokenizer tokenizer;
-  StatusOr<data::AlpacaDataset> dataset = data::LoadAlpaca(options, tokenizer);
+                                     const models::DecoderArgs& model, bool allow_stand_ins,
+                                     std::vector<std::string>* stand_ins) {
+  StatusOr<data::TokenizerConfig> tokenizer_config = data::TokenizerFromConfig(config);
+  TM_RETURN_IF_ERROR(tokenizer_config.status());
+  data::TokenizerOptions options = tokenizer_config->options;
+  if (!options.max_seq_len) options.max_seq_len = std::min<int64_t>(model.max_seq_len, 2048);
+  const std::string& component = tokenizer_config->component;
+  StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer = data::BuildTokenizer(component, options);
+  if (tokenizer.status().code() == Status::Code::kNotFound) {
+    if (!allow_stand_ins) return Status::NotFound(tokenizer.status().message() + kStandInHint);
+    StatusOr<data::TokenizerOptions> sample = data::SampleTokenizerOptions(component, options);
+    TM_RETURN_IF_ERROR(sample.status());
+    std::string missing = MissingFile(options);
+    tokenizer = data::BuildTokenizer(component, *sample);
+    TM_RETURN_IF_ERROR(tokenizer.status());
+    std::string file = sample->path.empty() ? sample->tokenizer_json_path : sample->path;
+    stand_ins->push_back(data::SampleNote("tokenizer", (*tokenizer)->name(), Basename(file), missing));
+  }
+  TM_RETURN_IF_ERROR(tokenizer.status());
+  const data::Tokenizer& base = (*tokenizer)->base();
+  if (base.vocab_size() > model.vocab_size) {
+    return Status::InvalidArgument(config.OriginOf("tokenizer").ToString() + ": tokenizer " + (*tokenizer)->name() +
+                                   " has " + std::to_string(base.vocab_size()) + " ids, more than the model's " +
+                                   std::to_string(model.vocab_size) +
+                                   "; fix: use the model family's own tokenizer");
+  }
+
+  StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config);
+  TM_RETURN_IF_ERROR(dataset_config.status());
+  StatusOr<data::SftDataset> dataset =
+      data::LoadSftDataset(dataset_config->component, dataset_config->options, **tokenizer);
+  if (dataset.status().code() == Status::Code::kNotFound) {
+    if (!allow_stand_ins) return Status::NotFound(dataset.status().message() + kStandInHint);
+    StatusOr<data::DatasetOptions> sample = data::SampleDatasetOptions(dataset_config->component, dataset_config->options);
+    TM_RETURN_IF_ERROR(sample.status());
+    std::string missing = data::DescribeSource({dataset_config->options.source, dataset_config->options.data_files,
+                                                dataset_config->options.data_dir, dataset_config->options.split});
+    dataset = data::LoadSftDataset(dataset_config->component, *sample, **tokenizer);
+    TM_RETURN_IF_ERROR(dataset.status());
+    std::string file = sample->data_files.empty() ? sample->source : Basename(sample->data_files.front());
+    stand_ins->push_back(data::SampleNote("dataset", dataset_config->component, file, missing));
+  }
   TM_RETURN_IF_ERROR(dataset.status());
   data::DataLoaderOptions loader;
   loader.batch_size = settings.batch_size;
   loader.shuffle = settings.shuffle;
   loader.seed = settings.seed;
-  return data::DataLoader::Create(dataset->samples(), loader);
+  loader.pad_id = data::CollatePadId(base);
+  return data::DataLoader::Create(std::move(dataset->samples), loader);
 }
 
 StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry, const TrainableModel& model) {

@@ -55,16 +55,22 @@ struct TrainableModel {
   int64_t trainable_parameters = 0;
 };
 
-// Builds the config's model (seeded from the current torch RNG) with `dtype` on `device`, loads
-// checkpointer.checkpoint_dir when set, and for LoRA freezes the base. A model whose kind does not match the
-// recipe's (a lora_ model for full fine-tuning, or the reverse) is InvalidArgument naming the fix.
+// Builds the config's model (seeded from the current torch RNG) with `dtype` on `device`, loads its starting
+// weights (LoadStartingWeights: checkpointer.checkpoint_dir, or the seed's; `allow_stand_ins` and `stand_ins`
+// as there), and for LoRA freezes the base. A model whose kind does not match the recipe's (a lora_ model for
+// full fine-tuning, or the reverse) is InvalidArgument naming the fix.
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
-                                    const TrainingSettings& settings, const c10::Device& device);
+                                    const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
+                                    std::vector<std::string>* stand_ins);
 
-// The tokenized dataset and its loader (seeded by settings.seed). Samples are cut at the tokenizer's
-// max_seq_len, or at the model's (at most 2048) when the tokenizer sets none.
+// The config's tokenizer and dataset components, tokenized and batched (seeded by settings.seed). Samples are
+// cut at the tokenizer's max_seq_len, or at the model's (at most 2048) when it sets none. A tokenizer whose
+// ids do not fit the model's vocabulary is InvalidArgument. A missing tokenizer file or dataset is NotFound
+// naming what and where, unless `allow_stand_ins`: then the shipped sample of the same kind is used and a
+// line saying so is added to `stand_ins`.
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
-                                     int64_t model_max_seq_len);
+                                     const models::DecoderArgs& model, bool allow_stand_ins,
+                                     std::vector<std::string>* stand_ins);
 
 // The configured optimizer over the model's trained parameters.
 StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry, const TrainableModel& model);

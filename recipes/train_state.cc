@@ -8,13 +8,14 @@
 #include <torch/torch.h>
 
 #include "harness/file_util.h"
-#include "recipes/data/alpaca.h"
+#include "recipes/data/sample.h"
 #include "recipes/models/lora.h"
 
 namespace tmx::recipes {
 namespace {
 
 const char* kStateFile = "recipe_state.safetensors";
+const std::string kAdapterPrefix = "adapter:";
 
 bool IsLoraName(const std::string& name) { return name.find("lora_") != std::string::npos; }
 
@@ -59,23 +60,18 @@ Status LoadBaseWeights(torch::nn::Module& model, const checkpoint::NamedTensors&
   return checkpoint::LoadIntoModule(model, tensors, /*strict=*/false);
 }
 
-Status SaveTrainState(const std::string& dir, const torch::nn::Module& model, const NamedParameters& trained,
-                      const torch::optim::Optimizer& optimizer, bool lora, bool adapter_only, const Progress& progress) {
-  if (lora) {
-    TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/adapter_model.safetensors", models::AdapterParameters(model)));
-    if (!adapter_only) {
-      TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/model.safetensors", models::MergedStateDict(model)));
-    }
-  } else {
-    checkpoint::NamedTensors weights;
-    weights = checkpoint::ModuleTensors(model);
-    TM_RETURN_IF_ERROR(checkpoint::SaveSafetensors(dir + "/model.safetensors", weights));
-  }
+Status SaveTrainState(const std::string& dir, const NamedParameters& trained, const torch::optim::Optimizer& optimizer,
+                      bool lora, const Progress& progress) {
   checkpoint::NamedTensors state;
   std::map<std::string, std::string> meta = {{"next_epoch", std::to_string(progress.next_epoch)},
                                              {"global_step", std::to_string(progress.global_step)},
                                              {"seed", std::to_string(progress.seed)},
                                              {"format", "tune-matrix recipe state v1"}};
+  // LoRA's trained tensors are small: they travel with the state, so resuming needs no weight file whatever the
+  // checkpointer's format.
+  if (lora) {
+    for (const auto& [name, param] : trained) state.emplace_back(kAdapterPrefix + name, param.detach());
+  }
   std::map<void*, std::string> names = NamesByImpl(trained);
   for (const auto& [key, param_state] : optimizer.state()) {
     auto it = names.find(key);
@@ -93,8 +89,9 @@ Status SaveTrainState(const std::string& dir, const torch::nn::Module& model, co
   return checkpoint::SaveSafetensors(dir + "/" + kStateFile, state, meta);
 }
 
-StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config, torch::nn::Module& model,
-                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer) {
+StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config,
+                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer, bool lora,
+                                     const std::function<Status(const std::string& dir)>& load_weights) {
   ResumePoint point;
   std::string state_path;
   if (!config.IsNull("checkpointer.recipe_checkpoint")) {
@@ -132,22 +129,20 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
   point.next_epoch = *next_epoch;
   point.global_step = *global_step;
 
-  bool lora = false;
-  for (const auto& p : trained) lora = lora || IsLoraName(p.first);
-  std::string weights_path = point.directory + (lora ? "/adapter_model.safetensors" : "/model.safetensors");
-  StatusOr<checkpoint::LoadedSafetensors> weights = checkpoint::LoadSafetensors(weights_path);
-  TM_RETURN_IF_ERROR(weights.status());
-  if (lora) {
-    std::set<std::string> given;
-    for (const auto& t : weights->tensors) given.insert(t.first);
-    for (const auto& p : trained) {
-      if (!given.count(p.first)) return Status::InvalidArgument(weights_path + ": " + p.first + ": missing");
-    }
-  }
-  Status loaded = checkpoint::LoadIntoModule(model, weights->tensors, /*strict=*/!lora);
-  if (!loaded.ok()) return loaded.WithContext(weights_path);
-
   std::map<std::string, torch::Tensor> by_name(state->tensors.begin(), state->tensors.end());
+  if (lora) {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, param] : trained) {
+      auto it = by_name.find(kAdapterPrefix + name);
+      if (it == by_name.end()) return Status::InvalidArgument(state_path + ": " + name + ": missing");
+      if (!it->second.sizes().equals(param.sizes())) {
+        return Status::InvalidArgument(state_path + ": " + name + ": shape does not match the model's");
+      }
+      param.copy_(it->second);
+    }
+  } else {
+    TM_RETURN_IF_ERROR(load_weights(point.directory));
+  }
   torch::NoGradGuard no_grad;
   for (const auto& [name, param] : trained) {
     void* key = param.unsafeGetTensorImpl();

@@ -2,14 +2,14 @@
 // saving/restoring epoch checkpoints (weights, adapters, optimizer state and progress), all in the
 // safetensors format.
 //
-// An epoch checkpoint folder <checkpointer.output_dir>/epoch_<N>/ holds:
-//   model.safetensors           full weights (full fine-tuning), or LoRA merged into the base weights
-//                               (LoRA, unless save_adapter_weights_only)
-//   adapter_model.safetensors   LoRA adapters only (LoRA)
-//   recipe_state.safetensors    optimizer state per trained parameter ("<name>.exp_avg", ...) and progress
-//                               (next_epoch, global_step, seed) in the metadata
+// An epoch checkpoint folder <checkpointer.output_dir>/epoch_<N>/ holds the weights in the checkpointer's format
+// (checkpointers.h) and
+//   recipe_state.safetensors    optimizer state per trained parameter ("<name>.exp_avg", ...), for LoRA the
+//                               adapters ("adapter:<name>"), and progress (next_epoch, global_step, seed) in
+//                               the metadata
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,8 +44,10 @@ struct Progress {
   uint64_t seed = 0;
 };
 
-Status SaveTrainState(const std::string& dir, const torch::nn::Module& model, const NamedParameters& trained,
-                      const torch::optim::Optimizer& optimizer, bool lora, bool adapter_only, const Progress& progress);
+// Writes <dir>/recipe_state.safetensors: the optimizer state per trained parameter, the progress, and for
+// LoRA the trained adapters themselves. The epoch's weights are the checkpointer's (checkpointers.h).
+Status SaveTrainState(const std::string& dir, const NamedParameters& trained, const torch::optim::Optimizer& optimizer,
+                      bool lora, const Progress& progress);
 
 struct ResumePoint {
   std::string directory;
@@ -54,8 +56,10 @@ struct ResumePoint {
 };
 
 // Restores the newest epoch checkpoint under `checkpoint_dir` (or checkpointer.recipe_checkpoint when the
-// config names one): trained weights, optimizer state and progress. NotFound when there is none.
-StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config, torch::nn::Module& model,
-                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer);
+// config names one): the trained weights (LoRA adapters from the recipe state; for full fine-tuning
+// `load_weights` reads the epoch's folder), the optimizer state and the progress. NotFound when there is none.
+StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config,
+                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer, bool lora,
+                                     const std::function<Status(const std::string& dir)>& load_weights);
 
 }  // namespace tmx::recipes

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Generates recipes/data/datasets/tiny_instruct.jsonl, the instruction dataset shipped with tune-matrix.
+"""Generates recipes/data/datasets/tune-matrix/tiny_instruct/train.jsonl, the instruction dataset shipped with
+tune-matrix (configs name it as source: tune-matrix/tiny_instruct).
 
 Six small string and arithmetic tasks in Alpaca form (instruction, input, output), short enough that a tiny
 byte-level model shows learning within a few hundred CPU steps. Standard library only, and byte-for-byte
@@ -16,7 +17,7 @@ import pathlib
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "recipes" / "data" / "datasets" / "tiny_instruct.jsonl"
+DEFAULT_OUT = REPO / "recipes" / "data" / "datasets" / "tune-matrix" / "tiny_instruct" / "train.jsonl"
 MASK64 = (1 << 64) - 1
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 VOWELS = set("aeiou")

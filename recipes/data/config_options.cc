@@ -147,6 +147,7 @@ StatusOr<std::string> ComponentOf(const Config& config, const std::string& key, 
 }  // namespace
 
 std::vector<std::string> TokenizerKeys(const TokenizerComponent& c) {
+  if (c.kind == TokenizerFileKind::kNone) return {"_component_", "max_seq_len", "prompt_template", "truncation_type"};
   if (c.kind == TokenizerFileKind::kHfTokenizerJson) {
     return {"_component_", "tokenizer_json_path", "tokenizer_config_json_path", "generation_config_path"};
   }

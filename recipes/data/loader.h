@@ -9,9 +9,8 @@
 #include <ATen/core/Tensor.h>
 
 #include "harness/status.h"
-#include "recipes/data/alpaca.h"
 #include "recipes/data/sample.h"
-#include "recipes/data/tokenizer.h"
+#include "recipes/data/tokenizers/byte.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 
 namespace tmx::data {

@@ -31,6 +31,9 @@ StatusOr<TokenizerOptions> SampleTokenizerOptions(const std::string& component, 
       options.tokenizer_config_json_path.clear();
       options.generation_config_path = dir + "generation_config.json";
       break;
+    case TokenizerFileKind::kNone:
+      break;  // reads no file
+
   }
   return options;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "harness/config_store.h"
 #include "harness/file_util.h"
 #include "harness/text.h"
 
@@ -114,6 +115,8 @@ std::string DatasetRoot() {
   return std::string(home != nullptr ? home : "") + "/.cache/tune-matrix/datasets";
 }
 
+std::string ShippedDatasetsDir() { return CheckoutConfigDir() + "/../recipes/data/datasets"; }
+
 std::string DescribeSource(const SourceOptions& options) {
   if (IsLocalFormat(options.source)) return options.source + " files " + JoinStrings(options.data_files, ", ");
   if (IsDirectory(options.source)) return "folder " + options.source;
@@ -145,6 +148,9 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
   } else {
     bool is_folder = IsDirectory(options.source);
     std::string base = is_folder ? options.source : DatasetRoot() + "/" + options.source;
+    if (!is_folder && !IsDirectory(base) && IsDirectory(ShippedDatasetsDir() + "/" + options.source)) {
+      base = ShippedDatasetsDir() + "/" + options.source;
+    }
     std::string dir = options.data_dir.empty() ? base : base + "/" + options.data_dir;
     if (!IsDirectory(dir)) {
       if (is_folder || IsDirectory(base)) {

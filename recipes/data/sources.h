@@ -3,7 +3,9 @@
 //
 //   source: json | jsonl | csv | text, with data_files   the named local files (Hugging Face's local builders)
 //   source: <hub id>, e.g. yahma/alpaca-cleaned         the files in $TUNE_MATRIX_DATA/<hub id>/ (default
-//                                                       ~/.cache/tune-matrix/datasets/<hub id>/), under data_dir
+//                                                       ~/.cache/tune-matrix/datasets/<hub id>/), else in the
+//                                                       datasets shipped with tune-matrix (ShippedDatasetsDir(),
+//                                                       e.g. tune-matrix/tiny_instruct), under data_dir
 //                                                       when given: every .json/.jsonl/.csv/.txt file there whose
 //                                                       name or folder starts with the split's name ("train.jsonl",
 //                                                       "data/train-00000-of-00001.json"), or all of them when none
@@ -30,6 +32,9 @@ struct SourceOptions {
 
 // $TUNE_MATRIX_DATA, else $HOME/.cache/tune-matrix/datasets.
 std::string DatasetRoot();
+
+// The datasets shipped with tune-matrix, found beside the checkout's configs: recipes/data/datasets.
+std::string ShippedDatasetsDir();
 
 // The records of the split, in file order (files in name order).
 StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options);

@@ -2,6 +2,7 @@
 
 #include "harness/file_util.h"
 #include "recipes/data/components.h"
+#include "recipes/data/tokenizers/byte.h"
 #include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/tokenizers/hf_tokenizer.h"
 #include "recipes/data/tokenizers/sentencepiece.h"
@@ -209,6 +210,7 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
       {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", TokenizerFileKind::kByteBpe},
       {"HuggingFaceBaseTokenizer", "torchtune.modules.transforms.tokenizers.HuggingFaceBaseTokenizer",
        TokenizerFileKind::kHfTokenizerJson},
+      {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", TokenizerFileKind::kNone},
   };
   return *components;
 }
@@ -249,6 +251,10 @@ StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& comp
       break;
     case TokenizerFileKind::kHfTokenizerJson:
       base = HfBase(name, options);
+      break;
+    case TokenizerFileKind::kNone:
+      format = ChatFormat::kNoSpecialTokens;
+      base = std::unique_ptr<Tokenizer>(new ByteTokenizer());
       break;
   }
   if (!base.ok()) return base.status().WithContext(name);

@@ -15,6 +15,8 @@
 //   qwen2_tokenizer      vocab.json (path) + merges_file; <|endoftext|> 151643, <|im_start|>, <|im_end|>; ChatML
 //   qwen2_5_tokenizer    the same; plus tool, vision and fim tokens 151646 .. 151664; ChatML with tool calls
 //   qwen3_tokenizer      the same; plus <tool_response>, </tool_response>, <think>, </think> .. 151668
+//   byte_tokenizer       no file (tune_matrix.data.byte_tokenizer): bytes 0-255, BOS 256, EOS 257, PAD 258;
+//                        BOS/EOS turns like Llama 2's, no template (the tiny configs' tokenizer)
 //   HuggingFaceBaseTokenizer  tokenizer_json_path (+ tokenizer_config_json_path / generation_config_path);
 //                        tokenizer.json's added tokens; no chat format
 #pragma once
@@ -32,7 +34,7 @@
 namespace tmx::data {
 
 // The kind of file a tokenizer reads; each kind has a shipped sample (samples.h).
-enum class TokenizerFileKind { kTiktoken, kSentencePiece, kByteBpe, kHfTokenizerJson };
+enum class TokenizerFileKind { kTiktoken, kSentencePiece, kByteBpe, kHfTokenizerJson, kNone };
 
 // torchtune's prompt_template argument: the builder's default, null, a dotpath, or a {role: [prepend, append]} map.
 struct PromptTemplateChoice {

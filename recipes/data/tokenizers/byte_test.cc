@@ -1,4 +1,4 @@
-#include "recipes/data/tokenizer.h"
+#include "recipes/data/tokenizers/byte.h"
 
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ TEST(ByteTokenizerTest, RoundTripIsLosslessForAnyBytes) {
     SCOPED_TRACE(::testing::PrintToString(text));
     std::vector<int64_t> ids = tok.Encode(text, true, true);
     EXPECT_EQ(ids.size(), text.size() + 2);
-    EXPECT_EQ(tok.Decode(ids), text);
+    EXPECT_EQ(tok.Decode(ids, /*skip_special=*/true), text);
     EXPECT_EQ(tok.Decode(tok.Encode(text, false, false), false), text);
   }
 }
@@ -46,13 +46,27 @@ TEST(ByteTokenizerTest, RoundTripIsLosslessForAnyBytes) {
 TEST(ByteTokenizerTest, DecodeSkipsOrShowsSpecialTokens) {
   ByteTokenizer tok;
   std::vector<int64_t> ids = {256, 'o', 'k', 257, 258, 258};
-  EXPECT_EQ(tok.Decode(ids), "ok");
+  EXPECT_EQ(tok.Decode(ids, /*skip_special=*/true), "ok");
   EXPECT_EQ(tok.Decode(ids, /*skip_special=*/false), "<|bos|>ok<|eos|><|pad|><|pad|>");
 }
 
 TEST(ByteTokenizerTest, DecodeShowsIdsOutsideTheVocabulary) {
   ByteTokenizer tok;
-  EXPECT_EQ(tok.Decode({'a', 259, -1, 'b'}), "a<|unk:259|><|unk:-1|>b");
+  EXPECT_EQ(tok.Decode({'a', 259, -1, 'b'}, /*skip_special=*/true), "a<|unk:259|><|unk:-1|>b");
+}
+
+}  // namespace
+}  // namespace tmx::data
+
+namespace tmx::data {
+namespace {
+
+TEST(ByteTokenizerTest, PiecesShowPrintableBytesAndNameTheRest) {
+  ByteTokenizer tok;
+  EXPECT_EQ(tok.Piece('a'), "a");
+  EXPECT_EQ(tok.Piece(0x0A), "<0x0A>");
+  EXPECT_EQ(tok.Piece(ByteTokenizer::kEos), "<|eos|>");
+  EXPECT_EQ(tok.SpecialId("<|pad|>"), ByteTokenizer::kPad);
 }
 
 }  // namespace
