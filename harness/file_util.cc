@@ -14,6 +14,7 @@ namespace {
 
 constexpr char kTempMarker[] = ".tm-tmp.";
 constexpr int kMaxSymlinkHops = 40;
+constexpr char kPassRegular[] = "pass a regular file";
 
 std::string ErrnoText() { return std::strerror(errno); }
 
@@ -61,14 +62,14 @@ StatusOr<std::string> ReadFile(const std::string& path) {
     if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound(path + ": no such file");
     return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
   }
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode, "pass a regular file");
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode, kPassRegular);
   // O_NONBLOCK: should the path have become a FIFO since the stat, the open must not wait for a writer.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
   Status s;
   std::string out;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    s = NotRegular(path, st.st_mode, "pass a regular file");
+    s = NotRegular(path, st.st_mode, kPassRegular);
   } else {
     s = ReadAll(fd, path, &out);
   }
@@ -194,8 +195,15 @@ Status MakeDirs(const std::string& path) {
 }
 
 Status AppendLineDurably(const std::string& path, const std::string& line) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NONBLOCK: a FIFO in the file's place must be refused, not waited on for a reader.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+  struct stat st;
+  if (fd < 0 && errno == ENXIO && ::stat(path.c_str(), &st) == 0) return NotRegular(path, st.st_mode, kPassRegular);
   if (fd < 0) return Status::IoError(path + ": cannot open for appending (" + ErrnoText() + ")");
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return NotRegular(path, st.st_mode, kPassRegular);
+  }
   Status s = WriteAll(fd, line + "\n", path);
   if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
   ::close(fd);
