@@ -80,13 +80,19 @@ StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vect
                                               std::vector<std::string>* origins, int64_t now) {
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
+  return ParseJournalText(*text, path, warnings, origins, now);
+}
+
+StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, const std::string& path,
+                                                   std::vector<std::string>* warnings,
+                                                   std::vector<std::string>* origins, int64_t now) {
   std::vector<CellResult> cells;
   size_t pos = 0;
-  for (int line_no = 1; pos < text->size(); ++line_no) {
-    size_t end = text->find('\n', pos);
+  for (int line_no = 1; pos < text.size(); ++line_no) {
+    size_t end = text.find('\n', pos);
     bool finished = end != std::string::npos;
-    std::string line = text->substr(pos, finished ? end - pos : std::string::npos);
-    pos = finished ? end + 1 : text->size();
+    std::string line = text.substr(pos, finished ? end - pos : std::string::npos);
+    pos = finished ? end + 1 : text.size();
     if (IsBlank(line)) continue;
     std::string where = path + ":" + std::to_string(line_no);
     if (!finished && !IsCompleteJson(line)) {

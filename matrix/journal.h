@@ -29,6 +29,10 @@ Status AppendToJournal(const std::string& path, const CellResult& cell);
 // null) receives "<path>:<line>" of each record returned, in the same order.
 StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings,
                                               std::vector<std::string>* origins = nullptr, int64_t now = UnixNow());
+// ReadJournal's reading of `text`, the contents of the journal at `path` (named in messages).
+StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, const std::string& path,
+                                                   std::vector<std::string>* warnings,
+                                                   std::vector<std::string>* origins, int64_t now);
 
 // Whether record `a` replaces `b` of the same cell or device type: verified later (provenance.verified_at
 // compared as text, which orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); within the same
