@@ -21,7 +21,17 @@ class BoundsChecker : public YAML::EventHandler {
  public:
   BoundsChecker(const MarkLocator& where, const YamlLimits& limits) : where_(where), limits_(limits) {}
 
-  void OnDocumentStart(const YAML::Mark&) override {}
+  // Anchors belong to their document: yaml-cpp numbers them from 1 again in each.
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ > limits_.max_documents) {
+      Fail(mark, "the text holds more than " + std::to_string(limits_.max_documents) +
+                     " YAML documents (the limit; a ',' where a document should start reads as endless empty "
+                     "documents); fix: keep one document per file, and remove stray commas");
+    }
+    stack_.clear();
+    closed_.clear();
+    names_.clear();
+  }
   void OnDocumentEnd() override {}
   void OnAnchor(const YAML::Mark&, const std::string& name) override { pending_name_ = name; }
 
@@ -121,22 +131,34 @@ class BoundsChecker : public YAML::EventHandler {
   std::map<YAML::anchor_t, std::string> names_;
   std::string pending_name_;
   int64_t total_ = 0;
+  int documents_ = 0;
 };
 
-}  // namespace
-
-Status CheckYamlBounds(const std::string& text, const MarkLocator& where, const YamlLimits& limits) {
+// Runs the checker over the first document of `text`, or over all of them (the checker stops the parser
+// one document past the limit).
+Status Check(const std::string& text, const MarkLocator& where, const YamlLimits& limits, bool all_documents) {
   std::istringstream in(text);
   BoundsChecker checker(where, limits);
   try {
     YAML::Parser parser(in);
-    parser.HandleNextDocument(checker);
+    while (parser.HandleNextDocument(checker) && all_documents) {
+    }
   } catch (const BoundExceeded& e) {
     return e.status;
   } catch (const YAML::Exception&) {
     // Malformed: left to the caller's YAML::Load, which reports it with its own advice.
   }
   return Status::OK();
+}
+
+}  // namespace
+
+Status CheckYamlBounds(const std::string& text, const MarkLocator& where, const YamlLimits& limits) {
+  return Check(text, where, limits, /*all_documents=*/false);
+}
+
+Status CheckYamlBoundsAllDocuments(const std::string& text, const MarkLocator& where, const YamlLimits& limits) {
+  return Check(text, where, limits, /*all_documents=*/true);
 }
 
 YAML::Node CopyTree(const YAML::Node& node) {

@@ -31,6 +31,8 @@ struct YamlLimits {
   int64_t max_interpolation_refs = 10000;
   // Keys in one chain of references (a refers to b, which refers to c, ...).
   int max_reference_chain = 64;
+  // Documents in one text, for readers of every document (CheckYamlBoundsAllDocuments).
+  int max_documents = 100;
 };
 
 // Names where a mark is, e.g. "configs/a.yaml:3:7" or "override 'x=[1' at column 4".
@@ -41,6 +43,12 @@ using MarkLocator = std::function<std::string(const YAML::Mark&)>;
 // more than `limits.max_nodes` nodes or nests deeper than `limits.max_depth` once aliases are expanded.
 // Malformed YAML is not reported here (it returns OK): the caller's YAML::Load reports it in its own words.
 Status CheckYamlBounds(const std::string& text, const MarkLocator& where, const YamlLimits& limits = {});
+
+// CheckYamlBounds over every document of `text`, for callers that read them all with YAML::LoadAll; the
+// node limit counts all documents together. Also refuses more than `limits.max_documents` documents:
+// yaml-cpp 0.7 reads a ',' where a document should start as an endless run of empty documents, so
+// YAML::LoadAll on such a text never returns and exhausts memory.
+Status CheckYamlBoundsAllDocuments(const std::string& text, const MarkLocator& where, const YamlLimits& limits = {});
 
 // A copy of `node` in which every alias is expanded into its own nodes. Marks are not kept.
 // REQUIRES: `node` is acyclic (CheckYamlBounds accepted the text it was loaded from).

@@ -71,6 +71,24 @@ TEST(YamlBoundsTest, DeepNestingStopsBeforeTheParserRecursesFar) {
   EXPECT_THAT(s.message(), HasSubstr("t.yaml:1:65: values nest more than 64 levels deep"));
 }
 
+TEST(YamlBoundsTest, EveryDocumentIsCheckedAndAStrayCommaIsNotAnEndlessRun) {
+  EXPECT_TRUE(CheckYamlBoundsAllDocuments("a: 1\n---\nb: &x [*y]\n", Where).ok()) << "*y: unknown, malformed";
+  Status loop = CheckYamlBoundsAllDocuments("a: &x 1\n---\nb: &x [*x]\n", Where);
+  ASSERT_FALSE(loop.ok()) << "anchors are per document: the second &x is still open";
+  EXPECT_THAT(loop.message(), HasSubstr("t.yaml:3:8: alias *x refers to the node &x that contains it"));
+  EXPECT_TRUE(CheckYamlBounds("a: 1\n---\nb: &x [*x]\n", Where).ok()) << "only the first document";
+  // yaml-cpp 0.7: YAML::LoadAll(",") returns no more, allocating empty documents until memory runs out.
+  for (const char* text : {",", "a: 1\n...\n,\n", "# c\n, a: 1\n"}) {
+    Status s = CheckYamlBoundsAllDocuments(text, Where);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_THAT(s.message(), HasSubstr("the text holds more than 100 YAML documents")) << text;
+  }
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += (i ? "---\na: " : "a: ") + std::to_string(i) + "\n";
+  EXPECT_TRUE(CheckYamlBoundsAllDocuments(many, Where).ok());
+  EXPECT_FALSE(CheckYamlBoundsAllDocuments(many + "---\nb: 1\n", Where).ok());
+}
+
 TEST(YamlBoundsTest, CopyTreeGivesEveryAliasItsOwnNodes) {
   YAML::Node shared = YAML::Load("a: &x {b: 1}\nc: *x\n");
   YAML::Node tree = CopyTree(shared);

@@ -13,4 +13,8 @@ BUILD_DIR="${BUILD_DIR:-build}"
 CRASH_DIR="${CRASH_DIR:-$BUILD_DIR/fuzz-crashes}"
 cmake --build "$BUILD_DIR" --target tm_fuzz >/dev/null
 mkdir -p "$CRASH_DIR"
+# Under AddressSanitizer (BUILD_DIR=build-sanitize) an input that allocates without end must fail, not take the
+# machine's memory: tm_fuzz limits its address space itself in other builds.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-hard_rss_limit_mb=4096:detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 "$BUILD_DIR/bin/tm_fuzz" --seconds "$SECONDS_TOTAL" --seed "$SEED" --crash-dir "$CRASH_DIR" --source-dir "$PWD"
