@@ -251,7 +251,6 @@ Status CheckVerifiedAt(const std::string& verified_at, int64_t now, const RangeC
 Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now) {
   RangeChecker check(where);
   TM_RETURN_IF_ERROR(check.NotEmpty("config", r.key.config));
-  TM_RETURN_IF_ERROR(check.NotEmpty("recipe", r.recipe));
   TM_RETURN_IF_ERROR(CheckDevice(r, check));
   TM_RETURN_IF_ERROR(check.Bytes("predicted_memory_bytes", r.predicted_memory_bytes));
   TM_RETURN_IF_ERROR(check.Bytes("device_memory_bytes", r.device_memory_bytes));

@@ -93,11 +93,12 @@ nlohmann::json ToJson(const CellResult& r);
 StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::string& where, int64_t now = UnixNow());
 
 // The checks on a record's values, each failure an InvalidArgument "<where>: cell record ...; fix: ...":
-//   config and recipe are not empty; device is a device string (not "auto") and device_type is its type;
-//   memory sizes are 0 to 2^60 bytes; durations (init, wall, each step, median, spread) are finite, 0 to 1e9 s;
-//   warmup_steps is 0 to the number of step times; exit_code is 0 to 255 and term_signal 1 to 127;
-//   tokens_per_second is 0 or more (inf allowed: a step too short to time); losses may be anything;
-//   provenance.verified_at is a real UTC time "YYYY-MM-DDTHH:MM:SSZ" at most kMaxClockSkewSeconds after `now`.
+//   config is not empty (merge checks it and the recipe against the registry); device is a device string
+//   (not "auto") and device_type is its type; memory sizes are 0 to 2^60 bytes; durations (init, wall, each
+//   step, median, spread) are finite, 0 to 1e9 s; warmup_steps is 0 to the number of step times; exit_code
+//   is 0 to 255 and term_signal 1 to 127; tokens_per_second is 0 or more (inf allowed: a step too short to
+//   time); losses may be anything; provenance.verified_at is a real UTC time "YYYY-MM-DDTHH:MM:SSZ" at most
+//   kMaxClockSkewSeconds after `now`.
 Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now);
 
 }  // namespace tmx::matrix

@@ -228,7 +228,6 @@ TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
       {"nan tokens", [](json& j) { j["tokens_per_second"] = "nan"; },
        "field \"tokens_per_second\" is nan, expected tokens per second from 0 (inf for a step too short to time)"},
       {"no config", [](json& j) { j["config"] = ""; }, "field \"config\" is empty"},
-      {"no recipe", [](json& j) { j["recipe"] = ""; }, "field \"recipe\" is empty"},
       {"device not a device", [](json& j) { j["device"] = "gpu0"; },
        "field \"device\" is \"gpu0\", not a device such as cpu or cuda:0"},
       {"device auto", [](json& j) { j["device"] = "auto"; },
