@@ -1,11 +1,14 @@
 #include "harness/config.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <sstream>
 
 #include "harness/file_util.h"
+#include "harness/interpolate.h"
 #include "harness/text.h"
+#include "harness/yaml_bounds.h"
 
 namespace tmx {
 namespace {
@@ -53,14 +56,18 @@ Status CheckDuplicateKeys(const YAML::Node& node, const std::string& prefix, con
   return Status::OK();
 }
 
-// Parses the right-hand side of an override as a YAML value.
+// Parses the right-hand side of an override as a YAML value, with the same bounds as a config file.
 StatusOr<YAML::Node> ParseOverrideValue(const std::string& arg, const std::string& value) {
   if (value == "None" || value == "none") return YAML::Node(YAML::NodeType::Null);
   if (value.empty()) return YAML::Node(std::string());
+  size_t value_column = arg.size() - value.size() + 1;  // 1-based column of the value within `arg`
+  TM_RETURN_IF_ERROR(CheckYamlBounds(value, [&](const YAML::Mark& mark) {
+    return "override " + Quote(arg) + " at column " + std::to_string(value_column + std::max(mark.column, 0));
+  }));
   try {
     YAML::Node node = YAML::Load(value);
     if (!node.IsDefined()) return YAML::Node(std::string());
-    return node;
+    return CopyTree(node);
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("override " + Quote(arg) + ": the value is not valid YAML (" + e.msg +
                                    "); quote it or fix the brackets, e.g. lora_attn_modules=[q_proj,v_proj]");
@@ -161,6 +168,8 @@ Config& Config::operator=(const Config& other) {
 StatusOr<Config> Config::FromString(const std::string& text, const std::string& path) {
   Config config;
   config.path_ = path;
+  TM_RETURN_IF_ERROR(
+      CheckYamlBounds(text, [&](const YAML::Mark& mark) { return OriginFromMark(path, mark).ToString(); }));
   try {
     config.root_ = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
@@ -179,6 +188,8 @@ StatusOr<Config> Config::FromString(const std::string& text, const std::string& 
   }
   TM_RETURN_IF_ERROR(CheckDuplicateKeys(config.root_, "", path));
   RecordMarks(config.root_, "", &config.value_marks_, &config.key_marks_);
+  // Marks are recorded; now give every alias its own nodes, so an override of one place changes only it.
+  config.root_.reset(CopyTree(config.root_));
   return config;
 }
 
@@ -203,6 +214,11 @@ Status Config::ApplyOverrides(const std::vector<std::string>& args) {
       return Status::InvalidArgument("override " + Quote(arg) + ": ~key removes a key and takes no value");
     }
     std::vector<std::string> segs = SplitKeyPath(key);
+    if (static_cast<int>(segs.size()) > YamlLimits().max_depth) {
+      return Status::InvalidArgument("override " + Quote(arg) + ": the key path has more than " +
+                                     std::to_string(YamlLimits().max_depth) +
+                                     " parts (the nesting limit); use a shorter key path");
+    }
     for (const std::string& seg : segs) {
       if (!IsValidKeySegment(seg)) {
         return Status::InvalidArgument("override " + Quote(arg) + ": " + Quote(key) +
@@ -274,91 +290,7 @@ Status Config::ApplyOverrides(const std::vector<std::string>& args) {
 }
 
 Status Config::ResolveInterpolations() {
-  // Resolve references on demand with cycle detection.
-  std::set<std::string> in_progress;
-  std::function<Status(YAML::Node, const std::string&)> resolve_node;
-
-  auto resolve_string = [&](YAML::Node node, const std::string& dotted) -> Status {
-    std::string s = node.Scalar();
-    if (s.find("${") == std::string::npos) return Status::OK();
-    if (!in_progress.insert(dotted).second) {
-      return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) +
-                                     " refers to itself through ${...} interpolation; break the cycle");
-    }
-    std::string out;
-    size_t pos = 0;
-    bool whole = false;
-    YAML::Node whole_value;
-    while (pos < s.size()) {
-      size_t start = s.find("${", pos);
-      if (start == std::string::npos) {
-        out += s.substr(pos);
-        break;
-      }
-      size_t end = s.find('}', start);
-      if (end == std::string::npos) {
-        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + ": " + Quote(s) +
-                                       " has an unclosed ${; write ${other.key}");
-      }
-      out += s.substr(pos, start - pos);
-      std::string ref = s.substr(start + 2, end - start - 2);
-      size_t colon = ref.find(':');
-      if (colon != std::string::npos) {
-        // OmegaConf resolvers (${eval:...}, ${oc.env:...}) run code or read the environment; configs here are
-        // data only.
-        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + " uses the ${" +
-                                       ref.substr(0, colon) + ":...} interpolation resolver, which tune-matrix "
-                                       "does not support (a config never runs code); write the value itself, "
-                                       "or refer to another key as ${other.key}");
-      }
-      YAML::Node target = Find(ref);
-      if (!target.IsDefined()) {
-        std::vector<std::string> keys = KeysOf(root_);
-        std::string hint = ClosestMatch(ref, keys);
-        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + " refers to ${" +
-                                       ref + "}, which is not in the config" +
-                                       (hint.empty() ? "" : "; did you mean ${" + hint + "}?"));
-      }
-      if (target.IsScalar()) {
-        TM_RETURN_IF_ERROR(resolve_node(target, ref));
-      }
-      if (start == 0 && end + 1 == s.size()) {
-        whole = true;
-        whole_value = YAML::Clone(target);
-      }
-      if (target.IsScalar()) {
-        out += target.Scalar();
-      } else if (!whole) {
-        return Status::InvalidArgument(OriginOf(dotted).ToString() + ": key " + Quote(dotted) + " embeds ${" +
-                                       ref + "}, which is " + DescribeNode(target) +
-                                       "; only plain values can be embedded in a string");
-      }
-      pos = end + 1;
-    }
-    in_progress.erase(dotted);
-    if (whole) {
-      node = whole_value;
-    } else {
-      node = out;
-    }
-    return Status::OK();
-  };
-
-  resolve_node = [&](YAML::Node node, const std::string& dotted) -> Status {
-    if (node.IsScalar()) return resolve_string(node, dotted);
-    if (node.IsMap()) {
-      for (auto kv : node) {
-        std::string key = kv.first.as<std::string>("");
-        TM_RETURN_IF_ERROR(resolve_node(kv.second, dotted.empty() ? key : dotted + "." + key));
-      }
-    } else if (node.IsSequence()) {
-      for (size_t i = 0; i < node.size(); ++i) {
-        TM_RETURN_IF_ERROR(resolve_node(node[i], dotted));
-      }
-    }
-    return Status::OK();
-  };
-  return resolve_node(root_, "");
+  return ResolveReferences(root_, [this](const std::string& dotted) { return OriginOf(dotted).ToString(); });
 }
 
 YAML::Node Config::Find(const std::string& dotted) const {

@@ -1,6 +1,9 @@
 #include "harness/config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 namespace tmx {
 namespace {
@@ -168,6 +171,109 @@ TEST(ConfigTest, CopiesAreDeep) {
   ASSERT_TRUE(b.ApplyOverrides({"batch_size=99"}).ok());
   EXPECT_EQ(a.Find("batch_size").as<int>(), 4);
   EXPECT_EQ(b.Find("batch_size").as<int>(), 99);
+}
+
+
+// Hostile YAML must give one InvalidArgument (exit 2) naming the place and the limit, quickly, without
+// crashing: yaml-cpp builds a graph, and an unbounded walk of it overflows the stack or runs for ever.
+using ::testing::HasSubstr;
+
+std::string Repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// Nine levels of ten aliases each: 10^9 values once expanded.
+std::string BillionLaughs() {
+  std::string text = "l0: &a0 [lol]\n";
+  for (int i = 1; i < 10; ++i) {
+    std::string ref = "*a" + std::to_string(i - 1);
+    text += "l" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + ref + Repeat(", " + ref, 9) + "]\n";
+  }
+  return text;
+}
+
+void ExpectRefusedQuickly(const std::function<Status()>& load, const std::string& where, const std::string& what) {
+  auto start = std::chrono::steady_clock::now();
+  Status s = load();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(s.ok()) << where;
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_THAT(s.message(), HasSubstr(where));
+  EXPECT_THAT(s.message(), HasSubstr(what));
+  EXPECT_LT(seconds, 5.0) << s.message();
+}
+
+TEST(ConfigBoundsTest, SelfReferencingAliasInFileIsRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"a: &x [*x]\n", "cfg.yaml:1:8"},
+      {"a: &x\n  b: *x\n", "cfg.yaml:2:6"},
+      {"a: &x {b: [1, *x]}\n", "cfg.yaml:1:15"},
+  };
+  for (const auto& [text, where] : cases) {
+    ExpectRefusedQuickly([&] { return Config::FromString(text, "cfg.yaml").status(); }, where,
+                         "alias *x refers to the node &x that contains it");
+  }
+}
+
+TEST(ConfigBoundsTest, SelfReferencingAliasInOverrideIsRefusedAndConfigUnchanged) {
+  Config c = Load(kBase);
+  std::string before = c.ToYaml();
+  ExpectRefusedQuickly([&] { return c.ApplyOverrides({"batch_size=&x [1, *x]"}); },
+                       "override 'batch_size=&x [1, *x]' at column 19", "refers to the node &x that contains it");
+  EXPECT_EQ(c.ToYaml(), before);
+  EXPECT_TRUE(c.ResolveInterpolations().ok());
+}
+
+TEST(ConfigBoundsTest, AliasBombIsRefusedInFileAndOverride) {
+  ExpectRefusedQuickly([&] { return Config::FromString(BillionLaughs(), "bomb.yaml").status(); }, "bomb.yaml:",
+                       "more than 100000 values once its aliases are expanded");
+  Config c = Load(kBase);
+  std::string flow = "[&a0 [lol" + Repeat(", lol", 9) + "]";  // the same bomb as one flow list
+  for (int i = 1; i < 9; ++i) {
+    std::string ref = "*a" + std::to_string(i - 1);
+    flow += ", &a" + std::to_string(i) + " [" + ref + Repeat(", " + ref, 9) + "]";
+  }
+  flow += "]";
+  ExpectRefusedQuickly([&] { return c.ApplyOverrides({"x=" + flow}); }, "override 'x=",
+                       "more than 100000 values");
+}
+
+TEST(ConfigBoundsTest, DeepNestingAndHugeDocumentsAreRefused) {
+  ExpectRefusedQuickly(
+      [&] { return Config::FromString("a: " + Repeat("[", 200) + Repeat("]", 200) + "\n", "deep.yaml").status(); },
+      "deep.yaml:1:", "nest more than 64 levels deep");
+  ExpectRefusedQuickly(
+      [&] { return Config::FromString("a: [" + Repeat("1, ", 100001) + "1]\n", "big.yaml").status(); },
+      "big.yaml:1:", "more than 100000 values");
+  Config c = Load(kBase);
+  ExpectRefusedQuickly([&] { return c.ApplyOverrides({Repeat("a.", 100000) + "a=1"}); }, "override 'a.a.a",
+                       "more than 64 parts");
+}
+
+TEST(ConfigBoundsTest, AnOverrideChangesOnlyItsPlaceNotTheAliasesOfIt) {
+  Config c = Load("a: &x {b: 1}\nc: *x\n");
+  ASSERT_TRUE(c.ApplyOverrides({"a.b=2"}).ok());
+  EXPECT_EQ(c.Find("a.b").as<int>(), 2);
+  EXPECT_EQ(c.Find("c.b").as<int>(), 1);
+  EXPECT_EQ(c.OriginOf("c.b").ToString(), "cfg.yaml:1:11");
+}
+
+TEST(ConfigBoundsTest, InterpolationFanOutIsRefused) {
+  // Ten references per level, ten levels: 10^10 bytes.
+  std::string strings = "k0: xxxxxxxxxx\n";
+  // Two whole references per level, forty levels: 2^40 values.
+  std::string maps = "k0:\n  v: 1\n";
+  for (int i = 1; i <= 40; ++i) {
+    std::string prev = "${k" + std::to_string(i - 1) + "}";
+    if (i <= 10) strings += "k" + std::to_string(i) + ": " + Repeat(prev, 10) + "\n";
+    maps += "k" + std::to_string(i) + ":\n  a: " + prev + "\n  b: " + prev + "\n";
+  }
+  Config s = Load(strings);
+  ExpectRefusedQuickly([&] { return s.ResolveInterpolations(); }, "cfg.yaml:", "more than 1048576 bytes");
+  Config m = Load(maps);
+  ExpectRefusedQuickly([&] { return m.ResolveInterpolations(); }, "cfg.yaml:", "more than 100000 values");
 }
 
 }  // namespace

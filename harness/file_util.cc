@@ -4,16 +4,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace tmx {
 namespace {
 
+constexpr char kTempMarker[] = ".tm-tmp.";
+constexpr int kMaxSymlinkHops = 40;
+constexpr char kPassRegular[] = "pass a regular file";
+
 std::string ErrnoText() { return std::strerror(errno); }
+
+bool AllDigits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+Status NotRegular(const std::string& path, mode_t mode, const std::string& fix) {
+  return Status::InvalidArgument(path + ": is " + DescribeFileKind(mode) + ", not a regular file; fix: " + fix);
+}
 
 Status WriteAll(int fd, const std::string& data, const std::string& path) {
   size_t done = 0;
@@ -28,34 +37,130 @@ Status WriteAll(int fd, const std::string& data, const std::string& path) {
   return Status::OK();
 }
 
+// Reads `fd` to its end.
+Status ReadAll(int fd, const std::string& path, std::string* out) {
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
+    if (n == 0) return Status::OK();
+    out->append(buf, static_cast<size_t>(n));
+  }
+}
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 }  // namespace
 
 StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": no such file");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound(path + ": no such file");
     return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode, kPassRegular);
+  // O_NONBLOCK: should the path have become a FIFO since the stat, the open must not wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
+  Status s;
+  std::string out;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = NotRegular(path, st.st_mode, kPassRegular);
+  } else {
+    s = ReadAll(fd, path, &out);
+  }
+  ::close(fd);
+  if (!s.ok()) return s;
+  return out;
+}
+
+std::string AtomicWriteTempName(const std::string& name, int64_t pid, int n) {
+  return "." + name + kTempMarker + std::to_string(pid) + "." + std::to_string(n);
+}
+
+bool IsAtomicWriteTempName(const std::string& name, int64_t* pid) {
+  std::string digits;
+  size_t marker = name.rfind(kTempMarker);
+  if (name.size() > 1 && name[0] == '.' && marker != std::string::npos && marker > 1) {
+    std::string rest = name.substr(marker + std::strlen(kTempMarker));  // "<pid>.<n>"
+    size_t dot = rest.find('.');
+    if (dot == std::string::npos || !AllDigits(rest.substr(dot + 1))) return false;
+    digits = rest.substr(0, dot);
+  } else {
+    size_t legacy = name.rfind(".tmp.");
+    if (legacy == std::string::npos || legacy == 0) return false;
+    digits = name.substr(legacy + 5);
+  }
+  if (!AllDigits(digits) || digits.size() > 9) return false;
+  if (pid != nullptr) *pid = std::stoll(digits);
+  return true;
+}
+
+StatusOr<std::string> ResolveSymlinks(const std::string& path) {
+  std::string cur = path;
+  for (int hops = 0; hops <= kMaxSymlinkHops; ++hops) {
+    struct stat st;
+    if (::lstat(cur.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink(cur.c_str(), buf, sizeof(buf) - 1);
+    if (n <= 0) return Status::IoError(cur + ": cannot read the symbolic link (" + ErrnoText() + ")");
+    std::string target(buf, static_cast<size_t>(n));
+    cur = target[0] == '/' ? target : ParentDir(cur) + "/" + target;
+  }
+  return Status::InvalidArgument(path + ": more than " + std::to_string(kMaxSymlinkHops) +
+                                 " symbolic links in a row (a loop?); fix: point the link at a file");
+}
+
+std::string DescribeFileKind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError(path + ": cannot create temporary file (" + ErrnoText() + ")");
+  StatusOr<std::string> resolved = ResolveSymlinks(path);
+  if (!resolved.ok()) return resolved.status();
+  const std::string& target = *resolved;
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0) ::fchmod(fd, st.st_mode & 07777);
+  bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) return NotRegular(target, st.st_mode, "nothing was written; remove it first");
+  const std::string dir = ParentDir(target);
+  static std::atomic<int> counter{0};
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
+    tmp = dir + "/" + AtomicWriteTempName(BaseName(target), ::getpid(), counter++);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return Status::IoError(path + ": cannot create temporary file " + tmp + " (" + ErrnoText() + ")");
+  if (exists) ::fchmod(fd, st.st_mode & 07777);
   Status s = WriteAll(fd, contents, path);
   if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
   ::close(fd);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (s.ok() && ::rename(tmp.c_str(), target.c_str()) != 0) {
     s = Status::IoError(path + ": cannot replace file (" + ErrnoText() + ")");
   }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  // The rename is durable once the folder is synced too.
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return Status::OK();
 }
 
 bool PathExists(const std::string& path) {
@@ -90,8 +195,15 @@ Status MakeDirs(const std::string& path) {
 }
 
 Status AppendLineDurably(const std::string& path, const std::string& line) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NONBLOCK: a FIFO in the file's place must be refused, not waited on for a reader.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+  struct stat st;
+  if (fd < 0 && errno == ENXIO && ::stat(path.c_str(), &st) == 0) return NotRegular(path, st.st_mode, kPassRegular);
   if (fd < 0) return Status::IoError(path + ": cannot open for appending (" + ErrnoText() + ")");
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return NotRegular(path, st.st_mode, kPassRegular);
+  }
   Status s = WriteAll(fd, line + "\n", path);
   if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
   ::close(fd);

@@ -2,18 +2,43 @@
 // a kill never leaves a half-written config, journal snapshot or report.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <string>
 
 #include "harness/status.h"
 
 namespace tmx {
 
-// Reads the whole file. NotFound if it does not exist, IoError if it cannot be read.
+// Reads the whole file (following symlinks). NotFound if it does not exist; InvalidArgument if it is not a
+// regular file (a folder, a FIFO, a device, a socket), found without blocking, so a FIFO with no writer never
+// hangs the reader; IoError if it cannot be read.
 StatusOr<std::string> ReadFile(const std::string& path);
 
-// Writes `contents` to a temporary file beside `path`, fsyncs it and renames it over `path`, keeping the
-// permissions of an existing file. Readers see either the old or the new contents, never a mix.
+// Writes `contents` to a temporary file, fsyncs it and renames it over the file, keeping the permissions of
+// an existing file. Readers see either the old or the new contents, never a mix. When `path` is a symbolic
+// link, the file it finally points to is the one replaced (the temporary file is made in that file's folder)
+// and the link stays. An existing target that is not a regular file is InvalidArgument; nothing is written.
+// The temporary file is named by AtomicWriteTempName; a writer killed before the rename leaves it behind
+// for RemoveStaleTempFiles (harness/folder.h).
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+// ".<name>.tm-tmp.<pid>.<n>": the name of WriteFileAtomically's temporary file for the file `name`, written
+// by process `pid` (n tells apart several writes by one process).
+std::string AtomicWriteTempName(const std::string& name, int64_t pid, int n);
+// Whether `name` (a file name without folder) is such a temporary file, or one of the older form
+// "<name>.tmp.<pid>"; `pid` (may be null) receives the writer's pid.
+bool IsAtomicWriteTempName(const std::string& name, int64_t* pid);
+
+// The file that `path` finally names after following symbolic links (relative links are relative to the
+// link's folder); `path` itself when it is not a link or does not exist. InvalidArgument for a chain of
+// more than 40 links (a loop).
+StatusOr<std::string> ResolveSymlinks(const std::string& path);
+
+// "a regular file", "a folder", "a FIFO", "a socket", "a character device", "a block device",
+// "a symbolic link", for messages.
+std::string DescribeFileKind(mode_t mode);
 
 // What is at `path` (following symlinks).
 bool PathExists(const std::string& path);

@@ -1,8 +1,11 @@
 #include "matrix/cell.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
+
+#include "harness/device.h"
 
 namespace tmx::matrix {
 namespace {
@@ -172,7 +175,102 @@ class FieldReader {
   std::string prefix_;
 };
 
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 60;
+constexpr double kMaxSeconds = 1e9;
+constexpr size_t kMaxDeviceLength = 64;  // longer is no device string; keeps messages and matching cheap
+constexpr const char* kFix = "repair or delete that line, or rerun the cell";
+
+std::string FormatNumber(double v) {
+  if (std::isnan(v)) return "nan";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// Range checks of one record; each failure names the field, its value and what was expected.
+class RangeChecker {
+ public:
+  explicit RangeChecker(const std::string& where) : where_(where) {}
+
+  Status Fail(const std::string& problem, const char* fix = kFix) const {
+    return Status::InvalidArgument(where_ + ": cell record " + problem + "; fix: " + fix);
+  }
+  Status NotEmpty(const char* name, const std::string& v) const {
+    return v.empty() ? Fail(Field(name) + " is empty") : Status::OK();
+  }
+  Status Bytes(const char* name, std::optional<int64_t> v) const {
+    if (!v || (*v >= 0 && *v <= kMaxMemoryBytes)) return Status::OK();
+    return Fail(Field(name) + " is " + std::to_string(*v) + ", expected bytes from 0 to " +
+                std::to_string(kMaxMemoryBytes));
+  }
+  Status Seconds(const char* name, std::optional<double> v) const {
+    if (!v || (*v >= 0 && *v <= kMaxSeconds)) return Status::OK();  // false for nan
+    return Fail(Field(name) + " is " + FormatNumber(*v) + ", expected seconds from 0 to " + FormatNumber(kMaxSeconds));
+  }
+  Status Int(const char* name, std::optional<int64_t> v, int64_t lo, int64_t hi, const std::string& what) const {
+    if (!v || (*v >= lo && *v <= hi)) return Status::OK();
+    return Fail(Field(name) + " is " + std::to_string(*v) + ", expected " + what);
+  }
+
+ private:
+  static std::string Field(const char* name) { return std::string("field \"") + name + "\""; }
+  const std::string& where_;
+};
+
+Status CheckDevice(const CellResult& r, const RangeChecker& check) {
+  StatusOr<DeviceSelector> device =
+      r.key.device.size() <= kMaxDeviceLength ? ParseDeviceSelector(r.key.device) : Status::InvalidArgument("too long");
+  if (!device.ok() || device->is_auto) {
+    return check.Fail("field \"device\" is \"" + r.key.device.substr(0, kMaxDeviceLength) +
+                      "\", not a device such as cpu or cuda:0");
+  }
+  if (r.device_type != device->type) {
+    return check.Fail("device type \"" + r.device_type + "\" does not match device \"" + r.key.device + "\"");
+  }
+  return Status::OK();
+}
+
+Status CheckVerifiedAt(const std::string& verified_at, int64_t now, const RangeChecker& check) {
+  std::optional<int64_t> t = ParseUtc(verified_at);
+  if (!t) {
+    return check.Fail("provenance.verified_at \"" + verified_at.substr(0, 40) +
+                      "\" is not a UTC time of the form 2026-12-02T11:30:00Z, so the record cannot be ordered "
+                      "against other journals");
+  }
+  if (*t > now + kMaxClockSkewSeconds) {
+    return check.Fail("provenance.verified_at \"" + verified_at + "\" is later than this machine's clock (" +
+                          FormatUtc(now) + ") by more than " + std::to_string(kMaxClockSkewSeconds) +
+                          " s; a record dated ahead would outrank every later record of its cell",
+                      "correct the clock of the machine that wrote it and rerun the cell, or delete that line");
+  }
+  return Status::OK();
+}
+
 }  // namespace
+
+Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now) {
+  RangeChecker check(where);
+  TM_RETURN_IF_ERROR(check.NotEmpty("config", r.key.config));
+  TM_RETURN_IF_ERROR(CheckDevice(r, check));
+  TM_RETURN_IF_ERROR(check.Bytes("predicted_memory_bytes", r.predicted_memory_bytes));
+  TM_RETURN_IF_ERROR(check.Bytes("device_memory_bytes", r.device_memory_bytes));
+  TM_RETURN_IF_ERROR(check.Bytes("peak_memory_bytes", r.peak_memory_bytes));
+  TM_RETURN_IF_ERROR(check.Seconds("init_time_s", r.init_time_s));
+  TM_RETURN_IF_ERROR(check.Seconds("wall_time_s", r.wall_time_s));
+  for (double t : r.step_times_s) TM_RETURN_IF_ERROR(check.Seconds("step_times_s", t));
+  TM_RETURN_IF_ERROR(check.Seconds("step_time_median_s", r.step_time_median_s));
+  TM_RETURN_IF_ERROR(check.Seconds("step_time_spread_s", r.step_time_spread_s));
+  int64_t steps = static_cast<int64_t>(r.step_times_s.size());
+  TM_RETURN_IF_ERROR(
+      check.Int("warmup_steps", r.warmup_steps, 0, steps, "0 to the " + std::to_string(steps) + " steps recorded"));
+  TM_RETURN_IF_ERROR(check.Int("exit_code", r.exit_code, 0, 255, "0 to 255"));
+  TM_RETURN_IF_ERROR(check.Int("term_signal", r.term_signal, 1, 127, "1 to 127"));
+  if (r.tokens_per_second && !(*r.tokens_per_second >= 0)) {
+    return check.Fail("field \"tokens_per_second\" is " + FormatNumber(*r.tokens_per_second) +
+                      ", expected tokens per second from 0 (inf for a step too short to time)");
+  }
+  return CheckVerifiedAt(r.provenance.verified_at, now, check);
+}
 
 const char* CellStatusName(CellStatus s) {
   for (const auto& [status, name] : kStatusNames) {
@@ -230,7 +328,7 @@ nlohmann::json ToJson(const CellResult& r) {
   return j;
 }
 
-StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::string& where) {
+StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::string& where, int64_t now) {
   if (!j.is_object()) {
     return Status::InvalidArgument(where + ": cell record must be a JSON object, not " + j.type_name());
   }
@@ -238,7 +336,9 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   auto version = j.find("schema_version");
   if (version == j.end()) return f.Error("has no \"schema_version\"");
   if (!version->is_number_integer() || version->get<int64_t>() != kCellSchemaVersion) {
-    return f.Error("has schema_version " + version->dump() + ", but this tune-matrix reads only version " +
+    // Only a plain value is shown: dumping a deeply nested one would recurse as deep as it nests.
+    std::string shown = version->is_primitive() ? version->dump().substr(0, 40) : version->type_name();
+    return f.Error("has schema_version " + shown + ", but this tune-matrix reads only version " +
                    std::to_string(kCellSchemaVersion) +
                    " (fix: read it with the tune-matrix that wrote it, or rerun the cell)");
   }
@@ -284,6 +384,7 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   TM_RETURN_IF_ERROR(p.String("torch_version", &r.provenance.torch_version));
   TM_RETURN_IF_ERROR(p.String("device_name", &r.provenance.device_name));
   TM_RETURN_IF_ERROR(p.String("verified_at", &r.provenance.verified_at));
+  TM_RETURN_IF_ERROR(ValidateCellResult(r, where, now));
   return r;
 }
 

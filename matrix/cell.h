@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/clock.h"
 #include "harness/status.h"
 
 namespace tmx::matrix {
@@ -80,9 +81,24 @@ struct CellResult {
   Provenance provenance;
 };
 
+// How far past the reader's clock a record's provenance.verified_at may lie. The clocks of CI machines
+// disagree a little; a record dated further ahead would outrank every later record of its cell for ever.
+inline constexpr int64_t kMaxClockSkewSeconds = 15 * 60;
+
 nlohmann::json ToJson(const CellResult& r);
-// Rejects records of another schema version or with missing/ill-typed fields; `where` (e.g. "file:line")
-// prefixes the message.
-StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::string& where);
+
+// Reads one record: rejects records of another schema version or with missing or ill-typed fields, then
+// applies ValidateCellResult. Every reader of journals (ReadJournal, so `run --resume`, `merge` and `check`)
+// goes through here. `where` (e.g. "file:line") prefixes the message; `now` is seconds since the epoch.
+StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::string& where, int64_t now = UnixNow());
+
+// The checks on a record's values, each failure an InvalidArgument "<where>: cell record ...; fix: ...":
+//   config is not empty (merge checks it and the recipe against the registry); device is a device string
+//   (not "auto") and device_type is its type; memory sizes are 0 to 2^60 bytes; durations (init, wall, each
+//   step, median, spread) are finite, 0 to 1e9 s; warmup_steps is 0 to the number of step times; exit_code
+//   is 0 to 255 and term_signal 1 to 127; tokens_per_second is 0 or more (inf allowed: a step too short to
+//   time); losses may be anything; provenance.verified_at is a real UTC time "YYYY-MM-DDTHH:MM:SSZ" at most
+//   kMaxClockSkewSeconds after `now`.
+Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now);
 
 }  // namespace tmx::matrix

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/clock.h"
+
 namespace tmx::matrix {
 namespace {
 
@@ -90,17 +92,20 @@ TEST(CellJsonTest, FullRecordRoundTrips) {
 TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   CellResult in;
   in.key = {"c", "cpu"};
+  in.recipe = "r";
+  in.device_type = "cpu";
   in.status = CellStatus::kRuns;
+  in.provenance.verified_at = "2026-12-02T11:30:00Z";
   json j = ToJson(in);
   for (const char* key : {"peak_memory_bytes", "init_time_s", "step_time_median_s", "step_time_spread_s",
                           "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.dump(),
-            R"({"config":"c","config_hash":"","device":"cpu","device_memory_bytes":0,"device_type":"",)"
+            R"({"config":"c","config_hash":"","device":"cpu","device_memory_bytes":0,"device_type":"cpu",)"
             R"("output_tail":"","predicted_memory_bytes":0,"problems":[],"provenance":{"commit":"",)"
-            R"("device_name":"","host":"","job":"","torch_version":"","verified_at":""},"reason":"",)"
-            R"("recipe":"","schema_version":1,"status":"runs","step_times_s":[],"wall_time_s":0.0,)"
+            R"("device_name":"","host":"","job":"","torch_version":"","verified_at":"2026-12-02T11:30:00Z"},)"
+            R"("reason":"","recipe":"r","schema_version":1,"status":"runs","step_times_s":[],"wall_time_s":0.0,)"
             R"("warmup_steps":0})");
   StatusOr<CellResult> out = CellResultFromJson(j, "j:1");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -114,16 +119,16 @@ TEST(CellJsonTest, NonFiniteNumbersSurvive) {
   CellResult in = FullCell();
   in.first_loss = std::numeric_limits<double>::quiet_NaN();
   in.last_loss = std::numeric_limits<double>::infinity();
-  in.step_times_s = {-std::numeric_limits<double>::infinity()};
+  in.tokens_per_second = std::numeric_limits<double>::infinity();  // tokens over a step too short to time
   json j = ToJson(in);
   EXPECT_EQ(j["first_loss"], "nan");
   EXPECT_EQ(j["last_loss"], "inf");
-  EXPECT_EQ(j["step_times_s"][0], "-inf");
+  EXPECT_EQ(j["tokens_per_second"], "inf");
   StatusOr<CellResult> out = CellResultFromJson(json::parse(j.dump()), "j:1");
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_TRUE(std::isnan(*out->first_loss));
   EXPECT_EQ(*out->last_loss, std::numeric_limits<double>::infinity());
-  EXPECT_EQ(out->step_times_s[0], -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(*out->tokens_per_second, std::numeric_limits<double>::infinity());
 }
 
 TEST(CellJsonTest, RejectsBadRecordsNamingWhere) {
@@ -181,6 +186,91 @@ TEST(CellJsonTest, RejectsBadRecordsNamingWhere) {
     EXPECT_EQ(out.status().code(), Status::Code::kInvalidArgument);
     EXPECT_EQ(out.status().message(), c.message);
   }
+}
+
+// Every reader takes records through CellResultFromJson, so a record that would make a reader crash, claim
+// something false or outrank every later record is refused there, once, naming the field and the fix.
+TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
+  const int64_t now = *ParseUtc("2026-12-02T12:00:00Z");
+  struct Case {
+    const char* name;
+    std::function<void(json&)> mutate;
+    const char* message;  // after "runs.jsonl:7: cell record "
+  } cases[] = {
+      {"negative bytes", [](json& j) { j["predicted_memory_bytes"] = -1; },
+       "field \"predicted_memory_bytes\" is -1, expected bytes from 0 to 1152921504606846976"},
+      {"huge bytes", [](json& j) { j["device_memory_bytes"] = int64_t{1} << 62; },
+       "field \"device_memory_bytes\" is 4611686018427387904, expected bytes from 0 to 1152921504606846976"},
+      {"negative peak", [](json& j) { j["peak_memory_bytes"] = -5; },
+       "field \"peak_memory_bytes\" is -5, expected bytes from 0 to 1152921504606846976"},
+      {"negative wall time", [](json& j) { j["wall_time_s"] = -1; },
+       "field \"wall_time_s\" is -1, expected seconds from 0 to 1e+09"},
+      {"infinite wall time", [](json& j) { j["wall_time_s"] = "inf"; },
+       "field \"wall_time_s\" is inf, expected seconds from 0 to 1e+09"},
+      {"huge init time", [](json& j) { j["init_time_s"] = 1e12; },
+       "field \"init_time_s\" is 1e+12, expected seconds from 0 to 1e+09"},
+      {"negative step time",
+       [](json& j) {
+         j["step_times_s"] = {0.5, -0.1, 0.3};
+       },
+       "field \"step_times_s\" is -0.1, expected seconds from 0 to 1e+09"},
+      {"nan median", [](json& j) { j["step_time_median_s"] = "nan"; },
+       "field \"step_time_median_s\" is nan, expected seconds from 0 to 1e+09"},
+      {"negative warm-up", [](json& j) { j["warmup_steps"] = -1; },
+       "field \"warmup_steps\" is -1, expected 0 to the 3 steps recorded"},
+      {"warm-up past the steps", [](json& j) { j["warmup_steps"] = 4; },
+       "field \"warmup_steps\" is 4, expected 0 to the 3 steps recorded"},
+      {"exit code past 255", [](json& j) { j["exit_code"] = 256; }, "field \"exit_code\" is 256, expected 0 to 255"},
+      {"negative exit code", [](json& j) { j["exit_code"] = -1; }, "field \"exit_code\" is -1, expected 0 to 255"},
+      {"signal 0", [](json& j) { j["term_signal"] = 0; }, "field \"term_signal\" is 0, expected 1 to 127"},
+      {"negative tokens", [](json& j) { j["tokens_per_second"] = -3; },
+       "field \"tokens_per_second\" is -3, expected tokens per second from 0 (inf for a step too short to time)"},
+      {"nan tokens", [](json& j) { j["tokens_per_second"] = "nan"; },
+       "field \"tokens_per_second\" is nan, expected tokens per second from 0 (inf for a step too short to time)"},
+      {"no config", [](json& j) { j["config"] = ""; }, "field \"config\" is empty"},
+      {"device not a device", [](json& j) { j["device"] = "gpu0"; },
+       "field \"device\" is \"gpu0\", not a device such as cpu or cuda:0"},
+      {"device auto", [](json& j) { j["device"] = "auto"; },
+       "field \"device\" is \"auto\", not a device such as cpu or cuda:0"},
+      {"device and type disagree", [](json& j) { j["device_type"] = "cpu"; },
+       "device type \"cpu\" does not match device \"cuda:0\""},
+      {"not a date", [](json& j) { j["provenance"]["verified_at"] = "2026-02-30T00:00:00Z"; },
+       "provenance.verified_at \"2026-02-30T00:00:00Z\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
+      {"fraction", [](json& j) { j["provenance"]["verified_at"] = "2026-12-02T10:00:00.5Z"; },
+       "provenance.verified_at \"2026-12-02T10:00:00.5Z\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
+      {"far future", [](json& j) { j["provenance"]["verified_at"] = "2036-12-02T12:00:00Z"; },
+       "provenance.verified_at \"2036-12-02T12:00:00Z\" is later than this machine's clock "
+       "(2026-12-02T12:00:00Z) by more than 900 s"},
+      {"an hour ahead", [](json& j) { j["provenance"]["verified_at"] = "2026-12-02T13:00:00Z"; },
+       "provenance.verified_at \"2026-12-02T13:00:00Z\" is later than this machine's clock"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = ToJson(FullCell());
+    c.mutate(j);
+    StatusOr<CellResult> out = CellResultFromJson(json::parse(j.dump()), "runs.jsonl:7", now);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(out.status().message().rfind(std::string("runs.jsonl:7: cell record ") + c.message, 0), 0u)
+        << out.status().message();
+    EXPECT_NE(out.status().message().find("; fix: "), std::string::npos) << out.status().message();
+  }
+}
+
+TEST(CellValidationTest, SmallClockSkewAndEveryValidEdgeAreAccepted) {
+  const int64_t now = *ParseUtc("2026-12-02T12:00:00Z");
+  json j = ToJson(FullCell());
+  j["provenance"]["verified_at"] = "2026-12-02T12:10:00Z";  // ten minutes ahead: a clock a little fast
+  j["warmup_steps"] = 3;
+  j["exit_code"] = 255;
+  j["term_signal"] = 127;
+  j["predicted_memory_bytes"] = 0;
+  j["wall_time_s"] = 0;
+  j["first_loss"] = "nan";
+  j["last_loss"] = "-inf";
+  StatusOr<CellResult> out = CellResultFromJson(j, "x", now);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_TRUE(ValidateCellResult(FullCell(), "x", now).ok());
 }
 
 TEST(CellJsonTest, IgnoresUnknownFields) {

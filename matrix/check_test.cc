@@ -238,8 +238,19 @@ TEST_F(CheckTest, StepsTooShortToTimeAreNotComparedButCounted) {
 }
 
 TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
-  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-03T00:00:00Z")});
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T12:30:00Z")});
   EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kFails)}).empty()) << printed_;
+}
+
+TEST_F(CheckTest, AFolderOrAnEmptyFileIsNoJournalToCheck) {
+  // check reads journals through LoadJournals, as merge does: a folder used to read as zero records (OK).
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/empty.jsonl", "").ok());
+  for (const std::string& path : {co_.dir(), co_.dir() + "/empty.jsonl"}) {
+    StatusOr<JournalSet> set = LoadJournals({path}, co_.registry);
+    ASSERT_FALSE(set.ok()) << path;
+    EXPECT_EQ(set.status().ExitCode(), 2);
+    EXPECT_EQ(set.status().message().rfind(path + ": ", 0), 0u) << set.status().message();
+  }
 }
 
 TEST_F(CheckTest, ReportsMustBeWhatTheConfigsRenderTo) {

@@ -1,6 +1,7 @@
 #include "matrix/journal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,10 +41,16 @@ Status RepairUnfinishedTail(const std::string& path) {
 
 // Cheap check of the last byte, so the common case does not read the whole journal on every append.
 StatusOr<bool> EndsWithLineBreakOrIsEmpty(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO must not block the run
   if (fd < 0) {
     if (errno == ENOENT) return true;
     return Status::IoError(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": the journal is " + DescribeFileKind(st.st_mode) +
+                                   ", not a regular file; fix: pass a journal file with --journal");
   }
   off_t size = ::lseek(fd, 0, SEEK_END);
   char last = '\n';
@@ -70,16 +77,22 @@ Status AppendToJournal(const std::string& path, const CellResult& cell) {
 }
 
 StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings,
-                                              std::vector<std::string>* origins) {
+                                              std::vector<std::string>* origins, int64_t now) {
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
+  return ParseJournalText(*text, path, warnings, origins, now);
+}
+
+StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, const std::string& path,
+                                                   std::vector<std::string>* warnings,
+                                                   std::vector<std::string>* origins, int64_t now) {
   std::vector<CellResult> cells;
   size_t pos = 0;
-  for (int line_no = 1; pos < text->size(); ++line_no) {
-    size_t end = text->find('\n', pos);
+  for (int line_no = 1; pos < text.size(); ++line_no) {
+    size_t end = text.find('\n', pos);
     bool finished = end != std::string::npos;
-    std::string line = text->substr(pos, finished ? end - pos : std::string::npos);
-    pos = finished ? end + 1 : text->size();
+    std::string line = text.substr(pos, finished ? end - pos : std::string::npos);
+    pos = finished ? end + 1 : text.size();
     if (IsBlank(line)) continue;
     std::string where = path + ":" + std::to_string(line_no);
     if (!finished && !IsCompleteJson(line)) {
@@ -95,8 +108,11 @@ StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vect
     } catch (const json::parse_error& e) {
       return Status::InvalidArgument(where + ": not a JSON record (syntax error at column " +
                                      std::to_string(e.byte) + "); fix: repair or delete that line");
+    } catch (const json::exception& e) {
+      // A number JSON can write but a double cannot hold (1e999) is out_of_range, not a parse_error.
+      return Status::InvalidArgument(where + ": not a JSON record (" + e.what() + "); fix: repair or delete that line");
     }
-    StatusOr<CellResult> cell = CellResultFromJson(j, where);
+    StatusOr<CellResult> cell = CellResultFromJson(j, where, now);
     if (!cell.ok()) return cell.status();
     cells.push_back(std::move(cell).value());
     if (origins) origins->push_back(where);

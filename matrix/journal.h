@@ -20,13 +20,19 @@ std::string JournalLine(const CellResult& cell);
 // complete record, so the new line never fuses with it.
 Status AppendToJournal(const std::string& path, const CellResult& cell);
 
-// Reads every record in file order. An unfinished last line (no line break at the end of the file) that is
-// not a complete record is skipped and reported in `warnings` (which may be null); blank lines are skipped.
-// Any other malformed line, or a record of another schema version, fails with "<path>:<line>: ..." and
-// nothing is returned. NotFound if the file does not exist. `origins` (may be null) receives "<path>:<line>"
-// of each record returned, in the same order.
+// Reads every record in file order, each through CellResultFromJson (types, ranges, device and date checks
+// against `now`). An unfinished last line (no line break at the end of the file) that is not a complete
+// record is skipped and reported in `warnings` (which may be null); blank lines are skipped. Any other
+// malformed line (a number out of range included), or a record of another schema version, fails with
+// "<path>:<line>: ..." and nothing is returned. NotFound if the file does not exist; InvalidArgument if it is
+// not a regular file (a folder, a FIFO: never waited on). An empty file holds no records. `origins` (may be
+// null) receives "<path>:<line>" of each record returned, in the same order.
 StatusOr<std::vector<CellResult>> ReadJournal(const std::string& path, std::vector<std::string>* warnings,
-                                              std::vector<std::string>* origins = nullptr);
+                                              std::vector<std::string>* origins = nullptr, int64_t now = UnixNow());
+// ReadJournal's reading of `text`, the contents of the journal at `path` (named in messages).
+StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, const std::string& path,
+                                                   std::vector<std::string>* warnings,
+                                                   std::vector<std::string>* origins, int64_t now);
 
 // Whether record `a` replaces `b` of the same cell or device type: verified later (provenance.verified_at
 // compared as text, which orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); within the same

@@ -1,10 +1,12 @@
 #include "matrix/journal.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "harness/clock.h"
 #include "harness/file_util.h"
 #include "tests/scratch_dir.h"
 
@@ -24,6 +26,8 @@ CellResult Cell(const std::string& config, const std::string& device, const std:
 }
 
 std::string Line(const CellResult& r) { return ToJson(r).dump(); }
+
+constexpr char kT[] = "2026-12-01T10:00:00Z";
 
 class JournalTest : public ::testing::Test {
  protected:
@@ -63,7 +67,7 @@ TEST_F(JournalTest, EmptyFileAndBlankLinesHoldNoRecords) {
   WriteRaw("");
   ASSERT_TRUE(ReadJournal(path_, nullptr).ok());
   EXPECT_TRUE(ReadJournal(path_, nullptr)->empty());
-  WriteRaw("\n" + Line(Cell("a", "cpu", "t")) + "\n  \n");
+  WriteRaw("\n" + Line(Cell("a", "cpu", kT)) + "\n  \n");
   StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   EXPECT_EQ(cells->size(), 1u);
@@ -97,14 +101,14 @@ TEST_F(JournalTest, UnfinishedLastLineIsSkippedWithWarningAndCutOffByTheNextAppe
 
 TEST_F(JournalTest, UnfinishedFirstLineIsCutOffEntirely) {
   WriteRaw("{\"schema_ver");
-  CellResult a = Cell("a", "cpu", "t");
+  CellResult a = Cell("a", "cpu", kT);
   ASSERT_TRUE(AppendToJournal(path_, a).ok());
   EXPECT_EQ(Contents(), Line(a) + "\n");
 }
 
 TEST_F(JournalTest, CompleteLastRecordWithoutLineBreakIsKeptAndFinished) {
-  CellResult a = Cell("a", "cpu", "t1");
-  CellResult b = Cell("b", "cpu", "t2");
+  CellResult a = Cell("a", "cpu", kT);
+  CellResult b = Cell("b", "cpu", "2026-12-01T10:00:01Z");
   WriteRaw(Line(a));
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, &warnings);
@@ -116,11 +120,11 @@ TEST_F(JournalTest, CompleteLastRecordWithoutLineBreakIsKeptAndFinished) {
 }
 
 TEST_F(JournalTest, BadLinesFailNamingFileAndLine) {
-  nlohmann::json foreign = ToJson(Cell("x", "cpu", "t"));
+  nlohmann::json foreign = ToJson(Cell("x", "cpu", kT));
   foreign["schema_version"] = 2;
-  nlohmann::json no_status = ToJson(Cell("x", "cpu", "t"));
+  nlohmann::json no_status = ToJson(Cell("x", "cpu", kT));
   no_status.erase("status");
-  const std::string good = Line(Cell("a", "cpu", "t"));
+  const std::string good = Line(Cell("a", "cpu", kT));
   struct Case {
     const char* name;
     std::string contents;
@@ -151,6 +155,61 @@ TEST_F(JournalTest, BadLinesFailNamingFileAndLine) {
     EXPECT_EQ(cells.status().code(), Status::Code::kInvalidArgument);
     EXPECT_EQ(cells.status().message(), path_ + ":" + c.message);
   }
+}
+
+// The one read path (ReadJournal) serves `run --resume` as well as merge and check, so what they refuse it
+// refuses, and nothing in a line can make it abort.
+TEST_F(JournalTest, ANumberBeyondADoubleIsAnErrorNotAnAbort) {
+  std::string line = Line(Cell("a", "cpu", kT));
+  std::string huge = line;
+  huge.replace(huge.find("\"wall_time_s\":0.0"), 17, "\"wall_time_s\":1e999");
+  WriteRaw(line + "\n" + huge + "\n");
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
+  ASSERT_FALSE(cells.ok());
+  EXPECT_EQ(cells.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(cells.status().message(), path_ +
+                                          ":2: not a JSON record ([json.exception.out_of_range.406] number "
+                                          "overflow parsing '1e999'); fix: repair or delete that line");
+}
+
+TEST_F(JournalTest, RecordsMergeWouldRefuseAreRefusedOnResumeToo) {
+  const int64_t now = *ParseUtc("2026-12-02T12:00:00Z");
+  CellResult mismatched = Cell("a", "cuda:0", kT);
+  mismatched.device_type = "cpu";
+  CellResult future = Cell("a", "cpu", "2027-01-01T00:00:00Z");
+  CellResult negative = Cell("a", "cpu", kT);
+  negative.peak_memory_bytes = -1;
+  struct Case {
+    const char* name;
+    CellResult record;
+    const char* message;  // after "<path>:1: cell record "
+  } cases[] = {
+      {"device type", mismatched, "device type \"cpu\" does not match device \"cuda:0\""},
+      {"future", future, "provenance.verified_at \"2027-01-01T00:00:00Z\" is later than this machine's clock"},
+      {"range", negative, "field \"peak_memory_bytes\" is -1"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    WriteRaw(Line(c.record) + "\n");
+    StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr, nullptr, now);
+    ASSERT_FALSE(cells.ok());
+    EXPECT_EQ(cells.status().message().rfind(path_ + ":1: cell record " + c.message, 0), 0u)
+        << cells.status().message();
+  }
+}
+
+TEST_F(JournalTest, AJournalThatIsNotARegularFileIsRefusedWithoutWaiting) {
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0644), 0);
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
+  EXPECT_EQ(cells.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(cells.status().message(), path_ + ": is a FIFO, not a regular file; fix: pass a regular file");
+  Status append = AppendToJournal(path_, Cell("a", "cpu", kT));
+  EXPECT_EQ(append.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(append.message(), path_ +
+                                  ": the journal is a FIFO, not a regular file; fix: pass a journal file with "
+                                  "--journal");
+  EXPECT_EQ(ReadJournal(dir_.path(), nullptr).status().message(),
+            dir_.path() + ": is a folder, not a regular file; fix: pass a regular file");
 }
 
 TEST(LatestByCellTest, PicksNewestPerCellAndLaterOnTies) {

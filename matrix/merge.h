@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/clock.h"
 #include "harness/registry.h"
 #include "harness/status.h"
 #include "matrix/cell.h"
@@ -22,13 +23,16 @@ struct JournalSet {
   std::vector<std::string> warnings;  // e.g. an unfinished last line skipped
 };
 
-// Reads every journal and checks that each record belongs to this checkout: its config is a built-in
-// config of `registry`, its recipe is the one that lists that config, its device type matches its device,
-// and it was verified at a UTC time. The first malformed line or foreign record fails the whole set with
-// "<path>:<line>: ..." (and a fix), so a caller writes nothing. A journal with no built-in config at all is
-// foreign; in one with some, records of configs no longer built in (renamed, removed) are dropped with a
-// warning. A missing journal is NotFound.
-StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const Registry& registry);
+// Reads every journal (ReadJournal: every record checked for types, ranges, device type and a date not
+// ahead of `now`) and checks that each record belongs to this checkout: its config is a built-in config of
+// `registry` and its recipe is the one that lists that config. A path that is not a regular file (a folder,
+// /dev/null, a FIFO, never opened) or a journal with no complete record is InvalidArgument: it would stand
+// for zero cells. The first malformed line or foreign record fails the whole set with "<path>:<line>: ..."
+// (and a fix), so a caller writes nothing. A journal with no built-in config at all is foreign; in one with
+// some, records of configs no longer built in (renamed, removed) are dropped with a warning. A missing
+// journal is NotFound.
+StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const Registry& registry,
+                                  int64_t now = UnixNow());
 
 // The combined journal: the newest record of each (config, device), one JSON line each, sorted by config
 // then device, so merging the same journals in any order gives the same bytes.

@@ -1,6 +1,7 @@
 #include "matrix/merge.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <sstream>
 
@@ -136,11 +137,11 @@ TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothi
        "recipe.jsonl:1: config \"tiny/full\" is recorded with recipe \"lora_finetune_single_device\" but belongs to "
        "recipe \"full_finetune_single_device\""},
       {"type.jsonl", ToJson(wrong_type).dump() + "\n",
-       "type.jsonl:1: device type \"cpu\" does not match device \"cuda:0\""},
+       "type.jsonl:1: cell record device type \"cpu\" does not match device \"cuda:0\""},
       {"undated.jsonl", ToJson(undated).dump() + "\n",
-       "undated.jsonl:1: provenance.verified_at \"\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
+       "undated.jsonl:1: cell record provenance.verified_at \"\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
       {"fraction.jsonl", ToJson(fraction).dump() + "\n",
-       "fraction.jsonl:1: provenance.verified_at \"2026-12-02T10:00:00.5Z\" is not a UTC time"},
+       "fraction.jsonl:1: cell record provenance.verified_at \"2026-12-02T10:00:00.5Z\" is not a UTC time"},
       {"schema.jsonl", "{\"schema_version\": 99}\n", "schema.jsonl:1:"},
   };
   std::string before = co_.Read("tiny/lora");
@@ -158,6 +159,51 @@ TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothi
   Status missing = Merge({good, co_.dir() + "/nope.jsonl"});
   EXPECT_EQ(missing.code(), Status::Code::kNotFound);
   EXPECT_NE(missing.message().find("nope.jsonl: no such journal"), std::string::npos) << missing.message();
+}
+
+// Each of these used to merge as zero cells (replacing the combined journal with an empty one), hang, or
+// abort with an uncaught exception; each must now fail naming the path, before anything is written.
+TEST_F(MergeTest, AnythingButARegularJournalWithRecordsIsRefusedAndNothingIsWritten) {
+  std::string good =
+      Journal("good.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
+  std::string line = ToJson(co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")).dump();
+  std::string huge = line;
+  huge.replace(huge.find("\"wall_time_s\":12.5"), 18, "\"wall_time_s\":-1e999");
+  CellResult ahead = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2036-12-02T10:00:00Z");
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/empty.jsonl", "").ok());
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/blank.jsonl", "\n  \n").ok());
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/torn.jsonl", line.substr(0, 40)).ok());
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/huge.jsonl", huge + "\n").ok());
+  ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/ahead.jsonl", ToJson(ahead).dump() + "\n").ok());
+  ASSERT_EQ(::mkfifo((co_.dir() + "/fifo.jsonl").c_str(), 0644), 0);
+  ASSERT_TRUE(MakeDirs(co_.dir() + "/folder.jsonl").ok());
+  struct Case {
+    std::string path;
+    std::string expect;
+  } cases[] = {
+      {co_.dir() + "/empty.jsonl", ": the journal holds no complete record (empty, blank or cut off)"},
+      {co_.dir() + "/blank.jsonl", ": the journal holds no complete record"},
+      {co_.dir() + "/torn.jsonl", ": the journal holds no complete record"},
+      {"/dev/null", ": is a character device, not a journal file; fix: pass the journal files the jobs wrote"},
+      {co_.dir() + "/fifo.jsonl", ": is a FIFO, not a journal file"},
+      {co_.dir() + "/folder.jsonl", ": is a folder, not a journal file"},
+      {co_.dir() + "/huge.jsonl", ":1: not a JSON record ([json.exception.out_of_range.406] number overflow"},
+      {co_.dir() + "/ahead.jsonl",
+       ":1: cell record provenance.verified_at \"2036-12-02T10:00:00Z\" is later than "
+       "this machine's clock"},
+  };
+  std::string before = co_.Read("tiny/lora");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.path);
+    Status s = Merge({good, c.path});
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.ExitCode(), 2);
+    EXPECT_EQ(s.message().rfind(c.path + c.expect, 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("fix:"), std::string::npos) << s.message();
+    EXPECT_EQ(co_.Read("tiny/lora"), before);
+    EXPECT_FALSE(PathExists(co_.dir() + "/merged.jsonl"));
+    EXPECT_FALSE(PathExists(co_.dir() + "/reports"));
+  }
 }
 
 TEST_F(MergeTest, RecordsOfARenamedConfigAreDroppedWithAWarning) {

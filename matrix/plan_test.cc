@@ -62,9 +62,10 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
   // A runnable cell carries the budgeted child command.
   const PlannedCell& lora = Find(*cells, "llama3_2/1B_lora_single_device", "cuda:0");
   ASSERT_TRUE(lora.runnable);
-  std::vector<std::string> head(lora.argv.begin(), lora.argv.begin() + 7);
+  std::vector<std::string> head(lora.argv.begin(), lora.argv.begin() + 8);
   EXPECT_EQ(head, (std::vector<std::string>{"/bin/tune", "run", "lora_finetune_single_device", "--config",
-                                            "llama3_2/1B_lora_single_device", "--force", "device=cuda:0"}));
+                                            "llama3_2/1B_lora_single_device", "--force", "--allow-stand-ins",
+                                            "device=cuda:0"}));
   // LoRA trains far fewer parameters than full fine-tuning of the same model.
   EXPECT_LT(lora.predicted_memory_bytes, Find(*cells, "llama3_2/1B_full_single_device", "cuda:0").predicted_memory_bytes);
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "harness/file_util.h"
+#include "harness/yaml_bounds.h"
 #include "matrix/escape.h"
 
 namespace tmx::matrix {
@@ -182,6 +183,10 @@ class BlockReader {
   BlockReader(const std::string& path, const BlockLocation& loc) : path_(path), loc_(loc) {}
 
   StatusOr<ConfigSupport> Read(const std::string& block_text) const {
+    Status bounded = CheckYamlBounds(block_text, [&](const YAML::Mark& m) {
+      return path_ + ":" + std::to_string(FileLine(m.line)) + ":" + std::to_string(m.column + 1);
+    });
+    if (!bounded.ok()) return bounded;
     YAML::Node root;
     try {
       root = YAML::Load(block_text);
@@ -302,6 +307,11 @@ Status CheckUserPart(const std::string& stripped, const std::string& path, LineM
     size_t first = content.find_first_not_of(" \t");
     if (first != std::string::npos && content[first] != '#' && content[first] != '%') content_seen = true;
   }
+  // Bounded first: an alias bomb or a stray ',' (an endless run of empty documents to yaml-cpp) would
+  // otherwise exhaust memory in LoadAll.
+  TM_RETURN_IF_ERROR(CheckYamlBoundsAllDocuments(stripped, [&](const YAML::Mark& m) {
+    return path + ":" + std::to_string(file_line(m.line)) + ":" + std::to_string(m.column + 1);
+  }));
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(stripped);

@@ -1,0 +1,192 @@
+#include "fuzz/targets.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "fuzz/mutator.h"
+#include "harness/clock.h"
+#include "harness/config.h"
+#include "harness/file_util.h"
+#include "harness/folder.h"
+#include "harness/yaml_bounds.h"
+#include "matrix/journal.h"
+#include "matrix/junit.h"
+#include "matrix/merge.h"
+#include "matrix/support_block.h"
+
+namespace tmx::fuzz {
+namespace {
+
+// A broken invariant: print what broke and abort, so the fuzzer reports the input.
+[[noreturn]] void Broken(const std::string& what) {
+  std::fprintf(stderr, "fuzz: invariant broken: %s\n", what.c_str());
+  std::abort();
+}
+
+// A fixed clock, so that a seed reads the same way on every run (every seed record is older).
+const int64_t kNow = *ParseUtc("2030-01-01T00:00:00Z");
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// Everything a recipe and `tune cat` do with a loaded config.
+void Exercise(Config config) {
+  (void)config.ResolveInterpolations();
+  (void)config.ToYaml();
+  for (const char* key : {"batch_size", "model.lora_rank", "optimizer.lr", "output_dir", "device", "a.b"}) {
+    (void)config.GetInt(key, 0);
+    (void)config.GetDouble(key, 0);
+    (void)config.GetString(key, "");
+    (void)config.GetBool(key, false);
+    (void)config.OriginOf(key).ToString();
+    (void)config.KeyOriginOf(key).ToString();
+  }
+}
+
+bool RunConfig(const std::string& input) {
+  StatusOr<Config> config = Config::FromString(input, "fuzz.yaml");
+  if (!config.ok()) return false;
+  Config copy = *config;
+  (void)copy.ApplyOverrides({"batch_size=2", "model.lora_rank=${batch_size}", "~device"});
+  Exercise(copy);
+  Exercise(*config);
+  return true;
+}
+
+const char kOverrideBase[] =
+    "output_dir: /tmp/run\n"
+    "model:\n  _component_: m.lora\n  lora_attn_modules: [q_proj, v_proj]\n  lora_rank: 8\n"
+    "metric_logger:\n  log_dir: ${output_dir}/logs\n"
+    "optimizer: {_component_: torch.optim.AdamW, lr: 3e-4}\n"
+    "batch_size: 4\ndevice: cpu\n";
+
+bool RunOverrides(const std::string& input) {
+  static const Config base = Config::FromString(kOverrideBase, "base.yaml").value();
+  Config config = base;
+  std::string before = config.ToYaml();
+  Status s = config.ApplyOverrides(Lines(input));
+  if (!s.ok() && config.ToYaml() != before) Broken("a failed ApplyOverrides changed the config");
+  Exercise(config);
+  return s.ok();
+}
+
+bool RunJournal(const std::string& input) {
+  std::vector<std::string> warnings, origins;
+  StatusOr<std::vector<matrix::CellResult>> cells =
+      matrix::ParseJournalText(input, "fuzz.jsonl", &warnings, &origins, kNow);
+  if (!cells.ok()) return false;
+  if (origins.size() != cells->size()) Broken("one origin per record");
+  // What was read must write and read back the same: the journal is rewritten by merge.
+  for (const matrix::CellResult& c : *cells) {
+    std::string line = matrix::JournalLine(c);
+    StatusOr<std::vector<matrix::CellResult>> back =
+        matrix::ParseJournalText(line + "\n", "back", nullptr, nullptr, kNow);
+    if (!back.ok()) Broken("a record read does not read back: " + back.status().message());
+    if (back->size() != 1 || matrix::JournalLine((*back)[0]) != line) Broken("a record changed on its way back");
+  }
+  std::string combined = matrix::CombinedJournalText(*cells);
+  StatusOr<std::vector<matrix::CellResult>> merged = matrix::ParseJournalText(combined, "c", nullptr, nullptr, kNow);
+  if (!merged.ok() || merged->size() != matrix::LatestByCell(*cells).size()) Broken("the combined journal");
+  (void)matrix::LatestByDeviceType(*cells);
+  std::ostringstream junit;
+  matrix::WriteJUnit(*cells, junit);
+  return true;
+}
+
+// Write-back edits the configs users wrote: the layout contract of matrix/support_block.h must hold for any text.
+bool RunWriteBack(const std::string& input) {
+  matrix::CellResult cell;
+  cell.key = {"tiny/lora_single_device", "cpu"};
+  cell.recipe = "lora_finetune_single_device";
+  cell.device_type = "cpu";
+  cell.status = matrix::CellStatus::kFails;
+  cell.reason = "line one\nline \"two\"";
+  cell.tokens_per_second = 812.4;
+  cell.provenance.verified_at = "2026-12-02T11:30:00Z";
+  // yaml-cpp's LoadAll never returns on some texts (a ',' where a document starts), and write-back reads
+  // configs with it. Until write-back checks them with CheckYamlBoundsAllDocuments first (phase 2 of issue
+  // #13), the fuzzer feeds it only the texts that check accepts.
+  auto where = [](const YAML::Mark&) { return std::string("fuzz.yaml"); };
+  if (!CheckYamlBoundsAllDocuments(input, where).ok() ||
+      !CheckYamlBoundsAllDocuments(matrix::StripGeneratedBlock(input), where).ok()) {
+    return false;
+  }
+  (void)matrix::ReadConfigSupport(input, "fuzz.yaml");
+  StatusOr<std::string> updated = matrix::UpdateSupport(input, {{"cpu", matrix::SupportFromCell(cell)}}, "fuzz.yaml");
+  if (!updated.ok()) return false;
+  if (matrix::StripGeneratedBlock(*updated) != matrix::StripGeneratedBlock(input)) {
+    Broken("write-back changed bytes outside its block");
+  }
+  StatusOr<matrix::ConfigSupport> claims = matrix::ReadConfigSupport(*updated, "fuzz.yaml");
+  if (!claims.ok()) Broken("a written block does not read back: " + claims.status().message());
+  StatusOr<std::string> again = matrix::UpdateSupport(*updated, {{"cpu", matrix::SupportFromCell(cell)}}, "f");
+  if (!again.ok() || *again != *updated) Broken("writing the same support twice changed the file");
+  return true;
+}
+
+const char* kHostileYaml[] = {
+    "a: &x [*x]\n",
+    "a: &x\n  b: *x\n",
+    "l0: &a0 [lol, lol]\nl1: &a1 [*a0, *a0, *a0]\nl2: &a2 [*a1, *a1, *a1]\n",
+    "a: xx\nb: ${a}${a}${a}\nc: ${b}${b}${b}\nd: ${c}\n",
+    "a: {x: '${a}'}\nb: ${a}\n",
+    "m: &m {k: v}\nn: *m\no: {<<: *m}\n",
+    "a: [[[[[[[[1]]]]]]]]\n",
+};
+
+const char* kHostileOverrides[] = {
+    "batch_size=&x [*x]",         "model.lora_rank=${batch_size}\noutput_dir=${model}",
+    "~model\nmodel=other\n~nope", "a.b.c.d.e.f=1\na.b=2\n~a.b.c",
+    "x=[&a [1,2], *a, *a]",       "optimizer.lr=1e999\nbatch_size=-1\ndevice=",
+};
+
+}  // namespace
+
+std::vector<FuzzTarget> AllTargets() {
+  return {
+      {"config", RunConfig, YamlDictionary(), 16 * 1024},
+      {"override", RunOverrides, YamlDictionary(), 4 * 1024},
+      {"journal", RunJournal, JsonDictionary(), 32 * 1024},
+      {"writeback", RunWriteBack, YamlDictionary(), 16 * 1024},
+  };
+}
+
+StatusOr<std::vector<std::string>> SeedCorpus(const std::string& target, const std::string& source_dir) {
+  std::vector<std::string> seeds;
+  if (target == "journal") {
+    StatusOr<std::string> journal = ReadFile(source_dir + "/reports/journal.jsonl");
+    if (!journal.ok()) return journal.status();
+    seeds.push_back(*journal);
+    for (const std::string& line : Lines(*journal)) seeds.push_back(line + "\n");
+    return seeds;
+  }
+  StatusOr<std::vector<std::string>> configs = ListRegularFiles(source_dir + "/configs", ".yaml", nullptr);
+  if (!configs.ok()) return configs.status();
+  for (const std::string& path : *configs) {
+    StatusOr<std::string> text = ReadFile(path);
+    if (!text.ok()) return text.status();
+    if (target != "override") {
+      seeds.push_back(*text);
+    } else {
+      // An override per top-level scalar line: "key: value" becomes "key=value".
+      std::string args;
+      for (const std::string& line : Lines(*text)) {
+        size_t colon = line.find(": ");
+        if (colon != std::string::npos && !line.empty() && line[0] != ' ' && line[0] != '#') {
+          args += line.substr(0, colon) + "=" + line.substr(colon + 2) + "\n";
+        }
+      }
+      seeds.push_back(args);
+    }
+  }
+  if (target != "override") seeds.insert(seeds.end(), std::begin(kHostileYaml), std::end(kHostileYaml));
+  if (target == "override") seeds.insert(seeds.end(), std::begin(kHostileOverrides), std::end(kHostileOverrides));
+  return seeds;
+}
+
+}  // namespace tmx::fuzz

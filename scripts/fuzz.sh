@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Fuzzes configs, overrides and journals for a while (default 600 s, shared between the three targets) and
+# prints the number of inputs tried. A crash, hang or broken invariant stops it with a message naming the
+# input (reproduce with the command it prints); the input is kept in the crash folder.
+#   scripts/fuzz.sh [SECONDS] [SEED]
+#   BUILD_DIR   build folder holding bin/tm_fuzz (default: build; scripts/sanitize.sh's folder works too)
+#   CRASH_DIR   where the input being run is kept (default: $BUILD_DIR/fuzz-crashes)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_TOTAL="${1:-600}"
+SEED="${2:-$(date +%s)}"
+BUILD_DIR="${BUILD_DIR:-build}"
+CRASH_DIR="${CRASH_DIR:-$BUILD_DIR/fuzz-crashes}"
+cmake --build "$BUILD_DIR" --target tm_fuzz >/dev/null
+mkdir -p "$CRASH_DIR"
+# Under AddressSanitizer (BUILD_DIR=build-sanitize) an input that allocates without end must fail, not take the
+# machine's memory: tm_fuzz limits its address space itself in other builds.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-hard_rss_limit_mb=4096:detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+"$BUILD_DIR/bin/tm_fuzz" --seconds "$SECONDS_TOTAL" --seed "$SEED" --crash-dir "$CRASH_DIR" --source-dir "$PWD"
