@@ -99,8 +99,7 @@ StatusOr<CompareSide> LoadCompareSide(const std::string& spec, const std::string
   StatusOr<std::string> commit = ResolveCommit(repo_dir, spec);
   if (!commit.ok()) {
     if (commit.status().code() != Status::Code::kInvalidArgument) return commit.status();
-    return Status::InvalidArgument("'" + spec +
-                                   "' is neither a journal file nor a commit: " + commit.status().message());
+    return Status::InvalidArgument("no journal file '" + spec + "', and " + commit.status().message());
   }
   std::string label =
       spec + (spec == Short(*commit) || spec == *commit ? "" : " (" + Short(*commit) + ")") + ":" + journal_path;

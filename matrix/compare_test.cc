@@ -141,7 +141,8 @@ TEST(CompareTest, BadInputIsOneErrorNamingIt) {
   } cases[] = {
       {repo.dir() + "/config.yaml", Status::Code::kInvalidArgument, repo.dir() + "/config.yaml:1: not a JSON record"},
       {"no-such-thing.jsonl", Status::Code::kInvalidArgument,
-       "'no-such-thing.jsonl' is neither a journal file nor a commit: 'no-such-thing.jsonl' is not a commit"},
+       "no journal file 'no-such-thing.jsonl', and 'no-such-thing.jsonl' is not a commit of the git repository at " +
+           repo.dir()},
       {bare, Status::Code::kNotFound, bare.substr(0, 12) + ":reports/journal.jsonl: not in that commit"},
       {broken, Status::Code::kInvalidArgument, broken + ":reports/journal.jsonl:2: not a JSON record"},
   };

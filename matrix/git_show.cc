@@ -56,8 +56,9 @@ StatusOr<std::string> ResolveCommit(const std::string& repo_dir, const std::stri
   std::string id = r->output_tail;
   while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
   if (!r->Succeeded() || id.find_first_not_of("0123456789abcdef") != std::string::npos || id.size() < 40) {
+    std::string said = CollapseLineBreaks(r->output_tail);
     return Status::InvalidArgument("'" + revision + "' is not a commit of the git repository at " + repo_dir +
-                                   (r->Succeeded() ? "" : " (git rev-parse: " + Message(*r) + ")"));
+                                   (r->Succeeded() || said.empty() ? "" : " (git: " + said + ")"));
   }
   return id;
 }

@@ -59,7 +59,8 @@
 
   function seconds(v) {
     if (!isNumber(v)) return '—';
-    return v < 1 ? fmt(v * 1000, 1) + ' ms' : fmt(v, v < 10 ? 3 : 1) + ' s';
+    if (v < 1) return fmt(v * 1000, 1) + ' ms';
+    return fmt(v, v < 10 ? 2 : v < 100 ? 1 : 0) + ' s';
   }
 
   function short(commit) {
@@ -150,21 +151,27 @@
 
   // ---- trend charts -----------------------------------------------------------------------------------------
 
-  // One measure over a cell's history as an inline SVG: a point per measurement in time order (coloured by
-  // status; measurements without a value sit on the axis), a line through the measured ones, and a dashed
-  // red line where the status changed.
-  function chart(points, title, unit, valueOf, decimals) {
+  // A measure over a cell's history as an inline SVG: a point per measurement in time order, coloured by
+  // status (a measurement without a value sits on the axis), a line through the measured values, an optional
+  // dashed reference line (the predicted peak memory), and a dashed red line where the status changed.
+  //   measure: (point) -> value, counted only where the cell ran
+  //   reference: (point) -> value or null, e.g. the prediction, which exists whether or not the cell ran
+  function chart(points, title, unit, decimals, measure, reference) {
     const W = 560;
     const H = 150;
     const L = 52;
     const R = 16;
     const T = 22;
     const B = 30;
-    const values = points.map((p) => (p.status === 'runs' && isNumber(valueOf(p)) ? valueOf(p) : null));
-    const measured = values.filter((v) => v !== null);
+    const values = points.map((p) => (p.status === 'runs' && isNumber(measure(p)) ? measure(p) : null));
+    const refs = points.map((p) => (reference && isNumber(reference(p)) && reference(p) > 0 ? reference(p) : null));
+    const measured = values.concat(refs).filter((v) => v !== null);
     const box = svg('svg', {class: 'chart', viewBox: '0 0 ' + W + ' ' + H, role: 'img',
       'aria-label': title + ' over ' + points.length + ' measurements'});
     box.append(svg('text', {class: 'title', x: L, y: 14}, title));
+    if (refs.some((v) => v !== null)) {
+      box.append(svg('text', {class: 'legend', x: W - R, y: 14, 'text-anchor': 'end'}, '– – predicted   —— measured'));
+    }
     // The axis starts at 0 unless every value is in the upper half of the range, where it zooms in so that a
     // change of a few percent shows; its bounds are labelled either way.
     const hi = measured.length ? Math.max(...measured) : 1;
@@ -179,7 +186,7 @@
     }
     if (!measured.length) {
       box.append(svg('text', {x: (L + W - R) / 2, y: T + (H - T - B) / 2, 'text-anchor': 'middle'},
-        'not measured: the cell did not run in any recorded measurement'));
+        'no value: the cell did not run in any recorded measurement'));
     }
     for (let i = 1; i < points.length; i++) {
       if (points[i].status === points[i - 1].status) continue;
@@ -187,17 +194,21 @@
       box.append(svg('line', {class: 'change', x1: cx, x2: cx, y1: T - 4, y2: H - B}));
       box.append(svg('text', {class: 'change-label', x: cx + 3, y: T + 6}, points[i - 1].status + '→' + points[i].status));
     }
-    let path = '';
-    values.forEach((v, i) => {
-      if (v === null) return;
-      path += (path && values[i - 1] !== null ? ' L' : ' M') + x(i).toFixed(1) + ' ' + y(v).toFixed(1);
-    });
-    if (path) box.append(svg('path', {class: 'line', d: path.trim()}));
+    const line = (series, cls) => {
+      let d = '';
+      series.forEach((v, i) => {
+        if (v !== null) d += (d && series[i - 1] !== null ? ' L' : ' M') + x(i).toFixed(1) + ' ' + y(v).toFixed(1);
+      });
+      if (d) box.append(svg('path', {class: cls, d: d.trim()}));
+    };
+    line(refs, 'reference');
+    line(values, 'line');
     points.forEach((p, i) => {
       const v = values[i];
       const dot = svg('circle', {class: 'pt-' + p.status, cx: x(i), cy: y(v === null ? lo : v), r: v === null ? 3 : 4});
       dot.append(svg('title', {}, p.verified_at + ' · ' + short(p.commit) + ' · ' + p.status +
-        (v === null ? '' : ' · ' + fmt(v, decimals) + ' ' + unit)));
+        (v === null ? '' : ' · ' + fmt(v, decimals) + ' ' + unit) +
+        (refs[i] === null ? '' : ' · predicted ' + fmt(refs[i], decimals) + ' ' + unit)));
       box.append(dot);
     });
     const label = (i, anchor) => box.append(svg('text', {x: x(i), y: H - 10, 'text-anchor': anchor},
@@ -229,10 +240,9 @@
   }
 
   function exitText(record) {
-    if (!record) return '—';
-    if (isNumber(record.term_signal)) return 'killed by signal ' + record.term_signal;
-    if (isNumber(record.exit_code)) return 'exit code ' + record.exit_code;
-    return 'not started';
+    if (record && isNumber(record.term_signal)) return 'killed by signal ' + record.term_signal;
+    if (record && isNumber(record.exit_code)) return 'exit code ' + record.exit_code;
+    return 'not recorded';
   }
 
   function historyTable(points) {
@@ -261,17 +271,21 @@
 
     const close = el('button', {type: 'button', class: 'close', title: 'close (Esc)', 'aria-label': 'close'}, '×');
     close.addEventListener('click', closeDetails);
+    // Measurements a cell that never started does not have are left out rather than shown empty.
     const dl = el('dl');
-    field(dl, 'tokens/s', fmt(entry.tokens_per_second, 1));
-    field(dl, 'step time', seconds(entry.step_time_s) +
-      (isNumber(entry.step_time_spread_s) ? ' ± ' + seconds(entry.step_time_spread_s) + ' (median ± MAD)' : ''));
-    field(dl, 'peak memory', isNumber(entry.peak_memory_gib) ? fmt(entry.peak_memory_gib, 3) + ' GiB' : '—');
+    const started = entry.status === 'runs' || entry.status === 'fails' || entry.status === 'timeout';
+    if (isNumber(entry.tokens_per_second)) field(dl, 'tokens/s', fmt(entry.tokens_per_second, 1));
+    if (isNumber(entry.step_time_s)) {
+      field(dl, 'step time', seconds(entry.step_time_s) +
+        (isNumber(entry.step_time_spread_s) ? ' ± ' + seconds(entry.step_time_spread_s) + ' (median ± MAD)' : ''));
+    }
+    if (isNumber(entry.peak_memory_gib)) field(dl, 'peak memory', fmt(entry.peak_memory_gib, 3) + ' GiB');
     field(dl, 'predicted vs measured', memoryText(entry, record));
     if (record && (isNumber(record.first_loss) || typeof record.first_loss === 'string')) {
       field(dl, 'loss', fmt(record.first_loss, 4) + ' → ' + fmt(record.last_loss, 4));
     }
-    field(dl, 'cell wall time', seconds(entry.wall_time_s));
-    field(dl, 'ended', exitText(record));
+    if (isNumber(entry.wall_time_s)) field(dl, 'cell wall time', seconds(entry.wall_time_s));
+    field(dl, 'ended', started ? exitText(record) : 'not started: ' + entry.status);
     field(dl, 'device', (entry.device_name || '—') + (record ? ' (' + record.device + ')' : ''));
     field(dl, 'torch', entry.torch_version || '—');
     field(dl, 'host', entry.host || '—');
@@ -283,12 +297,13 @@
 
     const tail = record && record.output_tail ? record.output_tail.replace(/\s+$/, '') : '';
     const output = tail ? el('pre', {class: 'output'}, tail.split('\n').slice(-20).join('\n'))
-      : el('p', {class: 'none'}, record ? 'The cell printed nothing (it was not started, or its output was empty).'
-        : 'Not recorded: this entry\'s measurement is not in reports/history.');
+      : el('p', {class: 'none'}, !record ? 'Not recorded: this entry\'s measurement is not in reports/history.'
+        : started ? 'The cell printed nothing.' : 'None: the cell was not started (' + entry.status + ').');
 
     const trends = history.length
-      ? [chart(history, 'tokens/s', 'tok/s', (p) => p.tokens_per_second, 1),
-        chart(history, 'peak memory (GiB)', 'GiB', (p) => p.peak_memory_gib, 2), historyTable(history)]
+      ? [chart(history, 'tokens/s', 'tok/s', 1, (p) => p.tokens_per_second),
+        chart(history, 'peak memory (GiB)', 'GiB', 2, (p) => p.peak_memory_gib, (p) => p.predicted_memory_gib),
+        historyTable(history)]
       : [el('p', {class: 'none'}, 'No measurements in reports/history for this cell yet.')];
 
     panel.replaceChildren(...[close,

@@ -61,11 +61,15 @@
     put('sort_aria', $('#matrix thead tr').cells[2].getAttribute('aria-sort'));
     clickHeader(0);
 
-    // The measured cell with the longest history.
+    // The cell with the longest history, one that runs if there is one.
     let best = null;
+    const rank = (cell) => [cell.entry.status === 'runs' ? 1 : 0, cell.history.length];
     for (const c of data.configs) {
       for (const [type, cell] of Object.entries(c.cells)) {
-        if (!best || cell.history.length > best.cell.history.length) best = {config: c.config, type, cell};
+        const [runs, length] = rank(cell);
+        if (!best || runs > best.rank[0] || (runs === best.rank[0] && length > best.rank[1])) {
+          best = {config: c.config, type, cell, rank: [runs, length]};
+        }
       }
     }
     const cellOf = (b) => Array.from(document.querySelectorAll('#matrix tbody td.cell')).find((td) =>
