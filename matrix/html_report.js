@@ -203,9 +203,14 @@
     };
     line(refs, 'reference');
     line(values, 'line');
+    refs.forEach((v, i) => {
+      if (v !== null) box.append(svg('circle', {class: 'reference', cx: x(i), cy: y(v), r: 2}));
+    });
+    // A measurement without a value is a hollow point on the axis.
     points.forEach((p, i) => {
       const v = values[i];
-      const dot = svg('circle', {class: 'pt-' + p.status, cx: x(i), cy: y(v === null ? lo : v), r: v === null ? 3 : 4});
+      const dot = svg('circle', {class: 'pt-' + p.status + (v === null ? ' none' : ''), cx: x(i),
+        cy: y(v === null ? lo : v), r: v === null ? 3.5 : 4});
       dot.append(svg('title', {}, p.verified_at + ' · ' + short(p.commit) + ' · ' + p.status +
         (v === null ? '' : ' · ' + fmt(v, decimals) + ' ' + unit) +
         (refs[i] === null ? '' : ' · predicted ' + fmt(refs[i], decimals) + ' ' + unit)));

@@ -84,7 +84,7 @@
       put('details_status', details.querySelector('.badge').textContent);
       put('details_charts', details.querySelectorAll('svg.chart').length);
       const chart = details.querySelector('svg.chart');
-      put('details_points', chart ? chart.querySelectorAll('circle').length : 0);
+      put('details_points', chart ? chart.querySelectorAll('circle[class^="pt-"]').length : 0);
       put('details_points_expected', best.cell.history.length);
       put('details_changes', chart ? chart.querySelectorAll('line.change').length : 0);
       put('details_history_rows', details.querySelectorAll('table.history tbody tr').length);
