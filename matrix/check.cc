@@ -7,6 +7,7 @@
 
 #include "harness/file_util.h"
 #include "harness/text.h"
+#include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
 
@@ -49,12 +50,6 @@ std::string CauseHint(const SupportEntry& entry, const CellResult& obs) {
     return "both ran commit " + Short(after) + ", so the machine or its load changed: rerun the cell to confirm it";
   }
   return "look for the cause between commits " + Short(before) + " and " + Short(after);
-}
-
-// Relative step-time noise of one run: median absolute deviation over median, 0 when not measured.
-double RelativeSpread(std::optional<double> spread, std::optional<double> median) {
-  if (!spread || !median || *median <= 0 || !std::isfinite(*spread)) return 0;
-  return *spread / *median;
 }
 
 class ConfigChecker {
@@ -183,29 +178,18 @@ class ConfigChecker {
 
   void CheckSpeed(const std::string& type, const SupportEntry& entry, const CellResult& obs,
                   const std::string& origin) {
-    if (!entry.tokens_per_second || !obs.tokens_per_second || *entry.tokens_per_second <= 0) return;
-    // Another device model is not a regression of this one.
-    if (!entry.device_name.empty() && !obs.provenance.device_name.empty() &&
-        entry.device_name != obs.provenance.device_name) {
-      return;
-    }
-    if (!entry.step_time_s || !obs.step_time_median_s || *entry.step_time_s < options_.min_step_time_s ||
-        *obs.step_time_median_s < options_.min_step_time_s) {
+    SpeedChange speed = CompareSpeed(SpeedOf(entry), SpeedOf(obs), options_.noise);
+    if (speed.verdict == SpeedVerdict::kNotCompared) return;
+    if (speed.verdict == SpeedVerdict::kTooShort) {
       ++counts_->speed_too_short;
       return;
     }
     ++counts_->speed_compared;
-    double drop = 1 - *obs.tokens_per_second / *entry.tokens_per_second;
-    double noise = std::hypot(RelativeSpread(entry.step_time_spread_s, entry.step_time_s),
-                              RelativeSpread(obs.step_time_spread_s, obs.step_time_median_s));
-    double allowed = std::max(options_.max_slowdown, options_.noise_factor * noise);
-    if (!(drop > allowed)) return;
+    if (speed.verdict != SpeedVerdict::kSlower) return;
     Add(ProblemKind::kSlower, At(type),
-        type + ": tokens/s fell " + Percent(drop) + ", from " + FormatNumber(*entry.tokens_per_second, 1) + " (" +
-            EntryProvenance(entry) + ") to " + FormatNumber(*obs.tokens_per_second, 1) + " (" +
-            DescribeObservation(obs, origin) + "); allowed " + Percent(allowed) + " = max(--max-slowdown " +
-            Percent(options_.max_slowdown) + ", " + FormatNumber(options_.noise_factor, 1) + " x combined spread " +
-            Percent(noise) + ")",
+        type + ": tokens/s fell " + Percent(-speed.change) + ", from " + FormatNumber(*entry.tokens_per_second, 1) +
+            " (" + EntryProvenance(entry) + ") to " + FormatNumber(*obs.tokens_per_second, 1) + " (" +
+            DescribeObservation(obs, origin) + "); " + DescribeAllowance(speed, options_.noise),
         "if expected, record it: " + options_.accept_command + "; otherwise " + CauseHint(entry, obs));
   }
 
@@ -314,15 +298,51 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs
 
 std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir) {
   std::vector<CheckProblem> problems;
-  for (const GeneratedReport& r : RenderReports(configs)) {
+  const std::string history_dir = HistoryDir(reports_dir);
+  StatusOr<History> history = ReadHistoryOf(history_dir, configs);
+  if (!history.ok()) {
+    return {{ProblemKind::kReports, history_dir, history.status().message(),
+             "repair or delete that line, then: tune-matrix report --reports-dir " + reports_dir}};
+  }
+  for (const GeneratedReport& r : RenderReports(configs, *history)) {
     std::string path = reports_dir + "/" + r.name;
     StatusOr<std::string> text = ReadFile(path);
     if (text.ok() && *text == r.text) continue;
     problems.push_back({ProblemKind::kReports, path,
-                        text.ok() ? "differs from what the configs' metadata renders to (edited by hand, or not "
-                                    "regenerated after the configs changed)"
+                        text.ok() ? "differs from what the configs' metadata and history render to (edited by "
+                                    "hand, or not regenerated after the configs changed)"
                                   : "is missing",
                         "tune-matrix report --reports-dir " + reports_dir});
+  }
+  // The journal beside the reports holds the measurements they were made from; each of a built-in config
+  // must be in history.
+  const std::string journal = reports_dir + "/journal.jsonl";
+  std::vector<std::string> all_origins, origins;
+  StatusOr<std::vector<CellResult>> all = ReadJournal(journal, nullptr, &all_origins);
+  if (!all.ok()) return problems;  // LoadJournals reports a journal that cannot be read
+  std::set<std::string> builtin;
+  for (const ConfigSupport& c : configs) builtin.insert(c.config);
+  std::vector<CellResult> records;
+  std::vector<ConfigDeviceType> cells;
+  for (size_t i = 0; i < all->size(); ++i) {
+    if (!builtin.count((*all)[i].key.config)) continue;
+    records.push_back((*all)[i]);
+    origins.push_back(all_origins[i]);
+    cells.emplace_back(records.back().key.config, records.back().device_type);
+  }
+  StatusOr<History> journal_history = ReadHistory(history_dir, cells);
+  const std::string fix = "add the journal's records to history: tune-matrix merge " + journal;
+  if (!journal_history.ok()) {
+    problems.push_back({ProblemKind::kReports, history_dir, journal_history.status().message(), fix});
+    return problems;
+  }
+  for (size_t i = 0; i < records.size(); ++i) {
+    const CellResult& r = records[i];
+    if (InHistory(*journal_history, r)) continue;
+    problems.push_back({ProblemKind::kReports, origins[i],
+                        "the record of " + r.key.config + " on " + r.key.device + " (" + r.provenance.verified_at +
+                            ") is not in " + history_dir,
+                        fix});
   }
   return problems;
 }

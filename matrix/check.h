@@ -11,7 +11,8 @@
 //   stale          the config changed (outside the generated block) since the entry or observation was made
 //   no coverage    a device the job was meant to cover has no cell that started on it
 //   slower         tokens/s fell by more than the noise allows
-//   reports        reports/SUPPORT.md or support.json is not what the configs' metadata renders to
+//   reports        reports/SUPPORT.md, support.json or index.html is not what the configs' metadata and
+//                  history render to, or a record of reports/journal.jsonl is missing from the history
 //
 // An observation older than the config's entry for that device is superseded by the entry and ignored.
 #pragma once
@@ -24,6 +25,7 @@
 #include "harness/status.h"
 #include "matrix/merge.h"
 #include "matrix/publish.h"
+#include "matrix/speed.h"
 #include "matrix/support_block.h"
 
 namespace tmx::matrix {
@@ -33,16 +35,8 @@ struct CheckOptions {
   // (runs, fails or timeout) in the journals. A job meant to cover a device that ran nothing on it is a
   // failure, never green.
   std::vector<std::string> expect_devices;
-  // Tokens/s may fall by this fraction without being a regression (default 10%) ...
-  double max_slowdown = 0.10;
-  // ... or by up to this many times the two runs' combined relative step-time spread, when that is larger:
-  // sqrt(r_recorded^2 + r_observed^2) with r = step_time_spread_s / step_time_s (median absolute deviation
-  // over median). Results measured on different device models are not compared.
-  double noise_factor = 3.0;
-  // Speed is compared only when the median step takes at least this long (seconds) on both sides. Shorter
-  // steps vary from run to run by more than their in-run spread shows: five runs of tiny/full_single_device
-  // (about 0.04 s a step) on a 2-core CPU gave 29k to 53k tokens/s.
-  double min_step_time_s = 0.25;
+  // When a fall in tokens/s is a regression (SpeedNoise: --max-slowdown, --noise-factor, --min-step-time).
+  SpeedNoise noise;
   // The command that records every observation into the configs, quoted in fixes (e.g. "tune-matrix merge
   // a.jsonl b.jsonl").
   std::string accept_command = "tune-matrix merge reports/journal.jsonl";
@@ -69,8 +63,9 @@ struct CheckCounts {
 std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs, const JournalSet& observed,
                                        const CheckOptions& options, CheckCounts* counts = nullptr);
 
-// Compares the reports in `reports_dir` with what the configs' metadata renders to; a missing report is
-// a problem too.
+// Compares the reports in `reports_dir` with what the configs' metadata and the history there render to (a
+// missing report, or a history file that cannot be read, is a problem too), and checks that every record of
+// <reports_dir>/journal.jsonl, when there is one, is in the history.
 std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir);
 
 // The problems grouped under one heading per kind, each as "<location>: <message>" and an indented

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/file_util.h"
+#include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/checkout.h"
 
@@ -207,7 +208,7 @@ TEST_F(CheckTest, TokensPerSecondMayFallOnlyWithinTheNoise) {
   EXPECT_TRUE(Check({noisy}).empty()) << printed_;
   // The threshold is an option.
   CheckOptions strict;
-  strict.max_slowdown = 0.02;
+  strict.noise.max_slowdown = 0.02;
   EXPECT_EQ(Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 950)}, strict).size(), 1u);
   // Faster is never a problem; another device model is not compared.
   EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 5000)}).empty());
@@ -230,7 +231,7 @@ TEST_F(CheckTest, StepsTooShortToTimeAreNotComparedButCounted) {
   EXPECT_EQ(counts.speed_compared, 1);
   EXPECT_EQ(counts.speed_too_short, 1);
   CheckOptions everything;
-  everything.min_step_time_s = 0;
+  everything.noise.min_step_time_s = 0;
   std::vector<CheckProblem> p = CheckSupport(ReadBuiltinClaims(co_.registry).value(), set, everything, &counts);
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].message.find("tokens/s fell 60.0%, from 10000.0"), std::string::npos) << p[0].message;
@@ -265,9 +266,54 @@ TEST_F(CheckTest, ReportsMustBeWhatTheConfigsRenderTo) {
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].kind, ProblemKind::kReports);
   EXPECT_EQ(p[0].location, reports + "/SUPPORT.md");
-  EXPECT_NE(p[0].message.find("differs from what the configs' metadata renders to"), std::string::npos);
+  EXPECT_NE(p[0].message.find("differs from what the configs' metadata and history render to"), std::string::npos);
   EXPECT_EQ(p[0].fix, "tune-matrix report --reports-dir " + reports);
   EXPECT_EQ(p[1].message, "is missing");
+}
+
+TEST_F(CheckTest, ThePageMustBeWhatConfigsAndHistoryRenderToAndHistoryMustHoldTheJournal) {
+  const std::string reports = co_.dir() + "/reports";
+  std::string journal = reports + "/journal.jsonl";
+  CellResult recorded = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_);
+  ASSERT_TRUE(MakeDirs(reports).ok());
+  ASSERT_TRUE(AppendToJournal(journal, recorded).ok());
+  StatusOr<JournalSet> set = LoadJournals({journal}, co_.registry);
+  ASSERT_TRUE(set.ok());
+  MergeOptions o;
+  o.journal_out = journal;
+  o.reports_dir = reports;
+  std::ostringstream log;
+  ASSERT_TRUE(MergeJournals(*set, co_.registry, o, log).ok());
+  StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(co_.registry);
+  ASSERT_TRUE(configs.ok());
+  EXPECT_TRUE(CheckReports(*configs, reports).empty());
+
+  // A measurement in the journal that history lacks (a journal edited, or written with --no-write-back).
+  CellResult unpublished = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, old_);
+  ASSERT_TRUE(AppendToJournal(journal, unpublished).ok());
+  std::vector<CheckProblem> p = CheckReports(*configs, reports);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].kind, ProblemKind::kReports);
+  EXPECT_EQ(p[0].location, journal + ":2");
+  EXPECT_EQ(p[0].message, "the record of tiny/full on cpu (" + old_ + ") is not in " + reports + "/history");
+  EXPECT_EQ(p[0].fix, "add the journal's records to history: tune-matrix merge " + journal);
+
+  // History changed by hand: the page no longer matches it.
+  ASSERT_TRUE(AddToHistory(reports + "/history", {unpublished, co_.Observe("tiny/lora", "cpu", CellStatus::kFails,
+                                                                             "2026-11-30T00:00:00Z")},
+                           nullptr)
+                  .ok());
+  p = CheckReports(*configs, reports);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].location, reports + "/index.html");
+  EXPECT_EQ(p[0].fix, "tune-matrix report --reports-dir " + reports);
+
+  // A history file that is not a journal is named.
+  ASSERT_TRUE(WriteFileAtomically(reports + "/history/tiny/lora/cpu.jsonl", "oops\n").ok());
+  p = CheckReports(*configs, reports);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].message.find("history/tiny/lora/cpu.jsonl:1: not a JSON record"), std::string::npos)
+      << p[0].message;
 }
 
 TEST_F(CheckTest, ADamagedBlockIsAnErrorNamingTheLine) {

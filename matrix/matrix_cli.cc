@@ -16,6 +16,7 @@
 #include "harness/file_util.h"
 #include "harness/text.h"
 #include "matrix/check.h"
+#include "matrix/compare.h"
 #include "matrix/journal.h"
 #include "matrix/machine.h"
 #include "matrix/matrix_run.h"
@@ -128,6 +129,34 @@ int Fail(std::ostream& err, const Status& s) {
   return s.ExitCode();
 }
 
+// The flags of the speed noise model (speed.h), shared by check and compare.
+const std::vector<std::string> kNoiseFlags = {"max-slowdown", "noise-factor", "min-step-time"};
+#define TM_NOISE_FLAGS_HELP                                                                                       \
+  "  --max-slowdown F           tokens/s drop that is never a regression (default 0.10)\n"              \
+  "  --noise-factor K           ... nor one within K x the combined relative step-time spread of the\n" \
+  "                             two runs, when larger (default 3)\n"                                     \
+  "  --min-step-time S          compare tokens/s only where a step takes at least S seconds on both\n"  \
+  "                             sides (default 0.25; shorter steps are noise-dominated)\n"
+
+bool ParseNoise(const ParsedArgs& parsed, SpeedNoise* noise, std::string* error) {
+  if (!NumberFlag(parsed, "max-slowdown", &noise->max_slowdown, error) ||
+      !NumberFlag(parsed, "noise-factor", &noise->noise_factor, error) ||
+      !NumberFlag(parsed, "min-step-time", &noise->min_step_time_s, error)) {
+    return false;
+  }
+  if (!(noise->max_slowdown >= 0 && noise->max_slowdown < 1) || !(noise->noise_factor >= 0) ||
+      !(noise->min_step_time_s >= 0)) {
+    *error = "--max-slowdown must be in [0, 1), --noise-factor and --min-step-time at least 0";
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> With(std::vector<std::string> flags, const std::vector<std::string>& more) {
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
 int Plan(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
@@ -181,8 +210,32 @@ int Report(const Registry& registry, const std::vector<std::string>& args, std::
   std::string dir = parsed.Get("reports-dir", "reports");
   Status s = WriteReports(registry, dir);
   if (!s.ok()) return Fail(err, s);
-  out << "Wrote " << dir << "/SUPPORT.md and " << dir << "/support.json\n";
+  out << "Wrote " << dir << "/SUPPORT.md, " << dir << "/support.json and " << dir << "/index.html\n";
   return kExitOk;
+}
+
+int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, With(kNoiseFlags, {"journal"}), &parsed, &error)) return UsageError(err, "compare", error);
+  if (parsed.positional.size() != 2) {
+    return UsageError(err, "compare", "give two journals or commits to compare: tune-matrix compare A B");
+  }
+  SpeedNoise noise;
+  if (!ParseNoise(parsed, &noise, &error)) return UsageError(err, "compare", error);
+  const std::string journal = parsed.Get("journal", "reports/journal.jsonl");
+  std::vector<CompareSide> sides;
+  for (const std::string& spec : parsed.positional) {
+    StatusOr<CompareSide> side = LoadCompareSide(spec, ".", journal);
+    if (!side.ok()) {
+      err << "error: tune-matrix compare: " << side.status().message() << "\n";
+      return kExitUsage;
+    }
+    sides.push_back(std::move(side).value());
+  }
+  Comparison comparison = CompareRecords(sides[0].records, sides[1].records, noise);
+  PrintComparison(sides[0], sides[1], comparison, noise, out);
+  return comparison.Regressions() > 0 ? kExitFailure : kExitOk;
 }
 
 
@@ -219,22 +272,12 @@ int Merge(const Registry& registry, const std::vector<std::string>& args, std::o
 int Check(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"expect-devices", "max-slowdown", "noise-factor", "min-step-time", "reports-dir"}, &parsed,
-                 &error)) {
+  if (!ParseArgs(args, {}, With(kNoiseFlags, {"expect-devices", "reports-dir"}), &parsed, &error)) {
     return UsageError(err, "check", error);
   }
   CheckOptions options;
   options.expect_devices = SplitList(parsed.Get("expect-devices"));
-  if (!NumberFlag(parsed, "max-slowdown", &options.max_slowdown, &error) ||
-      !NumberFlag(parsed, "noise-factor", &options.noise_factor, &error) ||
-      !NumberFlag(parsed, "min-step-time", &options.min_step_time_s, &error)) {
-    return UsageError(err, "check", error);
-  }
-  if (!(options.max_slowdown >= 0 && options.max_slowdown < 1) || !(options.noise_factor >= 0) ||
-      !(options.min_step_time_s >= 0)) {
-    return UsageError(err, "check",
-                      "--max-slowdown must be in [0, 1), --noise-factor and --min-step-time at least 0");
-  }
+  if (!ParseNoise(parsed, &options.noise, &error)) return UsageError(err, "check", error);
   for (const std::string& d : options.expect_devices) {
     std::string problem = DeviceProblem(d);
     if (!problem.empty()) return UsageError(err, "check", "--expect-devices: " + problem);
@@ -381,7 +424,8 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
 const char* kMergeHelp =
     "Combines journals from several machines or CI jobs: per (config, device) the newest record wins, with\n"
     "its provenance (host, job, commit). Writes the results into each config's metadata block, regenerates\n"
-    "reports/SUPPORT.md and support.json, and writes the combined journal (newest record per cell).\n"
+    "reports/SUPPORT.md, support.json and index.html, adds every merged record to reports/history, and\n"
+    "writes the combined journal (newest record per cell).\n"
     "A malformed line, a record that does not belong to this checkout (wrong recipe, mismatched device\n"
     "type, a time not in UTC form) or a journal with no built-in config at all fails the merge naming the\n"
     "file and line, and nothing is written. Records of configs renamed or removed since, and an unfinished\n"
@@ -397,15 +441,24 @@ const char* kCheckHelp =
     "not now runs (newly fixed); any other status or the supported_devices list disagrees; a config changed\n"
     "since its entry or observation was made (stale, by the config hash outside the generated block); a\n"
     "device in --expect-devices had no cell started on it; tokens/s fell by more than the noise allows;\n"
-    "reports/SUPPORT.md or support.json is not what the configs' metadata renders to.\n\n"
+    "reports/SUPPORT.md, support.json or index.html is not what the configs' metadata and reports/history\n"
+    "render to, or a record of reports/journal.jsonl is missing from reports/history.\n\n"
     "  --expect-devices cpu,cuda  devices the journals must cover (zero coverage fails)\n"
-    "  --max-slowdown F           tokens/s drop that is never a regression (default 0.10)\n"
-    "  --noise-factor K           ... nor one within K x the combined relative step-time spread of the\n"
-    "                             two runs, when larger (default 3)\n"
-    "  --min-step-time S          compare tokens/s only where a step takes at least S seconds on both\n"
-    "                             sides (default 0.25; shorter steps are noise-dominated)\n"
+    TM_NOISE_FLAGS_HELP
     "  --reports-dir DIR          reports to compare with the configs (default reports)\n\n"
     "Exit status: 0 when claims and observations agree, 1 on problems, 2 for bad arguments or journals.";
+
+const char* kCompareHelp =
+    "Prints what changed between two sets of observations, A before B: each a journal file, or a commit\n"
+    "of this checkout (HEAD~1, a branch, a tag, a commit id), whose committed journal is read with\n"
+    "`git show <commit>:reports/journal.jsonl`. Per (config, device type) the newest record of each side\n"
+    "is compared, and the cells are listed under: newly broken (ran, does not run now), newly fixed,\n"
+    "status changed (e.g. fails -> timeout), slower and faster (tokens/s moved beyond the noise model\n"
+    "`check` uses), appeared and disappeared; then one summary line. Nothing is written.\n\n"
+    "  --journal PATH             the journal's path in commits (default reports/journal.jsonl)\n"
+    TM_NOISE_FLAGS_HELP
+    "\nExit status: 0 no regression, 1 a regression (a cell newly broken or slower), 2 bad arguments,\n"
+    "a file that is not a journal, or a name that is neither a journal file nor a commit.";
 
 const char* kCellHelp =
     "Runs one built-in config on one device as a matrix cell (the same child command and budget as `run`),\n"
@@ -420,7 +473,8 @@ const char* kRunHelp =
     "Runs every built-in config on every device of this machine, each in its own process (`tune run` with\n"
     "device=<d>, a short step budget and a fresh output folder), records each cell in the journal as it\n"
     "finishes, writes the results into each config's generated metadata block and regenerates\n"
-    "reports/SUPPORT.md and reports/support.json.\n\n"
+    "reports/SUPPORT.md, support.json and index.html. Every record, and those of a journal it moves aside,\n"
+    "is kept in reports/history.\n\n"
     "  --devices cpu,cuda:0     devices to cover (default: all)\n"
     "  --configs 'tiny/*'       config name pattern (default: all)\n"
     "  --recipes a,b            recipes to cover (default: all)\n"
@@ -434,7 +488,7 @@ const char* kRunHelp =
     "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
     "  --no-write-back          record in the journal only\n"
     "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
-    "  --reports-dir DIR        folder of SUPPORT.md and support.json (default reports)\n"
+    "  --reports-dir DIR        folder of SUPPORT.md, support.json, index.html, history (default reports)\n"
     "  --tune PATH              the tune executable (default: beside tune-matrix)\n\n"
     "Exit status: 0 when every cell was recorded (whatever its result), 2 for bad arguments, 130 when\n"
     "interrupted (the cells recorded so far stay in the journal).";
@@ -459,8 +513,11 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
       {"resource-spec", "resource-spec", "Print the CTest resource spec of this machine's GPUs",
        "For ctest --resource-spec-file: tune-matrix resource-spec > gpus.json",
        [](const auto& a, auto& o, auto& e) { return ResourceSpec(a, o, e); }},
-      {"report", "report [--reports-dir DIR]", "Regenerate SUPPORT.md and support.json from the configs' metadata",
-       "", [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
+      {"report", "report [--reports-dir DIR]",
+       "Regenerate SUPPORT.md, support.json and index.html from the configs' metadata and history", "",
+       [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
+      {"compare", "compare A B [options]", "Print what changed between two journals or commits", kCompareHelp,
+       [](const auto& a, auto& o, auto& e) { return Compare(a, o, e); }},
   };
   return DispatchSubcommand("tune-matrix", "device support of every config, established by running it", table, args,
                             out, err);

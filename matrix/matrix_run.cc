@@ -13,8 +13,11 @@
 namespace tmx::matrix {
 namespace {
 
-// The cells already in the journal (resume), or none after moving the journal aside (a fresh run).
-StatusOr<std::vector<CellKey>> PrepareJournal(const MatrixOptions& options, std::ostream& out, std::ostream& err) {
+// The cells already in the journal (resume), or none after moving the journal aside (a fresh run). With
+// `keep_history`, the records of the journal moved aside are first added to the history (the journal it
+// moves aside is replaced when the next run moves its own), so a journal that cannot be read stops the run.
+StatusOr<std::vector<CellKey>> PrepareJournal(const Registry& registry, const MatrixOptions& options,
+                                              bool keep_history, std::ostream& out, std::ostream& err) {
   std::vector<CellKey> done;
   if (options.resume) {
     std::vector<std::string> warnings;
@@ -25,6 +28,17 @@ StatusOr<std::vector<CellKey>> PrepareJournal(const MatrixOptions& options, std:
       for (const auto& [key, cell] : LatestByCell(*previous)) done.push_back(key);
     }
   } else if (::access(options.journal_path.c_str(), F_OK) == 0) {
+    if (keep_history) {
+      std::vector<std::string> warnings;
+      StatusOr<std::vector<CellResult>> replaced = ReadJournal(options.journal_path, &warnings);
+      if (!replaced.ok()) {
+        return replaced.status().WithContext(
+            "the previous journal's records cannot be kept in history (fix: repair the line, or move the "
+            "journal away)");
+      }
+      for (const std::string& w : warnings) err << "warning: " << w << "\n";
+      TM_RETURN_IF_ERROR(RecordHistory(registry, *replaced, options.reports_dir, out));
+    }
     std::string previous = options.journal_path + ".prev";
     if (::rename(options.journal_path.c_str(), previous.c_str()) != 0) {
       return Status::IoError(options.journal_path + ": cannot move the previous journal aside");
@@ -45,7 +59,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
                               const RunSetting& setting, std::ostream& out, std::ostream& err) {
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, setting.devices, options);
   if (!cells.ok()) return cells.status();
-  StatusOr<std::vector<CellKey>> done = PrepareJournal(options, out, err);
+  StatusOr<std::vector<CellKey>> done = PrepareJournal(registry, options, write_back, out, err);
   if (!done.ok()) return done.status();
   size_t runnable = 0;
   for (const PlannedCell& c : *cells) runnable += c.runnable;

@@ -29,9 +29,10 @@ struct RunSetting {
 };
 
 // The whole run: plans options' cells; with options.resume keeps the journal and skips the cells it holds,
-// otherwise moves an existing journal aside (to <journal>.prev) and starts a new one; runs the cells; then,
-// unless interrupted, writes the journal's newest records into the configs and reports (when write_back)
-// and the planned cells as JUnit (when options.junit_path is set). Progress goes to `out`.
+// otherwise moves an existing journal aside (to <journal>.prev, after adding its records to the history under
+// options.reports_dir when write_back) and starts a new one; runs the cells; then, unless interrupted, adds
+// the journal's records to the history and writes its newest records into the configs and reports (when
+// write_back), and the planned cells as JUnit (when options.junit_path is set). Progress goes to `out`.
 StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& options, bool write_back,
                               const RunSetting& setting, std::ostream& out, std::ostream& err);
 

@@ -67,12 +67,13 @@ class MatrixRunTest : public ::testing::Test {
 };
 
 TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsThePreviousJournal) {
-  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, "old\n").ok());
+  const std::string old = JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T10:00:00Z")) + "\n";
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, old).ok());
   StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(children_, 3);
   EXPECT_EQ(run->recorded.size(), 3u);
-  EXPECT_EQ(ReadFile(options_.journal_path + ".prev").value(), "old\n");
+  EXPECT_EQ(ReadFile(options_.journal_path + ".prev").value(), old);
   EXPECT_EQ(ReadJournal(options_.journal_path, nullptr)->size(), 3u);
   EXPECT_NE(out_.str().find("tune-matrix: 3 cells (3 to run, 0 recorded without running) on 1 device(s)"),
             std::string::npos)
@@ -82,6 +83,46 @@ TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsThePreviousJournal) 
   EXPECT_NE(lora.find("tokens_per_second: 50.0"), std::string::npos) << lora;
   EXPECT_TRUE(PathExists(options_.reports_dir + "/SUPPORT.md"));
   EXPECT_NE(ReadFile(options_.junit_path)->find("tests=\"3\""), std::string::npos);
+}
+
+TEST_F(MatrixRunTest, HistoryKeepsEveryRunsRecordsAndThoseOfTheJournalMovedAside) {
+  const std::string history = options_.reports_dir + "/history";
+  auto lines = [&](const std::string& file) {
+    StatusOr<std::string> text = ReadFile(history + "/" + file);
+    return text.ok() ? std::count(text->begin(), text->end(), '\n') : -1;
+  };
+  // A journal that was never published (its run was interrupted, or ran with --no-write-back).
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails,
+                                                                                 "2026-12-01T10:00:00Z")) +
+                                                              "\n")
+                  .ok());
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  EXPECT_EQ(lines("tiny/lora/cpu.jsonl"), 2);  // the replaced record and this run's
+  EXPECT_EQ(lines("tiny/full/cpu.jsonl"), 1);
+  // A second run moves the first one's journal aside: its records are in history already, not added twice.
+  setting_.now = [] { return std::string("2026-12-03T10:00:00Z"); };
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  EXPECT_EQ(lines("tiny/lora/cpu.jsonl"), 3);
+  EXPECT_EQ(lines("tiny/lora_big/cpu.jsonl"), 2);
+  EXPECT_EQ(lines("tiny/full/cpu.jsonl"), 2);
+  EXPECT_TRUE(PathExists(options_.reports_dir + "/index.html"));
+  EXPECT_NE(out_.str().find("added 3 measurement(s) to " + history + " (3 file(s))"), std::string::npos)
+      << out_.str();
+}
+
+TEST_F(MatrixRunTest, APreviousJournalThatCannotBeKeptStopsTheRunWithNothingChanged) {
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, "old\n").ok());
+  StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("the previous journal's records cannot be kept in history"),
+            std::string::npos)
+      << run.status().message();
+  EXPECT_NE(run.status().message().find("journal.jsonl:1: not a JSON record"), std::string::npos)
+      << run.status().message();
+  EXPECT_EQ(children_, 0);
+  EXPECT_EQ(ReadFile(options_.journal_path).value(), "old\n");
+  EXPECT_FALSE(PathExists(options_.journal_path + ".prev"));
+  EXPECT_FALSE(PathExists(options_.reports_dir + "/history"));
 }
 
 TEST_F(MatrixRunTest, ResumeRunsOnlyTheMissingCellsAndNoWriteBackLeavesConfigsAlone) {

@@ -8,6 +8,7 @@
 
 #include "harness/config_store.h"
 #include "harness/file_util.h"
+#include "matrix/html_report.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
 #include "matrix/support_block.h"
@@ -55,6 +56,21 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   return Status::OK();
 }
 
+Status RecordHistory(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
+                     std::ostream& log) {
+  std::vector<CellResult> builtin;
+  for (const CellResult& r : records) {
+    if (registry.RecipeForConfig(r.key.config) != nullptr) builtin.push_back(r);
+  }
+  HistoryUpdate update;
+  std::string dir = HistoryDir(reports_dir);
+  TM_RETURN_IF_ERROR(AddToHistory(dir, builtin, &update));
+  if (update.added > 0) {
+    log << "added " << update.added << " measurement(s) to " << dir << " (" << update.files_written << " file(s))\n";
+  }
+  return Status::OK();
+}
+
 StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry) {
   std::vector<ConfigSupport> out;
   for (const RecipeSpec& recipe : registry.recipes()) {
@@ -76,18 +92,21 @@ StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry)
   return out;
 }
 
-std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs) {
-  std::ostringstream md, json;
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history) {
+  std::ostringstream md, json, html;
   MarkdownReporter().Report(configs, {}, md);
   JsonReporter().Report(configs, {}, json);
-  return {{"SUPPORT.md", md.str()}, {"support.json", json.str()}};
+  HtmlReporter(history).Report(configs, {}, html);
+  return {{"SUPPORT.md", md.str()}, {"support.json", json.str()}, {"index.html", html.str()}};
 }
 
 Status WriteReports(const Registry& registry, const std::string& reports_dir) {
   StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(registry);
   if (!configs.ok()) return configs.status();
+  StatusOr<History> history = ReadHistoryOf(HistoryDir(reports_dir), *configs);
+  if (!history.ok()) return history.status();
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
-  for (const GeneratedReport& r : RenderReports(*configs)) {
+  for (const GeneratedReport& r : RenderReports(*configs, *history)) {
     TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
   }
   return Status::OK();
@@ -96,9 +115,17 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir) {
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
                       std::ostream& log) {
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
+  // What could refuse (a damaged config block or history file) is read first, so it stops the publish with
+  // nothing written.
+  StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(registry);
+  if (!claims.ok()) return claims.status();
+  StatusOr<History> history = ReadHistoryOf(HistoryDir(reports_dir), *claims);
+  if (!history.ok()) return history.status();
+  TM_RETURN_IF_ERROR(RecordHistory(registry, records, reports_dir, log));
   TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log));
   TM_RETURN_IF_ERROR(WriteReports(registry, reports_dir));
-  log << "wrote " << reports_dir << "/SUPPORT.md and " << reports_dir << "/support.json\n";
+  log << "wrote " << reports_dir << "/SUPPORT.md, " << reports_dir << "/support.json and " << reports_dir
+      << "/index.html\n";
   return Status::OK();
 }
 

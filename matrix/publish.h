@@ -1,5 +1,6 @@
-// Publishing results: the newest journal record of each cell is written back into its config's metadata
-// block, then reports/SUPPORT.md and reports/support.json are regenerated from every config's metadata.
+// Publishing results: every journal record is added to the history (history.h), the newest record of each
+// cell is written back into its config's metadata block, then reports/SUPPORT.md, reports/support.json and
+// reports/index.html are regenerated from every config's metadata and the history.
 #pragma once
 
 #include <ostream>
@@ -8,6 +9,7 @@
 
 #include "harness/registry.h"
 #include "matrix/cell.h"
+#include "matrix/history.h"
 #include "matrix/support_block.h"
 
 namespace tmx::matrix {
@@ -17,22 +19,29 @@ namespace tmx::matrix {
 // entries. Every config is rendered before any is written; unchanged files are not rewritten.
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log);
 
+// Adds the records of built-in configs to the history under `reports_dir` (records of other configs have no
+// place there), logging what was added.
+Status RecordHistory(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
+                     std::ostream& log);
+
 // A generated report: its file name in the reports folder and its text.
 struct GeneratedReport {
-  std::string name;  // "SUPPORT.md", "support.json"
+  std::string name;  // "SUPPORT.md", "support.json", "index.html"
   std::string text;
 };
 
 // Reads every built-in config's block, sorted by config name. A damaged block fails with its file and line.
 StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry);
 
-// SUPPORT.md and support.json rendered from the configs' metadata.
-std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs);
-// Reads every built-in config's metadata and writes <reports_dir>/SUPPORT.md and support.json atomically.
+// SUPPORT.md and support.json rendered from the configs' metadata, and index.html from it and `history`.
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history);
+// Reads every built-in config's metadata and their history under `reports_dir`, and writes
+// <reports_dir>/SUPPORT.md, support.json and index.html atomically.
 Status WriteReports(const Registry& registry, const std::string& reports_dir);
 
-// WriteBackResults, then WriteReports into `reports_dir` (made first, so a folder that cannot be made stops
-// it before any config changes), logging what was written.
+// RecordHistory, WriteBackResults, then WriteReports into `reports_dir`, logging what was written. The folder
+// is made and every config block and history file read first, so a folder that cannot be made or a damaged
+// block or file stops it with nothing written.
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
                       std::ostream& log);
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,20 @@ class JsonReporter final : public SupportReporter {
   void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
               std::ostream& out) override;
 };
+
+// reports/index.html is HtmlReporter (html_report.h). What the reporters share:
+
+// `configs` sorted by config name (then recipe).
+std::vector<const ConfigSupport*> SortedByConfig(const std::vector<ConfigSupport>& configs);
+// The report's device type columns: `device_types`, or when empty every device type with an entry, in
+// OrderDeviceTypes order.
+std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs,
+                                       const std::vector<std::string>& device_types);
+// What a cell that runs measured, e.g. "812 tok/s · 0.42 GiB"; "" for a cell that does not run.
+std::string Measurements(const SupportEntry& entry);
+// The days ("2026-12-02") the entries in `columns` were verified on.
+std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
+                                       const std::vector<std::string>& columns);
 
 // One line of run progress, e.g. "[3/12] cpu  llama3_2/1B_lora_single_device  elapsed 1m05s  eta 4m10s";
 // the eta part is left out when `eta_s` is empty. Durations are rounded to whole seconds: "42s", "1m05s",

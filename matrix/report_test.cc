@@ -134,7 +134,8 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
           "config_hash": "",
           "host": "",
           "job": "",
-          "commit": ""
+          "commit": "",
+          "stand_in": ""
         },
         "cpu": {
           "status": "runs",
@@ -150,7 +151,8 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
           "config_hash": "0123456789abcdef",
           "host": "ci-7",
           "job": "cpu-nightly",
-          "commit": "0123456789abcdef0123456789abcdef01234567"
+          "commit": "0123456789abcdef0123456789abcdef01234567",
+          "stand_in": ""
         }
       }
     },
@@ -172,7 +174,8 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
           "config_hash": "",
           "host": "",
           "job": "",
-          "commit": ""
+          "commit": "",
+          "stand_in": ""
         },
         "cpu": {
           "status": "timeout",
@@ -188,7 +191,8 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
           "config_hash": "",
           "host": "",
           "job": "",
-          "commit": ""
+          "commit": "",
+          "stand_in": ""
         }
       }
     }

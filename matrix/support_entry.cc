@@ -55,6 +55,7 @@ const std::vector<SupportField>& SupportFields() {
       Text("host", &SupportEntry::host),
       Text("job", &SupportEntry::job),
       Text("commit", &SupportEntry::commit),
+      Text("stand_in", &SupportEntry::stand_in),
   };
   return fields;
 }

@@ -34,6 +34,9 @@ struct SupportEntry {
   std::string host;
   std::string job;     // CI job name; empty for a local run
   std::string commit;  // git commit of the checkout that ran it
+  // What shipped sample stood in for the config's data (e.g. the dataset it names was not on the machine);
+  // empty when the config's own data was used.
+  std::string stand_in;
 
   bool operator==(const SupportEntry& o) const;
   bool operator!=(const SupportEntry& o) const { return !(*this == o); }

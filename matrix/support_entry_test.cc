@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "matrix/support_block.h"
+
 namespace tmx::matrix {
 namespace {
 
@@ -52,7 +54,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 14u);
+  EXPECT_EQ(names.size(), 15u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -69,7 +71,25 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
   EXPECT_EQ(j.dump(), "{\"status\":\"fails\",\"reason\":\"boom\",\"tokens_per_second\":12.5,\"step_time_s\":null,"
                       "\"step_time_spread_s\":null,\"peak_memory_gib\":null,\"wall_time_s\":null,\"device_name\":\"\","
                       "\"torch_version\":\"\",\"verified_at\":\"\",\"config_hash\":\"\",\"host\":\"\",\"job\":\"\","
-                      "\"commit\":\"\"}");
+                      "\"commit\":\"\",\"stand_in\":\"\"}");
+}
+
+TEST(SupportEntryTest, AStandInIsWrittenOnlyWhenASampleStoodInForTheData) {
+  SupportEntry real = Entry("runs");
+  real.verified_at = "2026-12-02T11:30:00Z";
+  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{"cpu", real}}, "c.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->find("stand_in"), std::string::npos) << *text;
+  SupportEntry sample = real;
+  sample.stand_in = "the shipped alpaca sample (alpaca_data.json not found)";
+  text = RenderWithSupport("lr: 1\n", {{"cpu", sample}}, "c.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("      stand_in: \"the shipped alpaca sample (alpaca_data.json not found)\"\n"),
+            std::string::npos)
+      << *text;
+  StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->at("cpu") == sample);
 }
 
 }  // namespace

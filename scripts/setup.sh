@@ -7,6 +7,8 @@
 #   TUNE_MATRIX_VENV           where the virtual environment lives
 #                              (default: ~/.cache/tune-matrix/venv-torch-<version>)
 #   CMAKE_PREFIX_PATH / Torch_DIR  when set to a LibTorch, no venv is made: that LibTorch is used.
+#   TUNE_MATRIX_BROWSER=1      also install Chromium, for the test that opens reports/index.html in a
+#                              browser (skipped without it); .ci/run sets it.
 set -euo pipefail
 
 TORCH_VERSION="${TUNE_MATRIX_TORCH_VERSION:-2.11.0}"
@@ -20,6 +22,9 @@ apt_packages=(build-essential cmake ninja-build ccache pkg-config git
               libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
               libsentencepiece-dev libpcre2-dev libutf8proc-dev
               python3 python3-venv)
+if [ "${TUNE_MATRIX_BROWSER:-0}" = 1 ]; then
+  apt_packages+=(chromium)
+fi
 
 missing=()
 for p in "${apt_packages[@]}"; do

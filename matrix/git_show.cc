@@ -1,0 +1,75 @@
+#include "matrix/git_show.h"
+
+#include <memory>
+#include <vector>
+
+#include "matrix/escape.h"
+#include "matrix/subprocess.h"
+
+namespace tmx::matrix {
+namespace {
+
+// Journals are text of some megabytes; this bounds what a file at a commit may take in memory.
+constexpr size_t kMaxFileBytes = size_t{256} << 20;
+
+// Runs git with `args` in `repo_dir`; the output is stdout and stderr merged.
+StatusOr<SubprocessResult> RunGit(const std::string& repo_dir, const std::vector<std::string>& args) {
+  SubprocessSet set;
+  SubprocessOptions o;
+  o.argv = {"git"};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.working_dir = repo_dir;
+  o.timeout_s = 120;
+  o.tail_bytes = kMaxFileBytes + 1;
+  // No pager, no prompt for credentials, the same messages whatever the user's locale.
+  o.env = {{"GIT_PAGER", "cat"}, {"GIT_TERMINAL_PROMPT", "0"}, {"LC_ALL", "C"}};
+  StatusOr<Subprocess*> child = set.Add(o);
+  if (!child.ok()) {
+    return Status::Unavailable("cannot run git (" + child.status().message() +
+                               "); fix: install git, or compare journal files instead of commits");
+  }
+  while (set.running() > 0) {
+    if (set.DoWork(1000)) return Status::Internal("interrupted while running git");
+  }
+  SubprocessResult r = set.NextFinished()->result();
+  if (r.output_tail.size() > kMaxFileBytes) {
+    return Status::InvalidArgument("git " + args.front() + ": output larger than " +
+                                   std::to_string(kMaxFileBytes >> 20) + " MiB");
+  }
+  return r;
+}
+
+// git's message, one line.
+std::string Message(const SubprocessResult& r) {
+  std::string text = CollapseLineBreaks(r.output_tail);
+  return text.empty() ? r.Describe() : text;
+}
+
+}  // namespace
+
+StatusOr<std::string> ResolveCommit(const std::string& repo_dir, const std::string& revision) {
+  if (revision.empty() || revision[0] == '-') {
+    return Status::InvalidArgument("'" + revision + "' is not a git revision");
+  }
+  StatusOr<SubprocessResult> r = RunGit(repo_dir, {"rev-parse", "--verify", "--quiet", revision + "^{commit}"});
+  if (!r.ok()) return r.status();
+  std::string id = r->output_tail;
+  while (!id.empty() && (id.back() == '\n' || id.back() == '\r')) id.pop_back();
+  if (!r->Succeeded() || id.find_first_not_of("0123456789abcdef") != std::string::npos || id.size() < 40) {
+    std::string said = CollapseLineBreaks(r->output_tail);
+    return Status::InvalidArgument("'" + revision + "' is not a commit of the git repository at " + repo_dir +
+                                   (r->Succeeded() || said.empty() ? "" : " (git: " + said + ")"));
+  }
+  return id;
+}
+
+StatusOr<std::string> FileAtCommit(const std::string& repo_dir, const std::string& commit, const std::string& path) {
+  StatusOr<SubprocessResult> r = RunGit(repo_dir, {"show", "--no-textconv", commit + ":" + path});
+  if (!r.ok()) return r.status();
+  if (!r->Succeeded()) {
+    return Status::NotFound(commit.substr(0, 12) + ":" + path + ": not in that commit (git show: " + Message(*r) + ")");
+  }
+  return r->output_tail;
+}
+
+}  // namespace tmx::matrix

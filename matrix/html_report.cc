@@ -1,0 +1,256 @@
+#include "matrix/html_report.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "harness/text.h"
+#include "matrix/escape.h"
+
+namespace tmx::matrix {
+
+// matrix/html_report.{css,js}, compiled in by html_report_assets.cc (generated).
+extern const char kHtmlReportCss[];
+extern const char kHtmlReportJs[];
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// Statuses in the order the page lists them, and what each means to a reader.
+const std::pair<const char*, const char*> kStatuses[] = {
+    {"runs", "trained the budgeted steps with finite loss"},
+    {"fails", "crashed, ran out of memory, non-finite loss or non-zero exit"},
+    {"timeout", "killed at the wall-clock limit"},
+    {"too_large", "predicted peak memory exceeds the device's; not started"},
+    {"invalid", "the recipe rejects the config on this device"},
+};
+
+std::string Attr(const std::string& s) { return HtmlEscape(s); }
+
+// "1 config", "8 configs".
+std::string Counted(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+// A number rounded to `decimals` places, a string for a value JSON cannot hold, null when absent.
+ordered_json Number(std::optional<double> v, int decimals) {
+  if (!v) return nullptr;
+  if (std::isnan(*v)) return "nan";
+  if (std::isinf(*v)) return *v > 0 ? "inf" : "-inf";
+  double scale = std::pow(10.0, decimals);
+  double rounded = std::round(*v * scale) / scale;
+  return rounded == 0 ? 0.0 : rounded;  // no "-0.0"
+}
+
+std::optional<double> Gib(std::optional<int64_t> bytes) {
+  if (!bytes) return std::nullopt;
+  return static_cast<double>(*bytes) / (int64_t{1} << 30);
+}
+
+// One measurement of a cell's history, as the trend charts and the measurements table use it.
+ordered_json HistoryPoint(const CellResult& r) {
+  const std::string& reason = r.reason;
+  return {
+      {"verified_at", r.provenance.verified_at},
+      {"device", r.key.device},
+      {"status", CellStatusName(r.status)},
+      {"reason", reason.size() > 300 ? reason.substr(0, 300) + "…" : reason},
+      {"tokens_per_second", Number(r.tokens_per_second, 1)},
+      {"step_time_s", Number(r.step_time_median_s, 4)},
+      {"step_time_spread_s", Number(r.step_time_spread_s, 4)},
+      {"peak_memory_gib", Number(Gib(r.peak_memory_bytes), 3)},
+      {"predicted_memory_gib", Number(r.predicted_memory_bytes > 0 ? Gib(r.predicted_memory_bytes) : std::nullopt, 3)},
+      {"device_name", r.provenance.device_name},
+      {"commit", r.provenance.commit},
+      {"host", r.provenance.host},
+      {"job", r.provenance.job}};
+}
+
+// What the entry's own measurement recorded beyond the entry (null when history does not hold it).
+ordered_json EntryRecord(const SupportEntry& e, const std::vector<CellResult>* history) {
+  if (history == nullptr) return nullptr;
+  for (auto it = history->rbegin(); it != history->rend(); ++it) {
+    const CellResult& r = *it;
+    if (r.provenance.verified_at != e.verified_at || r.provenance.host != e.host) continue;
+    auto optional_int = [](std::optional<int> v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
+    return {{"device", r.key.device},
+            {"predicted_memory_bytes", r.predicted_memory_bytes},
+            {"device_memory_bytes", r.device_memory_bytes},
+            {"first_loss", Number(r.first_loss, 4)},
+            {"last_loss", Number(r.last_loss, 4)},
+            {"exit_code", optional_int(r.exit_code)},
+            {"term_signal", optional_int(r.term_signal)},
+            {"output_tail", r.output_tail}};
+  }
+  return nullptr;
+}
+
+ordered_json PageData(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns,
+                      const History& history) {
+  ordered_json list = ordered_json::array();
+  for (const ConfigSupport* c : configs) {
+    ordered_json cells = ordered_json::object();
+    for (const std::string& type : columns) {
+      auto e = c->entries.find(type);
+      if (e == c->entries.end()) continue;
+      auto h = history.find({c->config, type});
+      const std::vector<CellResult>* measurements = h == history.end() ? nullptr : &h->second;
+      ordered_json points = ordered_json::array();
+      if (measurements) {
+        for (const CellResult& r : *measurements) points.push_back(HistoryPoint(r));
+      }
+      cells[type] = {{"entry", SupportEntryToJson(e->second)},
+                     {"record", EntryRecord(e->second, measurements)},
+                     {"history", std::move(points)}};
+    }
+    list.push_back({{"config", c->config},
+                    {"family", ConfigFamily(c->config)},
+                    {"recipe", c->recipe},
+                    {"cells", std::move(cells)}});
+  }
+  return {{"devices", columns}, {"configs", std::move(list)}};
+}
+
+void Options(const std::set<std::string>& values, std::ostream& out) {
+  for (const std::string& v : values) {
+    out << "<option value=\"" << Attr(v) << "\">" << HtmlEscape(v.empty() ? "(top level)" : v) << "</option>";
+  }
+}
+
+void Cell(const ConfigSupport& c, const std::string& type, std::ostream& out) {
+  auto it = c.entries.find(type);
+  if (it == c.entries.end()) {
+    out << "<td class=\"cell st-none\" data-device=\"" << Attr(type)
+        << "\" data-status=\"none\"><span class=\"status\">—</span></td>";
+    return;
+  }
+  const SupportEntry& e = it->second;
+  std::string title = "open " + c.config + " on " + type;
+  if (!e.reason.empty()) title += ": " + e.status + ": " + CollapseLineBreaks(e.reason);
+  out << "<td class=\"cell st-" << Attr(e.status) << "\" data-device=\"" << Attr(type) << "\" data-status=\""
+      << Attr(e.status) << "\"";
+  if (e.status == "runs" && e.tokens_per_second && std::isfinite(*e.tokens_per_second)) {
+    out << " data-tps=\"" << FormatNumber(*e.tokens_per_second, 1) << "\"";
+  }
+  out << " tabindex=\"0\" role=\"button\" title=\"" << Attr(title) << "\"><span class=\"status\">"
+      << HtmlEscape(e.status) << "</span>";
+  std::string measured = Measurements(e);
+  if (!measured.empty()) out << "<span class=\"measured\">" << HtmlEscape(measured) << "</span>";
+  if (!e.stand_in.empty()) out << "<span class=\"stand-in\">sample data</span>";
+  out << "</td>";
+}
+
+}  // namespace
+
+std::string ConfigFamily(const std::string& config) {
+  size_t slash = config.rfind('/');
+  return slash == std::string::npos ? "" : config.substr(0, slash);
+}
+
+std::string InlineJson(const ordered_json& j) {
+  std::string text = j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' &&
+               (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
+      out += text[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
+                          std::ostream& out) {
+  std::vector<const ConfigSupport*> sorted = SortedByConfig(configs);
+  std::vector<std::string> columns = ReportColumns(configs, device_types);
+  std::set<std::string> days = VerificationDays(sorted, columns);
+  std::set<std::string> families, recipes;
+  std::map<std::string, int> counts;
+  size_t measurements = 0;
+  for (const ConfigSupport* c : sorted) {
+    families.insert(ConfigFamily(c->config));
+    recipes.insert(c->recipe);
+    for (const std::string& type : columns) {
+      auto it = c->entries.find(type);
+      if (it != c->entries.end()) ++counts[it->second.status];
+      auto h = history_.find({c->config, type});
+      if (h != history_.end()) measurements += h->second.size();
+    }
+  }
+
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+         "<title>tune-matrix support matrix</title>\n<style>\n"
+      << kHtmlReportCss << "</style>\n</head>\n<body>\n";
+
+  out << "<header>\n<h1>Support matrix</h1>\n<p class=\"lede\">Which built-in config trains on which device, how "
+         "fast and in how much memory. Generated by <code>tune-matrix</code> from each config's "
+      << "<code>metadata.support</code> block and <code>reports/history</code>; do not edit by hand.</p>\n"
+      << "<p class=\"summary\">" << Counted(sorted.size(), "config") << " × " << Counted(columns.size(), "device type")
+      << " · ";
+  if (days.empty()) {
+    out << "no cell verified yet";
+  } else if (days.size() == 1) {
+    out << "verified on " << *days.begin() << " (UTC)";
+  } else {
+    out << "verified between " << *days.begin() << " and " << *days.rbegin() << " (UTC)";
+  }
+  out << " · " << Counted(measurements, "measurement") << " in history</p>\n<ul class=\"legend\">";
+  for (const auto& [status, meaning] : kStatuses) {
+    auto n = counts.find(status);
+    out << "<li class=\"st-" << status << "\" title=\"" << meaning << "\"><span class=\"status\">" << status
+        << "</span> <b>" << (n == counts.end() ? 0 : n->second) << "</b></li>";
+  }
+  out << "<li class=\"st-none\" title=\"no entry for this device type\">— not measured</li></ul>\n</header>\n";
+
+  out << "<form id=\"filters\" role=\"search\" autocomplete=\"off\">\n"
+         "<label>Search <input type=\"search\" id=\"f-search\" placeholder=\"config, recipe, reason…\"></label>\n"
+         "<label>Family <select id=\"f-family\"><option value=\"\">all</option>";
+  Options(families, out);
+  out << "</select></label>\n<label>Recipe <select id=\"f-recipe\"><option value=\"\">all</option>";
+  Options(recipes, out);
+  out << "</select></label>\n<label>Status <select id=\"f-status\"><option value=\"\">any</option>";
+  for (const auto& [status, meaning] : kStatuses) out << "<option value=\"" << status << "\">" << status << "</option>";
+  out << "<option value=\"none\">not measured</option></select></label>\n"
+         "<label>Device <select id=\"f-device\"><option value=\"\">all</option>";
+  Options(std::set<std::string>(columns.begin(), columns.end()), out);
+  out << "</select></label>\n<output id=\"shown\">" << sorted.size() << " of " << sorted.size()
+      << " configs</output>\n</form>\n";
+
+  out << "<main>\n<table id=\"matrix\">\n<thead><tr><th data-sort=\"config\" aria-sort=\"ascending\"><button "
+         "type=\"button\">config</button></th><th data-sort=\"recipe\"><button type=\"button\">recipe</button></th>";
+  for (const std::string& type : columns) {
+    out << "<th data-sort=\"device\" data-device=\"" << Attr(type) << "\"><button type=\"button\">" << HtmlEscape(type)
+        << "</button></th>";
+  }
+  out << "</tr></thead>\n<tbody>\n";
+  for (const ConfigSupport* c : sorted) {
+    out << "<tr data-config=\"" << Attr(c->config) << "\" data-family=\"" << Attr(ConfigFamily(c->config))
+        << "\" data-recipe=\"" << Attr(c->recipe) << "\"><th scope=\"row\">" << HtmlEscape(c->config)
+        << "</th><td class=\"recipe\">" << HtmlEscape(c->recipe) << "</td>";
+    for (const std::string& type : columns) Cell(*c, type, out);
+    out << "</tr>\n";
+  }
+  out << "</tbody>\n</table>\n<p id=\"empty\" hidden>No config matches the filters.</p>\n</main>\n"
+         "<aside id=\"details\" hidden tabindex=\"-1\" aria-label=\"cell details\"></aside>\n"
+         "<footer>Open a cell (click, or Enter) for its details and trends. Columns sort when their heading is "
+         "clicked. Tokens/s and step times come from each cell's short budget (by default 3 optimizer steps, "
+         "the first left out of the timings); peak memory is the allocator's on accelerators and the process's "
+         "resident memory on CPU.</footer>\n";
+
+  out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))
+      << "</script>\n<script>\n"
+      << kHtmlReportJs << "</script>\n</body>\n</html>\n";
+}
+
+}  // namespace tmx::matrix

@@ -1,0 +1,44 @@
+// reports/index.html: the support matrix as one self-contained page that opens from disk (no network, no
+// server: the data is inline JSON, the script and stylesheet are inline). The matrix of configs x device
+// types is static HTML coloured by status, so it reads without script too; the script adds filters (family,
+// recipe, status, device), a search box, sortable columns, and per cell a details panel: status and reason
+// with the last lines of output, speed, memory predicted vs measured, where and when it was measured, and
+// the cell's trends over its history (tokens/s and peak memory per measurement as inline SVG, status
+// changes marked).
+//
+// The stylesheet and script are matrix/html_report.css and matrix/html_report.js, compiled in as strings.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "matrix/history.h"
+#include "matrix/report.h"
+
+namespace tmx::matrix {
+
+class HtmlReporter final : public SupportReporter {
+ public:
+  // `history` (which must outlive the reporter) gives each cell's trend and what an entry does not keep: the
+  // output tail, predicted and device memory, losses and exit of the measurement the entry was made from.
+  explicit HtmlReporter(const History& history) : history_(history) {}
+
+  // The page, deterministic like every reporter: the same configs and history give the same bytes.
+  void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
+              std::ostream& out) override;
+
+ private:
+  const History& history_;
+};
+
+// `j` as the text of a <script type="application/json"> element: compact JSON with '<', '>', '&', U+2028 and
+// U+2029 written as \u escapes, so no string in it can end the element or start a comment; invalid UTF-8
+// replaced by U+FFFD.
+std::string InlineJson(const nlohmann::ordered_json& j);
+
+// The family of a config: its folder ("llama3_2" for "llama3_2/1B_lora_single_device"), "" for none.
+std::string ConfigFamily(const std::string& config);
+
+}  // namespace tmx::matrix

@@ -1,0 +1,353 @@
+// reports/index.html's script (compiled into tune-matrix; see html_report.h). Plain browser JavaScript with
+// no library and no network: the data is the inline JSON in #tm-data, the matrix is the static table.
+(function () {
+  'use strict';
+
+  // Sort order of a device column: what runs first, then what might with another budget, then the rest.
+  const STATUS_RANK = {runs: 0, timeout: 1, fails: 2, too_large: 3, invalid: 4, none: 5};
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+
+  const data = JSON.parse(document.getElementById('tm-data').textContent);
+  const table = document.getElementById('matrix');
+  const tbody = table.tBodies[0];
+  const rows = Array.from(tbody.rows);
+  const panel = document.getElementById('details');
+  const byConfig = new Map(data.configs.map((c) => [c.config, c]));
+  const controls = {
+    search: document.getElementById('f-search'),
+    family: document.getElementById('f-family'),
+    recipe: document.getElementById('f-recipe'),
+    status: document.getElementById('f-status'),
+    device: document.getElementById('f-device'),
+  };
+
+  // ---- small helpers ----------------------------------------------------------------------------------------
+
+  // An element with attributes and children (strings become text, never markup).
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v !== null && v !== undefined) e.setAttribute(k, v);
+    }
+    for (const c of children) {
+      if (c !== null && c !== undefined && c !== false) e.append(c);
+    }
+    return e;
+  }
+
+  function svg(tag, attrs, text) {
+    const e = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function isNumber(v) {
+    return typeof v === 'number' && isFinite(v);
+  }
+
+  // A number for people: 812.4 -> "812.4", 37266.1 -> "37,266"; strings ("nan") as they are.
+  function fmt(v, decimals) {
+    if (typeof v === 'string') return v;
+    if (!isNumber(v)) return '—';
+    return v.toLocaleString('en-US', {minimumFractionDigits: decimals, maximumFractionDigits: decimals});
+  }
+
+  function gib(bytes) {
+    return isNumber(bytes) && bytes > 0 ? bytes / 1073741824 : null;
+  }
+
+  function seconds(v) {
+    if (!isNumber(v)) return '—';
+    if (v < 1) return fmt(v * 1000, 1) + ' ms';
+    return fmt(v, v < 10 ? 2 : v < 100 ? 1 : 0) + ' s';
+  }
+
+  function short(commit) {
+    return commit ? commit.slice(0, 12) : '—';
+  }
+
+  // A status as the page shows it: its class gives the colour, the stylesheet the symbol.
+  function statusBadge(status, tag) {
+    return el(tag || 'span', {class: 'badge st-' + status}, el('span', {class: 'status'}, status));
+  }
+
+  function cellsOf(tr) {
+    return Array.from(tr.querySelectorAll('td.cell'));
+  }
+
+  // ---- filters and search -----------------------------------------------------------------------------------
+
+  // What the search box matches per config: its name, recipe, and each cell's status, reason and device model.
+  const searchText = new Map(data.configs.map((c) => {
+    const parts = [c.config, c.recipe];
+    for (const cell of Object.values(c.cells)) {
+      parts.push(cell.entry.status, cell.entry.reason, cell.entry.device_name);
+    }
+    return [c.config, parts.join('\n').toLowerCase()];
+  }));
+
+  function applyFilters() {
+    const query = controls.search.value.trim().toLowerCase();
+    const family = controls.family.value;
+    const recipe = controls.recipe.value;
+    const status = controls.status.value;
+    const device = controls.device.value;
+    for (const e of table.querySelectorAll('[data-device]')) e.hidden = device !== '' && e.dataset.device !== device;
+    let shown = 0;
+    for (const tr of rows) {
+      let keep = (family === '' || tr.dataset.family === family) && (recipe === '' || tr.dataset.recipe === recipe);
+      if (keep && status !== '') keep = cellsOf(tr).some((td) => !td.hidden && td.dataset.status === status);
+      if (keep && query !== '') keep = searchText.get(tr.dataset.config).includes(query);
+      tr.hidden = !keep;
+      if (keep) shown++;
+    }
+    document.getElementById('shown').textContent = shown + ' of ' + rows.length + ' configs';
+    document.getElementById('empty').hidden = shown > 0;
+  }
+
+  for (const c of Object.values(controls)) {
+    c.addEventListener('input', applyFilters);
+    c.addEventListener('change', applyFilters);
+  }
+  document.getElementById('filters').addEventListener('submit', (ev) => ev.preventDefault());
+
+  // ---- sorting ----------------------------------------------------------------------------------------------
+
+  let sorted = {th: table.tHead.rows[0].cells[0], direction: 1};
+
+  function compareRows(th) {
+    const byName = (a, b) => a.dataset.config.localeCompare(b.dataset.config);
+    if (th.dataset.sort === 'recipe') {
+      return (a, b) => a.dataset.recipe.localeCompare(b.dataset.recipe) || byName(a, b);
+    }
+    if (th.dataset.sort === 'device') {
+      const device = th.dataset.device;
+      const cell = (tr) => tr.querySelector('td.cell[data-device="' + CSS.escape(device) + '"]');
+      return (a, b) => {
+        const x = cell(a);
+        const y = cell(b);
+        const rank = STATUS_RANK[x.dataset.status] - STATUS_RANK[y.dataset.status];
+        const speed = Number(y.dataset.tps || 0) - Number(x.dataset.tps || 0);
+        return rank || speed || byName(a, b);
+      };
+    }
+    return byName;
+  }
+
+  function sortBy(th) {
+    const direction = sorted.th === th ? -sorted.direction : 1;
+    const compare = compareRows(th);
+    rows.sort((a, b) => direction * compare(a, b));
+    for (const tr of rows) tbody.appendChild(tr);
+    for (const h of table.tHead.rows[0].cells) h.removeAttribute('aria-sort');
+    th.setAttribute('aria-sort', direction > 0 ? 'ascending' : 'descending');
+    sorted = {th, direction};
+  }
+
+  for (const th of table.tHead.rows[0].cells) {
+    th.querySelector('button').addEventListener('click', () => sortBy(th));
+  }
+
+  // ---- trend charts -----------------------------------------------------------------------------------------
+
+  // A measure over a cell's history as an inline SVG: a point per measurement in time order, coloured by
+  // status (a measurement without a value sits on the axis), a line through the measured values, an optional
+  // dashed reference line (the predicted peak memory), and a dashed red line where the status changed.
+  //   measure: (point) -> value, counted only where the cell ran
+  //   reference: (point) -> value or null, e.g. the prediction, which exists whether or not the cell ran
+  function chart(points, title, unit, decimals, measure, reference) {
+    const W = 560;
+    const H = 150;
+    const L = 52;
+    const R = 16;
+    const T = 22;
+    const B = 30;
+    const values = points.map((p) => (p.status === 'runs' && isNumber(measure(p)) ? measure(p) : null));
+    const refs = points.map((p) => (reference && isNumber(reference(p)) && reference(p) > 0 ? reference(p) : null));
+    const measured = values.concat(refs).filter((v) => v !== null);
+    const box = svg('svg', {class: 'chart', viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+      'aria-label': title + ' over ' + points.length + ' measurements'});
+    box.append(svg('text', {class: 'title', x: L, y: 14}, title));
+    if (refs.some((v) => v !== null)) {
+      box.append(svg('text', {class: 'legend', x: W - R, y: 14, 'text-anchor': 'end'}, '– – predicted   —— measured'));
+    }
+    // The axis starts at 0 unless every value is in the upper half of the range, where it zooms in so that a
+    // change of a few percent shows; its bounds are labelled either way.
+    const hi = measured.length ? Math.max(...measured) : 1;
+    const low = measured.length ? Math.min(...measured) : 0;
+    const lo = measured.length > 1 && low > hi / 2 && low < hi ? Math.max(0, low - (hi - low)) : 0;
+    const top = hi > lo ? hi + (hi - lo) * 0.15 : 1;
+    const x = (i) => (points.length === 1 ? (L + W - R) / 2 : L + (i * (W - L - R)) / (points.length - 1));
+    const y = (v) => T + (H - T - B) * (1 - (v - lo) / (top - lo));
+    for (const v of measured.length ? [lo, hi] : [0]) {
+      box.append(svg('line', {class: 'grid', x1: L, x2: W - R, y1: y(v), y2: y(v)}));
+      box.append(svg('text', {x: L - 6, y: y(v) + 3, 'text-anchor': 'end'}, fmt(v, v >= 100 || v === 0 ? 0 : decimals)));
+    }
+    if (!measured.length) {
+      box.append(svg('text', {x: (L + W - R) / 2, y: T + (H - T - B) / 2, 'text-anchor': 'middle'},
+        'no value: the cell did not run in any recorded measurement'));
+    }
+    for (let i = 1; i < points.length; i++) {
+      if (points[i].status === points[i - 1].status) continue;
+      const cx = (x(i - 1) + x(i)) / 2;
+      box.append(svg('line', {class: 'change', x1: cx, x2: cx, y1: T - 4, y2: H - B}));
+      box.append(svg('text', {class: 'change-label', x: cx + 3, y: T + 6}, points[i - 1].status + '→' + points[i].status));
+    }
+    const line = (series, cls) => {
+      let d = '';
+      series.forEach((v, i) => {
+        if (v !== null) d += (d && series[i - 1] !== null ? ' L' : ' M') + x(i).toFixed(1) + ' ' + y(v).toFixed(1);
+      });
+      if (d) box.append(svg('path', {class: cls, d: d.trim()}));
+    };
+    line(refs, 'reference');
+    line(values, 'line');
+    refs.forEach((v, i) => {
+      if (v !== null) box.append(svg('circle', {class: 'reference', cx: x(i), cy: y(v), r: 2}));
+    });
+    // A measurement without a value is a hollow point on the axis.
+    points.forEach((p, i) => {
+      const v = values[i];
+      const dot = svg('circle', {class: 'pt-' + p.status + (v === null ? ' none' : ''), cx: x(i),
+        cy: y(v === null ? lo : v), r: v === null ? 3.5 : 4});
+      dot.append(svg('title', {}, p.verified_at + ' · ' + short(p.commit) + ' · ' + p.status +
+        (v === null ? '' : ' · ' + fmt(v, decimals) + ' ' + unit) +
+        (refs[i] === null ? '' : ' · predicted ' + fmt(refs[i], decimals) + ' ' + unit)));
+      box.append(dot);
+    });
+    const label = (i, anchor) => box.append(svg('text', {x: x(i), y: H - 10, 'text-anchor': anchor},
+      points[i].verified_at.slice(0, 10) + ' ' + short(points[i].commit).slice(0, 7)));
+    label(0, points.length === 1 ? 'middle' : 'start');
+    if (points.length > 1) label(points.length - 1, 'end');
+    return box;
+  }
+
+  // ---- the details panel ------------------------------------------------------------------------------------
+
+  let opened = null;  // the cell whose details are shown
+
+  function field(dl, name, value) {
+    dl.append(el('dt', {}, name), el('dd', {}, value));
+  }
+
+  function memoryText(entry, record) {
+    const measured = entry.peak_memory_gib;
+    const predicted = record ? gib(record.predicted_memory_bytes) : null;
+    const total = record ? gib(record.device_memory_bytes) : null;
+    let text = (isNumber(predicted) ? fmt(predicted, 2) + ' GiB predicted' : 'prediction not recorded') + ' · ' +
+      (isNumber(measured) ? fmt(measured, 2) + ' GiB measured' : 'not measured');
+    if (isNumber(predicted) && isNumber(measured) && predicted > 0) {
+      text += ' (' + fmt((100 * measured) / predicted, 0) + '% of the prediction)';
+    }
+    if (isNumber(total)) text += ' · device has ' + fmt(total, 2) + ' GiB';
+    return text;
+  }
+
+  function exitText(record) {
+    if (record && isNumber(record.term_signal)) return 'killed by signal ' + record.term_signal;
+    if (record && isNumber(record.exit_code)) return 'exit code ' + record.exit_code;
+    return 'not recorded';
+  }
+
+  function historyTable(points) {
+    const head = el('tr', {}, ...['verified (UTC)', 'commit', 'device', 'status', 'tok/s', 'peak GiB', 'host · job']
+      .map((h) => el('th', {}, h)));
+    const body = points.slice().reverse().map((p) => el('tr', {title: p.reason || null},
+      el('td', {}, p.verified_at.replace('T', ' ').replace('Z', '')),
+      el('td', {class: 'mono', title: p.commit || null}, short(p.commit).slice(0, 7)),
+      el('td', {}, p.device),
+      el('td', {class: 'st-' + p.status}, el('span', {class: 'status'}, p.status)),
+      el('td', {class: 'num'}, p.status === 'runs' ? fmt(p.tokens_per_second, 1) : ''),
+      el('td', {class: 'num'}, p.status === 'runs' ? fmt(p.peak_memory_gib, 3) : ''),
+      el('td', {}, [p.host, p.job].filter(Boolean).join(' · '))));
+    return el('table', {class: 'history'}, el('thead', {}, head), el('tbody', {}, ...body));
+  }
+
+  function openCell(td) {
+    const config = byConfig.get(td.closest('tr').dataset.config);
+    const device = td.dataset.device;
+    const cell = config && config.cells[device];
+    if (!cell) return;
+    const {entry, record, history} = cell;
+    if (opened) opened.classList.remove('selected');
+    opened = td;
+    td.classList.add('selected');
+
+    const close = el('button', {type: 'button', class: 'close', title: 'close (Esc)', 'aria-label': 'close'}, '×');
+    close.addEventListener('click', closeDetails);
+    // Measurements a cell that never started does not have are left out rather than shown empty.
+    const dl = el('dl');
+    const started = entry.status === 'runs' || entry.status === 'fails' || entry.status === 'timeout';
+    if (isNumber(entry.tokens_per_second)) field(dl, 'tokens/s', fmt(entry.tokens_per_second, 1));
+    if (isNumber(entry.step_time_s)) {
+      field(dl, 'step time', seconds(entry.step_time_s) +
+        (isNumber(entry.step_time_spread_s) ? ' ± ' + seconds(entry.step_time_spread_s) + ' (median ± MAD)' : ''));
+    }
+    if (isNumber(entry.peak_memory_gib)) field(dl, 'peak memory', fmt(entry.peak_memory_gib, 3) + ' GiB');
+    field(dl, 'predicted vs measured', memoryText(entry, record));
+    if (record && (isNumber(record.first_loss) || typeof record.first_loss === 'string')) {
+      field(dl, 'loss', fmt(record.first_loss, 4) + ' → ' + fmt(record.last_loss, 4));
+    }
+    if (isNumber(entry.wall_time_s)) field(dl, 'cell wall time', seconds(entry.wall_time_s));
+    field(dl, 'ended', started ? exitText(record) : 'not started: ' + entry.status);
+    field(dl, 'device', (entry.device_name || '—') + (record ? ' (' + record.device + ')' : ''));
+    field(dl, 'torch', entry.torch_version || '—');
+    field(dl, 'host', entry.host || '—');
+    field(dl, 'job', entry.job || 'local run');
+    field(dl, 'commit', el('span', {class: 'mono', title: entry.commit || null}, entry.commit || '—'));
+    field(dl, 'verified', entry.verified_at ? entry.verified_at.replace('T', ' ').replace('Z', ' UTC') : '—');
+    field(dl, 'config hash', el('span', {class: 'mono'}, entry.config_hash || '—'));
+    field(dl, 'sample data', entry.stand_in ? 'yes: ' + entry.stand_in : 'none recorded');
+
+    const tail = record && record.output_tail ? record.output_tail.replace(/\s+$/, '') : '';
+    const output = tail ? el('pre', {class: 'output'}, tail.split('\n').slice(-20).join('\n'))
+      : el('p', {class: 'none'}, !record ? 'Not recorded: this entry\'s measurement is not in reports/history.'
+        : started ? 'The cell printed nothing.' : 'None: the cell was not started (' + entry.status + ').');
+
+    const trends = history.length
+      ? [chart(history, 'tokens/s', 'tok/s', 1, (p) => p.tokens_per_second),
+        chart(history, 'peak memory (GiB)', 'GiB', 2, (p) => p.peak_memory_gib, (p) => p.predicted_memory_gib),
+        historyTable(history)]
+      : [el('p', {class: 'none'}, 'No measurements in reports/history for this cell yet.')];
+
+    panel.replaceChildren(...[close,
+      el('h2', {}, config.config, el('span', {class: 'when'}, 'on ' + device)),
+      el('div', {}, statusBadge(entry.status), el('span', {class: 'when'}, config.recipe)),
+      entry.reason ? el('p', {class: 'reason st-' + entry.status}, entry.reason) : null,
+      dl,
+      el('h3', {}, 'Last lines of output'), output,
+      el('h3', {}, 'Trends (' + history.length + ' measurement' + (history.length === 1 ? '' : 's') + ')'),
+      ...trends].filter(Boolean));
+    panel.hidden = false;
+    const pre = panel.querySelector('pre.output');
+    if (pre) pre.scrollTop = pre.scrollHeight;
+    close.focus();
+  }
+
+  function closeDetails() {
+    panel.hidden = true;
+    if (opened) {
+      opened.classList.remove('selected');
+      opened.focus();
+      opened = null;
+    }
+  }
+
+  tbody.addEventListener('click', (ev) => {
+    const td = ev.target.closest('td.cell');
+    if (td && td.dataset.status !== 'none') openCell(td);
+  });
+  tbody.addEventListener('keydown', (ev) => {
+    const td = ev.target.closest('td.cell');
+    if (td && td.dataset.status !== 'none' && (ev.key === 'Enter' || ev.key === ' ')) {
+      ev.preventDefault();
+      openCell(td);
+    }
+  });
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape' && !panel.hidden) closeDetails();
+  });
+
+  applyFilters();
+})();

@@ -1,0 +1,154 @@
+#include "matrix/html_report.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "matrix/testdata/report_fixture.h"
+
+namespace tmx::matrix {
+namespace {
+
+std::string Render(const testing::ReportFixture& f, const std::vector<std::string>& devices = {}) {
+  std::ostringstream out;
+  HtmlReporter(f.history).Report(f.configs, devices, out);
+  return out.str();
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// The page's inline data, parsed back.
+nlohmann::json Data(const std::string& page) {
+  const std::string open = "<script type=\"application/json\" id=\"tm-data\">";
+  size_t start = page.find(open);
+  EXPECT_NE(start, std::string::npos);
+  start += open.size();
+  return nlohmann::json::parse(page.substr(start, page.find("</script>", start) - start));
+}
+
+TEST(HtmlReporterTest, IsOneSelfContainedDeterministicPage) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  std::string page = Render(f);
+  EXPECT_EQ(page, Render(f));
+  EXPECT_EQ(page.substr(0, 16), "<!DOCTYPE html>\n");
+  EXPECT_EQ(page.substr(page.size() - 8), "</html>\n");
+  // Nothing is fetched: no external script, stylesheet, image or link.
+  for (const char* external : {"src=\"", "href=", "<link", "@import", "url(", "https:"}) {
+    EXPECT_EQ(page.find(external), std::string::npos) << external;
+  }
+  // Exactly the data and the script; no string in the data ends its element.
+  EXPECT_EQ(Count(page, "<script"), 2u);
+  EXPECT_EQ(Count(page, "</script>"), 2u);
+  EXPECT_NE(page.find("\\u003c/script\\u003e"), std::string::npos);
+}
+
+TEST(HtmlReporterTest, TheMatrixHasARowPerConfigAndACellPerDeviceType) {
+  std::string page = Render(testing::MakeReportFixture());
+  EXPECT_EQ(Count(page, "<tr data-config="), 6u);
+  EXPECT_EQ(Count(page, "<td class=\"cell "), 18u);
+  EXPECT_NE(page.find("<th data-sort=\"device\" data-device=\"cpu\"><button type=\"button\">cpu</button></th>"
+                      "<th data-sort=\"device\" data-device=\"cuda\"><button type=\"button\">cuda</button></th>"
+                      "<th data-sort=\"device\" data-device=\"mps\"><button type=\"button\">mps</button></th>"),
+            std::string::npos);
+  // Rows in config order, each with its family and recipe for the filters.
+  EXPECT_LT(page.find("data-config=\"llama3_1/8B_lora_single_device\""),
+            page.find("data-config=\"tiny/full_single_device\""));
+  EXPECT_NE(page.find("<tr data-config=\"tiny/full_single_device\" data-family=\"tiny\" "
+                      "data-recipe=\"full_finetune_single_device\"><th scope=\"row\">tiny/full_single_device</th>"
+                      "<td class=\"recipe\">full_finetune_single_device</td>"
+                      "<td class=\"cell st-runs\" data-device=\"cpu\" data-status=\"runs\" data-tps=\"26000.0\" "
+                      "tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device on cpu\">"
+                      "<span class=\"status\">runs</span><span class=\"measured\">26000 tok/s · 0.53 GiB</span>"
+                      "</td><td class=\"cell st-none\" data-device=\"cuda\" data-status=\"none\">"
+                      "<span class=\"status\">—</span></td><td class=\"cell st-invalid\" data-device=\"mps\" "
+                      "data-status=\"invalid\" tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device "
+                      "on mps: invalid: invalid: not started\"><span class=\"status\">invalid</span></td></tr>"),
+            std::string::npos)
+      << page;
+  // A shipped sample that stood in for the data is marked; no other cell is.
+  EXPECT_EQ(Count(page, "<span class=\"stand-in\">sample data</span>"), 1u);
+  // Filters offer every family, recipe and device type.
+  EXPECT_NE(page.find("<select id=\"f-family\"><option value=\"\">all</option><option value=\"llama3_1\">llama3_1"
+                      "</option><option value=\"llama3_2\">llama3_2</option><option value=\"odd\">odd</option>"
+                      "<option value=\"tiny\">tiny</option></select>"),
+            std::string::npos);
+  EXPECT_NE(page.find("6 configs × 3 device types · verified between 2026-12-02 and 2026-12-04 (UTC) · "
+                      "15 measurements in history"),
+            std::string::npos);
+}
+
+TEST(HtmlReporterTest, EscapesNamesAndReasons) {
+  std::string page = Render(testing::MakeReportFixture());
+  EXPECT_EQ(page.find("<b>\"name\""), std::string::npos);
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  EXPECT_NE(page.find("<th scope=\"row\">odd/&lt;b&gt;&quot;name&quot;&amp;</th>"), std::string::npos);
+  EXPECT_NE(page.find("&lt;img src=x onerror=alert(1)&gt; &amp;"), std::string::npos);
+  // U+2028 would end a line inside a JavaScript string in older engines; the data spells it as an escape.
+  size_t data = page.find("id=\"tm-data\"");
+  EXPECT_EQ(page.find("\u2028", data), std::string::npos);
+  EXPECT_NE(page.find("\\u2028", data), std::string::npos);
+  EXPECT_EQ(InlineJson(nlohmann::ordered_json("a\u2028b\u2029<&>")), "\"a\\u2028b\\u2029\\u003c\\u0026\\u003e\"");
+}
+
+TEST(HtmlReporterTest, TheDataHoldsEachCellsEntryRecordAndHistory) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  nlohmann::json data = Data(Render(f));
+  EXPECT_EQ(data["devices"], nlohmann::json::array({"cpu", "cuda", "mps"}));
+  ASSERT_EQ(data["configs"].size(), 6u);
+  const nlohmann::json& tiny = data["configs"][5];
+  EXPECT_EQ(tiny["config"], "tiny/lora_single_device");
+  EXPECT_EQ(tiny["family"], "tiny");
+  EXPECT_EQ(tiny["recipe"], "lora_finetune_single_device");
+  const nlohmann::json& cpu = tiny["cells"]["cpu"];
+  EXPECT_EQ(cpu["entry"]["status"], "runs");
+  EXPECT_EQ(cpu["entry"]["stand_in"], "the shipped alpaca sample (alpaca_data.json not found)");
+  // The record the entry was made from: what the entry does not keep.
+  EXPECT_EQ(cpu["record"]["device"], "cpu");
+  EXPECT_EQ(cpu["record"]["predicted_memory_bytes"],
+            f.history.at({"tiny/lora_single_device", "cpu"})[3].predicted_memory_bytes);
+  EXPECT_EQ(cpu["record"]["device_memory_bytes"], int64_t{80} << 30);
+  EXPECT_EQ(cpu["record"]["exit_code"], 0);
+  EXPECT_EQ(cpu["record"]["output_tail"],
+            "Training tiny/lora_single_device on cpu\nepoch 1 step 3 | loss 10.25 | tok/s 38000\nFinished: 3 steps\n");
+  // Every measurement, oldest first, rounded for the page.
+  ASSERT_EQ(cpu["history"].size(), 4u);
+  EXPECT_EQ(cpu["history"][0]["verified_at"], "2026-12-01T10:00:00Z");
+  EXPECT_EQ(cpu["history"][0]["tokens_per_second"], 40000.0);
+  EXPECT_EQ(cpu["history"][1]["peak_memory_gib"], 0.61);
+  EXPECT_EQ(cpu["history"][2]["status"], "fails");
+  EXPECT_EQ(cpu["history"][2]["tokens_per_second"], nullptr);
+  EXPECT_EQ(cpu["history"][3]["commit"], "4444444444444444444444444444444444444444");
+  // An entry whose measurement is not in history has no record and no trend.
+  const nlohmann::json& odd = data["configs"][3]["cells"]["cuda"];
+  EXPECT_EQ(odd["record"], nullptr);
+  EXPECT_EQ(odd["history"], nlohmann::json::array());
+}
+
+TEST(HtmlReporterTest, GivenDeviceTypesAreTheColumns) {
+  std::string page = Render(testing::MakeReportFixture(), {"cuda"});
+  EXPECT_EQ(Count(page, "<td class=\"cell "), 6u);
+  EXPECT_EQ(page.find("data-device=\"cpu\""), std::string::npos);
+  EXPECT_EQ(Data(page)["devices"], nlohmann::json::array({"cuda"}));
+}
+
+TEST(HtmlReporterTest, AnEmptyMatrix) {
+  testing::ReportFixture none;
+  std::string page = Render(none);
+  EXPECT_NE(page.find("0 configs × 0 device types · no cell verified yet · 0 measurements in history"),
+            std::string::npos);
+  EXPECT_EQ(Count(page, "<tr data-config="), 0u);
+  EXPECT_EQ(Data(page), nlohmann::json::parse(R"({"devices":[],"configs":[]})"));
+}
+
+TEST(HtmlReporterTest, FamilyIsTheConfigsFolder) {
+  EXPECT_EQ(ConfigFamily("llama3_2/1B_lora_single_device"), "llama3_2");
+  EXPECT_EQ(ConfigFamily("a/b/c"), "a/b");
+  EXPECT_EQ(ConfigFamily("plain"), "");
+}
+
+}  // namespace
+}  // namespace tmx::matrix

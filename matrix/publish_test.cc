@@ -1,0 +1,92 @@
+#include "matrix/publish.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "harness/file_util.h"
+#include "matrix/journal.h"
+#include "matrix/merge.h"
+#include "matrix/testdata/checkout.h"
+
+namespace tmx::matrix {
+namespace {
+
+class PublishTest : public ::testing::Test {
+ protected:
+  std::string reports() const { return co_.dir() + "/reports"; }
+  std::string History(const std::string& config, const std::string& type) const {
+    StatusOr<std::string> text = ReadFile(reports() + "/history/" + config + "/" + type + ".jsonl");
+    return text.ok() ? *text : "(missing)";
+  }
+
+  testing::TestCheckout co_;
+  std::ostringstream log_;
+};
+
+TEST_F(PublishTest, WritesTheThreeReportsAndKeepsEveryRecordInHistory) {
+  CellResult old = co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T10:00:00Z");
+  CellResult now = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  CellResult foreign = now;
+  foreign.key.config = "elsewhere/config";
+  ASSERT_TRUE(PublishResults(co_.registry, {old, now, foreign}, reports(), log_).ok()) << log_.str();
+  // The configs keep the newest record; history keeps both, oldest first; a config that is not built in has
+  // no place there.
+  EXPECT_NE(co_.Read("tiny/lora").find("status: runs"), std::string::npos);
+  EXPECT_EQ(History("tiny/lora", "cpu"), JournalLine(old) + "\n" + JournalLine(now) + "\n");
+  EXPECT_FALSE(PathExists(reports() + "/history/elsewhere"));
+  for (const char* name : {"SUPPORT.md", "support.json", "index.html"}) {
+    EXPECT_TRUE(PathExists(reports() + "/" + name)) << name;
+  }
+  EXPECT_NE(ReadFile(reports() + "/index.html")->find("2 measurements in history"), std::string::npos);
+  EXPECT_NE(log_.str().find("added 2 measurement(s) to " + reports() + "/history (1 file(s))"), std::string::npos)
+      << log_.str();
+  // Publishing the same records again changes nothing.
+  std::string before = History("tiny/lora", "cpu");
+  ASSERT_TRUE(PublishResults(co_.registry, {now, old}, reports(), log_).ok());
+  EXPECT_EQ(History("tiny/lora", "cpu"), before);
+}
+
+TEST_F(PublishTest, MergeAddsEveryMergedRecordToHistoryNotOnlyTheNewest) {
+  std::string a = co_.dir() + "/a.jsonl", b = co_.dir() + "/b.jsonl";
+  CellResult older = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-01T10:00:00Z", 90);
+  CellResult newer = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z", 110);
+  ASSERT_TRUE(AppendToJournal(a, older).ok());
+  ASSERT_TRUE(AppendToJournal(b, newer).ok());
+  StatusOr<JournalSet> set = LoadJournals({b, a}, co_.registry);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  MergeOptions options;
+  options.journal_out = reports() + "/journal.jsonl";
+  options.reports_dir = reports();
+  ASSERT_TRUE(MergeJournals(*set, co_.registry, options, log_).ok()) << log_.str();
+  // The combined journal keeps the newest; history keeps both.
+  EXPECT_EQ(ReadFile(options.journal_out).value(), JournalLine(newer) + "\n");
+  EXPECT_EQ(History("tiny/full", "cpu"), JournalLine(older) + "\n" + JournalLine(newer) + "\n");
+}
+
+TEST_F(PublishTest, ADamagedHistoryFileStopsThePublishWithNothingWritten) {
+  ASSERT_TRUE(PublishResults(co_.registry, {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-01T10:00:00Z")},
+                             reports(), log_)
+                  .ok());
+  ASSERT_TRUE(WriteFileAtomically(reports() + "/history/tiny/lora/cpu.jsonl", "{broken\n").ok());
+  std::string config = co_.Read("tiny/full");
+  std::string page = ReadFile(reports() + "/index.html").value();
+  Status s = PublishResults(co_.registry, {co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")},
+                            reports(), log_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("history/tiny/lora/cpu.jsonl:1: not a JSON record"), std::string::npos) << s.message();
+  EXPECT_EQ(co_.Read("tiny/full"), config);
+  EXPECT_FALSE(PathExists(reports() + "/history/tiny/full"));
+  EXPECT_EQ(ReadFile(reports() + "/index.html").value(), page);
+}
+
+TEST_F(PublishTest, RenderReportsNamesEachReport) {
+  std::vector<GeneratedReport> reports = RenderReports({}, {});
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(reports[0].name, "SUPPORT.md");
+  EXPECT_EQ(reports[1].name, "support.json");
+  EXPECT_EQ(reports[2].name, "index.html");
+}
+
+}  // namespace
+}  // namespace tmx::matrix

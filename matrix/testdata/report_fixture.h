@@ -1,0 +1,120 @@
+// A support matrix for the page tests (html_report_test, html_report_browser_test): six configs in three
+// families and two recipes on cpu, cuda and mps, every status, a cell that is not measured, a sample that
+// stood in for data, names and reasons that need escaping, and histories with status changes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "matrix/history.h"
+#include "matrix/support_entry.h"
+
+namespace tmx::matrix::testing {
+
+inline CellResult FixtureRecord(const std::string& config, const std::string& recipe, const std::string& device,
+                                CellStatus status, const std::string& verified_at, double tps, double peak_gib,
+                                const std::string& commit) {
+  CellResult r;
+  r.key = {config, device};
+  r.recipe = recipe;
+  r.device_type = device.substr(0, device.find(':'));
+  r.status = status;
+  r.predicted_memory_bytes = static_cast<int64_t>(peak_gib * 1.1 * (int64_t{1} << 30));
+  r.device_memory_bytes = int64_t{80} << 30;
+  if (status == CellStatus::kRuns) {
+    r.tokens_per_second = tps;
+    r.step_time_median_s = 2048 / tps;
+    r.step_time_spread_s = 2048 / tps * 0.02;
+    r.peak_memory_bytes = static_cast<int64_t>(peak_gib * (int64_t{1} << 30));
+    r.first_loss = 11.5;
+    r.last_loss = 10.25;
+    r.exit_code = 0;
+    r.wall_time_s = 60;
+    r.output_tail = "Training " + config + " on " + device + "\nepoch 1 step 3 | loss 10.25 | tok/s " +
+                    std::to_string(static_cast<int>(tps)) + "\nFinished: 3 steps\n";
+  } else if (status == CellStatus::kFails) {
+    r.reason = "exited with code 1: RuntimeError: CUDA out of memory <tried 2 GiB> & \"more\"";
+    r.exit_code = 1;
+    r.output_tail = "Traceback (most recent call last):\n  step()\nRuntimeError: CUDA out of memory </script>\n";
+  } else {
+    r.reason = std::string(CellStatusName(status)) + ": not started";
+  }
+  r.config_hash = "0123456789abcdef";
+  r.provenance = {"ci-" + r.device_type,
+                  "nightly-" + r.device_type,
+                  commit,
+                  "2.11.0",
+                  r.device_type == "cpu" ? "AMD EPYC" : "NVIDIA H200",
+                  verified_at};
+  return r;
+}
+
+struct ReportFixture {
+  std::vector<ConfigSupport> configs;
+  History history;
+};
+
+// Adds `records` (oldest first) as one cell's history, and the newest as the config's entry.
+inline void AddCell(ReportFixture* f, const std::string& config, const std::string& recipe,
+                    const std::vector<CellResult>& records, const std::string& stand_in = "") {
+  ConfigSupport* c = nullptr;
+  for (ConfigSupport& existing : f->configs) {
+    if (existing.config == config) c = &existing;
+  }
+  if (c == nullptr) {
+    f->configs.push_back(ConfigSupport{config, recipe, {}, {}, "", "", 0, {}, 0});
+    c = &f->configs.back();
+  }
+  SupportEntry e = SupportFromCell(records.back());
+  e.stand_in = stand_in;
+  c->entries[records.back().device_type] = e;
+  f->history[{config, records.back().device_type}] = records;
+}
+
+inline ReportFixture MakeReportFixture() {
+  ReportFixture f;
+  const std::string lora = "lora_finetune_single_device", full = "full_finetune_single_device";
+  const std::string c1 = "1111111111111111111111111111111111111111", c2 = "2222222222222222222222222222222222222222",
+                    c3 = "3333333333333333333333333333333333333333", c4 = "4444444444444444444444444444444444444444";
+  auto R = [](const std::string& config, const std::string& recipe, const std::string& device, CellStatus s,
+              const std::string& day, double tps, double gib, const std::string& commit) {
+    return FixtureRecord(config, recipe, device, s, "2026-12-0" + day + "T10:00:00Z", tps, gib, commit);
+  };
+  const CellStatus runs = CellStatus::kRuns, fails = CellStatus::kFails;
+  // tiny/lora on cpu: runs, gets slower, breaks, is fixed: two status changes.
+  AddCell(&f, "tiny/lora_single_device", lora,
+          {R("tiny/lora_single_device", lora, "cpu", runs, "1", 40000, 0.59, c1),
+           R("tiny/lora_single_device", lora, "cpu", runs, "2", 36000, 0.61, c2),
+           R("tiny/lora_single_device", lora, "cpu", fails, "3", 0, 0, c3),
+           R("tiny/lora_single_device", lora, "cpu", runs, "4", 38000, 0.60, c4)},
+          "the shipped alpaca sample (alpaca_data.json not found)");
+  AddCell(&f, "tiny/lora_single_device", lora,
+          {R("tiny/lora_single_device", lora, "cuda:0", runs, "4", 250000, 0.8, c4)});
+  AddCell(&f, "tiny/full_single_device", full, {R("tiny/full_single_device", full, "cpu", runs, "4", 26000, 0.53, c4)});
+  AddCell(&f, "tiny/full_single_device", full,
+          {R("tiny/full_single_device", full, "mps", CellStatus::kInvalid, "4", 0, 0, c4)});
+  AddCell(&f, "llama3_2/1B_lora_single_device", lora,
+          {R("llama3_2/1B_lora_single_device", lora, "cpu", CellStatus::kTimeout, "3", 0, 0, c3)});
+  AddCell(&f, "llama3_2/1B_lora_single_device", lora,
+          {R("llama3_2/1B_lora_single_device", lora, "cuda:0", runs, "1", 5200, 7.1, c1),
+           R("llama3_2/1B_lora_single_device", lora, "cuda:1", runs, "2", 5300, 7.1, c2),
+           R("llama3_2/1B_lora_single_device", lora, "cuda:0", fails, "4", 0, 0, c4)});
+  AddCell(&f, "llama3_2/1B_full_single_device", full,
+          {R("llama3_2/1B_full_single_device", full, "cpu", runs, "2", 28, 11.46, c2)});
+  AddCell(&f, "llama3_2/1B_full_single_device", full,
+          {R("llama3_2/1B_full_single_device", full, "cuda:0", runs, "2", 3100, 15.2, c2)});
+  AddCell(&f, "llama3_1/8B_lora_single_device", lora,
+          {R("llama3_1/8B_lora_single_device", lora, "cpu", CellStatus::kTooLarge, "2", 0, 0, c2)});
+  AddCell(&f, "llama3_1/8B_lora_single_device", lora,
+          {R("llama3_1/8B_lora_single_device", lora, "cuda:0", runs, "2", 1900, 21.5, c2)});
+  // A name and a reason a page must escape; no history for it.
+  f.configs.push_back(ConfigSupport{"odd/<b>\"name\"&", lora, {}, {}, "", "", 0, {}, 0});
+  SupportEntry odd;
+  odd.status = "fails";
+  odd.reason = "<img src=x onerror=alert(1)> & </script> \u2028 line";
+  odd.verified_at = "2026-12-04T10:00:00Z";
+  f.configs.back().entries["cuda"] = odd;
+  return f;
+}
+
+}  // namespace tmx::matrix::testing
