@@ -365,9 +365,11 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
   };
 }
 
-int RunTune(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  return DispatchSubcommand("tune", "fine-tune LLMs on any device (tune-matrix)", TuneSubcommands(registry), args,
-                            out, err);
+int RunTune(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+            const std::vector<Subcommand>& extra) {
+  std::vector<Subcommand> table = TuneSubcommands(registry);
+  table.insert(table.end(), extra.begin(), extra.end());
+  return DispatchSubcommand("tune", "fine-tune LLMs on any device (tune-matrix)", table, args, out, err);
 }
 
 }  // namespace tmx

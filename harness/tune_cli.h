@@ -1,4 +1,4 @@
-// The `tune` command line: ls, cp, cat, validate, run, devices.
+// The `tune` command line: ls, cp, cat, validate, run, devices (and the subcommands a caller adds).
 #pragma once
 
 #include <ostream>
@@ -13,7 +13,9 @@ namespace tmx {
 // The subcommand table of `tune`, bound to `registry` (which must outlive the table).
 std::vector<Subcommand> TuneSubcommands(const Registry& registry);
 
-// Runs `tune` with `args` (argv without the program name) and returns the process exit status.
-int RunTune(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// Runs `tune` with `args` (argv without the program name) and returns the process exit status. `extra`:
+// subcommands of libraries above the harness (the recipes' `tokenize`), added to the table.
+int RunTune(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+            const std::vector<Subcommand>& extra = {});
 
 }  // namespace tmx

@@ -15,7 +15,7 @@ using nlohmann::json;
 constexpr std::pair<CellStatus, const char*> kStatusNames[] = {
     {CellStatus::kRuns, "runs"},         {CellStatus::kFails, "fails"},
     {CellStatus::kInvalid, "invalid"},   {CellStatus::kTooLarge, "too_large"},
-    {CellStatus::kTimeout, "timeout"},
+    {CellStatus::kTimeout, "timeout"},   {CellStatus::kTooSlow, "too_slow"},
 };
 
 // JSON has no NaN or infinity, and a non-finite loss is exactly what a failing cell may report, so those
@@ -49,6 +49,15 @@ class FieldReader {
     if (!v->is_string()) return TypeError(name, "a string", *v);
     *out = v->get<std::string>();
     return Status::OK();
+  }
+
+  // A string a record may leave out (fields added after schema version 1 was written): absent reads as "".
+  Status OptionalString(const char* name, std::string* out) const {
+    if (!obj_.contains(name)) {
+      out->clear();
+      return Status::OK();
+    }
+    return String(name, out);
   }
 
   Status StringList(const char* name, std::vector<std::string>* out) const {
@@ -279,6 +288,12 @@ const char* CellStatusName(CellStatus s) {
   return "unknown";
 }
 
+std::string CellStatusNames() {
+  std::string names;
+  for (const auto& [status, name] : kStatusNames) names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
+}
+
 bool CellStarted(CellStatus s) {
   return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout;
 }
@@ -318,6 +333,7 @@ nlohmann::json ToJson(const CellResult& r) {
   if (r.exit_code) j["exit_code"] = *r.exit_code;
   if (r.term_signal) j["term_signal"] = *r.term_signal;
   j["output_tail"] = r.output_tail;
+  if (!r.stand_in.empty()) j["stand_in"] = r.stand_in;
   const Provenance& p = r.provenance;
   j["provenance"] = {{"host", p.host},
                      {"job", p.job},
@@ -353,7 +369,7 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   std::optional<CellStatus> parsed = ParseCellStatus(status);
   if (!parsed) {
     return f.Error("field \"status\" is \"" + status +
-                   "\", expected one of runs, fails, invalid, too_large, timeout");
+                   "\", expected one of " + CellStatusNames());
   }
   r.status = *parsed;
   TM_RETURN_IF_ERROR(f.String("reason", &r.reason));
@@ -374,6 +390,7 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   TM_RETURN_IF_ERROR(f.OptionalInt("exit_code", &r.exit_code));
   TM_RETURN_IF_ERROR(f.OptionalInt("term_signal", &r.term_signal));
   TM_RETURN_IF_ERROR(f.String("output_tail", &r.output_tail));
+  TM_RETURN_IF_ERROR(f.OptionalString("stand_in", &r.stand_in));
 
   const json* prov;
   TM_RETURN_IF_ERROR(f.Object("provenance", &prov));

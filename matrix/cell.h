@@ -24,11 +24,14 @@ enum class CellStatus {
   kInvalid,   // the recipe's own field checks reject the config on this device
   kTooLarge,  // predicted peak memory exceeds the device's memory; not started
   kTimeout,   // killed at the wall-clock limit
+  kTooSlow,   // predicted wall time (at the rate measured on this device type) exceeds the cell budget; not started
 };
 const char* CellStatusName(CellStatus s);                    // "runs", "fails", ...
 std::optional<CellStatus> ParseCellStatus(const std::string& name);
+// Every status name, comma-separated, for messages: "runs, fails, invalid, too_large, timeout, too_slow".
+std::string CellStatusNames();
 // Whether a cell with this outcome started a child (runs, fails, timeout), rather than being recorded from
-// the plan alone (invalid, too_large).
+// the plan alone (invalid, too_large, too_slow).
 bool CellStarted(CellStatus s);
 
 struct CellKey {
@@ -77,6 +80,8 @@ struct CellResult {
   std::optional<int> exit_code;
   std::optional<int> term_signal;
   std::string output_tail;  // the last lines of the child's merged stdout/stderr
+  // What stood in for inputs the machine lacked (RunSummary::stand_ins joined with "; "); empty: none.
+  std::string stand_in;
 
   Provenance provenance;
 };

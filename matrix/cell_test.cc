@@ -37,7 +37,8 @@ CellResult FullCell() {
   r.exit_code = 1;
   r.term_signal = 9;
   r.output_tail = "Traceback:\n  boom\t\xe2\x9c\x93";
-  r.provenance = {"host1", "ci-gpu", "abc123", "2.11.0", "NVIDIA H200", "2026-12-02T11:30:00Z"};
+  r.stand_in = "tokenizer: shipped sample tokenizer.model for /tmp/missing/tokenizer.model";
+  r.provenance = {"host1", "ci-gpu", "abc123", "2.11.0", "NVIDIA H200", "2026-11-22T11:30:00Z"};
   return r;
 }
 
@@ -86,6 +87,7 @@ TEST(CellJsonTest, FullRecordRoundTrips) {
   EXPECT_EQ(out->step_times_s, in.step_times_s);
   EXPECT_EQ(out->tokens_per_second, in.tokens_per_second);
   EXPECT_EQ(out->output_tail, in.output_tail);
+  EXPECT_EQ(out->stand_in, in.stand_in);
   EXPECT_EQ(out->term_signal, 9);
 }
 
@@ -95,16 +97,16 @@ TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   in.recipe = "r";
   in.device_type = "cpu";
   in.status = CellStatus::kRuns;
-  in.provenance.verified_at = "2026-12-02T11:30:00Z";
+  in.provenance.verified_at = "2026-11-22T11:30:00Z";
   json j = ToJson(in);
   for (const char* key : {"peak_memory_bytes", "init_time_s", "step_time_median_s", "step_time_spread_s",
-                          "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal"}) {
+                          "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal", "stand_in"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.dump(),
             R"({"config":"c","config_hash":"","device":"cpu","device_memory_bytes":0,"device_type":"cpu",)"
             R"("output_tail":"","predicted_memory_bytes":0,"problems":[],"provenance":{"commit":"",)"
-            R"("device_name":"","host":"","job":"","torch_version":"","verified_at":"2026-12-02T11:30:00Z"},)"
+            R"("device_name":"","host":"","job":"","torch_version":"","verified_at":"2026-11-22T11:30:00Z"},)"
             R"("reason":"","recipe":"r","schema_version":1,"status":"runs","step_times_s":[],"wall_time_s":0.0,)"
             R"("warmup_steps":0})");
   StatusOr<CellResult> out = CellResultFromJson(j, "j:1");
@@ -153,7 +155,7 @@ TEST(CellJsonTest, RejectsBadRecordsNamingWhere) {
        "runs.jsonl:7: cell record field \"status\" must be a string, not number"},
       {"unknown status", [](json& j) { j["status"] = "crashed"; },
        "runs.jsonl:7: cell record field \"status\" is \"crashed\", expected one of runs, fails, invalid, "
-       "too_large, timeout"},
+       "too_large, timeout, too_slow"},
       {"problems not strings", [](json& j) { j["problems"] = {1}; },
        "runs.jsonl:7: cell record field \"problems\" must be an array of strings, not number"},
       {"bytes as float", [](json& j) { j["predicted_memory_bytes"] = 1.5; },
@@ -191,7 +193,7 @@ TEST(CellJsonTest, RejectsBadRecordsNamingWhere) {
 // Every reader takes records through CellResultFromJson, so a record that would make a reader crash, claim
 // something false or outrank every later record is refused there, once, naming the field and the fix.
 TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
-  const int64_t now = *ParseUtc("2026-12-02T12:00:00Z");
+  const int64_t now = *ParseUtc("2026-11-22T12:00:00Z");
   struct Case {
     const char* name;
     std::function<void(json&)> mutate;
@@ -236,13 +238,13 @@ TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
        "device type \"cpu\" does not match device \"cuda:0\""},
       {"not a date", [](json& j) { j["provenance"]["verified_at"] = "2026-02-30T00:00:00Z"; },
        "provenance.verified_at \"2026-02-30T00:00:00Z\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
-      {"fraction", [](json& j) { j["provenance"]["verified_at"] = "2026-12-02T10:00:00.5Z"; },
-       "provenance.verified_at \"2026-12-02T10:00:00.5Z\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
+      {"fraction", [](json& j) { j["provenance"]["verified_at"] = "2026-11-22T10:00:00.5Z"; },
+       "provenance.verified_at \"2026-11-22T10:00:00.5Z\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
       {"far future", [](json& j) { j["provenance"]["verified_at"] = "2036-12-02T12:00:00Z"; },
        "provenance.verified_at \"2036-12-02T12:00:00Z\" is later than this machine's clock "
-       "(2026-12-02T12:00:00Z) by more than 900 s"},
-      {"an hour ahead", [](json& j) { j["provenance"]["verified_at"] = "2026-12-02T13:00:00Z"; },
-       "provenance.verified_at \"2026-12-02T13:00:00Z\" is later than this machine's clock"},
+       "(2026-11-22T12:00:00Z) by more than 900 s"},
+      {"an hour ahead", [](json& j) { j["provenance"]["verified_at"] = "2026-11-22T13:00:00Z"; },
+       "provenance.verified_at \"2026-11-22T13:00:00Z\" is later than this machine's clock"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -258,9 +260,9 @@ TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
 }
 
 TEST(CellValidationTest, SmallClockSkewAndEveryValidEdgeAreAccepted) {
-  const int64_t now = *ParseUtc("2026-12-02T12:00:00Z");
+  const int64_t now = *ParseUtc("2026-11-22T12:00:00Z");
   json j = ToJson(FullCell());
-  j["provenance"]["verified_at"] = "2026-12-02T12:10:00Z";  // ten minutes ahead: a clock a little fast
+  j["provenance"]["verified_at"] = "2026-11-22T12:10:00Z";  // ten minutes ahead: a clock a little fast
   j["warmup_steps"] = 3;
   j["exit_code"] = 255;
   j["term_signal"] = 127;

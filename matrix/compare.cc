@@ -50,7 +50,7 @@ std::string Tps(const CellResult& r) {
   return r.tokens_per_second ? FormatNumber(*r.tokens_per_second, 1) : std::string("?");
 }
 
-// "(0123456789ab, 2026-12-09T10:00:00Z)": where the record was made.
+// "(0123456789ab, 2026-11-29T10:00:00Z)": where the record was made.
 std::string Where(const CellResult& r) {
   std::string s = r.provenance.commit.empty() ? "" : Short(r.provenance.commit) + ", ";
   return "(" + s + r.provenance.verified_at + ")";

@@ -67,7 +67,7 @@ Comparison CompareRecords(const std::vector<CellResult>& before, const std::vect
 //
 //   tune-matrix compare: <before label> (8 cells) -> <after label> (9 cells)
 //   newly broken (1):
-//     llama3_2/1B_lora_single_device  cpu  runs -> fails: <reason>  (0123456789ab, 2026-12-09T10:00:00Z)
+//     llama3_2/1B_lora_single_device  cpu  runs -> fails: <reason>  (0123456789ab, 2026-11-29T10:00:00Z)
 //   slower (1):
 //     tiny/lora_single_device  cpu  812.0 -> 640.2 tok/s (-21.2%; allowed 10.0% = max(...))
 //   ...

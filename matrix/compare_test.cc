@@ -22,7 +22,7 @@ const std::string kCommitB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 CellResult Rec(const std::string& config, const std::string& device, CellStatus status, double tps = 1000,
                bool after = false) {
   return FixtureRecord(config, "lora_finetune_single_device", device, status,
-                       after ? "2026-12-09T10:00:00Z" : "2026-12-01T10:00:00Z", tps, 1.0, after ? kCommitB : kCommitA);
+                       after ? "2026-11-29T10:00:00Z" : "2026-11-21T10:00:00Z", tps, 1.0, after ? kCommitB : kCommitA);
 }
 
 std::string Text(const std::vector<CellResult>& records) {
@@ -58,21 +58,21 @@ TEST(CompareTest, SortsEveryCellIntoWhatChanged) {
             "tune-matrix compare: old.jsonl (8 cells) -> new.jsonl (8 cells)\n"
             "newly broken (1):\n"
             "  a  cpu  runs -> fails: exited with code 1: RuntimeError: CUDA out of memory <tried 2 GiB> & \"more\""
-            "  (bbbbbbbbbbbb, 2026-12-09T10:00:00Z)\n"
+            "  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "newly fixed (1):\n"
-            "  b  cpu  fails -> runs, 900.0 tok/s  (bbbbbbbbbbbb, 2026-12-09T10:00:00Z)\n"
+            "  b  cpu  fails -> runs, 900.0 tok/s  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "status changed (1):\n"
-            "  c  cpu  fails -> timeout: timeout: not started  (bbbbbbbbbbbb, 2026-12-09T10:00:00Z)\n"
+            "  c  cpu  fails -> timeout: timeout: not started  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "slower (1):\n"
             "  d  cpu  1000.0 -> 700.0 tok/s (-30.0%; allowed 10.0% = max(--max-slowdown 10.0%, 3.0 x combined "
-            "spread 2.8%))  (bbbbbbbbbbbb, 2026-12-09T10:00:00Z)\n"
+            "spread 2.8%))  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "faster (1):\n"
             "  e  cpu  1000.0 -> 1300.0 tok/s (+30.0%; allowed 10.0% = max(--max-slowdown 10.0%, 3.0 x combined "
-            "spread 2.8%))  (bbbbbbbbbbbb, 2026-12-09T10:00:00Z)\n"
+            "spread 2.8%))  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "appeared (1):\n"
-            "  new  cuda  runs  (bbbbbbbbbbbb, 2026-12-09T10:00:00Z)\n"
+            "  new  cuda  runs  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "disappeared (1):\n"
-            "  gone  cuda  was runs  (aaaaaaaaaaaa, 2026-12-01T10:00:00Z)\n"
+            "  gone  cuda  was runs  (aaaaaaaaaaaa, 2026-11-21T10:00:00Z)\n"
             "tune-matrix compare: 2 regression(s) (1 newly broken, 1 slower); 2 cells unchanged; tokens/s compared "
             "for 4 (0 with steps under --min-step-time)\n");
 }

@@ -53,7 +53,7 @@ TEST_F(HistoryTest, OneFilePerConfigAndDeviceType) {
 }
 
 TEST_F(HistoryTest, KeepsTheLastLinesOfOutput) {
-  CellResult r = Record("a", "cpu", "2026-12-01T00:00:00Z");
+  CellResult r = Record("a", "cpu", "2026-11-21T00:00:00Z");
   r.output_tail.clear();
   for (int i = 1; i <= 100; ++i) r.output_tail += "line " + std::to_string(i) + "\n";
   std::string tail = ForHistory(r).output_tail;
@@ -67,9 +67,9 @@ TEST_F(HistoryTest, KeepsTheLastLinesOfOutput) {
 }
 
 TEST_F(HistoryTest, AddsEachMeasurementOnceInTimeOrder) {
-  CellResult older = Record("tiny/lora", "cpu", "2026-12-01T00:00:00Z", CellStatus::kFails);
-  CellResult newer = Record("tiny/lora", "cpu", "2026-12-02T00:00:00Z");
-  CellResult other_cell = Record("tiny/lora", "cuda:0", "2026-12-02T00:00:00Z");
+  CellResult older = Record("tiny/lora", "cpu", "2026-11-21T00:00:00Z", CellStatus::kFails);
+  CellResult newer = Record("tiny/lora", "cpu", "2026-11-22T00:00:00Z");
+  CellResult other_cell = Record("tiny/lora", "cuda:0", "2026-11-22T00:00:00Z");
   EXPECT_EQ(Add({newer, other_cell}), 2);
   EXPECT_EQ(Add({older, newer}), 1);  // newer is there already
   EXPECT_EQ(Text("tiny/lora", "cpu"), JournalLine(older) + "\n" + JournalLine(newer) + "\n");
@@ -90,15 +90,15 @@ TEST_F(HistoryTest, AddsEachMeasurementOnceInTimeOrder) {
   EXPECT_EQ(h->at({"tiny/lora", "cpu"}).size(), 3u);
   EXPECT_EQ(h->count({"tiny/full", "cpu"}), 0u);
   EXPECT_TRUE(InHistory(*h, older));
-  EXPECT_FALSE(InHistory(*h, Record("tiny/lora", "cpu", "2026-12-03T00:00:00Z")));
+  EXPECT_FALSE(InHistory(*h, Record("tiny/lora", "cpu", "2026-11-23T00:00:00Z")));
 }
 
 TEST_F(HistoryTest, AUnionMergedFileReadsInOrderWithoutDuplicates) {
   // What git's merge=union leaves when two branches each appended: both sides' lines, out of order, and the
   // line both had twice.
-  CellResult a = Record("tiny/lora", "cpu", "2026-12-01T00:00:00Z");
-  CellResult b = Record("tiny/lora", "cpu", "2026-12-02T00:00:00Z");
-  CellResult c = Record("tiny/lora", "cpu", "2026-12-03T00:00:00Z");
+  CellResult a = Record("tiny/lora", "cpu", "2026-11-21T00:00:00Z");
+  CellResult b = Record("tiny/lora", "cpu", "2026-11-22T00:00:00Z");
+  CellResult c = Record("tiny/lora", "cpu", "2026-11-23T00:00:00Z");
   ASSERT_TRUE(MakeDirs(ParentDir(File("tiny/lora", "cpu"))).ok());
   ASSERT_TRUE(WriteFileAtomically(File("tiny/lora", "cpu"), JournalLine(a) + "\n" + JournalLine(c) + "\n" +
                                                                 JournalLine(b) + "\n" + JournalLine(a) + "\n")
@@ -107,15 +107,15 @@ TEST_F(HistoryTest, AUnionMergedFileReadsInOrderWithoutDuplicates) {
   ASSERT_TRUE(h.ok()) << h.status().ToString();
   const std::vector<CellResult>& cell = h->at({"tiny/lora", "cpu"});
   ASSERT_EQ(cell.size(), 3u);
-  EXPECT_EQ(cell[0].provenance.verified_at, "2026-12-01T00:00:00Z");
-  EXPECT_EQ(cell[2].provenance.verified_at, "2026-12-03T00:00:00Z");
+  EXPECT_EQ(cell[0].provenance.verified_at, "2026-11-21T00:00:00Z");
+  EXPECT_EQ(cell[2].provenance.verified_at, "2026-11-23T00:00:00Z");
   // The next write puts the file back in order.
   EXPECT_EQ(Add({b}), 0);
   EXPECT_EQ(Text("tiny/lora", "cpu"), JournalLine(a) + "\n" + JournalLine(b) + "\n" + JournalLine(c) + "\n");
 }
 
 TEST_F(HistoryTest, OfTwoVersionsOfOneMeasurementTheChoiceDoesNotDependOnOrder) {
-  CellResult x = Record("tiny/lora", "cpu", "2026-12-01T00:00:00Z");
+  CellResult x = Record("tiny/lora", "cpu", "2026-11-21T00:00:00Z");
   CellResult y = x;
   y.output_tail = "edited\n";
   std::vector<CellResult> xy = NormalizeHistory({x, y});
@@ -126,19 +126,19 @@ TEST_F(HistoryTest, OfTwoVersionsOfOneMeasurementTheChoiceDoesNotDependOnOrder) 
 }
 
 TEST_F(HistoryTest, ADamagedFileStopsTheUpdateWithNothingWritten) {
-  EXPECT_EQ(Add({Record("tiny/full", "cpu", "2026-12-01T00:00:00Z")}), 1);
+  EXPECT_EQ(Add({Record("tiny/full", "cpu", "2026-11-21T00:00:00Z")}), 1);
   ASSERT_TRUE(MakeDirs(ParentDir(File("tiny/lora", "cpu"))).ok());
   ASSERT_TRUE(WriteFileAtomically(File("tiny/lora", "cpu"), "not json\n").ok());
   std::string full_before = Text("tiny/full", "cpu");
   Status s = AddToHistory(
-      dir(), {Record("tiny/full", "cpu", "2026-12-02T00:00:00Z"), Record("tiny/lora", "cpu", "2026-12-02T00:00:00Z")},
+      dir(), {Record("tiny/full", "cpu", "2026-11-22T00:00:00Z"), Record("tiny/lora", "cpu", "2026-11-22T00:00:00Z")},
       nullptr);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find(File("tiny/lora", "cpu") + ":1:"), std::string::npos) << s.message();
   EXPECT_EQ(Text("tiny/full", "cpu"), full_before);
   EXPECT_EQ(Text("tiny/lora", "cpu"), "not json\n");
   // A record naming no safe file is refused the same way.
-  s = AddToHistory(dir(), {Record("tiny/full", "cpu", "2026-12-03T00:00:00Z"), Record("../x", "cpu", "t")}, nullptr);
+  s = AddToHistory(dir(), {Record("tiny/full", "cpu", "2026-11-23T00:00:00Z"), Record("../x", "cpu", "t")}, nullptr);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
   EXPECT_EQ(Text("tiny/full", "cpu"), full_before);
 }
@@ -146,7 +146,7 @@ TEST_F(HistoryTest, ADamagedFileStopsTheUpdateWithNothingWritten) {
 TEST_F(HistoryTest, ARecordInAnotherCellsFileIsAnError) {
   ASSERT_TRUE(MakeDirs(ParentDir(File("tiny/lora", "cpu"))).ok());
   ASSERT_TRUE(WriteFileAtomically(File("tiny/lora", "cpu"),
-                                  JournalLine(Record("tiny/full", "cpu", "2026-12-01T00:00:00Z")) + "\n")
+                                  JournalLine(Record("tiny/full", "cpu", "2026-11-21T00:00:00Z")) + "\n")
                   .ok());
   StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", "cpu"}});
   ASSERT_FALSE(h.ok());

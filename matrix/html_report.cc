@@ -22,6 +22,7 @@ const std::pair<const char*, const char*> kStatuses[] = {
     {"runs", "trained the budgeted steps with finite loss"},
     {"fails", "crashed, ran out of memory, non-finite loss or non-zero exit"},
     {"timeout", "killed at the wall-clock limit"},
+    {"too_slow", "predicted to take longer than the cell budget on this device; not started"},
     {"too_large", "predicted peak memory exceeds the device's; not started"},
     {"invalid", "the recipe rejects the config on this device"},
 };

@@ -4,7 +4,7 @@
   'use strict';
 
   // Sort order of a device column: what runs first, then what might with another budget, then the rest.
-  const STATUS_RANK = {runs: 0, timeout: 1, fails: 2, too_large: 3, invalid: 4, none: 5};
+  const STATUS_RANK = {runs: 0, timeout: 1, fails: 2, too_slow: 3, too_large: 4, invalid: 5, none: 6};
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
   const data = JSON.parse(document.getElementById('tm-data').textContent);

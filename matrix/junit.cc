@@ -42,7 +42,7 @@ void WriteJUnit(const std::vector<CellResult>& cells, std::ostream& out) {
         if (c->tokens_per_second) cases << Seconds(*c->tokens_per_second) << " tokens/s";
         if (c->peak_memory_bytes) cases << ", peak memory " << *c->peak_memory_bytes << " bytes";
         cases << "</system-out>\n    </testcase>\n";
-      } else if (c->status == CellStatus::kInvalid || c->status == CellStatus::kTooLarge) {
+      } else if (!CellStarted(c->status)) {
         ++s;
         cases << ">\n      <skipped message=\"" << XmlEscape(status + ": " + c->reason) << "\"/>\n    </testcase>\n";
       } else {

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli.h"
+#include "harness/config_store.h"
+#include "harness/lock.h"
 #include "harness/file_util.h"
 #include "harness/text.h"
 #include "matrix/check.h"
@@ -63,7 +65,7 @@ std::string DeviceProblem(const std::string& device) {
 
 const std::vector<std::string> kSwitches = {"resume", "no-write-back"};
 const std::vector<std::string> kValueFlags = {"devices", "configs",  "recipes", "steps",
-                                              "timeout", "journal",  "job",     "work-dir",
+                                              "timeout", "budget",   "journal", "job",     "work-dir",
                                               "tune",    "memory-fraction", "shard", "junit", "reports-dir"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
@@ -105,12 +107,17 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   options->tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   if (!NumberFlag(parsed, "steps", &options->max_steps, &error) ||
       !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error) ||
+      !NumberFlag(parsed, "budget", &options->cell_budget_s, &error) ||
       !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error)) {
     UsageError(err, cmd, error);
     return false;
   }
   if (!(options->cell_timeout_s > 0)) {
     UsageError(err, cmd, "--timeout must be above 0 seconds");
+    return false;
+  }
+  if (!(options->cell_budget_s >= 0)) {
+    UsageError(err, cmd, "--budget must be 0 (no budget) or a number of seconds");
     return false;
   }
   if (options->max_steps < 2) {
@@ -176,10 +183,27 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   return kExitOk;
 }
 
+// Takes the lock of the checkout whose configs a command writes (harness/lock.h), so two commands never
+// write configs, journals and reports at once. Null, with the holder named on `err`, when another holds it.
+std::unique_ptr<CheckoutLock> LockCheckout(const std::string& command, std::ostream& err) {
+  std::string path = ParentDir(BuiltinConfigDir()) + "/" + kCheckoutLockName;
+  std::string notice;
+  StatusOr<std::unique_ptr<CheckoutLock>> lock = CheckoutLock::Acquire(path, "tune-matrix " + command, &notice);
+  if (!lock.ok()) {
+    err << "error: tune-matrix " << command << ": " << lock.status().message()
+        << "\nNothing was written; wait for that command to finish (or stop it), then run this one again.\n";
+    return nullptr;
+  }
+  if (!notice.empty()) err << "note: " << notice << "\n";
+  return std::move(lock).value();
+}
+
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
   if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
+  std::unique_ptr<CheckoutLock> lock = LockCheckout("run", err);
+  if (!lock) return kExitFailure;
   for (const std::string& dir :
        {options.work_dir, options.reports_dir, ParentDir(options.journal_path), ParentDir(options.junit_path)}) {
     Status made = MakeDirs(dir);
@@ -198,6 +222,15 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
         << ". Run again with --resume to finish the rest.\n";
     return kExitInterrupted;
   }
+  if (!run->environment_errors.empty()) {
+    err << "tune-matrix: " << run->environment_errors.size()
+        << " cell(s) failed because of this machine, not the device, and were not recorded:\n";
+    for (const CellResult& r : run->environment_errors) {
+      err << "  " << r.key.config << " on " << r.key.device << ": " << r.reason << "\n";
+    }
+    err << "Fix the machine (disk space, permissions), then run again with --resume.\n";
+    return kExitFailure;
+  }
   return kExitOk;
 }
 
@@ -208,6 +241,8 @@ int Report(const Registry& registry, const std::vector<std::string>& args, std::
     return UsageError(err, "report", error.empty() ? "takes no positional arguments" : error);
   }
   std::string dir = parsed.Get("reports-dir", "reports");
+  std::unique_ptr<CheckoutLock> lock = LockCheckout("report", err);
+  if (!lock) return kExitFailure;
   Status s = WriteReports(registry, dir);
   if (!s.ok()) return Fail(err, s);
   out << "Wrote " << dir << "/SUPPORT.md, " << dir << "/support.json and " << dir << "/index.html\n";
@@ -249,6 +284,8 @@ int Merge(const Registry& registry, const std::vector<std::string>& args, std::o
   MergeOptions options;
   options.journal_out = parsed.Get("journal-out", options.journal_out);
   options.reports_dir = parsed.Get("reports-dir", options.reports_dir);
+  std::unique_ptr<CheckoutLock> lock = LockCheckout("merge", err);
+  if (!lock) return kExitFailure;
   StatusOr<JournalSet> journals = LoadJournals(parsed.positional, registry);
   if (!journals.ok()) {
     err << "tune-matrix merge: nothing was written\n";
@@ -368,6 +405,7 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   MatrixOptions options;
   options.tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   options.work_dir = parsed.Get("work-dir", "runs/cells");
+  options.cell_budget_s = 0;  // a cell asked for by name runs however long it is predicted to take
   if (!NumberFlag(parsed, "steps", &options.max_steps, &error) ||
       !NumberFlag(parsed, "timeout", &options.cell_timeout_s, &error)) {
     return UsageError(err, "cell", error);
@@ -406,12 +444,17 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   StatusOr<MatrixRun> run = RunOneCell(registry, config, device, options, setting, out);
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) return kExitInterrupted;
+  if (!run->environment_errors.empty()) {
+    err << "ERROR " << config << " on " << device << ": " << run->environment_errors.front().reason << "\n";
+    return kExitFailure;
+  }
   const CellResult& r = run->recorded.front();
   switch (r.status) {
     case CellStatus::kRuns:
       return kExitOk;
     case CellStatus::kInvalid:
     case CellStatus::kTooLarge:
+    case CellStatus::kTooSlow:
       out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n";
       return kExitSkipped;
     default:
@@ -467,7 +510,7 @@ const char* kCellHelp =
     "  --device D               device (required)\n"
     "  --steps N, --timeout S   budget, as for run\n"
     "  --work-dir DIR           output and journal folder (default runs/cells)\n\n"
-    "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large), 2 bad arguments.";
+    "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large, too_slow), 2 bad arguments.";
 
 const char* kRunHelp =
     "Runs every built-in config on every device of this machine, each in its own process (`tune run` with\n"
@@ -480,6 +523,8 @@ const char* kRunHelp =
     "  --recipes a,b            recipes to cover (default: all)\n"
     "  --steps N                optimizer steps per cell, the first excluded from timings (default 3)\n"
     "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
+    "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
+    "                           too_slow, not started (default 150; 0: no budget)\n"
     "  --memory-fraction F      share of device memory a cell may use (default 0.85)\n"
     "  --journal PATH           journal file (default reports/journal.jsonl)\n"
     "  --resume                 run only the cells missing from the journal\n"
@@ -490,8 +535,10 @@ const char* kRunHelp =
     "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
     "  --reports-dir DIR        folder of SUPPORT.md, support.json, index.html, history (default reports)\n"
     "  --tune PATH              the tune executable (default: beside tune-matrix)\n\n"
-    "Exit status: 0 when every cell was recorded (whatever its result), 2 for bad arguments, 130 when\n"
-    "interrupted (the cells recorded so far stay in the journal).";
+    "A cell that fails because of the machine (a full disk, an unwritable folder) is not recorded: that is\n"
+    "no verdict on the device, and its earlier record stands.\n\n"
+    "Exit status: 0 when every cell was recorded (whatever its result), 1 when a cell failed because of the\n"
+    "machine, 2 for bad arguments, 130 when interrupted (the cells recorded so far stay in the journal).";
 
 }  // namespace
 

@@ -20,7 +20,7 @@ class CompareCliTest : public ::testing::Test {
   std::string Journal(const std::string& name, CellStatus status, double tps) {
     std::string path = scratch_.path() + "/" + name;
     CellResult r = testing::FixtureRecord("tiny/lora", "lora_finetune_single_device", "cpu", status,
-                                          "2026-12-0" + std::to_string(++day_) + "T10:00:00Z", tps, 1.0, "");
+                                          "2026-11-1" + std::to_string(++day_) + "T10:00:00Z", tps, 1.0, "");
     EXPECT_TRUE(WriteFileAtomically(path, JournalLine(r) + "\n").ok());
     return path;
   }

@@ -93,7 +93,7 @@ StatusOr<MatrixRun> RunOneCell(const Registry& registry, const std::string& conf
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, setting.devices, options);
   if (!cells.ok()) return cells.status();
   StatusOr<MatrixRun> run = RunCells(*cells, {}, *setting.runner, options, setting.provenance, out, setting.now);
-  if (run.ok() && !run->interrupted && run->recorded.size() != 1) {
+  if (run.ok() && !run->interrupted && run->environment_errors.empty() && run->recorded.size() != 1) {
     return Status::Internal("expected one cell for " + config + " on " + device + ", recorded " +
                             std::to_string(run->recorded.size()));
   }

@@ -55,7 +55,7 @@ class MatrixRunTest : public ::testing::Test {
     setting_.devices = {Cpu()};
     setting_.provenance = {"host", "job", "abc", "2.11.0", "", ""};
     setting_.runner = &runner_;
-    setting_.now = [] { return std::string("2026-12-02T10:00:00Z"); };
+    setting_.now = [] { return std::string("2026-11-22T10:00:00Z"); };
   }
 
   testing::TestCheckout co_;
@@ -67,7 +67,7 @@ class MatrixRunTest : public ::testing::Test {
 };
 
 TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsThePreviousJournal) {
-  const std::string old = JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T10:00:00Z")) + "\n";
+  const std::string old = JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-11-21T10:00:00Z")) + "\n";
   ASSERT_TRUE(WriteFileAtomically(options_.journal_path, old).ok());
   StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
@@ -93,14 +93,14 @@ TEST_F(MatrixRunTest, HistoryKeepsEveryRunsRecordsAndThoseOfTheJournalMovedAside
   };
   // A journal that was never published (its run was interrupted, or ran with --no-write-back).
   ASSERT_TRUE(WriteFileAtomically(options_.journal_path, JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails,
-                                                                                 "2026-12-01T10:00:00Z")) +
+                                                                                 "2026-11-21T10:00:00Z")) +
                                                               "\n")
                   .ok());
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
   EXPECT_EQ(lines("tiny/lora/cpu.jsonl"), 2);  // the replaced record and this run's
   EXPECT_EQ(lines("tiny/full/cpu.jsonl"), 1);
   // A second run moves the first one's journal aside: its records are in history already, not added twice.
-  setting_.now = [] { return std::string("2026-12-03T10:00:00Z"); };
+  setting_.now = [] { return std::string("2026-11-23T10:00:00Z"); };
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
   EXPECT_EQ(lines("tiny/lora/cpu.jsonl"), 3);
   EXPECT_EQ(lines("tiny/lora_big/cpu.jsonl"), 2);

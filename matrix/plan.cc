@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include "harness/config_store.h"
@@ -44,6 +45,51 @@ bool MatchesGlob(const std::string& pattern, const std::string& name) {
   return pattern.empty() || ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
+namespace {
+
+// How long cells take on one device type, fitted from its measured cells.
+struct DeviceRates {
+  double fixed_s = 0;            // start-up of the smallest cell (process, device probe, data)
+  double s_per_parameter = 0;    // start-up per model parameter (building and initialising weights)
+  double s_per_work = 1e-9;      // step time per unit of CellEstimate::work
+  double Predict(double parameters, double work, int steps) const {
+    return fixed_s + s_per_parameter * parameters + steps * s_per_work * work;
+  }
+};
+
+std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>& cells,
+                                                  const std::vector<double>& work,
+                                                  const std::vector<double>& parameters,
+                                                  const std::vector<std::optional<double>>& wall_s,
+                                                  const std::vector<std::optional<double>>& step_s, int steps) {
+  struct Sums {
+    double step_s = 0, work = 0, startup_s = 0, parameters = 0;
+    std::optional<double> fixed_s;
+  };
+  std::map<std::string, Sums> sums;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (!wall_s[i] || !step_s[i] || work[i] <= 0) continue;
+    Sums& s = sums[cells[i].device_type];
+    double startup = std::max(0.0, *wall_s[i] - steps * *step_s[i]);
+    s.step_s += *step_s[i];
+    s.work += work[i];
+    s.startup_s += startup;
+    s.parameters += parameters[i];
+    s.fixed_s = s.fixed_s ? std::min(*s.fixed_s, startup) : startup;
+  }
+  std::map<std::string, DeviceRates> rates;
+  for (const auto& [type, s] : sums) {
+    DeviceRates r;
+    r.fixed_s = s.fixed_s.value_or(0);
+    r.s_per_work = s.step_s / s.work;
+    if (s.parameters > 0) r.s_per_parameter = std::max(0.0, s.startup_s - r.fixed_s) / s.parameters;
+    rates[type] = r;
+  }
+  return rates;
+}
+
+}  // namespace
+
 StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
                                              const MatrixOptions& options) {
   for (const std::string& r : options.recipes) {
@@ -70,7 +116,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
 
   std::vector<PlannedCell> cells;
   std::vector<double> work;                          // training work per step of each cell (CellEstimate::work)
+  std::vector<double> parameters;                    // model parameters of each cell (CellEstimate::parameters)
   std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
+  std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
   for (const RecipeSpec& recipe : registry.recipes()) {
     if (!options.recipes.empty() &&
         std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
@@ -111,19 +159,23 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
             recipe.estimate ? recipe.estimate(*config, registry, *device) : StatusOr<CellEstimate>(CellEstimate());
         if (estimate.ok()) {
           cell.predicted_memory_bytes = estimate->peak_memory_bytes;
-          work.push_back(estimate->work * options.max_steps);
+          work.push_back(estimate->work);
+          parameters.push_back(static_cast<double>(estimate->parameters));
         } else {
           work.push_back(0);
+          parameters.push_back(0);
         }
         r.predicted_memory_bytes = cell.predicted_memory_bytes;
-        // A cell recorded as never started (invalid, too_large) takes no time; one never measured is estimated.
+        // The wall time of the cell's last started run here; a cell never started here is estimated.
         auto entry = recorded->find(cell.device_type);
-        std::optional<double> seconds;
+        std::optional<double> seconds, step_seconds;
         if (entry != recorded->end()) {
           std::optional<CellStatus> status = ParseCellStatus(entry->second.status);
-          seconds = status && CellStarted(*status) ? entry->second.wall_time_s : 0.0;
+          if (status && CellStarted(*status) && entry->second.wall_time_s) seconds = entry->second.wall_time_s;
+          if (status == CellStatus::kRuns) step_seconds = entry->second.step_time_s;
         }
         recorded_s.push_back(seconds);
+        recorded_step_s.push_back(step_seconds);
 
         std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
         if (!problems.empty()) {
@@ -131,8 +183,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
           for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
           r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
         } else if (device->total_memory_bytes > 0 &&
-                   cell.predicted_memory_bytes > static_cast<int64_t>(options.memory_fraction *
-                                                                      static_cast<double>(device->total_memory_bytes))) {
+                   cell.predicted_memory_bytes >
+                       static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
+                                            static_cast<double>(device->total_memory_bytes))) {
           r.status = CellStatus::kTooLarge;
           r.reason = "predicted peak memory " + FormatBytes(cell.predicted_memory_bytes) + " exceeds " +
                      std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
@@ -148,18 +201,36 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       }
     }
   }
-  // Cells never measured get the seconds per unit of work of the cells that were.
-  double known_s = 0, known_work = 0;
+  // A cell never measured here is predicted from the cells of its device type that were:
+  //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work,
+  // each rate fitted over the measured cells (ratios of sums, so the large, kernel-bound cells set the rates).
+  std::map<std::string, DeviceRates> rates = FitDeviceRates(cells, work, parameters, recorded_s, recorded_step_s,
+                                                            options.max_steps);
   for (size_t i = 0; i < cells.size(); ++i) {
-    if (recorded_s[i] && *recorded_s[i] > 0) {
-      known_s += *recorded_s[i];
-      known_work += work[i];
+    if (!cells[i].runnable) continue;  // recorded from the plan: takes no time
+    auto rate = rates.find(cells[i].device_type);
+    bool measured_type = rate != rates.end();
+    DeviceRates r = measured_type ? rate->second : DeviceRates();
+    cells[i].expected_duration_s =
+        recorded_s[i] ? *recorded_s[i] : r.Predict(parameters[i], work[i], options.max_steps);
+    // The budget judges only predictions made from this device type's own measurements.
+    bool predicted = recorded_s[i] || measured_type;
+    if (options.cell_budget_s > 0 && predicted &&
+        cells[i].expected_duration_s > options.cell_budget_s) {
+      CellResult& slow = cells[i].preset;
+      slow.status = CellStatus::kTooSlow;
+      slow.reason = "predicted to take " + FormatDuration(cells[i].expected_duration_s) + " on " + cells[i].device.id +
+                 (recorded_s[i] ? " (its last recorded run)" : " (its size and work at the rates measured on " +
+                                                                    cells[i].device_type + ")") +
+                 ", over the cell budget of " + FormatDuration(options.cell_budget_s) +
+                 "; run it with: tune-matrix cell " + cells[i].key.config + " --device " + cells[i].device.id;
+      cells[i].runnable = false;
+      cells[i].argv.clear();
+      cells[i].expected_duration_s = 0;
     }
   }
-  double seconds_per_work = known_work > 0 ? known_s / known_work : 1e-7;
   std::vector<ShardItem> items;
   for (size_t i = 0; i < cells.size(); ++i) {
-    cells[i].expected_duration_s = recorded_s[i] ? *recorded_s[i] : work[i] * seconds_per_work;
     items.push_back({cells[i].key, cells[i].expected_duration_s});
   }
   if (options.shard_count > 1) {

@@ -16,6 +16,11 @@
 
 namespace tmx::matrix {
 
+// How far above the memory limit a cell's predicted peak may lie and the cell still be tried: the recipes'
+// predictions are conservative (measured peaks of the committed cells lie 0-1% under them at real sizes),
+// so a cell predicted just over the limit is measured rather than rejected.
+inline constexpr double kMemoryPredictionTolerance = 0.05;
+
 struct MatrixOptions {
   // Device ids or types to cover ("cpu", "cuda", "cuda:1"); empty: every device of this machine.
   std::vector<std::string> devices;
@@ -27,8 +32,14 @@ struct MatrixOptions {
   int max_steps = 3;
   // Wall-clock limit of one cell, seconds.
   double cell_timeout_s = 900;
-  // Share of a device's memory a cell may use: cells predicted above it are not started, and a cell whose
-  // resident memory exceeds it (on cpu) is killed.
+  // Seconds a cell may be expected to take. A cell predicted to take longer is recorded as too_slow and not
+  // started; the prediction is its recorded wall time on this device type, else its recipe's estimated work
+  // at the rate measured by the cells of this device type that have a recorded time (no such cell: no
+  // prediction, the cell runs). 0: no budget.
+  double cell_budget_s = 150;
+  // Share of a device's memory a cell may use: cells predicted above it by more than
+  // kMemoryPredictionTolerance are not started, and a cell whose resident memory exceeds it (on cpu) is
+  // stopped and recorded as too_large.
   double memory_fraction = 0.85;
   // The append-only journal of finished cells.
   std::string journal_path = "reports/journal.jsonl";
@@ -62,7 +73,7 @@ struct PlannedCell {
   // recipe's estimated work scaled by the cells that have a recorded time. Orders the run, balances shards, feeds the ETA.
   double expected_duration_s = 0;
   bool runnable = false;
-  CellResult preset;               // the recorded result when !runnable (invalid or too_large)
+  CellResult preset;               // the recorded result when !runnable (invalid, too_large or too_slow)
   std::vector<std::string> argv;   // the child command when runnable
   std::string output_dir;
 };

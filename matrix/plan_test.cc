@@ -1,6 +1,7 @@
 // Planning on fake device lists: validation, memory prediction, ordering, filters. No training runs.
 #include "matrix/plan.h"
 
+#include <optional>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -25,6 +26,14 @@ DeviceInfo Device(const std::string& id, int64_t gib, bool bf16 = true) {
   return d;
 }
 
+size_t BuiltinConfigCount(const std::string& prefix = "") {
+  size_t n = 0;
+  for (const RecipeSpec& r : recipes::BuiltinRegistry().recipes()) {
+    for (const std::string& c : r.configs) n += c.rfind(prefix, 0) == 0;
+  }
+  return n;
+}
+
 const PlannedCell& Find(const std::vector<PlannedCell>& cells, const std::string& config, const std::string& device) {
   for (const PlannedCell& c : cells) {
     if (c.key.config == config && c.key.device == device) return c;
@@ -41,7 +50,7 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
                                      Device("cuda:0", 40)};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
-  EXPECT_EQ(cells->size(), 16u);
+  EXPECT_EQ(cells->size(), 2 * BuiltinConfigCount());
 
   // bf16 configs are invalid on a cpu whose bf16 probe failed, with the recipe's own reason.
   const PlannedCell& bf16_cpu = Find(*cells, "llama3_2/1B_lora_single_device", "cpu");
@@ -53,10 +62,10 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
   // fp32 tiny configs run there.
   EXPECT_TRUE(Find(*cells, "tiny/full_single_device", "cpu").runnable);
 
-  // 8B full fine-tuning with AdamW needs weights + grads + two states in bf16: more than 40 GiB * 0.85.
-  const PlannedCell& big = Find(*cells, "llama3_1/8B_full_single_device", "cuda:0");
+  // Gemma 2 27B's bf16 weights alone are more than 40 GiB * 0.85.
+  const PlannedCell& big = Find(*cells, "gemma2/27B_lora_single_device", "cuda:0");
   EXPECT_EQ(big.preset.status, CellStatus::kTooLarge);
-  EXPECT_GT(big.predicted_memory_bytes, int64_t{8030261248} * 2 * 4);
+  EXPECT_GT(big.predicted_memory_bytes, int64_t{27'227'128'320} * 2);
   EXPECT_NE(big.preset.reason.find("exceeds 85% of cuda:0's 40.00 GiB"), std::string::npos) << big.preset.reason;
 
   // A runnable cell carries the budgeted child command.
@@ -67,7 +76,8 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
                                             "llama3_2/1B_lora_single_device", "--force", "--allow-stand-ins",
                                             "device=cuda:0"}));
   // LoRA trains far fewer parameters than full fine-tuning of the same model.
-  EXPECT_LT(lora.predicted_memory_bytes, Find(*cells, "llama3_2/1B_full_single_device", "cuda:0").predicted_memory_bytes);
+  EXPECT_LT(Find(*cells, "qwen2_5/0.5B_lora_single_device", "cuda:0").predicted_memory_bytes,
+            Find(*cells, "qwen2_5/0.5B_full_single_device", "cuda:0").predicted_memory_bytes);
 
   // Cells recorded without running come first, then runnable ones cheapest first.
   bool seen_runnable = false;
@@ -90,7 +100,7 @@ TEST(PlanTest, FiltersAndUnknownNames) {
   std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(cells.ok());
-  ASSERT_EQ(cells->size(), 2u);
+  ASSERT_EQ(cells->size(), BuiltinConfigCount("tiny/"));
   for (const PlannedCell& c : *cells) EXPECT_EQ(c.key.device, "cpu");
 
   options.devices = {"xpu"};
@@ -112,12 +122,14 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
   for (const PlannedCell& c : *all) {
     SupportEntries recorded = ReadSupportEntries(ReadFile(c.config_path).value(), c.config_path).value();
     auto entry = recorded.find(c.device_type);
-    if (entry == recorded.end()) {
-      EXPECT_GT(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": estimated";
-    } else if (entry->second.status == "invalid" || entry->second.status == "too_large") {
-      EXPECT_EQ(c.expected_duration_s, 0) << c.key.config << ": recorded as never started";
-    } else if (entry->second.wall_time_s) {
+    std::optional<CellStatus> status =
+        entry == recorded.end() ? std::nullopt : ParseCellStatus(entry->second.status);
+    if (!c.runnable) {
+      EXPECT_EQ(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": not started";
+    } else if (status && CellStarted(*status) && entry->second.wall_time_s) {
       EXPECT_EQ(c.expected_duration_s, *entry->second.wall_time_s) << c.key.config;
+    } else {
+      EXPECT_GT(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": estimated";
     }
   }
   for (int n : {2, 3, 5}) {
@@ -132,6 +144,48 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
     }
     ASSERT_EQ(seen.size(), all->size()) << n;
     for (const PlannedCell& c : *all) EXPECT_EQ(seen.count(c.key), 1u) << c.key.config << " " << c.key.device;
+  }
+}
+
+TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeasured) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.configs_glob = "llama3_2/*_lora_single_device";
+  std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
+  // The committed configs hold cpu measurements and none on cuda.
+  options.cell_budget_s = 0.001;
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  const PlannedCell& cpu = Find(*cells, "llama3_2/1B_lora_single_device", "cpu");
+  EXPECT_FALSE(cpu.runnable);
+  EXPECT_EQ(cpu.preset.status, CellStatus::kTooSlow);
+  EXPECT_NE(cpu.preset.reason.find("over the cell budget of"), std::string::npos) << cpu.preset.reason;
+  EXPECT_NE(cpu.preset.reason.find("tune-matrix cell llama3_2/1B_lora_single_device --device cpu"),
+            std::string::npos)
+      << cpu.preset.reason;
+  EXPECT_EQ(cpu.expected_duration_s, 0);
+  EXPECT_TRUE(Find(*cells, "llama3_2/1B_lora_single_device", "cuda:0").runnable);  // no rate known there
+
+  options.cell_budget_s = 0;  // no budget
+  cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_TRUE(Find(*cells, "llama3_2/1B_lora_single_device", "cpu").runnable);
+}
+
+TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
+  MatrixOptions options;
+  options.configs_glob = "tiny/lora_single_device";
+  options.cell_budget_s = 0;
+  StatusOr<std::vector<PlannedCell>> roomy = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64)}, options);
+  ASSERT_TRUE(roomy.ok());
+  const double predicted = static_cast<double>(roomy->front().predicted_memory_bytes);
+  for (auto [over, runnable] : {std::pair{1.03, true}, std::pair{1.08, false}}) {
+    DeviceInfo cpu = Device("cpu", 1);
+    cpu.total_memory_bytes = static_cast<int64_t>(predicted / (over * options.memory_fraction));
+    StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {cpu}, options);
+    ASSERT_TRUE(cells.ok());
+    EXPECT_EQ(cells->front().runnable, runnable) << "predicted " << over << "x the limit";
+    if (!runnable) EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
   }
 }
 

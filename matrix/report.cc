@@ -85,7 +85,7 @@ std::string Code(const std::string& s) {
 
 std::string StatusLabel(const std::string& status) {
   static const std::pair<const char*, const char*> kIcons[] = {
-      {"runs", "✅"}, {"fails", "❌"}, {"too_large", "⛔"}, {"timeout", "⏱"}, {"invalid", "🚫"}};
+      {"runs", "✅"}, {"fails", "❌"}, {"too_large", "⛔"}, {"too_slow", "🐢"}, {"timeout", "⏱"}, {"invalid", "🚫"}};
   for (const auto& [name, icon] : kIcons) {
     if (status == name) return std::string(icon) + " " + status;
   }

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "harness/env_failure.h"
 #include "harness/file_util.h"
 #include "harness/run_summary.h"
 #include "harness/text.h"
@@ -61,6 +62,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.step_time_median_s = summary->step_time_median_s;
     r.step_time_spread_s = summary->step_time_spread_s;
     r.tokens_per_second = summary->tokens_per_second;
+    r.stand_in = JoinStrings(summary->stand_ins, "; ");
     if (!summary->losses.empty()) {
       r.first_loss = summary->losses.front();
       r.last_loss = summary->losses.back();
@@ -79,10 +81,12 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.reason = "killed at the wall-clock limit of " + FormatDuration(options.cell_timeout_s) + " after " +
                std::to_string(r.step_times_s.size()) + " of " + std::to_string(options.max_steps) + " steps";
   } else if (outcome.memory_exceeded) {
-    r.status = CellStatus::kFails;
-    r.reason = "out of memory: resident memory passed the limit of " +
+    // The cell outgrew the share of the device a cell may use (MatrixOptions::memory_fraction): too large
+    // for it, measured rather than predicted; not a failure of the device.
+    r.status = CellStatus::kTooLarge;
+    r.reason = "resident memory passed the limit of " +
                std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
-               "'s memory and the run was killed";
+               "'s memory and the run was stopped";
   } else if (outcome.term_signal) {
     r.status = CellStatus::kFails;
     r.reason = "crashed: " + outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
@@ -184,7 +188,16 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     if (found == running.end()) return Status::Internal("the runner reported an unknown cell");
     const PlannedCell* cell = found->second;
     running.erase(found);
-    TM_RETURN_IF_ERROR(record(ResultFromOutcome(*cell, outcome.result, options), *cell));
+    CellResult result = ResultFromOutcome(*cell, outcome.result, options);
+    std::optional<std::string> environment =
+        result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
+    if (environment) {
+      result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
+      progress << "ERROR " << cell->key.config << " on " << cell->key.device << ": " << result.reason << std::endl;
+      run.environment_errors.push_back(std::move(result));
+      continue;
+    }
+    TM_RETURN_IF_ERROR(record(std::move(result), *cell));
   }
   return run;
 }

@@ -17,6 +17,10 @@ namespace tmx::matrix {
 struct MatrixRun {
   std::vector<CellResult> recorded;  // cells recorded by this run, in finishing order
   bool interrupted = false;          // stopped by Ctrl-C/SIGTERM; cells in flight were not recorded
+  // Cells whose child failed because of the machine (a full disk, an unwritable folder, no file
+  // descriptors: harness/env_failure.h), each with the reason. They are not journaled: an environment
+  // failure is no verdict on the device, and the cell's earlier record stands. The run must fail.
+  std::vector<CellResult> environment_errors;
 };
 
 // Builds a cell's result from how its child ended and the summary.json it wrote (if any).
@@ -25,7 +29,8 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
 // Now, UTC, ISO 8601 ("2026-12-02T11:30:00Z").
 std::string UtcNow();
 
-// Runs `cells` (skipping keys in `done`, which resume leaves finished). Invalid and too-large cells are
+// Runs `cells` (skipping keys in `done`, which resume leaves finished). A cell whose child failed for an
+// environment reason goes to MatrixRun::environment_errors instead of the journal. Invalid and too-large cells are
 // recorded without starting. Each recorded cell gets `provenance` (with verified_at set from `now` when it
 // finished) and is appended to options.journal_path before the next one starts.
 StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,

@@ -137,12 +137,33 @@ TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
   EXPECT_NE(by["crash"].reason.find("Segmentation fault"), std::string::npos) << by["crash"].reason;
   EXPECT_EQ(by["hang"].status, CellStatus::kTimeout);
   EXPECT_NE(by["hang"].reason.find("wall-clock limit of 1m00s"), std::string::npos) << by["hang"].reason;
-  EXPECT_EQ(by["oom"].status, CellStatus::kFails);
-  EXPECT_NE(by["oom"].reason.find("out of memory"), std::string::npos);
+  EXPECT_EQ(by["oom"].status, CellStatus::kTooLarge);
+  EXPECT_NE(by["oom"].reason.find("resident memory passed the limit of 85% of cpu's memory"), std::string::npos)
+      << by["oom"].reason;
   EXPECT_EQ(by["nan"].status, CellStatus::kFails);
   EXPECT_EQ(by["nan"].reason, "non-finite loss (nan) at step 2");
   EXPECT_EQ(by["bad"].status, CellStatus::kInvalid);
   EXPECT_NE(by["bad"].reason.find("dtype: bf16 does not work on cpu"), std::string::npos) << by["bad"].reason;
+}
+
+TEST_F(SchedulerTest, AnEnvironmentFailureIsReportedButNeverJournaledAsTheDevicesVerdict) {
+  std::vector<PlannedCell> cells = {Cell("full_disk", "cpu"), Cell("fine", "cpu")};
+  FakeRunner runner;
+  runner.outcomes["full_disk"] =
+      Exited(1, "step 1 loss 2.5\nerror: cannot write /work/out/metrics.jsonl: No space left on device\n");
+  runner.outcomes["fine"] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->environment_errors.size(), 1u);
+  EXPECT_EQ(run->environment_errors[0].key.config, "full_disk");
+  EXPECT_NE(run->environment_errors[0].reason.find("No space left on device"), std::string::npos)
+      << run->environment_errors[0].reason;
+  EXPECT_NE(progress.str().find("ERROR full_disk on cpu: environment failure"), std::string::npos) << progress.str();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_EQ(journal->front().key.config, "fine");
 }
 
 TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
@@ -201,7 +222,7 @@ TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
     std::ostringstream progress;
     Provenance machine{"host", "job", "abc", "2.11.0", "", ""};
     StatusOr<MatrixRun> r = RunCells(mine, {}, runner, options_, machine, progress,
-                                     [] { return std::string("2026-12-02T10:00:00Z"); });
+                                     [] { return std::string("2026-11-22T10:00:00Z"); });
     EXPECT_TRUE(r.ok());
     return options_.journal_path;
   };

@@ -136,8 +136,7 @@ Status CheckRenderable(const SupportEntries& support, const std::string& path) {
     if (!ParseCellStatus(entry.status)) {
       return Status::InvalidArgument(path + ": cannot write support for device type " + type + ": status \"" +
                                      entry.status +
-                                     "\" is not one of runs, fails, invalid, too_large, timeout; fix: use "
-                                     "CellStatusName()");
+                                     "\" is not one of " + CellStatusNames() + "; fix: use CellStatusName()");
     }
   }
   return Status::OK();
@@ -240,7 +239,7 @@ class BlockReader {
     YAML::Node status = node["status"];
     if (!status) return Error(node.Mark().line, where + "` has no `status`");
     if (!status.IsScalar() || !ParseCellStatus(status.Scalar())) {
-      return Error(status.Mark().line, where + ".status` must be one of runs, fails, invalid, too_large, timeout");
+      return Error(status.Mark().line, where + ".status` must be one of " + CellStatusNames());
     }
     for (const SupportField& f : SupportFields()) {
       YAML::Node v = node[f.name];

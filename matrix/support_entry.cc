@@ -95,6 +95,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.host = cell.provenance.host;
   s.job = cell.provenance.job;
   s.commit = cell.provenance.commit;
+  s.stand_in = cell.stand_in;
   return s;
 }
 

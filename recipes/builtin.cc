@@ -11,15 +11,50 @@
 namespace tmx::recipes {
 namespace {
 
+// The built-in configs of each recipe: torchtune's single-device configs for the families implemented here
+// (written by scripts/make_builtin_configs.py with torchtune's values) and the tiny ones, one per family.
+const std::vector<std::string>& FullConfigs() {
+  static const std::vector<std::string> names = {
+      "llama2/7B_full_low_memory", "llama3/8B_full_single_device", "llama3_1/8B_full_single_device",
+      "llama3_2/1B_full_single_device", "llama3_2/3B_full_single_device", "mistral/7B_full_low_memory",
+      "phi3/mini_full_low_memory", "phi4/14B_full_low_memory", "qwen2/7B_full_single_device",
+      "qwen2/0.5B_full_single_device", "qwen2/1.5B_full_single_device", "qwen2_5/0.5B_full_single_device",
+      "qwen2_5/1.5B_full_single_device", "qwen2_5/3B_full_single_device", "qwen2_5/7B_full_single_device",
+      "qwen3/0.6B_full_single_device", "qwen3/1.7B_full_single_device", "qwen3/4B_full_single_device",
+      "qwen3/8B_full_single_device", "tiny/full_single_device", "tiny/llama2_full_single_device",
+      "tiny/code_llama2_full_single_device", "tiny/llama3_full_single_device", "tiny/llama3_1_full_single_device",
+      "tiny/llama3_3_full_single_device", "tiny/mistral_full_single_device", "tiny/qwen2_full_single_device",
+      "tiny/qwen2_5_full_single_device", "tiny/qwen3_full_single_device", "tiny/gemma_full_single_device",
+      "tiny/gemma2_full_single_device", "tiny/phi3_full_single_device", "tiny/phi4_full_single_device"};
+  return names;
+}
+
+const std::vector<std::string>& LoraConfigs() {
+  static const std::vector<std::string> names = {
+      "llama2/7B_lora_single_device", "llama3/8B_lora_single_device", "llama3_1/8B_lora_single_device",
+      "llama3_2/1B_lora_single_device", "llama3_2/3B_lora_single_device", "mistral/7B_lora_single_device",
+      "gemma/2B_lora_single_device", "gemma/7B_lora_single_device", "gemma2/2B_lora_single_device",
+      "gemma2/9B_lora_single_device", "gemma2/27B_lora_single_device", "phi3/mini_lora_single_device",
+      "phi4/14B_lora_single_device", "qwen2/7B_lora_single_device", "qwen2/0.5B_lora_single_device",
+      "qwen2/1.5B_lora_single_device", "qwen2_5/0.5B_lora_single_device", "qwen2_5/1.5B_lora_single_device",
+      "qwen2_5/3B_lora_single_device", "qwen2_5/7B_lora_single_device", "qwen2_5/14B_lora_single_device",
+      "qwen3/0.6B_lora_single_device", "qwen3/1.7B_lora_single_device", "qwen3/4B_lora_single_device",
+      "qwen3/8B_lora_single_device", "qwen3/14B_lora_single_device", "tiny/lora_single_device",
+      "tiny/llama2_lora_single_device", "tiny/code_llama2_lora_single_device", "tiny/llama3_lora_single_device",
+      "tiny/llama3_1_lora_single_device", "tiny/llama3_3_lora_single_device", "tiny/mistral_lora_single_device",
+      "tiny/qwen2_lora_single_device", "tiny/qwen2_5_lora_single_device", "tiny/qwen3_lora_single_device",
+      "tiny/gemma_lora_single_device", "tiny/gemma2_lora_single_device", "tiny/phi3_lora_single_device",
+      "tiny/phi4_lora_single_device"};
+  return names;
+}
+
 RecipeSpec FinetuneRecipe(TrainKind kind) {
   RecipeSpec r;
   bool lora = kind == TrainKind::kLora;
   r.name = lora ? "lora_finetune_single_device" : "full_finetune_single_device";
   r.doc = lora ? "LoRA fine-tuning on one device: base weights frozen, low-rank adapters trained"
                : "full fine-tuning of every weight on one device";
-  std::string suffix = lora ? "_lora_single_device" : "_full_single_device";
-  r.configs = {"llama3_2/1B" + suffix, "llama3_2/3B" + suffix, "llama3_1/8B" + suffix,
-               std::string("tiny/") + (lora ? "lora" : "full") + "_single_device"};
+  r.configs = lora ? LoraConfigs() : FullConfigs();
   r.fields = TrainingFields(kind);
   r.checks = {TrainingChecks};
   r.run = lora ? RunLoraFinetune : RunFullFinetune;

@@ -8,6 +8,7 @@ add_library(tm_recipes
   finetune.cc
   model_components.cc
   optimizers.cc
+  tokenize_cli.cc
   train_schema.cc
   train_setup.cc
   train_state.cc
@@ -20,5 +21,6 @@ add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc
             LIBS tm_recipes TORCH LABELS recipes)

@@ -79,10 +79,10 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   if (kind == TrainKind::kLora) {
     f.push_back(Field("save_adapter_weights_only", FieldType::kBool, "False",
                       "save only the adapters, not the merged model"));
-  } else {
-    f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
-                      "step the optimizer inside backward; only False is implemented"));
   }
+  // torchtune's full recipe reads it; its Qwen3 LoRA configs carry it too (as False).
+  f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
+                    "step the optimizer inside backward; only False is implemented"));
   return f;
 }
 

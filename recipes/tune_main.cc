@@ -5,8 +5,10 @@
 
 #include "harness/tune_cli.h"
 #include "recipes/builtin.h"
+#include "recipes/tokenize_cli.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  return tmx::RunTune(tmx::recipes::BuiltinRegistry(), args, std::cout, std::cerr);
+  const tmx::Registry& registry = tmx::recipes::BuiltinRegistry();
+  return tmx::RunTune(registry, args, std::cout, std::cerr, {tmx::recipes::TokenizeSubcommand(registry)});
 }

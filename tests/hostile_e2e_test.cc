@@ -8,6 +8,7 @@
 
 #include "harness/clock.h"
 #include "harness/file_util.h"
+#include "harness/lock.h"
 #include "matrix/cell.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
@@ -102,6 +103,31 @@ TEST_F(HostileTest, MergeAndCheckRefuseWhatIsNotAJournalWithRecords) {
     ExpectRefused(Run(test::kMatrix, {"check", c.path, "--reports-dir", dir_ + "/reports"}), c.expect);
   }
   EXPECT_EQ(ReadFile(configs_ + "/tiny/lora_single_device.yaml").value(), config_before);
+}
+
+TEST_F(HostileTest, ASecondWriterIsRefusedWhileAnotherHoldsTheCheckout) {
+  std::string good = Write("good.jsonl", Record("cpu", "cpu"));
+  std::string config_before = ReadFile(configs_ + "/tiny/lora_single_device.yaml").value();
+  StatusOr<std::unique_ptr<CheckoutLock>> held =
+      CheckoutLock::Acquire(dir_ + "/" + kCheckoutLockName, "tune-matrix run (the first one)", nullptr);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  const std::vector<std::string> merge = {"merge", good, "--journal-out", dir_ + "/merged.jsonl", "--reports-dir",
+                                          dir_ + "/reports"};
+  for (const std::vector<std::string>& args :
+       {merge, {"report", "--reports-dir", dir_ + "/reports"}, {"run", "--configs", "tiny/lora_single_device"}}) {
+    SCOPED_TRACE(args[0]);
+    test::Result r = Run(test::kMatrix, args);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("tune-matrix run (the first one)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Nothing was written"), std::string::npos) << r.output;
+    EXPECT_FALSE(PathExists(dir_ + "/merged.jsonl"));
+    EXPECT_FALSE(PathExists(dir_ + "/reports"));
+  }
+  EXPECT_EQ(ReadFile(configs_ + "/tiny/lora_single_device.yaml").value(), config_before);
+  held->reset();  // the first command ends: the next one may write
+  test::Result r = Run(test::kMatrix, merge);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(PathExists(dir_ + "/merged.jsonl"));
 }
 
 TEST_F(HostileTest, AFifoAmongTheConfigsIsAnErrorNotAHang) {

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Writes tune-matrix's built-in configs that mirror torchtune's single-device configs, and the tiny ones.
+
+Maintainer tool, run once when torchtune's configs or the tiny presets change; its output is committed under
+configs/ and listed in recipes/builtin.cc. Tests never run it.
+
+    python3 -m venv /tmp/genvenv && /tmp/genvenv/bin/pip install pyyaml
+    /tmp/genvenv/bin/python scripts/make_builtin_configs.py /path/to/torchtune   # a pytorch/torchtune checkout
+
+For each torchtune config named below it reads torchtune's values (model and its arguments, tokenizer,
+checkpointer, dataset, optimizer, schedule, memory settings) and writes them in this project's layout, with
+this project's comments; the metadata block of a config that already exists is kept, so its recorded support
+survives until the next matrix run replaces it. Only values are taken from torchtune, no comments.
+"""
+import os
+import re
+import sys
+
+import yaml
+
+# torchtune's single-device full and LoRA configs for the text model families tune-matrix implements
+# (torchtune's recipe registry; vision, QLoRA and DoRA configs left out: tune-matrix has no such models).
+FULL = [
+    "llama2/7B_full_low_memory", "llama3/8B_full_single_device", "llama3_1/8B_full_single_device",
+    "llama3_2/1B_full_single_device", "llama3_2/3B_full_single_device", "mistral/7B_full_low_memory",
+    "phi3/mini_full_low_memory", "phi4/14B_full_low_memory", "qwen2/7B_full_single_device",
+    "qwen2/0.5B_full_single_device", "qwen2/1.5B_full_single_device", "qwen2_5/0.5B_full_single_device",
+    "qwen2_5/1.5B_full_single_device", "qwen2_5/3B_full_single_device", "qwen2_5/7B_full_single_device",
+    "qwen3/0.6B_full_single_device", "qwen3/1.7B_full_single_device", "qwen3/4B_full_single_device",
+    "qwen3/8B_full_single_device",
+]
+LORA = [
+    "llama2/7B_lora_single_device", "llama3/8B_lora_single_device", "llama3_1/8B_lora_single_device",
+    "llama3_2/1B_lora_single_device", "llama3_2/3B_lora_single_device", "mistral/7B_lora_single_device",
+    "gemma/2B_lora_single_device", "gemma/7B_lora_single_device", "gemma2/2B_lora_single_device",
+    "gemma2/9B_lora_single_device", "gemma2/27B_lora_single_device", "phi3/mini_lora_single_device",
+    "phi4/14B_lora_single_device", "qwen2/7B_lora_single_device", "qwen2/0.5B_lora_single_device",
+    "qwen2/1.5B_lora_single_device", "qwen2_5/0.5B_lora_single_device", "qwen2_5/1.5B_lora_single_device",
+    "qwen2_5/3B_lora_single_device", "qwen2_5/7B_lora_single_device", "qwen2_5/14B_lora_single_device",
+    "qwen3/0.6B_lora_single_device", "qwen3/1.7B_lora_single_device", "qwen3/4B_lora_single_device",
+    "qwen3/8B_lora_single_device", "qwen3/14B_lora_single_device",
+]
+# Families with a tiny preset (recipes/models/presets.cc) and no tiny config yet; llama3_2's tiny configs
+# are tiny/full_single_device and tiny/lora_single_device.
+TINY_FAMILIES = ["llama2", "code_llama2", "llama3", "llama3_1", "llama3_3", "mistral", "qwen2", "qwen2_5",
+                 "qwen3", "gemma", "gemma2", "phi3", "phi4"]
+
+FAMILY_TITLE = {
+    "llama2": "Llama 2", "code_llama2": "Code Llama 2", "llama3": "Llama 3", "llama3_1": "Llama 3.1",
+    "llama3_2": "Llama 3.2", "llama3_3": "Llama 3.3", "mistral": "Mistral", "qwen2": "Qwen2",
+    "qwen2_5": "Qwen2.5", "qwen3": "Qwen3", "gemma": "Gemma", "gemma2": "Gemma 2", "phi3": "Phi-3",
+    "phi4": "Phi-4",
+}
+
+# Our section order and the one comment each section gets. Keys not named here follow in torchtune's order.
+SECTIONS = [
+    ("Model", ["model"]),
+    ("Tokenizer", ["tokenizer"]),
+    ("Checkpoints", ["checkpointer", "resume_from_checkpoint", "save_adapter_weights_only"]),
+    ("Data", ["dataset", "seed", "shuffle", "batch_size"]),
+    ("Optimizer and schedule", ["optimizer", "optimizer_in_bwd", "lr_scheduler", "loss"]),
+    ("Training", ["epochs", "max_steps_per_epoch", "gradient_accumulation_steps", "clip_grad_norm", "compile"]),
+    ("Logging", ["metric_logger", "log_every_n_steps", "log_peak_memory_stats", "log_level"]),
+    ("Where and in what precision", ["device", "dtype"]),
+    ("Memory", ["enable_activation_checkpointing", "enable_activation_offloading"]),
+    ("Profiling", ["profiler"]),
+]
+# Our own one-line notes on keys a reader most often changes.
+KEY_NOTES = {
+    "lora_rank": "adapter rank: higher trains more parameters",
+    "lora_alpha": "adapter scale is lora_alpha / lora_rank",
+    "gradient_accumulation_steps": "effective batch = batch_size x this",
+    "enable_activation_checkpointing": "recompute activations in backward: less memory, more time",
+    "enable_activation_offloading": "keep saved activations in host memory (accelerators only)",
+    "optimizer_in_bwd": "step each parameter during backward; needs gradient_accumulation_steps=1",
+    "packed": "True: several samples per sequence",
+    "device": "any device type or id: cpu, cuda, cuda:1, xpu, mps",
+    "max_seq_len": "null: the longest sample sets the length",
+}
+PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+BEGIN = "# --- BEGIN tune-matrix support metadata"
+
+
+def scalar(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    s = str(v)
+    if PLAIN_NUMBER.match(s) and not re.match(r"^0\d", s):
+        # PyYAML (YAML 1.1) reads 5e-6 as a string; torchtune means a number: write it bare.
+        return s
+    if s == "" or s[0] in "!&*[]{}|>'\"%@`#,?:-" or ": " in s or " #" in s or s in ("True", "False", "null"):
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if re.match(r"^\d", s):
+        return '"' + s + '"'  # "00004": a string that reads as a number
+    return s
+
+
+def emit(key, value, indent, out, note=None):
+    pad = "  " * indent
+    tail = "  # " + note if note else ""
+    if isinstance(value, dict):
+        out.append(f"{pad}{key}:{tail}")
+        comp = value.get("_component_")
+        if comp is not None:
+            out.append(f"{pad}  _component_: {scalar(comp)}")
+        for k, v in value.items():
+            if k != "_component_":
+                emit(k, v, indent + 1, out, KEY_NOTES.get(k))
+    elif isinstance(value, list):
+        out.append(f"{pad}{key}: [{', '.join(scalar(x) for x in value)}]{tail}")
+    else:
+        out.append(f"{pad}{key}: {scalar(value)}{tail}")
+
+
+def body(cfg):
+    out = []
+    emit("output_dir", cfg["output_dir"], 0, out, "checkpoints, logs and summary.json go here")
+    done = {"output_dir"}
+    for title, keys in SECTIONS:
+        present = [k for k in keys if k in cfg]
+        if not present:
+            continue
+        out.append("")
+        out.append(f"# {title}")
+        for k in present:
+            emit(k, cfg[k], 0, out, KEY_NOTES.get(k))
+            done.add(k)
+    rest = [k for k in cfg if k not in done]
+    if rest:
+        out.append("")
+        out.append("# Other settings")
+        for k in rest:
+            emit(k, cfg[k], 0, out, KEY_NOTES.get(k))
+    return "\n".join(out) + "\n"
+
+
+def existing_metadata(path):
+    if not os.path.exists(path):
+        return ""
+    text = open(path, encoding="utf-8").read()
+    i = text.find(BEGIN)
+    return text[i:] if i >= 0 else ""
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    text += existing_metadata(path)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def torchtune_config(root, name):
+    path = os.path.join(root, "recipes", "configs", name + ".yaml")
+    raw = open(path, encoding="utf-8").read()
+    cfg = yaml.safe_load(raw)
+    m = re.search(r"tune download (\S+)", raw)
+    return cfg, (m.group(1) if m else None)
+
+
+def mirrored(root, name, recipe, configs_dir):
+    cfg, repo = torchtune_config(root, name)
+    family, stem = name.split("/")
+    size = stem.split("_")[0]
+    kind = "LoRA" if recipe.startswith("lora") else "full"
+    ckpt_dir = cfg.get("checkpointer", {}).get("checkpoint_dir", "")
+    head = [
+        f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning on one device, with the values of torchtune's",
+        f"# {name} config (model, tokenizer, data, optimizer, schedule, memory settings).",
+        "#",
+        "# Weights and tokenizer are read from checkpointer.checkpoint_dir and tokenizer.path; fetch them first,",
+        f"# for example: hf download {repo or '<model>'} --local-dir {ckpt_dir.rstrip('/')}",
+        "# A matrix cell runs without them (--allow-stand-ins): the seed's weights and a shipped sample tokenizer",
+        "# and dataset stand in, and the cell's record says so.",
+        "#",
+        "# Run it:",
+        f"#   tune run {recipe} --config {name}",
+        "# Any field can be overridden on the command line, the device too:",
+        f"#   tune run {recipe} --config {name} device=cpu max_steps_per_epoch=2",
+        "",
+    ]
+    write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
+
+
+def tiny(family, lora, configs_dir):
+    recipe = "lora_finetune_single_device" if lora else "full_finetune_single_device"
+    name = f"tiny/{family}_{'lora' if lora else 'full'}_single_device"
+    model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
+    if lora:
+        model.update({"lora_attn_modules": ["q_proj", "v_proj", "output_proj"], "apply_lora_to_mlp": True,
+                      "lora_rank": 8, "lora_alpha": 16, "lora_dropout": 0.0})
+    cfg = {
+        "output_dir": f"/tmp/tune_matrix/tiny/{family}_{'lora' if lora else 'full'}_single_device",
+        "model": model,
+        "tokenizer": {"_component_": "tune_matrix.data.byte_tokenizer", "max_seq_len": None},
+        "checkpointer": {"_component_": "tune_matrix.training.FullModelCheckpointer", "checkpoint_dir": None,
+                         "checkpoint_files": ["model.safetensors"], "recipe_checkpoint": None,
+                         "output_dir": "${output_dir}"},
+        "resume_from_checkpoint": False,
+        "dataset": {"_component_": "torchtune.datasets.alpaca_dataset", "source": "tune-matrix/tiny_instruct",
+                    "train_on_input": False, "packed": False},
+        "seed": 1234,
+        "shuffle": True,
+        "batch_size": 8,
+        "optimizer": {"_component_": "torch.optim.AdamW", "fused": True, "weight_decay": 0.01,
+                      "lr": "3e-3" if lora else "1e-3"},
+        "lr_scheduler": {"_component_": "torchtune.training.lr_schedulers.get_cosine_schedule_with_warmup",
+                         "num_warmup_steps": 10},
+        "loss": {"_component_": "torchtune.modules.loss.LinearCrossEntropyLoss"},
+        "epochs": 1, "max_steps_per_epoch": None, "gradient_accumulation_steps": 1, "clip_grad_norm": None,
+        "compile": False,
+        "metric_logger": {"_component_": "torchtune.training.metric_logging.DiskLogger",
+                          "log_dir": "${output_dir}/logs"},
+        "log_every_n_steps": 1, "log_peak_memory_stats": True, "log_level": "INFO",
+        "device": "cuda", "dtype": "bf16",
+        "enable_activation_checkpointing": False, "enable_activation_offloading": False,
+    }
+    if lora:
+        cfg["save_adapter_weights_only"] = False
+    head = [
+        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA' if lora else 'full'} fine-tuning): the family's operations at a",
+        "# few hundred thousand parameters, so every device is checked on them in seconds.",
+        "#",
+        "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens.",
+        "#",
+        "# Run it:",
+        f"#   tune run {recipe} --config {name} device=cpu",
+        "",
+    ]
+    write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: make_builtin_configs.py TORCHTUNE_CHECKOUT")
+    root = sys.argv[1]
+    configs_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+    for name in FULL:
+        mirrored(root, name, "full_finetune_single_device", configs_dir)
+    for name in LORA:
+        mirrored(root, name, "lora_finetune_single_device", configs_dir)
+    for family in TINY_FAMILIES:
+        tiny(family, False, configs_dir)
+        tiny(family, True, configs_dir)
+    print(f"wrote {len(FULL) + len(LORA) + 2 * len(TINY_FAMILIES)} configs under {os.path.normpath(configs_dir)}")
+
+
+if __name__ == "__main__":
+    main()
