@@ -202,8 +202,6 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   MatrixOptions options;
   bool write_back = true;
   if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
-  std::unique_ptr<CheckoutLock> lock = LockCheckout("run", err);
-  if (!lock) return kExitFailure;
   for (const std::string& dir :
        {options.work_dir, options.reports_dir, ParentDir(options.journal_path), ParentDir(options.junit_path)}) {
     Status made = MakeDirs(dir);
@@ -215,6 +213,13 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!devices.ok()) return Fail(err, devices.status());
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
   RunSetting setting{*devices, LocalProvenance(options.job), runner.get()};
+  // A run that writes its results into the configs holds the checkout; one that only keeps a journal
+  // (--no-write-back, as CI shards do) writes nothing of the checkout's and may run beside it.
+  std::unique_ptr<CheckoutLock> lock;
+  if (write_back) {
+    lock = LockCheckout("run", err);
+    if (!lock) return kExitFailure;
+  }
   StatusOr<MatrixRun> run = RunMatrix(registry, options, write_back, setting, out, err);
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) {

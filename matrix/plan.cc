@@ -47,6 +47,8 @@ bool MatchesGlob(const std::string& pattern, const std::string& name) {
 
 namespace {
 
+constexpr double kBudgetBand = 1.25;
+
 // How long cells take on one device type, fitted from its measured cells.
 struct DeviceRates {
   double fixed_s = 0;            // start-up of the smallest cell (process, device probe, data)
@@ -119,6 +121,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   std::vector<double> parameters;                    // model parameters of each cell (CellEstimate::parameters)
   std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
   std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
+  std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
   for (const RecipeSpec& recipe : registry.recipes()) {
     if (!options.recipes.empty() &&
         std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
@@ -176,18 +179,27 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         }
         recorded_s.push_back(seconds);
         recorded_step_s.push_back(step_seconds);
+        recorded_too_slow.push_back(entry != recorded->end() && entry->second.status == CellStatusName(CellStatus::kTooSlow));
 
+        // A cell measured here before is judged by the larger of its prediction and its measured peak: the
+        // estimate assumes typical sequence lengths, and a config's data may be longer.
+        int64_t recorded_peak = 0;
+        if (entry != recorded->end() && entry->second.peak_memory_gib) {
+          recorded_peak = static_cast<int64_t>(*entry->second.peak_memory_gib * static_cast<double>(int64_t{1} << 30));
+        }
+        const int64_t judged_memory = std::max(cell.predicted_memory_bytes, recorded_peak);
         std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
         if (!problems.empty()) {
           r.status = CellStatus::kInvalid;
           for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
           r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
         } else if (device->total_memory_bytes > 0 &&
-                   cell.predicted_memory_bytes >
+                   judged_memory >
                        static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
                                             static_cast<double>(device->total_memory_bytes))) {
           r.status = CellStatus::kTooLarge;
-          r.reason = "predicted peak memory " + FormatBytes(cell.predicted_memory_bytes) + " exceeds " +
+          r.reason = std::string(judged_memory > cell.predicted_memory_bytes ? "measured" : "predicted") +
+                     " peak memory " + FormatBytes(judged_memory) + " exceeds " +
                      std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
                      FormatBytes(device->total_memory_bytes);
         } else {
@@ -213,10 +225,15 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     DeviceRates r = measured_type ? rate->second : DeviceRates();
     cells[i].expected_duration_s =
         recorded_s[i] ? *recorded_s[i] : r.Predict(parameters[i], work[i], options.max_steps);
-    // The budget judges only predictions made from this device type's own measurements.
+    // The budget judges only predictions made from this device type's own measurements, with a band around
+    // it so that a cell does not flip between runs and too_slow from one run to the next: a measured cell
+    // stays in until it took kBudgetBand times the budget, a cell recorded too_slow stays out until it is
+    // predicted under the budget divided by kBudgetBand.
     bool predicted = recorded_s[i] || measured_type;
-    if (options.cell_budget_s > 0 && predicted &&
-        cells[i].expected_duration_s > options.cell_budget_s) {
+    double limit = options.cell_budget_s;
+    if (recorded_s[i]) limit *= kBudgetBand;
+    if (recorded_too_slow[i]) limit /= kBudgetBand;
+    if (options.cell_budget_s > 0 && predicted && cells[i].expected_duration_s > limit) {
       CellResult& slow = cells[i].preset;
       slow.status = CellStatus::kTooSlow;
       slow.reason = "predicted to take " + FormatDuration(cells[i].expected_duration_s) + " on " + cells[i].device.id +

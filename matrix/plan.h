@@ -16,9 +16,9 @@
 
 namespace tmx::matrix {
 
-// How far above the memory limit a cell's predicted peak may lie and the cell still be tried: the recipes'
-// predictions are conservative (measured peaks of the committed cells lie 0-1% under them at real sizes),
-// so a cell predicted just over the limit is measured rather than rejected.
+// How far above the memory limit a cell's predicted peak may lie and the cell still be tried, so that a
+// cell predicted just over the limit is measured rather than rejected. A cell measured before is judged by
+// the larger of its prediction and its recorded peak (the estimate assumes sequences of typical length).
 inline constexpr double kMemoryPredictionTolerance = 0.05;
 
 struct MatrixOptions {
@@ -33,9 +33,10 @@ struct MatrixOptions {
   // Wall-clock limit of one cell, seconds.
   double cell_timeout_s = 900;
   // Seconds a cell may be expected to take. A cell predicted to take longer is recorded as too_slow and not
-  // started; the prediction is its recorded wall time on this device type, else its recipe's estimated work
-  // at the rate measured by the cells of this device type that have a recorded time (no such cell: no
-  // prediction, the cell runs). 0: no budget.
+  // started; the prediction is its recorded wall time on this device type, else a start-up and a step rate
+  // fitted to the cells of this device type that have a recorded time (no such cell: no prediction, the
+  // cell runs). A band of 25% either way keeps a cell near the budget from flipping between runs: a measured
+  // cell is left out only past 1.25 x the budget, a too_slow one let back only under budget / 1.25. 0: no budget.
   double cell_budget_s = 150;
   // Share of a device's memory a cell may use: cells predicted above it by more than
   // kMemoryPredictionTolerance are not started, and a cell whose resident memory exceeds it (on cpu) is

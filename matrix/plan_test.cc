@@ -172,6 +172,24 @@ TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeas
   EXPECT_TRUE(Find(*cells, "llama3_2/1B_lora_single_device", "cpu").runnable);
 }
 
+TEST(PlanTest, ABandAroundTheBudgetKeepsAMeasuredCellFromFlipping) {
+  MatrixOptions options;
+  options.configs_glob = "llama3_2/1B_lora_single_device";
+  std::vector<DeviceInfo> devices = {Device("cpu", 24)};
+  StatusOr<std::vector<PlannedCell>> unbudgeted = [&] {
+    MatrixOptions o = options;
+    o.cell_budget_s = 0;
+    return PlanCells(recipes::BuiltinRegistry(), devices, o);
+  }();
+  ASSERT_TRUE(unbudgeted.ok());
+  const double took = unbudgeted->front().expected_duration_s;  // its recorded wall time
+  ASSERT_GT(took, 0);
+  options.cell_budget_s = took / 1.2;  // over the budget, inside the band: measured again
+  EXPECT_TRUE(PlanCells(recipes::BuiltinRegistry(), devices, options)->front().runnable);
+  options.cell_budget_s = took / 1.3;  // past the band
+  EXPECT_EQ(PlanCells(recipes::BuiltinRegistry(), devices, options)->front().preset.status, CellStatus::kTooSlow);
+}
+
 TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
   MatrixOptions options;
   options.configs_glob = "tiny/lora_single_device";

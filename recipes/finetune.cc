@@ -142,9 +142,20 @@ Status Trainer::Train(RunSummary* summary) {
       for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
         int64_t batch_index = epoch * loader_->size() + step * s.gradient_accumulation_steps + micro;
         data::Batch batch = loader_->BatchAtStep(batch_index);
+        if (!batch.labels.ne(data::kIgnoreIndex).any().item<bool>()) {
+          // The loss of a batch with nothing to learn is 0/0; say why instead of reporting a NaN.
+          summary->error_kind = "no_trained_tokens";
+          return Status::InvalidArgument(
+              "step " + std::to_string(global_step + 1) + ": every label of the batch is masked, so there is no " +
+              "token to train on (prompts longer than tokenizer.max_seq_len leave no response); fix: raise " +
+              "tokenizer.max_seq_len or set dataset.train_on_input=True");
+        }
         torch::Tensor input = batch.tokens.to(device_);
         torch::Tensor labels = batch.labels.to(device_);
-        torch::Tensor loss = NextTokenLoss(model_.model->forward(input), labels);
+        // Packed batches carry each token's position in its document and the document ids (else undefined).
+        torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
+        torch::Tensor document_ids = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
+        torch::Tensor loss = NextTokenLoss(model_.model->forward(input, input_pos, document_ids), labels);
         (loss / static_cast<double>(s.gradient_accumulation_steps)).backward();
         loss_sum += loss.item<double>();
         tokens += batch.num_tokens;  // every non-padding token the model processed, as torchtune counts

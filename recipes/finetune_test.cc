@@ -11,6 +11,7 @@
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
 #include "recipes/builtin.h"
+#include "recipes/data/samples.h"
 #include "harness/file_util.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/llama.h"
@@ -61,6 +62,50 @@ TEST_F(FinetuneTest, LossFallsOnTinyFullFinetune) {
   EXPECT_LT(last, 0.6 * first) << "first " << first << " last " << last;
   EXPECT_GT(s["peak_memory_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(s["peak_memory_source"], "process_rss");
+}
+
+TEST_F(FinetuneTest, PackedSamplesTrainWithFullPacks) {
+  // packed: True fills every row with 128 tokens of several documents; the loss still falls.
+  nlohmann::json s = Run("tiny/lora_single_device",
+                         {"output_dir=" + dir_ + "/packed", "dataset.packed=True", "tokenizer.max_seq_len=512",
+                          "batch_size=2", "max_steps_per_epoch=20", "save_checkpoints=False"},
+                         true);
+  nlohmann::json plain = Run("tiny/lora_single_device",
+                             {"output_dir=" + dir_ + "/plain", "tokenizer.max_seq_len=512", "batch_size=2",
+                              "max_steps_per_epoch=20", "save_checkpoints=False"},
+                             true);
+  std::vector<int64_t> tokens = s["step_tokens"].get<std::vector<int64_t>>();
+  std::vector<int64_t> plain_tokens = plain["step_tokens"].get<std::vector<int64_t>>();
+  ASSERT_EQ(tokens.size(), 20u);
+  ASSERT_EQ(plain_tokens.size(), 20u);
+  // Rows of several samples: far more tokens per step than one sample per row.
+  int64_t packed_sum = 0, plain_sum = 0;
+  for (int i = 0; i < 20; ++i) packed_sum += tokens[i], plain_sum += plain_tokens[i];
+  EXPECT_GT(packed_sum, 2 * plain_sum) << packed_sum << " vs " << plain_sum;
+  std::vector<double> losses = s["losses"].get<std::vector<double>>();
+  EXPECT_LT((losses[17] + losses[18] + losses[19]) / 3, (losses[0] + losses[1] + losses[2]) / 3);
+}
+
+TEST_F(FinetuneTest, ABatchWithNothingToTrainOnIsAClearErrorNotANan) {
+  // The byte-level Alpaca prompts are longer than 64 tokens: truncated, they keep no response token.
+  Status status;
+  Run("tiny/lora_single_device", {"output_dir=" + dir_ + "/short", "tokenizer.max_seq_len=64", "max_steps_per_epoch=1"},
+      true, &status);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
+  EXPECT_NE(status.message().find("step 1: every label of the batch is masked"), std::string::npos)
+      << status.message();
+}
+
+TEST_F(FinetuneTest, TokenIdsOutsideTheModelsVocabularyStopTheRunNamingThem) {
+  // The tiny model has 512 ids; the Llama 3 tokenizer's text ids alone go past them.
+  Status status;
+  Run("tiny/lora_single_device",
+      {"output_dir=" + dir_ + "/vocab", "tokenizer=torchtune.models.llama3.llama3_tokenizer",
+       "tokenizer.path=" + data::SamplesDir() + "/tokenizers/tiktoken_small.model", "max_steps_per_epoch=1"},
+      true, &status);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
+  EXPECT_NE(status.message().find("outside the model's vocabulary of 512 ids"), std::string::npos)
+      << status.message();
 }
 
 TEST_F(FinetuneTest, SameSeedGivesIdenticalLosses) {

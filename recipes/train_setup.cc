@@ -154,12 +154,6 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
   }
   TM_RETURN_IF_ERROR(tokenizer.status());
   const data::Tokenizer& base = (*tokenizer)->base();
-  if (base.vocab_size() > model.vocab_size) {
-    return Status::InvalidArgument(config.OriginOf("tokenizer").ToString() + ": tokenizer " + (*tokenizer)->name() +
-                                   " has " + std::to_string(base.vocab_size()) + " ids, more than the model's " +
-                                   std::to_string(model.vocab_size) +
-                                   "; fix: use the model family's own tokenizer");
-  }
 
   StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config);
   TM_RETURN_IF_ERROR(dataset_config.status());
@@ -177,11 +171,27 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
     stand_ins->push_back(data::SampleNote("dataset", dataset_config->component, file, missing));
   }
   TM_RETURN_IF_ERROR(dataset.status());
+  // What the model is fed must index its embedding. A tokenizer may know ids the model lacks and never emit
+  // them for text (torchtune's Llama 3 tokenizer has <|image|> at 128256 beside Llama 3.2's 128256-row
+  // embedding), so the ids the data holds are checked, and the padding id.
+  auto outside = [&](int64_t id, const std::string& where) {
+    return Status::InvalidArgument(config.OriginOf("tokenizer").ToString() + ": tokenizer " + (*tokenizer)->name() +
+                                   " gives " + where + " id " + std::to_string(id) + " (" + base.Piece(id) +
+                                   "), outside the model's vocabulary of " + std::to_string(model.vocab_size) +
+                                   " ids; fix: use the model family's own tokenizer");
+  };
+  const int64_t pad_id = data::CollatePadId(base);
+  if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");
+  for (size_t i = 0; i < dataset->samples.size(); ++i) {
+    for (int64_t id : dataset->samples[i].tokens) {
+      if (id < 0 || id >= model.vocab_size) return outside(id, "sample " + std::to_string(i) + " the");
+    }
+  }
   data::DataLoaderOptions loader;
   loader.batch_size = settings.batch_size;
   loader.shuffle = settings.shuffle;
   loader.seed = settings.seed;
-  loader.pad_id = data::CollatePadId(base);
+  loader.pad_id = pad_id;
   return data::DataLoader::Create(std::move(dataset->samples), loader);
 }
 

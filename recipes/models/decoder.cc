@@ -261,7 +261,8 @@ AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10
   }
 }
 
-torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                                     const torch::Tensor& document_ids) {
   const int64_t b = x.size(0);
   const int64_t t = x.size(1);
   torch::Tensor q = q_proj_(x).view({b, t, num_heads_, head_dim_});
@@ -282,20 +283,31 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     v = v.repeat_interleave(num_heads_ / num_kv_heads_, /*dim=*/1);
   }
   const bool windowed = window_ > 0 && window_ < t;
+  // [T, T], or [B, 1, T, T] when packed documents must not see each other.
+  torch::Tensor allowed;
+  if (document_ids.defined()) {
+    allowed = (AllowedPositions(t, windowed ? window_ : 0, x.device()) &
+               (document_ids.unsqueeze(2) == document_ids.unsqueeze(1)))
+                  .unsqueeze(1);
+  }
   torch::Tensor out;
   if (softcap_ > 0) {
     // Soft-capping acts on the scores themselves, which no fused kernel exposes: the scores, in float32.
     torch::Tensor scores = SoftCap(torch::matmul(q, k.transpose(-2, -1)).to(torch::kFloat) * scale_, softcap_);
-    scores = scores.masked_fill(AllowedPositions(t, windowed ? window_ : 0, x.device()).logical_not(),
-                                -std::numeric_limits<float>::infinity());
+    if (!allowed.defined()) allowed = AllowedPositions(t, windowed ? window_ : 0, x.device());
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
     out = torch::matmul(torch::softmax(scores, -1).to(v.scalar_type()), v);
   } else {
     // SDPA's default scale is head_dim^-0.5; pass ours only when it differs, so the default path is unchanged.
     const std::optional<double> scale = custom_scale_ ? std::optional<double>(scale_) : std::nullopt;
     std::optional<torch::Tensor> mask;
-    if (windowed) mask = AllowedPositions(t, window_, x.device());
-    out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/!windowed, scale,
-                                           /*enable_gqa=*/native_gqa);
+    if (allowed.defined()) {
+      mask = allowed;
+    } else if (windowed) {
+      mask = AllowedPositions(t, window_, x.device());
+    }
+    out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/!mask.has_value(),
+                                           scale, /*enable_gqa=*/native_gqa);
   }
   return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
@@ -336,8 +348,8 @@ TransformerLayerImpl::TransformerLayerImpl(const DecoderArgs& args, const LayerL
 }
 
 torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                            const torch::Tensor& sin) {
-  torch::Tensor attn = attn_(sa_norm_(x), cos, sin);
+                                            const torch::Tensor& sin, const torch::Tensor& document_ids) {
+  torch::Tensor attn = attn_(sa_norm_(x), cos, sin, document_ids);
   torch::Tensor h = x + (sa_scale_ ? sa_scale_(attn) : attn);
   torch::Tensor mlp = mlp_(mlp_norm_(h));
   return h + (mlp_scale_ ? mlp_scale_(mlp) : mlp);
@@ -376,7 +388,8 @@ DecoderImpl::DecoderImpl(const DecoderArgs& args, std::optional<LoraArgs> lora, 
   }
 }
 
-torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens) {
+torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& input_pos,
+                                   const torch::Tensor& document_ids) {
   TORCH_CHECK(tokens.dim() == 2, "Decoder: expected tokens [batch, seq_len], got shape ", tokens.sizes());
   TORCH_CHECK(!tokens.is_floating_point() && !tokens.is_complex(), "Decoder: expected integer tokens, got ",
               tokens.scalar_type());
@@ -389,9 +402,20 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens) {
     // sqrt(dim) rounded to the model dtype first, as torchtune's GemmaNormEmbeddings and Hugging Face do.
     h = h * torch::scalar_tensor(std::sqrt(static_cast<double>(args_.embed_dim)), h.options());
   }
-  // Angles t * inv_freq in float32, as Meta's reference and torchtune compute them.
-  torch::Tensor positions = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
-  torch::Tensor angles = torch::outer(positions, inv_freq_.to(h.device()));
+  TORCH_CHECK(!input_pos.defined() || input_pos.sizes() == tokens.sizes(), "Decoder: input_pos ",
+              input_pos.sizes(), " must have the tokens' shape ", tokens.sizes());
+  TORCH_CHECK(!document_ids.defined() || document_ids.sizes() == tokens.sizes(), "Decoder: document_ids ",
+              document_ids.sizes(), " must have the tokens' shape ", tokens.sizes());
+  // Angles t * inv_freq in float32, as Meta's reference and torchtune compute them: [T, head_dim/2], or
+  // [B, T, head_dim/2] from each row's own positions.
+  torch::Tensor angles;
+  if (input_pos.defined()) {
+    angles = input_pos.to(h.device(), torch::kFloat).unsqueeze(-1) * inv_freq_.to(h.device());
+  } else {
+    torch::Tensor positions = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
+    angles = torch::outer(positions, inv_freq_.to(h.device()));
+  }
+  const torch::Tensor docs = document_ids.defined() ? document_ids.to(h.device()) : document_ids;
   const torch::Tensor cos = angles.cos();
   const torch::Tensor sin = angles.sin();
 
@@ -399,10 +423,10 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens) {
   for (TransformerLayer& layer : layer_list_) {
     if (checkpoint) {
       std::shared_ptr<TransformerLayerImpl> impl = layer.ptr();
-      h = Checkpoint([impl, cos, sin](const torch::Tensor& x) { return impl->forward(x, cos, sin); }, h,
-                     impl->parameters());
+      h = Checkpoint([impl, cos, sin, docs](const torch::Tensor& x) { return impl->forward(x, cos, sin, docs); },
+                     h, impl->parameters());
     } else {
-      h = layer->forward(h, cos, sin);
+      h = layer->forward(h, cos, sin, docs);
     }
   }
   h = norm_(h);

@@ -153,9 +153,11 @@ class AttentionImpl : public torch::nn::Module {
  public:
   // `layer` selects the sliding window (DecoderArgs::window_of_layer).
   AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {}, int64_t layer = 0);
-  // x [B, T, dim], cos/sin [T, head_dim/2] -> [B, T, dim]. Position t attends to positions
-  // max(0, t - window + 1) .. t.
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+  // x [B, T, dim], cos/sin [T, head_dim/2] (or [B, T, head_dim/2]) -> [B, T, dim]. Position t attends to
+  // positions max(0, t - window + 1) .. t; with `document_ids` [B, T] (packed samples), only to those of its
+  // own document.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& document_ids = {});
 
   int64_t sliding_window() const { return window_; }
 
@@ -187,7 +189,8 @@ class TransformerLayerImpl : public torch::nn::Module {
  public:
   TransformerLayerImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {},
                        int64_t layer = 0);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                        const torch::Tensor& document_ids = {});
 
  private:
   RMSNorm sa_norm_{nullptr};
@@ -210,7 +213,11 @@ class DecoderImpl : public torch::nn::Module {
 
   // tokens [B, T] integer, on the parameters' device, 1 <= T <= max_seq_len, values in [0, vocab_size)
   // -> logits [B, T, output_dim()] in the parameters' dtype. Tokens sit at positions 0..T-1, causally masked.
-  torch::Tensor forward(const torch::Tensor& tokens);
+  // Packed samples (data/packing.h) pass `input_pos` and `document_ids` [B, T] integer: each token is rotated
+  // by its position within its document and attends only to earlier tokens of the same document, so a pack
+  // gives each document the logits it would get alone.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& input_pos = {},
+                        const torch::Tensor& document_ids = {});
 
   // When on (and grad mode is on), each layer keeps only its input during forward and is recomputed in
   // backward (see checkpointing.h); gradients are unchanged. Off by default.

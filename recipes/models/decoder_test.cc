@@ -14,6 +14,7 @@
 namespace tmx::models {
 namespace {
 
+using torch::indexing::None;
 using torch::indexing::Slice;
 
 const c10::TensorOptions kMeta = c10::TensorOptions().device(torch::kMeta);
@@ -113,6 +114,29 @@ std::vector<std::string> TinyFamilies() {
     if (p.tiny) families.push_back(p.family);
   }
   return families;
+}
+
+// A pack of two documents (data/packing.h) gives each the logits it gets alone: positions restart per
+// document and attention stays within it, through every family's attention path (soft-capping, windows).
+TEST_P(TinyFamilyTest, PackedDocumentsGetTheLogitsTheyGetAlone) {
+  torch::manual_seed(7);
+  Decoder model(Tiny(GetParam()));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  const int64_t vocab = model->args().vocab_size;
+  torch::Tensor a = torch::randint(vocab, {1, 9}, torch::kLong);
+  torch::Tensor b = torch::randint(vocab, {1, 21}, torch::kLong);
+  torch::Tensor packed = torch::cat({a, b}, 1);
+  torch::Tensor input_pos = torch::cat({torch::arange(9), torch::arange(21)}).unsqueeze(0);
+  torch::Tensor document_ids = torch::cat({torch::zeros({9}, torch::kLong), torch::ones({21}, torch::kLong)}).unsqueeze(0);
+  torch::Tensor logits = model->forward(packed, input_pos, document_ids);
+  torch::Tensor alone_a = model->forward(a);
+  torch::Tensor alone_b = model->forward(b);
+  EXPECT_LT((logits.index({Slice(), Slice(0, 9)}) - alone_a).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((logits.index({Slice(), Slice(9, None)}) - alone_b).abs().max().item<double>(), 1e-5);
+  // Without the document boundaries the second document sees the first: different logits.
+  torch::Tensor unpacked = model->forward(packed);
+  EXPECT_GT((unpacked.index({Slice(), Slice(9, None)}) - alone_b).abs().max().item<double>(), 1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyFamilyTest, ::testing::ValuesIn(TinyFamilies()),

@@ -34,10 +34,14 @@ torch::Tensor ApplyRotaryEmbedding(const torch::Tensor& x, const torch::Tensor& 
   TORCH_CHECK(x.dim() == 4, "ApplyRotaryEmbedding: expected x [B, T, heads, head_dim], got ", x.sizes());
   const int64_t t = x.size(1);
   const int64_t half = x.size(3) / 2;
-  TORCH_CHECK(cos.sizes() == torch::IntArrayRef({t, half}) && sin.sizes() == cos.sizes(),
-              "ApplyRotaryEmbedding: expected cos/sin [", t, ", ", half, "], got ", cos.sizes(), " and ", sin.sizes());
-  torch::Tensor c = cos.view({1, t, 1, half});
-  torch::Tensor s = sin.view({1, t, 1, half});
+  const bool per_row = cos.dim() == 3;  // packed rows: each row has its own positions
+  const int64_t rows = per_row ? x.size(0) : 1;
+  TORCH_CHECK((per_row ? cos.sizes() == torch::IntArrayRef({rows, t, half}) : cos.sizes() == torch::IntArrayRef({t, half})) &&
+                  sin.sizes() == cos.sizes(),
+              "ApplyRotaryEmbedding: expected cos/sin [", t, ", ", half, "] or [", x.size(0), ", ", t, ", ", half,
+              "], got ", cos.sizes(), " and ", sin.sizes());
+  torch::Tensor c = cos.view({rows, t, 1, half});
+  torch::Tensor s = sin.view({rows, t, 1, half});
   torch::Tensor xf = x.to(torch::kFloat);
   if (layout == RopeLayout::kHalf) {
     torch::Tensor x0 = xf.narrow(-1, 0, half);

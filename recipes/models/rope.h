@@ -35,7 +35,8 @@ enum class RopeLayout {
 at::Tensor RopeInverseFrequencies(int64_t head_dim, double base, const std::optional<RopeScaling>& scaling);
 
 // Rotates x [B, T, heads, head_dim] by position: the channel pair of frequency i at position t is rotated by
-// angle t * inv_freq[i], pairs chosen by `layout`. cos/sin are [T, head_dim/2] float32. Computed in float32,
+// angle t * inv_freq[i], pairs chosen by `layout`. cos/sin are [T, head_dim/2] float32, or [B, T, head_dim/2]
+// when each row has its own positions (packed samples). Computed in float32,
 // returned in x's dtype.
 at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                 RopeLayout layout = RopeLayout::kInterleaved);
