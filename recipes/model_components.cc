@@ -17,6 +17,11 @@ FieldSpec ParamField(const models::BuilderParam& p) {
                                  models::LoraAttnModuleNames()));
   }
   if (p.name == "lora_rank") return AtLeast(Field(p.name, FieldType::kInt, d, "rank of the low-rank update"), 1);
+  if (p.name == "vocab_size") {
+    return AtLeast(Field(p.name, FieldType::kInt, d,
+                         "ids of the embedding and output (tiny models only: sized to match a tokenizer)"),
+                   1);
+  }
   if (p.name == "lora_alpha") {
     return Above(Field(p.name, FieldType::kFloat, d, "scale of the update is lora_alpha / lora_rank"), 0);
   }
@@ -98,6 +103,11 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
     StatusOr<bool> tied = config.GetBool("model.tie_word_embeddings");
     TM_RETURN_IF_ERROR(tied.status());
     choice.args.tie_word_embeddings = *tied;
+  }
+  if (model->preset().tiny && !config.IsNull("model.vocab_size")) {
+    StatusOr<int64_t> vocab = config.GetInt("model.vocab_size");
+    TM_RETURN_IF_ERROR(vocab.status());
+    choice.args.vocab_size = *vocab;
   }
   if (!model->lora()) return choice;
   models::LoraArgs lora;

@@ -297,6 +297,10 @@ void AddTiny(std::vector<ModelPreset>* out) {
     ModelPreset p = Preset(family, "tiny_" + family, args, 0, std::move(model_type), "", "tiny " + family + ": " + what,
                            std::move(lora_params));
     p.tiny = true;
+    // A tiny model's vocabulary can be sized to a real tokenizer's (tests train on each tokenizer).
+    const BuilderParam vocab{"vocab_size", std::to_string(args.vocab_size)};
+    p.builder_params.push_back(vocab);
+    p.lora_params.push_back(vocab);
     out->push_back(std::move(p));
   };
   add("llama2", Llama2(TinySizes(4)), "llama", "multi-head attention, RoPE base 10000, untied");
@@ -305,7 +309,7 @@ void AddTiny(std::vector<ModelPreset>* out) {
   add("llama3_1", Llama3(TinySizes(), 8), "llama", "RoPE scaled by 8, untied");
   // The same shape as the tiny model the matrix has always used (tune_matrix.models.llama_tiny).
   add("llama3_2", Llama3(TinySizes(), 32, true), "llama", "RoPE scaled by 32, tied embeddings", Llama3_2LoraParams());
-  out->back().builder_params = {{"tie_word_embeddings", "True"}};
+  out->back().builder_params.insert(out->back().builder_params.begin(), {"tie_word_embeddings", "True"});
   add("llama3_3", Llama3(TinySizes(), 8), "llama", "RoPE scaled by 8, untied");
   add("mistral", Mistral(TinySizes(), 16), "mistral", "16-token sliding window, untied");
   add("qwen2", Qwen2(TinySizes(), true), "qwen2", "q/k/v biases, half-split RoPE, tied", LoraParams(false));
