@@ -63,7 +63,7 @@ std::string DeviceProblem(const std::string& device) {
   return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
 
-const std::vector<std::string> kSwitches = {"resume", "no-write-back"};
+const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back"};
 const std::vector<std::string> kValueFlags = {"devices", "configs",  "recipes", "steps",
                                               "timeout", "budget",   "journal", "job",     "work-dir",
                                               "tune",    "memory-fraction", "shard", "junit", "reports-dir"};
@@ -89,6 +89,11 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   options->configs_glob = parsed.Get("configs");
   options->recipes = SplitList(parsed.Get("recipes"));
   options->resume = parsed.Has("resume");
+  options->fresh = parsed.Has("fresh");
+  if (options->resume && options->fresh) {
+    UsageError(err, cmd, "--resume keeps the journal and --fresh sets it aside: give one");
+    return false;
+  }
   options->job = parsed.Get("job");
   options->junit_path = parsed.Get("junit");
   if (parsed.Has("shard")) {
@@ -533,6 +538,8 @@ const char* kRunHelp =
     "  --memory-fraction F      share of device memory a cell may use (default 0.85)\n"
     "  --journal PATH           journal file (default reports/journal.jsonl)\n"
     "  --resume                 run only the cells missing from the journal\n"
+    "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"
+    "                           it the journal keeps every cell's record until a newer one replaces it\n"
     "  --job NAME               CI job name recorded with each cell\n"
     "  --shard i/n              run only shard i of n (deterministic, balanced by recorded durations)\n"
     "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"

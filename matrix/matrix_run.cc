@@ -13,39 +13,48 @@
 namespace tmx::matrix {
 namespace {
 
-// The cells already in the journal (resume), or none after moving the journal aside (a fresh run). With
-// `keep_history`, the records of the journal moved aside are first added to the history (the journal it
-// moves aside is replaced when the next run moves its own), so a journal that cannot be read stops the run.
+// The cells the run may skip: those already in the journal with --resume, else none. The journal itself is
+// kept (a run appends to it, and a completed run with write-back compacts it to the newest record per cell),
+// so a run that is stopped and started again, however often, loses no record; it is checked here, so that a
+// damaged one stops the run before any cell. Only --fresh sets it aside (as <journal>.prev, its records first
+// added to the history with `keep_history`).
 StatusOr<std::vector<CellKey>> PrepareJournal(const Registry& registry, const MatrixOptions& options,
                                               bool keep_history, std::ostream& out, std::ostream& err) {
   std::vector<CellKey> done;
+  if (::access(options.journal_path.c_str(), F_OK) != 0) return done;
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> previous = ReadJournal(options.journal_path, &warnings);
+  if (!previous.ok()) {
+    return previous.status().WithContext(
+        "the journal's records cannot be kept (fix: repair the line, or move the journal away; --fresh sets it "
+        "aside)");
+  }
+  for (const std::string& w : warnings) err << "warning: " << w << "\n";
   if (options.resume) {
-    std::vector<std::string> warnings;
-    StatusOr<std::vector<CellResult>> previous = ReadJournal(options.journal_path, &warnings);
-    if (!previous.ok() && previous.status().code() != Status::Code::kNotFound) return previous.status();
-    for (const std::string& w : warnings) err << "warning: " << w << "\n";
-    if (previous.ok()) {
-      for (const auto& [key, cell] : LatestByCell(*previous)) done.push_back(key);
-    }
-  } else if (::access(options.journal_path.c_str(), F_OK) == 0) {
-    if (keep_history) {
-      std::vector<std::string> warnings;
-      StatusOr<std::vector<CellResult>> replaced = ReadJournal(options.journal_path, &warnings);
-      if (!replaced.ok()) {
-        return replaced.status().WithContext(
-            "the previous journal's records cannot be kept in history (fix: repair the line, or move the "
-            "journal away)");
-      }
-      for (const std::string& w : warnings) err << "warning: " << w << "\n";
-      TM_RETURN_IF_ERROR(RecordHistory(registry, *replaced, options.reports_dir, out));
-    }
-    std::string previous = options.journal_path + ".prev";
-    if (::rename(options.journal_path.c_str(), previous.c_str()) != 0) {
+    for (const auto& [key, cell] : LatestByCell(*previous)) done.push_back(key);
+  } else if (options.fresh) {
+    if (keep_history) TM_RETURN_IF_ERROR(RecordHistory(registry, *previous, options.reports_dir, out));
+    std::string aside = options.journal_path + ".prev";
+    if (::rename(options.journal_path.c_str(), aside.c_str()) != 0) {
       return Status::IoError(options.journal_path + ": cannot move the previous journal aside");
     }
-    out << "Previous journal kept as " << previous << "\n";
+    out << "Previous journal kept as " << aside << "\n";
   }
   return done;
+}
+
+// The newest record per cell, in journal order: what a completed run leaves in its journal.
+std::vector<CellResult> Compacted(const std::vector<CellResult>& all) {
+  std::map<CellKey, CellResult> latest = LatestByCell(all);
+  std::vector<CellResult> kept;
+  for (const CellResult& r : all) {
+    auto it = latest.find(r.key);
+    if (it != latest.end() && JournalLine(it->second) == JournalLine(r)) {
+      kept.push_back(r);
+      latest.erase(it);
+    }
+  }
+  return kept;
 }
 
 std::string ShardText(const MatrixOptions& options) {
@@ -72,7 +81,18 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
   if (!all.ok()) return all.status();
-  if (write_back) TM_RETURN_IF_ERROR(PublishResults(registry, *all, options.reports_dir, out));
+  if (write_back) {
+    // Every record goes to the history first; the journal then keeps the newest per cell.
+    TM_RETURN_IF_ERROR(PublishResults(registry, *all, options.reports_dir, out));
+    std::vector<CellResult> kept = Compacted(*all);
+    if (kept.size() != all->size()) {
+      std::string text;
+      for (const CellResult& r : kept) text += JournalLine(r) + "\n";
+      TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_path, text));
+      out << "Journal " << options.journal_path << ": " << kept.size() << " cells, newest record each ("
+          << all->size() - kept.size() << " older records are in the history)\n";
+    }
+  }
   if (!options.junit_path.empty()) {
     std::map<CellKey, CellResult> latest = LatestByCell(*all);
     std::vector<CellResult> planned;

@@ -66,15 +66,17 @@ class MatrixRunTest : public ::testing::Test {
   std::ostringstream out_, err_;
 };
 
-TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsThePreviousJournal) {
+TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsTheNewestRecordPerCell) {
   const std::string old = JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-11-21T10:00:00Z")) + "\n";
   ASSERT_TRUE(WriteFileAtomically(options_.journal_path, old).ok());
   StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(children_, 3);
   EXPECT_EQ(run->recorded.size(), 3u);
-  EXPECT_EQ(ReadFile(options_.journal_path + ".prev").value(), old);
-  EXPECT_EQ(ReadJournal(options_.journal_path, nullptr)->size(), 3u);
+  EXPECT_FALSE(PathExists(options_.journal_path + ".prev"));
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_EQ(journal->size(), 3u);  // the old tiny/lora record replaced by this run's (it is in the history)
+  for (const CellResult& r : *journal) EXPECT_EQ(r.status, CellStatus::kRuns) << r.key.config;
   EXPECT_NE(out_.str().find("tune-matrix: 3 cells (3 to run, 0 recorded without running) on 1 device(s)"),
             std::string::npos)
       << out_.str();
@@ -85,7 +87,7 @@ TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsThePreviousJournal) 
   EXPECT_NE(ReadFile(options_.junit_path)->find("tests=\"3\""), std::string::npos);
 }
 
-TEST_F(MatrixRunTest, HistoryKeepsEveryRunsRecordsAndThoseOfTheJournalMovedAside) {
+TEST_F(MatrixRunTest, HistoryKeepsEveryRunsRecordsAndThoseTheyReplace) {
   const std::string history = options_.reports_dir + "/history";
   auto lines = [&](const std::string& file) {
     StatusOr<std::string> text = ReadFile(history + "/" + file);
@@ -99,7 +101,7 @@ TEST_F(MatrixRunTest, HistoryKeepsEveryRunsRecordsAndThoseOfTheJournalMovedAside
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
   EXPECT_EQ(lines("tiny/lora/cpu.jsonl"), 2);  // the replaced record and this run's
   EXPECT_EQ(lines("tiny/full/cpu.jsonl"), 1);
-  // A second run moves the first one's journal aside: its records are in history already, not added twice.
+  // A second run replaces the first one's records: they are in history already, not added twice.
   setting_.now = [] { return std::string("2026-11-23T10:00:00Z"); };
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
   EXPECT_EQ(lines("tiny/lora/cpu.jsonl"), 3);
@@ -114,8 +116,7 @@ TEST_F(MatrixRunTest, APreviousJournalThatCannotBeKeptStopsTheRunWithNothingChan
   ASSERT_TRUE(WriteFileAtomically(options_.journal_path, "old\n").ok());
   StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("the previous journal's records cannot be kept in history"),
-            std::string::npos)
+  EXPECT_NE(run.status().message().find("the journal's records cannot be kept"), std::string::npos)
       << run.status().message();
   EXPECT_NE(run.status().message().find("journal.jsonl:1: not a JSON record"), std::string::npos)
       << run.status().message();
@@ -123,6 +124,36 @@ TEST_F(MatrixRunTest, APreviousJournalThatCannotBeKeptStopsTheRunWithNothingChan
   EXPECT_EQ(ReadFile(options_.journal_path).value(), "old\n");
   EXPECT_FALSE(PathExists(options_.journal_path + ".prev"));
   EXPECT_FALSE(PathExists(options_.reports_dir + "/history"));
+}
+
+// Stopped after its first cell and started again without --resume, twice: the journal still holds a
+// record of every cell, old or new. --fresh alone sets the journal aside.
+TEST_F(MatrixRunTest, RestartsWithoutResumeLoseNoRecordAndFreshSetsTheJournalAside) {
+  std::string old;
+  for (const char* c : {"tiny/lora", "tiny/lora_big", "tiny/full"}) {
+    old += JournalLine(co_.Observe(c, "cpu", CellStatus::kFails, "2026-11-21T10:00:00Z")) + "\n";
+  }
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, old).ok());
+  for (int restart = 0; restart < 2; ++restart) {
+    FakeRunner stopped;  // a fresh process each time, stopped after its first cell
+    stopped.on_start = runner_.on_start;
+    stopped.outcomes = runner_.outcomes;
+    stopped.interrupt_after_first = true;
+    setting_.runner = &stopped;
+    StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    EXPECT_TRUE(run->interrupted);
+    EXPECT_EQ(run->recorded.size(), 1u);
+    StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+    ASSERT_TRUE(journal.ok());
+    EXPECT_EQ(LatestByCell(*journal).size(), 3u) << "restart " << restart;
+  }
+  options_.fresh = true;
+  setting_.runner = &runner_;
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  EXPECT_TRUE(PathExists(options_.journal_path + ".prev"));
+  EXPECT_NE(out_.str().find("Previous journal kept as " + options_.journal_path + ".prev"), std::string::npos);
+  EXPECT_EQ(ReadJournal(options_.journal_path, nullptr)->size(), 3u);
 }
 
 TEST_F(MatrixRunTest, ResumeRunsOnlyTheMissingCellsAndNoWriteBackLeavesConfigsAlone) {

@@ -50,6 +50,9 @@ struct MatrixOptions {
   std::string reports_dir = "reports";
   // Finish only the cells missing from the journal.
   bool resume = false;
+  // Set the existing journal aside (as <journal>.prev) and start an empty one. Without it a run keeps the
+  // journal's records: it appends, and a completed run with write-back keeps the newest record per cell.
+  bool fresh = false;
   // The `tune` executable cells run; empty: the one beside tune-matrix.
   std::string tune_path;
   // CI job name recorded with each cell.
