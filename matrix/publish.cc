@@ -8,6 +8,7 @@
 
 #include "harness/config_store.h"
 #include "harness/file_util.h"
+#include "harness/folder.h"
 #include "matrix/html_report.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
@@ -115,6 +116,15 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir) {
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
                       std::ostream& log) {
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
+  // Temporary files a killed write left behind (their writer's pid is gone) are removed first. Callers hold
+  // the checkout lock, so no writer of this checkout is running: any age will do.
+  StaleTempOptions stale;
+  stale.min_age_s = 0;
+  for (const std::string& dir : {BuiltinConfigDir(), reports_dir}) {
+    StatusOr<std::vector<std::string>> removed = RemoveStaleTempFiles(dir, stale);
+    if (!removed.ok()) return removed.status();
+    for (const std::string& path : *removed) log << "removed " << path << ", left by a write that was killed\n";
+  }
   // What could refuse (a damaged config block or history file) is read first, so it stops the publish with
   // nothing written.
   StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(registry);

@@ -39,7 +39,9 @@ std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& con
 // <reports_dir>/SUPPORT.md, support.json and index.html atomically.
 Status WriteReports(const Registry& registry, const std::string& reports_dir);
 
-// RecordHistory, WriteBackResults, then WriteReports into `reports_dir`, logging what was written. The folder
+// Removes the temporary files killed writes left in the configs and `reports_dir` (RemoveStaleTempFiles;
+// callers hold the checkout lock), then RecordHistory, WriteBackResults, then WriteReports into
+// `reports_dir`, logging what was written. The folder
 // is made and every config block and history file read first, so a folder that cannot be made or a damaged
 // block or file stops it with nothing written.
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <fstream>
 #include <sstream>
 
 #include "harness/file_util.h"
@@ -45,6 +48,24 @@ TEST_F(PublishTest, WritesTheThreeReportsAndKeepsEveryRecordInHistory) {
   std::string before = History("tiny/lora", "cpu");
   ASSERT_TRUE(PublishResults(co_.registry, {now, old}, reports(), log_).ok());
   EXPECT_EQ(History("tiny/lora", "cpu"), before);
+}
+
+TEST_F(PublishTest, TemporaryFilesOfKilledWritesAreRemovedAndThoseOfLiveOnesKept) {
+  // What a write-back killed between writing its temporary file and renaming it leaves behind.
+  const std::string dead = co_.configs_dir() + "/tiny/" + AtomicWriteTempName("lora.yaml", 4194302, 0);
+  const std::string live = co_.configs_dir() + "/tiny/" + AtomicWriteTempName("full.yaml", ::getpid(), 0);
+  ASSERT_TRUE(MakeDirs(reports()).ok());
+  const std::string dead_report = reports() + "/" + AtomicWriteTempName("SUPPORT.md", 4194302, 1);
+  for (const std::string& path : {dead, live, dead_report}) {
+    std::ofstream(path) << "partial";
+  }
+  CellResult now = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  ASSERT_TRUE(PublishResults(co_.registry, {now}, reports(), log_).ok()) << log_.str();
+  EXPECT_FALSE(PathExists(dead));
+  EXPECT_FALSE(PathExists(dead_report));
+  EXPECT_TRUE(PathExists(live));  // its writer (this process) may still rename it
+  EXPECT_NE(log_.str().find("removed " + dead + ", left by a write that was killed"), std::string::npos)
+      << log_.str();
 }
 
 TEST_F(PublishTest, MergeAddsEveryMergedRecordToHistoryNotOnlyTheNewest) {
