@@ -109,7 +109,7 @@ Status LoadStartingWeights(const Config& config, const Registry& registry, const
     std::string hub = choice.preset->hf_checkpoint.empty() ? "the model" : choice.preset->hf_checkpoint;
     return Status::NotFound(config.OriginOf("checkpointer.checkpoint_dir").ToString() +
                             ": checkpointer.checkpoint_dir " + *dir + " does not exist; fix: put the weights of " +
-                            hub + " there (e.g. `tune download " + hub + " --output-dir " + *dir +
+                            hub + " there (e.g. `hf download " + hub + " --local-dir " + *dir +
                             "` on a machine with network), set checkpointer.checkpoint_dir to where they are, or "
                             "to null to start from the seed; to train from the seed instead, run with "
                             "--allow-stand-ins");
