@@ -58,7 +58,9 @@ TEST(TiktokenTest, IdsEqualTiktoken) {
 TEST(TiktokenTest, DecodeRoundTripsValidText) {
   auto tok = LoadSmall();
   ASSERT_NE(tok, nullptr);
-  for (const auto& c : LoadFixture("tokenizer_ids.json")["tiktoken"]["cases"]) {
+  // Held by name: a range-for over a member of a temporary would read it after it is destroyed.
+  const auto fixture = LoadFixture("tokenizer_ids.json");
+  for (const auto& c : fixture["tiktoken"]["cases"]) {
     std::string text = c["text"];
     EXPECT_EQ(tok->Decode(Ids(c["ids"]), true), text);
   }
