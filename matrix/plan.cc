@@ -172,14 +172,15 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         // The wall time of the cell's last started run here; a cell never started here is estimated.
         auto entry = recorded->find(cell.device_type);
         std::optional<double> seconds, step_seconds;
+        std::optional<CellStatus> status;
         if (entry != recorded->end()) {
-          std::optional<CellStatus> status = ParseCellStatus(entry->second.status);
+          status = ParseCellStatus(entry->second.status);
           if (status && CellStarted(*status) && entry->second.wall_time_s) seconds = entry->second.wall_time_s;
           if (status == CellStatus::kRuns) step_seconds = entry->second.step_time_s;
         }
         recorded_s.push_back(seconds);
         recorded_step_s.push_back(step_seconds);
-        recorded_too_slow.push_back(entry != recorded->end() && entry->second.status == CellStatusName(CellStatus::kTooSlow));
+        recorded_too_slow.push_back(status == CellStatus::kTooSlow);
 
         // A cell measured here before is judged by the larger of its prediction and its measured peak: the
         // estimate assumes typical sequence lengths, and a config's data may be longer.

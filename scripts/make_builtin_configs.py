@@ -20,6 +20,7 @@ import yaml
 
 # torchtune's single-device full and LoRA configs for the text model families tune-matrix implements
 # (torchtune's recipe registry; vision, QLoRA and DoRA configs left out: tune-matrix has no such models).
+# recipes/builtin.cc lists the same names (kTorchtuneFullConfigs, kTorchtuneLoraConfigs): change both.
 FULL = [
     "llama2/7B_full_low_memory", "llama3/8B_full_single_device", "llama3_1/8B_full_single_device",
     "llama3_2/1B_full_single_device", "llama3_2/3B_full_single_device", "mistral/7B_full_low_memory",
@@ -40,8 +41,8 @@ LORA = [
     "qwen3/0.6B_lora_single_device", "qwen3/1.7B_lora_single_device", "qwen3/4B_lora_single_device",
     "qwen3/8B_lora_single_device", "qwen3/14B_lora_single_device",
 ]
-# Families with a tiny preset (recipes/models/presets.cc) and no tiny config yet; llama3_2's tiny configs
-# are tiny/full_single_device and tiny/lora_single_device.
+# Families with a tiny preset (recipes/models/presets.cc), whose tiny configs recipes/builtin.cc derives
+# from the presets; llama3_2's tiny configs are tiny/full_single_device and tiny/lora_single_device.
 TINY_FAMILIES = ["llama2", "code_llama2", "llama3", "llama3_1", "llama3_3", "mistral", "qwen2", "qwen2_5",
                  "qwen3", "gemma", "gemma2", "phi3", "phi4"]
 
