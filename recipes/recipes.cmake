@@ -14,7 +14,7 @@ add_library(tm_recipes
   train_state.cc
 )
 target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
-target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint)
+target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint tm_distributed)
 tm_use_torch(tm_recipes)
 
 add_executable(tune tune_main.cc)

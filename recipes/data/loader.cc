@@ -98,12 +98,17 @@ StatusOr<DataLoader> DataLoader::Create(std::vector<Sample> samples, const DataL
                                    " and only " + std::to_string(n) +
                                    " samples leaves no batch; fix: lower batch_size or set drop_last to false");
   }
+  if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
+    return Status::InvalidArgument("data loader: shard " + std::to_string(options.shard) + " of " +
+                                   std::to_string(options.num_shards) + " does not exist");
+  }
   return DataLoader(std::move(samples), options);
 }
 
 DataLoader::DataLoader(std::vector<Sample> samples, const DataLoaderOptions& options)
     : samples_(std::move(samples)), options_(options) {
-  int64_t n = static_cast<int64_t>(samples_.size());
+  // The samples of one shard: ceil(n / num_shards) (the order is padded to a multiple of num_shards).
+  int64_t n = (static_cast<int64_t>(samples_.size()) + options_.num_shards - 1) / options_.num_shards;
   num_batches_ = options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
   epoch_ = -1;
   SetEpoch(0);
@@ -118,6 +123,16 @@ void DataLoader::SetEpoch(int64_t epoch) {
   } else {
     order_.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) order_[static_cast<size_t>(i)] = i;
+  }
+  if (options_.num_shards > 1) {
+    const int64_t per_shard = (n + options_.num_shards - 1) / options_.num_shards;
+    std::vector<int64_t> mine;
+    mine.reserve(static_cast<size_t>(per_shard));
+    for (int64_t k = 0; k < per_shard; ++k) {
+      int64_t position = k * options_.num_shards + options_.shard;
+      mine.push_back(order_[static_cast<size_t>(position % n)]);
+    }
+    order_ = std::move(mine);
   }
 }
 

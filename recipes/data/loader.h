@@ -32,6 +32,13 @@ struct DataLoaderOptions {
 
   // Token id that fills the padded positions of Batch::tokens (CollatePadId(tokenizer) for a real tokenizer).
   int64_t pad_id = ByteTokenizer::kPad;
+
+  // Data-parallel ranks: the loader yields only shard `shard` of `num_shards`, as torch's DistributedSampler
+  // does. Each epoch's order is padded to a multiple of num_shards by repeating its first samples, and shard r
+  // takes positions r, r + num_shards, ...; so batch k of every shard together holds the samples of batch k of
+  // one loader with batch_size x num_shards (when that batch is full). REQUIRES: 0 <= shard < num_shards.
+  int64_t num_shards = 1;
+  int64_t shard = 0;
 };
 
 // The id a batch of `tokenizer`'s samples is padded with: its pad id, or 0 when it has none (the labels of padding
@@ -64,7 +71,7 @@ class DataLoader {
   // in length from its tokens, or drop_last leaves no batch at all.
   static StatusOr<DataLoader> Create(std::vector<Sample> samples, const DataLoaderOptions& options);
 
-  // Batches per epoch.
+  // Batches per epoch (of this shard).
   int64_t size() const { return num_batches_; }
   int64_t num_samples() const { return static_cast<int64_t>(samples_.size()); }
   const DataLoaderOptions& options() const { return options_; }
@@ -72,7 +79,7 @@ class DataLoader {
   // Selects the sample order of `epoch` (epoch 0 is selected on creation).
   void SetEpoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }
-  // Sample indices of the current epoch, in the order batches take them.
+  // Sample indices of the current epoch (this shard's), in the order batches take them.
   const std::vector<int64_t>& order() const { return order_; }
 
   // Batch `index` of the current epoch. REQUIRES: 0 <= index < size()

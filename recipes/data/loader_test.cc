@@ -91,6 +91,44 @@ TEST(DataLoaderTest, BatchAtStepCrossesEpochsLikeSetEpoch) {
   EXPECT_EQ(at_step.indices, (std::vector<int64_t>{order[4], order[5], order[6], order[7]}));
 }
 
+TEST(DataLoaderTest, ShardsTogetherHoldTheBatchesOfOneLoaderWithTheGlobalBatch) {
+  // 8 samples, 2 shards of batch 2 against one loader of batch 4: batch k of both shards is batch k of the one.
+  DataLoaderOptions one;
+  one.batch_size = 4;
+  one.seed = 3;
+  DataLoader whole = MustCreate(8, one);
+  std::vector<DataLoader> shards;
+  for (int64_t r = 0; r < 2; ++r) {
+    DataLoaderOptions o = one;
+    o.batch_size = 2;
+    o.num_shards = 2;
+    o.shard = r;
+    shards.push_back(MustCreate(8, o));
+  }
+  ASSERT_EQ(shards[0].size(), whole.size());
+  for (int64_t step = 0; step < 2 * whole.size(); ++step) {
+    std::vector<int64_t> expected = whole.BatchAtStep(step).indices;
+    std::vector<int64_t> got = shards[0].BatchAtStep(step).indices;
+    std::vector<int64_t> second = shards[1].BatchAtStep(step).indices;
+    got.insert(got.end(), second.begin(), second.end());
+    std::sort(expected.begin(), expected.end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected) << "step " << step;
+  }
+}
+
+TEST(DataLoaderTest, ShardsOfAnUnevenCountRepeatTheFirstSamplesAsDistributedSamplerDoes) {
+  DataLoaderOptions o;
+  o.batch_size = 8;
+  o.shuffle = false;
+  o.num_shards = 2;
+  o.shard = 1;
+  DataLoader loader = MustCreate(5, o);  // padded order 0 1 2 3 4 0; shard 1 takes 1 3 0
+  EXPECT_EQ(loader.BatchAtStep(0).indices, (std::vector<int64_t>{1, 3, 0}));
+  o.shard = 2;
+  EXPECT_FALSE(DataLoader::Create(MakeSamples(5), o).ok());
+}
+
 TEST(DataLoaderTest, PadsToTheLongestSampleInTheBatch) {
   DataLoaderOptions options;
   options.batch_size = 3;

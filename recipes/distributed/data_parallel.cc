@@ -1,0 +1,122 @@
+#include "recipes/distributed/data_parallel.h"
+
+#include <cmath>
+#include <map>
+
+#include <torch/torch.h>
+
+namespace tmx::recipes {
+
+DataParallel::DataParallel(ProcessGroup* group, const std::vector<at::Tensor>& params,
+                           const DataParallelOptions& options)
+    : group_(group), options_(options) {
+  torch::NoGradGuard no_grad;
+  const int64_t ranks = group_->size();
+  std::map<c10::ScalarType, std::vector<at::Tensor>> by_dtype;
+  std::vector<c10::ScalarType> order;
+  for (const at::Tensor& p : params) {
+    if (by_dtype.find(p.scalar_type()) == by_dtype.end()) order.push_back(p.scalar_type());
+    by_dtype[p.scalar_type()].push_back(p);
+  }
+  for (c10::ScalarType dtype : order) {
+    FlatGroup g;
+    g.params = by_dtype[dtype];
+    for (const at::Tensor& p : g.params) g.numel += p.numel();
+    g.shard_size = (g.numel + ranks - 1) / ranks;
+    g.padded = g.shard_size * ranks;
+    g.flat = torch::zeros({g.padded}, g.params.front().options().requires_grad(false));
+    int64_t offset = 0;
+    for (at::Tensor& p : g.params) {
+      at::Tensor view = g.flat.narrow(0, offset, p.numel()).view(p.sizes());
+      view.copy_(p.detach());
+      p.set_data(view);  // the module's parameter now lives in the flat buffer
+      offset += p.numel();
+    }
+    if (options_.shard) {
+      g.shard = g.flat.narrow(0, group_->rank() * g.shard_size, g.shard_size).detach();
+      if (options_.cpu_offload && !g.shard.device().is_cpu()) g.shard = g.shard.to(torch::kCPU).clone();
+      optimizer_tensors_.push_back(g.shard);
+    } else {
+      for (const at::Tensor& p : g.params) optimizer_tensors_.push_back(p);
+    }
+    groups_.push_back(std::move(g));
+  }
+}
+
+void DataParallel::BroadcastParameters() {
+  torch::NoGradGuard no_grad;
+  for (FlatGroup& g : groups_) {
+    group_->Broadcast(g.flat, 0);
+    if (options_.shard && options_.cpu_offload && !g.flat.device().is_cpu()) {
+      g.shard.copy_(g.flat.narrow(0, group_->rank() * g.shard_size, g.shard_size));
+    }
+  }
+}
+
+void DataParallel::ZeroGrad() {
+  for (FlatGroup& g : groups_) {
+    if (g.grad.defined()) {
+      g.grad.zero_();
+    } else {
+      g.grad = torch::zeros({g.padded}, g.flat.options());
+    }
+    // Autograd accumulates into an existing .grad in place, so the parameters' gradients land in the buffer.
+    int64_t offset = 0;
+    for (at::Tensor& p : g.params) {
+      p.mutable_grad() = g.grad.narrow(0, offset, p.numel()).view(p.sizes());
+      offset += p.numel();
+    }
+  }
+}
+
+void DataParallel::ReduceGradients() {
+  torch::NoGradGuard no_grad;
+  for (FlatGroup& g : groups_) {
+    TORCH_CHECK(g.grad.defined(), "DataParallel::ReduceGradients without ZeroGrad before the backward passes");
+    if (!options_.shard) {
+      group_->AllReduce(g.grad);
+      continue;
+    }
+    at::Tensor shard_grad = torch::empty({g.shard_size}, g.grad.options());
+    group_->ReduceScatter(shard_grad, g.grad);
+    // The whole gradient is not needed past this point: free it before the optimizer allocates its state.
+    for (at::Tensor& p : g.params) p.mutable_grad() = at::Tensor();
+    g.grad = at::Tensor();
+    g.shard.mutable_grad() = g.shard.device() == shard_grad.device() ? shard_grad : shard_grad.to(g.shard.device());
+  }
+}
+
+double DataParallel::ClipGradNorm(std::optional<double> max_norm) {
+  torch::NoGradGuard no_grad;
+  double sum_squares = 0;
+  for (const at::Tensor& t : optimizer_tensors_) {
+    if (t.grad().defined()) sum_squares += t.grad().to(torch::kFloat).pow(2).sum().item<double>();
+  }
+  if (options_.shard) sum_squares = group_->AllReduceScalar(sum_squares);
+  const double norm = std::sqrt(sum_squares);
+  const double scale = max_norm ? *max_norm / (norm + 1e-6) : 1.0;
+  if (scale < 1.0) {
+    for (const at::Tensor& t : optimizer_tensors_) {
+      if (t.grad().defined()) t.grad().mul_(scale);
+    }
+  }
+  return norm;
+}
+
+void DataParallel::GatherParameters() {
+  if (!options_.shard) return;
+  torch::NoGradGuard no_grad;
+  for (FlatGroup& g : groups_) {
+    at::Tensor mine = g.shard.to(g.flat.device(), /*non_blocking=*/false, /*copy=*/true);
+    group_->AllGather(g.flat, mine);
+    g.shard.mutable_grad() = at::Tensor();
+  }
+}
+
+int64_t DataParallel::optimizer_elements() const {
+  int64_t n = 0;
+  for (const at::Tensor& t : optimizer_tensors_) n += t.numel();
+  return n;
+}
+
+}  // namespace tmx::recipes
