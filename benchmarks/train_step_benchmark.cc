@@ -98,7 +98,7 @@ class TrainStep {
     StatusOr<recipes::TrainableModel> model = recipes::SetupModel(*config, registry, kind, *settings, torch::kCPU, /*allow_stand_ins=*/false, nullptr);
     if (!model.ok()) return model.status();
     step->model_ = std::move(*model);
-    StatusOr<recipes::OptimizerPtr> optimizer = recipes::SetupOptimizer(*config, registry, step->model_);
+    StatusOr<recipes::OptimizerPtr> optimizer = recipes::SetupOptimizer(*config, registry, step->model_.trained_tensors);
     if (!optimizer.ok()) return optimizer.status();
     step->optimizer_ = std::move(*optimizer);
 

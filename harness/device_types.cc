@@ -12,6 +12,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cpu.name = "cpu";
   cpu.auto_rank = 100;
   cpu.distributed_backend = "gloo";
+  cpu.matrix_ranks = 2;
   cpu.peak_memory = DeviceTypeTraits::PeakMemory::kProcessRss;
   cpu.report_rank = 0;
   cpu.doc = "the host processor; peak memory is the process's peak resident set size";

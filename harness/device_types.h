@@ -29,6 +29,10 @@ struct DeviceTypeTraits {
   int auto_rank = -1;
   // The c10d collective backend distributed recipes use on this type: "gloo", "nccl", "xccl"; "" none.
   std::string distributed_backend;
+  // Ranks a distributed recipe's matrix cell starts on one device of this type: processes that share the
+  // device (cpu: 2 gloo ranks sharing the host's cores and memory), or 1 where each rank needs a device of
+  // its own (a cell holds one device until cells can hold several).
+  int matrix_ranks = 1;
   // Whether the type holds data and can train (false for meta, which holds shapes only).
   bool trains = true;
   // Whether activation offloading can overlap copies to pinned host memory with compute (side streams).

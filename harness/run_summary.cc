@@ -79,7 +79,8 @@ json RunSummaryToJson(const RunSummary& s) {
             {"peak_memory_source", s.peak_memory_source},
             {"trainable_parameters", s.trainable_parameters},
             {"total_parameters", s.total_parameters},
-            {"stand_ins", s.stand_ins}};
+            {"stand_ins", s.stand_ins},
+            {"world_size", s.world_size}};
   if (s.peak_memory_bytes) j["peak_memory_bytes"] = *s.peak_memory_bytes;
   if (s.step_time_median_s) j["step_time_median_s"] = Number(*s.step_time_median_s);
   if (s.step_time_spread_s) j["step_time_spread_s"] = Number(*s.step_time_spread_s);
@@ -114,6 +115,7 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     s.trainable_parameters = j.at("trainable_parameters").get<int64_t>();
     s.total_parameters = j.at("total_parameters").get<int64_t>();
     s.stand_ins = j.at("stand_ins").get<std::vector<std::string>>();
+    if (j.contains("world_size")) s.world_size = j["world_size"].get<int>();
     if (j.contains("peak_memory_bytes")) s.peak_memory_bytes = j["peak_memory_bytes"].get<int64_t>();
     if (j.contains("step_time_median_s")) s.step_time_median_s = FromNumber(j["step_time_median_s"]);
     if (j.contains("step_time_spread_s")) s.step_time_spread_s = FromNumber(j["step_time_spread_s"]);

@@ -39,6 +39,9 @@ struct RunSummary {
   std::string peak_memory_source;     // "cuda_allocator", "process_rss", ...; "" when not measured
   int64_t trainable_parameters = 0;
   int64_t total_parameters = 0;
+  // Processes (ranks) that trained together: 1 for single-device recipes. With several, step_tokens count every
+  // rank's tokens and peak_memory_bytes is the largest rank's. Optional in the file (absent: 1).
+  int world_size = 1;
   // What stood in for an input this machine lacks, one line each ("tokenizer llama3_tokenizer ran on the
   // shipped sample tiktoken_small.model (path /tmp/x is absent)"); empty when the run used the real inputs.
   std::vector<std::string> stand_ins;

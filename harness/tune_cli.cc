@@ -1,6 +1,9 @@
 #include "harness/tune_cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <iomanip>
 
@@ -9,6 +12,8 @@
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
 #include "harness/file_util.h"
+#include "harness/launcher.h"
+#include "harness/run_summary.h"
 #include "harness/text.h"
 #include "harness/torchtune_recipes.h"
 
@@ -232,10 +237,59 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   return kExitOk;
 }
 
+// `tune run --nproc_per_node N ...`: the same command, without the option, as N ranks (harness/launcher.h).
+// When a rank other than 0 fails first, its failure goes into the run's summary.json, which rank 0 wrote
+// (or could not write), so that the summary names the rank that ended the run.
+int LaunchRun(const std::vector<std::string>& args, int nproc, const Config& config, const RecipeSpec& recipe,
+              const std::string& config_name, const std::string& device, std::ostream& err) {
+  LaunchOptions options;
+  options.nproc = nproc;
+  char self[4096];
+  ssize_t len = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (len <= 0) return Fail(err, Status::Unavailable("cannot find this program's path (/proc/self/exe) to start ranks"));
+  options.argv = {std::string(self, static_cast<size_t>(len)), "run"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--nproc_per_node") {
+      ++i;
+    } else if (args[i].rfind("--nproc_per_node=", 0) != 0) {
+      options.argv.push_back(args[i]);
+    }
+  }
+  StatusOr<LaunchResult> result = LaunchRanks(options);
+  if (!result.ok()) return Fail(err, result.status());
+  if (!result->failed_rank) return kExitOk;
+  const std::string what = "rank " + std::to_string(*result->failed_rank) + " of " + std::to_string(nproc) + " " +
+                           result->failure;
+  err << "error: tune run: " << what;
+  if (!result->stopped_ranks.empty()) err << "; stopped the other ranks";
+  err << "\n";
+  StatusOr<std::string> output_dir = config.GetString("output_dir", "");
+  if (*result->failed_rank != 0 && output_dir.ok() && !output_dir->empty()) {
+    StatusOr<RunSummary> written = ReadRunSummary(*output_dir);
+    RunSummary summary;
+    if (written.ok()) {
+      summary = *written;
+    } else {
+      summary.recipe = recipe.name;
+      summary.config = config_name;
+      summary.device = device;
+      summary.world_size = nproc;
+    }
+    summary.error = what + (summary.error.empty() ? "" : "; rank 0: " + summary.error);
+    summary.ok = false;
+    summary.error_kind = "rank_failed";
+    Status w = WriteRunSummary(*output_dir, summary);
+    if (!w.ok()) err << "warning: " << w.message() << "\n";
+  }
+  return kExitFailure;
+}
+
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"force", "allow-stand-ins"}, {"config"}, &parsed, &error)) return UsageError(err, "run", error);
+  if (!ParseArgs(args, {"force", "allow-stand-ins"}, {"config", "nproc_per_node"}, &parsed, &error)) {
+    return UsageError(err, "run", error);
+  }
   if (parsed.positional.empty()) return UsageError(err, "run", "expected <recipe> --config <config> [key=value ...]");
   const std::string recipe_name = parsed.positional[0];
   const RecipeSpec* recipe = registry.FindRecipe(recipe_name);
@@ -246,6 +300,21 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
                                       " (run `tune ls` to list recipes)"));
   }
   if (!parsed.Has("config")) return UsageError(err, "run", "--config <config> is required");
+  int nproc = 0;  // 0: run in this process
+  if (parsed.Has("nproc_per_node")) {
+    const std::string v = parsed.Get("nproc_per_node");
+    char* end = nullptr;
+    long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < 1 || n > 1024) {
+      return UsageError(err, "run", "--nproc_per_node '" + v + "' is not a number of ranks from 1 to 1024");
+    }
+    if (!recipe->distributed) {
+      return UsageError(err, "run", "recipe " + recipe->name + " runs on one device and takes no --nproc_per_node; " +
+                                        "drop it, or use a distributed recipe (tune ls)");
+    }
+    // A rank started by a launcher (torchrun, or this one) runs itself.
+    if (std::getenv("RANK") == nullptr) nproc = static_cast<int>(n);
+  }
   StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
   if (!located.ok()) return Fail(err, located.status());
   StatusOr<Config> config = LoadResolvedConfig(
@@ -282,6 +351,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!recipe->run) {
     return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));
   }
+  if (nproc > 0) return LaunchRun(args, nproc, *config, *recipe, located->name, check.device.id, err);
   RunContext context;
   context.device = check.device;
   context.config_name = located->name;
@@ -352,12 +422,15 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        "(`tune run <recipe>` in its comment, or torchtune's registry for its name); a torchtune recipe\n"
        "tune-matrix lacks is named as such. Exit status 0 when valid, 2 otherwise.",
        [r](const auto& a, auto& o, auto& e) { return Validate(*r, a, o, e); }},
-      {"run", "run <recipe> --config <config> [--force] [--allow-stand-ins] [key=value ...]",
+      {"run", "run [--nproc_per_node N] <recipe> --config <config> [--force] [--allow-stand-ins] [key=value ...]",
        "Run a recipe with a config",
        "Example: tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device device=cpu\n"
        "A tokenizer file, dataset or checkpoint the config names but this machine lacks stops the run before\n"
        "training, naming what is missing and where to put it; with --allow-stand-ins the shipped sample of\n"
-       "the same kind (or weights from the seed) stands in and the run summary says so (matrix cells do this).",
+       "the same kind (or weights from the seed) stands in and the run summary says so (matrix cells do this).\n"
+       "A distributed recipe runs N ranks with --nproc_per_node N (torchrun's environment; torchrun can also\n"
+       "launch `tune run` itself), e.g. tune run --nproc_per_node 2 lora_finetune_distributed --config\n"
+       "llama3_2/1B_lora device=cpu; without it, one rank.",
        [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
       {"devices", "devices [--device D] [--json]", "List this machine's devices with their probed capabilities",
        "--device probes only that device (an absent one gives an empty list).",

@@ -13,7 +13,7 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 }  // namespace
 
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                        TrainKind kind) {
+                                        TrainKind kind, int ranks, bool sharded) {
   StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
   if (!choice.ok()) return choice.status();
   StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
@@ -34,6 +34,7 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   int64_t weights = e.parameters * bytes;  // adapters included
   int64_t grads = e.trainable_parameters * bytes;
   int64_t states = e.trainable_parameters * bytes * (*optimizer)->StateTensorsPerParameter(config);
+  if (sharded) states = (states + ranks - 1) / ranks;
   // Activations kept for backward per layer: inputs of norms and projections at the model width, queries,
   // keys, values and attention output at the attention width (heads x head_dim, wider than the model in
   // Gemma 7B and Qwen3), and the MLP's.
@@ -44,9 +45,9 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);
   bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
   int64_t runtime = host_memory ? kGiB : kGiB / 2;
-  e.peak_memory_bytes = weights + grads + states + activations + logits + runtime;
+  e.peak_memory_bytes = (weights + grads + states + activations + logits + runtime) * (host_memory ? ranks : 1);
   double passes = kind == TrainKind::kLora ? 2.0 : 3.0;
-  e.work = passes * static_cast<double>(e.parameters) * static_cast<double>(b * t);
+  e.work = passes * static_cast<double>(e.parameters) * static_cast<double>(b * t) * ranks;
   return e;
 }
 

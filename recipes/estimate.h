@@ -20,7 +20,10 @@ inline constexpr int64_t kTypicalSeqLen = 320;
 // fp32 copy and its gradient for the loss, and the runtime's own footprint (counted in a host-memory
 // device's reading). Work: forward and backward passes over the parameters for the step's tokens
 // (3 for full fine-tuning, 2 for LoRA, whose frozen weights get no weight gradient).
+// `ranks` processes train together (distributed recipes: the device type's matrix_ranks), each holding the
+// whole model and batch_size samples; with `sharded`, each keeps 1/ranks of the optimizer state. Ranks that
+// share host memory (cpu) add up; on an accelerator the prediction is one rank's. Work counts every rank's.
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                        TrainKind kind);
+                                        TrainKind kind, int ranks = 1, bool sharded = false);
 
 }  // namespace tmx::recipes

@@ -15,6 +15,8 @@
 #include "harness/run_summary.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
+#include "recipes/distributed/data_parallel.h"
+#include "recipes/distributed/process_group.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::recipes {
@@ -37,31 +39,58 @@ std::string FormatLr(double lr) {
   return s.str();
 }
 
-const char* RecipeName(TrainKind kind) {
-  return kind == TrainKind::kLora ? "lora_finetune_single_device" : "full_finetune_single_device";
+std::string RecipeName(TrainKind kind, bool distributed) {
+  return std::string(kind == TrainKind::kLora ? "lora_finetune_" : "full_finetune_") +
+         (distributed ? "distributed" : "single_device");
 }
+
+// The ranks of a distributed run, as the trainer uses them.
+struct Ranks {
+  DistEnv env;
+  std::unique_ptr<ProcessGroup> group;
+  std::unique_ptr<DataParallel> data_parallel;
+};
+
+// Discards what is written to it: the progress lines of ranks other than 0.
+class NullStream : public std::ostream {
+ public:
+  NullStream() : std::ostream(nullptr) {}
+};
 
 class Trainer {
  public:
-  Trainer(const Config& config, const RunContext& context, TrainKind kind)
+  Trainer(const Config& config, const RunContext& context, TrainKind kind, Ranks* ranks)
       : config_(config),
         context_(context),
         kind_(kind),
+        ranks_(ranks),
         hooks_(HooksFor(context.device.type)),
-        device_(context.device.id) {}
+        device_(context.device.id),
+        out_(ranks == nullptr || ranks->env.rank == 0 ? context.out : &null_out_) {
+    // One accelerator per rank: rank r of a launched run uses device LOCAL_RANK of the config's type.
+    if (ranks != nullptr && ranks->env.launched && !device_.is_cpu()) {
+      device_ = torch::Device(device_.type(), static_cast<c10::DeviceIndex>(ranks->env.local_rank));
+    }
+  }
 
   Status Run(RunSummary* summary);
 
  private:
   Status Setup(RunSummary* summary);
   Status Train(RunSummary* summary);
-  void Synchronize() const { hooks_.Synchronize(context_.device.index); }
+  void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
+  bool lead() const { return ranks_ == nullptr || ranks_->env.rank == 0; }
+  // Sums a number over the ranks (itself without ranks).
+  double SumOverRanks(double v) const { return ranks_ == nullptr ? v : ranks_->group->AllReduceScalar(v); }
 
   const Config& config_;
   const RunContext& context_;
   TrainKind kind_;
+  Ranks* ranks_;  // null for the single-device recipes
   const DeviceHooks& hooks_;
   torch::Device device_;
+  NullStream null_out_;
+  std::ostream* out_;
   TrainingSettings settings_;
   CheckpointFormat format_ = CheckpointFormat::kTorchtune;
   TrainableModel model_;
@@ -77,9 +106,14 @@ Status Trainer::Setup(RunSummary* summary) {
   TM_RETURN_IF_ERROR(settings.status());
   settings_ = *settings;
   format_ = CheckpointFormatOf(config_, registry);
+  if (ranks_ != nullptr) {
+    settings_.world_size = ranks_->group->size();
+    settings_.rank = ranks_->group->rank();
+    summary->world_size = ranks_->group->size();
+  }
   TM_RETURN_IF_ERROR(MakeDirs(settings_.output_dir));
   TM_RETURN_IF_ERROR(MakeDirs(ParentDir(settings_.metrics_path)));
-  ::unlink(settings_.metrics_path.c_str());
+  if (lead()) ::unlink(settings_.metrics_path.c_str());
   summary->seed = settings_.seed;
   torch::manual_seed(settings_.seed);
 
@@ -103,7 +137,25 @@ Status Trainer::Setup(RunSummary* summary) {
                                    "; lower gradient_accumulation_steps or batch_size");
   }
 
-  StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, model_);
+  std::vector<at::Tensor> stepped = model_.trained_tensors;
+  if (ranks_ != nullptr) {
+    // Every rank built the same weights from the same seed and checkpoint, so no broadcast is needed.
+    DataParallelOptions options;
+    StatusOr<int64_t> shard_dim = config_.GetInt("data_parallel_shard_dim");
+    TM_RETURN_IF_ERROR(shard_dim.status());
+    options.shard = *shard_dim != 1;
+    if (*shard_dim > 1 && *shard_dim != settings_.world_size) {
+      return Status::InvalidArgument("data_parallel_shard_dim=" + std::to_string(*shard_dim) + " but the run has " +
+                                     std::to_string(settings_.world_size) +
+                                     " ranks; set it to -1 (every rank) or 1 (no sharding)");
+    }
+    StatusOr<bool> offload = config_.GetBool("fsdp_cpu_offload");
+    TM_RETURN_IF_ERROR(offload.status());
+    options.cpu_offload = *offload;
+    ranks_->data_parallel = std::make_unique<DataParallel>(ranks_->group.get(), model_.trained_tensors, options);
+    stepped = ranks_->data_parallel->optimizer_tensors();
+  }
+  StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
@@ -118,13 +170,14 @@ Status Trainer::Setup(RunSummary* summary) {
                                                  kind_ == TrainKind::kLora, load_weights);
     TM_RETURN_IF_ERROR(point.status());
     start_epoch_ = point->next_epoch;
-    *context_.out << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
+    *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
   }
   return Status::OK();
 }
 
 Status Trainer::Train(RunSummary* summary) {
-  std::ostream& out = *context_.out;
+  std::ostream& out = *out_;
+  DataParallel* dp = ranks_ == nullptr ? nullptr : ranks_->data_parallel.get();
   const TrainingSettings& s = settings_;
   int64_t total_steps = s.epochs * steps_per_epoch_;
   int64_t global_step = start_epoch_ * steps_per_epoch_;
@@ -136,13 +189,22 @@ Status Trainer::Train(RunSummary* summary) {
       SetLearningRate(*optimizer_, lr);
       Synchronize();
       auto t0 = Clock::now();
-      optimizer_->zero_grad();
+      if (dp != nullptr) {
+        dp->ZeroGrad();
+      } else {
+        optimizer_->zero_grad();
+      }
       double loss_sum = 0;
       int64_t tokens = 0;
       for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
         int64_t batch_index = epoch * loader_->size() + step * s.gradient_accumulation_steps + micro;
         data::Batch batch = loader_->BatchAtStep(batch_index);
-        if (!batch.labels.ne(data::kIgnoreIndex).any().item<bool>()) {
+        // The tokens the loss is averaged over (every label but the first of each row, and not masked), over
+        // every rank: each rank's share of the mean is its token sum over the global count.
+        const double local_count =
+            static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
+        const double global_count = SumOverRanks(local_count);
+        if (global_count == 0) {
           // The loss of a batch with nothing to learn is 0/0; say why instead of reporting a NaN.
           summary->error_kind = "no_trained_tokens";
           return Status::InvalidArgument(
@@ -156,9 +218,15 @@ Status Trainer::Train(RunSummary* summary) {
         torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
         torch::Tensor document_ids = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
         torch::Tensor loss = NextTokenLoss(model_.model->forward(input, input_pos, document_ids), labels);
-        (loss / static_cast<double>(s.gradient_accumulation_steps)).backward();
-        loss_sum += loss.item<double>();
-        tokens += batch.num_tokens;  // every non-padding token the model processed, as torchtune counts
+        if (local_count > 0) {
+          const double share = local_count / global_count;
+          (loss * (share / static_cast<double>(s.gradient_accumulation_steps))).backward();
+          loss_sum += SumOverRanks(loss.item<double>() * share);
+        } else {
+          loss_sum += SumOverRanks(0.0);  // nothing to learn on this rank; the others still sum with it
+        }
+        // Every non-padding token the model processed (on every rank), as torchtune counts.
+        tokens += static_cast<int64_t>(SumOverRanks(static_cast<double>(batch.num_tokens)));
       }
       double loss_value = loss_sum / static_cast<double>(s.gradient_accumulation_steps);
       if (!std::isfinite(loss_value)) {
@@ -167,15 +235,21 @@ Status Trainer::Train(RunSummary* summary) {
                                 std::to_string(global_step + 1) + "; lower optimizer.lr or use dtype=fp32");
       }
       std::optional<double> grad_norm;
-      if (s.clip_grad_norm) grad_norm = torch::nn::utils::clip_grad_norm_(model_.trained_tensors, *s.clip_grad_norm);
+      if (dp != nullptr) {
+        dp->ReduceGradients();
+        if (s.clip_grad_norm) grad_norm = dp->ClipGradNorm(s.clip_grad_norm);
+      } else if (s.clip_grad_norm) {
+        grad_norm = torch::nn::utils::clip_grad_norm_(model_.trained_tensors, *s.clip_grad_norm);
+      }
       optimizer_->step();
+      if (dp != nullptr) dp->GatherParameters();
       Synchronize();
       double step_time = Seconds(t0, Clock::now());
       ++global_step;
       summary->step_times_s.push_back(step_time);
       summary->losses.push_back(loss_value);
       summary->step_tokens.push_back(tokens);
-      if (global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_) {
+      if (lead() && (global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_)) {
         nlohmann::json record = {{"step", global_step},  {"epoch", epoch},
                                  {"loss", loss_value},   {"lr", lr},
                                  {"tokens", tokens},     {"tokens_per_second", tokens / step_time},
@@ -191,13 +265,18 @@ Status Trainer::Train(RunSummary* summary) {
         out << std::defaultfloat << std::endl;
       }
     }
-    if (s.save_checkpoints) {
+    if (s.save_checkpoints && lead()) {
+      // Every rank holds the whole model: rank 0 writes the weights once, in the single-device formats. The
+      // recipe state is per parameter only when the optimizer state is not sharded.
       std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
       TM_RETURN_IF_ERROR(MakeDirs(dir));
       TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
-      TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, *optimizer_, kind_ == TrainKind::kLora,
-                                        {epoch + 1, global_step, s.seed}));
+      if (dp == nullptr || !dp->sharded()) {
+        TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, *optimizer_, kind_ == TrainKind::kLora,
+                                          {epoch + 1, global_step, s.seed}));
+      }
     }
+    if (s.save_checkpoints && ranks_ != nullptr) ranks_->group->Barrier();  // the checkpoint is complete for all
   }
   return Status::OK();
 }
@@ -207,28 +286,60 @@ Status Trainer::Run(RunSummary* summary) {
   TM_RETURN_IF_ERROR(Setup(summary));
   Synchronize();
   summary->init_time_s = Seconds(start, Clock::now());
-  for (const std::string& s : summary->stand_ins) *context_.out << "Stand-in: " << s << "\n";
-  *context_.out << "Training " << context_.config_name << " on " << context_.device.id << " ("
-                << context_.device.name << "): " << summary->trainable_parameters << " of "
-                << summary->total_parameters << " parameters trainable, " << steps_per_epoch_
-                << " steps per epoch, seed " << settings_.seed << std::endl;
+  for (const std::string& s : summary->stand_ins) *out_ << "Stand-in: " << s << "\n";
+  *out_ << "Training " << context_.config_name << " on " << device_ << " (" << context_.device.name
+        << "): " << summary->trainable_parameters << " of " << summary->total_parameters << " parameters trainable, "
+        << steps_per_epoch_ << " steps per epoch, seed " << settings_.seed;
+  if (ranks_ != nullptr) {
+    *out_ << ", " << settings_.world_size << " rank" << (settings_.world_size == 1 ? "" : "s") << " over "
+          << ranks_->group->backend()
+          << (ranks_->data_parallel->sharded() ? " (gradients and optimizer state sharded)" : " (replicated)");
+  }
+  *out_ << std::endl;
   return Train(summary);
 }
 
 }  // namespace
 
-Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind) {
+Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed) {
   RunSummary summary;
-  summary.recipe = RecipeName(kind);
+  summary.recipe = RecipeName(kind, distributed);
   summary.config = context.config_name;
   summary.device = context.device.id;
   summary.device_name = context.device.name;
   summary.torch_version = TorchVersion();
   Status s;
+  int rank = 0;
+  std::optional<int64_t> largest_rank_peak;
   {
     try {
-      Trainer trainer(config, context, kind);
-      s = trainer.Run(&summary);
+      std::unique_ptr<Ranks> ranks;
+      if (distributed) {
+        ranks = std::make_unique<Ranks>();
+        StatusOr<DistEnv> env = DistEnv::FromEnvironment();
+        s = env.status();
+        if (s.ok()) {
+          ranks->env = *env;
+          StatusOr<std::unique_ptr<ProcessGroup>> group =
+              ProcessGroup::Connect(ranks->env, context.device.distributed_backend);
+          s = group.status();
+          if (s.ok()) ranks->group = std::move(*group);
+        }
+        if (!s.ok()) summary.error_kind = "rendezvous";
+      }
+      if (s.ok()) {
+        Trainer trainer(config, context, kind, ranks.get());
+        s = trainer.Run(&summary);
+      }
+      if (ranks != nullptr && ranks->group != nullptr) {
+        rank = ranks->env.rank;
+        // The run's peak memory is its largest rank's (each rank reads its own); only while the group works.
+        std::optional<MemoryReading> peak = PeakMemory(context.device);
+        if (s.ok() && peak) {
+          largest_rank_peak = static_cast<int64_t>(
+              ranks->group->AllReduceScalar(static_cast<double>(peak->bytes), ProcessGroup::ReduceOp::kMax));
+        }
+      }
     } catch (const c10::OutOfMemoryError& e) {
       summary.error_kind = "out_of_memory";
       std::string what = e.what();
@@ -247,8 +358,13 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
   summary.Finish();
   std::optional<MemoryReading> peak = PeakMemory(context.device);
   if (peak) {
-    summary.peak_memory_bytes = peak->bytes;
+    summary.peak_memory_bytes = std::max(peak->bytes, largest_rank_peak.value_or(0));
     summary.peak_memory_source = peak->source;
+  }
+  if (rank != 0) {
+    // Rank 0 writes the summary and the progress; the others report only their own failure.
+    if (!s.ok()) s = Status::Internal("rank " + std::to_string(rank) + ": " + s.message());
+    return s;
   }
   StatusOr<std::string> out = config.GetString("output_dir", "");
   if (out.ok() && !out->empty()) {

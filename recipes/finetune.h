@@ -13,13 +13,11 @@
 
 namespace tmx::recipes {
 
-Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind);
-
-inline Status RunFullFinetune(const Config& config, const RunContext& context) {
-  return RunFinetune(config, context, TrainKind::kFull);
-}
-inline Status RunLoraFinetune(const Config& config, const RunContext& context) {
-  return RunFinetune(config, context, TrainKind::kLora);
-}
+// `distributed`: the *_finetune_distributed recipes. The rank, the world size and the rendezvous come from the
+// environment (DistEnv); without a launcher the run is one rank. Each rank trains batch_size samples of every
+// global batch; gradients are summed over the ranks (recipes/distributed/data_parallel.h), sharded unless
+// data_parallel_shard_dim=1. Rank 0 alone prints progress and writes metrics, checkpoints and summary.json
+// (whose peak memory is the largest rank's and tokens those of every rank).
+Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed = false);
 
 }  // namespace tmx::recipes

@@ -39,7 +39,7 @@ class FinetuneTest : public ::testing::Test {
     context.config_name = config;
     std::ostringstream out;
     context.out = &out;
-    Status s = lora ? RunLoraFinetune(*c, context) : RunFullFinetune(*c, context);
+    Status s = RunFinetune(*c, context, lora ? TrainKind::kLora : TrainKind::kFull);
     if (status != nullptr) {
       *status = s;
     } else {

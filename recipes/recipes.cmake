@@ -21,6 +21,10 @@ add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm_recipes tm_process TORCH
+            LABELS recipes)
+target_compile_definitions(recipes_distributed_test PRIVATE TM_TUNE_PATH="$<TARGET_FILE:tune>")
+add_dependencies(recipes_distributed_test tune)
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc
             LIBS tm_recipes TORCH LABELS recipes)

@@ -1,6 +1,7 @@
 #include "recipes/train_schema.h"
 
 #include "harness/text.h"
+#include "recipes/distributed/process_group.h"
 
 namespace tmx::recipes {
 namespace {
@@ -84,6 +85,78 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
                     "step the optimizer inside backward; only False is implemented"));
   return f;
+}
+
+std::vector<FieldSpec> DistributedFields() {
+  return {
+      Field("data_parallel_shard_dim", FieldType::kInt, "-1",
+            "ranks the gradients and optimizer state are sharded over: -1 all of them, 1 none (plain data parallel)"),
+      AtLeast(Field("data_parallel_replicate_dim", FieldType::kInt, "1",
+                    "replica groups (hybrid sharding); only 1 with sharding, or every rank without it"), 1),
+      AtLeast(Field("tensor_parallel_dim", FieldType::kInt, "1", "tensor parallelism; only 1 (none) is implemented"), 1),
+      Field("tensor_parallel_plan", FieldType::kAny, "", "how layers split across ranks (unused at dim 1)"),
+      Field("fsdp_cpu_offload", FieldType::kBool, "False",
+            "keep each rank's shard and its optimizer state in CPU memory and step it there"),
+      Field("fsdp_reshard_after_forward", FieldType::kBool, "True",
+            "accepted; parameters stay whole on every rank here, so there is nothing to reshard"),
+      Nullable(ElementsFrom(Field("custom_sharded_layers", FieldType::kStringList, "null",
+                                  "layers sharded as units of their own; every trained parameter's gradient and "
+                                  "optimizer state is sharded here already"),
+                            {"tok_embeddings", "output"})),
+      ComponentField("dataset_val", "dataset", "validation data (used with run_val_every_n_steps)", false),
+      Nullable(AtLeast(Field("run_val_every_n_steps", FieldType::kInt, "null",
+                             "validate every this many steps; only null (no validation) is implemented"),
+                       1)),
+      AtLeast(Field("batch_size_val", FieldType::kInt, "${batch_size}", "samples per validation batch"), 1),
+  };
+}
+
+std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* device) {
+  std::vector<Problem> problems;
+  auto add = [&](const std::string& key, const std::string& message, bool device_related = false) {
+    problems.push_back({config.OriginOf(key).ToString(), key, message, device_related});
+  };
+  auto int_of = [&](const std::string& key, int64_t fallback) {
+    try {
+      YAML::Node v = config.Find(key);
+      return v.IsScalar() ? v.as<int64_t>() : fallback;
+    } catch (const YAML::Exception&) {
+      return fallback;
+    }
+  };
+  if (int_of("tensor_parallel_dim", 1) > 1) {
+    add("tensor_parallel_dim", "tensor parallelism is not implemented; set tensor_parallel_dim=1 (data parallel only)");
+  }
+  const int64_t shard = int_of("data_parallel_shard_dim", -1);
+  if (shard == 0 || shard < -1) add("data_parallel_shard_dim", "must be -1 (every rank), 1 (no sharding) or the rank count");
+  if (shard != 1 && int_of("data_parallel_replicate_dim", 1) > 1) {
+    add("data_parallel_replicate_dim",
+        "hybrid sharding (replicas of sharded groups) is not implemented; set data_parallel_replicate_dim=1 to shard "
+        "over every rank, or data_parallel_shard_dim=1 to replicate");
+  }
+  if (config.Find("run_val_every_n_steps").IsScalar() && !config.IsNull("run_val_every_n_steps")) {
+    add("run_val_every_n_steps",
+        "validation during training is not implemented yet; set run_val_every_n_steps=null");
+  }
+  if (IsTrue(config.Find("resume_from_checkpoint")) && shard != 1) {
+    add("resume_from_checkpoint",
+        "resuming a sharded run is not implemented (its optimizer state is saved per parameter only when "
+        "replicated); set data_parallel_shard_dim=1 for runs you will resume, or resume_from_checkpoint=False");
+  }
+  if (device != nullptr) {
+    const std::string& backend = device->distributed_backend;
+    std::string why_not;
+    if (backend.empty()) {
+      add("device", "device type " + device->type + " has no collective backend for distributed training; use "
+                    "device=cpu (gloo) or a GPU (nccl)", true);
+    } else if (!BackendBuilt(backend, &why_not)) {
+      add("device", "distributed training on " + device->id + " needs " + backend + " process groups: " + why_not, true);
+    } else if (backend == "gloo" && device->type != "cpu") {
+      add("device", "the gloo collectives here move cpu tensors only, not " + device->type + " ones; use device=cpu",
+          true);
+    }
+  }
+  return problems;
 }
 
 std::vector<Problem> TrainingChecks(const Config& config, const DeviceInfo* device) {

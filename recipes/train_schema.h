@@ -15,6 +15,15 @@ enum class TrainKind { kFull, kLora };
 // The recipe keys of a single-device fine-tuning recipe of `kind`, torchtune's names and defaults.
 std::vector<FieldSpec> TrainingFields(TrainKind kind);
 
+// The keys torchtune's distributed recipes add (sharding, offloading, tensor parallelism, validation), with
+// their defaults; implemented where they mean something here, reported by DistributedChecks where not.
+std::vector<FieldSpec> DistributedFields();
+
+// What a distributed run needs: a collective backend for the device type that this build has, and no
+// feature that is declared but not implemented (tensor parallelism, hybrid sharding, validation during
+// training), each named with its fix.
+std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* device);
+
 // Checks spanning several keys, and features that are declared for torchtune compatibility but not
 // implemented (compile, packing, DoRA...), each named with its fix.
 std::vector<Problem> TrainingChecks(const Config& config, const DeviceInfo* device);

@@ -192,13 +192,16 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
   loader.shuffle = settings.shuffle;
   loader.seed = settings.seed;
   loader.pad_id = pad_id;
+  loader.num_shards = settings.world_size;
+  loader.shard = settings.rank;
   return data::DataLoader::Create(std::move(dataset->samples), loader);
 }
 
-StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry, const TrainableModel& model) {
+StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry,
+                                      const std::vector<at::Tensor>& tensors) {
   StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
   TM_RETURN_IF_ERROR(optimizer.status());
-  return (*optimizer)->Build(config, model.trained_tensors);
+  return (*optimizer)->Build(config, tensors);
 }
 
 }  // namespace tmx::recipes

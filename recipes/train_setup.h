@@ -41,6 +41,9 @@ struct TrainingSettings {
   bool shuffle = true, save_checkpoints = true, save_adapter_weights_only = false, log_peak_memory = true;
   bool activation_checkpointing = false, resume = false;
   uint64_t seed = 0;           // the config's seed, or a random one when it is null
+  // Data-parallel ranks (set by the distributed recipes, not read from the config): each reads shard `rank` of
+  // `world_size` of the data, batch_size samples per micro-batch (so the global batch is batch_size x world_size).
+  int64_t world_size = 1, rank = 0;
 };
 
 StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind);
@@ -72,7 +75,8 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins);
 
-// The configured optimizer over the model's trained parameters.
-StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry, const TrainableModel& model);
+// The configured optimizer over `tensors` (the model's trained parameters, or a rank's shards of them).
+StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry,
+                                      const std::vector<at::Tensor>& tensors);
 
 }  // namespace tmx::recipes

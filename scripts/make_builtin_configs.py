@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes tune-matrix's built-in configs that mirror torchtune's single-device configs, and the tiny ones.
+"""Writes tune-matrix's built-in configs that mirror torchtune's single-device and distributed configs, and the
+tiny ones.
 
 Maintainer tool, run once when torchtune's configs or the tiny presets change; its output is committed under
 configs/ and listed in recipes/builtin.cc. Tests never run it.
@@ -41,6 +42,25 @@ LORA = [
     "qwen3/0.6B_lora_single_device", "qwen3/1.7B_lora_single_device", "qwen3/4B_lora_single_device",
     "qwen3/8B_lora_single_device", "qwen3/14B_lora_single_device",
 ]
+# torchtune's distributed full and LoRA configs (full_finetune_distributed, lora_finetune_distributed) for the
+# same families and sizes; recipes/builtin.cc lists them too (kTorchtuneFullDistributedConfigs, ...).
+DIST_FULL = [
+    "llama2/7B_full", "llama3/8B_full", "llama3_1/8B_full", "llama3_2/1B_full", "llama3_2/3B_full",
+    "mistral/7B_full", "gemma/2B_full", "gemma/7B_full", "gemma2/2B_full", "gemma2/9B_full", "gemma2/27B_full",
+    "phi3/mini_full", "phi4/14B_full", "qwen2/0.5B_full", "qwen2/1.5B_full", "qwen2/7B_full", "qwen2_5/0.5B_full",
+    "qwen2_5/1.5B_full", "qwen2_5/3B_full", "qwen2_5/7B_full", "qwen3/0.6B_full", "qwen3/1.7B_full",
+    "qwen3/4B_full", "qwen3/8B_full",
+]
+DIST_LORA = [
+    "llama2/7B_lora", "llama3/8B_lora", "llama3_1/8B_lora", "llama3_2/1B_lora", "llama3_2/3B_lora",
+    "mistral/7B_lora", "gemma/2B_lora", "gemma/7B_lora", "gemma2/2B_lora", "gemma2/9B_lora", "gemma2/27B_lora",
+    "phi3/mini_lora", "phi4/14B_lora", "qwen2/0.5B_lora", "qwen2/1.5B_lora", "qwen2/7B_lora", "qwen2_5/0.5B_lora",
+    "qwen2_5/1.5B_lora", "qwen2_5/3B_lora", "qwen2_5/7B_lora", "qwen3/0.6B_lora", "qwen3/1.7B_lora",
+    "qwen3/4B_lora", "qwen3/8B_lora",
+]
+# Tiny distributed configs (tiny/<family>_{full,lora}_distributed; Llama 3.2's without the family prefix).
+TINY_DIST_FAMILIES = ["llama3_2", "qwen2_5"]
+
 # Families with a tiny preset (recipes/models/presets.cc), whose tiny configs recipes/builtin.cc derives
 # from the presets; llama3_2's tiny configs are tiny/full_single_device and tiny/lora_single_device.
 TINY_FAMILIES = ["llama2", "code_llama2", "llama3", "llama3_1", "llama3_3", "mistral", "qwen2", "qwen2_5",
@@ -64,6 +84,10 @@ SECTIONS = [
     ("Logging", ["metric_logger", "log_every_n_steps", "log_peak_memory_stats", "log_level"]),
     ("Where and in what precision", ["device", "dtype"]),
     ("Memory", ["enable_activation_checkpointing", "enable_activation_offloading"]),
+    ("Across ranks", ["data_parallel_shard_dim", "data_parallel_replicate_dim", "tensor_parallel_dim",
+                      "tensor_parallel_plan", "fsdp_cpu_offload", "fsdp_reshard_after_forward",
+                      "custom_sharded_layers"]),
+    ("Validation", ["dataset_val", "run_val_every_n_steps", "batch_size_val"]),
     ("Profiling", ["profiler"]),
 ]
 # Our own one-line notes on keys a reader most often changes.
@@ -170,8 +194,11 @@ def mirrored(root, name, recipe, configs_dir):
     size = stem.split("_")[0]
     kind = "LoRA" if recipe.startswith("lora") else "full"
     ckpt_dir = cfg.get("checkpointer", {}).get("checkpoint_dir", "")
+    distributed = recipe.endswith("distributed")
+    where = "across ranks (processes, one device each)" if distributed else "on one device"
+    launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
-        f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning on one device, with the values of torchtune's",
+        f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning {where}, with the values of torchtune's",
         f"# {name} config (model, tokenizer, data, optimizer, schedule, memory settings).",
         "#",
         "# Weights and tokenizer are read from checkpointer.checkpoint_dir and tokenizer.path; fetch them first,",
@@ -180,23 +207,25 @@ def mirrored(root, name, recipe, configs_dir):
         "# and dataset stand in, and the cell's record says so.",
         "#",
         "# Run it:",
-        f"#   tune run {recipe} --config {name}",
+        f"#   {launch}{recipe} --config {name}",
         "# Any field can be overridden on the command line, the device too:",
-        f"#   tune run {recipe} --config {name} device=cpu max_steps_per_epoch=2",
+        f"#   {launch}{recipe} --config {name} device=cpu max_steps_per_epoch=2",
         "",
     ]
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
 
 
-def tiny(family, lora, configs_dir):
-    recipe = "lora_finetune_single_device" if lora else "full_finetune_single_device"
-    name = f"tiny/{family}_{'lora' if lora else 'full'}_single_device"
+def tiny(family, lora, configs_dir, distributed=False):
+    suffix = "distributed" if distributed else "single_device"
+    recipe = ("lora_finetune_" if lora else "full_finetune_") + suffix
+    prefix = "" if family == "llama3_2" else family + "_"
+    name = f"tiny/{prefix}{'lora' if lora else 'full'}_{suffix}"
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
     if lora:
         model.update({"lora_attn_modules": ["q_proj", "v_proj", "output_proj"], "apply_lora_to_mlp": True,
                       "lora_rank": 8, "lora_alpha": 16, "lora_dropout": 0.0})
     cfg = {
-        "output_dir": f"/tmp/tune_matrix/tiny/{family}_{'lora' if lora else 'full'}_single_device",
+        "output_dir": f"/tmp/tune_matrix/{name}",
         "model": model,
         "tokenizer": {"_component_": "tune_matrix.data.byte_tokenizer", "max_seq_len": None},
         "checkpointer": {"_component_": "tune_matrix.training.FullModelCheckpointer", "checkpoint_dir": None,
@@ -223,6 +252,9 @@ def tiny(family, lora, configs_dir):
     }
     if lora:
         cfg["save_adapter_weights_only"] = False
+    if distributed:
+        cfg.update({"data_parallel_shard_dim": -1, "data_parallel_replicate_dim": 1, "fsdp_cpu_offload": False})
+    launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
         f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA' if lora else 'full'} fine-tuning): the family's operations at a",
         "# few hundred thousand parameters, so every device is checked on them in seconds.",
@@ -230,7 +262,7 @@ def tiny(family, lora, configs_dir):
         "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens.",
         "#",
         "# Run it:",
-        f"#   tune run {recipe} --config {name} device=cpu",
+        f"#   {launch}{recipe} --config {name} device=cpu",
         "",
     ]
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
@@ -245,10 +277,18 @@ def main():
         mirrored(root, name, "full_finetune_single_device", configs_dir)
     for name in LORA:
         mirrored(root, name, "lora_finetune_single_device", configs_dir)
+    for name in DIST_FULL:
+        mirrored(root, name, "full_finetune_distributed", configs_dir)
+    for name in DIST_LORA:
+        mirrored(root, name, "lora_finetune_distributed", configs_dir)
     for family in TINY_FAMILIES:
         tiny(family, False, configs_dir)
         tiny(family, True, configs_dir)
-    print(f"wrote {len(FULL) + len(LORA) + 2 * len(TINY_FAMILIES)} configs under {os.path.normpath(configs_dir)}")
+    for family in TINY_DIST_FAMILIES:
+        tiny(family, False, configs_dir, distributed=True)
+        tiny(family, True, configs_dir, distributed=True)
+    count = len(FULL) + len(LORA) + len(DIST_FULL) + len(DIST_LORA) + 2 * (len(TINY_FAMILIES) + len(TINY_DIST_FAMILIES))
+    print(f"wrote {count} configs under {os.path.normpath(configs_dir)}")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ class DataParallel {
   // nothing to do when replicated.
   void GatherParameters();
 
+  bool sharded() const { return options_.shard; }
   // Elements of optimizer state this rank keeps per state tensor (the shard sizes, or every parameter).
   int64_t optimizer_elements() const;
 

@@ -6,10 +6,10 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
-#ifdef USE_C10D_GLOO
+#if defined(TM_HAVE_GLOO) && defined(USE_C10D_GLOO)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
-#ifdef USE_C10D_NCCL
+#if defined(TM_HAVE_NCCL) && defined(USE_C10D_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -71,12 +71,12 @@ StatusOr<DistEnv> DistEnv::FromEnvironment() {
 bool BackendBuilt(const std::string& backend, std::string* why_not) {
   std::string reason;
   if (backend == "gloo") {
-#ifndef USE_C10D_GLOO
+#if !(defined(TM_HAVE_GLOO) && defined(USE_C10D_GLOO))
     reason = "this build has no gloo process groups (the gloo headers were missing when it was configured); "
              "install libgloo-dev (scripts/setup.sh does) and rebuild";
 #endif
   } else if (backend == "nccl") {
-#ifndef USE_C10D_NCCL
+#if !(defined(TM_HAVE_NCCL) && defined(USE_C10D_NCCL))
     reason = "this build has no NCCL process groups (it needs a LibTorch built with CUDA and nccl.h when "
              "configured); build against a CUDA LibTorch with the CUDA toolkit present";
 #endif
@@ -104,7 +104,7 @@ StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const c10::intrusiv
   if (!BackendBuilt(backend, &why_not)) return Status::Unavailable(why_not);
   c10::intrusive_ptr<c10d::Backend> made;
   try {
-#ifdef USE_C10D_GLOO
+#if defined(TM_HAVE_GLOO) && defined(USE_C10D_GLOO)
     if (backend == "gloo") {
       auto options = c10d::ProcessGroupGloo::Options::create();
       options->timeout = timeout;
@@ -112,7 +112,7 @@ StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const c10::intrusiv
       made = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
     }
 #endif
-#ifdef USE_C10D_NCCL
+#if defined(TM_HAVE_NCCL) && defined(USE_C10D_NCCL)
     if (backend == "nccl") {
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;

@@ -1,0 +1,208 @@
+// The distributed recipes end to end, through the `tune` program: `tune run --nproc_per_node 2` against one
+// process with the same global batch, a rank killed mid-run, and the checkpoint the ranks write.
+#include <dirent.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "harness/file_util.h"
+#include "harness/run_summary.h"
+#include "matrix/subprocess.h"
+#include "recipes/checkpoint/safetensors.h"
+#include "recipes/distributed/process_group.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::recipes {
+namespace {
+
+using matrix::Subprocess;
+using matrix::SubprocessOptions;
+using matrix::SubprocessResult;
+using matrix::SubprocessSet;
+
+SubprocessResult RunTune(const std::vector<std::string>& args, double timeout_s = 300) {
+  SubprocessSet set;
+  SubprocessOptions o;
+  o.argv = {TM_TUNE_PATH};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.timeout_s = timeout_s;
+  o.env = {{"OMP_NUM_THREADS", "1"}};
+  StatusOr<Subprocess*> p = set.Add(o);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  std::unique_ptr<Subprocess> done;
+  while (!(done = set.NextFinished())) set.DoWork();
+  return done->result();
+}
+
+RunSummary MustReadSummary(const std::string& dir) {
+  StatusOr<RunSummary> s = ReadRunSummary(dir);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? *s : RunSummary();
+}
+
+class DistributedRecipesTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    std::string why_not;
+    if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  }
+  test::ScratchDir dir_{"tm_dist"};
+};
+
+// fp32, every label counted over the global batch: 2 ranks of batch 4 follow the losses of 1 process of batch 8.
+TEST_P(DistributedRecipesTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+  const bool lora = GetParam();
+  const std::string kind = lora ? "lora" : "full";
+  const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=4", "epochs=1",
+                                           "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
+  std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config", "tiny/" + kind + "_single_device",
+                                  "batch_size=8", "output_dir=" + dir_.path() + "/one"};
+  std::vector<std::string> two = {"run",          "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
+                                  "tiny/" + kind + "_distributed", "batch_size=4", "output_dir=" + dir_.path() + "/two"};
+  one.insert(one.end(), common.begin(), common.end());
+  two.insert(two.end(), common.begin(), common.end());
+  SubprocessResult a = RunTune(one);
+  ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
+  SubprocessResult b = RunTune(two);
+  ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
+  RunSummary s1 = MustReadSummary(dir_.path() + "/one");
+  RunSummary s2 = MustReadSummary(dir_.path() + "/two");
+  EXPECT_EQ(s1.world_size, 1);
+  EXPECT_EQ(s2.world_size, 2);
+  ASSERT_EQ(s1.losses.size(), 4u);
+  ASSERT_EQ(s2.losses.size(), 4u);
+  for (size_t i = 0; i < s1.losses.size(); ++i) {
+    EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << "step " << i + 1;
+  }
+  // The ranks' tokens add up to the one process's: the same samples, padded per rank.
+  int64_t t1 = 0, t2 = 0;
+  for (int64_t t : s1.step_tokens) t1 += t;
+  for (int64_t t : s2.step_tokens) t2 += t;
+  EXPECT_EQ(t1, t2);
+  // Output: rank 0 alone prints progress.
+  EXPECT_NE(b.output_tail.find("2 ranks over gloo (gradients and optimizer state sharded)"), std::string::npos)
+      << b.output_tail;
+}
+
+// The weights the ranks save once (gathered, in the single-device format) are those one process saves.
+TEST_P(DistributedRecipesTest, TheSavedCheckpointIsTheOneProcessCheckpoint) {
+  const bool lora = GetParam();
+  const std::string kind = lora ? "lora" : "full";
+  const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=2", "epochs=1",
+                                           "save_checkpoints=True", "optimizer.lr=1e-3", "clip_grad_norm=1.0"};
+  std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config", "tiny/" + kind + "_single_device",
+                                  "batch_size=8", "output_dir=" + dir_.path() + "/one"};
+  std::vector<std::string> two = {"run", "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
+                                  "tiny/" + kind + "_distributed", "batch_size=4", "data_parallel_shard_dim=-1",
+                                  "output_dir=" + dir_.path() + "/two"};
+  one.insert(one.end(), common.begin(), common.end());
+  two.insert(two.end(), common.begin(), common.end());
+  ASSERT_TRUE(RunTune(one).Succeeded());
+  SubprocessResult b = RunTune(two);
+  ASSERT_TRUE(b.Succeeded()) << b.output_tail;
+  StatusOr<checkpoint::LoadedSafetensors> w1 =
+      checkpoint::LoadSafetensors(dir_.path() + "/one/epoch_0/model.safetensors");
+  StatusOr<checkpoint::LoadedSafetensors> w2 =
+      checkpoint::LoadSafetensors(dir_.path() + "/two/epoch_0/model.safetensors");
+  ASSERT_TRUE(w1.ok()) << w1.status().ToString();
+  ASSERT_TRUE(w2.ok()) << w2.status().ToString();
+  ASSERT_EQ(w1->tensors.size(), w2->tensors.size());
+  for (size_t i = 0; i < w1->tensors.size(); ++i) {
+    EXPECT_EQ(w1->tensors[i].first, w2->tensors[i].first);
+    EXPECT_TRUE(torch::allclose(w1->tensors[i].second, w2->tensors[i].second, 1e-4, 1e-6))
+        << w1->tensors[i].first << ": largest difference "
+        << (w1->tensors[i].second - w2->tensors[i].second).abs().max().item<double>() << " of values up to "
+        << w1->tensors[i].second.abs().max().item<double>();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Lora" : "Full"; });
+
+// The pid of the child of `parent` whose environment has RANK=<rank>, or -1.
+pid_t FindRank(pid_t parent, int rank) {
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return -1;
+  pid_t found = -1;
+  while (dirent* e = ::readdir(d)) {
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::string(e->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream environ("/proc/" + std::string(e->d_name) + "/environ");
+    std::string env((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
+    if (env.find(std::string("RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
+        (env.rfind(std::string("RANK=") + std::to_string(rank), 0) == 0 ||
+         env.find(std::string("\0RANK=", 6) + std::to_string(rank) + '\0') != std::string::npos)) {
+      found = pid;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+TEST(DistributedRecipesKillTest, AKilledRankEndsTheRunInBoundedTimeNamingTheRank) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_kill");
+  SubprocessSet set;
+  SubprocessOptions o;
+  o.argv = {TM_TUNE_PATH, "run", "--nproc_per_node", "2", "full_finetune_distributed", "--config",
+            "tiny/full_distributed", "device=cpu", "epochs=1000", "save_checkpoints=False",
+            "output_dir=" + dir.path() + "/run"};
+  o.timeout_s = 300;
+  o.env = {{"OMP_NUM_THREADS", "1"}};
+  StatusOr<Subprocess*> launcher = set.Add(o);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().ToString();
+  const pid_t launcher_pid = (*launcher)->pid();
+  // Wait until training runs (a logged step), then kill rank 1.
+  const std::string metrics = dir.path() + "/run/logs/metrics.jsonl";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!PathExists(metrics) && std::chrono::steady_clock::now() < deadline) {
+    set.DoWork(50);
+  }
+  ASSERT_TRUE(PathExists(metrics)) << "the run never logged a step";
+  pid_t rank1 = FindRank(launcher_pid, 1);
+  ASSERT_GT(rank1, 0) << "rank 1 not found among the launcher's children";
+  auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(rank1, SIGKILL), 0);
+  std::unique_ptr<Subprocess> done;
+  while (!(done = set.NextFinished())) set.DoWork();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const SubprocessResult& r = done->result();
+  EXPECT_LT(seconds, 30.0) << r.output_tail;
+  EXPECT_FALSE(r.timed_out);
+  ASSERT_TRUE(r.exit_code.has_value()) << r.Describe();
+  EXPECT_EQ(*r.exit_code, 1) << r.output_tail;
+  EXPECT_NE(r.output_tail.find("rank 1 of 2 was killed by signal 9"), std::string::npos) << r.output_tail;
+  RunSummary s = MustReadSummary(dir.path() + "/run");
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.error_kind, "rank_failed");
+  EXPECT_EQ(s.error.rfind("rank 1 of 2 was killed by signal 9", 0), 0u) << s.error;
+  EXPECT_EQ(s.world_size, 2);
+}
+
+TEST(DistributedRecipesUsageTest, NprocPerNodeIsRefusedForASingleDeviceRecipe) {
+  SubprocessResult r = RunTune({"run", "--nproc_per_node", "2", "full_finetune_single_device", "--config",
+                                "tiny/full_single_device", "device=cpu"});
+  ASSERT_TRUE(r.exit_code.has_value());
+  EXPECT_EQ(*r.exit_code, 2);
+  EXPECT_NE(r.output_tail.find("takes no --nproc_per_node"), std::string::npos) << r.output_tail;
+}
+
+}  // namespace
+}  // namespace tmx::recipes
