@@ -274,6 +274,7 @@ Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t
       check.Int("warmup_steps", r.warmup_steps, 0, steps, "0 to the " + std::to_string(steps) + " steps recorded"));
   TM_RETURN_IF_ERROR(check.Int("exit_code", r.exit_code, 0, 255, "0 to 255"));
   TM_RETURN_IF_ERROR(check.Int("term_signal", r.term_signal, 1, 127, "1 to 127"));
+  TM_RETURN_IF_ERROR(check.Int("world_size", std::optional<int>(r.world_size), 1, 65536, "1 to 65536 ranks"));
   if (r.tokens_per_second && !(*r.tokens_per_second >= 0)) {
     return check.Fail("field \"tokens_per_second\" is " + FormatNumber(*r.tokens_per_second) +
                       ", expected tokens per second from 0 (inf for a step too short to time)");
@@ -334,6 +335,7 @@ nlohmann::json ToJson(const CellResult& r) {
   if (r.term_signal) j["term_signal"] = *r.term_signal;
   j["output_tail"] = r.output_tail;
   if (!r.stand_in.empty()) j["stand_in"] = r.stand_in;
+  if (r.world_size != 1) j["world_size"] = r.world_size;
   const Provenance& p = r.provenance;
   j["provenance"] = {{"host", p.host},
                      {"job", p.job},
@@ -391,6 +393,9 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   TM_RETURN_IF_ERROR(f.OptionalInt("term_signal", &r.term_signal));
   TM_RETURN_IF_ERROR(f.String("output_tail", &r.output_tail));
   TM_RETURN_IF_ERROR(f.OptionalString("stand_in", &r.stand_in));
+  std::optional<int> world_size;
+  TM_RETURN_IF_ERROR(f.OptionalInt("world_size", &world_size));
+  r.world_size = world_size.value_or(1);
 
   const json* prov;
   TM_RETURN_IF_ERROR(f.Object("provenance", &prov));

@@ -82,6 +82,8 @@ struct CellResult {
   std::string output_tail;  // the last lines of the child's merged stdout/stderr
   // What stood in for inputs the machine lacked (RunSummary::stand_ins joined with "; "); empty: none.
   std::string stand_in;
+  // Processes (ranks) the cell trained with: 1, or a distributed recipe's ranks (RunSummary::world_size).
+  int world_size = 1;
 
   Provenance provenance;
 };
@@ -101,7 +103,7 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
 //   config is not empty (merge checks it and the recipe against the registry); device is a device string
 //   (not "auto") and device_type is its type; memory sizes are 0 to 2^60 bytes; durations (init, wall, each
 //   step, median, spread) are finite, 0 to 1e9 s; warmup_steps is 0 to the number of step times; exit_code
-//   is 0 to 255 and term_signal 1 to 127; tokens_per_second is 0 or more (inf allowed: a step too short to
+//   is 0 to 255 and term_signal 1 to 127; world_size is 1 to 65536; tokens_per_second is 0 or more (inf allowed: a step too short to
 //   time); losses may be anything; provenance.verified_at is a real UTC time "YYYY-MM-DDTHH:MM:SSZ" at most
 //   kMaxClockSkewSeconds after `now`.
 Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now);

@@ -38,6 +38,7 @@ CellResult FullCell() {
   r.term_signal = 9;
   r.output_tail = "Traceback:\n  boom\t\xe2\x9c\x93";
   r.stand_in = "tokenizer: shipped sample tokenizer.model for /tmp/missing/tokenizer.model";
+  r.world_size = 2;
   r.provenance = {"host1", "ci-gpu", "abc123", "2.11.0", "NVIDIA H200", "2026-11-22T11:30:00Z"};
   return r;
 }
@@ -88,6 +89,7 @@ TEST(CellJsonTest, FullRecordRoundTrips) {
   EXPECT_EQ(out->tokens_per_second, in.tokens_per_second);
   EXPECT_EQ(out->output_tail, in.output_tail);
   EXPECT_EQ(out->stand_in, in.stand_in);
+  EXPECT_EQ(out->world_size, in.world_size);
   EXPECT_EQ(out->term_signal, 9);
 }
 
@@ -100,7 +102,8 @@ TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   in.provenance.verified_at = "2026-11-22T11:30:00Z";
   json j = ToJson(in);
   for (const char* key : {"peak_memory_bytes", "init_time_s", "step_time_median_s", "step_time_spread_s",
-                          "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal", "stand_in"}) {
+                          "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal", "stand_in",
+                          "world_size"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.dump(),

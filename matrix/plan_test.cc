@@ -43,6 +43,29 @@ const PlannedCell& Find(const std::vector<PlannedCell>& cells, const std::string
   return none;
 }
 
+TEST(PlanTest, DistributedCellsLaunchTheRanksOfTheirDeviceType) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  // cpu: 2 gloo ranks sharing the host; cuda: one rank on the cell's device.
+  for (const auto& [device, ranks] : std::vector<std::pair<std::string, std::string>>{{"cpu", "2"}, {"cuda:0", "1"}}) {
+    const PlannedCell& cell = Find(*cells, "tiny/lora_distributed", device);
+    ASSERT_TRUE(cell.runnable) << device << ": " << cell.preset.reason;
+    std::vector<std::string> head(cell.argv.begin(), cell.argv.begin() + 7);
+    EXPECT_EQ(head, (std::vector<std::string>{"/bin/tune", "run", "--nproc_per_node", ranks,
+                                              "lora_finetune_distributed", "--config", "tiny/lora_distributed"}));
+    EXPECT_EQ(cell.preset.world_size, std::stoi(ranks));
+  }
+  EXPECT_EQ(Find(*cells, "tiny/lora_single_device", "cpu").preset.world_size, 1);
+  // Memory: two ranks on one host hold two models; on a GPU a rank keeps half the optimizer state.
+  EXPECT_GT(Find(*cells, "qwen2_5/0.5B_full", "cpu").predicted_memory_bytes,
+            Find(*cells, "qwen2_5/0.5B_full_single_device", "cpu").predicted_memory_bytes * 3 / 2);
+  EXPECT_LE(Find(*cells, "qwen2_5/0.5B_lora", "cuda:0").predicted_memory_bytes,
+            Find(*cells, "qwen2_5/0.5B_lora_single_device", "cuda:0").predicted_memory_bytes);
+}
+
 TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
   MatrixOptions options;
   options.tune_path = "/bin/tune";

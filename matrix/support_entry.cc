@@ -31,6 +31,7 @@ std::string FormatSignificant(double v, int digits) {
 std::string TenthsOf(double v) { return FormatFixed(v, 1); }
 std::string FourDigits(double v) { return FormatSignificant(v, 4); }
 std::string Thousandths(double v) { return FormatFixed(v, 3); }
+std::string Whole(double v) { return std::to_string(std::llround(v)); }
 
 SupportField Text(const char* name, std::string SupportEntry::*member) { return {name, member, nullptr, nullptr}; }
 SupportField Number(const char* name, std::optional<double> SupportEntry::*member, std::string (*format)(double)) {
@@ -48,6 +49,7 @@ const std::vector<SupportField>& SupportFields() {
       Number("step_time_spread_s", &SupportEntry::step_time_spread_s, FourDigits),
       Number("peak_memory_gib", &SupportEntry::peak_memory_gib, Thousandths),
       Number("wall_time_s", &SupportEntry::wall_time_s, TenthsOf),
+      Number("ranks", &SupportEntry::ranks, Whole),
       Text("device_name", &SupportEntry::device_name),
       Text("torch_version", &SupportEntry::torch_version),
       Text("verified_at", &SupportEntry::verified_at),
@@ -96,6 +98,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.job = cell.provenance.job;
   s.commit = cell.provenance.commit;
   s.stand_in = cell.stand_in;
+  if (cell.world_size > 1) s.ranks = cell.world_size;
   return s;
 }
 

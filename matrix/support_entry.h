@@ -37,6 +37,9 @@ struct SupportEntry {
   // What shipped sample stood in for the config's data (e.g. the dataset it names was not on the machine);
   // empty when the config's own data was used.
   std::string stand_in;
+  // Ranks a distributed recipe's cell trained with (tokens/s counts all of them, peak memory is the largest
+  // rank's on an accelerator and their sum on cpu); absent for one process.
+  std::optional<double> ranks;
 
   bool operator==(const SupportEntry& o) const;
   bool operator!=(const SupportEntry& o) const { return !(*this == o); }

@@ -54,7 +54,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 15u);
+  EXPECT_EQ(names.size(), 16u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -69,7 +69,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
   e.tokens_per_second = 12.5;
   nlohmann::ordered_json j = SupportEntryToJson(e);
   EXPECT_EQ(j.dump(), "{\"status\":\"fails\",\"reason\":\"boom\",\"tokens_per_second\":12.5,\"step_time_s\":null,"
-                      "\"step_time_spread_s\":null,\"peak_memory_gib\":null,\"wall_time_s\":null,\"device_name\":\"\","
+                      "\"step_time_spread_s\":null,\"peak_memory_gib\":null,\"wall_time_s\":null,\"ranks\":null,\"device_name\":\"\","
                       "\"torch_version\":\"\",\"verified_at\":\"\",\"config_hash\":\"\",\"host\":\"\",\"job\":\"\","
                       "\"commit\":\"\",\"stand_in\":\"\"}");
 }

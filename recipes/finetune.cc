@@ -321,7 +321,7 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
         if (s.ok()) {
           ranks->env = *env;
           StatusOr<std::unique_ptr<ProcessGroup>> group =
-              ProcessGroup::Connect(ranks->env, context.device.distributed_backend);
+              ProcessGroup::Connect(ranks->env, context.device.traits().distributed_backend);
           s = group.status();
           if (s.ok()) ranks->group = std::move(*group);
         }

@@ -144,7 +144,7 @@ std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* d
         "replicated); set data_parallel_shard_dim=1 for runs you will resume, or resume_from_checkpoint=False");
   }
   if (device != nullptr) {
-    const std::string& backend = device->distributed_backend;
+    const std::string& backend = device->traits().distributed_backend;
     std::string why_not;
     if (backend.empty()) {
       add("device", "device type " + device->type + " has no collective backend for distributed training; use "

@@ -53,25 +53,25 @@ TEST_F(CliTest, ValidateBuiltinConfigsOnCpu) {
 
 TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
   // A torchtune config of a recipe tune-matrix lacks is named as such, not checked against another recipe.
-  std::string distributed = dir_ + "/1B_full.yaml";
+  std::string distributed = dir_ + "/7B_lora_dpo.yaml";
   ASSERT_TRUE(WriteFileAtomically(distributed,
                                   "# To launch on 2 devices, run the following command from root:\n"
-                                  "#   tune run --nnodes 1 --nproc_per_node 2 full_finetune_distributed --config "
-                                  "llama3_2/1B_full\noutput_dir: /tmp/x\n")
+                                  "#   tune run --nnodes 1 --nproc_per_node 2 lora_dpo_distributed --config "
+                                  "llama2/7B_lora_dpo\noutput_dir: /tmp/x\n")
                   .ok());
   Result r = Exec({kTune, "validate", distributed});
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'full_finetune_distributed' (from its comment "
-                          "`#   tune run --nnodes 1 --nproc_per_node 2 full_finetune_distributed"),
+  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'lora_dpo_distributed' (from its comment "
+                          "`#   tune run --nnodes 1 --nproc_per_node 2 lora_dpo_distributed"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
-                          "lora_finetune_single_device)"),
+                          "lora_finetune_single_device, full_finetune_distributed, lora_finetune_distributed)"),
             std::string::npos)
       << r.output;
-  r = Exec({kTune, "validate", distributed, "--recipe", "lora_dpo_distributed"});
+  r = Exec({kTune, "validate", distributed, "--recipe", "knowledge_distillation_distributed"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("recipe 'lora_dpo_distributed' is torchtune's, but tune-matrix does not implement it"),
+  EXPECT_NE(r.output.find("recipe 'knowledge_distillation_distributed' is torchtune's, but tune-matrix does not implement it"),
             std::string::npos)
       << r.output;
   // A copied config is checked against the recipe its comment names, and says so.
