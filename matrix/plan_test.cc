@@ -59,11 +59,6 @@ TEST(PlanTest, DistributedCellsLaunchTheRanksOfTheirDeviceType) {
     EXPECT_EQ(cell.preset.world_size, std::stoi(ranks));
   }
   EXPECT_EQ(Find(*cells, "tiny/lora_single_device", "cpu").preset.world_size, 1);
-  // Memory: two ranks on one host hold two models; on a GPU a rank keeps half the optimizer state.
-  EXPECT_GT(Find(*cells, "qwen2_5/0.5B_full", "cpu").predicted_memory_bytes,
-            Find(*cells, "qwen2_5/0.5B_full_single_device", "cpu").predicted_memory_bytes * 3 / 2);
-  EXPECT_LE(Find(*cells, "qwen2_5/0.5B_lora", "cuda:0").predicted_memory_bytes,
-            Find(*cells, "qwen2_5/0.5B_lora_single_device", "cuda:0").predicted_memory_bytes);
 }
 
 TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {

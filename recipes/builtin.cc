@@ -108,8 +108,11 @@ RecipeSpec FinetuneRecipe(TrainKind kind, bool distributed) {
   r.estimate = [kind, distributed](const Config& config, const Registry& registry, const DeviceInfo& device) {
     if (!distributed) return EstimateFinetune(config, registry, device, kind);
     StatusOr<int64_t> shard_dim = config.GetInt("data_parallel_shard_dim");
+    StatusOr<bool> reshard = config.GetBool("fsdp_reshard_after_forward");
     if (!shard_dim.ok()) return StatusOr<CellEstimate>(shard_dim.status());
-    return EstimateFinetune(config, registry, device, kind, device.traits().matrix_ranks, *shard_dim != 1);
+    if (!reshard.ok()) return StatusOr<CellEstimate>(reshard.status());
+    const Sharding sharding = *shard_dim == 1 ? Sharding::kNone : *reshard ? Sharding::kFull : Sharding::kGradients;
+    return EstimateFinetune(config, registry, device, kind, device.traits().matrix_ranks, sharding);
   };
   // A cell: one epoch of `steps` optimizer steps of one micro-batch each, every step logged, nothing saved.
   r.cell_overrides = [](int steps) -> std::vector<std::string> {

@@ -46,7 +46,16 @@ RunSummary MustReadSummary(const std::string& dir) {
   return s.ok() ? *s : RunSummary();
 }
 
-class DistributedRecipesTest : public ::testing::TestWithParam<bool> {
+// How the ranks split the work: FSDP's FULL_SHARD (torchtune's default), SHARD_GRAD_OP, or replicated (DDP).
+struct Layout {
+  const char* name;
+  const char* override;
+};
+const Layout kLayouts[] = {{"FullShard", "fsdp_reshard_after_forward=True"},
+                           {"ShardGradOp", "fsdp_reshard_after_forward=False"},
+                           {"Replicated", "data_parallel_shard_dim=1"}};
+
+class DistributedRecipesTest : public ::testing::TestWithParam<std::tuple<bool, Layout>> {
  protected:
   void SetUp() override {
     std::string why_not;
@@ -57,14 +66,16 @@ class DistributedRecipesTest : public ::testing::TestWithParam<bool> {
 
 // fp32, every label counted over the global batch: 2 ranks of batch 4 follow the losses of 1 process of batch 8.
 TEST_P(DistributedRecipesTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
-  const bool lora = GetParam();
+  const bool lora = std::get<0>(GetParam());
+  const Layout layout = std::get<1>(GetParam());
   const std::string kind = lora ? "lora" : "full";
   const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=4", "epochs=1",
                                            "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
   std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config", "tiny/" + kind + "_single_device",
                                   "batch_size=8", "output_dir=" + dir_.path() + "/one"};
   std::vector<std::string> two = {"run",          "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
-                                  "tiny/" + kind + "_distributed", "batch_size=4", "output_dir=" + dir_.path() + "/two"};
+                                  "tiny/" + kind + "_distributed", "batch_size=4", layout.override,
+                                  "output_dir=" + dir_.path() + "/two"};
   one.insert(one.end(), common.begin(), common.end());
   two.insert(two.end(), common.begin(), common.end());
   SubprocessResult a = RunTune(one);
@@ -85,21 +96,29 @@ TEST_P(DistributedRecipesTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   for (int64_t t : s1.step_tokens) t1 += t;
   for (int64_t t : s2.step_tokens) t2 += t;
   EXPECT_EQ(t1, t2);
-  // Output: rank 0 alone prints progress.
-  EXPECT_NE(b.output_tail.find("2 ranks over gloo (gradients and optimizer state sharded)"), std::string::npos)
-      << b.output_tail;
+  // Output: rank 0 alone prints progress, saying how the ranks split the work.
+  const std::string expected = std::string(layout.name) == "FullShard"
+                                   ? "2 ranks over gloo (layer weights, gradients and optimizer state sharded)"
+                                   : std::string(layout.name) == "ShardGradOp"
+                                         ? "2 ranks over gloo (gradients and optimizer state sharded)"
+                                         : "2 ranks over gloo (replicated)";
+  EXPECT_NE(b.output_tail.find(expected), std::string::npos) << b.output_tail;
+  size_t first = b.output_tail.find("epoch 1 step 1 ");
+  ASSERT_NE(first, std::string::npos) << b.output_tail;
+  EXPECT_EQ(b.output_tail.find("epoch 1 step 1 ", first + 1), std::string::npos) << "printed twice:\n" << b.output_tail;
 }
 
 // The weights the ranks save once (gathered, in the single-device format) are those one process saves.
 TEST_P(DistributedRecipesTest, TheSavedCheckpointIsTheOneProcessCheckpoint) {
-  const bool lora = GetParam();
+  const bool lora = std::get<0>(GetParam());
+  const Layout layout = std::get<1>(GetParam());
   const std::string kind = lora ? "lora" : "full";
   const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=2", "epochs=1",
                                            "save_checkpoints=True", "optimizer.lr=1e-3", "clip_grad_norm=1.0"};
   std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config", "tiny/" + kind + "_single_device",
                                   "batch_size=8", "output_dir=" + dir_.path() + "/one"};
   std::vector<std::string> two = {"run", "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
-                                  "tiny/" + kind + "_distributed", "batch_size=4", "data_parallel_shard_dim=-1",
+                                  "tiny/" + kind + "_distributed", "batch_size=4", layout.override,
                                   "output_dir=" + dir_.path() + "/two"};
   one.insert(one.end(), common.begin(), common.end());
   two.insert(two.end(), common.begin(), common.end());
@@ -122,8 +141,11 @@ TEST_P(DistributedRecipesTest, TheSavedCheckpointIsTheOneProcessCheckpoint) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Lora" : "Full"; });
+INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::ValuesIn(kLayouts)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Lora" : "Full") + std::get<1>(info.param).name;
+                         });
 
 // The pid of the child of `parent` whose environment has RANK=<rank>, or -1.
 pid_t FindRank(pid_t parent, int rank) {

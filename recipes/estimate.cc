@@ -13,7 +13,7 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 }  // namespace
 
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                        TrainKind kind, int ranks, bool sharded) {
+                                        TrainKind kind, int ranks, Sharding sharding) {
   StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
   if (!choice.ok()) return choice.status();
   StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
@@ -34,13 +34,20 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   int64_t weights = e.parameters * bytes;  // adapters included
   int64_t grads = e.trainable_parameters * bytes;
   int64_t states = e.trainable_parameters * bytes * (*optimizer)->StateTensorsPerParameter(config);
-  if (sharded) states = (states + ranks - 1) / ranks;
+  if (sharding != Sharding::kNone) states = (states + ranks - 1) / ranks;
+  if (sharding == Sharding::kFull) {
+    // A shard of everything, and one layer's weights and gradients whole at a time.
+    const int64_t layers = std::max<int64_t>(1, choice->args.num_layers);
+    weights = weights / ranks + weights / layers;
+    grads = grads / ranks + grads / layers;
+  }
   // Activations kept for backward per layer: inputs of norms and projections at the model width, queries,
   // keys, values and attention output at the attention width (heads x head_dim, wider than the model in
   // Gemma 7B and Qwen3), and the MLP's.
   int64_t attention_width = args.num_heads * args.resolved_head_dim();
   int64_t per_layer = b * t * (6 * args.embed_dim + 4 * attention_width + 4 * args.intermediate_dim) * bytes;
-  int64_t activations = *checkpointing ? args.num_layers * b * t * args.embed_dim * bytes + per_layer
+  const bool recompute = *checkpointing || sharding == Sharding::kFull;  // fully sharded layers recompute
+  int64_t activations = recompute ? args.num_layers * b * t * args.embed_dim * bytes + per_layer
                                        : args.num_layers * per_layer;
   int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);
   bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;

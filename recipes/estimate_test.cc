@@ -33,6 +33,28 @@ std::vector<std::string> Full(std::vector<std::string> more) {
   return o;
 }
 
+TEST(EstimateTest, TheDistributedLayoutMovesThePrediction) {
+  // cpu cells run 2 ranks sharing the host: replicated, they hold two whole models; sharding saves optimizer
+  // state, full sharding also weights and gradients.
+  const std::vector<std::string> fp32 = {"dtype=fp32", "batch_size=1"};
+  auto with = [&](const std::string& layout) {
+    std::vector<std::string> o = fp32;
+    o.push_back(layout);
+    return Estimate("llama3_2/1B_full", o);
+  };
+  CellEstimate single = Estimate("llama3_2/1B_full_single_device",
+                                 Full({"dtype=fp32", "batch_size=1", "enable_activation_checkpointing=False"}));
+  CellEstimate replicated = with("data_parallel_shard_dim=1");
+  CellEstimate grad_op = with("fsdp_reshard_after_forward=False");
+  CellEstimate full_shard = with("fsdp_reshard_after_forward=True");
+  EXPECT_GT(replicated.peak_memory_bytes, 2 * single.peak_memory_bytes - (int64_t{1} << 30));
+  EXPECT_LT(grad_op.peak_memory_bytes, replicated.peak_memory_bytes);
+  EXPECT_LT(full_shard.peak_memory_bytes, grad_op.peak_memory_bytes);
+  // Two fully sharded ranks hold about one model's weights, gradients and optimizer state between them.
+  EXPECT_LT(full_shard.peak_memory_bytes, single.peak_memory_bytes * 13 / 10);
+  EXPECT_DOUBLE_EQ(replicated.work, 2 * single.work);  // both ranks' tokens
+}
+
 TEST(EstimateTest, TheConfigMovesThePrediction) {
   CellEstimate lora = Estimate("llama3_2/1B_lora_single_device", {});
   CellEstimate full = Estimate("llama3_2/1B_full_single_device", Full({"enable_activation_checkpointing=False"}));

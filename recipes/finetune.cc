@@ -17,6 +17,7 @@
 #include "recipes/checkpointers.h"
 #include "recipes/distributed/data_parallel.h"
 #include "recipes/distributed/process_group.h"
+#include "recipes/distributed/sharded_layers.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::recipes {
@@ -48,7 +49,25 @@ std::string RecipeName(TrainKind kind, bool distributed) {
 struct Ranks {
   DistEnv env;
   std::unique_ptr<ProcessGroup> group;
-  std::unique_ptr<DataParallel> data_parallel;
+  std::unique_ptr<ShardedLayers> layers;  // the transformer layers, when fully sharded; else null
+  std::unique_ptr<DataParallel> data_parallel;  // every other trained weight
+
+  void ZeroGrad() {
+    data_parallel->ZeroGrad();
+    if (layers) layers->ZeroGrad();
+  }
+  // The norm of the whole gradient over every rank, clipped to `max_norm` when given.
+  double ClipGradNorm(std::optional<double> max_norm) {
+    double sharded = layers ? layers->GradSquaredSum() : 0, whole = 0;
+    (data_parallel->sharded() ? sharded : whole) += data_parallel->LocalGradSquares();
+    const double norm = std::sqrt(group->AllReduceScalar(sharded) + whole);
+    const double scale = max_norm ? *max_norm / (norm + 1e-6) : 1.0;
+    if (scale < 1.0) {
+      data_parallel->ScaleGrads(scale);
+      if (layers) layers->ScaleGrads(scale);
+    }
+    return norm;
+  }
 };
 
 // Discards what is written to it: the progress lines of ranks other than 0.
@@ -150,10 +169,25 @@ Status Trainer::Setup(RunSummary* summary) {
                                      " ranks; set it to -1 (every rank) or 1 (no sharding)");
     }
     StatusOr<bool> offload = config_.GetBool("fsdp_cpu_offload");
+    StatusOr<bool> reshard = config_.GetBool("fsdp_reshard_after_forward");
     TM_RETURN_IF_ERROR(offload.status());
+    TM_RETURN_IF_ERROR(reshard.status());
     options.cpu_offload = *offload;
-    ranks_->data_parallel = std::make_unique<DataParallel>(ranks_->group.get(), model_.trained_tensors, options);
+    // Sharded and resharded after forward (FSDP's FULL_SHARD, torchtune's default): the layers' weights are
+    // sharded too; the rest (embeddings, final norm, output) as gradients and optimizer state only.
+    std::vector<at::Tensor> whole = model_.trained_tensors;
+    if (options.shard && *reshard) {
+      ranks_->layers = std::make_unique<ShardedLayers>(ranks_->group.get(), model_.model);
+      whole.clear();
+      for (const at::Tensor& t : model_.trained_tensors) {
+        if (!ranks_->layers->Owns(t)) whole.push_back(t);
+      }
+    }
+    ranks_->data_parallel = std::make_unique<DataParallel>(ranks_->group.get(), whole, options);
     stepped = ranks_->data_parallel->optimizer_tensors();
+    if (ranks_->layers) {
+      for (const at::Tensor& t : ranks_->layers->optimizer_tensors()) stepped.push_back(t);
+    }
   }
   StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
@@ -190,7 +224,7 @@ Status Trainer::Train(RunSummary* summary) {
       Synchronize();
       auto t0 = Clock::now();
       if (dp != nullptr) {
-        dp->ZeroGrad();
+        ranks_->ZeroGrad();
       } else {
         optimizer_->zero_grad();
       }
@@ -237,7 +271,7 @@ Status Trainer::Train(RunSummary* summary) {
       std::optional<double> grad_norm;
       if (dp != nullptr) {
         dp->ReduceGradients();
-        if (s.clip_grad_norm) grad_norm = dp->ClipGradNorm(s.clip_grad_norm);
+        if (s.clip_grad_norm) grad_norm = ranks_->ClipGradNorm(s.clip_grad_norm);
       } else if (s.clip_grad_norm) {
         grad_norm = torch::nn::utils::clip_grad_norm_(model_.trained_tensors, *s.clip_grad_norm);
       }
@@ -265,6 +299,8 @@ Status Trainer::Train(RunSummary* summary) {
         out << std::defaultfloat << std::endl;
       }
     }
+    // Fully sharded layers are gathered on every rank for the save, and released after it.
+    if (s.save_checkpoints && ranks_ != nullptr && ranks_->layers) ranks_->layers->GatherAll();
     if (s.save_checkpoints && lead()) {
       // Every rank holds the whole model: rank 0 writes the weights once, in the single-device formats. The
       // recipe state is per parameter only when the optimizer state is not sharded.
@@ -276,6 +312,7 @@ Status Trainer::Train(RunSummary* summary) {
                                           {epoch + 1, global_step, s.seed}));
       }
     }
+    if (s.save_checkpoints && ranks_ != nullptr && ranks_->layers) ranks_->layers->ReleaseAll();
     if (s.save_checkpoints && ranks_ != nullptr) ranks_->group->Barrier();  // the checkpoint is complete for all
   }
   return Status::OK();
@@ -293,7 +330,9 @@ Status Trainer::Run(RunSummary* summary) {
   if (ranks_ != nullptr) {
     *out_ << ", " << settings_.world_size << " rank" << (settings_.world_size == 1 ? "" : "s") << " over "
           << ranks_->group->backend()
-          << (ranks_->data_parallel->sharded() ? " (gradients and optimizer state sharded)" : " (replicated)");
+          << (ranks_->layers                      ? " (layer weights, gradients and optimizer state sharded)"
+              : ranks_->data_parallel->sharded() ? " (gradients and optimizer state sharded)"
+                                                 : " (replicated)");
   }
   *out_ << std::endl;
   return Train(summary);

@@ -86,20 +86,27 @@ void DataParallel::ReduceGradients() {
   }
 }
 
-double DataParallel::ClipGradNorm(std::optional<double> max_norm) {
-  torch::NoGradGuard no_grad;
+double DataParallel::LocalGradSquares() const {
   double sum_squares = 0;
   for (const at::Tensor& t : optimizer_tensors_) {
     if (t.grad().defined()) sum_squares += t.grad().to(torch::kFloat).pow(2).sum().item<double>();
   }
+  return sum_squares;
+}
+
+void DataParallel::ScaleGrads(double factor) {
+  torch::NoGradGuard no_grad;
+  for (const at::Tensor& t : optimizer_tensors_) {
+    if (t.grad().defined()) t.grad().mul_(factor);
+  }
+}
+
+double DataParallel::ClipGradNorm(std::optional<double> max_norm) {
+  double sum_squares = LocalGradSquares();
   if (options_.shard) sum_squares = group_->AllReduceScalar(sum_squares);
   const double norm = std::sqrt(sum_squares);
   const double scale = max_norm ? *max_norm / (norm + 1e-6) : 1.0;
-  if (scale < 1.0) {
-    for (const at::Tensor& t : optimizer_tensors_) {
-      if (t.grad().defined()) t.grad().mul_(scale);
-    }
-  }
+  if (scale < 1.0) ScaleGrads(scale);
   return norm;
 }
 

@@ -45,6 +45,10 @@ class DataParallel {
   // After the step's backward passes: the gradients summed over the ranks, in optimizer_tensors()' .grad.
   // The loss each rank back-propagated must already be divided by the number of tokens of the global batch.
   void ReduceGradients();
+  // This rank's sum of squares of the gradients the optimizer sees: of its shards when sharded (sum them over
+  // the ranks for the whole gradient's), of every gradient when replicated.
+  double LocalGradSquares() const;
+  void ScaleGrads(double factor);
   // The norm of the whole (summed) gradient, over every rank's shard; when it exceeds `max_norm`, the
   // gradients the optimizer sees are scaled by max_norm / (norm + 1e-6), as torch's clip_grad_norm_ does.
   double ClipGradNorm(std::optional<double> max_norm);

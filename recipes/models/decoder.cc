@@ -420,8 +420,11 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens, const torch::Ten
   const torch::Tensor sin = angles.sin();
 
   const bool checkpoint = activation_checkpointing_ && torch::GradMode::is_enabled();
-  for (TransformerLayer& layer : layer_list_) {
-    if (checkpoint) {
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    TransformerLayer& layer = layer_list_[i];
+    if (layer_runner_) {
+      h = layer_runner_(i, h, cos, sin, docs);
+    } else if (checkpoint) {
       std::shared_ptr<TransformerLayerImpl> impl = layer.ptr();
       h = Checkpoint([impl, cos, sin, docs](const torch::Tensor& x) { return impl->forward(x, cos, sin, docs); },
                      h, impl->parameters());

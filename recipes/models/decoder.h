@@ -24,6 +24,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -224,6 +225,14 @@ class DecoderImpl : public torch::nn::Module {
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
 
+  // Runs transformer layer `index` on `x` in place of the layer's own forward (and of activation
+  // checkpointing): a fully sharded data-parallel run gathers the layer's weights around it
+  // (recipes/distributed/sharded_layers.h). Empty: the layer's forward.
+  using LayerRunner = std::function<torch::Tensor(size_t index, const torch::Tensor& x, const torch::Tensor& cos,
+                                                  const torch::Tensor& sin, const torch::Tensor& document_ids)>;
+  void set_layer_runner(LayerRunner runner) { layer_runner_ = std::move(runner); }
+  const std::vector<TransformerLayer>& layers() const { return layer_list_; }
+
   const DecoderArgs& args() const { return args_; }
   const std::optional<LoraArgs>& lora() const { return lora_; }
 
@@ -231,6 +240,7 @@ class DecoderImpl : public torch::nn::Module {
   DecoderArgs args_;
   std::optional<LoraArgs> lora_;
   bool activation_checkpointing_ = false;
+  LayerRunner layer_runner_;
   torch::Tensor inv_freq_;  // [head_dim/2] float32 on CPU; deliberately not a buffer (meta builds stay valid)
   Embedding tok_embeddings_{nullptr};
   torch::nn::ModuleList layers_{nullptr};

@@ -1,0 +1,249 @@
+#include "recipes/distributed/sharded_layers.h"
+
+#include <mutex>
+
+#include <torch/torch.h>
+
+namespace tmx::recipes {
+
+// The weights of one transformer layer, as two flat groups (trained, frozen), each sharded over the ranks.
+struct ShardedLayers::Unit {
+  struct Flat {
+    std::vector<at::Tensor> params;  // the layer's parameters of this group (empty between uses)
+    std::vector<std::vector<int64_t>> shapes;
+    at::Tensor shard;                // [shard_size] this rank's part of the flat weights
+    int64_t numel = 0, shard_size = 0;
+  };
+  ProcessGroup* group = nullptr;
+  std::shared_ptr<models::TransformerLayerImpl> layer;
+  Flat trained, frozen;
+  bool gathered = false;
+  // The layer's other inputs for the next ShardedLayerFunction::apply (no gradient; the document ids may be
+  // undefined, which the tensor arguments of a custom function may not be).
+  at::Tensor cos, sin, docs;
+
+  void Build(Flat& f, const std::vector<at::Tensor>& params, bool requires_grad) {
+    torch::NoGradGuard no_grad;
+    f.params = params;
+    for (const at::Tensor& p : params) {
+      f.shapes.push_back(p.sizes().vec());
+      f.numel += p.numel();
+    }
+    if (params.empty()) return;
+    const int64_t ranks = group->size();
+    f.shard_size = (f.numel + ranks - 1) / ranks;
+    at::Tensor flat = torch::zeros({f.shard_size * ranks}, params.front().options().requires_grad(false));
+    int64_t offset = 0;
+    for (const at::Tensor& p : params) {
+      flat.narrow(0, offset, p.numel()).copy_(p.detach().reshape({-1}));
+      offset += p.numel();
+    }
+    f.shard = flat.narrow(0, group->rank() * f.shard_size, f.shard_size).clone().set_requires_grad(requires_grad);
+  }
+
+  // Gathers the flat weights of `f` and points each parameter at its part of them.
+  void GatherFlat(Flat& f) {
+    if (f.params.empty()) return;
+    torch::NoGradGuard no_grad;
+    at::Tensor full = torch::empty({f.shard_size * group->size()}, f.shard.options().requires_grad(false));
+    at::Tensor mine = f.shard.detach();
+    group->AllGather(full, mine);
+    int64_t offset = 0;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const int64_t n = c10::multiply_integers(f.shapes[i]);
+      f.params[i].set_data(full.narrow(0, offset, n).view(f.shapes[i]));
+      offset += n;
+    }
+  }
+  void ReleaseFlat(Flat& f) {
+    for (at::Tensor& p : f.params) {
+      p.set_data(torch::empty({0}, p.options().requires_grad(false)));
+      p.mutable_grad() = at::Tensor();
+    }
+  }
+  void Gather() {
+    if (gathered) return;
+    GatherFlat(trained);
+    GatherFlat(frozen);
+    gathered = true;
+  }
+  void Release() {
+    if (!gathered) return;
+    ReleaseFlat(trained);
+    ReleaseFlat(frozen);
+    gathered = false;
+  }
+};
+
+namespace {
+
+using Unit = ShardedLayers::Unit;
+
+// The CPU generator's state, to replay the same dropout masks in the recompute.
+at::Tensor CpuRngState() {
+  at::Generator gen = at::globalContext().defaultGenerator(at::Device(at::kCPU));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void SetCpuRngState(const at::Tensor& state) {
+  at::Generator gen = at::globalContext().defaultGenerator(at::Device(at::kCPU));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
+// y = layer(x) with the layer's weights gathered only while it runs; the backward gathers them again,
+// recomputes, and returns the reduce-scattered weight gradient as the gradient of the trained shard.
+struct ShardedLayerFunction : public torch::autograd::Function<ShardedLayerFunction> {
+  // `shard`: the trained shard (an input so that autograd routes the weights' gradient to it), or an empty
+  // tensor for a layer without trained weights. The layer's other inputs are the unit's cos, sin and docs.
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& shard,
+                            int64_t unit_address) {
+    (void)shard;
+    Unit* unit = reinterpret_cast<Unit*>(unit_address);
+    const at::Tensor cos = unit->cos, sin = unit->sin, docs = unit->docs;
+    ctx->saved_data["unit"] = unit_address;
+    ctx->saved_data["rng"] = CpuRngState();
+    ctx->saved_data["cos"] = cos;
+    ctx->saved_data["sin"] = sin;
+    ctx->saved_data["has_docs"] = docs.defined();
+    if (docs.defined()) ctx->saved_data["docs"] = docs;
+    ctx->save_for_backward({x});
+    unit->Gather();
+    at::Tensor y;
+    {
+      torch::NoGradGuard no_grad;
+      y = unit->layer->forward(x, cos, sin, docs);
+    }
+    unit->Release();
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    Unit* unit = reinterpret_cast<Unit*>(ctx->saved_data["unit"].toInt());
+    torch::autograd::variable_list saved = ctx->get_saved_variables();
+    at::Tensor x = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    unit->Gather();
+    at::Tensor rng_now = CpuRngState();
+    SetCpuRngState(ctx->saved_data["rng"].toTensor());
+    at::Tensor y;
+    {
+      torch::AutoGradMode enable(true);
+      at::Tensor docs = ctx->saved_data["has_docs"].toBool() ? ctx->saved_data["docs"].toTensor() : at::Tensor();
+      y = unit->layer->forward(x, ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(), docs);
+    }
+    SetCpuRngState(rng_now);
+    std::vector<at::Tensor> inputs;
+    if (x.requires_grad()) inputs.push_back(x);
+    for (const at::Tensor& p : unit->trained.params) inputs.push_back(p);
+    std::vector<at::Tensor> grads;
+    if (!inputs.empty() && y.requires_grad()) {
+      grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]}, /*retain_graph=*/false, /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+    }
+    at::Tensor grad_x = x.requires_grad() && !grads.empty() ? grads[0] : at::Tensor();
+    at::Tensor grad_shard;
+    if (!unit->trained.params.empty() && unit->trained.shard.defined()) {
+      torch::NoGradGuard no_grad;
+      const Unit::Flat& f = unit->trained;
+      at::Tensor flat = torch::zeros({f.shard_size * unit->group->size()}, f.shard.options().requires_grad(false));
+      int64_t offset = 0;
+      const size_t first = x.requires_grad() ? 1 : 0;
+      for (size_t i = 0; i < f.params.size(); ++i) {
+        const int64_t n = f.params[i].numel();
+        if (grads.size() > first + i && grads[first + i].defined()) {
+          flat.narrow(0, offset, n).copy_(grads[first + i].reshape({-1}));
+        }
+        offset += n;
+      }
+      grad_shard = torch::empty({f.shard_size}, flat.options());
+      unit->group->ReduceScatter(grad_shard, flat);
+    }
+    unit->Release();
+    return {grad_x, grad_shard, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+ShardedLayers::ShardedLayers(ProcessGroup* group, models::Decoder model) : group_(group), model_(model) {
+  for (const models::TransformerLayer& layer : model_->layers()) {
+    auto unit = std::make_unique<Unit>();
+    unit->group = group_;
+    unit->layer = layer.ptr();
+    std::vector<at::Tensor> trained, frozen;
+    for (const at::Tensor& p : layer->parameters()) {
+      (p.requires_grad() ? trained : frozen).push_back(p);
+      owned_.push_back(p.unsafeGetTensorImpl());
+    }
+    unit->Build(unit->trained, trained, /*requires_grad=*/true);
+    unit->Build(unit->frozen, frozen, /*requires_grad=*/false);
+    unit->gathered = true;  // the weights are whole now: release them
+    unit->Release();
+    if (unit->trained.shard.defined()) trained_shards_.push_back(unit->trained.shard);
+    units_.push_back(std::move(unit));
+  }
+  model_->set_layer_runner([this](size_t index, const torch::Tensor& x, const torch::Tensor& cos,
+                                  const torch::Tensor& sin, const torch::Tensor& docs) {
+    Unit* unit = units_[index].get();
+    const bool weights_train = unit->trained.shard.defined();
+    if (!torch::GradMode::is_enabled() || (!weights_train && !x.requires_grad())) {
+      // No gradient to route: gather, run, release.
+      unit->Gather();
+      at::Tensor y = unit->layer->forward(x, cos, sin, docs);
+      unit->Release();
+      return y;
+    }
+    // A layer with only frozen weights still passes the gradient to its input (LoRA adapters elsewhere).
+    unit->cos = cos;
+    unit->sin = sin;
+    unit->docs = docs;
+    at::Tensor y = ShardedLayerFunction::apply(x, weights_train ? unit->trained.shard : torch::empty({0}),
+                                               reinterpret_cast<int64_t>(unit));
+    unit->cos = unit->sin = unit->docs = at::Tensor();
+    return y;
+  });
+}
+
+ShardedLayers::~ShardedLayers() {
+  if (model_) model_->set_layer_runner(nullptr);
+}
+
+bool ShardedLayers::Owns(const at::Tensor& param) const {
+  return std::find(owned_.begin(), owned_.end(), param.unsafeGetTensorImpl()) != owned_.end();
+}
+
+void ShardedLayers::ZeroGrad() {
+  for (at::Tensor& s : trained_shards_) s.mutable_grad() = at::Tensor();
+}
+
+double ShardedLayers::GradSquaredSum() const {
+  double sum = 0;
+  for (const at::Tensor& s : trained_shards_) {
+    if (s.grad().defined()) sum += s.grad().to(torch::kFloat).pow(2).sum().item<double>();
+  }
+  return sum;
+}
+
+void ShardedLayers::ScaleGrads(double factor) {
+  torch::NoGradGuard no_grad;
+  for (const at::Tensor& s : trained_shards_) {
+    if (s.grad().defined()) s.grad().mul_(factor);
+  }
+}
+
+void ShardedLayers::GatherAll() {
+  for (auto& u : units_) u->Gather();
+}
+
+void ShardedLayers::ReleaseAll() {
+  for (auto& u : units_) u->Release();
+}
+
+int64_t ShardedLayers::trained_elements() const {
+  int64_t n = 0;
+  for (const at::Tensor& s : trained_shards_) n += s.numel();
+  return n;
+}
+
+}  // namespace tmx::recipes
