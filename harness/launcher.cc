@@ -67,7 +67,8 @@ StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     std::vector<std::pair<std::string, std::string>> env = {
         {"RANK", std::to_string(rank)}, {"LOCAL_RANK", std::to_string(rank)}, {"WORLD_SIZE", n},
         {"LOCAL_WORLD_SIZE", n},        {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", std::to_string(*port)}};
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) env.emplace_back("OMP_NUM_THREADS", threads);
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    if (omp == nullptr || *omp == '\0') env.emplace_back("OMP_NUM_THREADS", threads);
     for (const auto& kv : options.env) env.push_back(kv);
     std::vector<char*> argv;
     for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));

@@ -3,7 +3,7 @@
 //
 // Each rank is the same program with the same arguments (an argv vector, never a shell string) and torchrun's
 // environment: RANK and LOCAL_RANK (0..N-1), WORLD_SIZE and LOCAL_WORLD_SIZE (N), MASTER_ADDR (127.0.0.1) and
-// MASTER_PORT (a free port). OMP_NUM_THREADS, unless set, is the machine's cores divided among the ranks
+// MASTER_PORT (a free port). OMP_NUM_THREADS, unless set (to something), is the machine's cores divided among the ranks
 // (torchrun sets 1), so N ranks on one host do not oversubscribe it. The ranks stay in the launcher's process
 // group: whoever stops the launcher's group (the matrix, a terminal's Ctrl-C) stops every rank.
 #pragma once

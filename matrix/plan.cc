@@ -122,13 +122,15 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
   std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
   std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
+  // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
+  // few configs predicts them from every measured cell of the device type), then left out.
+  std::vector<bool> selected;
   for (const RecipeSpec& recipe : registry.recipes()) {
-    if (!options.recipes.empty() &&
-        std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
-      continue;
-    }
+    const bool recipe_selected =
+        options.recipes.empty() ||
+        std::find(options.recipes.begin(), options.recipes.end(), recipe.name) != options.recipes.end();
     for (const std::string& name : recipe.configs) {
-      if (!MatchesGlob(options.configs_glob, name)) continue;
+      const bool config_selected = recipe_selected && MatchesGlob(options.configs_glob, name);
       LocatedConfig located;
       located.name = name;
       located.path = BuiltinConfigPath(name);
@@ -140,6 +142,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       StatusOr<SupportEntries> recorded = ReadSupportEntries(*text, located.path);
       if (!recorded.ok()) return recorded.status();
       for (const DeviceInfo* device : chosen) {
+        selected.push_back(config_selected);
         PlannedCell cell;
         cell.key = {name, device->id};
         cell.recipe = recipe.name;
@@ -253,6 +256,11 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cells[i].expected_duration_s = 0;
     }
   }
+  std::vector<PlannedCell> chosen_cells;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    if (selected[i]) chosen_cells.push_back(std::move(cells[i]));
+  }
+  cells = std::move(chosen_cells);
   std::vector<ShardItem> items;
   for (size_t i = 0; i < cells.size(); ++i) {
     items.push_back({cells[i].key, cells[i].expected_duration_s});

@@ -130,6 +130,28 @@ TEST(PlanTest, FiltersAndUnknownNames) {
             "--recipes: unknown recipe 'lora_finetune'; did you mean 'lora_finetune_single_device'?");
 }
 
+// --recipes and --configs choose cells, not the measurements their predictions come from: a cell is planned
+// alike in a run of a few configs and in a run of all.
+TEST(PlanTest, FiltersDoNotChangeTheRatesPredictionsUse) {
+  MatrixOptions options;
+  std::vector<DeviceInfo> devices = {Device("cpu", 24)};
+  StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  options.recipes = {"lora_finetune_distributed"};
+  options.configs_glob = "qwen*";
+  StatusOr<std::vector<PlannedCell>> some = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  ASSERT_FALSE(some->empty());
+  for (const PlannedCell& c : *some) {
+    EXPECT_EQ(c.recipe, "lora_finetune_distributed");
+    EXPECT_EQ(c.key.config.rfind("qwen", 0), 0u) << c.key.config;
+    const PlannedCell& same = Find(*all, c.key.config, c.key.device);
+    EXPECT_EQ(c.expected_duration_s, same.expected_duration_s) << c.key.config;
+    EXPECT_EQ(c.preset.status, same.preset.status) << c.key.config;
+    EXPECT_EQ(c.runnable, same.runnable) << c.key.config;
+  }
+}
+
 // Shards of the built-in matrix: together every cell once, durations taken from the configs' records.
 TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
   MatrixOptions options;

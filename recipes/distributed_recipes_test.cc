@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -146,6 +147,52 @@ INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest,
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "Lora" : "Full") + std::get<1>(info.param).name;
                          });
+
+// A checkpoint of 2 fully sharded ranks holds the whole optimizer state: the run resumes on 1 rank or on 2 and
+// trains the second epoch as the uninterrupted run did.
+TEST(DistributedRecipesResumeTest, AShardedCheckpointResumesAtAnyRankCount) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_resume");
+  const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=2", "epochs=2",
+                                           "save_checkpoints=True", "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
+  auto ranks = [&](int n, const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> a = {"run"};
+    if (n > 1) a.insert(a.end(), {"--nproc_per_node", std::to_string(n)});
+    a.insert(a.end(), {"full_finetune_distributed", "--config", "tiny/full_distributed",
+                       "batch_size=" + std::to_string(8 / n), "output_dir=" + out});
+    a.insert(a.end(), common.begin(), common.end());
+    a.insert(a.end(), more.begin(), more.end());
+    SubprocessResult r = RunTune(a);
+    EXPECT_TRUE(r.Succeeded()) << r.Describe() << "\n" << r.output_tail;
+    return MustReadSummary(out);
+  };
+  // Two epochs without stopping, saving each; then each resumed run starts from the first epoch's checkpoint.
+  RunSummary whole = ranks(2, dir.path() + "/whole", {});
+  ASSERT_EQ(whole.losses.size(), 4u);
+  for (const char* out : {"/one", "/two"}) {
+    std::filesystem::create_directories(dir.path() + out);
+    std::filesystem::copy(dir.path() + "/whole/epoch_0", dir.path() + out + "/epoch_0",
+                          std::filesystem::copy_options::recursive);
+  }
+  for (const auto& [n, out] : std::vector<std::pair<int, std::string>>{{1, "/one"}, {2, "/two"}}) {
+    RunSummary resumed = ranks(n, dir.path() + out, {"resume_from_checkpoint=True"});
+    ASSERT_EQ(resumed.losses.size(), 2u) << n << " rank(s)";
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_NEAR(resumed.losses[i], whole.losses[2 + i], 1e-5 * std::abs(whole.losses[2 + i]))
+          << n << " rank(s), step " << 3 + i;
+    }
+    // The weights after the resumed epoch are the uninterrupted run's (they depend on the restored AdamW state).
+    auto w1 = checkpoint::LoadSafetensors(dir.path() + "/whole/epoch_1/model.safetensors");
+    auto w2 = checkpoint::LoadSafetensors(dir.path() + out + "/epoch_1/model.safetensors");
+    ASSERT_TRUE(w1.ok() && w2.ok());
+    ASSERT_EQ(w1->tensors.size(), w2->tensors.size());
+    for (size_t i = 0; i < w1->tensors.size(); ++i) {
+      EXPECT_TRUE(torch::allclose(w1->tensors[i].second, w2->tensors[i].second, 1e-4, 1e-6))
+          << n << " rank(s): " << w1->tensors[i].first;
+    }
+  }
+}
 
 // The pid of the child of `parent` whose environment has RANK=<rank>, or -1.
 pid_t FindRank(pid_t parent, int rank) {

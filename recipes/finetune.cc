@@ -16,6 +16,7 @@
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
 #include "recipes/distributed/data_parallel.h"
+#include "recipes/distributed/optimizer_state.h"
 #include "recipes/distributed/process_group.h"
 #include "recipes/distributed/sharded_layers.h"
 #include "recipes/train_setup.h"
@@ -99,6 +100,14 @@ class Trainer {
   Status Train(RunSummary* summary);
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
   bool lead() const { return ranks_ == nullptr || ranks_->env.rank == 0; }
+  // The sharded groups of weights of a distributed run (outside the layers, then each layer's).
+  std::vector<ShardedFlat> Flats() const {
+    std::vector<ShardedFlat> flats = ranks_->data_parallel->flats();
+    if (ranks_->layers) {
+      for (ShardedFlat& f : ranks_->layers->flats()) flats.push_back(std::move(f));
+    }
+    return flats;
+  }
   // Sums a number over the ranks (itself without ranks).
   double SumOverRanks(double v) const { return ranks_ == nullptr ? v : ranks_->group->AllReduceScalar(v); }
 
@@ -156,8 +165,24 @@ Status Trainer::Setup(RunSummary* summary) {
                                    "; lower gradient_accumulation_steps or batch_size");
   }
 
+  auto load_weights = [this](const std::string& dir) {
+    return LoadEpochWeights(dir, format_, model_.choice, *model_.model);
+  };
   std::vector<at::Tensor> stepped = model_.trained_tensors;
+  OptimizerPtr resumed;  // a distributed resume: the checkpoint's optimizer state, per parameter
   if (ranks_ != nullptr) {
+    if (settings_.resume) {
+      // Read before the weights are sharded: the weights into the model, the optimizer state per parameter
+      // (the single-device format), which each rank then cuts to its shards.
+      StatusOr<OptimizerPtr> per_param = SetupOptimizer(config_, registry, model_.trained_tensors);
+      TM_RETURN_IF_ERROR(per_param.status());
+      resumed = std::move(*per_param);
+      StatusOr<ResumePoint> point = LoadTrainState(settings_.checkpoint_dir, config_, model_.trained, *resumed,
+                                                   kind_ == TrainKind::kLora, load_weights);
+      TM_RETURN_IF_ERROR(point.status());
+      start_epoch_ = point->next_epoch;
+      *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
+    }
     // Every rank built the same weights from the same seed and checkpoint, so no broadcast is needed.
     DataParallelOptions options;
     StatusOr<int64_t> shard_dim = config_.GetInt("data_parallel_shard_dim");
@@ -192,14 +217,20 @@ Status Trainer::Setup(RunSummary* summary) {
   StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
+  if (resumed != nullptr) {
+    if (ranks_->data_parallel->sharded()) {
+      for (const ShardedFlat& f : Flats()) {
+        ScatterOptimizerState(ranks_->group->rank(), ranks_->group->size(), f, *resumed, optimizer_.get());
+      }
+    } else {
+      for (auto& [key, state] : resumed->state()) optimizer_->state()[key] = std::move(state);  // the same tensors
+    }
+  }
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
 
-  if (settings_.resume) {
-    auto load_weights = [this](const std::string& dir) {
-      return LoadEpochWeights(dir, format_, model_.choice, *model_.model);
-    };
+  if (settings_.resume && ranks_ == nullptr) {
     StatusOr<ResumePoint> point = LoadTrainState(settings_.checkpoint_dir, config_, model_.trained, *optimizer_,
                                                  kind_ == TrainKind::kLora, load_weights);
     TM_RETURN_IF_ERROR(point.status());
@@ -299,18 +330,23 @@ Status Trainer::Train(RunSummary* summary) {
         out << std::defaultfloat << std::endl;
       }
     }
-    // Fully sharded layers are gathered on every rank for the save, and released after it.
+    // Fully sharded layers are gathered on every rank for the save, and released after it; sharded optimizer
+    // state is gathered into the per-parameter format the single-device recipes save.
     if (s.save_checkpoints && ranks_ != nullptr && ranks_->layers) ranks_->layers->GatherAll();
+    OptimizerPtr per_param;
+    if (s.save_checkpoints && dp != nullptr && dp->sharded()) {
+      StatusOr<OptimizerPtr> made = SetupOptimizer(config_, BuiltinRegistry(), model_.trained_tensors);
+      TM_RETURN_IF_ERROR(made.status());
+      per_param = std::move(*made);
+      for (const ShardedFlat& f : Flats()) GatherOptimizerState(*ranks_->group, f, *optimizer_, per_param.get());
+    }
     if (s.save_checkpoints && lead()) {
-      // Every rank holds the whole model: rank 0 writes the weights once, in the single-device formats. The
-      // recipe state is per parameter only when the optimizer state is not sharded.
+      // Rank 0 writes the weights and the recipe state once, in the single-device formats.
       std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
       TM_RETURN_IF_ERROR(MakeDirs(dir));
       TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
-      if (dp == nullptr || !dp->sharded()) {
-        TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, *optimizer_, kind_ == TrainKind::kLora,
-                                          {epoch + 1, global_step, s.seed}));
-      }
+      TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
+                                        kind_ == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
     }
     if (s.save_checkpoints && ranks_ != nullptr && ranks_->layers) ranks_->layers->ReleaseAll();
     if (s.save_checkpoints && ranks_ != nullptr) ranks_->group->Barrier();  // the checkpoint is complete for all

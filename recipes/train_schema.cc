@@ -138,11 +138,6 @@ std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* d
     add("run_val_every_n_steps",
         "validation during training is not implemented yet; set run_val_every_n_steps=null");
   }
-  if (IsTrue(config.Find("resume_from_checkpoint")) && shard != 1) {
-    add("resume_from_checkpoint",
-        "resuming a sharded run is not implemented (its optimizer state is saved per parameter only when "
-        "replicated); set data_parallel_shard_dim=1 for runs you will resume, or resume_from_checkpoint=False");
-  }
   if (device != nullptr) {
     const std::string& backend = device->traits().distributed_backend;
     std::string why_not;

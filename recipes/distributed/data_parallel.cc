@@ -120,6 +120,20 @@ void DataParallel::GatherParameters() {
   }
 }
 
+std::vector<ShardedFlat> DataParallel::flats() const {
+  std::vector<ShardedFlat> out;
+  if (!options_.shard) return out;
+  for (const FlatGroup& g : groups_) {
+    ShardedFlat f;
+    f.params = g.params;
+    for (const at::Tensor& p : g.params) f.shapes.push_back(p.sizes().vec());
+    f.shard = g.shard;
+    f.shard_size = g.shard_size;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 int64_t DataParallel::optimizer_elements() const {
   int64_t n = 0;
   for (const at::Tensor& t : optimizer_tensors_) n += t.numel();

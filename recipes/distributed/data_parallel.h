@@ -17,6 +17,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "recipes/distributed/optimizer_state.h"
 #include "recipes/distributed/process_group.h"
 
 namespace tmx::recipes {
@@ -57,6 +58,9 @@ class DataParallel {
   void GatherParameters();
 
   bool sharded() const { return options_.shard; }
+  // The sharded groups (one per dtype), for converting optimizer state (optimizer_state.h); empty when
+  // replicated, where the optimizer steps the parameters themselves.
+  std::vector<ShardedFlat> flats() const;
   // Elements of optimizer state this rank keeps per state tensor (the shard sizes, or every parameter).
   int64_t optimizer_elements() const;
 

@@ -121,6 +121,68 @@ TEST_P(DataParallelTest, ShardingKeepsAnEvenShareOfTheOptimizerState) {
   EXPECT_EQ(elements[1], shard ? 42 : 83);
 }
 
+// The sharded optimizer state, gathered per parameter, is the state one process keeps; cut back to shards it is
+// each rank's state again.
+TEST(DataParallelStateTest, ShardedOptimizerStateGathersToThePerParameterStateAndBack) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  const torch::Tensor x = Inputs();
+  torch::manual_seed(100);
+  Net reference;
+  std::vector<torch::Tensor> initial;
+  for (const torch::Tensor& p : reference.parameters()) initial.push_back(p.detach().clone());
+  torch::optim::AdamW reference_opt(reference.parameters(), torch::optim::AdamWOptions(0.05));
+  for (int step = 0; step < 2; ++step) {
+    reference_opt.zero_grad();
+    (reference.forward(x * (step + 1)).pow(2).sum() / static_cast<double>(x.size(0))).backward();
+    reference_opt.step();
+  }
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto group = ProcessGroup::Create(store, r, 2, "gloo");
+      ASSERT_TRUE(group.ok());
+      Net net;
+      {
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> params = net.parameters();
+        for (size_t i = 0; i < params.size(); ++i) params[i].copy_(initial[i]);
+      }
+      DataParallel dp(group->get(), net.parameters());
+      torch::optim::AdamW opt(dp.optimizer_tensors(), torch::optim::AdamWOptions(0.05));
+      for (int step = 0; step < 2; ++step) {
+        dp.ZeroGrad();
+        (net.forward(x.narrow(0, r * 4, 4) * (step + 1)).pow(2).sum() / static_cast<double>(x.size(0))).backward();
+        dp.ReduceGradients();
+        opt.step();
+        dp.GatherParameters();
+      }
+      std::vector<ShardedFlat> flats = dp.flats();
+      ASSERT_EQ(flats.size(), 1u);
+      torch::optim::AdamW per_param(net.parameters(), torch::optim::AdamWOptions(0.05));
+      GatherOptimizerState(**group, flats[0], opt, &per_param);
+      std::vector<torch::Tensor> mine = net.parameters(), theirs = reference.parameters();
+      for (size_t i = 0; i < mine.size(); ++i) {
+        auto& a = static_cast<torch::optim::AdamWParamState&>(*per_param.state().at(mine[i].unsafeGetTensorImpl()));
+        auto& b = static_cast<torch::optim::AdamWParamState&>(
+            *reference_opt.state().at(theirs[i].unsafeGetTensorImpl()));
+        EXPECT_EQ(a.step(), b.step());
+        EXPECT_TRUE(torch::allclose(a.exp_avg(), b.exp_avg(), 1e-5, 1e-7)) << "rank " << r << " parameter " << i;
+        EXPECT_TRUE(torch::allclose(a.exp_avg_sq(), b.exp_avg_sq(), 1e-5, 1e-9)) << "rank " << r << " parameter " << i;
+      }
+      torch::optim::AdamW again(dp.optimizer_tensors(), torch::optim::AdamWOptions(0.05));
+      ScatterOptimizerState(r, 2, flats[0], per_param, &again);
+      auto& cut = static_cast<torch::optim::AdamWParamState&>(*again.state().at(flats[0].shard.unsafeGetTensorImpl()));
+      auto& had = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(flats[0].shard.unsafeGetTensorImpl()));
+      EXPECT_TRUE(torch::equal(cut.exp_avg(), had.exp_avg())) << "rank " << r;
+      EXPECT_TRUE(torch::equal(cut.exp_avg_sq(), had.exp_avg_sq())) << "rank " << r;
+      EXPECT_EQ(cut.step(), had.step());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 INSTANTIATE_TEST_SUITE_P(ShardedAndReplicated, DataParallelTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Sharded" : "Replicated"; });
 

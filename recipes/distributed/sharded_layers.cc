@@ -240,6 +240,15 @@ void ShardedLayers::ReleaseAll() {
   for (auto& u : units_) u->Release();
 }
 
+std::vector<ShardedFlat> ShardedLayers::flats() const {
+  std::vector<ShardedFlat> out;
+  for (const auto& u : units_) {
+    if (!u->trained.shard.defined()) continue;
+    out.push_back({u->trained.params, u->trained.shapes, u->trained.shard, u->trained.shard_size});
+  }
+  return out;
+}
+
 int64_t ShardedLayers::trained_elements() const {
   int64_t n = 0;
   for (const at::Tensor& s : trained_shards_) n += s.numel();

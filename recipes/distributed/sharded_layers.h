@@ -16,6 +16,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "recipes/distributed/optimizer_state.h"
 #include "recipes/distributed/process_group.h"
 #include "recipes/models/decoder.h"
 
@@ -44,6 +45,9 @@ class ShardedLayers {
   // ReleaseAll() frees them again.
   void GatherAll();
   void ReleaseAll();
+
+  // Each layer's trained weights as a sharded group, for converting optimizer state (optimizer_state.h).
+  std::vector<ShardedFlat> flats() const;
 
   // Elements of the trained weights this rank keeps, and of all layer weights.
   int64_t trained_elements() const;
