@@ -62,23 +62,29 @@ class DistributedRecipesTest : public ::testing::TestWithParam<std::tuple<bool, 
     std::string why_not;
     if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
   }
+  // `tune run` arguments of one process with batch 8 (in <dir>/one) and of 2 ranks with batch 4 each in this
+  // test's layout (in <dir>/two), fp32, clipped, with `more` overrides.
+  std::pair<std::vector<std::string>, std::vector<std::string>> Commands(const std::vector<std::string>& more) const {
+    const std::string kind = std::get<0>(GetParam()) ? "lora" : "full";
+    std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config",
+                                    "tiny/" + kind + "_single_device", "batch_size=8",
+                                    "output_dir=" + dir_.path() + "/one"};
+    std::vector<std::string> two = {"run", "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
+                                    "tiny/" + kind + "_distributed", "batch_size=4", std::get<1>(GetParam()).override,
+                                    "output_dir=" + dir_.path() + "/two"};
+    for (std::vector<std::string>* args : {&one, &two}) {
+      args->insert(args->end(), {"device=cpu", "dtype=fp32", "epochs=1", "clip_grad_norm=1.0", "optimizer.lr=1e-3"});
+      args->insert(args->end(), more.begin(), more.end());
+    }
+    return {one, two};
+  }
   test::ScratchDir dir_{"tm_dist"};
 };
 
 // fp32, every label counted over the global batch: 2 ranks of batch 4 follow the losses of 1 process of batch 8.
 TEST_P(DistributedRecipesTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
-  const bool lora = std::get<0>(GetParam());
   const Layout layout = std::get<1>(GetParam());
-  const std::string kind = lora ? "lora" : "full";
-  const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=4", "epochs=1",
-                                           "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
-  std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config", "tiny/" + kind + "_single_device",
-                                  "batch_size=8", "output_dir=" + dir_.path() + "/one"};
-  std::vector<std::string> two = {"run",          "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
-                                  "tiny/" + kind + "_distributed", "batch_size=4", layout.override,
-                                  "output_dir=" + dir_.path() + "/two"};
-  one.insert(one.end(), common.begin(), common.end());
-  two.insert(two.end(), common.begin(), common.end());
+  const auto [one, two] = Commands({"max_steps_per_epoch=4"});
   SubprocessResult a = RunTune(one);
   ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
   SubprocessResult b = RunTune(two);
@@ -111,18 +117,7 @@ TEST_P(DistributedRecipesTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
 
 // The weights the ranks save once (gathered, in the single-device format) are those one process saves.
 TEST_P(DistributedRecipesTest, TheSavedCheckpointIsTheOneProcessCheckpoint) {
-  const bool lora = std::get<0>(GetParam());
-  const Layout layout = std::get<1>(GetParam());
-  const std::string kind = lora ? "lora" : "full";
-  const std::vector<std::string> common = {"device=cpu", "dtype=fp32", "max_steps_per_epoch=2", "epochs=1",
-                                           "save_checkpoints=True", "optimizer.lr=1e-3", "clip_grad_norm=1.0"};
-  std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config", "tiny/" + kind + "_single_device",
-                                  "batch_size=8", "output_dir=" + dir_.path() + "/one"};
-  std::vector<std::string> two = {"run", "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
-                                  "tiny/" + kind + "_distributed", "batch_size=4", layout.override,
-                                  "output_dir=" + dir_.path() + "/two"};
-  one.insert(one.end(), common.begin(), common.end());
-  two.insert(two.end(), common.begin(), common.end());
+  const auto [one, two] = Commands({"max_steps_per_epoch=2", "save_checkpoints=True"});
   ASSERT_TRUE(RunTune(one).Succeeded());
   SubprocessResult b = RunTune(two);
   ASSERT_TRUE(b.Succeeded()) << b.output_tail;

@@ -86,20 +86,24 @@ void DataParallel::ReduceGradients() {
   }
 }
 
-double DataParallel::LocalGradSquares() const {
+double GradSquaredSum(const std::vector<at::Tensor>& tensors) {
   double sum_squares = 0;
-  for (const at::Tensor& t : optimizer_tensors_) {
+  for (const at::Tensor& t : tensors) {
     if (t.grad().defined()) sum_squares += t.grad().to(torch::kFloat).pow(2).sum().item<double>();
   }
   return sum_squares;
 }
 
-void DataParallel::ScaleGrads(double factor) {
+void ScaleGrads(const std::vector<at::Tensor>& tensors, double factor) {
   torch::NoGradGuard no_grad;
-  for (const at::Tensor& t : optimizer_tensors_) {
+  for (const at::Tensor& t : tensors) {
     if (t.grad().defined()) t.grad().mul_(factor);
   }
 }
+
+double DataParallel::LocalGradSquares() const { return GradSquaredSum(optimizer_tensors_); }
+
+void DataParallel::ScaleGrads(double factor) { recipes::ScaleGrads(optimizer_tensors_, factor); }
 
 double DataParallel::ClipGradNorm(std::optional<double> max_norm) {
   double sum_squares = LocalGradSquares();

@@ -22,6 +22,10 @@
 
 namespace tmx::recipes {
 
+// Sum of squares of the tensors' gradients (those defined), in fp32; and scaling them in place.
+double GradSquaredSum(const std::vector<at::Tensor>& tensors);
+void ScaleGrads(const std::vector<at::Tensor>& tensors, double factor);
+
 struct DataParallelOptions {
   // Shard gradients and optimizer state over the ranks (see above); false: replicate them. Default on.
   bool shard = true;

@@ -1,5 +1,8 @@
 #include "recipes/distributed/sharded_layers.h"
 
+#include "recipes/distributed/data_parallel.h"
+
+#include <algorithm>
 #include <mutex>
 
 #include <torch/torch.h>
@@ -217,20 +220,9 @@ void ShardedLayers::ZeroGrad() {
   for (at::Tensor& s : trained_shards_) s.mutable_grad() = at::Tensor();
 }
 
-double ShardedLayers::GradSquaredSum() const {
-  double sum = 0;
-  for (const at::Tensor& s : trained_shards_) {
-    if (s.grad().defined()) sum += s.grad().to(torch::kFloat).pow(2).sum().item<double>();
-  }
-  return sum;
-}
+double ShardedLayers::GradSquaredSum() const { return recipes::GradSquaredSum(trained_shards_); }
 
-void ShardedLayers::ScaleGrads(double factor) {
-  torch::NoGradGuard no_grad;
-  for (const at::Tensor& s : trained_shards_) {
-    if (s.grad().defined()) s.grad().mul_(factor);
-  }
-}
+void ShardedLayers::ScaleGrads(double factor) { recipes::ScaleGrads(trained_shards_, factor); }
 
 void ShardedLayers::GatherAll() {
   for (auto& u : units_) u->Gather();
