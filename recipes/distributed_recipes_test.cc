@@ -189,6 +189,37 @@ TEST(DistributedRecipesResumeTest, AShardedCheckpointResumesAtAnyRankCount) {
   }
 }
 
+// The validation loss (run_val_every_n_steps over dataset_val) of 2 ranks is the mean over every rank's tokens:
+// the one process's.
+TEST(DistributedRecipesValidationTest, TwoRanksReportTheValidationLossOfOneProcess) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_val");
+  auto val_losses = [&](int n) {
+    const std::string out = dir.path() + "/" + std::to_string(n);
+    std::vector<std::string> a = {"run"};
+    if (n > 1) a.insert(a.end(), {"--nproc_per_node", std::to_string(n)});
+    a.insert(a.end(), {"full_finetune_distributed", "--config", "tiny/full_distributed", "device=cpu", "dtype=fp32",
+                       "max_steps_per_epoch=4", "batch_size=" + std::to_string(8 / n), "output_dir=" + out,
+                       "run_val_every_n_steps=2", "dataset_val._component_=torchtune.datasets.alpaca_dataset",
+                       "dataset_val.source=tune-matrix/tiny_instruct", "batch_size_val=" + std::to_string(8 / n)});
+    SubprocessResult r = RunTune(a);
+    EXPECT_TRUE(r.Succeeded()) << r.Describe() << "\n" << r.output_tail;
+    std::vector<double> losses;
+    std::ifstream metrics(out + "/logs/metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("val_loss")) losses.push_back(j["val_loss"].get<double>());
+    }
+    return losses;
+  };
+  std::vector<double> one = val_losses(1), two = val_losses(2);
+  ASSERT_EQ(one.size(), 2u);  // after steps 2 and 4
+  ASSERT_EQ(two.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(one[i], two[i], 1e-5 * one[i]);
+  EXPECT_LT(one[1], one[0]);  // training lowered it
+}
+
 // The pid of the child of `parent` whose environment has RANK=<rank>, or -1.
 pid_t FindRank(pid_t parent, int rank) {
   DIR* d = ::opendir("/proc");

@@ -97,7 +97,10 @@ class Trainer {
 
  private:
   Status Setup(RunSummary* summary);
+  Status SetupValidation(RunSummary* summary);
   Status Train(RunSummary* summary);
+  // The mean loss over every token of the validation data (every rank's share), without training.
+  double ValidationLoss();
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
   bool lead() const { return ranks_ == nullptr || ranks_->env.rank == 0; }
   // The sharded groups of weights of a distributed run (outside the layers, then each layer's).
@@ -124,6 +127,8 @@ class Trainer {
   TrainableModel model_;
   OptimizerPtr optimizer_;
   std::optional<data::DataLoader> loader_;
+  std::optional<data::DataLoader> val_loader_;  // with run_val_every_n_steps
+  int64_t val_every_ = 0;
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0;
   double base_lr_ = 0;
 };
@@ -214,6 +219,7 @@ Status Trainer::Setup(RunSummary* summary) {
       for (const at::Tensor& t : ranks_->layers->optimizer_tensors()) stepped.push_back(t);
     }
   }
+  TM_RETURN_IF_ERROR(SetupValidation(summary));
   StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
@@ -238,6 +244,48 @@ Status Trainer::Setup(RunSummary* summary) {
     *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
   }
   return Status::OK();
+}
+
+// Validation (the distributed recipes' run_val_every_n_steps, dataset_val, batch_size_val): the validation
+// data in order, sharded over the ranks like the training data.
+Status Trainer::SetupValidation(RunSummary* summary) {
+  if (config_.IsNull("run_val_every_n_steps")) return Status::OK();  // absent (single-device recipes) or null
+  StatusOr<int64_t> every = config_.GetInt("run_val_every_n_steps");
+  StatusOr<int64_t> batch = config_.GetInt("batch_size_val");
+  TM_RETURN_IF_ERROR(every.status());
+  TM_RETURN_IF_ERROR(batch.status());
+  if (config_.IsNull("dataset_val")) {
+    return Status::InvalidArgument(config_.OriginOf("run_val_every_n_steps").ToString() +
+                                   ": run_val_every_n_steps: validation needs dataset_val; add it, or set "
+                                   "run_val_every_n_steps=null");
+  }
+  TrainingSettings val = settings_;
+  val.batch_size = *batch;
+  val.shuffle = false;
+  StatusOr<data::DataLoader> loader =
+      SetupData(config_, val, model_.choice.args, context_.allow_stand_ins, &summary->stand_ins, "dataset_val");
+  TM_RETURN_IF_ERROR(loader.status());
+  val_loader_.emplace(std::move(*loader));
+  val_every_ = *every;
+  return Status::OK();
+}
+
+double Trainer::ValidationLoss() {
+  torch::NoGradGuard no_grad;
+  model_.model->eval();
+  double loss_sum = 0, count = 0;
+  for (int64_t i = 0; i < val_loader_->size(); ++i) {
+    data::Batch batch = val_loader_->GetBatch(i);
+    const double local = static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
+    torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
+    torch::Tensor docs = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
+    torch::Tensor logits = model_.model->forward(batch.tokens.to(device_), input_pos, docs);
+    if (local > 0) loss_sum += NextTokenLoss(logits, batch.labels.to(device_)).item<double>() * local;
+    count += local;
+  }
+  model_.model->train();
+  const double total = SumOverRanks(count);
+  return total > 0 ? SumOverRanks(loss_sum) / total : std::nan("");
 }
 
 Status Trainer::Train(RunSummary* summary) {
@@ -328,6 +376,15 @@ Status Trainer::Train(RunSummary* summary) {
         if (grad_norm) out << " | grad_norm " << std::setprecision(3) << *grad_norm;
         if (peak) out << " | peak_mem " << std::setprecision(3) << static_cast<double>(peak->bytes) / (1 << 30) << " GiB";
         out << std::defaultfloat << std::endl;
+      }
+      if (val_every_ > 0 && global_step % val_every_ == 0) {
+        const double val_loss = ValidationLoss();  // every rank takes part
+        if (lead()) {
+          nlohmann::json record = {{"step", global_step}, {"epoch", epoch}, {"val_loss", val_loss}};
+          TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, record.dump()));
+          out << "epoch " << epoch + 1 << " step " << global_step << " | val_loss " << std::fixed
+              << std::setprecision(4) << val_loss << std::defaultfloat << std::endl;
+        }
       }
     }
     // Fully sharded layers are gathered on every rank for the save, and released after it; sharded optimizer

@@ -105,7 +105,7 @@ std::vector<FieldSpec> DistributedFields() {
                             {"tok_embeddings", "output"})),
       ComponentField("dataset_val", "dataset", "validation data (used with run_val_every_n_steps)", false),
       Nullable(AtLeast(Field("run_val_every_n_steps", FieldType::kInt, "null",
-                             "validate every this many steps; only null (no validation) is implemented"),
+                             "every this many optimizer steps, the mean loss over dataset_val; null: never"),
                        1)),
       AtLeast(Field("batch_size_val", FieldType::kInt, "${batch_size}", "samples per validation batch"), 1),
   };
@@ -134,9 +134,9 @@ std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* d
         "hybrid sharding (replicas of sharded groups) is not implemented; set data_parallel_replicate_dim=1 to shard "
         "over every rank, or data_parallel_shard_dim=1 to replicate");
   }
-  if (config.Find("run_val_every_n_steps").IsScalar() && !config.IsNull("run_val_every_n_steps")) {
-    add("run_val_every_n_steps",
-        "validation during training is not implemented yet; set run_val_every_n_steps=null");
+  if (config.Find("run_val_every_n_steps").IsScalar() && !config.IsNull("run_val_every_n_steps") &&
+      config.IsNull("dataset_val")) {
+    add("run_val_every_n_steps", "validation needs dataset_val; add it, or set run_val_every_n_steps=null");
   }
   if (device != nullptr) {
     const std::string& backend = device->traits().distributed_backend;

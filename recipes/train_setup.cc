@@ -135,7 +135,7 @@ const char* kStandInHint = "; to train on the shipped sample of the same kind in
 
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,
-                                     std::vector<std::string>* stand_ins) {
+                                     std::vector<std::string>* stand_ins, const std::string& dataset_key) {
   StatusOr<data::TokenizerConfig> tokenizer_config = data::TokenizerFromConfig(config);
   TM_RETURN_IF_ERROR(tokenizer_config.status());
   data::TokenizerOptions options = tokenizer_config->options;
@@ -155,7 +155,7 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
   TM_RETURN_IF_ERROR(tokenizer.status());
   const data::Tokenizer& base = (*tokenizer)->base();
 
-  StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config);
+  StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config, dataset_key);
   TM_RETURN_IF_ERROR(dataset_config.status());
   StatusOr<data::SftDataset> dataset =
       data::LoadSftDataset(dataset_config->component, dataset_config->options, **tokenizer);
@@ -168,7 +168,7 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
     dataset = data::LoadSftDataset(dataset_config->component, *sample, **tokenizer);
     TM_RETURN_IF_ERROR(dataset.status());
     std::string file = sample->data_files.empty() ? sample->source : Basename(sample->data_files.front());
-    stand_ins->push_back(data::SampleNote("dataset", dataset_config->component, file, missing));
+    stand_ins->push_back(data::SampleNote(dataset_key, dataset_config->component, file, missing));
   }
   TM_RETURN_IF_ERROR(dataset.status());
   // What the model is fed must index its embedding. A tokenizer may know ids the model lacks and never emit

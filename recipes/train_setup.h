@@ -71,9 +71,10 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
 // ids do not fit the model's vocabulary is InvalidArgument. A missing tokenizer file or dataset is NotFound
 // naming what and where, unless `allow_stand_ins`: then the shipped sample of the same kind is used and a
 // line saying so is added to `stand_ins`.
+// `dataset_key`: the dataset component to read ("dataset", or "dataset_val" for validation data).
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,
-                                     std::vector<std::string>* stand_ins);
+                                     std::vector<std::string>* stand_ins, const std::string& dataset_key = "dataset");
 
 // The configured optimizer over `tensors` (the model's trained parameters, or a rank's shards of them).
 StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry,
