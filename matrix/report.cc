@@ -188,6 +188,12 @@ void JsonReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   out << report.dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
 }
 
+std::optional<double> EstimateRemaining(double elapsed_s, double done_expected_s, double remaining_expected_s,
+                                        bool any_done) {
+  if (!any_done) return std::nullopt;
+  return remaining_expected_s * (elapsed_s + kEtaPriorSeconds) / (done_expected_s + kEtaPriorSeconds);
+}
+
 std::string FormatProgressLine(size_t i, size_t n, const std::string& device, const std::string& config,
                                double elapsed_s, std::optional<double> eta_s) {
   std::string line = "[" + std::to_string(i) + "/" + std::to_string(n) + "] " + device + "  " + config +

@@ -62,4 +62,12 @@ std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& 
 std::string FormatProgressLine(size_t i, size_t n, const std::string& device, const std::string& config,
                                double elapsed_s, std::optional<double> eta_s);
 
+// Seconds the cells still to run will take: `remaining_expected_s` (their planned durations) scaled by how the
+// run has gone so far, elapsed over the planned durations of the cells done, shrunk toward 1 by
+// kEtaPriorSeconds on both sides, so the first few (short, often under-predicted) cells cannot scale a long
+// remainder a thousandfold. Empty until a cell is done.
+inline constexpr double kEtaPriorSeconds = 60;
+std::optional<double> EstimateRemaining(double elapsed_s, double done_expected_s, double remaining_expected_s,
+                                        bool any_done);
+
 }  // namespace tmx::matrix

@@ -211,6 +211,15 @@ TEST(JsonReporterTest, EmptyInput) {
   EXPECT_EQ(out.str(), "{\n  \"schema_version\": 1,\n  \"configs\": []\n}\n");
 }
 
+TEST(EstimateRemainingTest, ScalesThePlanByTheRunSoFarWithoutBlowingUpOnShortCells) {
+  EXPECT_FALSE(EstimateRemaining(0, 0, 600, false).has_value());
+  // Two tiny cells predicted at 0 s took 7 s: the 1000 s left are about 1.1 x the plan, not 23 hours.
+  EXPECT_NEAR(*EstimateRemaining(7, 0.001, 1000, true), 1000 * 67 / 60.001, 1e-6);
+  // Long into a run the measured ratio dominates: planned 600 s took 1200 s.
+  EXPECT_NEAR(*EstimateRemaining(1200, 600, 300, true), 300 * 1260.0 / 660.0, 1e-9);
+  EXPECT_EQ(*EstimateRemaining(100, 100, 0, true), 0);
+}
+
 TEST(FormatProgressLineTest, Lines) {
   struct Case {
     size_t i, n;

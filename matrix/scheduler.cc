@@ -132,8 +132,8 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     ++completed;
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     if (cell.runnable) runnable_cost_done += cell.expected_duration_s;
-    std::optional<double> eta;
-    if (runnable_cost_done > 0) eta = elapsed * (runnable_cost_total - runnable_cost_done) / runnable_cost_done;
+    std::optional<double> eta =
+        EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
     progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
              << CellStatusName(r.status);
     if (r.tokens_per_second) progress << "  " << static_cast<int64_t>(*r.tokens_per_second) << " tok/s";
