@@ -1,11 +1,11 @@
 #include "recipes/distributed/sharded_layers.h"
 
-#include "recipes/distributed/data_parallel.h"
-
 #include <algorithm>
-#include <mutex>
 
 #include <torch/torch.h>
+
+#include "recipes/distributed/data_parallel.h"
+#include "recipes/models/checkpointing.h"
 
 namespace tmx::recipes {
 
@@ -82,17 +82,10 @@ namespace {
 
 using Unit = ShardedLayers::Unit;
 
-// The CPU generator's state, to replay the same dropout masks in the recompute.
-at::Tensor CpuRngState() {
-  at::Generator gen = at::globalContext().defaultGenerator(at::Device(at::kCPU));
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-void SetCpuRngState(const at::Tensor& state) {
-  at::Generator gen = at::globalContext().defaultGenerator(at::Device(at::kCPU));
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
+// The generator states at the forward, replayed in the recompute so dropout masks repeat.
+struct SavedRng : torch::CustomClassHolder {
+  models::RngStates states;
+};
 
 // y = layer(x) with the layer's weights gathered only while it runs; the backward gathers them again,
 // recomputes, and returns the reduce-scattered weight gradient as the gradient of the trained shard.
@@ -105,7 +98,9 @@ struct ShardedLayerFunction : public torch::autograd::Function<ShardedLayerFunct
     Unit* unit = reinterpret_cast<Unit*>(unit_address);
     const at::Tensor cos = unit->cos, sin = unit->sin, docs = unit->docs;
     ctx->saved_data["unit"] = unit_address;
-    ctx->saved_data["rng"] = CpuRngState();
+    auto rng = c10::make_intrusive<SavedRng>();
+    rng->states = models::RngStates::Capture(x.device());
+    ctx->saved_data["rng"] = c10::IValue::make_capsule(std::move(rng));
     ctx->saved_data["cos"] = cos;
     ctx->saved_data["sin"] = sin;
     ctx->saved_data["has_docs"] = docs.defined();
@@ -127,15 +122,14 @@ struct ShardedLayerFunction : public torch::autograd::Function<ShardedLayerFunct
     torch::autograd::variable_list saved = ctx->get_saved_variables();
     at::Tensor x = saved[0].detach().requires_grad_(saved[0].requires_grad());
     unit->Gather();
-    at::Tensor rng_now = CpuRngState();
-    SetCpuRngState(ctx->saved_data["rng"].toTensor());
     at::Tensor y;
     {
+      models::ScopedRngReplay replay(
+          static_cast<const SavedRng&>(*ctx->saved_data["rng"].toCapsule()).states, x.device());
       torch::AutoGradMode enable(true);
       at::Tensor docs = ctx->saved_data["has_docs"].toBool() ? ctx->saved_data["docs"].toTensor() : at::Tensor();
       y = unit->layer->forward(x, ctx->saved_data["cos"].toTensor(), ctx->saved_data["sin"].toTensor(), docs);
     }
-    SetCpuRngState(rng_now);
     std::vector<at::Tensor> inputs;
     if (x.requires_grad()) inputs.push_back(x);
     for (const at::Tensor& p : unit->trained.params) inputs.push_back(p);

@@ -9,54 +9,43 @@
 namespace tmx::models {
 namespace {
 
-// The RNG states a recompute must replay: the CPU generator's and, for a CUDA input, that device's.
-struct RngStates {
-  at::Tensor cpu;
-  std::optional<at::Device> cuda_device;
-  at::Tensor cuda;
+at::Tensor GeneratorState(const at::Device& device) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
 
-  static RngStates Capture(const at::Device& device) {
-    RngStates states;
-    states.cpu = Get(at::Device(at::kCPU));
-    if (device.is_cuda()) {
-      states.cuda_device = device;
-      states.cuda = Get(device);
-    }
-    return states;
-  }
+void SetGeneratorState(const at::Device& device, const at::Tensor& state) {
+  at::Generator gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
 
-  void Restore() const {
-    Set(at::Device(at::kCPU), cpu);
-    if (cuda_device) Set(*cuda_device, cuda);
-  }
+}  // namespace
 
- private:
-  static at::Tensor Get(const at::Device& device) {
-    at::Generator gen = at::globalContext().defaultGenerator(device);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    return gen.get_state();
+RngStates RngStates::Capture(const at::Device& device) {
+  RngStates states;
+  states.cpu = GeneratorState(at::Device(at::kCPU));
+  if (device.is_cuda()) {
+    states.cuda_device = device;
+    states.cuda = GeneratorState(device);
   }
-  static void Set(const at::Device& device, const at::Tensor& state) {
-    at::Generator gen = at::globalContext().defaultGenerator(device);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(state);
-  }
-};
+  return states;
+}
 
-// Sets the generators to `replay` for its lifetime, then puts back the states they had before.
-class ScopedRngReplay {
- public:
-  explicit ScopedRngReplay(const RngStates& replay, const at::Device& device)
-      : previous_(RngStates::Capture(device)) {
-    replay.Restore();
-  }
-  ~ScopedRngReplay() { previous_.Restore(); }
-  ScopedRngReplay(const ScopedRngReplay&) = delete;
-  ScopedRngReplay& operator=(const ScopedRngReplay&) = delete;
+void RngStates::Restore() const {
+  SetGeneratorState(at::Device(at::kCPU), cpu);
+  if (cuda_device) SetGeneratorState(*cuda_device, cuda);
+}
 
- private:
-  RngStates previous_;
-};
+ScopedRngReplay::ScopedRngReplay(const RngStates& replay, const at::Device& device)
+    : previous_(RngStates::Capture(device)) {
+  replay.Restore();
+}
+
+ScopedRngReplay::~ScopedRngReplay() { previous_.Restore(); }
+
+namespace {
 
 // What backward needs besides the saved tensors; carried in the autograd context as a capsule.
 struct CheckpointState : torch::CustomClassHolder {

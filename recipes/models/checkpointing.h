@@ -6,9 +6,33 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace tmx::models {
+
+// The random generator states a recompute must replay: the CPU generator's and, for a CUDA device, that
+// device's. Used by Checkpoint below and by the fully sharded layers' recompute.
+struct RngStates {
+  at::Tensor cpu;
+  std::optional<at::Device> cuda_device;
+  at::Tensor cuda;
+
+  static RngStates Capture(const at::Device& device);
+  void Restore() const;
+};
+
+// Sets the generators to `replay` for its lifetime, then puts back the states they had before.
+class ScopedRngReplay {
+ public:
+  ScopedRngReplay(const RngStates& replay, const at::Device& device);
+  ~ScopedRngReplay();
+  ScopedRngReplay(const ScopedRngReplay&) = delete;
+  ScopedRngReplay& operator=(const ScopedRngReplay&) = delete;
+
+ private:
+  RngStates previous_;
+};
 
 // The checkpointed block: a pure function of its input tensor and of the tensors it captures.
 using CheckpointFunction = std::function<at::Tensor(const at::Tensor& input)>;
