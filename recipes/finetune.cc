@@ -57,18 +57,6 @@ struct Ranks {
     data_parallel->ZeroGrad();
     if (layers) layers->ZeroGrad();
   }
-  // The norm of the whole gradient over every rank, clipped to `max_norm` when given.
-  double ClipGradNorm(std::optional<double> max_norm) {
-    double sharded = layers ? layers->GradSquaredSum() : 0, whole = 0;
-    (data_parallel->sharded() ? sharded : whole) += data_parallel->LocalGradSquares();
-    const double norm = std::sqrt(group->AllReduceScalar(sharded) + whole);
-    const double scale = max_norm ? *max_norm / (norm + 1e-6) : 1.0;
-    if (scale < 1.0) {
-      data_parallel->ScaleGrads(scale);
-      if (layers) layers->ScaleGrads(scale);
-    }
-    return norm;
-  }
 };
 
 // Discards what is written to it: the progress lines of ranks other than 0.
@@ -98,6 +86,7 @@ class Trainer {
  private:
   Status Setup(RunSummary* summary);
   Status SetupValidation(RunSummary* summary);
+  Status SaveCheckpoint(int64_t epoch, int64_t global_step);
   Status Train(RunSummary* summary);
   // The mean loss over every token of the validation data (every rank's share), without training.
   double ValidationLoss();
@@ -110,6 +99,17 @@ class Trainer {
       for (ShardedFlat& f : ranks_->layers->flats()) flats.push_back(std::move(f));
     }
     return flats;
+  }
+  // The model's logits for `batch`, on the trainer's device.
+  torch::Tensor Logits(const data::Batch& batch) {
+    // Packed batches carry each token's position in its document and the document ids (else undefined).
+    torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
+    torch::Tensor docs = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
+    return model_.model->forward(batch.tokens.to(device_), input_pos, docs);
+  }
+  // The tokens NextTokenLoss averages over: every label but the first of each row, and not masked.
+  static double LossTokens(const data::Batch& batch) {
+    return static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
   }
   // Sums a number over the ranks (itself without ranks).
   double SumOverRanks(double v) const { return ranks_ == nullptr ? v : ranks_->group->AllReduceScalar(v); }
@@ -173,21 +173,21 @@ Status Trainer::Setup(RunSummary* summary) {
   auto load_weights = [this](const std::string& dir) {
     return LoadEpochWeights(dir, format_, model_.choice, *model_.model);
   };
+  // Resuming reads the checkpoint before any weights are sharded: the weights into the model, the optimizer
+  // state per parameter (the checkpoint's format), which goes to the optimizer once it exists.
+  OptimizerPtr resumed;
+  if (settings_.resume) {
+    StatusOr<OptimizerPtr> per_param = SetupOptimizer(config_, registry, model_.trained_tensors);
+    TM_RETURN_IF_ERROR(per_param.status());
+    resumed = std::move(*per_param);
+    StatusOr<ResumePoint> point = LoadTrainState(settings_.checkpoint_dir, config_, model_.trained, *resumed,
+                                                 kind_ == TrainKind::kLora, load_weights);
+    TM_RETURN_IF_ERROR(point.status());
+    start_epoch_ = point->next_epoch;
+    *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
+  }
   std::vector<at::Tensor> stepped = model_.trained_tensors;
-  OptimizerPtr resumed;  // a distributed resume: the checkpoint's optimizer state, per parameter
   if (ranks_ != nullptr) {
-    if (settings_.resume) {
-      // Read before the weights are sharded: the weights into the model, the optimizer state per parameter
-      // (the single-device format), which each rank then cuts to its shards.
-      StatusOr<OptimizerPtr> per_param = SetupOptimizer(config_, registry, model_.trained_tensors);
-      TM_RETURN_IF_ERROR(per_param.status());
-      resumed = std::move(*per_param);
-      StatusOr<ResumePoint> point = LoadTrainState(settings_.checkpoint_dir, config_, model_.trained, *resumed,
-                                                   kind_ == TrainKind::kLora, load_weights);
-      TM_RETURN_IF_ERROR(point.status());
-      start_epoch_ = point->next_epoch;
-      *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
-    }
     // Every rank built the same weights from the same seed and checkpoint, so no broadcast is needed.
     DataParallelOptions options;
     StatusOr<int64_t> shard_dim = config_.GetInt("data_parallel_shard_dim");
@@ -224,7 +224,8 @@ Status Trainer::Setup(RunSummary* summary) {
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
   if (resumed != nullptr) {
-    if (ranks_->data_parallel->sharded()) {
+    if (ranks_ != nullptr && ranks_->data_parallel->sharded()) {
+      // Each rank cuts its shards out of the per-parameter state.
       for (const ShardedFlat& f : Flats()) {
         ScatterOptimizerState(ranks_->group->rank(), ranks_->group->size(), f, *resumed, optimizer_.get());
       }
@@ -235,14 +236,6 @@ Status Trainer::Setup(RunSummary* summary) {
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
-
-  if (settings_.resume && ranks_ == nullptr) {
-    StatusOr<ResumePoint> point = LoadTrainState(settings_.checkpoint_dir, config_, model_.trained, *optimizer_,
-                                                 kind_ == TrainKind::kLora, load_weights);
-    TM_RETURN_IF_ERROR(point.status());
-    start_epoch_ = point->next_epoch;
-    *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
-  }
   return Status::OK();
 }
 
@@ -270,16 +263,41 @@ Status Trainer::SetupValidation(RunSummary* summary) {
   return Status::OK();
 }
 
+// Fully sharded layers are gathered on every rank for the save, and released after it; sharded optimizer state
+// is gathered into the per-parameter format. Rank 0 writes the weights and the recipe state once, in the
+// single-device formats.
+Status Trainer::SaveCheckpoint(int64_t epoch, int64_t global_step) {
+  const TrainingSettings& s = settings_;
+  if (ranks_ != nullptr && ranks_->layers) ranks_->layers->GatherAll();
+  OptimizerPtr per_param;
+  if (ranks_ != nullptr && ranks_->data_parallel->sharded()) {
+    StatusOr<OptimizerPtr> made = SetupOptimizer(config_, BuiltinRegistry(), model_.trained_tensors);
+    TM_RETURN_IF_ERROR(made.status());
+    per_param = std::move(*made);
+    for (const ShardedFlat& f : Flats()) GatherOptimizerState(*ranks_->group, f, *optimizer_, per_param.get());
+  }
+  if (lead()) {
+    std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
+    TM_RETURN_IF_ERROR(MakeDirs(dir));
+    TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
+    TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
+                                      kind_ == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
+  }
+  if (ranks_ != nullptr) {
+    if (ranks_->layers) ranks_->layers->ReleaseAll();
+    ranks_->group->Barrier();  // the checkpoint is complete for every rank
+  }
+  return Status::OK();
+}
+
 double Trainer::ValidationLoss() {
   torch::NoGradGuard no_grad;
   model_.model->eval();
   double loss_sum = 0, count = 0;
   for (int64_t i = 0; i < val_loader_->size(); ++i) {
     data::Batch batch = val_loader_->GetBatch(i);
-    const double local = static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
-    torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
-    torch::Tensor docs = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
-    torch::Tensor logits = model_.model->forward(batch.tokens.to(device_), input_pos, docs);
+    const double local = LossTokens(batch);
+    torch::Tensor logits = Logits(batch);
     if (local > 0) loss_sum += NextTokenLoss(logits, batch.labels.to(device_)).item<double>() * local;
     count += local;
   }
@@ -312,10 +330,9 @@ Status Trainer::Train(RunSummary* summary) {
       for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
         int64_t batch_index = epoch * loader_->size() + step * s.gradient_accumulation_steps + micro;
         data::Batch batch = loader_->BatchAtStep(batch_index);
-        // The tokens the loss is averaged over (every label but the first of each row, and not masked), over
-        // every rank: each rank's share of the mean is its token sum over the global count.
-        const double local_count =
-            static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
+        // The tokens the loss is averaged over, on every rank: each rank's share of the mean is its token sum
+        // over the global count.
+        const double local_count = LossTokens(batch);
         const double global_count = SumOverRanks(local_count);
         if (global_count == 0) {
           // The loss of a batch with nothing to learn is 0/0; say why instead of reporting a NaN.
@@ -325,12 +342,7 @@ Status Trainer::Train(RunSummary* summary) {
               "token to train on (prompts longer than tokenizer.max_seq_len leave no response); fix: raise " +
               "tokenizer.max_seq_len or set dataset.train_on_input=True");
         }
-        torch::Tensor input = batch.tokens.to(device_);
-        torch::Tensor labels = batch.labels.to(device_);
-        // Packed batches carry each token's position in its document and the document ids (else undefined).
-        torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
-        torch::Tensor document_ids = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
-        torch::Tensor loss = NextTokenLoss(model_.model->forward(input, input_pos, document_ids), labels);
+        torch::Tensor loss = NextTokenLoss(Logits(batch), batch.labels.to(device_));
         if (local_count > 0) {
           const double share = local_count / global_count;
           (loss * (share / static_cast<double>(s.gradient_accumulation_steps))).backward();
@@ -350,7 +362,9 @@ Status Trainer::Train(RunSummary* summary) {
       std::optional<double> grad_norm;
       if (dp != nullptr) {
         dp->ReduceGradients();
-        if (s.clip_grad_norm) grad_norm = ranks_->ClipGradNorm(s.clip_grad_norm);
+        if (s.clip_grad_norm) {
+          grad_norm = ClipGradNorm(*ranks_->group, *dp, ranks_->layers.get(), s.clip_grad_norm);
+        }
       } else if (s.clip_grad_norm) {
         grad_norm = torch::nn::utils::clip_grad_norm_(model_.trained_tensors, *s.clip_grad_norm);
       }
@@ -387,26 +401,7 @@ Status Trainer::Train(RunSummary* summary) {
         }
       }
     }
-    // Fully sharded layers are gathered on every rank for the save, and released after it; sharded optimizer
-    // state is gathered into the per-parameter format the single-device recipes save.
-    if (s.save_checkpoints && ranks_ != nullptr && ranks_->layers) ranks_->layers->GatherAll();
-    OptimizerPtr per_param;
-    if (s.save_checkpoints && dp != nullptr && dp->sharded()) {
-      StatusOr<OptimizerPtr> made = SetupOptimizer(config_, BuiltinRegistry(), model_.trained_tensors);
-      TM_RETURN_IF_ERROR(made.status());
-      per_param = std::move(*made);
-      for (const ShardedFlat& f : Flats()) GatherOptimizerState(*ranks_->group, f, *optimizer_, per_param.get());
-    }
-    if (s.save_checkpoints && lead()) {
-      // Rank 0 writes the weights and the recipe state once, in the single-device formats.
-      std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
-      TM_RETURN_IF_ERROR(MakeDirs(dir));
-      TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
-      TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
-                                        kind_ == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
-    }
-    if (s.save_checkpoints && ranks_ != nullptr && ranks_->layers) ranks_->layers->ReleaseAll();
-    if (s.save_checkpoints && ranks_ != nullptr) ranks_->group->Barrier();  // the checkpoint is complete for all
+    if (s.save_checkpoints) TM_RETURN_IF_ERROR(SaveCheckpoint(epoch, global_step));
   }
   return Status::OK();
 }

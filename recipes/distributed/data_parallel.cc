@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include "recipes/distributed/sharded_layers.h"
+
 namespace tmx::recipes {
 
 DataParallel::DataParallel(ProcessGroup* group, const std::vector<at::Tensor>& params,
@@ -105,12 +107,17 @@ double DataParallel::LocalGradSquares() const { return GradSquaredSum(optimizer_
 
 void DataParallel::ScaleGrads(double factor) { recipes::ScaleGrads(optimizer_tensors_, factor); }
 
-double DataParallel::ClipGradNorm(std::optional<double> max_norm) {
-  double sum_squares = LocalGradSquares();
-  if (options_.shard) sum_squares = group_->AllReduceScalar(sum_squares);
-  const double norm = std::sqrt(sum_squares);
+double ClipGradNorm(ProcessGroup& group, DataParallel& data_parallel, ShardedLayers* layers,
+                    std::optional<double> max_norm) {
+  // Shards' squares are summed over the ranks; replicated gradients are whole on every rank already.
+  double sharded = layers != nullptr ? layers->GradSquaredSum() : 0, whole = 0;
+  (data_parallel.sharded() ? sharded : whole) += data_parallel.LocalGradSquares();
+  const double norm = std::sqrt(group.AllReduceScalar(sharded) + whole);
   const double scale = max_norm ? *max_norm / (norm + 1e-6) : 1.0;
-  if (scale < 1.0) ScaleGrads(scale);
+  if (scale < 1.0) {
+    data_parallel.ScaleGrads(scale);
+    if (layers != nullptr) layers->ScaleGrads(scale);
+  }
   return norm;
 }
 

@@ -34,6 +34,15 @@ struct DataParallelOptions {
   bool cpu_offload = false;
 };
 
+class DataParallel;
+class ShardedLayers;
+
+// The norm of the whole gradient a distributed step sums over the ranks (`data_parallel`'s and, when fully
+// sharded, `layers`'s), from every rank's shards; when it exceeds `max_norm`, the gradients the optimizer sees
+// are scaled by max_norm / (norm + 1e-6), as torch's clip_grad_norm_ does. Every rank must call it.
+double ClipGradNorm(ProcessGroup& group, DataParallel& data_parallel, ShardedLayers* layers,
+                    std::optional<double> max_norm);
+
 class DataParallel {
  public:
   // `params`: the trained parameters (leaf tensors that require grad), all on one device. `group` must
@@ -54,9 +63,6 @@ class DataParallel {
   // the ranks for the whole gradient's), of every gradient when replicated.
   double LocalGradSquares() const;
   void ScaleGrads(double factor);
-  // The norm of the whole (summed) gradient, over every rank's shard; when it exceeds `max_norm`, the
-  // gradients the optimizer sees are scaled by max_norm / (norm + 1e-6), as torch's clip_grad_norm_ does.
-  double ClipGradNorm(std::optional<double> max_norm);
   // After the optimizer step: every rank's updated shard copied into every rank's parameters (sharded);
   // nothing to do when replicated.
   void GatherParameters();

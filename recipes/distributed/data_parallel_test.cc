@@ -61,7 +61,7 @@ std::vector<torch::Tensor> TrainedWeights(int ranks, bool shard, std::optional<d
         torch::Tensor loss = net.forward(mine).pow(2).sum() / static_cast<double>(x.size(0));
         loss.backward();
         dp.ReduceGradients();
-        double norm = dp.ClipGradNorm(clip);
+        double norm = ClipGradNorm(**group, dp, nullptr, clip);
         if (r == 0 && norms != nullptr) norms->push_back(norm);
         opt.step();
         dp.GatherParameters();
