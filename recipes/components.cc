@@ -79,6 +79,12 @@ std::vector<FieldSpec> TokenizerParams(const data::TokenizerComponent& c) {
 std::vector<FieldSpec> DatasetParams(const data::DatasetComponent& c) {
   using K = data::DatasetKind;
   std::vector<FieldSpec> p;
+  if (c.kind == K::kRandomTokens) {
+    p.push_back(AtLeast(Field("num_samples", FieldType::kInt, "64", "how many samples"), 1));
+    p.push_back(AtLeast(Field("seq_len", FieldType::kInt, "256", "tokens in every sample"), 2));
+    p.push_back(Field("seed", FieldType::kInt, "0", "seed of the token ids"));
+    return p;
+  }
   FieldSpec source = Field("source", FieldType::kString, c.default_source,
                            "a hub id (read from $TUNE_MATRIX_DATA), a local folder, or json/jsonl/csv/text with "
                            "data_files");
@@ -147,7 +153,7 @@ void AddDataComponents(std::vector<ComponentSpec>* out) {
   for (const data::DatasetComponent& d : data::DatasetComponents()) {
     ComponentSpec c;
     c.name = "tune_matrix.datasets." + d.name;
-    c.aliases = {d.dotpath};
+    if (d.dotpath != c.name) c.aliases = {d.dotpath};
     c.kind = d.kind == data::DatasetKind::kPreference ? "preference_dataset" : "dataset";
     c.doc = d.name + (d.default_source.empty() ? "" : " (default source " + d.default_source + ")");
     c.params = DatasetParams(d);

@@ -157,6 +157,7 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
 
   StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config, dataset_key);
   TM_RETURN_IF_ERROR(dataset_config.status());
+  dataset_config->options.vocab_size = model.vocab_size;  // what random_tokens_dataset draws from
   StatusOr<data::SftDataset> dataset =
       data::LoadSftDataset(dataset_config->component, dataset_config->options, **tokenizer);
   if (dataset.status().code() == Status::Code::kNotFound) {

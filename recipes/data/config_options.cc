@@ -1,7 +1,9 @@
 #include "recipes/data/config_options.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 
 #include "harness/text.h"
@@ -160,6 +162,7 @@ std::vector<std::string> TokenizerKeys(const TokenizerComponent& c) {
 }
 
 std::vector<std::string> DatasetKeys(const DatasetComponent& c) {
+  if (c.kind == DatasetKind::kRandomTokens) return {"_component_", "num_samples", "seq_len", "seed"};
   std::vector<std::string> keys = {"_component_", "source", "split", "filter_fn", "data_files", "data_dir"};
   auto add = [&](std::initializer_list<const char*> more) { keys.insert(keys.end(), more.begin(), more.end()); };
   if (c.kind == DatasetKind::kText) {
@@ -221,6 +224,17 @@ StatusOr<DatasetConfig> DatasetFromConfig(const Config& config, const std::strin
   DatasetConfig out;
   out.component = c->dotpath;
   DatasetOptions& o = out.options;
+  if (c->kind == DatasetKind::kRandomTokens) {
+    for (auto [field, target, least] : {std::make_tuple("num_samples", &o.num_samples, int64_t{1}),
+                                        std::make_tuple("seq_len", &o.seq_len, int64_t{2}),
+                                        std::make_tuple("seed", &o.random_seed, std::numeric_limits<int64_t>::min())}) {
+      std::optional<int64_t> v;
+      TM_RETURN_IF_ERROR(r.Optional(field, &v));
+      if (v && *v < least) return r.Error(field, "is " + std::to_string(*v) + "; fix: use " + std::to_string(least) + " or more");
+      if (v) *target = *v;
+    }
+    return out;
+  }
   for (auto [field, target] :
        {std::make_pair("source", &o.source), std::make_pair("split", &o.split), std::make_pair("data_dir", &o.data_dir),
         std::make_pair("conversation_column", &o.conversation_column),

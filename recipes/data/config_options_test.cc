@@ -144,5 +144,36 @@ TEST(ConfigOptionsTest, DatasetErrors) {
             "files");
 }
 
+TEST(ConfigOptionsTest, RandomTokensDataset) {
+  Config config = Parse(
+      "dataset:\n"
+      "  _component_: tune_matrix.datasets.random_tokens_dataset\n"
+      "  num_samples: 12\n"
+      "  seq_len: 32\n"
+      "  seed: 7\n"
+      "short:\n"
+      "  _component_: tune_matrix.datasets.random_tokens_dataset\n"
+      "  seq_len: 1\n"
+      "other:\n"
+      "  _component_: tune_matrix.datasets.random_tokens_dataset\n"
+      "  source: tatsu-lab/alpaca\n");
+  StatusOr<DatasetConfig> d = DatasetFromConfig(config);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->component, "tune_matrix.datasets.random_tokens_dataset");
+  EXPECT_EQ(d->options.num_samples, 12);
+  EXPECT_EQ(d->options.seq_len, 32);
+  EXPECT_EQ(d->options.random_seed, 7);
+
+  StatusOr<DatasetConfig> too_short = DatasetFromConfig(config, "short");
+  ASSERT_FALSE(too_short.ok());
+  EXPECT_EQ(too_short.status().message(), "cfg.yaml:8:12: key 'short.seq_len': is 1; fix: use 2 or more");
+  StatusOr<DatasetConfig> text_key = DatasetFromConfig(config, "other");
+  ASSERT_FALSE(text_key.ok());
+  EXPECT_NE(text_key.status().message().find("cfg.yaml:11:3: key 'other.source' is not an option of "
+                                             "random_tokens_dataset"),
+            std::string::npos)
+      << text_key.status().message();
+}
+
 }  // namespace
 }  // namespace tmx::data

@@ -1,5 +1,7 @@
 #include "recipes/data/datasets.h"
 
+#include <random>
+
 #include "recipes/data/components.h"
 #include "recipes/data/packing.h"
 #include "recipes/data/samples.h"
@@ -76,6 +78,30 @@ StatusOr<Sample> TextSample(const DatasetOptions& options, const Record& record,
   return s;
 }
 
+// random_tokens_dataset: ids from a 64-bit Mersenne Twister (reduced modulo the vocabulary, the same on every
+// standard library), labels equal to the ids.
+StatusOr<SftDataset> RandomTokens(const DatasetOptions& options) {
+  if (options.vocab_size < 1) {
+    return Status::InvalidArgument("needs the model's vocabulary size (vocab_size is " +
+                                   std::to_string(options.vocab_size) + "); fix: load it through a recipe");
+  }
+  if (options.num_samples < 1 || options.seq_len < 2) {
+    return Status::InvalidArgument("num_samples=" + std::to_string(options.num_samples) + " and seq_len=" +
+                                   std::to_string(options.seq_len) + "; fix: num_samples >= 1 and seq_len >= 2");
+  }
+  std::mt19937_64 rng(static_cast<uint64_t>(options.random_seed));
+  SftDataset ds;
+  ds.num_records = options.num_samples;
+  ds.source = "random tokens (seed " + std::to_string(options.random_seed) + ")";
+  ds.samples.resize(static_cast<size_t>(options.num_samples));
+  for (Sample& s : ds.samples) {
+    s.tokens.resize(static_cast<size_t>(options.seq_len));
+    for (int64_t& id : s.tokens) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(options.vocab_size));
+    s.labels = s.tokens;
+  }
+  return ds;
+}
+
 }  // namespace
 
 Sample SampleFromMask(const TokenizedMessages& tokenized) {
@@ -126,6 +152,8 @@ const std::vector<DatasetComponent>& DatasetComponents() {
          "data/rl"},
     };
     for (DatasetComponent& c : *list) c.dotpath = "torchtune.datasets." + c.name;
+    list->push_back({"random_tokens_dataset", "tune_matrix.datasets.random_tokens_dataset", K::kRandomTokens, "",
+                     S::kInputOutput, false, {}, ""});
     return list;
   }();
   return *components;
@@ -149,6 +177,10 @@ StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetO
     return fail(
         Status::InvalidArgument("packed: True needs the tokenizer's max_seq_len; fix: set "
                                 "tokenizer.max_seq_len"));
+  }
+  if (c->kind == DatasetKind::kRandomTokens) {
+    StatusOr<SftDataset> random = RandomTokens(options);
+    return random.ok() ? random : fail(random.status());
   }
   StatusOr<MessageTransform> transform = TransformFor(*c, options);
   if (!transform.ok()) return fail(transform.status());
@@ -220,6 +252,7 @@ StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string&
 StatusOr<DatasetOptions> SampleDatasetOptions(const std::string& component, DatasetOptions options) {
   StatusOr<DatasetComponent> c = FindDatasetComponent(component);
   if (!c.ok()) return c.status();
+  if (c->kind == DatasetKind::kRandomTokens) return options;  // needs no data
   const std::string dir = SamplesDir() + "/datasets/";
   options.data_dir.clear();
   options.split = "train";

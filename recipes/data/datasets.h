@@ -20,6 +20,11 @@
 // | text_completion_dataset       | (required)                       | text column             | (all trained)  |
 // | hh_rlhf_helpful_dataset       | RLHFlow/HH-RLHF-Helpful-standard | chosen/rejected lists   | false (pairs)  |
 // | stack_exchange_paired_dataset | lvwerra/stack-exchange-paired    | question/response_j/_k  | false (pairs)  |
+//
+// And one of tune-matrix's own, for benchmarks: tune_matrix.datasets.random_tokens_dataset gives num_samples
+// samples of exactly seq_len token ids drawn from `seed`, uniform over the model's vocabulary, every position
+// trained. It reads no files and no tokenizer output, so every batch has the same shape [batch_size, seq_len]
+// (the step a benchmark compares with another implementation's).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +40,7 @@
 
 namespace tmx::data {
 
-enum class DatasetKind { kInstruct, kChat, kText, kPreference };
+enum class DatasetKind { kInstruct, kChat, kText, kPreference, kRandomTokens };
 
 struct DatasetComponent {
   std::string name;     // "alpaca_cleaned_dataset"
@@ -72,6 +77,12 @@ struct DatasetOptions {
   bool packed = false;
   // Unset: true for text completion, false otherwise (torchtune's defaults).
   std::optional<bool> split_across_pack;
+  // random_tokens_dataset: how many samples, each seq_len ids, drawn from random_seed below vocab_size (the
+  // recipe sets it to the model's vocabulary; 0 is an error).
+  int64_t num_samples = 64;
+  int64_t seq_len = 256;
+  int64_t random_seed = 0;
+  int64_t vocab_size = 0;
 };
 
 const std::vector<DatasetComponent>& DatasetComponents();
@@ -97,7 +108,8 @@ StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string&
                                                               const ModelTokenizer& tokenizer);
 
 // `options` pointed at the shipped sample of `component`'s kind (SamplesDir()/datasets): source, data_files,
-// data_dir, split and column names replaced; masking, packing and the system prompt kept.
+// data_dir, split and column names replaced; masking, packing and the system prompt kept. random_tokens_dataset
+// needs no data: its options come back unchanged.
 StatusOr<DatasetOptions> SampleDatasetOptions(const std::string& component, DatasetOptions options);
 
 // Labels from a chat format's mask: kIgnoreIndex where masked, else the token.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "recipes/data/samples.h"
 #include "recipes/data/testdata/fixtures.h"
@@ -177,11 +178,48 @@ TEST(DatasetsTest, EveryComponentRunsOnItsShippedSample) {
       ASSERT_TRUE(pairs.ok()) << pairs.status().ToString();
       EXPECT_FALSE(pairs->empty());
     } else {
+      if (c.kind == DatasetKind::kRandomTokens) options->vocab_size = 512;  // what a recipe sets
       auto ds = LoadSftDataset(c.dotpath, *options, *tok);
       ASSERT_TRUE(ds.ok()) << ds.status().ToString();
       EXPECT_FALSE(ds->samples.empty());
     }
   }
+}
+
+// Benchmarks' data: fixed-shape samples of ids below the model's vocabulary, the same for the same seed.
+TEST(DatasetsTest, RandomTokensHaveTheirShapeAndFollowTheSeed) {
+  DatasetOptions o;
+  o.num_samples = 5;
+  o.seq_len = 40;
+  o.random_seed = 3;
+  o.vocab_size = 300;
+  auto tok = Llama3();
+  StatusOr<SftDataset> a = LoadSftDataset("tune_matrix.datasets.random_tokens_dataset", o, *tok);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->samples.size(), 5u);
+  std::set<int64_t> distinct;
+  for (const Sample& s : a->samples) {
+    ASSERT_EQ(s.tokens.size(), 40u);
+    EXPECT_EQ(s.labels, s.tokens);  // every position trained
+    for (int64_t id : s.tokens) {
+      EXPECT_GE(id, 0);
+      EXPECT_LT(id, 300);
+      distinct.insert(id);
+    }
+  }
+  EXPECT_GT(distinct.size(), 100u);  // spread over the vocabulary, not one id
+  StatusOr<SftDataset> again = LoadSftDataset("random_tokens_dataset", o, *tok);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->samples[4].tokens, a->samples[4].tokens);
+  o.random_seed = 4;
+  StatusOr<SftDataset> other = LoadSftDataset("random_tokens_dataset", o, *tok);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->samples[0].tokens, a->samples[0].tokens);
+
+  o.vocab_size = 0;
+  StatusOr<SftDataset> no_vocab = LoadSftDataset("random_tokens_dataset", o, *tok);
+  ASSERT_FALSE(no_vocab.ok());
+  EXPECT_NE(no_vocab.status().message().find("needs the model's vocabulary size"), std::string::npos);
 }
 
 }  // namespace
