@@ -3,11 +3,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/allocator.h"
 #include "harness/tune_cli.h"
 #include "recipes/builtin.h"
 #include "recipes/tokenize_cli.h"
 
 int main(int argc, char** argv) {
+  // Before anything allocates: training reuses its buffers step after step (harness/allocator.h).
+  tmx::ConfigureAllocatorForTraining();
   std::vector<std::string> args(argv + 1, argv + argc);
   const tmx::Registry& registry = tmx::recipes::BuiltinRegistry();
   return tmx::RunTune(registry, args, std::cout, std::cerr, {tmx::recipes::TokenizeSubcommand(registry)});

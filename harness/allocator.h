@@ -1,0 +1,24 @@
+// The C library's allocator, set for training: a training step frees and re-allocates the same activation
+// and gradient buffers every step. glibc's defaults return every block of 128 KiB or more (a threshold that
+// only creeps upward) to the kernel with munmap and trim the heap top beyond 128 KiB, so each step pays page
+// faults to map them again: about a fifth of a tiny model's step on the CPU (benchmarks/README.md).
+#pragma once
+
+#include <string>
+
+namespace tmx {
+
+struct AllocatorOptions {
+  // Blocks below this come from the heap and are reused; larger ones are mapped on demand (glibc caps it at
+  // 32 MiB on 64-bit machines). Default: the cap, so every activation of a small model is reused.
+  size_t mmap_threshold_bytes = size_t{32} << 20;
+  // Free memory at the heap's top kept rather than returned to the kernel. Default 1 GiB: what was freed is
+  // soon needed again in the next step. Peak resident memory is not raised by it, only held.
+  size_t trim_threshold_bytes = size_t{1} << 30;
+};
+
+// Applies `options` with mallopt, unless $GLIBC_TUNABLES already sets a glibc.malloc tunable (the user's
+// choice wins). Returns what it did, for logs: "" when it applied them, else the reason it did not.
+std::string ConfigureAllocatorForTraining(const AllocatorOptions& options = {});
+
+}  // namespace tmx
