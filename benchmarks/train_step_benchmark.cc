@@ -5,7 +5,7 @@
 // The model and optimizer come from the project's own code: LocateConfig + LoadResolvedConfig read the
 // built-in config, the recipes' own setup steps (recipes/train_setup.h) build the model and the optimizer.
 // Step() is the recipes' step (Trainer::Train in recipes/finetune.cc) without data loading and logging:
-// zero_grad, forward, NextTokenLoss (the recipes' loss), backward, loss.item(), clip_grad_norm_ when the
+// zero_grad, forward and ModelNextTokenLoss (the recipes' loss, recipes/loss.h), backward, loss.item(), clip_grad_norm_ when the
 // config sets clip_grad_norm, optimizer step.
 //
 // Instead of the Alpaca data the batch is fixed random tokens, [batch_size from the config, kSeqLen], every
@@ -31,6 +31,7 @@
 #include "harness/device_hooks.h"
 #include "harness/status.h"
 #include "recipes/builtin.h"
+#include "recipes/loss.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::bench {
@@ -115,7 +116,7 @@ class TrainStep {
   // Returns the loss.
   double Step() {
     optimizer_->zero_grad();
-    torch::Tensor loss = recipes::NextTokenLoss(model_.model->forward(tokens_), labels_);
+    torch::Tensor loss = recipes::ModelNextTokenLoss(*model_.model, tokens_, labels_);
     loss.backward();
     double value = loss.item<double>();
     // The optimizer's parameters, held here: Optimizer::parameters() prints a deprecation warning per call.

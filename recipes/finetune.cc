@@ -19,6 +19,7 @@
 #include "recipes/distributed/optimizer_state.h"
 #include "recipes/distributed/process_group.h"
 #include "recipes/distributed/sharded_layers.h"
+#include "recipes/loss.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::recipes {
@@ -100,14 +101,14 @@ class Trainer {
     }
     return flats;
   }
-  // The model's logits for `batch`, on the trainer's device.
-  torch::Tensor Logits(const data::Batch& batch) {
+  // The model's next-token loss on `batch`, on the trainer's device (recipes/loss.h).
+  torch::Tensor Loss(const data::Batch& batch) {
     // Packed batches carry each token's position in its document and the document ids (else undefined).
     torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
     torch::Tensor docs = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
-    return model_.model->forward(batch.tokens.to(device_), input_pos, docs);
+    return ModelNextTokenLoss(*model_.model, batch.tokens.to(device_), batch.labels.to(device_), input_pos, docs);
   }
-  // The tokens NextTokenLoss averages over: every label but the first of each row, and not masked.
+  // The tokens the loss averages over: every label but the first of each row, and not masked.
   static double LossTokens(const data::Batch& batch) {
     return static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
   }
@@ -297,8 +298,8 @@ double Trainer::ValidationLoss() {
   for (int64_t i = 0; i < val_loader_->size(); ++i) {
     data::Batch batch = val_loader_->GetBatch(i);
     const double local = LossTokens(batch);
-    torch::Tensor logits = Logits(batch);
-    if (local > 0) loss_sum += NextTokenLoss(logits, batch.labels.to(device_)).item<double>() * local;
+    torch::Tensor loss = Loss(batch);  // every rank runs the model: fully sharded layers gather together
+    if (local > 0) loss_sum += loss.item<double>() * local;
     count += local;
   }
   model_.model->train();
@@ -342,7 +343,7 @@ Status Trainer::Train(RunSummary* summary) {
               "token to train on (prompts longer than tokenizer.max_seq_len leave no response); fix: raise " +
               "tokenizer.max_seq_len or set dataset.train_on_input=True");
         }
-        torch::Tensor loss = NextTokenLoss(Logits(batch), batch.labels.to(device_));
+        torch::Tensor loss = Loss(batch);
         if (local_count > 0) {
           const double share = local_count / global_count;
           (loss * (share / static_cast<double>(s.gradient_accumulation_steps))).backward();

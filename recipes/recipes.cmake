@@ -6,6 +6,7 @@ add_library(tm_recipes
   components.cc
   estimate.cc
   finetune.cc
+  loss.cc
   model_components.cc
   optimizers.cc
   tokenize_cli.cc
@@ -26,5 +27,5 @@ tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm
 target_compile_definitions(recipes_distributed_test PRIVATE TM_TUNE_PATH="$<TARGET_FILE:tune>")
 add_dependencies(recipes_distributed_test tune)
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
-tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc
+tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc loss_test.cc
             LIBS tm_recipes TORCH LABELS recipes)

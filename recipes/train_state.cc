@@ -38,12 +38,6 @@ StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, const 
 
 }  // namespace
 
-torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(
-      logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.slice(1, 1).reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
-}
-
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }

@@ -1,4 +1,4 @@
-// Training state around the loop: the loss, setting the learning rate, loading starting weights, and
+// Training state around the loop: setting the learning rate, loading starting weights, and
 // saving/restoring epoch checkpoints (weights, adapters, optimizer state and progress), all in the
 // safetensors format.
 //
@@ -28,11 +28,6 @@ namespace tmx::recipes {
 using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
-
-// The training loss: next-token cross-entropy in fp32 of `logits` [batch, seq, vocab] against `labels`
-// [batch, seq] shifted by one, positions labelled data::kIgnoreIndex excluded. The recipes' loop and the
-// training-step benchmark both use it.
-torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels);
 
 // Loads starting weights. For LoRA models the adapters are not expected in the checkpoint, but every base
 // weight is; a mismatch names the first offending tensor.

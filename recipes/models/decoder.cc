@@ -390,6 +390,23 @@ DecoderImpl::DecoderImpl(const DecoderArgs& args, std::optional<LoraArgs> lora, 
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& input_pos,
                                    const torch::Tensor& document_ids) {
+  return OutputLogits(Hidden(tokens, input_pos, document_ids));
+}
+
+torch::Tensor DecoderImpl::OutputLogits(const torch::Tensor& hidden) {
+  torch::Tensor logits = output_ ? output_(hidden) : at::linear(hidden, tok_embeddings_->weight());
+  return args_.final_softcap > 0 ? SoftCap(logits, args_.final_softcap) : logits;
+}
+
+torch::Tensor DecoderImpl::PlainOutputWeight() const {
+  if (args_.final_softcap > 0) return {};
+  if (!output_) return tok_embeddings_->weight();
+  if (output_->has_adapter() || output_->bias().defined()) return {};
+  return output_->weight();
+}
+
+torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tensor& input_pos,
+                                  const torch::Tensor& document_ids) {
   TORCH_CHECK(tokens.dim() == 2, "Decoder: expected tokens [batch, seq_len], got shape ", tokens.sizes());
   TORCH_CHECK(!tokens.is_floating_point() && !tokens.is_complex(), "Decoder: expected integer tokens, got ",
               tokens.scalar_type());
@@ -432,9 +449,7 @@ torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens, const torch::Ten
       h = layer->forward(h, cos, sin, docs);
     }
   }
-  h = norm_(h);
-  torch::Tensor logits = output_ ? output_(h) : at::linear(h, tok_embeddings_->weight());
-  return args_.final_softcap > 0 ? SoftCap(logits, args_.final_softcap) : logits;
+  return norm_(h);
 }
 
 StatusOr<Decoder> MakeDecoder(const DecoderArgs& args, std::optional<LoraArgs> lora, c10::TensorOptions options) {

@@ -219,6 +219,13 @@ class DecoderImpl : public torch::nn::Module {
   // gives each document the logits it would get alone.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& input_pos = {},
                         const torch::Tensor& document_ids = {});
+  // forward() in two halves: Hidden is the final norm's output [B, T, embed_dim], OutputLogits projects it.
+  torch::Tensor Hidden(const torch::Tensor& tokens, const torch::Tensor& input_pos = {},
+                       const torch::Tensor& document_ids = {});
+  torch::Tensor OutputLogits(const torch::Tensor& hidden);
+  // The output projection's weight [output_dim, embed_dim] when OutputLogits(h) is exactly h x weight^T (no LoRA
+  // adapter, no bias, no soft-cap), so a loss may fuse the projection (recipes/loss.h); else undefined.
+  torch::Tensor PlainOutputWeight() const;
 
   // When on (and grad mode is on), each layer keeps only its input during forward and is recomputed in
   // backward (see checkpointing.h); gradients are unchanged. Off by default.

@@ -1,0 +1,85 @@
+#include "recipes/loss.h"
+
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "recipes/data/sample.h"
+
+namespace tmx::recipes {
+namespace {
+
+// hidden2d [N, D] and weight [V, D] in; the mean loss over the rows whose label is not ignored out.
+class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                               const torch::Tensor& weight, const torch::Tensor& labels, int64_t chunk_rows,
+                               bool keep_gradient) {
+    const int64_t n = hidden.size(0);
+    const torch::Tensor valid = labels.ne(data::kIgnoreIndex);
+    const torch::Tensor targets = labels.masked_fill(valid.logical_not(), 0).unsqueeze(1);  // any class for ignored
+    const torch::Tensor count = valid.sum().to(torch::kFloat);
+    torch::Tensor loss_sum = torch::zeros({}, hidden.options().dtype(torch::kFloat));
+    torch::Tensor grad_logits;  // [N, V] in the weight's dtype: softmax minus one-hot, 0 on ignored rows
+    if (keep_gradient) grad_logits = torch::empty({n, weight.size(0)}, weight.options());
+    for (int64_t start = 0; start < n; start += chunk_rows) {
+      const int64_t rows = std::min(chunk_rows, n - start);
+      const torch::Tensor logp = torch::log_softmax(at::mm(hidden.narrow(0, start, rows), weight.t()).to(torch::kFloat), -1);
+      const torch::Tensor t = targets.narrow(0, start, rows);
+      const torch::Tensor v = valid.narrow(0, start, rows);
+      loss_sum -= logp.gather(1, t).squeeze(1).masked_fill(v.logical_not(), 0).sum();
+      if (!keep_gradient) continue;
+      torch::Tensor g = logp.exp_();  // the chunk's softmax, in place of its log-probabilities
+      g.scatter_add_(1, t, torch::full({rows, 1}, -1.0f, g.options()));
+      g.masked_fill_(v.logical_not().unsqueeze(1), 0);
+      grad_logits.narrow(0, start, rows).copy_(g);
+    }
+    if (keep_gradient) ctx->save_for_backward({hidden, weight, grad_logits, count});
+    return loss_sum / count;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_output) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& hidden = saved[0];
+    const torch::Tensor& weight = saved[1];
+    const torch::Tensor& grad_logits = saved[2];
+    TORCH_CHECK(grad_logits.defined(), "NextTokenLinearLoss: backward through a loss computed without grad mode");
+    const torch::Tensor scale = (grad_output[0] / saved[3]).to(weight.scalar_type());
+    torch::Tensor grad_hidden, grad_weight;
+    if (ctx->needs_input_grad(0)) grad_hidden = at::mm(grad_logits, weight).mul_(scale);
+    if (ctx->needs_input_grad(1)) grad_weight = at::mm(grad_logits.t(), hidden).mul_(scale);
+    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      logits.slice(1, 0, -1).reshape({-1, logits.size(-1)}).to(torch::kFloat), labels.slice(1, 1).reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(data::kIgnoreIndex));
+}
+
+torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
+                                  int64_t chunk_elements) {
+  TORCH_CHECK(hidden.dim() == 3 && weight.dim() == 2 && hidden.size(2) == weight.size(1),
+              "NextTokenLinearLoss: expected hidden [B, T, D] and weight [V, D], got ", hidden.sizes(), " and ",
+              weight.sizes());
+  TORCH_CHECK(labels.sizes() == hidden.sizes().slice(0, 2), "NextTokenLinearLoss: labels ", labels.sizes(),
+              " must be [B, T] of hidden ", hidden.sizes());
+  const torch::Tensor rows = hidden.slice(1, 0, -1).reshape({-1, hidden.size(2)});
+  const torch::Tensor targets = labels.slice(1, 1).reshape({-1});
+  const int64_t chunk_rows = std::max<int64_t>(1, chunk_elements / weight.size(0));
+  const bool keep = torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
+  return LinearCrossEntropy::apply(rows, weight, targets, chunk_rows, keep);
+}
+
+torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor& tokens, const torch::Tensor& labels,
+                                 const torch::Tensor& input_pos, const torch::Tensor& document_ids) {
+  const torch::Tensor weight = model.PlainOutputWeight();
+  if (!weight.defined()) return NextTokenLoss(model.forward(tokens, input_pos, document_ids), labels);
+  return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels);
+}
+
+}  // namespace tmx::recipes

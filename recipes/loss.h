@@ -1,0 +1,36 @@
+// The training loss: next-token cross-entropy, from a model's logits, or fused with the output projection so
+// the logits of a whole batch never exist at once.
+//
+// Both average over every position t < T-1 whose label labels[t+1] is not data::kIgnoreIndex (the logits at t
+// predict the token at t+1), in float32 whatever the model's dtype. The recipes' loop, validation and the
+// training-step benchmark use ModelNextTokenLoss.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "recipes/models/decoder.h"
+
+namespace tmx::recipes {
+
+// Cross-entropy of `logits` [B, T, V] against `labels` [B, T] shifted by one, computed on float32 logits.
+torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& labels);
+
+// NextTokenLoss(hidden x weight^T, labels) without the [B, T, V] logits: hidden [B, T, D] (the final norm's
+// output), weight [V, D] (the output projection). Rows go through the projection a chunk at a time (at most
+// `chunk_elements` logits per chunk); each chunk's log-softmax gives its loss, and its gradient with respect to
+// the logits (softmax minus one-hot) is formed right there and kept in the weight's dtype. Backward is then two
+// matmuls. Memory: that gradient [B*(T-1), V] in the model dtype plus one float32 chunk, instead of the logits
+// in the model dtype, their float32 copy and the float32 log-probabilities. Without grad mode (or when neither
+// input requires grad) nothing is kept. Differentiable in hidden and weight; labels are not.
+torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
+                                  int64_t chunk_elements = int64_t{16} << 20);
+
+// The model's loss on a batch: NextTokenLinearLoss when its output is a plain projection
+// (DecoderImpl::PlainOutputWeight), else NextTokenLoss over its logits. input_pos and document_ids as
+// DecoderImpl::forward takes them (undefined unless packed).
+torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor& tokens, const torch::Tensor& labels,
+                                 const torch::Tensor& input_pos = {}, const torch::Tensor& document_ids = {});
+
+}  // namespace tmx::recipes
