@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "recipes/models/checkpointing.h"
+#include "recipes/models/init.h"
 
 namespace tmx::models {
 namespace {
@@ -218,7 +219,7 @@ Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
 EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options) {
   weight_ = register_parameter("weight", torch::empty({num_embeddings, dim}, options.requires_grad(false)));
   torch::NoGradGuard no_grad;
-  weight_.normal_(0, 1.0 / std::sqrt(static_cast<double>(dim)));
+  NormalInit(weight_, 0, 1.0 / std::sqrt(static_cast<double>(dim)));
 }
 
 torch::Tensor EmbeddingImpl::forward(const torch::Tensor& tokens) { return at::embedding(weight_, tokens); }

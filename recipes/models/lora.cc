@@ -1,5 +1,7 @@
 #include "recipes/models/lora.h"
 
+#include "recipes/models/init.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -123,13 +125,14 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOpt
   {
     torch::NoGradGuard no_grad;
     // torch::nn::Linear's default: kaiming_uniform(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)).
-    torch::nn::init::kaiming_uniform_(weight_, std::sqrt(5.0));
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+    UniformInit(weight_, -bound, bound);
   }
   if (bias) {
     bias_ = register_parameter("bias", torch::empty({out_features}, options));
     torch::NoGradGuard no_grad;
     const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-    bias_.uniform_(-bound, bound);
+    UniformInit(bias_, -bound, bound);
   }
   if (adapter_) {
     TORCH_CHECK(adapter_->rank > 0, "Linear: expected a positive LoRA rank, got ", adapter_->rank);
