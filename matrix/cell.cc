@@ -265,6 +265,7 @@ Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t
   TM_RETURN_IF_ERROR(check.Bytes("device_memory_bytes", r.device_memory_bytes));
   TM_RETURN_IF_ERROR(check.Bytes("peak_memory_bytes", r.peak_memory_bytes));
   TM_RETURN_IF_ERROR(check.Seconds("init_time_s", r.init_time_s));
+  TM_RETURN_IF_ERROR(check.Seconds("startup_time_s", r.startup_time_s));
   TM_RETURN_IF_ERROR(check.Seconds("wall_time_s", r.wall_time_s));
   for (double t : r.step_times_s) TM_RETURN_IF_ERROR(check.Seconds("step_times_s", t));
   TM_RETURN_IF_ERROR(check.Seconds("step_time_median_s", r.step_time_median_s));
@@ -321,6 +322,7 @@ nlohmann::json ToJson(const CellResult& r) {
   j["device_memory_bytes"] = r.device_memory_bytes;
   if (r.peak_memory_bytes) j["peak_memory_bytes"] = *r.peak_memory_bytes;
   if (r.init_time_s) j["init_time_s"] = DoubleToJson(*r.init_time_s);
+  if (r.startup_time_s) j["startup_time_s"] = DoubleToJson(*r.startup_time_s);
   json steps = json::array();
   for (double t : r.step_times_s) steps.push_back(DoubleToJson(t));
   j["step_times_s"] = std::move(steps);
@@ -381,6 +383,7 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   TM_RETURN_IF_ERROR(f.Int64("device_memory_bytes", &r.device_memory_bytes));
   TM_RETURN_IF_ERROR(f.OptionalInt64("peak_memory_bytes", &r.peak_memory_bytes));
   TM_RETURN_IF_ERROR(f.OptionalDouble("init_time_s", &r.init_time_s));
+  TM_RETURN_IF_ERROR(f.OptionalDouble("startup_time_s", &r.startup_time_s));
   TM_RETURN_IF_ERROR(f.DoubleList("step_times_s", &r.step_times_s));
   TM_RETURN_IF_ERROR(f.Int("warmup_steps", &r.warmup_steps));
   TM_RETURN_IF_ERROR(f.OptionalDouble("step_time_median_s", &r.step_time_median_s));

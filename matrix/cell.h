@@ -67,6 +67,10 @@ struct CellResult {
 
   // Timing and training signal, present when the child reported them.
   std::optional<double> init_time_s;
+  // The cell's wall time outside its training steps: process start, model, data, optimizer, the summary at
+  // the end (wall_time_s minus the step times). What makes a cell dearer than its steps; benchmarks/README.md
+  // tracks its share of real-size cells.
+  std::optional<double> startup_time_s;
   std::vector<double> step_times_s;       // every step, warm-up included; warm-up count below
   int warmup_steps = 0;
   std::optional<double> step_time_median_s;  // over steps after warm-up

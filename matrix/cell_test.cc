@@ -26,6 +26,7 @@ CellResult FullCell() {
   r.device_memory_bytes = 150'000'000'000;
   r.peak_memory_bytes = 2'500'000'123;
   r.init_time_s = 1.25;
+  r.startup_time_s = 11.3875;
   r.step_times_s = {0.5, 0.3125, 0.3};
   r.warmup_steps = 1;
   r.step_time_median_s = 0.30625;
@@ -101,7 +102,7 @@ TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   in.status = CellStatus::kRuns;
   in.provenance.verified_at = "2026-11-22T11:30:00Z";
   json j = ToJson(in);
-  for (const char* key : {"peak_memory_bytes", "init_time_s", "step_time_median_s", "step_time_spread_s",
+  for (const char* key : {"peak_memory_bytes", "init_time_s", "startup_time_s", "step_time_median_s", "step_time_spread_s",
                           "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal", "stand_in",
                           "world_size"}) {
     EXPECT_FALSE(j.contains(key)) << key;
@@ -214,6 +215,8 @@ TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
        "field \"wall_time_s\" is inf, expected seconds from 0 to 1e+09"},
       {"huge init time", [](json& j) { j["init_time_s"] = 1e12; },
        "field \"init_time_s\" is 1e+12, expected seconds from 0 to 1e+09"},
+      {"negative start-up", [](json& j) { j["startup_time_s"] = -1.0; },
+       "field \"startup_time_s\" is -1, expected seconds from 0 to 1e+09"},
       {"negative step time",
        [](json& j) {
          j["step_times_s"] = {0.5, -0.1, 0.3};

@@ -58,6 +58,11 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.init_time_s = summary->init_time_s;
     r.peak_memory_bytes = summary->peak_memory_bytes;
     r.step_times_s = summary->step_times_s;
+    if (!r.step_times_s.empty()) {
+      double steps = 0;
+      for (double t : r.step_times_s) steps += t;
+      r.startup_time_s = std::max(0.0, r.wall_time_s - steps);
+    }
     r.warmup_steps = static_cast<int>(std::min<size_t>(summary->warmup_steps, summary->step_times_s.size()));
     r.step_time_median_s = summary->step_time_median_s;
     r.step_time_spread_s = summary->step_time_spread_s;
@@ -137,6 +142,10 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
              << CellStatusName(r.status);
     if (r.tokens_per_second) progress << "  " << static_cast<int64_t>(*r.tokens_per_second) << " tok/s";
+    if (r.startup_time_s && r.wall_time_s > 0) {
+      progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
+               << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";
+    }
     if (!r.reason.empty()) progress << "  (" << r.reason.substr(0, 160) << ")";
     progress << std::endl;
     run.recorded.push_back(std::move(r));

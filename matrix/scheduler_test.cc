@@ -84,6 +84,7 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   }
   FakeRunner runner;
   for (const char* n : {"a", "b"}) runner.outcomes[n] = Exited(0);
+  runner.outcomes["a"].wall_time_s = 10.0;
   std::ostringstream progress;
   StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{"host", "job", "abc", "", "", ""}, progress);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
@@ -101,8 +102,11 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   EXPECT_DOUBLE_EQ(*a.step_time_spread_s, 0.1);
   EXPECT_DOUBLE_EQ(*a.tokens_per_second, 100.0);  // median of 100/1.0 and 120/1.2
   EXPECT_DOUBLE_EQ(*a.first_loss, 3.0);
+  EXPECT_DOUBLE_EQ(*a.startup_time_s, 10.0 - (2.0 + 1.0 + 1.2));  // the wall time outside the steps
+  EXPECT_FALSE(journal->front().startup_time_s.has_value());       // never started
   EXPECT_EQ(a.provenance.host, "host");
   EXPECT_NE(progress.str().find("[4/4]"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("start-up 6s (58%)"), std::string::npos) << progress.str();
 }
 
 TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
