@@ -1,7 +1,9 @@
 // The C library's allocator, set for training: a training step frees and re-allocates the same activation
 // and gradient buffers every step. glibc's defaults return every block of 128 KiB or more (a threshold that
 // only creeps upward) to the kernel with munmap and trim the heap top beyond 128 KiB, so each step pays page
-// faults to map them again: about a fifth of a tiny model's step on the CPU (benchmarks/README.md).
+// faults to map them again: about a fifth of a tiny model's step on the CPU (benchmarks/README.md). `tune` is
+// linked with jemalloc where it is installed, which reuses freed pages on its own (and keeps a lower peak);
+// this is the fallback for builds without it.
 #pragma once
 
 #include <string>

@@ -125,7 +125,7 @@ def gemm_peak(build, threads, env):
 def run_tune_matrix(case, args, env, work):
     steps = case["steps"]
     out_dir = Path(work) / "tune-matrix"
-    argv = [str(args.build / "bin" / "tune"), "run", case["recipe"], "--config", case["config"],
+    argv = [str(args.build / "bin" / "tune"), "run", case["recipe"], "--config", case["config"], "--allow-stand-ins", "--force",
             f"output_dir={out_dir}",
             "dataset={_component_: tune_matrix.datasets.random_tokens_dataset, "
             f"seq_len: {args.seq}, num_samples: {args.batch * steps}, seed: {args.seed}}}",
@@ -180,7 +180,15 @@ def main():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--build", type=Path, default=ROOT / "build", help="CMake build folder (default: build)")
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "side_by_side.json")
+    p.add_argument("--report", type=Path, nargs="+", metavar="JSON",
+                   help="run nothing: print the table of results files written by --out (several: one table)")
     args = p.parse_args()
+    if args.report:
+        for path in args.report:
+            result = json.loads(path.read_text())
+            print_table(result, [i for i in IMPLS if any(i in c["summary"] for c in result["cases"].values())])
+            print()
+        return
     cases = args.cases.split(",")
     impls = args.impls.split(",")
     for c in cases:
@@ -232,7 +240,9 @@ def print_table(result, impls):
         for impl in impls:
             s = c["summary"][impl]
             ratio = f"{s['step_median_s'] / ours['step_median_s']:.2f}x" if ours and impl != "tune-matrix" else ""
-            print(f"| {name} | {impl} | {s['step_median_s'] * 1000:.1f} ms ± {s['step_mad_s'] * 1000:.1f} | {ratio} | "
+            step = (f"{s['step_median_s']:.2f} s ± {s['step_mad_s']:.2f}" if s["step_median_s"] >= 1 else
+                    f"{s['step_median_s'] * 1000:.1f} ms ± {s['step_mad_s'] * 1000:.1f}")
+            print(f"| {name} | {impl} | {step} | {ratio} | "
                   f"{s['tokens_per_s']:.0f} | {s['achieved_flops'] / 1e9:.1f} | {s['of_peak']:.2f} | "
                   f"{s['max_rss_bytes'] / 2**30:.2f} GiB | {s['startup_s']:.1f} s |")
 
