@@ -66,7 +66,7 @@ std::string DeviceProblem(const std::string& device) {
 const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back"};
 const std::vector<std::string> kValueFlags = {"devices", "configs",  "recipes", "steps",
                                               "timeout", "budget",   "journal", "job",     "work-dir",
-                                              "tune",    "memory-fraction", "shard", "junit", "reports-dir"};
+                                              "tune",    "memory-fraction", "shard", "junit", "reports-dir", "startup-share"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";
@@ -113,8 +113,13 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   if (!NumberFlag(parsed, "steps", &options->max_steps, &error) ||
       !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error) ||
       !NumberFlag(parsed, "budget", &options->cell_budget_s, &error) ||
-      !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error)) {
+      !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error) ||
+      !NumberFlag(parsed, "startup-share", &options->startup_share, &error)) {
     UsageError(err, cmd, error);
+    return false;
+  }
+  if (!(options->startup_share >= 0 && options->startup_share < 1)) {
+    UsageError(err, cmd, "--startup-share must be 0 (every cell trains --steps) or a share below 1, e.g. 0.15");
     return false;
   }
   if (!(options->cell_timeout_s > 0)) {
@@ -181,7 +186,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
     std::string what = c.runnable ? "run" : CellStatusName(c.preset.status);
     out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
-    if (c.runnable) out << ", about " << FormatDuration(c.expected_duration_s);
+    if (c.runnable) out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
     out << "\n";
   }
@@ -423,6 +428,7 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   if (options.max_steps < 2 || !(options.cell_timeout_s > 0)) {
     return UsageError(err, "cell", "--steps must be at least 2 and --timeout above 0");
   }
+  if (parsed.Has("steps")) options.startup_share = 0;  // the steps asked for, not more
   std::string device = CtestDevice(parsed.Get("device"));
   std::string problem = DeviceProblem(device);
   if (!problem.empty()) return UsageError(err, "cell", "--device: " + problem);
@@ -518,7 +524,7 @@ const char* kCellHelp =
     "without touching the configs or reports. For CTest: under `ctest --resource-spec-file`, --device cuda\n"
     "becomes the GPU CTest allotted (CTEST_RESOURCE_GROUP_0_GPUS).\n\n"
     "  --device D               device (required)\n"
-    "  --steps N, --timeout S   budget, as for run\n"
+    "  --steps N, --timeout S   budget, as for run (with --steps, exactly N steps)\n"
     "  --work-dir DIR           output and journal folder (default runs/cells)\n\n"
     "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large, too_slow), 2 bad arguments.";
 
@@ -532,6 +538,9 @@ const char* kRunHelp =
     "  --configs 'tiny/*'       config name pattern (default: all)\n"
     "  --recipes a,b            recipes to cover (default: all)\n"
     "  --steps N                optimizer steps per cell, the first excluded from timings (default 3)\n"
+    "  --startup-share F        a cell whose recorded start-up (process, model, data) would be more than F\n"
+    "                           of its wall time trains more steps, the fewest that bring it to F, at most\n"
+    "                           12 and within --budget (default 0.15; 0: every cell trains --steps)\n"
     "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
     "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
     "                           too_slow, not started (default 150; 0: no budget)\n"

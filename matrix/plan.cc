@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -31,14 +32,29 @@ bool DeviceSelected(const DeviceInfo& d, const std::vector<std::string>& wanted)
 
 }  // namespace
 
-std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::string& device,
-                                       const MatrixOptions& options, const std::string& output_dir) {
+std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::string& device, int steps,
+                                       const std::string& output_dir) {
   std::vector<std::string> overrides = {"device=" + device};
   if (recipe.cell_overrides) {
-    for (std::string& o : recipe.cell_overrides(options.max_steps)) overrides.push_back(std::move(o));
+    for (std::string& o : recipe.cell_overrides(steps)) overrides.push_back(std::move(o));
   }
   overrides.push_back("output_dir=" + output_dir);
   return overrides;
+}
+
+int CellSteps(double startup_s, double step_s, const MatrixOptions& options) {
+  const double share = options.startup_share;
+  if (!(share > 0 && share < 1) || !(step_s > 0) || !(startup_s >= 0)) return options.max_steps;
+  // startup / (startup + n x step) <= share  <=>  n >= startup x (1 - share) / (share x step)
+  const double needed = std::ceil(startup_s * (1 - share) / (share * step_s) - 1e-9);
+  if (needed <= options.max_steps) return options.max_steps;
+  if (needed > options.max_extended_steps) return options.max_steps;
+  const int steps = static_cast<int>(needed);
+  if (options.cell_budget_s > 0 && startup_s + steps * step_s > options.cell_budget_s) {
+    const int fitting = static_cast<int>(std::floor((options.cell_budget_s - startup_s) / step_s));
+    return std::max(options.max_steps, fitting);
+  }
+  return steps;
 }
 
 bool MatchesGlob(const std::string& pattern, const std::string& name) {
@@ -62,17 +78,17 @@ struct DeviceRates {
 std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>& cells,
                                                   const std::vector<double>& work,
                                                   const std::vector<double>& parameters,
-                                                  const std::vector<std::optional<double>>& wall_s,
-                                                  const std::vector<std::optional<double>>& step_s, int steps) {
+                                                  const std::vector<std::optional<double>>& startup_s,
+                                                  const std::vector<std::optional<double>>& step_s) {
   struct Sums {
     double step_s = 0, work = 0, startup_s = 0, parameters = 0;
     std::optional<double> fixed_s;
   };
   std::map<std::string, Sums> sums;
   for (size_t i = 0; i < cells.size(); ++i) {
-    if (!wall_s[i] || !step_s[i] || work[i] <= 0) continue;
+    if (!startup_s[i] || !step_s[i] || work[i] <= 0) continue;
     Sums& s = sums[cells[i].device_type];
-    double startup = std::max(0.0, *wall_s[i] - steps * *step_s[i]);
+    const double startup = *startup_s[i];
     s.step_s += *step_s[i];
     s.work += work[i];
     s.startup_s += startup;
@@ -121,6 +137,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   std::vector<double> parameters;                    // model parameters of each cell (CellEstimate::parameters)
   std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
   std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
+  std::vector<std::optional<double>> recorded_startup_s;  // recorded start-up per cell (with a step time)
+  std::vector<std::optional<double>> fitted_startup_s;    // the same, or for older records wall - steps
+  std::vector<const RecipeSpec*> cell_recipe;
   std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
   // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
   // few configs predicts them from every measured cell of the device type), then left out.
@@ -150,7 +169,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         cell.device = *device;
         cell.device_type = device->type;
         cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
-        std::vector<std::string> overrides = CellOverrides(recipe, device->id, options, cell.output_dir);
+        cell.steps = options.max_steps;
+        std::vector<std::string> overrides = CellOverrides(recipe, device->id, cell.steps, cell.output_dir);
         StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
         if (!config.ok()) return config.status().WithContext("planning " + name);
         CellResult& r = cell.preset;
@@ -184,6 +204,16 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         }
         recorded_s.push_back(seconds);
         recorded_step_s.push_back(step_seconds);
+        std::optional<double> startup_seconds;
+        if (seconds && step_seconds) startup_seconds = entry->second.startup_time_s;
+        recorded_startup_s.push_back(startup_seconds);
+        // A record made before start-up was recorded ran max_steps steps; its warm-up step counts as start-up
+        // here, good enough for the rates but not for choosing the cell's steps.
+        if (!startup_seconds && seconds && step_seconds) {
+          startup_seconds = std::max(0.0, *seconds - options.max_steps * *step_seconds);
+        }
+        fitted_startup_s.push_back(startup_seconds);
+        cell_recipe.push_back(&recipe);
         recorded_too_slow.push_back(status == CellStatus::kTooSlow);
 
         // A cell measured here before is judged by the larger of its prediction and its measured peak: the
@@ -217,7 +247,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
             cell.argv.insert(cell.argv.end(), {"--nproc_per_node", std::to_string(device->traits().matrix_ranks)});
           }
           cell.argv.insert(cell.argv.end(), {recipe.name, "--config", name, "--force", "--allow-stand-ins"});
-          for (const std::string& o : overrides) cell.argv.push_back(o);
+          // The overrides follow once the cell's steps are chosen (below).
         }
         cells.push_back(std::move(cell));
       }
@@ -226,15 +256,28 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   // A cell never measured here is predicted from the cells of its device type that were:
   //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work,
   // each rate fitted over the measured cells (ratios of sums, so the large, kernel-bound cells set the rates).
-  std::map<std::string, DeviceRates> rates = FitDeviceRates(cells, work, parameters, recorded_s, recorded_step_s,
-                                                            options.max_steps);
+  std::map<std::string, DeviceRates> rates =
+      FitDeviceRates(cells, work, parameters, fitted_startup_s, recorded_step_s);
   for (size_t i = 0; i < cells.size(); ++i) {
     if (!cells[i].runnable) continue;  // recorded from the plan: takes no time
     auto rate = rates.find(cells[i].device_type);
     bool measured_type = rate != rates.end();
     DeviceRates r = measured_type ? rate->second : DeviceRates();
-    cells[i].expected_duration_s =
-        recorded_s[i] ? *recorded_s[i] : r.Predict(parameters[i], work[i], options.max_steps);
+    // Start-up and step time: the cell's record here, else the device type's rates; judged at max_steps.
+    std::optional<double> startup_s, step_s;
+    if (recorded_startup_s[i]) {
+      startup_s = recorded_startup_s[i];
+      step_s = recorded_step_s[i];
+    } else if (!recorded_s[i] && measured_type) {
+      startup_s = r.fixed_s + r.s_per_parameter * parameters[i];
+      step_s = r.s_per_work * work[i];
+    }
+    if (startup_s && step_s) {
+      cells[i].expected_duration_s = *startup_s + options.max_steps * *step_s;
+    } else {
+      cells[i].expected_duration_s =
+          recorded_s[i] ? *recorded_s[i] : r.Predict(parameters[i], work[i], options.max_steps);
+    }
     // The budget judges only predictions made from this device type's own measurements, with a band around
     // it so that a cell does not flip between runs and too_slow from one run to the next: a measured cell
     // stays in until it took kBudgetBand times the budget, a cell recorded too_slow stays out until it is
@@ -254,6 +297,15 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cells[i].runnable = false;
       cells[i].argv.clear();
       cells[i].expected_duration_s = 0;
+      continue;
+    }
+    if (startup_s && step_s) {
+      cells[i].steps = CellSteps(*startup_s, *step_s, options);
+      cells[i].expected_duration_s = *startup_s + cells[i].steps * *step_s;
+    }
+    for (std::string& o :
+         CellOverrides(*cell_recipe[i], cells[i].device.id, cells[i].steps, cells[i].output_dir)) {
+      cells[i].argv.push_back(std::move(o));
     }
   }
   std::vector<PlannedCell> chosen_cells;

@@ -28,8 +28,17 @@ struct MatrixOptions {
   std::string configs_glob;
   // Recipes to cover; empty: all.
   std::vector<std::string> recipes;
-  // Optimizer steps each cell trains (budget); the recipe leaves the first out of its timings.
+  // Optimizer steps each cell trains at least (budget); the recipe leaves the first out of its timings.
   int max_steps = 3;
+  // Largest share of a cell's wall time its start-up may take (process start, model, data: what its record
+  // calls startup_time_s). A cell whose recorded (else predicted) start-up would be a larger share at
+  // max_steps trains more steps: the fewest that bring the share down to this, as far as they fit in
+  // cell_budget_s; none when that would take more than max_extended_steps (a tiny model, whose start-up
+  // dwarfs any number of its steps, gains nothing from more). The batch and sequence stay the
+  // config's, so tokens/s and peak memory are its own; only the median has more steps behind it.
+  // 0: every cell trains max_steps.
+  double startup_share = 0.15;
+  int max_extended_steps = 12;
   // Wall-clock limit of one cell, seconds.
   double cell_timeout_s = 900;
   // Seconds a cell may be expected to take. A cell predicted to take longer is recorded as too_slow and not
@@ -76,6 +85,8 @@ struct PlannedCell {
   // Expected wall time in seconds: the config's recorded `wall_time_s` for this device type, else the
   // recipe's estimated work scaled by the cells that have a recorded time. Orders the run, balances shards, feeds the ETA.
   double expected_duration_s = 0;
+  // Optimizer steps the cell trains: MatrixOptions::max_steps, or more by MatrixOptions::startup_share.
+  int steps = 0;
   bool runnable = false;
   CellResult preset;               // the recorded result when !runnable (invalid, too_large or too_slow)
   std::vector<std::string> argv;   // the child command when runnable
@@ -83,9 +94,14 @@ struct PlannedCell {
 };
 
 // Overrides applied to every cell's `tune run`: the device, a fresh output folder, and the recipe's own
-// budget for options.max_steps steps (RecipeSpec::cell_overrides).
-std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::string& device,
-                                       const MatrixOptions& options, const std::string& output_dir);
+// budget for `steps` optimizer steps (RecipeSpec::cell_overrides).
+std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::string& device, int steps,
+                                       const std::string& output_dir);
+
+// The steps a cell with this start-up and step time trains (MatrixOptions::startup_share): options.max_steps,
+// or the fewest steps up to options.max_extended_steps that keep startup_s at most that share of the wall
+// time (startup_s + steps x step_s) without passing options.cell_budget_s (0: no budget).
+int CellSteps(double startup_s, double step_s, const MatrixOptions& options);
 
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);

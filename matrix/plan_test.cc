@@ -1,6 +1,7 @@
 // Planning on fake device lists: validation, memory prediction, ordering, filters. No training runs.
 #include "matrix/plan.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -166,8 +167,12 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
         entry == recorded.end() ? std::nullopt : ParseCellStatus(entry->second.status);
     if (!c.runnable) {
       EXPECT_EQ(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": not started";
+    } else if (status == CellStatus::kRuns && entry->second.startup_time_s && entry->second.step_time_s) {
+      // Its recorded start-up and steps, at the steps it is planned to train.
+      EXPECT_DOUBLE_EQ(c.expected_duration_s, *entry->second.startup_time_s + c.steps * *entry->second.step_time_s)
+          << c.key.config;
     } else if (status && CellStarted(*status) && entry->second.wall_time_s) {
-      EXPECT_EQ(c.expected_duration_s, *entry->second.wall_time_s) << c.key.config;
+      EXPECT_DOUBLE_EQ(c.expected_duration_s, *entry->second.wall_time_s) << c.key.config;
     } else {
       EXPECT_GT(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": estimated";
     }
@@ -219,10 +224,11 @@ TEST(PlanTest, ABandAroundTheBudgetKeepsAMeasuredCellFromFlipping) {
   StatusOr<std::vector<PlannedCell>> unbudgeted = [&] {
     MatrixOptions o = options;
     o.cell_budget_s = 0;
+    o.startup_share = 0;  // judged at the base steps
     return PlanCells(recipes::BuiltinRegistry(), devices, o);
   }();
   ASSERT_TRUE(unbudgeted.ok());
-  const double took = unbudgeted->front().expected_duration_s;  // its recorded wall time
+  const double took = unbudgeted->front().expected_duration_s;  // its recorded wall time at 3 steps
   ASSERT_GT(took, 0);
   options.cell_budget_s = took / 1.2;  // over the budget, inside the band: measured again
   EXPECT_TRUE(PlanCells(recipes::BuiltinRegistry(), devices, options)->front().runnable);
@@ -244,6 +250,71 @@ TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
     ASSERT_TRUE(cells.ok());
     EXPECT_EQ(cells->front().runnable, runnable) << "predicted " << over << "x the limit";
     if (!runnable) EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
+  }
+}
+
+TEST(CellStepsTest, MoreStepsOnlyWhereTheyBringStartUpDownToItsShare) {
+  MatrixOptions options;  // 3 steps, start-up at most 15%, at most 12 steps, budget 150 s
+  // 2.25 s of start-up and 3.26 s steps: 18.7% at 3 steps, 14.7% at 4.
+  EXPECT_EQ(CellSteps(2.25, 3.26, options), 4);
+  EXPECT_EQ(CellSteps(13.6, 22.3, options), 4);  // 102.8 s, within the budget
+  // Start-up already a small share: the base steps.
+  EXPECT_EQ(CellSteps(3.4, 16.4, options), 3);
+  EXPECT_EQ(CellSteps(0, 1, options), 3);
+  // Exactly at the share: 1.5 / (1.5 + 3 x 2.83...) is 15%.
+  EXPECT_EQ(CellSteps(1.5, 1.5 * 0.85 / 0.45, options), 3);
+  // A tiny model (0.57 s start-up, 0.05 s steps) would need 65 steps: more than 12 buy nothing.
+  EXPECT_EQ(CellSteps(0.57, 0.05, options), 3);
+  // 12 steps reach it: 0.9 / (0.9 + 12 x 0.45) = 14.3%.
+  EXPECT_EQ(CellSteps(0.9, 0.45, options), 12);
+  // Within the budget: 13.6 s + 4 x 22.3 s passes 80 s, so the most that fit, never fewer than the base.
+  options.cell_budget_s = 80;
+  EXPECT_EQ(CellSteps(13.6, 22.3, options), 3);
+  options.cell_budget_s = 10;
+  EXPECT_EQ(CellSteps(1, 0.5, options), 12);  // 1 / (1 + 12 x 0.5) = 14.3%, 7 s
+  EXPECT_EQ(CellSteps(2, 0.5, options), 3);   // would need 23 steps
+  options.cell_budget_s = 5;
+  EXPECT_EQ(CellSteps(1, 0.5, options), 8);  // 12 steps do not fit in 5 s; 8 do (5 s)
+  // Switched off, and nonsense inputs: the base steps.
+  options = MatrixOptions();
+  options.startup_share = 0;
+  EXPECT_EQ(CellSteps(2.25, 3.26, options), 3);
+  options = MatrixOptions();
+  EXPECT_EQ(CellSteps(2.25, 0, options), 3);
+  EXPECT_EQ(CellSteps(-1, 3, options), 3);
+}
+
+// The committed cpu records carry start-up and step times: each runnable cell trains the steps they call
+// for, and its child command says so.
+TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  int extended = 0;
+  for (const PlannedCell& c : *cells) {
+    if (!c.runnable) continue;
+    SupportEntries recorded = ReadSupportEntries(ReadFile(c.config_path).value(), c.config_path).value();
+    auto entry = recorded.find("cpu");
+    int want = options.max_steps;
+    // A record from before start-up was recorded keeps the base steps.
+    if (entry != recorded.end() && entry->second.status == "runs" && entry->second.wall_time_s &&
+        entry->second.startup_time_s && entry->second.step_time_s) {
+      want = CellSteps(*entry->second.startup_time_s, *entry->second.step_time_s, options);
+    }
+    EXPECT_EQ(c.steps, want) << c.key.config;
+    EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "max_steps_per_epoch=" + std::to_string(want)), c.argv.end())
+        << c.key.config;
+    extended += c.steps > options.max_steps;
+  }
+  // The Qwen 0.5B cells' start-up was about 18% of their wall time at 3 steps.
+  EXPECT_GT(extended, 0);
+
+  options.startup_share = 0;
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
+  ASSERT_TRUE(cells.ok());
+  for (const PlannedCell& c : *cells) {
+    if (c.runnable) EXPECT_EQ(c.steps, 3) << c.key.config;
   }
 }
 

@@ -85,7 +85,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
   if (outcome.timed_out) {
     r.status = CellStatus::kTimeout;
     r.reason = "killed at the wall-clock limit of " + FormatDuration(options.cell_timeout_s) + " after " +
-               std::to_string(r.step_times_s.size()) + " of " + std::to_string(options.max_steps) + " steps";
+               std::to_string(r.step_times_s.size()) + " of " + std::to_string(cell.steps) + " steps";
   } else if (outcome.memory_exceeded) {
     // The cell outgrew the share of the device a cell may use (MatrixOptions::memory_fraction): too large
     // for it, measured rather than predicted; not a failure of the device.

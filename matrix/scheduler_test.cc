@@ -35,6 +35,7 @@ class SchedulerTest : public ::testing::Test {
     c.device.type = device == "cpu" ? "cpu" : "cuda";
     c.device_type = device == "cpu" ? "cpu" : "cuda";
     c.runnable = runnable;
+    c.steps = 4;  // the plan's choice for the cell (options_.max_steps is 3)
     c.output_dir = dir_ + "/" + config + "_" + device;
     c.argv = {"tune", "run"};
     c.preset.key = c.key;
@@ -140,7 +141,8 @@ TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
   EXPECT_EQ(by["crash"].status, CellStatus::kFails);
   EXPECT_NE(by["crash"].reason.find("Segmentation fault"), std::string::npos) << by["crash"].reason;
   EXPECT_EQ(by["hang"].status, CellStatus::kTimeout);
-  EXPECT_NE(by["hang"].reason.find("wall-clock limit of 1m00s"), std::string::npos) << by["hang"].reason;
+  EXPECT_NE(by["hang"].reason.find("wall-clock limit of 1m00s after 0 of 4 steps"), std::string::npos)
+      << by["hang"].reason;
   EXPECT_EQ(by["oom"].status, CellStatus::kTooLarge);
   EXPECT_NE(by["oom"].reason.find("resident memory passed the limit of 85% of cpu's memory"), std::string::npos)
       << by["oom"].reason;

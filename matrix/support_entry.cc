@@ -49,6 +49,7 @@ const std::vector<SupportField>& SupportFields() {
       Number("step_time_spread_s", &SupportEntry::step_time_spread_s, FourDigits),
       Number("peak_memory_gib", &SupportEntry::peak_memory_gib, Thousandths),
       Number("wall_time_s", &SupportEntry::wall_time_s, TenthsOf),
+      Number("startup_time_s", &SupportEntry::startup_time_s, TenthsOf),
       Number("ranks", &SupportEntry::ranks, Whole),
       Text("device_name", &SupportEntry::device_name),
       Text("torch_version", &SupportEntry::torch_version),
@@ -89,6 +90,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.step_time_s = cell.step_time_median_s;
   s.step_time_spread_s = cell.step_time_spread_s;
   if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;
+  s.startup_time_s = cell.startup_time_s;
   if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
   s.device_name = cell.provenance.device_name;
   s.torch_version = cell.provenance.torch_version;

@@ -26,6 +26,9 @@ struct SupportEntry {
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times (noise)
   std::optional<double> peak_memory_gib;     // measured peak, GiB (2^30 bytes)
   std::optional<double> wall_time_s;         // how long the cell took, start to end (balances CI shards)
+  // Of wall_time_s, the part outside the training steps (process start, model, data): with step_time_s it
+  // sets how many steps the next run of the cell trains (MatrixOptions::startup_share).
+  std::optional<double> startup_time_s;
   std::string device_name;
   std::string torch_version;
   std::string verified_at;  // UTC, ISO 8601

@@ -26,6 +26,7 @@ TEST(SupportFromCellTest, TakesTheReportedFields) {
   cell.step_time_median_s = 0.25;
   cell.step_time_spread_s = 0.0125;
   cell.wall_time_s = 42.5;
+  cell.startup_time_s = 4.5;
   cell.peak_memory_bytes = int64_t{3} << 29;
   cell.config_hash = "h";
   cell.provenance = {"host", "job", "commit", "2.11.0", "NVIDIA H200", "2026-12-02T11:30:00Z"};
@@ -34,6 +35,7 @@ TEST(SupportFromCellTest, TakesTheReportedFields) {
   want.step_time_s = 0.25;
   want.step_time_spread_s = 0.0125;
   want.wall_time_s = 42.5;
+  want.startup_time_s = 4.5;
   want.peak_memory_gib = 1.5;
   want.device_name = "NVIDIA H200";
   want.torch_version = "2.11.0";
@@ -54,7 +56,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 17u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -69,7 +71,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
   e.tokens_per_second = 12.5;
   nlohmann::ordered_json j = SupportEntryToJson(e);
   EXPECT_EQ(j.dump(), "{\"status\":\"fails\",\"reason\":\"boom\",\"tokens_per_second\":12.5,\"step_time_s\":null,"
-                      "\"step_time_spread_s\":null,\"peak_memory_gib\":null,\"wall_time_s\":null,\"ranks\":null,\"device_name\":\"\","
+                      "\"step_time_spread_s\":null,\"peak_memory_gib\":null,\"wall_time_s\":null,\"startup_time_s\":null,\"ranks\":null,\"device_name\":\"\","
                       "\"torch_version\":\"\",\"verified_at\":\"\",\"config_hash\":\"\",\"host\":\"\",\"job\":\"\","
                       "\"commit\":\"\",\"stand_in\":\"\"}");
 }

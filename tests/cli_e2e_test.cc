@@ -190,6 +190,28 @@ TEST_F(CliTest, MatrixRejectsBadOptions) {
   Result expect = Exec({kMatrix, "check", "--expect-devices", "gpu"});
   EXPECT_EQ(expect.code, 2);
   EXPECT_NE(expect.output.find("--expect-devices:"), std::string::npos) << expect.output;
+  Result share = Exec({kMatrix, "plan", "--startup-share", "1"});
+  EXPECT_EQ(share.code, 2);
+  EXPECT_NE(share.output.find("--startup-share must be 0 (every cell trains --steps) or a share below 1"),
+            std::string::npos)
+      << share.output;
+}
+
+// `plan` says how many steps each cell will train: with --startup-share 0 exactly --steps.
+TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
+  Result r = Exec({kMatrix, "plan", "--devices", "cpu", "--configs", "qwen*_single_device", "--startup-share", "0",
+                   "--steps", "5"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string out = "\n" + r.output;
+  size_t runnable = 0, pos = 0;
+  while ((pos = out.find("\nrun ", pos)) != std::string::npos) {
+    size_t end = out.find('\n', pos + 1);
+    std::string line = out.substr(pos + 1, end - pos - 1);
+    EXPECT_NE(line.find(", 5 steps, about "), std::string::npos) << line;
+    ++runnable;
+    pos = end;
+  }
+  EXPECT_GT(runnable, 0u) << r.output;
 }
 
 // A checkout's configs copied to a scratch folder, so runs, merges and checks can write into them.
