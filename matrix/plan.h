@@ -99,8 +99,9 @@ std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::stri
                                        const std::string& output_dir);
 
 // The steps a cell with this start-up and step time trains (MatrixOptions::startup_share): options.max_steps,
-// or the fewest steps up to options.max_extended_steps that keep startup_s at most that share of the wall
-// time (startup_s + steps x step_s) without passing options.cell_budget_s (0: no budget).
+// or the fewest steps up to options.max_extended_steps that keep startup_s at most two thirds of that share
+// of the wall time (startup_s + steps x step_s; the margin absorbs a run's steps being faster than the
+// recorded ones), without passing options.cell_budget_s (0: no budget).
 int CellSteps(double startup_s, double step_s, const MatrixOptions& options);
 
 // True when `name` matches the shell-style `pattern` (fnmatch).

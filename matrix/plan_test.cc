@@ -254,27 +254,28 @@ TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
 }
 
 TEST(CellStepsTest, MoreStepsOnlyWhereTheyBringStartUpDownToItsShare) {
-  MatrixOptions options;  // 3 steps, start-up at most 15%, at most 12 steps, budget 150 s
-  // 2.25 s of start-up and 3.26 s steps: 18.7% at 3 steps, 14.7% at 4.
-  EXPECT_EQ(CellSteps(2.25, 3.26, options), 4);
-  EXPECT_EQ(CellSteps(13.6, 22.3, options), 4);  // 102.8 s, within the budget
+  MatrixOptions options;  // 3 steps, start-up at most 15% (aiming at 10%), at most 12 steps, budget 150 s
+  // 2.25 s of start-up and 3.26 s steps: 18.7% at 3 steps, 11.4% at 6, 9.0% at 7.
+  EXPECT_EQ(CellSteps(2.25, 3.26, options), 7);
+  EXPECT_EQ(CellSteps(13.6, 22.3, options), 6);  // 147.4 s, within the budget
   // Start-up already a small share: the base steps.
   EXPECT_EQ(CellSteps(3.4, 16.4, options), 3);
   EXPECT_EQ(CellSteps(0, 1, options), 3);
-  // Exactly at the share: 1.5 / (1.5 + 3 x 2.83...) is 15%.
-  EXPECT_EQ(CellSteps(1.5, 1.5 * 0.85 / 0.45, options), 3);
-  // A tiny model (0.57 s start-up, 0.05 s steps) would need 65 steps: more than 12 buy nothing.
+  // Exactly at the aim: 1.5 / (1.5 + 3 x 4.5) is 10%; a little slower steps need a fourth.
+  EXPECT_EQ(CellSteps(1.5, 4.5, options), 3);
+  EXPECT_EQ(CellSteps(1.5, 4.4, options), 4);
+  // A tiny model (0.57 s start-up, 0.05 s steps) would need 103 steps: more than 12 buy nothing.
   EXPECT_EQ(CellSteps(0.57, 0.05, options), 3);
-  // 12 steps reach it: 0.9 / (0.9 + 12 x 0.45) = 14.3%.
-  EXPECT_EQ(CellSteps(0.9, 0.45, options), 12);
-  // Within the budget: 13.6 s + 4 x 22.3 s passes 80 s, so the most that fit, never fewer than the base.
+  // 12 steps reach it: 0.9 / (0.9 + 12 x 0.7) = 9.7%.
+  EXPECT_EQ(CellSteps(0.9, 0.7, options), 12);
+  // Within the budget: 13.6 s + 6 x 22.3 s passes 80 s, so the most that fit, never fewer than the base.
   options.cell_budget_s = 80;
   EXPECT_EQ(CellSteps(13.6, 22.3, options), 3);
-  options.cell_budget_s = 10;
-  EXPECT_EQ(CellSteps(1, 0.5, options), 12);  // 1 / (1 + 12 x 0.5) = 14.3%, 7 s
-  EXPECT_EQ(CellSteps(2, 0.5, options), 3);   // would need 23 steps
+  options.cell_budget_s = 10.5;
+  EXPECT_EQ(CellSteps(1, 0.75, options), 12);  // 1 / (1 + 12 x 0.75) = 10%, 10 s
+  EXPECT_EQ(CellSteps(2, 0.75, options), 3);   // would need 24 steps
   options.cell_budget_s = 5;
-  EXPECT_EQ(CellSteps(1, 0.5, options), 8);  // 12 steps do not fit in 5 s; 8 do (5 s)
+  EXPECT_EQ(CellSteps(1, 0.75, options), 5);  // 12 steps do not fit in 5 s; 5 do (4.75 s)
   // Switched off, and nonsense inputs: the base steps.
   options = MatrixOptions();
   options.startup_share = 0;
@@ -307,7 +308,7 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
         << c.key.config;
     extended += c.steps > options.max_steps;
   }
-  // The Qwen 0.5B cells' start-up was about 18% of their wall time at 3 steps.
+  // The Qwen 0.5B cells' start-up is about a sixth of their wall time at 3 steps.
   EXPECT_GT(extended, 0);
 
   options.startup_share = 0;

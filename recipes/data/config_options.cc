@@ -1,7 +1,6 @@
 #include "recipes/data/config_options.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -226,13 +225,15 @@ StatusOr<DatasetConfig> DatasetFromConfig(const Config& config, const std::strin
   DatasetOptions& o = out.options;
   if (c->kind == DatasetKind::kRandomTokens) {
     for (auto [field, target, least] : {std::make_tuple("num_samples", &o.num_samples, int64_t{1}),
-                                        std::make_tuple("seq_len", &o.seq_len, int64_t{2}),
-                                        std::make_tuple("seed", &o.random_seed, std::numeric_limits<int64_t>::min())}) {
+                                        std::make_tuple("seq_len", &o.seq_len, int64_t{2})}) {
       std::optional<int64_t> v;
       TM_RETURN_IF_ERROR(r.Optional(field, &v));
       if (v && *v < least) return r.Error(field, "is " + std::to_string(*v) + "; fix: use " + std::to_string(least) + " or more");
       if (v) *target = *v;
     }
+    std::optional<int64_t> seed;
+    TM_RETURN_IF_ERROR(r.Optional("seed", &seed));
+    if (seed) o.random_seed = *seed;
     return out;
   }
   for (auto [field, target] :
