@@ -64,9 +64,9 @@ std::string DeviceProblem(const std::string& device) {
 }
 
 const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back"};
-const std::vector<std::string> kValueFlags = {"devices", "configs",  "recipes", "steps",
-                                              "timeout", "budget",   "journal", "job",     "work-dir",
-                                              "tune",    "memory-fraction", "shard", "junit", "reports-dir", "startup-share"};
+const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
+                                              "budget",          "journal", "job",     "work-dir",    "tune",
+                                              "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";

@@ -76,25 +76,28 @@ struct DeviceRates {
   double fixed_s = 0;            // start-up of the smallest cell (process, device probe, data)
   double s_per_parameter = 0;    // start-up per model parameter (building and initialising weights)
   double s_per_work = 1e-9;      // step time per unit of CellEstimate::work
-  double Predict(double parameters, double work, int steps) const {
-    return fixed_s + s_per_parameter * parameters + steps * s_per_work * work;
-  }
+  double Startup(double parameters) const { return fixed_s + s_per_parameter * parameters; }
+  double Step(double work) const { return s_per_work * work; }
+  double Predict(double parameters, double work, int steps) const { return Startup(parameters) + steps * Step(work); }
 };
 
 std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>& cells,
                                                   const std::vector<double>& work,
                                                   const std::vector<double>& parameters,
+                                                  const std::vector<std::optional<double>>& wall_s,
                                                   const std::vector<std::optional<double>>& startup_s,
-                                                  const std::vector<std::optional<double>>& step_s) {
+                                                  const std::vector<std::optional<double>>& step_s, int steps) {
   struct Sums {
     double step_s = 0, work = 0, startup_s = 0, parameters = 0;
     std::optional<double> fixed_s;
   };
   std::map<std::string, Sums> sums;
   for (size_t i = 0; i < cells.size(); ++i) {
-    if (!startup_s[i] || !step_s[i] || work[i] <= 0) continue;
+    if (!wall_s[i] || !step_s[i] || work[i] <= 0) continue;
     Sums& s = sums[cells[i].device_type];
-    const double startup = *startup_s[i];
+    // A record made before start-up was recorded ran `steps` steps; its warm-up step counts as start-up here,
+    // good enough for the rates but not for choosing the cell's steps.
+    const double startup = startup_s[i] ? *startup_s[i] : std::max(0.0, *wall_s[i] - steps * *step_s[i]);
     s.step_s += *step_s[i];
     s.work += work[i];
     s.startup_s += startup;
@@ -144,8 +147,6 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
   std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
   std::vector<std::optional<double>> recorded_startup_s;  // recorded start-up per cell (with a step time)
-  std::vector<std::optional<double>> fitted_startup_s;    // the same, or for older records wall - steps
-  std::vector<const RecipeSpec*> cell_recipe;
   std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
   // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
   // few configs predicts them from every measured cell of the device type), then left out.
@@ -210,16 +211,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         }
         recorded_s.push_back(seconds);
         recorded_step_s.push_back(step_seconds);
-        std::optional<double> startup_seconds;
-        if (seconds && step_seconds) startup_seconds = entry->second.startup_time_s;
-        recorded_startup_s.push_back(startup_seconds);
-        // A record made before start-up was recorded ran max_steps steps; its warm-up step counts as start-up
-        // here, good enough for the rates but not for choosing the cell's steps.
-        if (!startup_seconds && seconds && step_seconds) {
-          startup_seconds = std::max(0.0, *seconds - options.max_steps * *step_seconds);
-        }
-        fitted_startup_s.push_back(startup_seconds);
-        cell_recipe.push_back(&recipe);
+        recorded_startup_s.push_back(seconds && step_seconds ? entry->second.startup_time_s : std::nullopt);
         recorded_too_slow.push_back(status == CellStatus::kTooSlow);
 
         // A cell measured here before is judged by the larger of its prediction and its measured peak: the
@@ -263,7 +255,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work,
   // each rate fitted over the measured cells (ratios of sums, so the large, kernel-bound cells set the rates).
   std::map<std::string, DeviceRates> rates =
-      FitDeviceRates(cells, work, parameters, fitted_startup_s, recorded_step_s);
+      FitDeviceRates(cells, work, parameters, recorded_s, recorded_startup_s, recorded_step_s, options.max_steps);
   for (size_t i = 0; i < cells.size(); ++i) {
     if (!cells[i].runnable) continue;  // recorded from the plan: takes no time
     auto rate = rates.find(cells[i].device_type);
@@ -275,8 +267,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       startup_s = recorded_startup_s[i];
       step_s = recorded_step_s[i];
     } else if (!recorded_s[i] && measured_type) {
-      startup_s = r.fixed_s + r.s_per_parameter * parameters[i];
-      step_s = r.s_per_work * work[i];
+      startup_s = r.Startup(parameters[i]);
+      step_s = r.Step(work[i]);
     }
     if (startup_s && step_s) {
       cells[i].expected_duration_s = *startup_s + options.max_steps * *step_s;
@@ -309,8 +301,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cells[i].steps = CellSteps(*startup_s, *step_s, options);
       cells[i].expected_duration_s = *startup_s + cells[i].steps * *step_s;
     }
-    for (std::string& o :
-         CellOverrides(*cell_recipe[i], cells[i].device.id, cells[i].steps, cells[i].output_dir)) {
+    const RecipeSpec& recipe = *registry.FindRecipe(cells[i].recipe);
+    for (std::string& o : CellOverrides(recipe, cells[i].device.id, cells[i].steps, cells[i].output_dir)) {
       cells[i].argv.push_back(std::move(o));
     }
   }
