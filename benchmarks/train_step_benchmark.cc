@@ -26,10 +26,10 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
-#include "harness/status.h"
 #include "recipes/builtin.h"
 #include "recipes/loss.h"
 #include "recipes/train_setup.h"

@@ -22,9 +22,9 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include "harness/file_util.h"
-#include "harness/text.h"
-#include "matrix/subprocess.h"
+#include "base/file_util.h"
+#include "base/subprocess.h"
+#include "base/text.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx {

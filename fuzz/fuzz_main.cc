@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "base/file_util.h"
+#include "base/text.h"
 #include "fuzz/fuzzer.h"
 #include "fuzz/targets.h"
-#include "harness/file_util.h"
-#include "harness/text.h"
 
 namespace {
 

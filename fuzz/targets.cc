@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "base/clock.h"
+#include "base/file_util.h"
+#include "base/folder.h"
 #include "fuzz/mutator.h"
-#include "harness/clock.h"
 #include "harness/config.h"
-#include "harness/file_util.h"
-#include "harness/folder.h"
 #include "harness/yaml_bounds.h"
 #include "matrix/journal.h"
 #include "matrix/junit.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iomanip>
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {

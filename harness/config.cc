@@ -5,9 +5,9 @@
 #include <set>
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
+#include "base/text.h"
 #include "harness/interpolate.h"
-#include "harness/text.h"
 #include "harness/yaml_bounds.h"
 
 namespace tmx {

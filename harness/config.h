@@ -10,7 +10,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 

@@ -5,8 +5,8 @@
 #include <climits>
 #include <cstdlib>
 
-#include "harness/file_util.h"
-#include "harness/text.h"
+#include "base/file_util.h"
+#include "base/text.h"
 
 namespace tmx {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
+#include "base/status.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 
 namespace tmx {
 

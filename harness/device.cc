@@ -1,6 +1,6 @@
 #include "harness/device.h"
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {

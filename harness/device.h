@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/status.h"
 #include "harness/device_types.h"
-#include "harness/status.h"
 
 namespace tmx {
 

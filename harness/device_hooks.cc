@@ -9,7 +9,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/version.h>
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {

@@ -16,8 +16,8 @@
 
 #include <c10/core/DeviceType.h>
 
+#include "base/status.h"
 #include "harness/device.h"
-#include "harness/status.h"
 
 namespace tmx {
 

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "harness/tune_cli.h"
 #include "tests/scratch_dir.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {

@@ -3,8 +3,8 @@
 #include <set>
 #include <vector>
 
+#include "base/text.h"
 #include "harness/config.h"
-#include "harness/text.h"
 
 namespace tmx {
 namespace {

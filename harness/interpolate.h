@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "harness/yaml_bounds.h"
 
 namespace tmx {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {

@@ -16,9 +16,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/device.h"
-#include "harness/status.h"
 
 namespace tmx {
 

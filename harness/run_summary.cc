@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "harness/file_util.h"
-#include "harness/stats.h"
+#include "base/file_util.h"
+#include "base/stats.h"
 
 namespace tmx {
 namespace {

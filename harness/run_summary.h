@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 

@@ -9,12 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/file_util.h"
+#include "base/text.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
-#include "harness/file_util.h"
 #include "harness/launcher.h"
 #include "harness/run_summary.h"
-#include "harness/text.h"
 #include "harness/torchtune_recipes.h"
 
 namespace tmx {

@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/clock.h"
-#include "harness/status.h"
+#include "base/clock.h"
+#include "base/status.h"
 
 namespace tmx::matrix {
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/clock.h"
+#include "base/clock.h"
 
 namespace tmx::matrix {
 namespace {

@@ -5,8 +5,8 @@
 #include <map>
 #include <set>
 
-#include "harness/file_util.h"
-#include "harness/text.h"
+#include "base/file_util.h"
+#include "base/text.h"
 #include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"

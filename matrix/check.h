@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "matrix/merge.h"
 #include "matrix/publish.h"
 #include "matrix/speed.h"

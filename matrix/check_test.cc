@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/checkout.h"

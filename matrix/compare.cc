@@ -7,8 +7,8 @@
 #include <map>
 #include <tuple>
 
-#include "harness/file_util.h"
-#include "harness/text.h"
+#include "base/file_util.h"
+#include "base/text.h"
 #include "matrix/escape.h"
 #include "matrix/git_show.h"
 #include "matrix/journal.h"

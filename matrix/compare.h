@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "matrix/cell.h"
 #include "matrix/speed.h"
 

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/git_repo.h"
 #include "matrix/testdata/report_fixture.h"

@@ -3,8 +3,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/subprocess.h"
 #include "matrix/escape.h"
-#include "matrix/subprocess.h"
 
 namespace tmx::matrix {
 namespace {

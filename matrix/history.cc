@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::matrix {
 namespace {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "matrix/cell.h"
 #include "matrix/journal.h"
 #include "matrix/support_entry.h"

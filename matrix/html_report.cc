@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "harness/text.h"
+#include "base/text.h"
 #include "matrix/escape.h"
 
 namespace tmx::matrix {

@@ -14,10 +14,10 @@
 #include <map>
 #include <sstream>
 
-#include "harness/file_util.h"
-#include "harness/text.h"
+#include "base/file_util.h"
+#include "base/subprocess.h"
+#include "base/text.h"
 #include "matrix/html_report.h"
-#include "matrix/subprocess.h"
 #include "matrix/testdata/report_fixture.h"
 #include "tests/scratch_dir.h"
 

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::matrix {
 namespace {

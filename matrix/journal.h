@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "matrix/cell.h"
 
 namespace tmx::matrix {

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/clock.h"
-#include "harness/file_util.h"
+#include "base/clock.h"
+#include "base/file_util.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {

@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/escape.h"
 
 namespace tmx::matrix {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "matrix/cell.h"
 
 namespace tmx::matrix {

@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/file_util.h"
+#include "base/subprocess.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
-#include "harness/file_util.h"
-#include "matrix/subprocess.h"
 
 namespace tmx::matrix {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "harness/device.h"
-#include "harness/status.h"
 #include "matrix/cell.h"
 
 namespace tmx::matrix {

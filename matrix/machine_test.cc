@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/file_util.h"
 #include "harness/device_hooks.h"
-#include "harness/file_util.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {

@@ -12,24 +12,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/file_util.h"
+#include "base/lock.h"
+#include "base/subprocess.h"
+#include "base/text.h"
 #include "harness/cli.h"
 #include "harness/config_store.h"
-#include "harness/lock.h"
-#include "harness/file_util.h"
-#include "harness/text.h"
 #include "matrix/check.h"
 #include "matrix/compare.h"
 #include "matrix/journal.h"
+#include "matrix/junit.h"
 #include "matrix/machine.h"
 #include "matrix/matrix_run.h"
-#include "matrix/junit.h"
 #include "matrix/merge.h"
 #include "matrix/plan.h"
 #include "matrix/publish.h"
 #include "matrix/runner.h"
 #include "matrix/scheduler.h"
 #include "matrix/shard.h"
-#include "matrix/subprocess.h"
 
 namespace tmx::matrix {
 namespace {
@@ -193,7 +193,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   return kExitOk;
 }
 
-// Takes the lock of the checkout whose configs a command writes (harness/lock.h), so two commands never
+// Takes the lock of the checkout whose configs a command writes (base/lock.h), so two commands never
 // write configs, journals and reports at once. Null, with the holder named on `err`, when another holds it.
 std::unique_ptr<CheckoutLock> LockCheckout(const std::string& command, std::ostream& err) {
   std::string path = ParentDir(BuiltinConfigDir()) + "/" + kCheckoutLockName;

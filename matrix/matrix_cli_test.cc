@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/report_fixture.h"
 #include "tests/scratch_dir.h"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/junit.h"
 #include "matrix/publish.h"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "harness/device.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "matrix/cell.h"
 #include "matrix/plan.h"
 #include "matrix/runner.h"

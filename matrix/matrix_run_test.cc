@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/checkout.h"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/clock.h"
+#include "base/clock.h"
+#include "base/status.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "matrix/cell.h"
 
 namespace tmx::matrix {

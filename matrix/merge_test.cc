@@ -5,10 +5,10 @@
 
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/journal.h"
-#include "matrix/testdata/checkout.h"
 #include "matrix/support_block.h"
+#include "matrix/testdata/checkout.h"
 
 namespace tmx::matrix {
 namespace {

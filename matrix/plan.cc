@@ -7,9 +7,9 @@
 #include <map>
 #include <optional>
 
+#include "base/file_util.h"
+#include "base/text.h"
 #include "harness/config_store.h"
-#include "harness/file_util.h"
-#include "harness/text.h"
 #include "matrix/shard.h"
 #include "matrix/support_block.h"
 

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/file_util.h"
 #include "harness/config_store.h"
-#include "harness/file_util.h"
 #include "matrix/support_block.h"
 #include "recipes/builtin.h"
 

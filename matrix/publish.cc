@@ -6,9 +6,9 @@
 #include <map>
 #include <sstream>
 
+#include "base/file_util.h"
+#include "base/folder.h"
 #include "harness/config_store.h"
-#include "harness/file_util.h"
-#include "harness/folder.h"
 #include "matrix/html_report.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/merge.h"
 #include "matrix/testdata/checkout.h"

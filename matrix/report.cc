@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
 #include "harness/device_types.h"
-#include "harness/text.h"
 
 namespace tmx::matrix {
 

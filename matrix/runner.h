@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
+#include "base/subprocess.h"
 #include "matrix/cell.h"
-#include "matrix/subprocess.h"
 
 namespace tmx::matrix {
 

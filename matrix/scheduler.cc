@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
+#include "base/file_util.h"
+#include "base/text.h"
 #include "harness/env_failure.h"
-#include "harness/file_util.h"
 #include "harness/run_summary.h"
-#include "harness/text.h"
 #include "matrix/journal.h"
 #include "matrix/report.h"
 

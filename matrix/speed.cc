@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx::matrix {
 namespace {

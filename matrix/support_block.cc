@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "harness/yaml_bounds.h"
 #include "matrix/escape.h"
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "harness/device_types.h"
-#include "harness/status.h"
 #include "matrix/support_entry.h"
 
 namespace tmx::matrix {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {

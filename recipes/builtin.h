@@ -1,8 +1,8 @@
 // The built-in recipes and components: what `tune` and `tune-matrix` know.
 #pragma once
 
+#include "base/status.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 
 namespace tmx::recipes {
 

@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "base/file_util.h"
+#include "base/folder.h"
+#include "harness/config_manifest.h"
 #include "harness/config_store.h"
-#include "harness/file_util.h"
+#include "recipes/models/presets.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -119,6 +124,56 @@ TEST(BuiltinFileTest, DidYouMeanSuggestsOnlyComponentsThatCanBeBuilt) {
     if (p.key != "model._component_") continue;
     // qlora_gemma_2b is recognised but unsupported: the buildable lora_gemma_2b is offered instead.
     EXPECT_NE(p.message.find("did you mean 'torchtune.models.gemma.lora_gemma_2b'"), std::string::npos) << p.message;
+  }
+}
+
+
+// configs/MANIFEST and the files under configs/ name the same configs: a YAML file nobody lists would never be
+// run or reported, and a listed name without its file fails every command that reaches it.
+TEST(BuiltinManifestTest, ListsExactlyTheYamlFilesUnderConfigs) {
+  const std::string dir = std::string(TM_SOURCE_DIR) + "/configs";
+  StatusOr<std::vector<std::string>> files = ListRegularFiles(dir, ".yaml", nullptr);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  std::set<std::string> on_disk;
+  for (const std::string& f : *files) {
+    ASSERT_EQ(f.rfind(dir + "/", 0), 0u) << f;
+    on_disk.insert(f.substr(dir.size() + 1, f.size() - dir.size() - 1 - 5));
+  }
+  std::set<std::string> listed;
+  for (const ManifestEntry& e : BuiltinConfigManifest()) listed.insert(e.name);
+  for (const std::string& name : on_disk) {
+    EXPECT_TRUE(listed.count(name)) << "configs/" << name << ".yaml is not listed in configs/MANIFEST: add a line "
+                                    << "'" << name << " <recipe> <source>' or remove the file";
+  }
+  for (const std::string& name : listed) {
+    EXPECT_TRUE(on_disk.count(name)) << "configs/MANIFEST lists '" << name << "' but configs/" << name
+                                     << ".yaml is missing";
+  }
+}
+
+// Every listed config is a config of its recipe in the registry, in manifest order; a tiny config names a family
+// with a tiny preset and builds that preset's model.
+TEST(BuiltinManifestTest, RecipesTakeTheirConfigsFromIt) {
+  const Registry& registry = BuiltinRegistry();
+  size_t total = 0;
+  for (const RecipeSpec& r : registry.recipes()) {
+    EXPECT_EQ(r.configs, ManifestConfigsOf(BuiltinConfigManifest(), r.name)) << r.name;
+    total += r.configs.size();
+  }
+  EXPECT_EQ(total, BuiltinConfigManifest().size());
+  for (const ManifestEntry& e : BuiltinConfigManifest()) {
+    if (e.source != ManifestEntry::Source::kTiny) continue;
+    const models::ModelPreset* preset = models::FindModelPreset("tiny_" + e.tiny_family);
+    ASSERT_NE(preset, nullptr) << e.name << ": no tiny preset for family '" << e.tiny_family << "'";
+    EXPECT_TRUE(preset->tiny) << e.name;
+    StatusOr<LocatedConfig> located = LocateConfig(e.name, registry);
+    ASSERT_TRUE(located.ok()) << located.status().ToString();
+    StatusOr<Config> c = LoadResolvedConfig(*located, {});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    StatusOr<std::string> model = c->GetString("model._component_");
+    ASSERT_TRUE(model.ok()) << e.name;
+    const bool lora = e.recipe.rfind("lora_", 0) == 0;
+    EXPECT_EQ(*model, "tune_matrix.models." + std::string(lora ? "lora_" : "") + "tiny_" + e.tiny_family) << e.name;
   }
 }
 

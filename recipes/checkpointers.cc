@@ -1,6 +1,6 @@
 #include "recipes/checkpointers.h"
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/checkpoint/hf_checkpoint.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/lora.h"

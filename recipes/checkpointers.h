@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "recipes/model_components.h"
 #include "recipes/models/decoder.h"
 

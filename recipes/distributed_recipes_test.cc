@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
+#include "base/subprocess.h"
 #include "harness/run_summary.h"
-#include "matrix/subprocess.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/distributed/process_group.h"
 #include "tests/scratch_dir.h"

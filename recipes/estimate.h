@@ -3,10 +3,10 @@
 // fit, so the prediction must not be below what a run needs.
 #pragma once
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/device.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "recipes/train_schema.h"
 
 namespace tmx::recipes {

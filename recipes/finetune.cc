@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "base/file_util.h"
 #include "harness/device_hooks.h"
-#include "harness/file_util.h"
 #include "harness/run_summary.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"

@@ -6,9 +6,9 @@
 // `config` must have its schema defaults applied (LoadResolvedConfig with the recipe does it).
 #pragma once
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "recipes/train_schema.h"
 
 namespace tmx::recipes {

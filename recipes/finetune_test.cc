@@ -9,14 +9,14 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "base/file_util.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
 #include "recipes/builtin.h"
+#include "recipes/checkpoint/safetensors.h"
 #include "recipes/data/datasets.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/tokenizer_builders.h"
-#include "harness/file_util.h"
-#include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/llama.h"
 #include "tests/scratch_dir.h"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "recipes/models/decoder.h"
 #include "recipes/models/presets.h"
 

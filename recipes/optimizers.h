@@ -9,9 +9,9 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 
 namespace tmx::recipes {
 

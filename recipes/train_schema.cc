@@ -1,6 +1,6 @@
 #include "recipes/train_schema.h"
 
-#include "harness/text.h"
+#include "base/text.h"
 #include "recipes/distributed/process_group.h"
 
 namespace tmx::recipes {

@@ -5,9 +5,9 @@
 
 #include <c10/core/TensorOptions.h>
 
+#include "base/file_util.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
-#include "harness/file_util.h"
 #include "recipes/data/config_options.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/sources.h"

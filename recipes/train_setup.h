@@ -14,9 +14,9 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
-#include "harness/status.h"
 #include "recipes/data/loader.h"
 #include "recipes/model_components.h"
 #include "recipes/models/decoder.h"

@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/data/sample.h"
 #include "recipes/models/lora.h"
 

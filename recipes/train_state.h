@@ -19,8 +19,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include "base/status.h"
 #include "harness/config.h"
-#include "harness/status.h"
 #include "recipes/checkpoint/safetensors.h"
 
 namespace tmx::recipes {

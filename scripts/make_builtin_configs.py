@@ -2,13 +2,14 @@
 """Writes tune-matrix's built-in configs that mirror torchtune's single-device and distributed configs, and the
 tiny ones.
 
-Maintainer tool, run once when torchtune's configs or the tiny presets change; its output is committed under
-configs/ and listed in recipes/builtin.cc. Tests never run it.
+Maintainer tool, run once when torchtune's configs or the tiny presets change; what it writes is listed in
+configs/MANIFEST (name, recipe and source of every built-in config), which recipes/ reads too, and its output
+is committed under configs/. Tests never run it.
 
     python3 -m venv /tmp/genvenv && /tmp/genvenv/bin/pip install pyyaml
     /tmp/genvenv/bin/python scripts/make_builtin_configs.py /path/to/torchtune   # a pytorch/torchtune checkout
 
-For each torchtune config named below it reads torchtune's values (model and its arguments, tokenizer,
+For each config the manifest says comes from torchtune it reads torchtune's values (model and its arguments, tokenizer,
 checkpointer, dataset, optimizer, schedule, memory settings) and writes them in this project's layout, with
 this project's comments; the metadata block of a config that already exists is kept, so its recorded support
 survives until the next matrix run replaces it. Only values are taken from torchtune, no comments.
@@ -19,52 +20,22 @@ import sys
 
 import yaml
 
-# torchtune's single-device full and LoRA configs for the text model families tune-matrix implements
-# (torchtune's recipe registry; vision, QLoRA and DoRA configs left out: tune-matrix has no such models).
-# recipes/builtin.cc lists the same names (kTorchtuneFullConfigs, kTorchtuneLoraConfigs): change both.
-FULL = [
-    "llama2/7B_full_low_memory", "llama3/8B_full_single_device", "llama3_1/8B_full_single_device",
-    "llama3_2/1B_full_single_device", "llama3_2/3B_full_single_device", "mistral/7B_full_low_memory",
-    "phi3/mini_full_low_memory", "phi4/14B_full_low_memory", "qwen2/7B_full_single_device",
-    "qwen2/0.5B_full_single_device", "qwen2/1.5B_full_single_device", "qwen2_5/0.5B_full_single_device",
-    "qwen2_5/1.5B_full_single_device", "qwen2_5/3B_full_single_device", "qwen2_5/7B_full_single_device",
-    "qwen3/0.6B_full_single_device", "qwen3/1.7B_full_single_device", "qwen3/4B_full_single_device",
-    "qwen3/8B_full_single_device",
-]
-LORA = [
-    "llama2/7B_lora_single_device", "llama3/8B_lora_single_device", "llama3_1/8B_lora_single_device",
-    "llama3_2/1B_lora_single_device", "llama3_2/3B_lora_single_device", "mistral/7B_lora_single_device",
-    "gemma/2B_lora_single_device", "gemma/7B_lora_single_device", "gemma2/2B_lora_single_device",
-    "gemma2/9B_lora_single_device", "gemma2/27B_lora_single_device", "phi3/mini_lora_single_device",
-    "phi4/14B_lora_single_device", "qwen2/7B_lora_single_device", "qwen2/0.5B_lora_single_device",
-    "qwen2/1.5B_lora_single_device", "qwen2_5/0.5B_lora_single_device", "qwen2_5/1.5B_lora_single_device",
-    "qwen2_5/3B_lora_single_device", "qwen2_5/7B_lora_single_device", "qwen2_5/14B_lora_single_device",
-    "qwen3/0.6B_lora_single_device", "qwen3/1.7B_lora_single_device", "qwen3/4B_lora_single_device",
-    "qwen3/8B_lora_single_device", "qwen3/14B_lora_single_device",
-]
-# torchtune's distributed full and LoRA configs (full_finetune_distributed, lora_finetune_distributed) for the
-# same families and sizes; recipes/builtin.cc lists them too (kTorchtuneFullDistributedConfigs, ...).
-DIST_FULL = [
-    "llama2/7B_full", "llama3/8B_full", "llama3_1/8B_full", "llama3_2/1B_full", "llama3_2/3B_full",
-    "mistral/7B_full", "gemma/2B_full", "gemma/7B_full", "gemma2/2B_full", "gemma2/9B_full", "gemma2/27B_full",
-    "phi3/mini_full", "phi4/14B_full", "qwen2/0.5B_full", "qwen2/1.5B_full", "qwen2/7B_full", "qwen2_5/0.5B_full",
-    "qwen2_5/1.5B_full", "qwen2_5/3B_full", "qwen2_5/7B_full", "qwen3/0.6B_full", "qwen3/1.7B_full",
-    "qwen3/4B_full", "qwen3/8B_full",
-]
-DIST_LORA = [
-    "llama2/7B_lora", "llama3/8B_lora", "llama3_1/8B_lora", "llama3_2/1B_lora", "llama3_2/3B_lora",
-    "mistral/7B_lora", "gemma/2B_lora", "gemma/7B_lora", "gemma2/2B_lora", "gemma2/9B_lora", "gemma2/27B_lora",
-    "phi3/mini_lora", "phi4/14B_lora", "qwen2/0.5B_lora", "qwen2/1.5B_lora", "qwen2/7B_lora", "qwen2_5/0.5B_lora",
-    "qwen2_5/1.5B_lora", "qwen2_5/3B_lora", "qwen2_5/7B_lora", "qwen3/0.6B_lora", "qwen3/1.7B_lora",
-    "qwen3/4B_lora", "qwen3/8B_lora",
-]
-# Tiny distributed configs (tiny/<family>_{full,lora}_distributed; Llama 3.2's without the family prefix).
-TINY_DIST_FAMILIES = ["llama3_2", "qwen2_5"]
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "MANIFEST")
 
-# Families with a tiny preset (recipes/models/presets.cc), whose tiny configs recipes/builtin.cc derives
-# from the presets; llama3_2's tiny configs are tiny/full_single_device and tiny/lora_single_device.
-TINY_FAMILIES = ["llama2", "code_llama2", "llama3", "llama3_1", "llama3_3", "mistral", "qwen2", "qwen2_5",
-                 "qwen3", "gemma", "gemma2", "phi3", "phi4"]
+
+def read_manifest(path=MANIFEST):
+    """configs/MANIFEST's (name, recipe, source) lines; recipes/ reads the same file (harness/config_manifest.h)."""
+    entries = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            columns = line.split("#", 1)[0].split()
+            if not columns:
+                continue
+            if len(columns) != 3:
+                sys.exit(f"{path}:{number}: expected 3 columns (name recipe source), found {len(columns)}")
+            entries.append(tuple(columns))
+    return entries
+
 
 FAMILY_TITLE = {
     "llama2": "Llama 2", "code_llama2": "Code Llama 2", "llama3": "Llama 3", "llama3_1": "Llama 3.1",
@@ -188,8 +159,8 @@ def torchtune_config(root, name):
     return cfg, (m.group(1) if m else None)
 
 
-def mirrored(root, name, recipe, configs_dir):
-    cfg, repo = torchtune_config(root, name)
+def mirrored(root, source, name, recipe, configs_dir):
+    cfg, repo = torchtune_config(root, source)
     family, stem = name.split("/")
     size = stem.split("_")[0]
     kind = "LoRA" if recipe.startswith("lora") else "full"
@@ -199,7 +170,7 @@ def mirrored(root, name, recipe, configs_dir):
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
         f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning {where}, with the values of torchtune's",
-        f"# {name} config (model, tokenizer, data, optimizer, schedule, memory settings).",
+        f"# {source} config (model, tokenizer, data, optimizer, schedule, memory settings).",
         "#",
         "# Weights and tokenizer are read from checkpointer.checkpoint_dir and tokenizer.path; fetch them first,",
         f"# for example: hf download {repo or '<model>'} --local-dir {ckpt_dir.rstrip('/')}",
@@ -215,11 +186,9 @@ def mirrored(root, name, recipe, configs_dir):
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
 
 
-def tiny(family, lora, configs_dir, distributed=False):
-    suffix = "distributed" if distributed else "single_device"
-    recipe = ("lora_finetune_" if lora else "full_finetune_") + suffix
-    prefix = "" if family == "llama3_2" else family + "_"
-    name = f"tiny/{prefix}{'lora' if lora else 'full'}_{suffix}"
+def tiny(family, name, recipe, configs_dir):
+    lora = recipe.startswith("lora_")
+    distributed = recipe.endswith("_distributed")
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
     if lora:
         model.update({"lora_attn_modules": ["q_proj", "v_proj", "output_proj"], "apply_lora_to_mlp": True,
@@ -273,21 +242,17 @@ def main():
         sys.exit("usage: make_builtin_configs.py TORCHTUNE_CHECKOUT")
     root = sys.argv[1]
     configs_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
-    for name in FULL:
-        mirrored(root, name, "full_finetune_single_device", configs_dir)
-    for name in LORA:
-        mirrored(root, name, "lora_finetune_single_device", configs_dir)
-    for name in DIST_FULL:
-        mirrored(root, name, "full_finetune_distributed", configs_dir)
-    for name in DIST_LORA:
-        mirrored(root, name, "lora_finetune_distributed", configs_dir)
-    for family in TINY_FAMILIES:
-        tiny(family, False, configs_dir)
-        tiny(family, True, configs_dir)
-    for family in TINY_DIST_FAMILIES:
-        tiny(family, False, configs_dir, distributed=True)
-        tiny(family, True, configs_dir, distributed=True)
-    count = len(FULL) + len(LORA) + len(DIST_FULL) + len(DIST_LORA) + 2 * (len(TINY_FAMILIES) + len(TINY_DIST_FAMILIES))
+    count = 0
+    for name, recipe, source in read_manifest():
+        if source == "hand":
+            continue
+        if source == "torchtune" or source.startswith("torchtune:"):
+            mirrored(root, source.partition(":")[2] or name, name, recipe, configs_dir)
+        elif source.startswith("tiny:"):
+            tiny(source[len("tiny:"):], name, recipe, configs_dir)
+        else:
+            sys.exit(f"{MANIFEST}: unknown source '{source}' for '{name}'")
+        count += 1
     print(f"wrote {count} configs under {os.path.normpath(configs_dir)}")
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the torch-free core (tm_harness_core, the matrix records and process libraries, the fuzzer) with
+# Builds the torch-free core (tm_base, tm_harness_core, the matrix records and process libraries, the fuzzer) with
 # AddressSanitizer and UndefinedBehaviorSanitizer in its own folder and runs its tests, the short fuzz test
 # included. Any memory error, leak or undefined behaviour fails the test that met it.
 #   SANITIZE_BUILD_DIR  build folder (default: build-sanitize)
@@ -11,8 +11,8 @@ BUILD_DIR="${SANITIZE_BUILD_DIR:-build-sanitize}"
 JOBS="${JOBS:-$(nproc)}"
 # The GoogleTest programs that link no LibTorch; the sanitizers instrument all of their code.
 TARGETS=(
-  harness_config_test harness_yaml_bounds_test harness_registry_test harness_cli_test harness_files_test
-  harness_system_test cell_test journal_test support_block_test report_test merge_test check_test junit_test
+  harness_config_test harness_yaml_bounds_test harness_registry_test harness_cli_test base_text_test
+  base_files_test base_system_test harness_system_test cell_test journal_test support_block_test report_test merge_test check_test junit_test
   shard_test subprocess_test runner_test fuzzer_test history_test compare_test speed_test publish_test
   tokenizers_byte_bpe_test tokenizers_sentencepiece_test tokenizers_tiktoken_test tokenizers_unicode_test
   tokenizers_hf_tokenizer_test data_records_test data_packing_test

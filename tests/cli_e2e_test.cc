@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/clock.h"
-#include "harness/file_util.h"
-#include "matrix/subprocess.h"
+#include "base/clock.h"
+#include "base/file_util.h"
+#include "base/subprocess.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
 

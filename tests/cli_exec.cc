@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "matrix/subprocess.h"
+#include "base/subprocess.h"
 
 namespace tmx::test {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/clock.h"
-#include "harness/file_util.h"
-#include "harness/lock.h"
+#include "base/clock.h"
+#include "base/file_util.h"
+#include "base/lock.h"
 #include "matrix/cell.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"

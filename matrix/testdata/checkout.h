@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/file_util.h"
 #include "harness/config_store.h"
-#include "harness/file_util.h"
 #include "harness/registry.h"
 #include "matrix/cell.h"
 #include "matrix/support_block.h"

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/file_util.h"
-#include "matrix/subprocess.h"
+#include "base/file_util.h"
+#include "base/subprocess.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix::testing {

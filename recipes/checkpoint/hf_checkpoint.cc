@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/checkpoint/hf_config.h"
 #include "recipes/checkpoint/hf_convert.h"
 

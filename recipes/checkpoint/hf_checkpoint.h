@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/decoder.h"
 #include "recipes/models/lora.h"

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/checkpoint/hf_config.h"
 #include "recipes/models/presets.h"
 #include "tests/scratch_dir.h"

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::checkpoint {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/models/decoder.h"
 
 namespace tmx::checkpoint {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/decoder.h"
 

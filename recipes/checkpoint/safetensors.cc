@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this reader and writer copy bytes as they are");

@@ -12,7 +12,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx::checkpoint {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/messages.h"
 #include "recipes/data/prompt_templates.h"
 #include "recipes/data/tokenizers/tokenizer.h"

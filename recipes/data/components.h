@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
-#include "harness/text.h"
+#include "base/status.h"
+#include "base/text.h"
 
 namespace tmx::data {
 

@@ -5,7 +5,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx::data {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <string>
 
+#include "base/status.h"
 #include "harness/config.h"
-#include "harness/status.h"
 #include "recipes/data/datasets.h"
 #include "recipes/data/tokenizer_builders.h"
 

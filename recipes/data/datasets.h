@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/chat_format.h"
 #include "recipes/data/message_transforms.h"
 #include "recipes/data/sample.h"

@@ -8,7 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/sample.h"
 #include "recipes/data/tokenizers/byte.h"
 #include "recipes/data/tokenizers/tokenizer.h"

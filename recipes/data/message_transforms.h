@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/messages.h"
 #include "recipes/data/records.h"
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/sample.h"
 
 namespace tmx::data {

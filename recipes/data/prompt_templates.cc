@@ -1,6 +1,6 @@
 #include "recipes/data/prompt_templates.h"
 
-#include "harness/text.h"
+#include "base/text.h"
 
 namespace tmx::data {
 namespace {

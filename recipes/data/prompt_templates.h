@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/messages.h"
 
 namespace tmx::data {

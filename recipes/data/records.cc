@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/data/tokenizers/unicode.h"
 
 namespace tmx::data {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx::data {
 

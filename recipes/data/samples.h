@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/tokenizer_builders.h"
 
 namespace tmx::data {

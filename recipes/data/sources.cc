@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "base/file_util.h"
+#include "base/text.h"
 #include "harness/config_store.h"
-#include "harness/file_util.h"
-#include "harness/text.h"
 
 namespace tmx::data {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/records.h"
 
 namespace tmx::data {

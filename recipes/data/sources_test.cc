@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/data/testdata/fixtures.h"
 #include "tests/scratch_dir.h"
 

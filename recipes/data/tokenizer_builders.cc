@@ -1,6 +1,6 @@
 #include "recipes/data/tokenizer_builders.h"
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 #include "recipes/data/components.h"
 #include "recipes/data/tokenizers/byte.h"
 #include "recipes/data/tokenizers/byte_bpe.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/chat_format.h"
 #include "recipes/data/prompt_templates.h"
 

@@ -13,7 +13,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace c10d {
 class Backend;

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/models/lora.h"
 #include "recipes/models/rope.h"
 

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/models/decoder.h"
 
 namespace tmx::models {

@@ -4,7 +4,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::data {
 

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 #include "recipes/data/tokenizers/unicode.h"
 #include "recipes/data/tokenizers/word_cache.h"

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::data {
 namespace {

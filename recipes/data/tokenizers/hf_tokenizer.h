@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 

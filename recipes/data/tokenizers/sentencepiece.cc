@@ -2,7 +2,7 @@
 
 #include <sentencepiece_processor.h>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::data {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 
 namespace sentencepiece {

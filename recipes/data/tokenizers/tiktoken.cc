@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 namespace tmx::data {
 

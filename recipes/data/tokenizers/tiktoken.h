@@ -19,7 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 #include "recipes/data/tokenizers/tokenizer.h"
 #include "recipes/data/tokenizers/unicode.h"
 #include "recipes/data/tokenizers/word_cache.h"

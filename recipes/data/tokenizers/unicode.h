@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx::data {
 

@@ -1,4 +1,4 @@
-#include "harness/process_info.h"
+#include "base/process_info.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,12 +1,12 @@
-#include "harness/folder.h"
+#include "base/folder.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "harness/clock.h"
-#include "harness/file_util.h"
+#include "base/clock.h"
+#include "base/file_util.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx {

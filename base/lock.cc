@@ -1,4 +1,4 @@
-#include "harness/lock.h"
+#include "base/lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "harness/clock.h"
-#include "harness/file_util.h"
-#include "harness/process_info.h"
+#include "base/clock.h"
+#include "base/file_util.h"
+#include "base/process_info.h"
 
 namespace tmx {
 namespace {

@@ -1,4 +1,4 @@
-#include "matrix/subprocess.h"
+#include "base/subprocess.h"
 
 #include <dirent.h>
 #include <fcntl.h>

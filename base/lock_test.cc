@@ -1,4 +1,4 @@
-#include "harness/lock.h"
+#include "base/lock.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/file_util.h"
-#include "harness/process_info.h"
+#include "base/file_util.h"
+#include "base/process_info.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx {

@@ -1,4 +1,4 @@
-#include "harness/stats.h"
+#include "base/stats.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 
@@ -20,7 +20,7 @@ StatusOr<std::vector<std::string>> ListRegularFiles(const std::string& dir, cons
 struct StaleTempOptions {
   // A temporary file is stale only once its last change is at least this old (seconds), so a write in
   // progress on another machine sharing the folder is never taken for a dead one. A caller holding the
-  // checkout lock (harness/lock.h) knows no writer of this checkout is running and may pass 0.
+  // checkout lock (base/lock.h) knows no writer of this checkout is running and may pass 0.
   int64_t min_age_s = 3600;
   // Also clean the sub-folders (not symbolically linked ones).
   bool recursive = true;

@@ -1,4 +1,4 @@
-#include "harness/file_util.h"
+#include "base/file_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>

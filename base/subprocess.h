@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx::matrix {
 

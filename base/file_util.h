@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 
@@ -21,7 +21,7 @@ StatusOr<std::string> ReadFile(const std::string& path);
 // link, the file it finally points to is the one replaced (the temporary file is made in that file's folder)
 // and the link stays. An existing target that is not a regular file is InvalidArgument; nothing is written.
 // The temporary file is named by AtomicWriteTempName; a writer killed before the rename leaves it behind
-// for RemoveStaleTempFiles (harness/folder.h).
+// for RemoveStaleTempFiles (base/folder.h).
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
 
 // ".<name>.tm-tmp.<pid>.<n>": the name of WriteFileAtomically's temporary file for the file `name`, written

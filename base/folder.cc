@@ -1,4 +1,4 @@
-#include "harness/folder.h"
+#include "base/folder.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <functional>
 
-#include "harness/clock.h"
-#include "harness/file_util.h"
-#include "harness/process_info.h"
+#include "base/clock.h"
+#include "base/file_util.h"
+#include "base/process_info.h"
 
 namespace tmx {
 namespace {

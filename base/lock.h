@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 

@@ -1,4 +1,4 @@
-#include "matrix/subprocess.h"
+#include "base/subprocess.h"
 #include "tests/scratch_dir.h"
 
 #include <signal.h>

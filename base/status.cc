@@ -1,4 +1,4 @@
-#include "harness/status.h"
+#include "base/status.h"
 
 namespace tmx {
 
