@@ -362,6 +362,16 @@ Status Registry::AddComponent(ComponentSpec component) {
   return Status::OK();
 }
 
+int RecipeSpec::CellRanks(const DeviceTypeTraits& traits) const {
+  return launches_ranks() ? traits.matrix_ranks : 1;
+}
+
+std::vector<std::string> RecipeSpec::CellLaunchArgs(const DeviceTypeTraits& traits) const {
+  if (!launches_ranks()) return {};
+  // The device type's ranks, launched by tune run as one process group.
+  return {"--nproc_per_node", std::to_string(traits.matrix_ranks)};
+}
+
 const RecipeSpec* Registry::FindRecipe(const std::string& name) const {
   for (const RecipeSpec& r : recipes_) {
     if (r.name == name) return &r;

@@ -131,10 +131,14 @@ class Registry;
 using CellEstimator =
     std::function<StatusOr<CellEstimate>(const Config& config, const Registry& registry, const DeviceInfo& device)>;
 
+// How a run of a recipe is started: in the `tune` process itself, or as ranks (processes) that
+// `tune run --nproc_per_node N` or torchrun launches.
+enum class RecipeLaunch { kOneProcess, kRanks };
+
 struct RecipeSpec {
   std::string name;                  // "lora_finetune_single_device"
   std::string doc;
-  bool distributed = false;
+  RecipeLaunch launch = RecipeLaunch::kOneProcess;
   std::vector<std::string> configs;  // built-in config names, "llama3_2/1B_lora_single_device"
   std::vector<FieldSpec> fields;
   std::vector<CrossCheck> checks;
@@ -143,6 +147,14 @@ struct RecipeSpec {
   // The overrides that make a run of this recipe a short matrix cell of `steps` optimizer steps, besides
   // device= and output_dir= (which every recipe takes). Empty: cells run the config as written.
   std::function<std::vector<std::string>(int steps)> cell_overrides;
+
+  // Whether `tune run` starts ranks of it (--nproc_per_node).
+  bool launches_ranks() const { return launch == RecipeLaunch::kRanks; }
+  // The processes a matrix cell of this recipe trains with on one device of type `traits`: 1, or the type's
+  // matrix_ranks for launched ranks.
+  int CellRanks(const DeviceTypeTraits& traits) const;
+  // What `tune run` takes before the recipe's name to start such a cell: {"--nproc_per_node", "N"} or nothing.
+  std::vector<std::string> CellLaunchArgs(const DeviceTypeTraits& traits) const;
 };
 
 class Registry {

@@ -70,7 +70,7 @@ int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostr
         auto [model, params] = ModelOf(registry, c);
         configs.push_back({{"config", c}, {"model", model}, {"parameters", params}});
       }
-      j.push_back({{"recipe", r.name}, {"distributed", r.distributed}, {"configs", configs}});
+      j.push_back({{"recipe", r.name}, {"distributed", r.launches_ranks()}, {"configs", configs}});
     }
     out << j.dump(2) << "\n";
     return kExitOk;
@@ -308,7 +308,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     if (v.empty() || *end != '\0' || n < 1 || n > 1024) {
       return UsageError(err, "run", "--nproc_per_node '" + v + "' is not a number of ranks from 1 to 1024");
     }
-    if (!recipe->distributed) {
+    if (!recipe->launches_ranks()) {
       return UsageError(err, "run", "recipe " + recipe->name + " runs on one device and takes no --nproc_per_node; " +
                                         "drop it, or use a distributed recipe (tune ls)");
     }

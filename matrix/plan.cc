@@ -186,7 +186,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         r.device_type = cell.device_type;
         r.config_hash = hash;
         r.device_memory_bytes = device->total_memory_bytes;
-        if (recipe.distributed) r.world_size = device->traits().matrix_ranks;
+        r.world_size = recipe.CellRanks(device->traits());
         // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
         // below) predicts nothing and is planned as free work.
         StatusOr<CellEstimate> estimate =
@@ -240,10 +240,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
           // --force: the cell runs even when the config's metadata records an earlier failure here;
           // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
           cell.argv = {options.tune_path, "run"};
-          if (recipe.distributed) {
-            // The device type's ranks (its matrix_ranks), launched by tune run as one process group.
-            cell.argv.insert(cell.argv.end(), {"--nproc_per_node", std::to_string(device->traits().matrix_ranks)});
-          }
+          for (const std::string& a : recipe.CellLaunchArgs(device->traits())) cell.argv.push_back(a);
           cell.argv.insert(cell.argv.end(), {recipe.name, "--config", name, "--force", "--allow-stand-ins"});
           // The overrides follow once the cell's steps are chosen (below).
         }

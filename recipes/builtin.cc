@@ -25,7 +25,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, bool distributed) {
     r.doc = lora ? "LoRA fine-tuning on one device: base weights frozen, low-rank adapters trained"
                  : "full fine-tuning of every weight on one device";
   }
-  r.distributed = distributed;
+  r.launch = distributed ? RecipeLaunch::kRanks : RecipeLaunch::kOneProcess;
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = TrainingFields(kind);
   r.checks = {TrainingChecks};

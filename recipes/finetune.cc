@@ -15,11 +15,8 @@
 #include "harness/run_summary.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
-#include "recipes/distributed/data_parallel.h"
-#include "recipes/distributed/optimizer_state.h"
-#include "recipes/distributed/process_group.h"
-#include "recipes/distributed/sharded_layers.h"
 #include "recipes/loss.h"
+#include "recipes/parallelism.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::recipes {
@@ -47,19 +44,6 @@ std::string RecipeName(TrainKind kind, bool distributed) {
          (distributed ? "distributed" : "single_device");
 }
 
-// The ranks of a distributed run, as the trainer uses them.
-struct Ranks {
-  DistEnv env;
-  std::unique_ptr<ProcessGroup> group;
-  std::unique_ptr<ShardedLayers> layers;  // the transformer layers, when fully sharded; else null
-  std::unique_ptr<DataParallel> data_parallel;  // every other trained weight
-
-  void ZeroGrad() {
-    data_parallel->ZeroGrad();
-    if (layers) layers->ZeroGrad();
-  }
-};
-
 // Discards what is written to it: the progress lines of ranks other than 0.
 class NullStream : public std::ostream {
  public:
@@ -68,19 +52,14 @@ class NullStream : public std::ostream {
 
 class Trainer {
  public:
-  Trainer(const Config& config, const RunContext& context, TrainKind kind, Ranks* ranks)
+  Trainer(const Config& config, const RunContext& context, TrainKind kind, Parallelism* parallel)
       : config_(config),
         context_(context),
         kind_(kind),
-        ranks_(ranks),
+        parallel_(*parallel),
         hooks_(HooksFor(context.device.type)),
-        device_(context.device.id),
-        out_(ranks == nullptr || ranks->env.rank == 0 ? context.out : &null_out_) {
-    // One accelerator per rank: rank r of a launched run uses device LOCAL_RANK of the config's type.
-    if (ranks != nullptr && ranks->env.launched && !device_.is_cpu()) {
-      device_ = torch::Device(device_.type(), static_cast<c10::DeviceIndex>(ranks->env.local_rank));
-    }
-  }
+        device_(parallel->LocalDevice(torch::Device(context.device.id))),
+        out_(parallel->lead() ? context.out : &null_out_) {}
 
   Status Run(RunSummary* summary);
 
@@ -92,15 +71,6 @@ class Trainer {
   // The mean loss over every token of the validation data (every rank's share), without training.
   double ValidationLoss();
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
-  bool lead() const { return ranks_ == nullptr || ranks_->env.rank == 0; }
-  // The sharded groups of weights of a distributed run (outside the layers, then each layer's).
-  std::vector<ShardedFlat> Flats() const {
-    std::vector<ShardedFlat> flats = ranks_->data_parallel->flats();
-    if (ranks_->layers) {
-      for (ShardedFlat& f : ranks_->layers->flats()) flats.push_back(std::move(f));
-    }
-    return flats;
-  }
   // The model's next-token loss on `batch`, on the trainer's device (recipes/loss.h).
   torch::Tensor Loss(const data::Batch& batch) {
     // Packed batches carry each token's position in its document and the document ids (else undefined).
@@ -112,13 +82,12 @@ class Trainer {
   static double LossTokens(const data::Batch& batch) {
     return static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
   }
-  // Sums a number over the ranks (itself without ranks).
-  double SumOverRanks(double v) const { return ranks_ == nullptr ? v : ranks_->group->AllReduceScalar(v); }
+  double SumOverRanks(double v) const { return parallel_.Sum(v); }
 
   const Config& config_;
   const RunContext& context_;
   TrainKind kind_;
-  Ranks* ranks_;  // null for the single-device recipes
+  Parallelism& parallel_;
   const DeviceHooks& hooks_;
   torch::Device device_;
   NullStream null_out_;
@@ -140,14 +109,12 @@ Status Trainer::Setup(RunSummary* summary) {
   TM_RETURN_IF_ERROR(settings.status());
   settings_ = *settings;
   format_ = CheckpointFormatOf(config_, registry);
-  if (ranks_ != nullptr) {
-    settings_.world_size = ranks_->group->size();
-    settings_.rank = ranks_->group->rank();
-    summary->world_size = ranks_->group->size();
-  }
+  settings_.world_size = parallel_.world_size();
+  settings_.rank = parallel_.rank();
+  summary->world_size = parallel_.world_size();
   TM_RETURN_IF_ERROR(MakeDirs(settings_.output_dir));
   TM_RETURN_IF_ERROR(MakeDirs(ParentDir(settings_.metrics_path)));
-  if (lead()) ::unlink(settings_.metrics_path.c_str());
+  if (parallel_.lead()) ::unlink(settings_.metrics_path.c_str());
   summary->seed = settings_.seed;
   torch::manual_seed(settings_.seed);
 
@@ -187,53 +154,13 @@ Status Trainer::Setup(RunSummary* summary) {
     start_epoch_ = point->next_epoch;
     *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
   }
-  std::vector<at::Tensor> stepped = model_.trained_tensors;
-  if (ranks_ != nullptr) {
-    // Every rank built the same weights from the same seed and checkpoint, so no broadcast is needed.
-    DataParallelOptions options;
-    StatusOr<int64_t> shard_dim = config_.GetInt("data_parallel_shard_dim");
-    TM_RETURN_IF_ERROR(shard_dim.status());
-    options.shard = *shard_dim != 1;
-    if (*shard_dim > 1 && *shard_dim != settings_.world_size) {
-      return Status::InvalidArgument("data_parallel_shard_dim=" + std::to_string(*shard_dim) + " but the run has " +
-                                     std::to_string(settings_.world_size) +
-                                     " ranks; set it to -1 (every rank) or 1 (no sharding)");
-    }
-    StatusOr<bool> offload = config_.GetBool("fsdp_cpu_offload");
-    StatusOr<bool> reshard = config_.GetBool("fsdp_reshard_after_forward");
-    TM_RETURN_IF_ERROR(offload.status());
-    TM_RETURN_IF_ERROR(reshard.status());
-    options.cpu_offload = *offload;
-    // Sharded and resharded after forward (FSDP's FULL_SHARD, torchtune's default): the layers' weights are
-    // sharded too; the rest (embeddings, final norm, output) as gradients and optimizer state only.
-    std::vector<at::Tensor> whole = model_.trained_tensors;
-    if (options.shard && *reshard) {
-      ranks_->layers = std::make_unique<ShardedLayers>(ranks_->group.get(), model_.model);
-      whole.clear();
-      for (const at::Tensor& t : model_.trained_tensors) {
-        if (!ranks_->layers->Owns(t)) whole.push_back(t);
-      }
-    }
-    ranks_->data_parallel = std::make_unique<DataParallel>(ranks_->group.get(), whole, options);
-    stepped = ranks_->data_parallel->optimizer_tensors();
-    if (ranks_->layers) {
-      for (const at::Tensor& t : ranks_->layers->optimizer_tensors()) stepped.push_back(t);
-    }
-  }
+  StatusOr<std::vector<at::Tensor>> stepped = parallel_.Wrap(config_, model_);
+  TM_RETURN_IF_ERROR(stepped.status());
   TM_RETURN_IF_ERROR(SetupValidation(summary));
-  StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, stepped);
+  StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config_, registry, *stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
-  if (resumed != nullptr) {
-    if (ranks_ != nullptr && ranks_->data_parallel->sharded()) {
-      // Each rank cuts its shards out of the per-parameter state.
-      for (const ShardedFlat& f : Flats()) {
-        ScatterOptimizerState(ranks_->group->rank(), ranks_->group->size(), f, *resumed, optimizer_.get());
-      }
-    } else {
-      for (auto& [key, state] : resumed->state()) optimizer_->state()[key] = std::move(state);  // the same tensors
-    }
-  }
+  if (resumed != nullptr) parallel_.LoadOptimizerState(*resumed, optimizer_.get());
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
@@ -264,30 +191,26 @@ Status Trainer::SetupValidation(RunSummary* summary) {
   return Status::OK();
 }
 
-// Fully sharded layers are gathered on every rank for the save, and released after it; sharded optimizer state
-// is gathered into the per-parameter format. Rank 0 writes the weights and the recipe state once, in the
-// single-device formats.
+// Sharded optimizer state is gathered into the per-parameter format. The lead process writes the weights and
+// the recipe state once, in the single-device formats.
 Status Trainer::SaveCheckpoint(int64_t epoch, int64_t global_step) {
   const TrainingSettings& s = settings_;
-  if (ranks_ != nullptr && ranks_->layers) ranks_->layers->GatherAll();
+  parallel_.BeginSave();
   OptimizerPtr per_param;
-  if (ranks_ != nullptr && ranks_->data_parallel->sharded()) {
+  if (parallel_.ShardsOptimizerState()) {
     StatusOr<OptimizerPtr> made = SetupOptimizer(config_, BuiltinRegistry(), model_.trained_tensors);
     TM_RETURN_IF_ERROR(made.status());
     per_param = std::move(*made);
-    for (const ShardedFlat& f : Flats()) GatherOptimizerState(*ranks_->group, f, *optimizer_, per_param.get());
+    parallel_.GatherOptimizerState(*optimizer_, per_param.get());
   }
-  if (lead()) {
+  if (parallel_.lead()) {
     std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
     TM_RETURN_IF_ERROR(MakeDirs(dir));
     TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
     TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
                                       kind_ == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
   }
-  if (ranks_ != nullptr) {
-    if (ranks_->layers) ranks_->layers->ReleaseAll();
-    ranks_->group->Barrier();  // the checkpoint is complete for every rank
-  }
+  parallel_.EndSave();
   return Status::OK();
 }
 
@@ -309,7 +232,6 @@ double Trainer::ValidationLoss() {
 
 Status Trainer::Train(RunSummary* summary) {
   std::ostream& out = *out_;
-  DataParallel* dp = ranks_ == nullptr ? nullptr : ranks_->data_parallel.get();
   const TrainingSettings& s = settings_;
   int64_t total_steps = s.epochs * steps_per_epoch_;
   int64_t global_step = start_epoch_ * steps_per_epoch_;
@@ -321,11 +243,7 @@ Status Trainer::Train(RunSummary* summary) {
       SetLearningRate(*optimizer_, lr);
       Synchronize();
       auto t0 = Clock::now();
-      if (dp != nullptr) {
-        ranks_->ZeroGrad();
-      } else {
-        optimizer_->zero_grad();
-      }
+      parallel_.ZeroGrad(*optimizer_);
       double loss_sum = 0;
       int64_t tokens = 0;
       for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
@@ -360,24 +278,16 @@ Status Trainer::Train(RunSummary* summary) {
         return Status::Internal("non-finite loss (" + std::to_string(loss_value) + ") at step " +
                                 std::to_string(global_step + 1) + "; lower optimizer.lr or use dtype=fp32");
       }
-      std::optional<double> grad_norm;
-      if (dp != nullptr) {
-        dp->ReduceGradients();
-        if (s.clip_grad_norm) {
-          grad_norm = ClipGradNorm(*ranks_->group, *dp, ranks_->layers.get(), s.clip_grad_norm);
-        }
-      } else if (s.clip_grad_norm) {
-        grad_norm = torch::nn::utils::clip_grad_norm_(model_.trained_tensors, *s.clip_grad_norm);
-      }
+      const std::optional<double> grad_norm = parallel_.ReduceAndClip(s.clip_grad_norm);
       optimizer_->step();
-      if (dp != nullptr) dp->GatherParameters();
+      parallel_.AfterStep();
       Synchronize();
       double step_time = Seconds(t0, Clock::now());
       ++global_step;
       summary->step_times_s.push_back(step_time);
       summary->losses.push_back(loss_value);
       summary->step_tokens.push_back(tokens);
-      if (lead() && (global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_)) {
+      if (parallel_.lead() && (global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_)) {
         nlohmann::json record = {{"step", global_step},  {"epoch", epoch},
                                  {"loss", loss_value},   {"lr", lr},
                                  {"tokens", tokens},     {"tokens_per_second", tokens / step_time},
@@ -394,7 +304,7 @@ Status Trainer::Train(RunSummary* summary) {
       }
       if (val_every_ > 0 && global_step % val_every_ == 0) {
         const double val_loss = ValidationLoss();  // every rank takes part
-        if (lead()) {
+        if (parallel_.lead()) {
           nlohmann::json record = {{"step", global_step}, {"epoch", epoch}, {"val_loss", val_loss}};
           TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, record.dump()));
           out << "epoch " << epoch + 1 << " step " << global_step << " | val_loss " << std::fixed
@@ -415,15 +325,7 @@ Status Trainer::Run(RunSummary* summary) {
   for (const std::string& s : summary->stand_ins) *out_ << "Stand-in: " << s << "\n";
   *out_ << "Training " << context_.config_name << " on " << device_ << " (" << context_.device.name
         << "): " << summary->trainable_parameters << " of " << summary->total_parameters << " parameters trainable, "
-        << steps_per_epoch_ << " steps per epoch, seed " << settings_.seed;
-  if (ranks_ != nullptr) {
-    *out_ << ", " << settings_.world_size << " rank" << (settings_.world_size == 1 ? "" : "s") << " over "
-          << ranks_->group->backend()
-          << (ranks_->layers                      ? " (layer weights, gradients and optimizer state sharded)"
-              : ranks_->data_parallel->sharded() ? " (gradients and optimizer state sharded)"
-                                                 : " (replicated)");
-  }
-  *out_ << std::endl;
+        << steps_per_epoch_ << " steps per epoch, seed " << settings_.seed << parallel_.Describe() << std::endl;
   return Train(summary);
 }
 
@@ -441,32 +343,17 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
   std::optional<int64_t> largest_rank_peak;
   {
     try {
-      std::unique_ptr<Ranks> ranks;
-      if (distributed) {
-        ranks = std::make_unique<Ranks>();
-        StatusOr<DistEnv> env = DistEnv::FromEnvironment();
-        s = env.status();
-        if (s.ok()) {
-          ranks->env = *env;
-          StatusOr<std::unique_ptr<ProcessGroup>> group =
-              ProcessGroup::Connect(ranks->env, context.device.traits().distributed_backend);
-          s = group.status();
-          if (s.ok()) ranks->group = std::move(*group);
-        }
-        if (!s.ok()) summary.error_kind = "rendezvous";
-      }
+      StatusOr<std::unique_ptr<Parallelism>> parallel =
+          distributed ? JoinRanks(context) : StatusOr<std::unique_ptr<Parallelism>>(SingleDevice());
+      s = parallel.status();
+      if (!s.ok()) summary.error_kind = "rendezvous";
       if (s.ok()) {
-        Trainer trainer(config, context, kind, ranks.get());
+        Trainer trainer(config, context, kind, parallel->get());
         s = trainer.Run(&summary);
-      }
-      if (ranks != nullptr && ranks->group != nullptr) {
-        rank = ranks->env.rank;
+        rank = (*parallel)->rank();
         // The run's peak memory is its largest rank's (each rank reads its own); only while the group works.
         std::optional<MemoryReading> peak = PeakMemory(context.device);
-        if (s.ok() && peak) {
-          largest_rank_peak = static_cast<int64_t>(
-              ranks->group->AllReduceScalar(static_cast<double>(peak->bytes), ProcessGroup::ReduceOp::kMax));
-        }
+        if (s.ok() && peak) largest_rank_peak = static_cast<int64_t>((*parallel)->Max(static_cast<double>(peak->bytes)));
       }
     } catch (const c10::OutOfMemoryError& e) {
       summary.error_kind = "out_of_memory";

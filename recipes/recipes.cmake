@@ -9,6 +9,7 @@ add_library(tm_recipes
   loss.cc
   model_components.cc
   optimizers.cc
+  parallelism.cc
   tokenize_cli.cc
   train_schema.cc
   train_setup.cc

@@ -5,40 +5,15 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "recipes/models/model_types.h"
 
 namespace tmx::checkpoint {
 namespace {
 
 using models::DecoderArgs;
 using models::MlpActivation;
-using models::RopeLayout;
+using models::ModelTypeRecord;
 using nlohmann::json;
-
-// What a model_type implies. The rest of DecoderArgs comes from config.json fields.
-struct ModelType {
-  const char* name;
-  const char* causal_lm;       // architectures[0] of the language model
-  const char* classification;  // architectures[0] with a score head; nullptr when transformers has none we map
-  RopeLayout layout;           // torchtune keeps llama/mistral/gemma q/k interleaved, qwen/phi in HF's layout
-  bool tied_by_default;        // the config class's default tie_word_embeddings
-};
-
-const ModelType kTypes[] = {
-    {"llama", "LlamaForCausalLM", "LlamaForSequenceClassification", RopeLayout::kInterleaved, false},
-    {"mistral", "MistralForCausalLM", "MistralForSequenceClassification", RopeLayout::kInterleaved, false},
-    {"qwen2", "Qwen2ForCausalLM", "Qwen2ForSequenceClassification", RopeLayout::kHalf, false},
-    {"qwen3", "Qwen3ForCausalLM", nullptr, RopeLayout::kHalf, false},
-    {"gemma", "GemmaForCausalLM", nullptr, RopeLayout::kInterleaved, true},
-    {"gemma2", "Gemma2ForCausalLM", nullptr, RopeLayout::kInterleaved, true},
-    {"phi3", "Phi3ForCausalLM", nullptr, RopeLayout::kHalf, false},
-};
-
-const ModelType* FindType(const std::string& name) {
-  for (const ModelType& t : kTypes) {
-    if (name == t.name) return &t;
-  }
-  return nullptr;
-}
 
 std::string Str(double v) {
   std::ostringstream out;
@@ -141,40 +116,26 @@ Status ParseRopeScaling(const Fields& f, DecoderArgs* a) {
   return Status::OK();
 }
 
-Status ParseTypeOptions(const std::string& type, const Fields& f, DecoderArgs* a) {
-  if (type == "llama" || type == "mistral" || type == "qwen3" || type == "gemma" || type == "gemma2") {
+// The keys `type` reads beyond the common ones (its record's columns), and its fixed traits.
+Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArgs* a) {
+  models::ApplyFixedTraits(type, a);
+  if (type.refuses_attention_bias) {
     TM_RETURN_IF_ERROR(f.Refuse("attention_bias", "the decoder's o_proj has no bias"));
   }
-  if (type == "llama") {
-    TM_RETURN_IF_ERROR(f.Refuse("mlp_bias", "the decoder's MLP has no bias"));
+  if (type.refuses_mlp_bias) TM_RETURN_IF_ERROR(f.Refuse("mlp_bias", "the decoder's MLP has no bias"));
+  if (type.reads_rope_scaling) {
     TM_RETURN_IF_ERROR(ParseRopeScaling(f, a));
   } else if (f.Has("rope_scaling")) {
-    return f.Error("rope_scaling", f.Raw("rope_scaling").dump() + " is not implemented for " + type +
+    return f.Error("rope_scaling", f.Raw("rope_scaling").dump() + " is not implemented for " + type.name +
                                        "; only llama's \"llama3\" scaling is");
   }
-  if (type == "qwen2") {
-    a->qkv_bias = true;  // transformers' Qwen2Attention always has q/k/v biases
-    TM_RETURN_IF_ERROR(f.Refuse("use_sliding_window", "Qwen2's per-layer windows are not implemented"));
+  if (!type.sliding_window_refusal.empty()) {
+    TM_RETURN_IF_ERROR(f.Refuse("use_sliding_window", type.sliding_window_refusal));
   }
-  if (type == "qwen3") {
-    a->qk_norm = true;
-    TM_RETURN_IF_ERROR(f.Refuse("use_sliding_window", "Qwen3's per-layer windows are not implemented"));
-  }
-  if (type == "gemma" || type == "gemma2") {
-    a->scale_embeddings = true;
-    a->norm_plus_one = true;
-    // What transformers 4.57 reads: Gemma's MLP takes hidden_act, Gemma 2's hidden_activation.
-    const char* key = type == "gemma2" ? "hidden_activation" : "hidden_act";
-    TM_RETURN_IF_ERROR(ParseActivation(f, key, "gelu_pytorch_tanh", &a->mlp_activation));
-  } else {
-    TM_RETURN_IF_ERROR(ParseActivation(f, "hidden_act", "silu", &a->mlp_activation));
-  }
-  if (type == "mistral" || type == "phi3" || type == "gemma2") {
-    TM_RETURN_IF_ERROR(f.Int("sliding_window", &a->sliding_window, 0));
-  }
-  if (type == "gemma2") {
-    a->post_norms = true;
-    a->alternate_sliding_window = true;
+  TM_RETURN_IF_ERROR(
+      ParseActivation(f, type.activation_key.c_str(), type.default_activation, &a->mlp_activation));
+  if (type.reads_sliding_window) TM_RETURN_IF_ERROR(f.Int("sliding_window", &a->sliding_window, 0));
+  if (type.reads_softcaps) {
     TM_RETURN_IF_ERROR(f.Number("attn_logit_softcapping", &a->attn_softcap, 0.0));
     TM_RETURN_IF_ERROR(f.Number("final_logit_softcapping", &a->final_softcap, 0.0));
     TM_RETURN_IF_ERROR(f.Number("query_pre_attn_scalar", &a->query_pre_attn_scalar, 256.0));
@@ -189,7 +150,7 @@ Status ParseTypeOptions(const std::string& type, const Fields& f, DecoderArgs* a
       }
     }
   }
-  if (type == "phi3") {
+  if (type.reads_partial_rotary) {
     double partial = 1.0;
     TM_RETURN_IF_ERROR(f.Number("partial_rotary_factor", &partial, 1.0));
     if (partial != 1.0) return f.Error("partial_rotary_factor", Str(partial) + " is not implemented; only 1.0 is");
@@ -199,7 +160,7 @@ Status ParseTypeOptions(const std::string& type, const Fields& f, DecoderArgs* a
 
 }  // namespace
 
-const char* SupportedHfModelTypes() { return "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3"; }
+std::string SupportedHfModelTypes() { return models::ModelTypeNames(); }
 
 StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
   json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
@@ -209,13 +170,12 @@ StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::s
   Fields f(j, source);
   HfModelConfig out;
   TM_RETURN_IF_ERROR(f.String("model_type", &out.model_type, ""));
-  const ModelType* type = FindType(out.model_type);
+  const ModelTypeRecord* type = models::FindModelType(out.model_type);
   if (type == nullptr) {
     return f.Error("model_type", "'" + out.model_type + "' is not supported; supported: " + SupportedHfModelTypes());
   }
   f.set_model_type(out.model_type);
   DecoderArgs& a = out.args;
-  a.rope_layout = type->layout;
   TM_RETURN_IF_ERROR(f.Int("vocab_size", &a.vocab_size));
   TM_RETURN_IF_ERROR(f.Int("num_hidden_layers", &a.num_layers));
   TM_RETURN_IF_ERROR(f.Int("num_attention_heads", &a.num_heads));
@@ -227,17 +187,17 @@ StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::s
   TM_RETURN_IF_ERROR(f.Number("rope_theta", &a.rope_base, 10000.0));
   TM_RETURN_IF_ERROR(f.Number("rms_norm_eps", &a.norm_eps, 1e-6));
   TM_RETURN_IF_ERROR(f.Bool("tie_word_embeddings", &a.tie_word_embeddings, type->tied_by_default));
-  TM_RETURN_IF_ERROR(ParseTypeOptions(out.model_type, f, &a));
+  TM_RETURN_IF_ERROR(ParseTypeOptions(*type, f, &a));
 
   if (f.Has("architectures") && f.Raw("architectures").is_array() && !f.Raw("architectures").empty()) {
     const std::string arch = f.Raw("architectures")[0].is_string() ? f.Raw("architectures")[0].get<std::string>() : "";
-    if (type->classification != nullptr && arch == type->classification) {
+    if (!type->classification.empty() && arch == type->classification) {
       a.num_classes = f.Has("id2label") && f.Raw("id2label").is_object() ? f.Raw("id2label").size() : 2;
       if (f.Has("num_labels")) TM_RETURN_IF_ERROR(f.Int("num_labels", &a.num_classes));
     } else if (arch != type->causal_lm) {
       return f.Error("architectures", "'" + arch + "' is not implemented for model_type " + out.model_type +
                                           "; supported: " + type->causal_lm +
-                                          (type->classification ? std::string(", ") + type->classification : ""));
+                                          (type->classification.empty() ? "" : ", " + type->classification));
     }
   }
   if (a.num_classes > 0) a.tie_word_embeddings = false;  // transformers never ties a score head
@@ -256,14 +216,14 @@ StatusOr<HfModelConfig> ReadHfConfig(const std::string& dir) {
 }
 
 StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderArgs& args, const std::string& dtype) {
-  const ModelType* type = FindType(model_type);
+  const ModelTypeRecord* type = models::FindModelType(model_type);
   if (type == nullptr) {
     return Status::InvalidArgument("model_type: '" + model_type +
                                    "' is not supported; supported: " + SupportedHfModelTypes());
   }
   json j;
   const bool classifier = args.num_classes > 0;
-  j["architectures"] = {classifier && type->classification ? type->classification : type->causal_lm};
+  j["architectures"] = {classifier && !type->classification.empty() ? type->classification : type->causal_lm};
   j["model_type"] = model_type;
   j["vocab_size"] = args.vocab_size;
   j["hidden_size"] = args.embed_dim;
@@ -282,7 +242,7 @@ StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderA
                     : args.mlp_activation == MlpActivation::kGeluTanh ? "gelu_pytorch_tanh"
                                                                       : "gelu";
   j["hidden_act"] = act;
-  if (model_type == "gemma" || model_type == "gemma2") j["hidden_activation"] = act;
+  if (type->writes_hidden_activation) j["hidden_activation"] = act;
   if (classifier) {
     j["num_labels"] = args.num_classes;
     json labels = json::object();
@@ -299,7 +259,7 @@ StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderA
     j["rope_scaling"] = nullptr;
   }
   j["sliding_window"] = args.sliding_window > 0 ? json(args.sliding_window) : json(nullptr);
-  if (model_type == "gemma2") {
+  if (type->reads_softcaps) {
     j["attn_logit_softcapping"] = args.attn_softcap > 0 ? json(args.attn_softcap) : json(nullptr);
     j["final_logit_softcapping"] = args.final_softcap > 0 ? json(args.final_softcap) : json(nullptr);
     j["query_pre_attn_scalar"] =

@@ -15,7 +15,7 @@ struct HfModelConfig {
 };
 
 // The model types ReadHfConfig accepts, comma-separated, for messages.
-const char* SupportedHfModelTypes();
+std::string SupportedHfModelTypes();
 
 // Parses config.json text. `source` names it in messages (usually the file's path). InvalidArgument for bad JSON,
 // a missing or mistyped field, an unsupported model_type, or an option the decoder does not implement (a RoPE

@@ -5,6 +5,8 @@
 #include <set>
 #include <sstream>
 
+#include "recipes/models/model_types.h"
+
 namespace tmx::checkpoint {
 namespace {
 
@@ -39,7 +41,9 @@ at::Tensor Repair(const at::Tensor& t, int64_t heads, bool to_interleaved) {
 class MapBuilder {
  public:
   MapBuilder(const std::string& model_type, const DecoderArgs& args)
-      : a_(args), fused_(model_type == "phi3"), interleaved_(args.rope_layout == RopeLayout::kInterleaved) {}
+      : a_(args),
+        fused_(models::FindModelType(model_type) != nullptr && models::FindModelType(model_type)->fused_projections),
+        interleaved_(args.rope_layout == RopeLayout::kInterleaved) {}
 
   std::vector<HfTensorMap> Build() {
     const int64_t dim = a_.embed_dim, hd = a_.resolved_head_dim();

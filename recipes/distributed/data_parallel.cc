@@ -22,24 +22,16 @@ DataParallel::DataParallel(ProcessGroup* group, const std::vector<at::Tensor>& p
   }
   for (c10::ScalarType dtype : order) {
     FlatGroup g;
-    g.params = by_dtype[dtype];
-    for (const at::Tensor& p : g.params) g.numel += p.numel();
-    g.shard_size = (g.numel + ranks - 1) / ranks;
-    g.padded = g.shard_size * ranks;
-    g.flat = torch::zeros({g.padded}, g.params.front().options().requires_grad(false));
-    int64_t offset = 0;
-    for (at::Tensor& p : g.params) {
-      at::Tensor view = g.flat.narrow(0, offset, p.numel()).view(p.sizes());
-      view.copy_(p.detach());
-      p.set_data(view);  // the module's parameter now lives in the flat buffer
-      offset += p.numel();
-    }
+    g.layout = FlatLayout(by_dtype[dtype], ranks);
+    g.flat = g.layout.Pack(g.layout.params(), g.layout.params().front().options());
+    // The module's parameters now live in the flat buffer.
+    for (size_t i = 0; i < g.layout.size(); ++i) g.layout.params()[i].set_data(g.layout.View(g.flat, i));
     if (options_.shard) {
-      g.shard = g.flat.narrow(0, group_->rank() * g.shard_size, g.shard_size).detach();
+      g.shard = g.layout.Shard(g.flat, group_->rank()).detach();
       if (options_.cpu_offload && !g.shard.device().is_cpu()) g.shard = g.shard.to(torch::kCPU).clone();
       optimizer_tensors_.push_back(g.shard);
     } else {
-      for (const at::Tensor& p : g.params) optimizer_tensors_.push_back(p);
+      for (const at::Tensor& p : g.layout.params()) optimizer_tensors_.push_back(p);
     }
     groups_.push_back(std::move(g));
   }
@@ -50,7 +42,7 @@ void DataParallel::BroadcastParameters() {
   for (FlatGroup& g : groups_) {
     group_->Broadcast(g.flat, 0);
     if (options_.shard && options_.cpu_offload && !g.flat.device().is_cpu()) {
-      g.shard.copy_(g.flat.narrow(0, group_->rank() * g.shard_size, g.shard_size));
+      g.shard.copy_(g.layout.Shard(g.flat, group_->rank()));
     }
   }
 }
@@ -60,14 +52,10 @@ void DataParallel::ZeroGrad() {
     if (g.grad.defined()) {
       g.grad.zero_();
     } else {
-      g.grad = torch::zeros({g.padded}, g.flat.options());
+      g.grad = torch::zeros({g.layout.padded()}, g.flat.options());
     }
     // Autograd accumulates into an existing .grad in place, so the parameters' gradients land in the buffer.
-    int64_t offset = 0;
-    for (at::Tensor& p : g.params) {
-      p.mutable_grad() = g.grad.narrow(0, offset, p.numel()).view(p.sizes());
-      offset += p.numel();
-    }
+    for (size_t i = 0; i < g.layout.size(); ++i) g.layout.params()[i].mutable_grad() = g.layout.View(g.grad, i);
   }
 }
 
@@ -79,10 +67,10 @@ void DataParallel::ReduceGradients() {
       group_->AllReduce(g.grad);
       continue;
     }
-    at::Tensor shard_grad = torch::empty({g.shard_size}, g.grad.options());
+    at::Tensor shard_grad = torch::empty({g.layout.shard_size()}, g.grad.options());
     group_->ReduceScatter(shard_grad, g.grad);
     // The whole gradient is not needed past this point: free it before the optimizer allocates its state.
-    for (at::Tensor& p : g.params) p.mutable_grad() = at::Tensor();
+    for (const at::Tensor& p : g.layout.params()) p.mutable_grad() = at::Tensor();
     g.grad = at::Tensor();
     g.shard.mutable_grad() = g.shard.device() == shard_grad.device() ? shard_grad : shard_grad.to(g.shard.device());
   }
@@ -134,14 +122,7 @@ void DataParallel::GatherParameters() {
 std::vector<ShardedFlat> DataParallel::flats() const {
   std::vector<ShardedFlat> out;
   if (!options_.shard) return out;
-  for (const FlatGroup& g : groups_) {
-    ShardedFlat f;
-    f.params = g.params;
-    for (const at::Tensor& p : g.params) f.shapes.push_back(p.sizes().vec());
-    f.shard = g.shard;
-    f.shard_size = g.shard_size;
-    out.push_back(std::move(f));
-  }
+  for (const FlatGroup& g : groups_) out.push_back({g.layout, g.shard});
   return out;
 }
 

@@ -76,11 +76,10 @@ class DataParallel {
 
  private:
   struct FlatGroup {
-    std::vector<at::Tensor> params;  // views into `flat`
-    at::Tensor flat;                 // [padded] all parameters of one dtype, padded to a multiple of the ranks
-    at::Tensor grad;                 // [padded] their gradients (undefined between ReduceGradients and ZeroGrad when sharded)
-    at::Tensor shard;                // sharded: what the optimizer steps (a view of `flat`, or a CPU copy when offloaded)
-    int64_t numel = 0, padded = 0, shard_size = 0;
+    FlatLayout layout;  // the parameters of one dtype, each a view into `flat`
+    at::Tensor flat;    // [padded] their values
+    at::Tensor grad;    // [padded] their gradients (undefined between ReduceGradients and ZeroGrad when sharded)
+    at::Tensor shard;   // sharded: what the optimizer steps (a view of `flat`, or a CPU copy when offloaded)
   };
   ProcessGroup* group_;
   DataParallelOptions options_;

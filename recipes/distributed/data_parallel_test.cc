@@ -172,7 +172,7 @@ TEST(DataParallelStateTest, ShardedOptimizerStateGathersToThePerParameterStateAn
         EXPECT_TRUE(torch::allclose(a.exp_avg_sq(), b.exp_avg_sq(), 1e-5, 1e-9)) << "rank " << r << " parameter " << i;
       }
       torch::optim::AdamW again(dp.optimizer_tensors(), torch::optim::AdamWOptions(0.05));
-      ScatterOptimizerState(r, 2, flats[0], per_param, &again);
+      ScatterOptimizerState(r, flats[0], per_param, &again);
       auto& cut = static_cast<torch::optim::AdamWParamState&>(*again.state().at(flats[0].shard.unsafeGetTensorImpl()));
       auto& had = static_cast<torch::optim::AdamWParamState&>(*opt.state().at(flats[0].shard.unsafeGetTensorImpl()));
       EXPECT_TRUE(torch::equal(cut.exp_avg(), had.exp_avg())) << "rank " << r;

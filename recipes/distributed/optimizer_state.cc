@@ -1,6 +1,5 @@
 #include "recipes/distributed/optimizer_state.h"
 
-#include <c10/util/accumulate.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 #include <torch/torch.h>
@@ -46,8 +45,6 @@ std::unique_ptr<torch::optim::OptimizerParamState> Make(const torch::optim::Opti
   return s;
 }
 
-int64_t Numel(const std::vector<int64_t>& shape) { return c10::multiply_integers(shape); }
-
 }  // namespace
 
 void GatherOptimizerState(ProcessGroup& group, const ShardedFlat& flat, const torch::optim::Optimizer& sharded,
@@ -58,29 +55,24 @@ void GatherOptimizerState(ProcessGroup& group, const ShardedFlat& flat, const to
   StateTensors mine = Read(*it->second);
   std::vector<at::Tensor> full;
   for (const auto& [name, t] : mine.tensors) {
-    at::Tensor whole = torch::empty({flat.shard_size * group.size()}, t.options());
+    at::Tensor whole = torch::empty({flat.layout.padded()}, t.options());
     at::Tensor part = t.contiguous();
     group.AllGather(whole, part);
     full.push_back(whole);
   }
-  int64_t offset = 0;
-  for (size_t i = 0; i < flat.params.size(); ++i) {
-    const int64_t n = Numel(flat.shapes[i]);
+  for (size_t i = 0; i < flat.layout.size(); ++i) {
     StateTensors st;
     st.step = mine.step;
-    for (size_t k = 0; k < full.size(); ++k) {
-      st.tensors.emplace_back(mine.tensors[k].first, full[k].narrow(0, offset, n).view(flat.shapes[i]));
-    }
-    per_param->state()[flat.params[i].unsafeGetTensorImpl()] = Make(*per_param, st);
-    offset += n;
+    for (size_t k = 0; k < full.size(); ++k) st.tensors.emplace_back(mine.tensors[k].first, flat.layout.View(full[k], i));
+    per_param->state()[flat.layout.params()[i].unsafeGetTensorImpl()] = Make(*per_param, st);
   }
 }
 
-void ScatterOptimizerState(int rank, int ranks, const ShardedFlat& flat, const torch::optim::Optimizer& per_param,
+void ScatterOptimizerState(int rank, const ShardedFlat& flat, const torch::optim::Optimizer& per_param,
                            torch::optim::Optimizer* sharded) {
   torch::NoGradGuard no_grad;
   std::vector<StateTensors> states;
-  for (const at::Tensor& p : flat.params) {
+  for (const at::Tensor& p : flat.layout.params()) {
     auto it = per_param.state().find(p.unsafeGetTensorImpl());
     if (it == per_param.state().end()) return;  // not stepped when saved
     states.push_back(Read(*it->second));
@@ -89,16 +81,11 @@ void ScatterOptimizerState(int rank, int ranks, const ShardedFlat& flat, const t
   StateTensors shard;
   shard.step = states.front().step;
   for (size_t k = 0; k < states.front().tensors.size(); ++k) {
-    const at::Tensor& first = states.front().tensors[k].second;
-    at::Tensor whole = torch::zeros({flat.shard_size * ranks}, first.options().device(flat.shard.device()));
-    int64_t offset = 0;
-    for (size_t i = 0; i < flat.params.size(); ++i) {
-      const int64_t n = Numel(flat.shapes[i]);
-      whole.narrow(0, offset, n).copy_(states[i].tensors[k].second.reshape({-1}));
-      offset += n;
-    }
-    shard.tensors.emplace_back(states.front().tensors[k].first,
-                               whole.narrow(0, rank * flat.shard_size, flat.shard_size).clone());
+    std::vector<at::Tensor> parts;
+    for (const StateTensors& s : states) parts.push_back(s.tensors[k].second);
+    const at::Tensor whole =
+        flat.layout.Pack(parts, states.front().tensors[k].second.options().device(flat.shard.device()));
+    shard.tensors.emplace_back(states.front().tensors[k].first, flat.layout.Shard(whole, rank).clone());
   }
   sharded->state()[flat.shard.unsafeGetTensorImpl()] = Make(*sharded, shard);
 }

@@ -10,18 +10,16 @@
 #include <ATen/core/Tensor.h>
 #include <torch/optim/optimizer.h>
 
+#include "recipes/distributed/flat_layout.h"
 #include "recipes/distributed/process_group.h"
 
 namespace tmx::recipes {
 
-// One group of weights laid out flat and sharded: parameter i is elements [offset_i, offset_i + numel_i) of the
-// flat weights, where offsets follow the order of `params`; rank r steps elements [r * shard_size, (r + 1) *
-// shard_size) as `shard`.
+// One group of weights laid out flat (flat_layout.h) and sharded: this rank steps its shard as `shard`. The
+// layout's params are the keys of a per-parameter optimizer's state.
 struct ShardedFlat {
-  std::vector<at::Tensor> params;  // the parameters (keys of a per-parameter optimizer's state)
-  std::vector<std::vector<int64_t>> shapes;
+  FlatLayout layout;
   at::Tensor shard;
-  int64_t shard_size = 0;
 };
 
 // Fills `per_param`'s state for every parameter of `flat` from `sharded`'s state of the shard, gathered from
@@ -31,7 +29,7 @@ void GatherOptimizerState(ProcessGroup& group, const ShardedFlat& flat, const to
                           torch::optim::Optimizer* per_param);
 
 // Sets `sharded`'s state of this rank's shard from `per_param`'s state of the parameters (no collective).
-void ScatterOptimizerState(int rank, int ranks, const ShardedFlat& flat, const torch::optim::Optimizer& per_param,
+void ScatterOptimizerState(int rank, const ShardedFlat& flat, const torch::optim::Optimizer& per_param,
                            torch::optim::Optimizer* sharded);
 
 }  // namespace tmx::recipes

@@ -12,10 +12,8 @@ namespace tmx::recipes {
 // The weights of one transformer layer, as two flat groups (trained, frozen), each sharded over the ranks.
 struct ShardedLayers::Unit {
   struct Flat {
-    std::vector<at::Tensor> params;  // the layer's parameters of this group (empty between uses)
-    std::vector<std::vector<int64_t>> shapes;
-    at::Tensor shard;                // [shard_size] this rank's part of the flat weights
-    int64_t numel = 0, shard_size = 0;
+    FlatLayout layout;  // the layer's parameters of this group (their data empty between uses)
+    at::Tensor shard;   // [shard_size] this rank's part of the flat weights
   };
   ProcessGroup* group = nullptr;
   std::shared_ptr<models::TransformerLayerImpl> layer;
@@ -27,39 +25,23 @@ struct ShardedLayers::Unit {
 
   void Build(Flat& f, const std::vector<at::Tensor>& params, bool requires_grad) {
     torch::NoGradGuard no_grad;
-    f.params = params;
-    for (const at::Tensor& p : params) {
-      f.shapes.push_back(p.sizes().vec());
-      f.numel += p.numel();
-    }
+    f.layout = FlatLayout(params, group->size());
     if (params.empty()) return;
-    const int64_t ranks = group->size();
-    f.shard_size = (f.numel + ranks - 1) / ranks;
-    at::Tensor flat = torch::zeros({f.shard_size * ranks}, params.front().options().requires_grad(false));
-    int64_t offset = 0;
-    for (const at::Tensor& p : params) {
-      flat.narrow(0, offset, p.numel()).copy_(p.detach().reshape({-1}));
-      offset += p.numel();
-    }
-    f.shard = flat.narrow(0, group->rank() * f.shard_size, f.shard_size).clone().set_requires_grad(requires_grad);
+    at::Tensor flat = f.layout.Pack(params, params.front().options());
+    f.shard = f.layout.Shard(flat, group->rank()).clone().set_requires_grad(requires_grad);
   }
 
   // Gathers the flat weights of `f` and points each parameter at its part of them.
   void GatherFlat(Flat& f) {
-    if (f.params.empty()) return;
+    if (f.layout.empty()) return;
     torch::NoGradGuard no_grad;
-    at::Tensor full = torch::empty({f.shard_size * group->size()}, f.shard.options().requires_grad(false));
+    at::Tensor full = torch::empty({f.layout.padded()}, f.shard.options().requires_grad(false));
     at::Tensor mine = f.shard.detach();
     group->AllGather(full, mine);
-    int64_t offset = 0;
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      const int64_t n = c10::multiply_integers(f.shapes[i]);
-      f.params[i].set_data(full.narrow(0, offset, n).view(f.shapes[i]));
-      offset += n;
-    }
+    for (size_t i = 0; i < f.layout.size(); ++i) f.layout.params()[i].set_data(f.layout.View(full, i));
   }
   void ReleaseFlat(Flat& f) {
-    for (at::Tensor& p : f.params) {
+    for (const at::Tensor& p : f.layout.params()) {
       p.set_data(torch::empty({0}, p.options().requires_grad(false)));
       p.mutable_grad() = at::Tensor();
     }
@@ -132,7 +114,7 @@ struct ShardedLayerFunction : public torch::autograd::Function<ShardedLayerFunct
     }
     std::vector<at::Tensor> inputs;
     if (x.requires_grad()) inputs.push_back(x);
-    for (const at::Tensor& p : unit->trained.params) inputs.push_back(p);
+    for (const at::Tensor& p : unit->trained.layout.params()) inputs.push_back(p);
     std::vector<at::Tensor> grads;
     if (!inputs.empty() && y.requires_grad()) {
       grads = torch::autograd::grad({y}, inputs, {grad_outputs[0]}, /*retain_graph=*/false, /*create_graph=*/false,
@@ -140,20 +122,16 @@ struct ShardedLayerFunction : public torch::autograd::Function<ShardedLayerFunct
     }
     at::Tensor grad_x = x.requires_grad() && !grads.empty() ? grads[0] : at::Tensor();
     at::Tensor grad_shard;
-    if (!unit->trained.params.empty() && unit->trained.shard.defined()) {
+    if (!unit->trained.layout.empty() && unit->trained.shard.defined()) {
       torch::NoGradGuard no_grad;
       const Unit::Flat& f = unit->trained;
-      at::Tensor flat = torch::zeros({f.shard_size * unit->group->size()}, f.shard.options().requires_grad(false));
-      int64_t offset = 0;
       const size_t first = x.requires_grad() ? 1 : 0;
-      for (size_t i = 0; i < f.params.size(); ++i) {
-        const int64_t n = f.params[i].numel();
-        if (grads.size() > first + i && grads[first + i].defined()) {
-          flat.narrow(0, offset, n).copy_(grads[first + i].reshape({-1}));
-        }
-        offset += n;
+      std::vector<at::Tensor> weight_grads;
+      for (size_t i = 0; i < f.layout.size(); ++i) {
+        weight_grads.push_back(grads.size() > first + i ? grads[first + i] : at::Tensor());
       }
-      grad_shard = torch::empty({f.shard_size}, flat.options());
+      at::Tensor flat = f.layout.Pack(weight_grads, f.shard.options());
+      grad_shard = torch::empty({f.layout.shard_size()}, flat.options());
       unit->group->ReduceScatter(grad_shard, flat);
     }
     unit->Release();
@@ -230,7 +208,7 @@ std::vector<ShardedFlat> ShardedLayers::flats() const {
   std::vector<ShardedFlat> out;
   for (const auto& u : units_) {
     if (!u->trained.shard.defined()) continue;
-    out.push_back({u->trained.params, u->trained.shapes, u->trained.shard, u->trained.shard_size});
+    out.push_back({u->trained.layout, u->trained.shard});
   }
   return out;
 }

@@ -1,6 +1,9 @@
 #include "recipes/models/presets.h"
 
 #include <set>
+#include <stdexcept>
+
+#include "recipes/models/model_types.h"
 
 namespace tmx::models {
 namespace {
@@ -78,11 +81,11 @@ DecoderArgs Mistral(DecoderArgs a, int64_t window = 4096) {
   return a;
 }
 
+// Each family's fixed traits (rope layout, biases, norms) come from its model_type's record (model_types.h),
+// applied by Preset(); these set what differs between models of one type.
 DecoderArgs Qwen2(DecoderArgs a, bool tied, double eps = 1e-6) {
   a.rope_base = 1e6;
   a.norm_eps = eps;
-  a.rope_layout = RopeLayout::kHalf;
-  a.qkv_bias = true;
   a.tie_word_embeddings = tied;
   return a;
 }
@@ -90,9 +93,7 @@ DecoderArgs Qwen2(DecoderArgs a, bool tied, double eps = 1e-6) {
 DecoderArgs Qwen3(DecoderArgs a, bool tied, int64_t head_dim = 128) {
   a.rope_base = 1e6;
   a.norm_eps = 1e-6;
-  a.rope_layout = RopeLayout::kHalf;
   a.head_dim = head_dim;
-  a.qk_norm = true;
   a.tie_word_embeddings = tied;
   return a;
 }
@@ -102,8 +103,6 @@ DecoderArgs Gemma(DecoderArgs a, int64_t head_dim) {
   a.norm_eps = 1e-6;
   a.head_dim = head_dim;
   a.mlp_activation = MlpActivation::kGeluTanh;
-  a.scale_embeddings = true;
-  a.norm_plus_one = true;
   a.tie_word_embeddings = true;
   return a;
 }
@@ -113,12 +112,10 @@ DecoderArgs Gemma(DecoderArgs a, int64_t head_dim) {
 // instead of the logits; Hugging Face's numbers and placement are used here (logits parity with transformers).
 DecoderArgs Gemma2(DecoderArgs a, int64_t head_dim, double query_pre_attn_scalar, int64_t window = 4096) {
   a = Gemma(a, head_dim);
-  a.post_norms = true;
   a.attn_softcap = 50;
   a.final_softcap = 30;
   a.query_pre_attn_scalar = query_pre_attn_scalar;
   a.sliding_window = window;
-  a.alternate_sliding_window = true;
   return a;
 }
 
@@ -128,7 +125,6 @@ DecoderArgs Gemma2(DecoderArgs a, int64_t head_dim, double query_pre_attn_scalar
 DecoderArgs Phi3(DecoderArgs a, double rope_base, int64_t window) {
   a.rope_base = rope_base;
   a.norm_eps = 1e-5;
-  a.rope_layout = RopeLayout::kHalf;
   a.sliding_window = window;
   return a;
 }
@@ -147,6 +143,9 @@ ModelPreset Preset(std::string family, std::string builder, DecoderArgs args, in
   p.builder = std::move(builder);
   p.lora_params = std::move(lora_params);
   p.args = args;
+  const ModelTypeRecord* type = FindModelType(model_type);
+  if (type == nullptr) throw std::logic_error("preset " + p.builder + ": model_type '" + model_type + "' has no record");
+  ApplyFixedTraits(*type, &p.args);
   p.published_params = published;
   p.hf_model_type = std::move(model_type);
   p.hf_checkpoint = std::move(checkpoint);

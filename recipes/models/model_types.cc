@@ -1,0 +1,106 @@
+#include "recipes/models/model_types.h"
+
+namespace tmx::models {
+namespace {
+
+std::vector<ModelTypeRecord> BuildTypes() {
+  std::vector<ModelTypeRecord> types;
+
+  ModelTypeRecord llama;
+  llama.name = "llama";
+  llama.causal_lm = "LlamaForCausalLM";
+  llama.classification = "LlamaForSequenceClassification";
+  llama.refuses_attention_bias = true;
+  llama.refuses_mlp_bias = true;
+  llama.reads_rope_scaling = true;
+  types.push_back(llama);
+
+  ModelTypeRecord mistral;
+  mistral.name = "mistral";
+  mistral.causal_lm = "MistralForCausalLM";
+  mistral.classification = "MistralForSequenceClassification";
+  mistral.refuses_attention_bias = true;
+  mistral.reads_sliding_window = true;
+  types.push_back(mistral);
+
+  ModelTypeRecord qwen2;
+  qwen2.name = "qwen2";
+  qwen2.causal_lm = "Qwen2ForCausalLM";
+  qwen2.classification = "Qwen2ForSequenceClassification";
+  qwen2.rope_layout = RopeLayout::kHalf;
+  qwen2.qkv_bias = true;
+  qwen2.sliding_window_refusal = "Qwen2's per-layer windows are not implemented";
+  types.push_back(qwen2);
+
+  ModelTypeRecord qwen3;
+  qwen3.name = "qwen3";
+  qwen3.causal_lm = "Qwen3ForCausalLM";
+  qwen3.rope_layout = RopeLayout::kHalf;
+  qwen3.qk_norm = true;
+  qwen3.refuses_attention_bias = true;
+  qwen3.sliding_window_refusal = "Qwen3's per-layer windows are not implemented";
+  types.push_back(qwen3);
+
+  // What transformers 4.57 reads: Gemma's MLP takes hidden_act, Gemma 2's hidden_activation.
+  ModelTypeRecord gemma;
+  gemma.name = "gemma";
+  gemma.causal_lm = "GemmaForCausalLM";
+  gemma.tied_by_default = true;
+  gemma.gemma_scaling = true;
+  gemma.refuses_attention_bias = true;
+  gemma.default_activation = "gelu_pytorch_tanh";
+  gemma.writes_hidden_activation = true;
+  types.push_back(gemma);
+
+  ModelTypeRecord gemma2 = gemma;
+  gemma2.name = "gemma2";
+  gemma2.causal_lm = "Gemma2ForCausalLM";
+  gemma2.post_norms = true;
+  gemma2.alternate_sliding_window = true;
+  gemma2.activation_key = "hidden_activation";
+  gemma2.reads_sliding_window = true;
+  gemma2.reads_softcaps = true;
+  types.push_back(gemma2);
+
+  ModelTypeRecord phi3;
+  phi3.name = "phi3";
+  phi3.causal_lm = "Phi3ForCausalLM";
+  phi3.rope_layout = RopeLayout::kHalf;
+  phi3.reads_sliding_window = true;
+  phi3.reads_partial_rotary = true;
+  phi3.fused_projections = true;
+  types.push_back(phi3);
+  return types;
+}
+
+}  // namespace
+
+const std::vector<ModelTypeRecord>& ModelTypes() {
+  static const std::vector<ModelTypeRecord> types = BuildTypes();
+  return types;
+}
+
+const ModelTypeRecord* FindModelType(std::string_view name) {
+  for (const ModelTypeRecord& t : ModelTypes()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string ModelTypeNames() {
+  std::string names;
+  for (const ModelTypeRecord& t : ModelTypes()) names += (names.empty() ? "" : ", ") + t.name;
+  return names;
+}
+
+void ApplyFixedTraits(const ModelTypeRecord& type, DecoderArgs* args) {
+  args->rope_layout = type.rope_layout;
+  args->qkv_bias = type.qkv_bias;
+  args->qk_norm = type.qk_norm;
+  args->scale_embeddings = type.gemma_scaling;
+  args->norm_plus_one = type.gemma_scaling;
+  args->post_norms = type.post_norms;
+  args->alternate_sliding_window = type.alternate_sliding_window;
+}
+
+}  // namespace tmx::models
