@@ -80,6 +80,7 @@ struct ChildPlan {
   int stdin_fd = -1;
   int out_fd = -1;
   int status_fd = -1;
+  bool own_process_group = true;
 };
 
 void BuildEnvironment(const SubprocessOptions& options, ChildPlan* plan) {
@@ -139,7 +140,7 @@ void BuildCandidates(const SubprocessOptions& options, ChildPlan* plan) {
 // Runs in the child between fork() and exec; async-signal-safe calls only.
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   // Our own process group: the terminal's Ctrl-C does not reach us, and the parent can kill us as a whole.
-  setpgid(0, 0);
+  if (plan.own_process_group) setpgid(0, 0);
 
   // Handlers do not survive exec, but ignored signals and the signal mask do; start the program clean.
   struct sigaction dfl;
@@ -151,7 +152,9 @@ void BuildCandidates(const SubprocessOptions& options, ChildPlan* plan) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
-  if (dup2(plan.stdin_fd, 0) < 0 || dup2(plan.out_fd, 1) < 0 || dup2(plan.out_fd, 2) < 0) {
+  // Without an output pipe (inherit_output) stdout and stderr stay the parent's.
+  if (dup2(plan.stdin_fd, 0) < 0 ||
+      (plan.out_fd >= 0 && (dup2(plan.out_fd, 1) < 0 || dup2(plan.out_fd, 2) < 0))) {
     ReportAndExit(plan.status_fd, ChildFailure::kStdio, errno);
   }
   if (plan.working_dir && chdir(plan.working_dir) != 0) {
@@ -335,6 +338,10 @@ void Subprocess::Append(const char* data, size_t size) {
 
 void Subprocess::SignalGroup(int sig) {
   if (pid_ <= 0 || reaped_) return;
+  if (!options_.own_process_group) {
+    kill(pid_, sig);
+    return;
+  }
   // The child may have moved itself to another group; then at least the child itself gets the signal.
   if (kill(-pid_, sig) != 0 && errno == ESRCH) kill(pid_, sig);
 }
@@ -365,7 +372,7 @@ bool Subprocess::TryReap(Clock::time_point now) {
     return true;
   }
   if (info.si_pid == 0) return false;
-  kill(-pid_, SIGKILL);
+  if (options_.own_process_group) kill(-pid_, SIGKILL);
   int status = 0;
   struct rusage usage;
   std::memset(&usage, 0, sizeof usage);
@@ -407,6 +414,14 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
     return Status::FailedPrecondition("not starting '" + options.argv[0] +
                                       "': an interrupt was received (the run is stopping)");
   }
+  if (!options.own_process_group && options.memory_limit_bytes > 0) {
+    return Status::InvalidArgument("cannot start '" + options.argv[0] +
+                                   "': memory_limit_bytes needs own_process_group (the limit sums a group)");
+  }
+  if (options.inherit_output && !options.log_path.empty()) {
+    return Status::InvalidArgument("cannot start '" + options.argv[0] +
+                                   "': log_path needs the output pipe (inherit_output is set)");
+  }
   std::unique_ptr<Subprocess> sub(new Subprocess(options));
 
   if (!options.log_path.empty()) {
@@ -435,19 +450,21 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
     CloseIfOpen(&status_pipe[0]);
     CloseIfOpen(&status_pipe[1]);
   };
-  if (devnull < 0 || pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(status_pipe, O_CLOEXEC) != 0) {
+  if (devnull < 0 || (!options.inherit_output && pipe2(out_pipe, O_CLOEXEC) != 0) ||
+      pipe2(status_pipe, O_CLOEXEC) != 0) {
     const int err = errno;
     close_all();
     return Status::Internal("cannot start '" + options.argv[0] + "': cannot create its pipes (" +
                             ErrnoText(err) + ")");
   }
   devnull = MoveAboveStdio(devnull);
-  out_pipe[1] = MoveAboveStdio(out_pipe[1]);
+  if (!options.inherit_output) out_pipe[1] = MoveAboveStdio(out_pipe[1]);
   status_pipe[1] = MoveAboveStdio(status_pipe[1]);
   plan.stdin_fd = devnull;
   plan.out_fd = out_pipe[1];
   plan.status_fd = status_pipe[1];
-  if (devnull < 0 || out_pipe[1] < 0 || status_pipe[1] < 0) {
+  plan.own_process_group = options.own_process_group;
+  if (devnull < 0 || (!options.inherit_output && out_pipe[1] < 0) || status_pipe[1] < 0) {
     const int err = errno;
     close_all();
     return Status::Internal("cannot start '" + options.argv[0] + "': out of file descriptors (" +
@@ -465,7 +482,7 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
   sub->start_ = Clock::now();
   // Also set the group from this side, so it exists before we could signal it; EACCES after the child's
   // exec is expected (the child did it first).
-  setpgid(pid, pid);
+  if (options.own_process_group) setpgid(pid, pid);
   CloseIfOpen(&devnull);
   CloseIfOpen(&out_pipe[1]);
   CloseIfOpen(&status_pipe[1]);
@@ -487,7 +504,7 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
     return FailureStatus(options, failure);
   }
 
-  fcntl(out_pipe[0], F_SETFL, fcntl(out_pipe[0], F_GETFL) | O_NONBLOCK);
+  if (out_pipe[0] >= 0) fcntl(out_pipe[0], F_SETFL, fcntl(out_pipe[0], F_GETFL) | O_NONBLOCK);
   sub->pid_ = pid;
   sub->out_fd_ = out_pipe[0];
   if (options.timeout_s > 0) {
@@ -541,8 +558,9 @@ void SubprocessSet::Step(Clock::time_point until) {
       wake = std::min(wake, sub->reaped_at_ + kDrainLimit);
       continue;
     }
-    wake = std::min(wake, now + (sub->out_fd_ < 0 ? Clock::duration(kExitCheckInterval)
-                                                  : Clock::duration(kPollInterval)));
+    // A closed pipe usually means the child is exiting; without a pipe (inherit_output) nothing tells.
+    const bool exiting = sub->out_fd_ < 0 && !sub->options_.inherit_output;
+    wake = std::min(wake, now + (exiting ? Clock::duration(kExitCheckInterval) : Clock::duration(kPollInterval)));
     if (sub->deadline_ && !sub->term_sent_at_) wake = std::min(wake, *sub->deadline_);
     if (sub->term_sent_at_ && !sub->kill_sent_) {
       wake = std::min(wake, *sub->term_sent_at_ + std::chrono::duration_cast<Clock::duration>(
@@ -599,7 +617,7 @@ void SubprocessSet::Step(Clock::time_point until) {
 void SubprocessSet::PollMemory(Clock::time_point now) {
   std::map<pid_t, int64_t> group_rss;
   for (const auto& sub : running_) {
-    if (!sub->reaped_) group_rss[sub->pid_] = 0;
+    if (!sub->reaped_ && sub->options_.own_process_group) group_rss[sub->pid_] = 0;
   }
   if (group_rss.empty()) return;
   DIR* proc = opendir("/proc");
@@ -614,7 +632,7 @@ void SubprocessSet::PollMemory(Clock::time_point now) {
   }
   closedir(proc);
   for (const auto& sub : running_) {
-    if (sub->reaped_) continue;
+    if (sub->reaped_ || !sub->options_.own_process_group) continue;
     const int64_t rss = group_rss[sub->pid_];
     sub->result_.peak_rss_bytes = std::max(sub->result_.peak_rss_bytes, rss);
     const int64_t limit = sub->options_.memory_limit_bytes;
@@ -681,6 +699,8 @@ void SubprocessSet::UninstallInterruptHandlers() {
   CloseIfOpen(&g_interrupt_pipe[0]);
   g_handlers_installed = false;
 }
+
+bool SubprocessSet::interrupt_handlers_installed() { return g_handlers_installed; }
 
 int SubprocessSet::interrupt_signal() { return g_interrupt_signal; }
 

@@ -2,7 +2,8 @@
 // one child, created and driven only by a SubprocessSet that polls all of them in one loop. Each child runs
 // in its own process group with /dev/null as stdin and one pipe for its merged stdout and stderr, so a cell
 // can be killed as a whole (grandchildren included) and never reads the terminal or sees the user's Ctrl-C;
-// the set forwards an interrupt by terminating every group itself.
+// the set forwards an interrupt by terminating every group itself. The launcher's ranks (harness/launcher.h)
+// instead stay in the parent's group and write to its stdout and stderr (own_process_group, inherit_output).
 //
 // Not thread-safe: use a set, and the subprocesses it hands out, from one thread.
 #pragma once
@@ -53,6 +54,15 @@ struct SubprocessOptions {
   // Seconds between SIGTERM and SIGKILL when the set terminates the group (timeout, memory limit,
   // interrupt, Clear()); 0 sends SIGKILL at once.
   double kill_grace_s = 2.0;
+
+  // False keeps the child in this process's group instead of its own, so that whoever signals that group (a
+  // terminal's Ctrl-C, a parent stopping this process's group) reaches the child too. The set then signals
+  // only the child itself, not what the child started, and memory_limit_bytes (which sums a group) must be 0.
+  bool own_process_group = true;
+
+  // True lets the child write straight to this process's stdout and stderr instead of the merged pipe;
+  // output_tail then stays empty and log_path must be "". stdin is /dev/null either way.
+  bool inherit_output = false;
 };
 
 // How a subprocess ended. Exactly one of exit_code and term_signal is set, unless something else in this
@@ -167,6 +177,8 @@ class SubprocessSet {
   static Status InstallInterruptHandlers();
   // Restores the handlers that were in place before InstallInterruptHandlers().
   static void UninstallInterruptHandlers();
+  // True between InstallInterruptHandlers() and UninstallInterruptHandlers().
+  static bool interrupt_handlers_installed();
   // The signal that was caught, 0 if none.
   static int interrupt_signal();
   // Forgets a caught signal, so new sets (and this process) can run subprocesses again. For tests.

@@ -171,6 +171,63 @@ TEST(SubprocessTest, ChildLeadsItsOwnProcessGroup) {
   EXPECT_EQ(set.running(), 1u);
 }
 
+TEST(SubprocessTest, ChildStaysInOurGroupWhenAsked) {
+  SubprocessSet set;
+  SubprocessOptions options = Misbehave({"sleep", "30"});
+  options.own_process_group = false;
+  options.kill_grace_s = 0.2;
+  StatusOr<Subprocess*> sub = set.Add(options);
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  EXPECT_EQ(getpgid((*sub)->pid()), getpgrp());
+  // Terminating it signals the child alone, never our own group.
+  set.TerminateAll();
+  std::unique_ptr<Subprocess> done = set.NextFinished();
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->result().term_signal, SIGTERM) << done->result().Describe();
+
+  // A memory limit sums a process group, which the child does not have.
+  options.memory_limit_bytes = 1 << 30;
+  StatusOr<Subprocess*> limited = set.Add(options);
+  ASSERT_FALSE(limited.ok());
+  EXPECT_EQ(limited.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(limited.status().message().find("own_process_group"), std::string::npos) << limited.status().ToString();
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+TEST(SubprocessTest, InheritedOutputGoesToOurStdoutAndStderr) {
+  test::ScratchDir dir("tm_subprocess_inherit");
+  const std::string path = dir.path() + "/out.txt";
+  SubprocessOptions options = Misbehave({"ok"});
+  options.inherit_output = true;
+  // Point our stdout and stderr at a file while the child runs.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved_out = dup(1);
+  const int saved_err = dup(2);
+  FILE* file = std::fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  dup2(fileno(file), 1);
+  dup2(fileno(file), 2);
+  const SubprocessResult r = RunToEnd(options);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  std::fclose(file);
+  EXPECT_TRUE(r.Succeeded()) << r.Describe();
+  EXPECT_EQ(r.output_tail, "");
+  std::ifstream in(path);
+  std::stringstream got;
+  got << in.rdbuf();
+  EXPECT_EQ(got.str(), "hello from stdout\nhello from stderr\n");
+
+  options.log_path = dir.path() + "/cell.log";
+  SubprocessSet set;
+  StatusOr<Subprocess*> logged = set.Add(options);
+  ASSERT_FALSE(logged.ok());
+  EXPECT_EQ(logged.status().code(), Status::Code::kInvalidArgument);
+}
+
 TEST(SubprocessTest, HangIsKilledAtTimeoutWithItsGrandchild) {
   SubprocessOptions options = Misbehave({"hang"});
   options.timeout_s = 0.3;

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <ATen/ATen.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -14,24 +15,29 @@
 namespace tmx {
 namespace {
 
-std::vector<std::unique_ptr<DeviceHooks>>& HooksTable() {
-  static std::vector<std::unique_ptr<DeviceHooks>> table = [] {
-    std::vector<std::unique_ptr<DeviceHooks>> t;
-    t.push_back(MakeCpuHooks());
-    t.push_back(MakeCudaHooks());
-    t.push_back(MakeXpuHooks());
-    t.push_back(MakeMpsHooks());
-    t.push_back(MakeMetaHooks());
-    return t;
+Status Attach(std::unique_ptr<DeviceHooks> hooks) {
+  const std::string type = hooks->type();
+  return AttachDeviceHooks(type, std::shared_ptr<const DeviceHooks>(std::move(hooks)));
+}
+
+// The built-in types' hooks, attached to their entries once, the first time any hooks are asked for: the
+// entries come from the torch-free library, which cannot make them.
+void AttachBuiltinHooks() {
+  static const bool attached = [] {
+    using Make = std::unique_ptr<DeviceHooks> (*)();
+    for (Make make : {MakeCpuHooks, MakeCudaHooks, MakeXpuHooks, MakeMpsHooks, MakeMetaHooks}) {
+      Status s = Attach(make());
+      if (!s.ok()) throw std::logic_error("built-in device hooks: " + s.message());
+    }
+    return true;
   }();
-  return table;
+  (void)attached;
 }
 
 const DeviceHooks* FindHooks(const std::string& type) {
-  for (const auto& h : HooksTable()) {
-    if (h->type() == type) return h.get();
-  }
-  return nullptr;
+  AttachBuiltinHooks();
+  const DeviceTypeTraits* traits = FindDeviceType(type);
+  return traits == nullptr ? nullptr : traits->hooks.get();
 }
 
 DeviceInfo Probed(const DeviceHooks& hooks, const DeviceTypeTraits& traits, int index) {
@@ -49,25 +55,25 @@ at::ScalarType DtypeNamed(const std::string& name) { return name == "bf16" ? at:
 
 }  // namespace
 
-Status RegisterDeviceHooks(std::unique_ptr<DeviceHooks> hooks) {
-  std::string type = hooks->type();
-  if (FindDeviceType(type) == nullptr) {
-    return Status::InvalidArgument("device hooks for '" + type +
-                                   "': the type is not in the device table; call RegisterDeviceType first");
+Status RegisterDeviceType(DeviceTypeTraits traits, std::unique_ptr<DeviceHooks> hooks) {
+  if (hooks == nullptr || hooks->type() != traits.name) {
+    return Status::InvalidArgument("device type '" + traits.name + "': its hooks serve '" +
+                                   (hooks ? hooks->type() : std::string("nothing")) +
+                                   "'; register the hooks whose type() is the type's name");
   }
-  if (FindHooks(type) != nullptr) return Status::InvalidArgument("device hooks for '" + type + "' registered twice");
-  HooksTable().push_back(std::move(hooks));
-  return Status::OK();
+  traits.hooks = std::shared_ptr<const DeviceHooks>(std::move(hooks));
+  return RegisterDeviceType(std::move(traits));
 }
 
-void UnregisterDeviceHooks(const std::string& type) {
-  auto& table = HooksTable();
-  for (size_t i = 5; i < table.size(); ++i) {
-    if (table[i]->type() == type) {
-      table.erase(table.begin() + static_cast<std::ptrdiff_t>(i));
-      return;
-    }
-  }
+Status RegisterDeviceHooks(std::unique_ptr<DeviceHooks> hooks) {
+  AttachBuiltinHooks();  // so that hooks for a built-in type are refused as registered twice
+  return Attach(std::move(hooks));
+}
+
+void UnregisterDeviceHooks(const std::string& type) { DetachDeviceHooks(type); }
+
+const DeviceTypeTraits* DeviceTypeOf(c10::DeviceType type) {
+  return FindDeviceType(c10::DeviceTypeName(type, /*lower_case=*/true));
 }
 
 const DeviceHooks& HooksFor(const std::string& type) {

@@ -1,7 +1,8 @@
-// The torch-side half of the device table: per device type, the hooks that count, probe, synchronise and
-// read the memory of its devices. Each built-in type implements DeviceHooks in its own file
-// (device_cpu.cc, device_cuda.cc, device_xpu.cc, device_mps.cc, device_meta.cc) under the name of its
-// DeviceTypeTraits entry; an out-of-tree backend (PrivateUse1) registers its own with RegisterDeviceHooks.
+// The torch side of the device table: per device type, the hooks that count, probe, synchronise and read the
+// memory of its devices, held by the type's DeviceTypeTraits entry (device_types.h). Each built-in type
+// implements DeviceHooks in its own file (device_cpu.cc, device_cuda.cc, device_xpu.cc, device_mps.cc,
+// device_meta.cc), attached to its entry on first use; an out-of-tree backend (PrivateUse1) registers its
+// traits and hooks in one call, RegisterDeviceType(traits, hooks).
 //
 // Probing runs small operations, so it is done only for the devices a command needs: `tune run` probes the
 // one device its config names, `tune devices` every device. A device type whose hooks are never asked does
@@ -72,14 +73,24 @@ std::unique_ptr<DeviceHooks> MakeXpuHooks();   // device_xpu.cc
 std::unique_ptr<DeviceHooks> MakeMpsHooks();   // device_mps.cc
 std::unique_ptr<DeviceHooks> MakeMetaHooks();  // device_meta.cc
 
-// Adds hooks for a registered device type (an out-of-tree backend); InvalidArgument when the type is not
-// in the device table or already has hooks. Not thread-safe: register at start-up.
+// Registers a device type with its hooks in one entry: how an out-of-tree backend (PrivateUse1 renamed) adds
+// itself. InvalidArgument as the torch-free RegisterDeviceType, and when hooks->type() is not traits.name.
+// Not thread-safe: register at start-up.
+Status RegisterDeviceType(DeviceTypeTraits traits, std::unique_ptr<DeviceHooks> hooks);
+
+// Attaches hooks to a type registered without them (AttachDeviceHooks under hooks->type()); InvalidArgument
+// when the type is not in the device table or already has hooks. Not thread-safe: register at start-up.
 Status RegisterDeviceHooks(std::unique_ptr<DeviceHooks> hooks);
-// Removes hooks added by RegisterDeviceHooks (tests).
+// Detaches hooks added to a type registered after the built-in ones (tests).
 void UnregisterDeviceHooks(const std::string& type);
 
 // The hooks of `type`. REQUIRES: a registered type; every built-in type has hooks (tested).
 const DeviceHooks& HooksFor(const std::string& type);
+
+// The device table's entry for a LibTorch device type (c10's lowercase name: "cuda", or the name an
+// out-of-tree backend gave PrivateUse1), or nullptr when it has none. For code that holds tensors and asks
+// its device type a question (DeviceTypeTraits::own_generator, native_gqa_attention).
+const DeviceTypeTraits* DeviceTypeOf(c10::DeviceType type);
 
 // Every device of every type, cpu first, probed (for `tune devices`).
 std::vector<DeviceInfo> ProbeAllDevices();

@@ -134,6 +134,64 @@ TEST_F(DeviceHooksTest, TuneRunOnCpuDoesNoWorkOnTheFakeType) {
   EXPECT_EQ(calls_.synchronize, 1);
 }
 
+TEST(DeviceRegistrationTest, AnOutOfTreeTypeRegistersWithItsHooksInOneEntry) {
+  Calls calls;
+  DeviceTypeTraits npu;
+  npu.name = "fakegpu";
+  npu.takes_index = true;
+  npu.distributed_backend = "fakeccl";
+  ASSERT_TRUE(RegisterDeviceType(npu, std::make_unique<FakeHooks>(&calls)).ok());
+  const DeviceTypeTraits* entry = FindDeviceType("fakegpu");
+  ASSERT_NE(entry, nullptr);
+  ASSERT_NE(entry->hooks, nullptr);
+  EXPECT_EQ(&HooksFor("fakegpu"), entry->hooks.get());
+  EXPECT_EQ(HooksFor("fakegpu").Count(), 2);
+  // A second registration of the name, with or without hooks, and second hooks are refused, naming it.
+  EXPECT_EQ(RegisterDeviceType(npu, std::make_unique<FakeHooks>(&calls)).message(),
+            "device type 'fakegpu' is registered twice");
+  EXPECT_EQ(RegisterDeviceHooks(std::make_unique<FakeHooks>(&calls)).message(),
+            "device hooks for 'fakegpu' registered twice");
+  UnregisterDeviceType("fakegpu");
+  EXPECT_EQ(FindDeviceType("fakegpu"), nullptr);
+
+  // Hooks must serve the type they are registered with.
+  npu.name = "othergpu";
+  Status mismatched = RegisterDeviceType(npu, std::make_unique<FakeHooks>(&calls));
+  EXPECT_EQ(mismatched.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(mismatched.message().find("its hooks serve 'fakegpu'"), std::string::npos) << mismatched.message();
+  EXPECT_EQ(FindDeviceType("othergpu"), nullptr);
+}
+
+TEST(DeviceRegistrationTest, BuiltInTypesHoldTheirHooksAndRefuseSecondOnes) {
+  for (const DeviceTypeTraits& t : DeviceTypes()) {
+    HooksFor(t.name);
+    EXPECT_NE(t.hooks, nullptr) << t.name;
+  }
+  class SecondCpuHooks final : public DeviceHooks {
+   public:
+    std::string type() const override { return "cpu"; }
+    int Count() const override { return 1; }
+    void Probe(int, DeviceInfo*) const override {}
+    std::optional<MemoryReading> PeakMemory(int) const override { return std::nullopt; }
+  };
+  EXPECT_EQ(RegisterDeviceHooks(std::make_unique<SecondCpuHooks>()).message(), "device hooks for 'cpu' registered twice");
+  UnregisterDeviceHooks("cpu");  // built-in types keep their hooks
+  EXPECT_EQ(HooksFor("cpu").Count(), 1);
+  EXPECT_EQ(dynamic_cast<const SecondCpuHooks*>(&HooksFor("cpu")), nullptr);
+}
+
+TEST(DeviceRegistrationTest, TorchDeviceTypesFindTheirEntries) {
+  ASSERT_NE(DeviceTypeOf(c10::DeviceType::CPU), nullptr);
+  EXPECT_EQ(DeviceTypeOf(c10::DeviceType::CPU)->name, "cpu");
+  EXPECT_FALSE(DeviceTypeOf(c10::DeviceType::CPU)->own_generator);
+  EXPECT_FALSE(DeviceTypeOf(c10::DeviceType::CPU)->native_gqa_attention);
+  ASSERT_NE(DeviceTypeOf(c10::DeviceType::CUDA), nullptr);
+  EXPECT_EQ(DeviceTypeOf(c10::DeviceType::CUDA)->name, "cuda");
+  EXPECT_TRUE(DeviceTypeOf(c10::DeviceType::CUDA)->own_generator);
+  EXPECT_TRUE(DeviceTypeOf(c10::DeviceType::CUDA)->native_gqa_attention);
+  EXPECT_EQ(DeviceTypeOf(c10::DeviceType::Vulkan), nullptr);  // a LibTorch type the table does not know
+}
+
 TEST(DeviceProbeTest, ProbeAllFindsCpuFirstAndCudaWhenPresent) {
   std::vector<DeviceInfo> devices = ProbeAllDevices();
   ASSERT_FALSE(devices.empty());

@@ -1,6 +1,7 @@
 #include "harness/device_types.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "base/text.h"
 
@@ -23,6 +24,8 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cuda.auto_rank = 0;
   cuda.distributed_backend = "nccl";
   cuda.activation_offloading = true;
+  cuda.own_generator = true;
+  cuda.native_gqa_attention = true;
   cuda.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
   cuda.report_rank = 1;
   cuda.doc = "NVIDIA GPUs (and ROCm GPUs in a HIP build of LibTorch)";
@@ -33,6 +36,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   xpu.auto_rank = 1;
   xpu.distributed_backend = "xccl";
   xpu.activation_offloading = true;
+  xpu.own_generator = true;
   xpu.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
   xpu.report_rank = 3;
   xpu.doc = "Intel GPUs";
@@ -52,8 +56,23 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   return {cpu, cuda, xpu, mps, meta};
 }
 
-std::vector<DeviceTypeTraits>& Table() {
-  static std::vector<DeviceTypeTraits> table = BuiltinTypes();
+struct TypeTable {
+  std::vector<DeviceTypeTraits> types;
+  size_t builtin = 0;  // types[0, builtin) are the built-in ones
+};
+
+Status AddType(DeviceTypeTraits traits, std::vector<DeviceTypeTraits>* types);
+
+TypeTable& Table() {
+  static TypeTable table = [] {
+    TypeTable t;
+    for (DeviceTypeTraits& traits : BuiltinTypes()) {
+      Status added = AddType(std::move(traits), &t.types);
+      if (!added.ok()) throw std::logic_error("built-in device table: " + added.message());
+    }
+    t.builtin = t.types.size();
+    return t;
+  }();
   return table;
 }
 
@@ -72,37 +91,59 @@ std::string AcceptedForms() {
   return "accepted: " + JoinStrings(forms, ", ");
 }
 
-}  // namespace
-
-const std::vector<DeviceTypeTraits>& DeviceTypes() { return Table(); }
-
-const DeviceTypeTraits* FindDeviceType(const std::string& name) {
-  for (const DeviceTypeTraits& t : Table()) {
+DeviceTypeTraits* FindIn(std::vector<DeviceTypeTraits>& types, const std::string& name) {
+  for (DeviceTypeTraits& t : types) {
     if (t.name == name) return &t;
   }
   return nullptr;
 }
 
-Status RegisterDeviceType(DeviceTypeTraits traits) {
+// The one way into the table, for built-in and out-of-tree types alike.
+Status AddType(DeviceTypeTraits traits, std::vector<DeviceTypeTraits>* types) {
   if (!IsPlainLowercaseWord(traits.name) || traits.name == "auto") {
     return Status::InvalidArgument("device type '" + traits.name +
                                    "': a device type is a plain lowercase word such as npu (not auto)");
   }
-  if (FindDeviceType(traits.name) != nullptr) {
+  if (FindIn(*types, traits.name) != nullptr) {
     return Status::InvalidArgument("device type '" + traits.name + "' is registered twice");
   }
-  Table().push_back(std::move(traits));
+  types->push_back(std::move(traits));
+  return Status::OK();
+}
+
+}  // namespace
+
+const std::vector<DeviceTypeTraits>& DeviceTypes() { return Table().types; }
+
+const DeviceTypeTraits* FindDeviceType(const std::string& name) { return FindIn(Table().types, name); }
+
+Status RegisterDeviceType(DeviceTypeTraits traits) { return AddType(std::move(traits), &Table().types); }
+
+Status AttachDeviceHooks(const std::string& name, std::shared_ptr<const DeviceHooks> hooks) {
+  DeviceTypeTraits* traits = FindIn(Table().types, name);
+  if (traits == nullptr) {
+    return Status::InvalidArgument("device hooks for '" + name +
+                                   "': the type is not in the device table; call RegisterDeviceType first");
+  }
+  if (traits->hooks != nullptr) return Status::InvalidArgument("device hooks for '" + name + "' registered twice");
+  traits->hooks = std::move(hooks);
   return Status::OK();
 }
 
 void UnregisterDeviceType(const std::string& name) {
-  std::vector<DeviceTypeTraits>& table = Table();
-  size_t builtin = BuiltinTypes().size();
-  for (size_t i = builtin; i < table.size(); ++i) {
-    if (table[i].name == name) {
-      table.erase(table.begin() + static_cast<std::ptrdiff_t>(i));
+  TypeTable& table = Table();
+  for (size_t i = table.builtin; i < table.types.size(); ++i) {
+    if (table.types[i].name == name) {
+      table.types.erase(table.types.begin() + static_cast<std::ptrdiff_t>(i));
       return;
     }
+  }
+}
+
+void DetachDeviceHooks(const std::string& name) {
+  TypeTable& table = Table();
+  for (size_t i = table.builtin; i < table.types.size(); ++i) {
+    if (table.types[i].name == name) table.types[i].hooks.reset();
   }
 }
 

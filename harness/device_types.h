@@ -3,22 +3,29 @@
 // PyTorch's habit (c10's DeviceGuardImplInterface, registered once per type): everything that depends on
 // the device type reads its entry here instead of switching on names. The entry holds what is known
 // without running anything (spelling, index, auto order, collective backend, which features the type
-// offers); the torch-side hooks that probe, synchronise and read memory are its twin in device_hooks.h,
-// registered under the same name.
+// offers) and, in programs that link LibTorch, the torch-side hooks that probe, synchronise and read memory
+// (device_hooks.h), so that a type's facts live in one entry under one name.
 //
-// Adding a device type: a DeviceTypeTraits entry in device_types.cc (or RegisterDeviceType for an
-// out-of-tree backend), its DeviceHooks in device_<type>.cc, and a test. Out-of-tree backends appear in
-// PyTorch as PrivateUse1 under the name the backend gave it (torch.utils.rename_privateuse1_backend, e.g.
-// "npu"); such a backend registers both its traits and its hooks under that name before the first device
-// is parsed, and then is a device type like any other.
+// Every type is added by RegisterDeviceType. The built-in ones (cpu, cuda, xpu, mps, meta) are registered
+// by this file when the table is first read; this library is torch-free, so their hooks are attached to
+// their entries by tm_harness (device_hooks.cc) on first use. An out-of-tree backend appears in PyTorch as
+// PrivateUse1 under the name the backend gave it (torch.utils.rename_privateuse1_backend, e.g. "npu"); it
+// registers its traits with its hooks in one call (device_hooks.h's RegisterDeviceType) before the first
+// device is parsed, and then is a device type like any other.
+//
+// Adding a built-in device type: its DeviceTypeTraits in BuiltinTypes() (device_types.cc), its DeviceHooks
+// in device_<type>.cc (one line in device_hooks.cc's AttachBuiltinHooks), and a test.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 
 namespace tmx {
+
+class DeviceHooks;  // device_hooks.h, in the torch-side library
 
 struct DeviceTypeTraits {
   // How configs and the command line spell the type: "cpu", "cuda".
@@ -27,7 +34,8 @@ struct DeviceTypeTraits {
   bool takes_index = false;
   // device=auto tries types in ascending auto_rank and takes the first present; -1 never chooses it.
   int auto_rank = -1;
-  // The c10d collective backend distributed recipes use on this type: "gloo", "nccl", "xccl"; "" none.
+  // The c10d collective backend distributed recipes use on this type: "gloo", "nccl", "xccl"; "" none. The
+  // backend's own entry (recipes/distributed/collective_backends.h) says whether this LibTorch has it.
   std::string distributed_backend;
   // Ranks a distributed recipe's matrix cell starts on one device of this type: processes that share the
   // device (cpu: 2 gloo ranks sharing the host's cores and memory), or 1 where each rank needs a device of
@@ -41,10 +49,19 @@ struct DeviceTypeTraits {
   // host's, so the matrix also limits a cell's resident memory), the device's caching allocator, or nowhere.
   enum class PeakMemory { kProcessRss, kAllocator, kNone };
   PeakMemory peak_memory = PeakMemory::kNone;
+  // Whether each device of the type has a random generator of its own (beside the cpu one) that activation
+  // checkpointing must save and replay, so recomputed dropout draws the same mask.
+  bool own_generator = false;
+  // Whether SDPA's grouped-query attention is a fused kernel on this type in half precision (flash
+  // attention). Where it is not, the decoder repeats k/v itself so the other fused kernels stay usable.
+  bool native_gqa_attention = false;
   // Column order of reports: ascending, then by name.
   int report_rank = 100;
   // One line for `tune devices` and error messages.
   std::string doc;
+  // The torch-side hooks (device_hooks.h; ask them through HooksFor). Null in torch-free programs, and for
+  // a built-in type until tm_harness attached its hooks.
+  std::shared_ptr<const DeviceHooks> hooks;
 };
 
 // Every registered type: the built-in cpu, cuda, xpu, mps and meta, then registered ones in order.
@@ -53,12 +70,20 @@ const std::vector<DeviceTypeTraits>& DeviceTypes();
 // The entry named `name`, or nullptr.
 const DeviceTypeTraits* FindDeviceType(const std::string& name);
 
-// Adds an out-of-tree type (PrivateUse1 renamed). InvalidArgument for a name that is taken, empty, or not a
-// plain lowercase word. Not thread-safe: register at start-up, before devices are parsed.
+// Adds a device type (built-in, or out of tree: PrivateUse1 renamed), with its hooks when traits.hooks is
+// set. InvalidArgument for a name that is taken, empty, or not a plain lowercase word. Not thread-safe:
+// register at start-up, before devices are parsed.
 Status RegisterDeviceType(DeviceTypeTraits traits);
 
-// Removes a type added by RegisterDeviceType (tests); built-in types stay.
+// Gives a registered type without hooks its hooks (tm_harness, for the built-in types). InvalidArgument when
+// the type is not registered or already has hooks.
+Status AttachDeviceHooks(const std::string& name, std::shared_ptr<const DeviceHooks> hooks);
+
+// Removes a type added after the built-in ones, with its hooks (tests); built-in types stay.
 void UnregisterDeviceType(const std::string& name);
+
+// Takes the hooks back from a type added after the built-in ones (tests); built-in types keep theirs.
+void DetachDeviceHooks(const std::string& name);
 
 // Sorts and de-duplicates device type names into report order (report_rank, then name; unknown names last).
 std::vector<std::string> OrderDeviceTypes(std::vector<std::string> device_types);

@@ -73,6 +73,20 @@ TEST(DeviceTypesTest, AnOutOfTreeTypeRegistersOnceAndIsThenParsed) {
   EXPECT_FALSE(RegisterDeviceType(bad).ok());
 }
 
+TEST(DeviceTypesTest, BuiltInTypesAreRegisteredAsAnyOtherAndStay) {
+  // Re-registering a built-in name is refused like any duplicate, and unregistering one does nothing.
+  DeviceTypeTraits cpu;
+  cpu.name = "cpu";
+  EXPECT_EQ(RegisterDeviceType(cpu).message(), "device type 'cpu' is registered twice");
+  UnregisterDeviceType("cpu");
+  ASSERT_NE(FindDeviceType("cpu"), nullptr);
+  EXPECT_EQ(FindDeviceType("cpu")->distributed_backend, "gloo");
+  // This torch-free program attaches no hooks; hooks for an unknown type are refused, naming the fix.
+  EXPECT_EQ(FindDeviceType("cpu")->hooks, nullptr);
+  EXPECT_EQ(AttachDeviceHooks("npu", nullptr).message(),
+            "device hooks for 'npu': the type is not in the device table; call RegisterDeviceType first");
+}
+
 TEST(DeviceTypesTest, ReportOrderIsTheTablesThenAlphabetical) {
   EXPECT_EQ(OrderDeviceTypes({"tpu", "xpu", "hpu", "cuda", "mps", "cpu", "cuda"}),
             (std::vector<std::string>{"cpu", "cuda", "mps", "xpu", "hpu", "tpu"}));

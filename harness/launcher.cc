@@ -4,28 +4,58 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
+
+#include "base/subprocess.h"
 
 namespace tmx {
 namespace {
 
-std::string DescribeWait(int status, int* exit_code) {
-  if (WIFEXITED(status)) {
-    *exit_code = WEXITSTATUS(status);
-    return "exited with code " + std::to_string(WEXITSTATUS(status));
+using matrix::Subprocess;
+using matrix::SubprocessOptions;
+using matrix::SubprocessResult;
+using matrix::SubprocessSet;
+
+// How a rank ended, in the words of LaunchResult::failure; false when it succeeded, or when its status was
+// lost (reaped elsewhere), which the launcher has never counted as a failure.
+bool DescribeFailure(const SubprocessResult& r, std::string* failure, int* exit_code) {
+  if (r.exit_code) {
+    if (*r.exit_code == 0) return false;
+    *exit_code = *r.exit_code;
+    *failure = "exited with code " + std::to_string(*r.exit_code);
+    return true;
   }
-  int sig = WTERMSIG(status);
+  if (!r.term_signal) return false;
+  const int sig = *r.term_signal;
   *exit_code = 128 + sig;
   const char* name = ::strsignal(sig);
-  return "was killed by signal " + std::to_string(sig) + (name != nullptr ? " (" + std::string(name) + ")" : "");
+  *failure = "was killed by signal " + std::to_string(sig) + (name != nullptr ? " (" + std::string(name) + ")" : "");
+  return true;
 }
 
-bool Failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+// Installs the interrupt handlers unless someone already did, and undoes exactly that on destruction.
+class InterruptScope {
+ public:
+  InterruptScope() : owned_(!SubprocessSet::interrupt_handlers_installed()) {}
+  Status Install() { return owned_ ? SubprocessSet::InstallInterruptHandlers() : Status::OK(); }
+  ~InterruptScope() {
+    if (!owned_) return;
+    SubprocessSet::UninstallInterruptHandlers();
+    SubprocessSet::ResetInterrupt();
+  }
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  bool owned_;
+};
 
 }  // namespace
 
@@ -47,80 +77,84 @@ StatusOr<int> FreeLocalPort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
+std::vector<std::pair<std::string, std::string>> RankEnvironment(const LaunchOptions& options, int rank, int port) {
+  const std::string n = std::to_string(options.nproc);
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"RANK", std::to_string(rank)}, {"LOCAL_RANK", std::to_string(rank)}, {"WORLD_SIZE", n},
+      {"LOCAL_WORLD_SIZE", n},        {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", std::to_string(port)}};
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp == nullptr || *omp == '\0') {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned ranks = static_cast<unsigned>(std::max(1, options.nproc));
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / ranks)));
+  }
+  // Later entries win in SubprocessOptions::env, so options.env overrides torchrun's variables.
+  for (const auto& kv : options.env) env.push_back(kv);
+  return env;
+}
+
 StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
   if (options.nproc < 1 || options.argv.empty()) {
     return Status::InvalidArgument("--nproc_per_node must be at least 1");
   }
   StatusOr<int> port = FreeLocalPort();
   TM_RETURN_IF_ERROR(port.status());
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(options.nproc)));
-  const std::string n = std::to_string(options.nproc);
+  InterruptScope interrupts;
+  TM_RETURN_IF_ERROR(interrupts.Install());
 
-  std::vector<pid_t> pids;
-  auto stop_all = [&](int sig) {
-    for (pid_t p : pids) {
-      if (p > 0) ::kill(p, sig);
-    }
-  };
+  // Declared after the scope: the set (which stops whatever still runs) goes first.
+  SubprocessSet set;
+  std::vector<Subprocess*> ranks;
   for (int rank = 0; rank < options.nproc; ++rank) {
-    std::vector<std::pair<std::string, std::string>> env = {
-        {"RANK", std::to_string(rank)}, {"LOCAL_RANK", std::to_string(rank)}, {"WORLD_SIZE", n},
-        {"LOCAL_WORLD_SIZE", n},        {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", std::to_string(*port)}};
-    const char* omp = std::getenv("OMP_NUM_THREADS");
-    if (omp == nullptr || *omp == '\0') env.emplace_back("OMP_NUM_THREADS", threads);
-    for (const auto& kv : options.env) env.push_back(kv);
-    std::vector<char*> argv;
-    for (const std::string& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = ::fork();
-    if (pid < 0) {
-      std::string why = std::strerror(errno);
-      stop_all(SIGKILL);
-      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
-      return Status::Unavailable("starting rank " + std::to_string(rank) + ": fork: " + why);
+    SubprocessOptions o;
+    o.argv = options.argv;
+    o.env = RankEnvironment(options, rank, *port);
+    o.kill_grace_s = options.kill_grace_s;
+    o.own_process_group = false;
+    o.inherit_output = true;
+    StatusOr<Subprocess*> started = set.Add(o);
+    if (!started.ok()) {
+      // The set's destructor stops the ranks already started.
+      return Status::Unavailable("starting rank " + std::to_string(rank) + ": " + started.status().message());
     }
-    if (pid == 0) {
-      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      ::execv(argv[0], argv.data());
-      std::fprintf(stderr, "error: starting rank %d: %s: %s\n", rank, argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    pids.push_back(pid);
+    ranks.push_back(*started);
   }
+  auto rank_of = [&](const Subprocess* sub) {
+    return static_cast<int>(std::find(ranks.begin(), ranks.end(), sub) - ranks.begin());
+  };
 
   LaunchResult result;
-  std::vector<bool> done(pids.size(), false);
-  size_t remaining = pids.size();
-  std::optional<std::chrono::steady_clock::time_point> kill_at;
-  while (remaining > 0) {
-    bool reaped = false;
-    for (size_t r = 0; r < pids.size(); ++r) {
-      if (done[r]) continue;
-      int status = 0;
-      pid_t got = ::waitpid(pids[r], &status, WNOHANG);
-      if (got == 0) continue;
-      done[r] = true;
-      pids[r] = -1;
-      --remaining;
-      reaped = true;
-      if (got < 0) continue;  // reaped elsewhere: its status is lost
-      if (Failed(status) && !result.failed_rank) {
-        result.failed_rank = static_cast<int>(r);
-        result.failure = DescribeWait(status, &result.exit_code);
-        for (size_t o = 0; o < pids.size(); ++o) {
-          if (!done[o]) result.stopped_ranks.push_back(static_cast<int>(o));
-        }
-        stop_all(SIGTERM);
-        kill_at = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(options.kill_grace_s * 1000));
+  std::vector<std::unique_ptr<Subprocess>> finished;  // keeps the pointers in `ranks` valid
+  auto stop_others = [&] {
+    for (const Subprocess* sub : ranks) {
+      if (!sub->Done()) result.stopped_ranks.push_back(rank_of(sub));
+    }
+    set.TerminateAll();
+  };
+  while (set.running() > 0 || finished.size() < ranks.size()) {
+    if (set.DoWork() && result.interrupt_signal == 0 && !result.failed_rank) {
+      // DoWork already terminated every rank; the ones it stopped are those that were running.
+      result.interrupt_signal = SubprocessSet::interrupt_signal();
+      for (const Subprocess* sub : ranks) {
+        if (sub->result().interrupted) result.stopped_ranks.push_back(rank_of(sub));
       }
     }
-    if (kill_at && std::chrono::steady_clock::now() >= *kill_at) {
-      stop_all(SIGKILL);
-      kill_at.reset();
+    while (std::unique_ptr<Subprocess> done = set.NextFinished()) {
+      const int rank = rank_of(done.get());
+      std::string failure;
+      int exit_code = 0;
+      const bool stopped_by_us = done->result().interrupted;
+      if (!stopped_by_us && !result.failed_rank && result.interrupt_signal == 0 &&
+          DescribeFailure(done->result(), &failure, &exit_code)) {
+        result.failed_rank = rank;
+        result.failure = failure;
+        result.exit_code = exit_code;
+        finished.push_back(std::move(done));
+        stop_others();
+        continue;
+      }
+      finished.push_back(std::move(done));
     }
-    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return result;
 }

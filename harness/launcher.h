@@ -5,7 +5,12 @@
 // environment: RANK and LOCAL_RANK (0..N-1), WORLD_SIZE and LOCAL_WORLD_SIZE (N), MASTER_ADDR (127.0.0.1) and
 // MASTER_PORT (a free port). OMP_NUM_THREADS, unless set (to something), is the machine's cores divided among the ranks
 // (torchrun sets 1), so N ranks on one host do not oversubscribe it. The ranks stay in the launcher's process
-// group: whoever stops the launcher's group (the matrix, a terminal's Ctrl-C) stops every rank.
+// group: whoever stops the launcher's group (the matrix, a terminal's Ctrl-C) stops every rank. A SIGINT,
+// SIGTERM or SIGHUP sent to the launcher alone stops them too, instead of leaving them orphaned.
+//
+// The ranks are children of base/subprocess.h's SubprocessSet (own_process_group and inherit_output off and
+// on): each rank's whole environment is built before fork(), so a multi-threaded launcher calls nothing
+// unsafe in the child. Their stdin is /dev/null; their stdout and stderr are the launcher's.
 #pragma once
 
 #include <optional>
@@ -31,12 +36,21 @@ struct LaunchResult {
   std::optional<int> failed_rank;
   std::string failure;  // "exited with code 3", "was killed by signal 9 (Killed)"
   int exit_code = 0;    // the failed rank's code (128 + signal when killed); 0 when every rank succeeded
-  std::vector<int> stopped_ranks;  // ranks the launcher terminated after the failure
+  std::vector<int> stopped_ranks;  // ranks the launcher terminated after the failure or the interrupt
+  // The SIGINT, SIGTERM or SIGHUP that reached the launcher while the ranks ran, 0 if none. The launcher then
+  // stopped every rank still running; failed_rank stays empty.
+  int interrupt_signal = 0;
 };
 
 // Starts the ranks and waits for all of them. Unavailable when a rank cannot be started (the ranks already
-// started are stopped).
+// started are stopped). Unless the caller installed them already, installs SubprocessSet's interrupt handlers
+// for SIGINT, SIGTERM and SIGHUP while it runs, and restores the previous ones (and forgets the signal,
+// which the result reports) before it returns.
 StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options);
+
+// The variables rank `rank` gets on top of the launcher's environment: torchrun's, OMP_NUM_THREADS unless
+// the launcher's is set and non-empty, then options.env (which wins).
+std::vector<std::pair<std::string, std::string>> RankEnvironment(const LaunchOptions& options, int rank, int port);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
 StatusOr<int> FreeLocalPort();

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iomanip>
 
@@ -257,6 +258,12 @@ int LaunchRun(const std::vector<std::string>& args, int nproc, const Config& con
   }
   StatusOr<LaunchResult> result = LaunchRanks(options);
   if (!result.ok()) return Fail(err, result.status());
+  if (result->interrupt_signal != 0) {
+    const char* name = ::strsignal(result->interrupt_signal);
+    err << "error: tune run: interrupted by signal " << result->interrupt_signal
+        << (name != nullptr ? " (" + std::string(name) + ")" : "") << "; stopped the ranks\n";
+    return kExitInterrupted;
+  }
   if (!result->failed_rank) return kExitOk;
   const std::string what = "rank " + std::to_string(*result->failed_rank) + " of " + std::to_string(nproc) + " " +
                            result->failure;

@@ -1,6 +1,7 @@
 #include "recipes/train_schema.h"
 
 #include "base/text.h"
+#include "recipes/distributed/collective_backends.h"
 #include "recipes/distributed/process_group.h"
 
 namespace tmx::recipes {
@@ -146,8 +147,9 @@ std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* d
                     "device=cpu (gloo) or a GPU (nccl)", true);
     } else if (!BackendBuilt(backend, &why_not)) {
       add("device", "distributed training on " + device->id + " needs " + backend + " process groups: " + why_not, true);
-    } else if (backend == "gloo" && device->type != "cpu") {
-      add("device", "the gloo collectives here move cpu tensors only, not " + device->type + " ones; use device=cpu",
+    } else if (const CollectiveBackend* entry = FindCollectiveBackend(backend); !entry->Serves(device->type)) {
+      add("device", "the " + backend + " collectives here move " + JoinStrings(entry->device_types, " and ") +
+                        " tensors only, not " + device->type + " ones; use device=" + entry->device_types.front(),
           true);
     }
   }

@@ -9,9 +9,11 @@
 //   misbehave garbage       prints binary junk and very long lines, then "END-OF-GARBAGE", exits 3
 //   misbehave spew N        prints "line 0" ... "line N-1"
 //   misbehave env NAME      prints NAME's value, or "<unset>"
+//   misbehave envs NAME...  prints "NAME=value" (or "NAME=<unset>") for each, on one line in one write
 //   misbehave pwd           prints the current directory
 //   misbehave ignore-term   ignores SIGTERM, prints "ignoring SIGTERM", hangs
 //   misbehave stdin         reads stdin to its end and prints how many bytes it got
+//   misbehave sleep S       sleeps S seconds (no grandchild), prints "slept", exits 0
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -37,8 +39,8 @@ void NoCoreDumps() {
 }
 
 int Usage() {
-  std::fprintf(stderr, "usage: misbehave ok|exit N|crash|abort|hang|alloc MB|garbage|spew N|env NAME|pwd|"
-                       "ignore-term|stdin\n");
+  std::fprintf(stderr, "usage: misbehave ok|exit N|crash|abort|hang|alloc MB|garbage|spew N|env NAME|envs NAME...|pwd|"
+                       "ignore-term|stdin|sleep S\n");
   return 2;
 }
 
@@ -105,6 +107,18 @@ int main(int argc, char** argv) {
     std::printf("%s\n", value ? value : "<unset>");
     return 0;
   }
+  if (mode == "envs" && arg) {
+    // One write, so that the lines of processes writing to one file at once do not interleave.
+    std::string line;
+    for (int i = 2; i < argc; ++i) {
+      const char* value = std::getenv(argv[i]);
+      line += std::string(i > 2 ? " " : "") + argv[i] + "=" + (value ? value : "<unset>");
+    }
+    line += "\n";
+    ssize_t ignored = write(1, line.data(), line.size());
+    (void)ignored;
+    return 0;
+  }
   if (mode == "pwd") {
     char buf[4096];
     if (!getcwd(buf, sizeof buf)) return 1;
@@ -123,6 +137,11 @@ int main(int argc, char** argv) {
     ssize_t n;
     while ((n = read(0, buf, sizeof buf)) > 0) total += n;
     std::printf("stdin bytes %ld\n", total);
+    return 0;
+  }
+  if (mode == "sleep" && arg) {
+    sleep(static_cast<unsigned>(std::atoi(arg)));
+    std::printf("slept\n");
     return 0;
   }
   return Usage();

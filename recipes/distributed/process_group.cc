@@ -6,12 +6,9 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
-#if defined(TM_HAVE_GLOO) && defined(USE_C10D_GLOO)
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
-#if defined(TM_HAVE_NCCL) && defined(USE_C10D_NCCL)
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
+
+#include "base/text.h"
+#include "recipes/distributed/collective_backends.h"
 
 namespace tmx::recipes {
 namespace {
@@ -70,18 +67,16 @@ StatusOr<DistEnv> DistEnv::FromEnvironment() {
 
 bool BackendBuilt(const std::string& backend, std::string* why_not) {
   std::string reason;
-  if (backend == "gloo") {
-#if !(defined(TM_HAVE_GLOO) && defined(USE_C10D_GLOO))
-    reason = "this build has no gloo process groups (the gloo headers were missing when it was configured); "
-             "install libgloo-dev (scripts/setup.sh does) and rebuild";
-#endif
-  } else if (backend == "nccl") {
-#if !(defined(TM_HAVE_NCCL) && defined(USE_C10D_NCCL))
-    reason = "this build has no NCCL process groups (it needs a LibTorch built with CUDA and nccl.h when "
-             "configured); build against a CUDA LibTorch with the CUDA toolkit present";
-#endif
+  if (const CollectiveBackend* entry = FindCollectiveBackend(backend)) {
+    if (!entry->create) reason = entry->unavailable;
   } else {
-    reason = "no process group backend '" + backend + "' is built here (gloo and nccl are)";
+    std::vector<std::string> built;
+    for (const CollectiveBackend& b : CollectiveBackends()) {
+      if (b.create) built.push_back(b.name);
+    }
+    const std::string which =
+        built.empty() ? "none is" : JoinStrings(built, " and ") + (built.size() == 1 ? " is" : " are");
+    reason = "no process group backend '" + backend + "' is built here (" + which + ")";
   }
   if (why_not != nullptr) *why_not = reason;
   return reason.empty();
@@ -104,21 +99,7 @@ StatusOr<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(const c10::intrusiv
   if (!BackendBuilt(backend, &why_not)) return Status::Unavailable(why_not);
   c10::intrusive_ptr<c10d::Backend> made;
   try {
-#if defined(TM_HAVE_GLOO) && defined(USE_C10D_GLOO)
-    if (backend == "gloo") {
-      auto options = c10d::ProcessGroupGloo::Options::create();
-      options->timeout = timeout;
-      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      made = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
-    }
-#endif
-#if defined(TM_HAVE_NCCL) && defined(USE_C10D_NCCL)
-    if (backend == "nccl") {
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = timeout;
-      made = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
-    }
-#endif
+    made = FindCollectiveBackend(backend)->create(store, rank, world_size, timeout);
   } catch (const std::exception& e) {
     std::string what = e.what();
     return Status::Unavailable("forming the " + backend + " process group of " + std::to_string(world_size) +
@@ -193,7 +174,9 @@ void ProcessGroup::Barrier() {
 double ProcessGroup::AllReduceScalar(double value, ReduceOp op) {
   if (size_ == 1) return value;
   at::Tensor t = torch::full({1}, value, torch::TensorOptions().dtype(torch::kDouble));
-  if (backend_name_ == "nccl") t = t.to(torch::kCUDA);
+  // The scalar goes where the backend's collectives move tensors (nccl: the current cuda device).
+  const CollectiveBackend* entry = FindCollectiveBackend(backend_name_);
+  if (entry != nullptr) t = t.to(torch::Device(entry->device_types.front()));
   AllReduce(t, op);
   return t.cpu().item<double>();
 }

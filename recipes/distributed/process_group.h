@@ -1,6 +1,6 @@
 // A process group for the distributed recipes: the ranks of one run, rendezvoused through a TCP store with
 // torchrun's environment, and the few collectives the recipes use, over LibTorch's c10d backends (gloo on
-// cpu, NCCL on cuda: the device table's `distributed_backend`).
+// cpu, NCCL on cuda: the device table's `distributed_backend`, created by collective_backends.h's entry).
 //
 // Every collective blocks until it is done on this rank, and fails (throws c10::Error, as c10d does) when a
 // peer does not join within the group's timeout, so a crashed or hung rank ends the others in bounded time.
@@ -38,7 +38,8 @@ struct DistEnv {
   static StatusOr<DistEnv> FromEnvironment();
 };
 
-// Whether this build can form process groups with `backend` ("gloo", "nccl"), and why not when it cannot.
+// Whether this build can form process groups with `backend` ("gloo", "nccl": an entry of collective_backends.h
+// with a way to create it), and why not when it cannot.
 bool BackendBuilt(const std::string& backend, std::string* why_not = nullptr);
 
 // How long a collective waits for every rank before failing (the default of ProcessGroupOptions::timeout).

@@ -7,7 +7,7 @@
 // every layer's weights, gradients and optimizer state.
 //
 // The weights outside the layers stay whole on every rank and go through DataParallel (data_parallel.h).
-// Recomputing replays the generator states (models::RngStates: the CPU's and the layer's CUDA device's), so
+// Recomputing replays the generator states (models::RngStates: the CPU's and the layer's device's own), so
 // dropout masks repeat.
 #pragma once
 

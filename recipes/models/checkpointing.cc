@@ -6,6 +6,8 @@
 #include <optional>
 #include <utility>
 
+#include "harness/device_hooks.h"
+
 namespace tmx::models {
 namespace {
 
@@ -26,16 +28,17 @@ void SetGeneratorState(const at::Device& device, const at::Tensor& state) {
 RngStates RngStates::Capture(const at::Device& device) {
   RngStates states;
   states.cpu = GeneratorState(at::Device(at::kCPU));
-  if (device.is_cuda()) {
-    states.cuda_device = device;
-    states.cuda = GeneratorState(device);
+  const DeviceTypeTraits* type = DeviceTypeOf(device.type());
+  if (type != nullptr && type->own_generator) {
+    states.device = device;
+    states.device_state = GeneratorState(device);
   }
   return states;
 }
 
 void RngStates::Restore() const {
   SetGeneratorState(at::Device(at::kCPU), cpu);
-  if (cuda_device) SetGeneratorState(*cuda_device, cuda);
+  if (device) SetGeneratorState(*device, device_state);
 }
 
 ScopedRngReplay::ScopedRngReplay(const RngStates& replay, const at::Device& device)

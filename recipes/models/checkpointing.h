@@ -11,12 +11,13 @@
 
 namespace tmx::models {
 
-// The random generator states a recompute must replay: the CPU generator's and, for a CUDA device, that
-// device's. Used by Checkpoint below and by the fully sharded layers' recompute.
+// The random generator states a recompute must replay: the CPU generator's and, for a device whose type has
+// a generator of its own (the device table's own_generator: cuda, xpu), that device's. Used by Checkpoint
+// below and by the fully sharded layers' recompute.
 struct RngStates {
   at::Tensor cpu;
-  std::optional<at::Device> cuda_device;
-  at::Tensor cuda;
+  std::optional<at::Device> device;  // set when the device's own generator was captured
+  at::Tensor device_state;
 
   static RngStates Capture(const at::Device& device);
   void Restore() const;

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "harness/device_hooks.h"
 #include "recipes/models/checkpointing.h"
 #include "recipes/models/init.h"
 
@@ -48,10 +49,13 @@ std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora) {
   return on ? std::optional<LoraAdapterOptions>(lora.adapter) : std::nullopt;
 }
 
-// SDPA's native grouped-query path is a fused kernel only in flash attention (CUDA, half precision); elsewhere
-// it falls back to the math kernel, so repeating k/v keeps the memory-efficient and CPU fused kernels usable.
+// SDPA's native grouped-query path is a fused kernel only in flash attention (the device table's
+// native_gqa_attention: cuda, half precision); elsewhere it falls back to the math kernel, so repeating k/v
+// keeps the memory-efficient and CPU fused kernels usable.
 bool UseNativeGqa(const torch::Tensor& q) {
-  return q.is_cuda() && (q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kHalf);
+  if (q.scalar_type() != torch::kBFloat16 && q.scalar_type() != torch::kHalf) return false;
+  const DeviceTypeTraits* type = DeviceTypeOf(q.device().type());
+  return type != nullptr && type->native_gqa_attention;
 }
 
 // [T, T] bool, true where query i may attend to key j: j <= i and, with a window, i - j < window.
