@@ -1,7 +1,8 @@
-// The single-device fine-tuning recipes: full_finetune_single_device and lora_finetune_single_device.
+// The fine-tuning recipes: full_finetune_single_device, lora_finetune_single_device, full_finetune_distributed
+// and lora_finetune_distributed.
 //
-// One training loop serves both (TrainKind tells them apart: what trains and what is saved); the setup is
-// train_setup.h's steps. Every logged step goes to stdout and to the metrics file; at the end, or on
+// One training loop serves all four (TrainKind tells them apart: what trains and what is saved); the setup is
+// train_setup.h's steps, spread over devices by parallelism.h. Every logged step goes to stdout and to the metrics file; at the end, or on
 // failure, the run writes <output_dir>/summary.json (harness/run_summary.h), which tune-matrix reads.
 // `config` must have its schema defaults applied (LoadResolvedConfig with the recipe does it).
 #pragma once
@@ -19,5 +20,9 @@ namespace tmx::recipes {
 // data_parallel_shard_dim=1. Rank 0 alone prints progress and writes metrics, checkpoints and summary.json
 // (whose peak memory is the largest rank's and tokens those of every rank).
 Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed = false);
+
+// The recipe's registry entry: name, doc, its configs (configs/MANIFEST), schema and checks, how it runs, how a
+// matrix cell is estimated and budgeted. builtin.cc registers the four.
+RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch);
 
 }  // namespace tmx::recipes
