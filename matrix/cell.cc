@@ -12,11 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::pair<CellStatus, const char*> kStatusNames[] = {
-    {CellStatus::kRuns, "runs"},         {CellStatus::kFails, "fails"},
-    {CellStatus::kInvalid, "invalid"},   {CellStatus::kTooLarge, "too_large"},
-    {CellStatus::kTimeout, "timeout"},   {CellStatus::kTooSlow, "too_slow"},
-};
 
 // JSON has no NaN or infinity, and a non-finite loss is exactly what a failing cell may report, so those
 // values travel as the strings "nan", "inf" and "-inf".
@@ -283,28 +278,49 @@ Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t
   return CheckVerifiedAt(r.provenance.verified_at, now, check);
 }
 
-const char* CellStatusName(CellStatus s) {
-  for (const auto& [status, name] : kStatusNames) {
-    if (status == s) return name;
-  }
-  return "unknown";
+const std::vector<CellStatusInfo>& CellStatuses() {
+  // status, name, symbol, description, started, rank, listed
+  static const std::vector<CellStatusInfo> statuses = {
+      {CellStatus::kRuns, "runs", "✅", "trained the budgeted steps with finite loss", true, 0, 0},
+      {CellStatus::kFails, "fails", "❌", "crashed, ran out of memory, non-finite loss or non-zero exit", true, 2, 1},
+      {CellStatus::kInvalid, "invalid", "🚫", "the recipe rejects the config on this device", false, 5, 5},
+      {CellStatus::kTooLarge, "too_large", "⛔", "predicted peak memory exceeds the device's; not started", false, 4,
+       4},
+      {CellStatus::kTimeout, "timeout", "⏱", "killed at the wall-clock limit", true, 1, 2},
+      {CellStatus::kTooSlow, "too_slow", "🐢",
+       "predicted to take longer than the cell budget on this device; not started", false, 3, 3},
+  };
+  return statuses;
 }
+
+const CellStatusInfo& StatusInfo(CellStatus s) {
+  // Rows are in enum order (cell_test checks it).
+  return CellStatuses().at(static_cast<size_t>(s));
+}
+
+const CellStatusInfo* FindCellStatus(const std::string& name) {
+  for (const CellStatusInfo& info : CellStatuses()) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+const char* CellStatusName(CellStatus s) { return StatusInfo(s).name; }
 
 std::string CellStatusNames() {
   std::string names;
-  for (const auto& [status, name] : kStatusNames) names += (names.empty() ? "" : ", ") + std::string(name);
+  for (const CellStatusInfo& info : CellStatuses()) names += (names.empty() ? "" : ", ") + std::string(info.name);
   return names;
 }
 
-bool CellStarted(CellStatus s) {
-  return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout;
-}
+bool CellStarted(CellStatus s) { return StatusInfo(s).started; }
+
+bool IsRunsStatus(const std::string& name) { return name == CellStatusName(CellStatus::kRuns); }
 
 std::optional<CellStatus> ParseCellStatus(const std::string& name) {
-  for (const auto& [status, n] : kStatusNames) {
-    if (name == n) return status;
-  }
-  return std::nullopt;
+  const CellStatusInfo* info = FindCellStatus(name);
+  if (info == nullptr) return std::nullopt;
+  return info->status;
 }
 
 nlohmann::json ToJson(const CellResult& r) {

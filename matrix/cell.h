@@ -26,13 +26,36 @@ enum class CellStatus {
   kTimeout,   // killed at the wall-clock limit
   kTooSlow,   // predicted wall time (at the rate measured on this device type) exceeds the cell budget; not started
 };
+
+// What is known of a status, in one table (CellStatuses) that journals, config metadata, the Markdown, JSON,
+// JUnit and HTML reports and the page's script all read: a new status is one enum value and one row.
+struct CellStatusInfo {
+  CellStatus status;
+  const char* name;         // "runs": how journals, config metadata and reports spell it
+  const char* symbol;       // what the Markdown report puts before the name, e.g. "✅"
+  const char* description;  // one line for a reader (the page's legend)
+  // Whether a cell with this outcome started a child (runs, fails, timeout), rather than being recorded from
+  // the plan alone (invalid, too_large, too_slow).
+  bool started;
+  // Sort order of a device column on the page: what runs first, then what might with another budget, then
+  // the rest (0 first; every rank distinct).
+  int rank;
+  // Position in the page's legend and status filter (0 first; every position distinct).
+  int listed;
+};
+// One row per CellStatus, in enum order (the order messages list them).
+const std::vector<CellStatusInfo>& CellStatuses();
+const CellStatusInfo& StatusInfo(CellStatus s);
+// The row named `name`, or nullptr.
+const CellStatusInfo* FindCellStatus(const std::string& name);
+
 const char* CellStatusName(CellStatus s);                    // "runs", "fails", ...
 std::optional<CellStatus> ParseCellStatus(const std::string& name);
 // Every status name, comma-separated, for messages: "runs, fails, invalid, too_large, timeout, too_slow".
 std::string CellStatusNames();
-// Whether a cell with this outcome started a child (runs, fails, timeout), rather than being recorded from
-// the plan alone (invalid, too_large, too_slow).
-bool CellStarted(CellStatus s);
+bool CellStarted(CellStatus s);  // StatusInfo(s).started
+// Whether a status name (as config metadata holds it) is "runs".
+bool IsRunsStatus(const std::string& name);
 
 struct CellKey {
   std::string config;  // built-in config name, e.g. "llama3_2/1B_lora_single_device"

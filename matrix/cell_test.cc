@@ -3,6 +3,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -69,6 +71,44 @@ TEST(CellStatusTest, NamesRoundTrip) {
   }
   EXPECT_EQ(ParseCellStatus("Runs"), std::nullopt);
   EXPECT_EQ(ParseCellStatus(""), std::nullopt);
+}
+
+// The status table: one row per CellStatus in enum order (StatusInfo indexes it), names that round-trip,
+// and distinct ranks and listing positions that cover 0..n-1 (the page sorts and lists by them).
+TEST(CellStatusTest, TheTableHasOneRowPerStatus) {
+  const std::vector<CellStatusInfo>& rows = CellStatuses();
+  constexpr size_t kStatuses = static_cast<size_t>(CellStatus::kTooSlow) + 1;  // the enum's last value
+  ASSERT_EQ(rows.size(), kStatuses);
+  std::set<int> ranks, listed;
+  std::set<std::string> names, symbols;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CellStatusInfo& row = rows[i];
+    SCOPED_TRACE(row.name);
+    EXPECT_EQ(static_cast<size_t>(row.status), i) << "rows must be in enum order";
+    EXPECT_EQ(&StatusInfo(row.status), &row);
+    EXPECT_EQ(FindCellStatus(row.name), &row);
+    EXPECT_EQ(ParseCellStatus(row.name), row.status);
+    EXPECT_EQ(CellStarted(row.status), row.started);
+    EXPECT_FALSE(std::string(row.description).empty());
+    EXPECT_EQ(std::string(row.description).find('\n'), std::string::npos);
+    ranks.insert(row.rank);
+    listed.insert(row.listed);
+    names.insert(row.name);
+    symbols.insert(row.symbol);
+  }
+  EXPECT_EQ(names.size(), kStatuses);
+  EXPECT_EQ(symbols.size(), kStatuses);
+  EXPECT_EQ(ranks.size(), kStatuses);
+  EXPECT_EQ(*ranks.begin(), 0);
+  EXPECT_EQ(*ranks.rbegin(), static_cast<int>(kStatuses) - 1);
+  EXPECT_EQ(listed.size(), kStatuses);
+  EXPECT_EQ(*listed.begin(), 0);
+  EXPECT_EQ(*listed.rbegin(), static_cast<int>(kStatuses) - 1);
+  EXPECT_EQ(StatusInfo(CellStatus::kRuns).rank, 0);
+  EXPECT_TRUE(IsRunsStatus("runs"));
+  EXPECT_FALSE(IsRunsStatus("fails"));
+  EXPECT_EQ(FindCellStatus("none"), nullptr);
+  EXPECT_EQ(CellStatusNames(), "runs, fails, invalid, too_large, timeout, too_slow");
 }
 
 TEST(CellJsonTest, FullRecordRoundTrips) {
