@@ -321,6 +321,61 @@ TEST(CellValidationTest, SmallClockSkewAndEveryValidEdgeAreAccepted) {
   EXPECT_TRUE(ValidateCellResult(FullCell(), "x", now).ok());
 }
 
+// The JSON value of a JournalFields key ("provenance.host" inside "provenance"), or null when left out.
+json At(const json& record, const std::string& key) {
+  size_t dot = key.find('.');
+  if (dot != std::string::npos) {
+    auto parent = record.find(key.substr(0, dot));
+    return parent == record.end() ? json(nullptr) : At(*parent, key.substr(dot + 1));
+  }
+  auto it = record.find(key);
+  return it == record.end() ? json(nullptr) : *it;
+}
+
+// The table is the whole record: a record with every row set to something other than its default is
+// written with exactly the table's keys (and schema_version), and reads back equal in every row.
+TEST(JournalFieldsTest, ARecordWithEveryFieldSetRoundTrips) {
+  CellResult in = FullCell();
+  in.status = CellStatus::kTimeout;  // FullCell's kFails is also the default
+  json j = ToJson(in);
+  json defaults = ToJson(CellResult{});
+  std::set<std::string> rows, keys = {"schema_version"};
+  for (const JournalField& field : JournalFields()) {
+    SCOPED_TRACE(field.key);
+    EXPECT_TRUE(rows.insert(field.key).second) << "keys must be distinct";
+    std::string key = field.key;
+    keys.insert(key.substr(0, key.find('.')));  // "provenance.host" is written inside "provenance"
+    ASSERT_FALSE(At(j, field.key).is_null()) << "FullCell must set every field";
+    EXPECT_NE(At(j, field.key), At(defaults, field.key)) << "FullCell must set every field to a non-default value";
+  }
+  std::set<std::string> written;
+  for (const auto& item : j.items()) written.insert(item.key());
+  EXPECT_EQ(written, keys) << "every key written comes from a row";
+
+  StatusOr<CellResult> out = CellResultFromJson(json::parse(j.dump()), "j:1");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (const JournalField& field : JournalFields()) {
+    SCOPED_TRACE(field.key);
+    std::visit([&](const auto& slot) { EXPECT_TRUE(slot.get(*out) == slot.get(in)); }, field.value);
+  }
+  EXPECT_EQ(ToJson(*out).dump(), j.dump());
+}
+
+// Only a kOptional field may be left out; a std::optional one must be, or an unknown value would be
+// written as null, which no reader takes.
+TEST(JournalFieldsTest, OptionalValuesAreOptionalFields) {
+  json defaults = ToJson(CellResult{});
+  for (const JournalField& field : JournalFields()) {
+    SCOPED_TRACE(field.key);
+    json value = At(defaults, field.key);
+    if (field.kind == JournalKind::kOptional) {
+      EXPECT_TRUE(value.is_null()) << "a default record leaves an optional field out";
+    } else {
+      EXPECT_FALSE(value.is_null()) << "a required field is always written";
+    }
+  }
+}
+
 TEST(CellJsonTest, IgnoresUnknownFields) {
   json j = ToJson(FullCell());
   j["added_by_a_later_minor_change"] = 1;
