@@ -12,11 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::pair<CellStatus, const char*> kStatusNames[] = {
-    {CellStatus::kRuns, "runs"},         {CellStatus::kFails, "fails"},
-    {CellStatus::kInvalid, "invalid"},   {CellStatus::kTooLarge, "too_large"},
-    {CellStatus::kTimeout, "timeout"},   {CellStatus::kTooSlow, "too_slow"},
-};
 
 // JSON has no NaN or infinity, and a non-finite loss is exactly what a failing cell may report, so those
 // values travel as the strings "nan", "inf" and "-inf".
@@ -43,7 +38,10 @@ class FieldReader {
   FieldReader(const json& obj, std::string where, std::string prefix)
       : obj_(obj), where_(std::move(where)), prefix_(std::move(prefix)) {}
 
-  Status String(const char* name, std::string* out) const {
+  bool Has(const char* name) const { return obj_.contains(name); }
+
+  // One overload per JournalValue type.
+  Status Read(const char* name, std::string* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
     if (!v->is_string()) return TypeError(name, "a string", *v);
@@ -51,16 +49,7 @@ class FieldReader {
     return Status::OK();
   }
 
-  // A string a record may leave out (fields added after schema version 1 was written): absent reads as "".
-  Status OptionalString(const char* name, std::string* out) const {
-    if (!obj_.contains(name)) {
-      out->clear();
-      return Status::OK();
-    }
-    return String(name, out);
-  }
-
-  Status StringList(const char* name, std::vector<std::string>* out) const {
+  Status Read(const char* name, std::vector<std::string>* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
     if (!v->is_array()) return TypeError(name, "an array of strings", *v);
@@ -72,39 +61,28 @@ class FieldReader {
     return Status::OK();
   }
 
-  Status Int64(const char* name, int64_t* out) const {
+  Status Read(const char* name, CellStatus* out) const {
+    std::string status;
+    TM_RETURN_IF_ERROR(Read(name, &status));
+    std::optional<CellStatus> parsed = ParseCellStatus(status);
+    if (!parsed) return Error(Field(name) + " is \"" + status + "\", expected one of " + CellStatusNames());
+    *out = *parsed;
+    return Status::OK();
+  }
+
+  Status Read(const char* name, int64_t* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
     return ToInt64(name, *v, out);
   }
 
-  Status OptionalInt64(const char* name, std::optional<int64_t>* out) const {
-    *out = std::nullopt;
-    if (!obj_.contains(name)) return Status::OK();
+  Status Read(const char* name, int* out) const {
     int64_t value;
-    TM_RETURN_IF_ERROR(ToInt64(name, obj_.at(name), &value));
-    *out = value;
-    return Status::OK();
-  }
-
-  Status Int(const char* name, int* out) const {
-    int64_t value;
-    TM_RETURN_IF_ERROR(Int64(name, &value));
+    TM_RETURN_IF_ERROR(Read(name, &value));
     return Narrow(name, value, out);
   }
 
-  Status OptionalInt(const char* name, std::optional<int>* out) const {
-    std::optional<int64_t> value;
-    TM_RETURN_IF_ERROR(OptionalInt64(name, &value));
-    *out = std::nullopt;
-    if (!value) return Status::OK();
-    int narrowed;
-    TM_RETURN_IF_ERROR(Narrow(name, *value, &narrowed));
-    *out = narrowed;
-    return Status::OK();
-  }
-
-  Status Double(const char* name, double* out) const {
+  Status Read(const char* name, double* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
     std::optional<double> d = DoubleFromJson(*v);
@@ -113,16 +91,7 @@ class FieldReader {
     return Status::OK();
   }
 
-  Status OptionalDouble(const char* name, std::optional<double>* out) const {
-    *out = std::nullopt;
-    if (!obj_.contains(name)) return Status::OK();
-    double value;
-    TM_RETURN_IF_ERROR(Double(name, &value));
-    *out = value;
-    return Status::OK();
-  }
-
-  Status DoubleList(const char* name, std::vector<double>* out) const {
+  Status Read(const char* name, std::vector<double>* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
     if (!v->is_array()) return TypeError(name, "an array of numbers", *v);
@@ -132,6 +101,15 @@ class FieldReader {
       if (!d) return TypeError(name, "an array of numbers", e);
       out->push_back(*d);
     }
+    return Status::OK();
+  }
+
+  // A value that is present (an absent optional field is the caller's to skip).
+  template <typename T>
+  Status Read(const char* name, std::optional<T>* out) const {
+    T value;
+    TM_RETURN_IF_ERROR(Read(name, &value));
+    *out = value;
     return Status::OK();
   }
 
@@ -184,6 +162,32 @@ class FieldReader {
   std::string prefix_;
 };
 
+// A journal key split at its dot: "provenance.host" is "host" in the object "provenance"; "config" is in
+// the record itself (empty parent).
+std::pair<std::string, std::string> SplitKey(const char* key) {
+  std::string k = key;
+  size_t dot = k.find('.');
+  if (dot == std::string::npos) return {"", k};
+  return {k.substr(0, dot), k.substr(dot + 1)};
+}
+
+json ValueToJson(const std::string& v) { return v; }
+json ValueToJson(const std::vector<std::string>& v) { return v; }
+json ValueToJson(CellStatus v) { return CellStatusName(v); }
+json ValueToJson(int64_t v) { return v; }
+json ValueToJson(int v) { return v; }
+json ValueToJson(double v) { return DoubleToJson(v); }
+json ValueToJson(const std::vector<double>& v) {
+  json values = json::array();
+  for (double d : v) values.push_back(DoubleToJson(d));
+  return values;
+}
+template <typename T>
+json ValueToJson(const std::optional<T>& v) {
+  // An unknown value is left out by its kOptional row; null here would only show a row of the wrong kind.
+  return v ? ValueToJson(*v) : json(nullptr);
+}
+
 constexpr int64_t kMaxMemoryBytes = int64_t{1} << 60;
 constexpr double kMaxSeconds = 1e9;
 constexpr size_t kMaxDeviceLength = 64;  // longer is no device string; keeps messages and matching cheap
@@ -196,155 +200,239 @@ std::string FormatNumber(double v) {
   return buf;
 }
 
-// Range checks of one record; each failure names the field, its value and what was expected.
-class RangeChecker {
- public:
-  explicit RangeChecker(const std::string& where) : where_(where) {}
+Status Fail(const std::string& where, const std::string& problem, const char* fix = kFix) {
+  return Status::InvalidArgument(where + ": cell record " + problem + "; fix: " + fix);
+}
 
-  Status Fail(const std::string& problem, const char* fix = kFix) const {
-    return Status::InvalidArgument(where_ + ": cell record " + problem + "; fix: " + fix);
-  }
-  Status NotEmpty(const char* name, const std::string& v) const {
-    return v.empty() ? Fail(Field(name) + " is empty") : Status::OK();
-  }
-  Status Bytes(const char* name, std::optional<int64_t> v) const {
-    if (!v || (*v >= 0 && *v <= kMaxMemoryBytes)) return Status::OK();
-    return Fail(Field(name) + " is " + std::to_string(*v) + ", expected bytes from 0 to " +
-                std::to_string(kMaxMemoryBytes));
-  }
-  Status Seconds(const char* name, std::optional<double> v) const {
-    if (!v || (*v >= 0 && *v <= kMaxSeconds)) return Status::OK();  // false for nan
-    return Fail(Field(name) + " is " + FormatNumber(*v) + ", expected seconds from 0 to " + FormatNumber(kMaxSeconds));
-  }
-  Status Int(const char* name, std::optional<int64_t> v, int64_t lo, int64_t hi, const std::string& what) const {
-    if (!v || (*v >= lo && *v <= hi)) return Status::OK();
-    return Fail(Field(name) + " is " + std::to_string(*v) + ", expected " + what);
-  }
+// Whether a value lies in its row's range. Integers are compared as integers: a double cannot hold every
+// int64 (2^60 + 1 would read as 2^60).
+bool InRange(int64_t v, const JournalBounds& b) {
+  constexpr double kInt64Limit = 0x1p63;
+  return (b.min <= -kInt64Limit || v >= static_cast<int64_t>(b.min)) &&
+         (b.max >= kInt64Limit || v <= static_cast<int64_t>(b.max));
+}
+bool InRange(double v, const JournalBounds& b) { return v >= b.min && v <= b.max; }  // false for NaN
 
- private:
-  static std::string Field(const char* name) { return std::string("field \"") + name + "\""; }
-  const std::string& where_;
-};
+// A field's range check, one overload per JournalValue type: each failure names the field, its value and
+// what was expected.
+Status CheckRange(const JournalField& field, int64_t v, const std::string& where) {
+  if (InRange(v, field.bounds)) return Status::OK();
+  return Fail(where, std::string("field \"") + field.key + "\" is " + std::to_string(v) + ", expected " +
+                         field.bounds.expected);
+}
+Status CheckRange(const JournalField& field, int v, const std::string& where) {
+  return CheckRange(field, int64_t{v}, where);
+}
+Status CheckRange(const JournalField& field, double v, const std::string& where) {
+  if (InRange(v, field.bounds)) return Status::OK();
+  return Fail(where, std::string("field \"") + field.key + "\" is " + FormatNumber(v) + ", expected " +
+                         field.bounds.expected);
+}
+Status CheckRange(const JournalField& field, const std::vector<double>& values, const std::string& where) {
+  for (double v : values) TM_RETURN_IF_ERROR(CheckRange(field, v, where));
+  return Status::OK();
+}
+// Text and status have no range; a bounds.check says what they must hold.
+template <typename T>
+Status CheckRange(const JournalField&, const T&, const std::string&) {
+  return Status::OK();
+}
+template <typename T>
+Status CheckRange(const JournalField& field, const std::optional<T>& v, const std::string& where) {
+  return v ? CheckRange(field, *v, where) : Status::OK();
+}
 
-Status CheckDevice(const CellResult& r, const RangeChecker& check) {
+Status CheckConfigNamed(const CellResult& r, const std::string& where, int64_t) {
+  return r.key.config.empty() ? Fail(where, "field \"config\" is empty") : Status::OK();
+}
+
+Status CheckDevice(const CellResult& r, const std::string& where, int64_t) {
   StatusOr<DeviceSelector> device =
       r.key.device.size() <= kMaxDeviceLength ? ParseDeviceSelector(r.key.device) : Status::InvalidArgument("too long");
   if (!device.ok() || device->is_auto) {
-    return check.Fail("field \"device\" is \"" + r.key.device.substr(0, kMaxDeviceLength) +
-                      "\", not a device such as cpu or cuda:0");
+    return Fail(where, "field \"device\" is \"" + r.key.device.substr(0, kMaxDeviceLength) +
+                           "\", not a device such as cpu or cuda:0");
   }
   if (r.device_type != device->type) {
-    return check.Fail("device type \"" + r.device_type + "\" does not match device \"" + r.key.device + "\"");
+    return Fail(where, "device type \"" + r.device_type + "\" does not match device \"" + r.key.device + "\"");
   }
   return Status::OK();
 }
 
-Status CheckVerifiedAt(const std::string& verified_at, int64_t now, const RangeChecker& check) {
+// The warm-up counts among the recorded steps, so its range depends on how many there are.
+Status CheckWarmup(const CellResult& r, const std::string& where, int64_t) {
+  int64_t steps = static_cast<int64_t>(r.step_times_s.size());
+  if (r.warmup_steps >= 0 && r.warmup_steps <= steps) return Status::OK();
+  return Fail(where, "field \"warmup_steps\" is " + std::to_string(r.warmup_steps) + ", expected 0 to the " +
+                         std::to_string(steps) + " steps recorded");
+}
+
+Status CheckVerifiedAt(const CellResult& r, const std::string& where, int64_t now) {
+  const std::string& verified_at = r.provenance.verified_at;
   std::optional<int64_t> t = ParseUtc(verified_at);
   if (!t) {
-    return check.Fail("provenance.verified_at \"" + verified_at.substr(0, 40) +
-                      "\" is not a UTC time of the form 2026-12-02T11:30:00Z, so the record cannot be ordered "
-                      "against other journals");
+    return Fail(where, "provenance.verified_at \"" + verified_at.substr(0, 40) +
+                           "\" is not a UTC time of the form 2026-12-02T11:30:00Z, so the record cannot be "
+                           "ordered against other journals");
   }
   if (*t > now + kMaxClockSkewSeconds) {
-    return check.Fail("provenance.verified_at \"" + verified_at + "\" is later than this machine's clock (" +
-                          FormatUtc(now) + ") by more than " + std::to_string(kMaxClockSkewSeconds) +
-                          " s; a record dated ahead would outrank every later record of its cell",
-                      "correct the clock of the machine that wrote it and rerun the cell, or delete that line");
+    return Fail(where,
+                "provenance.verified_at \"" + verified_at + "\" is later than this machine's clock (" +
+                    FormatUtc(now) + ") by more than " + std::to_string(kMaxClockSkewSeconds) +
+                    " s; a record dated ahead would outrank every later record of its cell",
+                "correct the clock of the machine that wrote it and rerun the cell, or delete that line");
   }
   return Status::OK();
 }
+
+// The type of the member `M` points to.
+template <typename M>
+struct MemberOf;
+template <typename T, typename C>
+struct MemberOf<T C::*> {
+  using Type = T;
+};
+
+// The slot of a member of CellResult, or of a member of one of its members (key.config, provenance.host).
+template <auto member>
+auto Slot() {
+  using T = typename MemberOf<decltype(member)>::Type;
+  return JournalSlot<T>{[](const CellResult& r) -> const T& { return r.*member; },
+                        [](CellResult& r) -> T& { return r.*member; }};
+}
+template <auto outer, auto inner>
+auto Slot() {
+  using T = typename MemberOf<decltype(inner)>::Type;
+  return JournalSlot<T>{[](const CellResult& r) -> const T& { return r.*outer.*inner; },
+                        [](CellResult& r) -> T& { return r.*outer.*inner; }};
+}
+
+JournalBounds Range(double min, double max, std::string expected) { return {min, max, std::move(expected)}; }
+JournalBounds Bytes() {
+  return Range(0, static_cast<double>(kMaxMemoryBytes), "bytes from 0 to " + std::to_string(kMaxMemoryBytes));
+}
+JournalBounds Seconds() { return Range(0, kMaxSeconds, "seconds from 0 to " + FormatNumber(kMaxSeconds)); }
+JournalBounds Check(Status (*check)(const CellResult&, const std::string&, int64_t)) { return {0, 0, "", check}; }
+
+// The object holding `key`'s value: the record, or the nested object its prefix names.
+json& Parent(json& record, const std::string& parent) { return parent.empty() ? record : record[parent]; }
 
 }  // namespace
 
-Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now) {
-  RangeChecker check(where);
-  TM_RETURN_IF_ERROR(check.NotEmpty("config", r.key.config));
-  TM_RETURN_IF_ERROR(CheckDevice(r, check));
-  TM_RETURN_IF_ERROR(check.Bytes("predicted_memory_bytes", r.predicted_memory_bytes));
-  TM_RETURN_IF_ERROR(check.Bytes("device_memory_bytes", r.device_memory_bytes));
-  TM_RETURN_IF_ERROR(check.Bytes("peak_memory_bytes", r.peak_memory_bytes));
-  TM_RETURN_IF_ERROR(check.Seconds("init_time_s", r.init_time_s));
-  TM_RETURN_IF_ERROR(check.Seconds("startup_time_s", r.startup_time_s));
-  TM_RETURN_IF_ERROR(check.Seconds("wall_time_s", r.wall_time_s));
-  for (double t : r.step_times_s) TM_RETURN_IF_ERROR(check.Seconds("step_times_s", t));
-  TM_RETURN_IF_ERROR(check.Seconds("step_time_median_s", r.step_time_median_s));
-  TM_RETURN_IF_ERROR(check.Seconds("step_time_spread_s", r.step_time_spread_s));
-  int64_t steps = static_cast<int64_t>(r.step_times_s.size());
-  TM_RETURN_IF_ERROR(
-      check.Int("warmup_steps", r.warmup_steps, 0, steps, "0 to the " + std::to_string(steps) + " steps recorded"));
-  TM_RETURN_IF_ERROR(check.Int("exit_code", r.exit_code, 0, 255, "0 to 255"));
-  TM_RETURN_IF_ERROR(check.Int("term_signal", r.term_signal, 1, 127, "1 to 127"));
-  TM_RETURN_IF_ERROR(check.Int("world_size", std::optional<int>(r.world_size), 1, 65536, "1 to 65536 ranks"));
-  if (r.tokens_per_second && !(*r.tokens_per_second >= 0)) {
-    return check.Fail("field \"tokens_per_second\" is " + FormatNumber(*r.tokens_per_second) +
-                      ", expected tokens per second from 0 (inf for a step too short to time)");
-  }
-  return CheckVerifiedAt(r.provenance.verified_at, now, check);
+const std::vector<JournalField>& JournalFields() {
+  using R = CellResult;
+  constexpr JournalKind kRequired = JournalKind::kRequired;
+  constexpr JournalKind kOptional = JournalKind::kOptional;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  static const std::vector<JournalField> fields = {
+      {"config", kRequired, Slot<&R::key, &CellKey::config>(), Check(CheckConfigNamed)},
+      {"device", kRequired, Slot<&R::key, &CellKey::device>(), Check(CheckDevice)},  // and device_type
+      {"recipe", kRequired, Slot<&R::recipe>(), {}},
+      {"device_type", kRequired, Slot<&R::device_type>(), {}},
+      {"status", kRequired, Slot<&R::status>(), {}},
+      {"reason", kRequired, Slot<&R::reason>(), {}},
+      {"problems", kRequired, Slot<&R::problems>(), {}},
+      {"config_hash", kRequired, Slot<&R::config_hash>(), {}},
+      {"predicted_memory_bytes", kRequired, Slot<&R::predicted_memory_bytes>(), Bytes()},
+      {"device_memory_bytes", kRequired, Slot<&R::device_memory_bytes>(), Bytes()},
+      {"peak_memory_bytes", kOptional, Slot<&R::peak_memory_bytes>(), Bytes()},
+      {"init_time_s", kOptional, Slot<&R::init_time_s>(), Seconds()},
+      {"startup_time_s", kOptional, Slot<&R::startup_time_s>(), Seconds()},
+      {"step_times_s", kRequired, Slot<&R::step_times_s>(), Seconds()},
+      {"warmup_steps", kRequired, Slot<&R::warmup_steps>(), Check(CheckWarmup)},
+      {"step_time_median_s", kOptional, Slot<&R::step_time_median_s>(), Seconds()},
+      {"step_time_spread_s", kOptional, Slot<&R::step_time_spread_s>(), Seconds()},
+      {"tokens_per_second", kOptional, Slot<&R::tokens_per_second>(),
+       Range(0, kInf, "tokens per second from 0 (inf for a step too short to time)")},
+      {"first_loss", kOptional, Slot<&R::first_loss>(), {}},  // a loss may be anything, NaN included
+      {"last_loss", kOptional, Slot<&R::last_loss>(), {}},
+      {"wall_time_s", kRequired, Slot<&R::wall_time_s>(), Seconds()},
+      {"exit_code", kOptional, Slot<&R::exit_code>(), Range(0, 255, "0 to 255")},
+      {"term_signal", kOptional, Slot<&R::term_signal>(), Range(1, 127, "1 to 127")},
+      {"output_tail", kRequired, Slot<&R::output_tail>(), {}},
+      // Added after schema version 1 was first written: records without them read "" and one process.
+      {"stand_in", kOptional, Slot<&R::stand_in>(), {}},
+      {"world_size", kOptional, Slot<&R::world_size>(), Range(1, 65536, "1 to 65536 ranks")},
+      {"provenance.host", kRequired, Slot<&R::provenance, &Provenance::host>(), {}},
+      {"provenance.job", kRequired, Slot<&R::provenance, &Provenance::job>(), {}},
+      {"provenance.commit", kRequired, Slot<&R::provenance, &Provenance::commit>(), {}},
+      {"provenance.torch_version", kRequired, Slot<&R::provenance, &Provenance::torch_version>(), {}},
+      {"provenance.device_name", kRequired, Slot<&R::provenance, &Provenance::device_name>(), {}},
+      {"provenance.verified_at", kRequired, Slot<&R::provenance, &Provenance::verified_at>(),
+       Check(CheckVerifiedAt)},
+  };
+  return fields;
 }
 
-const char* CellStatusName(CellStatus s) {
-  for (const auto& [status, name] : kStatusNames) {
-    if (status == s) return name;
+Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now) {
+  for (const JournalField& field : JournalFields()) {
+    if (!field.bounds.expected.empty()) {
+      TM_RETURN_IF_ERROR(
+          std::visit([&](const auto& slot) { return CheckRange(field, slot.get(r), where); }, field.value));
+    }
+    if (field.bounds.check) TM_RETURN_IF_ERROR(field.bounds.check(r, where, now));
   }
-  return "unknown";
+  return Status::OK();
 }
+
+const std::vector<CellStatusInfo>& CellStatuses() {
+  // status, name, symbol, description, started, rank, listed
+  static const std::vector<CellStatusInfo> statuses = {
+      {CellStatus::kRuns, "runs", "✅", "trained the budgeted steps with finite loss", true, 0, 0},
+      {CellStatus::kFails, "fails", "❌", "crashed, ran out of memory, non-finite loss or non-zero exit", true, 2, 1},
+      {CellStatus::kInvalid, "invalid", "🚫", "the recipe rejects the config on this device", false, 5, 5},
+      {CellStatus::kTooLarge, "too_large", "⛔", "predicted peak memory exceeds the device's; not started", false, 4,
+       4},
+      {CellStatus::kTimeout, "timeout", "⏱", "killed at the wall-clock limit", true, 1, 2},
+      {CellStatus::kTooSlow, "too_slow", "🐢",
+       "predicted to take longer than the cell budget on this device; not started", false, 3, 3},
+  };
+  return statuses;
+}
+
+const CellStatusInfo& StatusInfo(CellStatus s) {
+  // Rows are in enum order (cell_test checks it).
+  return CellStatuses().at(static_cast<size_t>(s));
+}
+
+const CellStatusInfo* FindCellStatus(const std::string& name) {
+  for (const CellStatusInfo& info : CellStatuses()) {
+    if (name == info.name) return &info;
+  }
+  return nullptr;
+}
+
+const char* CellStatusName(CellStatus s) { return StatusInfo(s).name; }
 
 std::string CellStatusNames() {
   std::string names;
-  for (const auto& [status, name] : kStatusNames) names += (names.empty() ? "" : ", ") + std::string(name);
+  for (const CellStatusInfo& info : CellStatuses()) names += (names.empty() ? "" : ", ") + std::string(info.name);
   return names;
 }
 
-bool CellStarted(CellStatus s) {
-  return s == CellStatus::kRuns || s == CellStatus::kFails || s == CellStatus::kTimeout;
-}
+bool CellStarted(CellStatus s) { return StatusInfo(s).started; }
+
+bool IsRunsStatus(const std::string& name) { return name == CellStatusName(CellStatus::kRuns); }
 
 std::optional<CellStatus> ParseCellStatus(const std::string& name) {
-  for (const auto& [status, n] : kStatusNames) {
-    if (name == n) return status;
-  }
-  return std::nullopt;
+  const CellStatusInfo* info = FindCellStatus(name);
+  if (info == nullptr) return std::nullopt;
+  return info->status;
 }
 
 nlohmann::json ToJson(const CellResult& r) {
+  static const CellResult defaults{};
   json j = json::object();
   j["schema_version"] = kCellSchemaVersion;
-  j["config"] = r.key.config;
-  j["device"] = r.key.device;
-  j["recipe"] = r.recipe;
-  j["device_type"] = r.device_type;
-  j["status"] = CellStatusName(r.status);
-  j["reason"] = r.reason;
-  j["problems"] = r.problems;
-  j["config_hash"] = r.config_hash;
-  j["predicted_memory_bytes"] = r.predicted_memory_bytes;
-  j["device_memory_bytes"] = r.device_memory_bytes;
-  if (r.peak_memory_bytes) j["peak_memory_bytes"] = *r.peak_memory_bytes;
-  if (r.init_time_s) j["init_time_s"] = DoubleToJson(*r.init_time_s);
-  if (r.startup_time_s) j["startup_time_s"] = DoubleToJson(*r.startup_time_s);
-  json steps = json::array();
-  for (double t : r.step_times_s) steps.push_back(DoubleToJson(t));
-  j["step_times_s"] = std::move(steps);
-  j["warmup_steps"] = r.warmup_steps;
-  if (r.step_time_median_s) j["step_time_median_s"] = DoubleToJson(*r.step_time_median_s);
-  if (r.step_time_spread_s) j["step_time_spread_s"] = DoubleToJson(*r.step_time_spread_s);
-  if (r.tokens_per_second) j["tokens_per_second"] = DoubleToJson(*r.tokens_per_second);
-  if (r.first_loss) j["first_loss"] = DoubleToJson(*r.first_loss);
-  if (r.last_loss) j["last_loss"] = DoubleToJson(*r.last_loss);
-  j["wall_time_s"] = DoubleToJson(r.wall_time_s);
-  if (r.exit_code) j["exit_code"] = *r.exit_code;
-  if (r.term_signal) j["term_signal"] = *r.term_signal;
-  j["output_tail"] = r.output_tail;
-  if (!r.stand_in.empty()) j["stand_in"] = r.stand_in;
-  if (r.world_size != 1) j["world_size"] = r.world_size;
-  const Provenance& p = r.provenance;
-  j["provenance"] = {{"host", p.host},
-                     {"job", p.job},
-                     {"commit", p.commit},
-                     {"torch_version", p.torch_version},
-                     {"device_name", p.device_name},
-                     {"verified_at", p.verified_at}};
+  for (const JournalField& field : JournalFields()) {
+    auto [parent, name] = SplitKey(field.key);
+    std::visit(
+        [&](const auto& slot) {
+          if (field.kind == JournalKind::kOptional && slot.get(r) == slot.get(defaults)) return;
+          Parent(j, parent)[name] = ValueToJson(slot.get(r));
+        },
+        field.value);
+  }
   return j;
 }
 
@@ -363,52 +451,16 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
                    " (fix: read it with the tune-matrix that wrote it, or rerun the cell)");
   }
 
-  CellResult r;
-  std::string status;
-  TM_RETURN_IF_ERROR(f.String("config", &r.key.config));
-  TM_RETURN_IF_ERROR(f.String("device", &r.key.device));
-  TM_RETURN_IF_ERROR(f.String("recipe", &r.recipe));
-  TM_RETURN_IF_ERROR(f.String("device_type", &r.device_type));
-  TM_RETURN_IF_ERROR(f.String("status", &status));
-  std::optional<CellStatus> parsed = ParseCellStatus(status);
-  if (!parsed) {
-    return f.Error("field \"status\" is \"" + status +
-                   "\", expected one of " + CellStatusNames());
+  CellResult r;  // a kOptional field the record leaves out keeps its value here
+  for (const JournalField& field : JournalFields()) {
+    auto [parent, name] = SplitKey(field.key);
+    const json* obj = &j;
+    if (!parent.empty()) TM_RETURN_IF_ERROR(f.Object(parent.c_str(), &obj));
+    FieldReader reader(*obj, where, parent.empty() ? "" : parent + ".");
+    if (field.kind == JournalKind::kOptional && !reader.Has(name.c_str())) continue;
+    TM_RETURN_IF_ERROR(
+        std::visit([&](const auto& slot) { return reader.Read(name.c_str(), &slot.set(r)); }, field.value));
   }
-  r.status = *parsed;
-  TM_RETURN_IF_ERROR(f.String("reason", &r.reason));
-  TM_RETURN_IF_ERROR(f.StringList("problems", &r.problems));
-  TM_RETURN_IF_ERROR(f.String("config_hash", &r.config_hash));
-  TM_RETURN_IF_ERROR(f.Int64("predicted_memory_bytes", &r.predicted_memory_bytes));
-  TM_RETURN_IF_ERROR(f.Int64("device_memory_bytes", &r.device_memory_bytes));
-  TM_RETURN_IF_ERROR(f.OptionalInt64("peak_memory_bytes", &r.peak_memory_bytes));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("init_time_s", &r.init_time_s));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("startup_time_s", &r.startup_time_s));
-  TM_RETURN_IF_ERROR(f.DoubleList("step_times_s", &r.step_times_s));
-  TM_RETURN_IF_ERROR(f.Int("warmup_steps", &r.warmup_steps));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("step_time_median_s", &r.step_time_median_s));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("step_time_spread_s", &r.step_time_spread_s));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("tokens_per_second", &r.tokens_per_second));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("first_loss", &r.first_loss));
-  TM_RETURN_IF_ERROR(f.OptionalDouble("last_loss", &r.last_loss));
-  TM_RETURN_IF_ERROR(f.Double("wall_time_s", &r.wall_time_s));
-  TM_RETURN_IF_ERROR(f.OptionalInt("exit_code", &r.exit_code));
-  TM_RETURN_IF_ERROR(f.OptionalInt("term_signal", &r.term_signal));
-  TM_RETURN_IF_ERROR(f.String("output_tail", &r.output_tail));
-  TM_RETURN_IF_ERROR(f.OptionalString("stand_in", &r.stand_in));
-  std::optional<int> world_size;
-  TM_RETURN_IF_ERROR(f.OptionalInt("world_size", &world_size));
-  r.world_size = world_size.value_or(1);
-
-  const json* prov;
-  TM_RETURN_IF_ERROR(f.Object("provenance", &prov));
-  FieldReader p(*prov, where, "provenance.");
-  TM_RETURN_IF_ERROR(p.String("host", &r.provenance.host));
-  TM_RETURN_IF_ERROR(p.String("job", &r.provenance.job));
-  TM_RETURN_IF_ERROR(p.String("commit", &r.provenance.commit));
-  TM_RETURN_IF_ERROR(p.String("torch_version", &r.provenance.torch_version));
-  TM_RETURN_IF_ERROR(p.String("device_name", &r.provenance.device_name));
-  TM_RETURN_IF_ERROR(p.String("verified_at", &r.provenance.verified_at));
   TM_RETURN_IF_ERROR(ValidateCellResult(r, where, now));
   return r;
 }

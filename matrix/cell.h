@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -26,13 +27,36 @@ enum class CellStatus {
   kTimeout,   // killed at the wall-clock limit
   kTooSlow,   // predicted wall time (at the rate measured on this device type) exceeds the cell budget; not started
 };
+
+// What is known of a status, in one table (CellStatuses) that journals, config metadata, the Markdown, JSON,
+// JUnit and HTML reports and the page's script all read: a new status is one enum value and one row.
+struct CellStatusInfo {
+  CellStatus status;
+  const char* name;         // "runs": how journals, config metadata and reports spell it
+  const char* symbol;       // what the Markdown report puts before the name, e.g. "✅"
+  const char* description;  // one line for a reader (the page's legend)
+  // Whether a cell with this outcome started a child (runs, fails, timeout), rather than being recorded from
+  // the plan alone (invalid, too_large, too_slow).
+  bool started;
+  // Sort order of a device column on the page: what runs first, then what might with another budget, then
+  // the rest (0 first; every rank distinct).
+  int rank;
+  // Position in the page's legend and status filter (0 first; every position distinct).
+  int listed;
+};
+// One row per CellStatus, in enum order (the order messages list them).
+const std::vector<CellStatusInfo>& CellStatuses();
+const CellStatusInfo& StatusInfo(CellStatus s);
+// The row named `name`, or nullptr.
+const CellStatusInfo* FindCellStatus(const std::string& name);
+
 const char* CellStatusName(CellStatus s);                    // "runs", "fails", ...
 std::optional<CellStatus> ParseCellStatus(const std::string& name);
 // Every status name, comma-separated, for messages: "runs, fails, invalid, too_large, timeout, too_slow".
 std::string CellStatusNames();
-// Whether a cell with this outcome started a child (runs, fails, timeout), rather than being recorded from
-// the plan alone (invalid, too_large, too_slow).
-bool CellStarted(CellStatus s);
+bool CellStarted(CellStatus s);  // StatusInfo(s).started
+// Whether a status name (as config metadata holds it) is "runs".
+bool IsRunsStatus(const std::string& name);
 
 struct CellKey {
   std::string config;  // built-in config name, e.g. "llama3_2/1B_lora_single_device"
@@ -96,6 +120,55 @@ struct CellResult {
 // disagree a little; a record dated further ahead would outrank every later record of its cell for ever.
 inline constexpr int64_t kMaxClockSkewSeconds = 15 * 60;
 
+// The fields of a journal record, in one table (JournalFields) from which the writer (ToJson), the reader
+// (CellResultFromJson) and the checks (ValidateCellResult) all follow: a new field is one row there.
+
+// Where a field's value lives in a CellResult: a reference for the writer and one for the reader. Functions
+// rather than a member pointer, so the fields of the nested key and provenance are rows too.
+template <typename T>
+struct JournalSlot {
+  const T& (*get)(const CellResult&);
+  T& (*set)(CellResult&);
+};
+// The value's C++ type says its JSON form: a string, an array of strings, a status name, an integer (read
+// into an int only within its range), a number (NaN and the infinities as "nan", "inf", "-inf", which JSON
+// lacks), an array of such numbers; a std::optional holds a value that may be unknown.
+using JournalValue =
+    std::variant<JournalSlot<std::string>, JournalSlot<std::vector<std::string>>, JournalSlot<CellStatus>,
+                 JournalSlot<int64_t>, JournalSlot<int>, JournalSlot<std::optional<int64_t>>,
+                 JournalSlot<std::optional<int>>, JournalSlot<double>, JournalSlot<std::optional<double>>,
+                 JournalSlot<std::vector<double>>>;
+
+enum class JournalKind {
+  kRequired,  // always written; a record without it is refused
+  // Left out while it holds its value in a default CellResult (unknown, "", world_size 1), and a record
+  // without it reads that value: a std::optional, or a field added after records without it were written.
+  kOptional,
+};
+
+// What ValidateCellResult accepts of a field; each failure an InvalidArgument naming the field and the fix.
+struct JournalBounds {
+  // Integers and numbers (each one of a list): from min to max, never NaN. `expected` says the range in the
+  // message ("field \"exit_code\" is 256, expected 0 to 255"); empty: any value (a loss may be anything).
+  double min = 0;
+  double max = 0;
+  std::string expected;
+  // What a range cannot say, checked on the whole record: a config name, the device against its type, the
+  // warm-up against the steps, the date against the clock (`now`, seconds since the epoch).
+  Status (*check)(const CellResult& r, const std::string& where, int64_t now) = nullptr;
+};
+
+struct JournalField {
+  const char* key;  // JSON key; "provenance.host" is "host" in the record's "provenance" object
+  JournalKind kind;
+  JournalValue value;
+  JournalBounds bounds;
+};
+// One row per field, in the order the reader reads and checks them (the first problem found is reported).
+// The JSON's keys are sorted, so the order does not change what is written. "schema_version" is no field:
+// every record is written with kCellSchemaVersion and the reader refuses any other before reading fields.
+const std::vector<JournalField>& JournalFields();
+
 nlohmann::json ToJson(const CellResult& r);
 
 // Reads one record: rejects records of another schema version or with missing or ill-typed fields, then
@@ -103,7 +176,8 @@ nlohmann::json ToJson(const CellResult& r);
 // goes through here. `where` (e.g. "file:line") prefixes the message; `now` is seconds since the epoch.
 StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::string& where, int64_t now = UnixNow());
 
-// The checks on a record's values, each failure an InvalidArgument "<where>: cell record ...; fix: ...":
+// The checks on a record's values (JournalFields' bounds, in row order), each failure an InvalidArgument
+// "<where>: cell record ...; fix: ...":
 //   config is not empty (merge checks it and the recipe against the registry); device is a device string
 //   (not "auto") and device_type is its type; memory sizes are 0 to 2^60 bytes; durations (init, wall, each
 //   step, median, spread) are finite, 0 to 1e9 s; warmup_steps is 0 to the number of step times; exit_code

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <set>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -69,6 +71,44 @@ TEST(CellStatusTest, NamesRoundTrip) {
   }
   EXPECT_EQ(ParseCellStatus("Runs"), std::nullopt);
   EXPECT_EQ(ParseCellStatus(""), std::nullopt);
+}
+
+// The status table: one row per CellStatus in enum order (StatusInfo indexes it), names that round-trip,
+// and distinct ranks and listing positions that cover 0..n-1 (the page sorts and lists by them).
+TEST(CellStatusTest, TheTableHasOneRowPerStatus) {
+  const std::vector<CellStatusInfo>& rows = CellStatuses();
+  constexpr size_t kStatuses = static_cast<size_t>(CellStatus::kTooSlow) + 1;  // the enum's last value
+  ASSERT_EQ(rows.size(), kStatuses);
+  std::set<int> ranks, listed;
+  std::set<std::string> names, symbols;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CellStatusInfo& row = rows[i];
+    SCOPED_TRACE(row.name);
+    EXPECT_EQ(static_cast<size_t>(row.status), i) << "rows must be in enum order";
+    EXPECT_EQ(&StatusInfo(row.status), &row);
+    EXPECT_EQ(FindCellStatus(row.name), &row);
+    EXPECT_EQ(ParseCellStatus(row.name), row.status);
+    EXPECT_EQ(CellStarted(row.status), row.started);
+    EXPECT_FALSE(std::string(row.description).empty());
+    EXPECT_EQ(std::string(row.description).find('\n'), std::string::npos);
+    ranks.insert(row.rank);
+    listed.insert(row.listed);
+    names.insert(row.name);
+    symbols.insert(row.symbol);
+  }
+  EXPECT_EQ(names.size(), kStatuses);
+  EXPECT_EQ(symbols.size(), kStatuses);
+  EXPECT_EQ(ranks.size(), kStatuses);
+  EXPECT_EQ(*ranks.begin(), 0);
+  EXPECT_EQ(*ranks.rbegin(), static_cast<int>(kStatuses) - 1);
+  EXPECT_EQ(listed.size(), kStatuses);
+  EXPECT_EQ(*listed.begin(), 0);
+  EXPECT_EQ(*listed.rbegin(), static_cast<int>(kStatuses) - 1);
+  EXPECT_EQ(StatusInfo(CellStatus::kRuns).rank, 0);
+  EXPECT_TRUE(IsRunsStatus("runs"));
+  EXPECT_FALSE(IsRunsStatus("fails"));
+  EXPECT_EQ(FindCellStatus("none"), nullptr);
+  EXPECT_EQ(CellStatusNames(), "runs, fails, invalid, too_large, timeout, too_slow");
 }
 
 TEST(CellJsonTest, FullRecordRoundTrips) {
@@ -279,6 +319,61 @@ TEST(CellValidationTest, SmallClockSkewAndEveryValidEdgeAreAccepted) {
   StatusOr<CellResult> out = CellResultFromJson(j, "x", now);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_TRUE(ValidateCellResult(FullCell(), "x", now).ok());
+}
+
+// The JSON value of a JournalFields key ("provenance.host" inside "provenance"), or null when left out.
+json At(const json& record, const std::string& key) {
+  size_t dot = key.find('.');
+  if (dot != std::string::npos) {
+    auto parent = record.find(key.substr(0, dot));
+    return parent == record.end() ? json(nullptr) : At(*parent, key.substr(dot + 1));
+  }
+  auto it = record.find(key);
+  return it == record.end() ? json(nullptr) : *it;
+}
+
+// The table is the whole record: a record with every row set to something other than its default is
+// written with exactly the table's keys (and schema_version), and reads back equal in every row.
+TEST(JournalFieldsTest, ARecordWithEveryFieldSetRoundTrips) {
+  CellResult in = FullCell();
+  in.status = CellStatus::kTimeout;  // FullCell's kFails is also the default
+  json j = ToJson(in);
+  json defaults = ToJson(CellResult{});
+  std::set<std::string> rows, keys = {"schema_version"};
+  for (const JournalField& field : JournalFields()) {
+    SCOPED_TRACE(field.key);
+    EXPECT_TRUE(rows.insert(field.key).second) << "keys must be distinct";
+    std::string key = field.key;
+    keys.insert(key.substr(0, key.find('.')));  // "provenance.host" is written inside "provenance"
+    ASSERT_FALSE(At(j, field.key).is_null()) << "FullCell must set every field";
+    EXPECT_NE(At(j, field.key), At(defaults, field.key)) << "FullCell must set every field to a non-default value";
+  }
+  std::set<std::string> written;
+  for (const auto& item : j.items()) written.insert(item.key());
+  EXPECT_EQ(written, keys) << "every key written comes from a row";
+
+  StatusOr<CellResult> out = CellResultFromJson(json::parse(j.dump()), "j:1");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (const JournalField& field : JournalFields()) {
+    SCOPED_TRACE(field.key);
+    std::visit([&](const auto& slot) { EXPECT_TRUE(slot.get(*out) == slot.get(in)); }, field.value);
+  }
+  EXPECT_EQ(ToJson(*out).dump(), j.dump());
+}
+
+// Only a kOptional field may be left out; a std::optional one must be, or an unknown value would be
+// written as null, which no reader takes.
+TEST(JournalFieldsTest, OptionalValuesAreOptionalFields) {
+  json defaults = ToJson(CellResult{});
+  for (const JournalField& field : JournalFields()) {
+    SCOPED_TRACE(field.key);
+    json value = At(defaults, field.key);
+    if (field.kind == JournalKind::kOptional) {
+      EXPECT_TRUE(value.is_null()) << "a default record leaves an optional field out";
+    } else {
+      EXPECT_FALSE(value.is_null()) << "a required field is always written";
+    }
+  }
 }
 
 TEST(CellJsonTest, IgnoresUnknownFields) {

@@ -92,7 +92,7 @@ class ConfigChecker {
   std::string CorrectList() const {
     std::vector<std::string> runs;
     for (const auto& [type, status] : effective_) {
-      if (status == "runs") runs.push_back(type);
+      if (IsRunsStatus(status)) runs.push_back(type);
     }
     return "supported_devices: [" + JoinStrings(OrderDeviceTypes(runs), ", ") + "]";
   }
@@ -156,21 +156,21 @@ class ConfigChecker {
     std::string recorded = entry ? entry->status : "";
     std::string observed_text = observed_status + " (" + DescribeObservation(*ev.obs, ev.origin) + ")" +
                                 (ev.obs->reason.empty() ? "" : ": " + ev.obs->reason.substr(0, 200));
-    if (recorded == "runs" && observed_status != "runs") {
+    if (IsRunsStatus(recorded) && !IsRunsStatus(observed_status)) {
       Add(ProblemKind::kNewlyBroken, At(type), type + ": recorded " + DescribeEntry(*entry) + ", now " + observed_text,
           AcceptFix(type, observed_status));
-    } else if (recorded != "runs" && observed_status == "runs") {
+    } else if (!IsRunsStatus(recorded) && IsRunsStatus(observed_status)) {
       Add(ProblemKind::kNewlyFixed, At(type),
           type + ": " + (entry ? "recorded " + DescribeEntry(*entry) : std::string("not recorded")) + ", now " +
               observed_text + "; it ran but is not listed in supported_devices",
-          AcceptFix(type, entry ? "runs" : ""));
+          AcceptFix(type, entry ? observed_status : ""));
     } else if (recorded != observed_status) {
       Add(ProblemKind::kDisagrees, At(type),
           type + ": " + (entry ? "recorded " + DescribeEntry(*entry) : std::string("no support entry")) +
               ", observed " + observed_text,
           AcceptFix(type, entry ? observed_status : ""));
     } else {
-      if (recorded == "runs") CheckSpeed(type, *entry, *ev.obs, ev.origin);
+      if (IsRunsStatus(recorded)) CheckSpeed(type, *entry, *ev.obs, ev.origin);
       return;
     }
     reported_.insert(type);
@@ -210,7 +210,7 @@ class ConfigChecker {
       if (reported_.count(t)) continue;
       auto it = effective_.find(t);
       std::string status = it != effective_.end() ? it->second : "";
-      bool runs = status == "runs";
+      bool runs = IsRunsStatus(status);
       if (listed.count(t) && !runs) {
         Add(ProblemKind::kDisagrees, at,
             t + ": metadata.supported_devices lists " + t + ", but " +
@@ -232,6 +232,17 @@ class ConfigChecker {
   std::set<std::string> reported_;                // device types with a status problem
 };
 
+// "invalid, too_large or too_slow": the statuses of cells recorded without starting.
+std::string NotStartedStatuses() {
+  std::vector<std::string> names;
+  for (const CellStatusInfo& info : CellStatuses()) {
+    if (!info.started) names.push_back(info.name);
+  }
+  std::string last = names.back();
+  names.pop_back();
+  return JoinStrings(names, ", ") + " or " + last;
+}
+
 void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std::vector<CheckProblem>* problems) {
   std::string journals = observed.paths.empty() ? "(no journal)" : JoinStrings(observed.paths, ", ");
   for (const std::string& device : options.expect_devices) {
@@ -246,7 +257,7 @@ void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std:
         {ProblemKind::kNoCoverage, journals,
          device + ": the job meant to cover " + device + " ran no cell on it (" +
              (recorded == 0 ? std::string("no cell recorded for it")
-                            : std::to_string(recorded) + " cells recorded, none started: all invalid, too_large or too_slow") +
+                            : std::to_string(recorded) + " cells recorded, none started: all " + NotStartedStatuses()) +
              ")",
          "make sure the runner has the device (tune devices) and runs it: ci/run-device " + device});
   }

@@ -1,5 +1,6 @@
 #include "matrix/html_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -17,15 +18,14 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// Statuses in the order the page lists them, and what each means to a reader.
-const std::pair<const char*, const char*> kStatuses[] = {
-    {"runs", "trained the budgeted steps with finite loss"},
-    {"fails", "crashed, ran out of memory, non-finite loss or non-zero exit"},
-    {"timeout", "killed at the wall-clock limit"},
-    {"too_slow", "predicted to take longer than the cell budget on this device; not started"},
-    {"too_large", "predicted peak memory exceeds the device's; not started"},
-    {"invalid", "the recipe rejects the config on this device"},
-};
+// The statuses in the order the page's legend and status filter list them.
+std::vector<const CellStatusInfo*> ListedStatuses() {
+  std::vector<const CellStatusInfo*> listed;
+  for (const CellStatusInfo& info : CellStatuses()) listed.push_back(&info);
+  std::sort(listed.begin(), listed.end(),
+            [](const CellStatusInfo* a, const CellStatusInfo* b) { return a->listed < b->listed; });
+  return listed;
+}
 
 std::string Attr(const std::string& s) { return HtmlEscape(s); }
 
@@ -129,7 +129,7 @@ void Cell(const ConfigSupport& c, const std::string& type, std::ostream& out) {
   if (!e.reason.empty()) title += ": " + e.status + ": " + CollapseLineBreaks(e.reason);
   out << "<td class=\"cell st-" << Attr(e.status) << "\" data-device=\"" << Attr(type) << "\" data-status=\""
       << Attr(e.status) << "\"";
-  if (e.status == "runs" && e.tokens_per_second && std::isfinite(*e.tokens_per_second)) {
+  if (IsRunsStatus(e.status) && e.tokens_per_second && std::isfinite(*e.tokens_per_second)) {
     out << " data-tps=\"" << FormatNumber(*e.tokens_per_second, 1) << "\"";
   }
   out << " tabindex=\"0\" role=\"button\" title=\"" << Attr(title) << "\"><span class=\"status\">"
@@ -207,10 +207,13 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
     out << "verified between " << *days.begin() << " and " << *days.rbegin() << " (UTC)";
   }
   out << " · " << Counted(measurements, "measurement") << " in history</p>\n<ul class=\"legend\">";
-  for (const auto& [status, meaning] : kStatuses) {
-    auto n = counts.find(status);
-    out << "<li class=\"st-" << status << "\" title=\"" << meaning << "\"><span class=\"status\">" << status
-        << "</span> <b>" << (n == counts.end() ? 0 : n->second) << "</b></li>";
+  for (const CellStatusInfo* status : ListedStatuses()) {
+    auto n = counts.find(status->name);
+    // The script reads each status's rank and whether it started from here (data-rank, data-started).
+    out << "<li class=\"st-" << status->name << "\" data-status=\"" << status->name << "\" data-rank=\""
+        << status->rank << "\" data-started=\"" << (status->started ? "true" : "false") << "\" title=\""
+        << status->description << "\"><span class=\"status\">" << status->name << "</span> <b>"
+        << (n == counts.end() ? 0 : n->second) << "</b></li>";
   }
   out << "<li class=\"st-none\" title=\"no entry for this device type\">— not measured</li></ul>\n</header>\n";
 
@@ -221,7 +224,9 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   out << "</select></label>\n<label>Recipe <select id=\"f-recipe\"><option value=\"\">all</option>";
   Options(recipes, out);
   out << "</select></label>\n<label>Status <select id=\"f-status\"><option value=\"\">any</option>";
-  for (const auto& [status, meaning] : kStatuses) out << "<option value=\"" << status << "\">" << status << "</option>";
+  for (const CellStatusInfo* status : ListedStatuses()) {
+    out << "<option value=\"" << status->name << "\">" << status->name << "</option>";
+  }
   out << "<option value=\"none\">not measured</option></select></label>\n"
          "<label>Device <select id=\"f-device\"><option value=\"\">all</option>";
   Options(std::set<std::string>(columns.begin(), columns.end()), out);

@@ -6,7 +6,9 @@
 // the cell's trends over its history (tokens/s and peak memory per measurement as inline SVG, status
 // changes marked).
 //
-// The stylesheet and script are matrix/html_report.css and matrix/html_report.js, compiled in as strings.
+// The stylesheet and script are matrix/html_report.css and matrix/html_report.js, compiled in as strings. The
+// legend's items carry each status's rank and whether it started (CellStatuses()), which the script reads
+// instead of knowing statuses itself.
 #pragma once
 
 #include <nlohmann/json.hpp>

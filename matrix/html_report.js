@@ -3,11 +3,15 @@
 (function () {
   'use strict';
 
-  // Sort order of a device column: what runs first, then what might with another budget, then the rest.
-  const STATUS_RANK = {runs: 0, timeout: 1, fails: 2, too_slow: 3, too_large: 4, invalid: 5, none: 6};
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
   const data = JSON.parse(document.getElementById('tm-data').textContent);
+  // Per status its rank (the sort order of a device column) and whether such a cell started a child: the
+  // status table of matrix/cell.cc, written on the legend's items. A cell not measured sorts last.
+  const statuses = new Map(Array.from(document.querySelectorAll('.legend li[data-status]'), (li) =>
+    [li.dataset.status, {rank: Number(li.dataset.rank), started: li.dataset.started === 'true'}]));
+  const rankOf = (status) => (statuses.has(status) ? statuses.get(status).rank : statuses.size);
+  const startedWith = (status) => statuses.has(status) && statuses.get(status).started;
   const table = document.getElementById('matrix');
   const tbody = table.tBodies[0];
   const rows = Array.from(tbody.rows);
@@ -127,7 +131,7 @@
       return (a, b) => {
         const x = cell(a);
         const y = cell(b);
-        const rank = STATUS_RANK[x.dataset.status] - STATUS_RANK[y.dataset.status];
+        const rank = rankOf(x.dataset.status) - rankOf(y.dataset.status);
         const speed = Number(y.dataset.tps || 0) - Number(x.dataset.tps || 0);
         return rank || speed || byName(a, b);
       };
@@ -278,7 +282,7 @@
     close.addEventListener('click', closeDetails);
     // Measurements a cell that never started does not have are left out rather than shown empty.
     const dl = el('dl');
-    const started = entry.status === 'runs' || entry.status === 'fails' || entry.status === 'timeout';
+    const started = startedWith(entry.status);
     if (isNumber(entry.tokens_per_second)) field(dl, 'tokens/s', fmt(entry.tokens_per_second, 1));
     if (isNumber(entry.step_time_s)) {
       field(dl, 'step time', seconds(entry.step_time_s) +

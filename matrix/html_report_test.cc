@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "matrix/testdata/report_fixture.h"
 
@@ -142,6 +145,28 @@ TEST(HtmlReporterTest, AnEmptyMatrix) {
             std::string::npos);
   EXPECT_EQ(Count(page, "<tr data-config="), 0u);
   EXPECT_EQ(Data(page), nlohmann::json::parse(R"({"devices":[],"configs":[]})"));
+}
+
+// The script knows statuses only from the legend: each status once, in the table's listing order, with its
+// rank and whether it started as CellStatuses() has them.
+TEST(HtmlReporterTest, TheLegendCarriesTheStatusTable) {
+  std::string page = Render(testing::MakeReportFixture());
+  std::vector<const CellStatusInfo*> listed;
+  for (const CellStatusInfo& info : CellStatuses()) listed.push_back(&info);
+  std::sort(listed.begin(), listed.end(),
+            [](const CellStatusInfo* a, const CellStatusInfo* b) { return a->listed < b->listed; });
+  size_t previous = 0;
+  for (const CellStatusInfo* info : listed) {
+    SCOPED_TRACE(info->name);
+    std::string item = std::string("<li class=\"st-") + info->name + "\" data-status=\"" + info->name +
+                       "\" data-rank=\"" + std::to_string(info->rank) + "\" data-started=\"" +
+                       (info->started ? "true" : "false") + "\" title=\"" + info->description + "\">";
+    EXPECT_EQ(Count(page, item), 1u) << item;
+    size_t at = page.find(item);
+    EXPECT_GT(at, previous);
+    previous = at;
+  }
+  EXPECT_EQ(Count(page, "data-rank=\""), CellStatuses().size());
 }
 
 TEST(HtmlReporterTest, FamilyIsTheConfigsFolder) {

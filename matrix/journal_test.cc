@@ -212,6 +212,22 @@ TEST_F(JournalTest, AJournalThatIsNotARegularFileIsRefusedWithoutWaiting) {
             dir_.path() + ": is a folder, not a regular file; fix: pass a regular file");
 }
 
+// The journal committed under reports/ reads, and every record re-serialises to its line byte for byte:
+// the writer and the reader agree on every field a real run writes.
+TEST(CommittedJournalTest, ReadsAndRewritesByteForByte) {
+  std::string path = std::string(TM_SOURCE_DIR) + "/reports/journal.jsonl";
+  StatusOr<std::string> text = ReadFile(path);
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> cells = ParseJournalText(*text, path, &warnings, nullptr, UnixNow());
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_TRUE(warnings.empty());
+  ASSERT_FALSE(cells->empty());
+  std::string rewritten;
+  for (const CellResult& cell : *cells) rewritten += JournalLine(cell) + "\n";
+  EXPECT_EQ(rewritten, *text);
+}
+
 TEST(LatestByCellTest, PicksNewestPerCellAndLaterOnTies) {
   std::vector<CellResult> cells = {
       Cell("a", "cpu", "2026-12-01T10:00:00Z", CellStatus::kFails, "first"),

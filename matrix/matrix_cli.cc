@@ -260,7 +260,7 @@ int Report(const Registry& registry, const std::vector<std::string>& args, std::
   if (!lock) return kExitFailure;
   Status s = WriteReports(registry, dir);
   if (!s.ok()) return Fail(err, s);
-  out << "Wrote " << dir << "/SUPPORT.md, " << dir << "/support.json and " << dir << "/index.html\n";
+  out << "Wrote " << ReportFileList(dir + "/", "and") << "\n";
   return kExitOk;
 }
 
@@ -465,25 +465,23 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return kExitFailure;
   }
   const CellResult& r = run->recorded.front();
-  switch (r.status) {
-    case CellStatus::kRuns:
-      return kExitOk;
-    case CellStatus::kInvalid:
-    case CellStatus::kTooLarge:
-    case CellStatus::kTooSlow:
-      out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n";
-      return kExitSkipped;
-    default:
-      err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n"
-          << r.output_tail << "\n";
-      return kExitFailure;
+  if (r.status == CellStatus::kRuns) return kExitOk;
+  // A cell recorded from the plan alone (invalid, too_large, too_slow) is no failure of the device.
+  if (!CellStarted(r.status)) {
+    out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n";
+    return kExitSkipped;
   }
+  err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n"
+      << r.output_tail << "\n";
+  return kExitFailure;
 }
 
-const char* kMergeHelp =
+// The help texts name the report files from ReportFiles().
+std::string MergeHelp() {
+  return std::string(
     "Combines journals from several machines or CI jobs: per (config, device) the newest record wins, with\n"
     "its provenance (host, job, commit). Writes the results into each config's metadata block, regenerates\n"
-    "reports/SUPPORT.md, support.json and index.html, adds every merged record to reports/history, and\n"
+    "reports/") + ReportFileList("", "and") + ", adds every merged record to reports/history, and\n"
     "writes the combined journal (newest record per cell).\n"
     "A malformed line, a record that does not belong to this checkout (wrong recipe, mismatched device\n"
     "type, a time not in UTC form) or a journal with no built-in config at all fails the merge naming the\n"
@@ -492,20 +490,23 @@ const char* kMergeHelp =
     "  --journal-out PATH       combined journal (default reports/journal.jsonl)\n"
     "  --reports-dir DIR        reports folder (default reports)\n"
     "  --junit FILE             also write the merged cells as JUnit XML";
+}
 
-const char* kCheckHelp =
+std::string CheckHelp() {
+  return std::string(
     "Compares what the configs claim (metadata.supported_devices and metadata.support) with the latest\n"
     "observations in the journals (default: reports/journal.jsonl) and exits 1 with one line per problem\n"
     "and a paste-ready fix when: a cell that recorded `runs` no longer runs (newly broken) or one that did\n"
     "not now runs (newly fixed); any other status or the supported_devices list disagrees; a config changed\n"
     "since its entry or observation was made (stale, by the config hash outside the generated block); a\n"
     "device in --expect-devices had no cell started on it; tokens/s fell by more than the noise allows;\n"
-    "reports/SUPPORT.md, support.json or index.html is not what the configs' metadata and reports/history\n"
+    "reports/") + ReportFileList("", "or") + " is not what the configs' metadata and reports/history\n"
     "render to, or a record of reports/journal.jsonl is missing from reports/history.\n\n"
     "  --expect-devices cpu,cuda  devices the journals must cover (zero coverage fails)\n"
     TM_NOISE_FLAGS_HELP
     "  --reports-dir DIR          reports to compare with the configs (default reports)\n\n"
     "Exit status: 0 when claims and observations agree, 1 on problems, 2 for bad arguments or journals.";
+}
 
 const char* kCompareHelp =
     "Prints what changed between two sets of observations, A before B: each a journal file, or a commit\n"
@@ -528,11 +529,12 @@ const char* kCellHelp =
     "  --work-dir DIR           output and journal folder (default runs/cells)\n\n"
     "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large, too_slow), 2 bad arguments.";
 
-const char* kRunHelp =
+std::string RunHelp() {
+  return std::string(
     "Runs every built-in config on every device of this machine, each in its own process (`tune run` with\n"
     "device=<d>, a short step budget and a fresh output folder), records each cell in the journal as it\n"
     "finishes, writes the results into each config's generated metadata block and regenerates\n"
-    "reports/SUPPORT.md, support.json and index.html. Every record, and those of a journal it moves aside,\n"
+    "reports/") + ReportFileList("", "and") + ". Every record, and those of a journal it moves aside,\n"
     "is kept in reports/history.\n\n"
     "  --devices cpu,cuda:0     devices to cover (default: all)\n"
     "  --configs 'tiny/*'       config name pattern (default: all)\n"
@@ -554,12 +556,13 @@ const char* kRunHelp =
     "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
     "  --no-write-back          record in the journal only\n"
     "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
-    "  --reports-dir DIR        folder of SUPPORT.md, support.json, index.html, history (default reports)\n"
+    "  --reports-dir DIR        folder of " + ReportFileList("", "") + ", history (default reports)\n"
     "  --tune PATH              the tune executable (default: beside tune-matrix)\n\n"
     "A cell that fails because of the machine (a full disk, an unwritable folder) is not recorded: that is\n"
     "no verdict on the device, and its earlier record stands.\n\n"
     "Exit status: 0 when every cell was recorded (whatever its result), 1 when a cell failed because of the\n"
     "machine, 2 for bad arguments, 130 when interrupted (the cells recorded so far stay in the journal).";
+}
 
 }  // namespace
 
@@ -568,21 +571,21 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
   const Registry* r = &registry;
   std::vector<Subcommand> table = {
       {"run", "run [options]", "Run every built-in config on every available device and record the results",
-       kRunHelp, [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
+       RunHelp(), [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
       {"plan", "plan [options]", "Show the cells a run would have, and which would not start and why",
        "Takes the same options as run; starts no training.",
        [r](const auto& a, auto& o, auto& e) { return Plan(*r, a, o, e); }},
       {"merge", "merge JOURNAL... [options]", "Combine journals from several machines into configs and reports",
-       kMergeHelp, [r](const auto& a, auto& o, auto& e) { return Merge(*r, a, o, e); }},
+       MergeHelp(), [r](const auto& a, auto& o, auto& e) { return Merge(*r, a, o, e); }},
       {"check", "check [JOURNAL...] [options]", "Fail when configs' recorded support disagrees with observations",
-       kCheckHelp, [r](const auto& a, auto& o, auto& e) { return Check(*r, a, o, e); }},
+       CheckHelp(), [r](const auto& a, auto& o, auto& e) { return Check(*r, a, o, e); }},
       {"cell", "cell CONFIG --device D", "Run one matrix cell (used by CTest's matrix tests)", kCellHelp,
        [r](const auto& a, auto& o, auto& e) { return Cell(*r, a, o, e); }},
       {"resource-spec", "resource-spec", "Print the CTest resource spec of this machine's GPUs",
        "For ctest --resource-spec-file: tune-matrix resource-spec > gpus.json",
        [](const auto& a, auto& o, auto& e) { return ResourceSpec(a, o, e); }},
       {"report", "report [--reports-dir DIR]",
-       "Regenerate SUPPORT.md, support.json and index.html from the configs' metadata and history", "",
+       "Regenerate " + ReportFileList("", "and") + " from the configs' metadata and history", "",
        [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
       {"compare", "compare A B [options]", "Print what changed between two journals or commits", kCompareHelp,
        [](const auto& a, auto& o, auto& e) { return Compare(a, o, e); }},

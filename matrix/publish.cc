@@ -93,12 +93,39 @@ StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry)
   return out;
 }
 
+const std::vector<ReportFile>& ReportFiles() {
+  static const std::vector<ReportFile> files = {
+      {"SUPPORT.md", [](const History&) -> std::unique_ptr<SupportReporter> {
+         return std::make_unique<MarkdownReporter>();
+       }},
+      {"support.json", [](const History&) -> std::unique_ptr<SupportReporter> {
+         return std::make_unique<JsonReporter>();
+       }},
+      {"index.html", [](const History& history) -> std::unique_ptr<SupportReporter> {
+         return std::make_unique<HtmlReporter>(history);
+       }},
+  };
+  return files;
+}
+
+std::string ReportFileList(const std::string& prefix, const std::string& conjunction) {
+  std::string list;
+  const std::vector<ReportFile>& files = ReportFiles();
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i > 0) list += i + 1 == files.size() && !conjunction.empty() ? " " + conjunction + " " : ", ";
+    list += prefix + files[i].file;
+  }
+  return list;
+}
+
 std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history) {
-  std::ostringstream md, json, html;
-  MarkdownReporter().Report(configs, {}, md);
-  JsonReporter().Report(configs, {}, json);
-  HtmlReporter(history).Report(configs, {}, html);
-  return {{"SUPPORT.md", md.str()}, {"support.json", json.str()}, {"index.html", html.str()}};
+  std::vector<GeneratedReport> reports;
+  for (const ReportFile& f : ReportFiles()) {
+    std::ostringstream text;
+    f.reporter(history)->Report(configs, {}, text);
+    reports.push_back({f.file, text.str()});
+  }
+  return reports;
 }
 
 Status WriteReports(const Registry& registry, const std::string& reports_dir) {
@@ -134,8 +161,7 @@ Status PublishResults(const Registry& registry, const std::vector<CellResult>& r
   TM_RETURN_IF_ERROR(RecordHistory(registry, records, reports_dir, log));
   TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log));
   TM_RETURN_IF_ERROR(WriteReports(registry, reports_dir));
-  log << "wrote " << reports_dir << "/SUPPORT.md, " << reports_dir << "/support.json and " << reports_dir
-      << "/index.html\n";
+  log << "wrote " << ReportFileList(reports_dir + "/", "and") << "\n";
   return Status::OK();
 }
 

@@ -3,6 +3,7 @@
 // reports/index.html are regenerated from every config's metadata and the history.
 #pragma once
 
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "harness/registry.h"
 #include "matrix/cell.h"
 #include "matrix/history.h"
+#include "matrix/report.h"
 #include "matrix/support_block.h"
 
 namespace tmx::matrix {
@@ -24,9 +26,22 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
 Status RecordHistory(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
                      std::ostream& log);
 
+// One generated report: its file in the reports folder and the reporter that writes it. ReportFiles() is
+// the one list of them: rendering, writing, checking, log lines and help texts read it.
+struct ReportFile {
+  const char* file;  // "SUPPORT.md"
+  std::unique_ptr<SupportReporter> (*reporter)(const History& history);
+};
+// SUPPORT.md, support.json, index.html.
+const std::vector<ReportFile>& ReportFiles();
+// The report files as a list for messages, each name after `prefix`, the last two joined by `conjunction`
+// (by ", " when it is empty): ReportFileList("reports/", "and") is "reports/SUPPORT.md, reports/support.json
+// and reports/index.html".
+std::string ReportFileList(const std::string& prefix, const std::string& conjunction);
+
 // A generated report: its file name in the reports folder and its text.
 struct GeneratedReport {
-  std::string name;  // "SUPPORT.md", "support.json", "index.html"
+  std::string name;  // a ReportFile's file
   std::string text;
 };
 

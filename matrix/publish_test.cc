@@ -6,6 +6,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "base/file_util.h"
 #include "matrix/journal.h"
@@ -26,6 +28,23 @@ class PublishTest : public ::testing::Test {
   testing::TestCheckout co_;
   std::ostringstream log_;
 };
+
+// The report files are one table: rendering follows it, and messages and help texts list it.
+TEST(ReportFilesTest, RenderingAndMessagesFollowTheTable) {
+  std::vector<std::string> files;
+  for (const ReportFile& f : ReportFiles()) files.push_back(f.file);
+  EXPECT_EQ(files, (std::vector<std::string>{"SUPPORT.md", "support.json", "index.html"}));
+  History history;
+  std::vector<GeneratedReport> rendered = RenderReports({}, history);
+  ASSERT_EQ(rendered.size(), files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    EXPECT_EQ(rendered[i].name, files[i]);
+    EXPECT_FALSE(rendered[i].text.empty()) << files[i];
+  }
+  EXPECT_EQ(ReportFileList("reports/", "and"), "reports/SUPPORT.md, reports/support.json and reports/index.html");
+  EXPECT_EQ(ReportFileList("", "or"), "SUPPORT.md, support.json or index.html");
+  EXPECT_EQ(ReportFileList("", ""), "SUPPORT.md, support.json, index.html");
+}
 
 TEST_F(PublishTest, WritesTheThreeReportsAndKeepsEveryRecordInHistory) {
   CellResult old = co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T10:00:00Z");

@@ -36,7 +36,7 @@ std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs
 
 std::string Measurements(const SupportEntry& s) {
   std::vector<std::string> parts;
-  if (s.status != "runs") return "";
+  if (!IsRunsStatus(s.status)) return "";
   if (s.tokens_per_second && std::isfinite(*s.tokens_per_second)) {
     parts.push_back(FormatNumber(*s.tokens_per_second, 0) + " tok/s");
   }
@@ -84,12 +84,8 @@ std::string Code(const std::string& s) {
 }
 
 std::string StatusLabel(const std::string& status) {
-  static const std::pair<const char*, const char*> kIcons[] = {
-      {"runs", "✅"}, {"fails", "❌"}, {"too_large", "⛔"}, {"too_slow", "🐢"}, {"timeout", "⏱"}, {"invalid", "🚫"}};
-  for (const auto& [name, icon] : kIcons) {
-    if (status == name) return std::string(icon) + " " + status;
-  }
-  return EscapeCell(status);
+  const CellStatusInfo* info = FindCellStatus(status);
+  return info ? std::string(info->symbol) + " " + status : EscapeCell(status);
 }
 
 std::string CellText(const SupportEntry& s) {
@@ -137,7 +133,7 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   for (const ConfigSupport* c : sorted) {
     for (const std::string& type : columns) {
       auto it = c->entries.find(type);
-      if (it == c->entries.end() || it->second.status == "runs") continue;
+      if (it == c->entries.end() || IsRunsStatus(it->second.status)) continue;
       const std::string& reason = it->second.reason;
       rows += "| " + Code(c->config) + " | " + EscapeCell(type) + " | " + StatusLabel(it->second.status) + " | " +
               (reason.empty() ? "(no reason recorded)" : EscapeCell(reason)) + " |\n";

@@ -148,7 +148,7 @@ std::string RenderBlock(const SupportEntries& support, const std::string& eol, b
   types = OrderDeviceTypes(std::move(types));
   std::string supported;
   for (const std::string& t : types) {
-    if (support.at(t).status != "runs") continue;
+    if (!IsRunsStatus(support.at(t).status)) continue;
     supported += (supported.empty() ? "" : ", ") + t;
   }
   std::string out = std::string(kSupportBlockBegin) + eol;

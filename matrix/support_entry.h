@@ -19,7 +19,7 @@ namespace tmx::matrix {
 
 // One `metadata.support.<device type>` entry.
 struct SupportEntry {
-  std::string status;  // a CellStatusName: "runs", "fails", "invalid", "too_large", "timeout"
+  std::string status;  // a CellStatusName (a name in CellStatuses()), e.g. "runs"
   std::string reason;  // one line; empty for "runs"
   std::optional<double> tokens_per_second;
   std::optional<double> step_time_s;         // median step time after warm-up
