@@ -204,10 +204,11 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
       {"llama3_tokenizer", "torchtune.models.llama3.llama3_tokenizer", K::kTiktoken, F::kLlama3, "",
        Llama3SpecialTokens},
       {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
-       kLlama2Chat},
+       kLlama2Chat, nullptr},
       {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
-       kMistralChat},
-      {"gemma_tokenizer", "torchtune.models.gemma.gemma_tokenizer", K::kSentencePiece, F::kNoSpecialTokens},
+       kMistralChat, nullptr},
+      {"gemma_tokenizer", "torchtune.models.gemma.gemma_tokenizer", K::kSentencePiece, F::kNoSpecialTokens, "",
+       nullptr},
       {"phi3_mini_tokenizer", "torchtune.models.phi3.phi3_mini_tokenizer", K::kSentencePiece, F::kPhi3, "",
        Phi3SpecialTokens},
       {"qwen2_tokenizer", "torchtune.models.qwen2.qwen2_tokenizer", K::kByteBpe, F::kQwen2, "", Qwen2SpecialTokens},
@@ -216,8 +217,8 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
       {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", K::kByteBpe, F::kQwen2_5, "",
        Qwen3SpecialTokens},
       {"HuggingFaceBaseTokenizer", "torchtune.modules.transforms.tokenizers.HuggingFaceBaseTokenizer",
-       K::kHfTokenizerJson, F::kNone},
-      {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", K::kNone, F::kNoSpecialTokens},
+       K::kHfTokenizerJson, F::kNone, "", nullptr},
+      {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", K::kNone, F::kNoSpecialTokens, "", nullptr},
   };
   return *components;
 }
