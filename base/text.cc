@@ -87,6 +87,15 @@ std::string JoinStrings(const std::vector<std::string>& parts, const std::string
   return out;
 }
 
+std::string JoinAlternatives(const std::vector<std::string>& parts) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += i + 1 == parts.size() ? " or " : ", ";
+    out += parts[i];
+  }
+  return out;
+}
+
 std::vector<std::string> SplitList(const std::string& list, char sep) {
   std::vector<std::string> items;
   for (size_t start = 0; start <= list.size();) {

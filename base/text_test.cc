@@ -42,4 +42,11 @@ TEST(TextTest, SplitList) {
   EXPECT_EQ(SplitList("a/b", '/'), (std::vector<std::string>{"a", "b"}));
 }
 
+TEST(TextTest, JoinAlternatives) {
+  EXPECT_EQ(JoinAlternatives({}), "");
+  EXPECT_EQ(JoinAlternatives({"right"}), "right");
+  EXPECT_EQ(JoinAlternatives({"right", "left"}), "right or left");
+  EXPECT_EQ(JoinAlternatives({"a", "b", "c"}), "a, b or c");
+}
+
 }  // namespace tmx

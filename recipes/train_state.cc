@@ -17,8 +17,6 @@ namespace {
 const char* kStateFile = "recipe_state.safetensors";
 const std::string kAdapterPrefix = "adapter:";
 
-bool IsLoraName(const std::string& name) { return name.find("lora_") != std::string::npos; }
-
 std::map<void*, std::string> NamesByImpl(const NamedParameters& trained) {
   std::map<void*, std::string> names;
   for (const auto& [name, t] : trained) names[t.unsafeGetTensorImpl()] = name;
@@ -46,8 +44,11 @@ Status LoadBaseWeights(torch::nn::Module& model, const checkpoint::NamedTensors&
   if (!lora) return checkpoint::LoadIntoModule(model, tensors, /*strict=*/true);
   std::set<std::string> given;
   for (const auto& t : tensors) given.insert(t.first);
+  // A base checkpoint holds no adapters: LoRA's parameters start from their own initialisation.
+  std::set<std::string> adapters;
+  for (const auto& [name, param] : models::AdapterParameters(model)) adapters.insert(name);
   for (const auto& p : model.named_parameters()) {
-    if (!IsLoraName(p.key()) && !given.count(p.key())) {
+    if (!adapters.count(p.key()) && !given.count(p.key())) {
       return Status::InvalidArgument(p.key() + ": missing from the checkpoint");
     }
   }

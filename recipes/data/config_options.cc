@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <optional>
-#include <tuple>
 #include <type_traits>
+#include <variant>
 
 #include "base/text.h"
+#include "recipes/data/prompt_templates.h"
 
 namespace tmx::data {
 namespace {
@@ -37,7 +38,8 @@ class NodeReader {
     return Status::OK();
   }
 
-  Status String(const std::string& name, std::string* out) const {
+  // Read: the value at `name` into `out`, which keeps its value when the key is absent or null.
+  Status Read(const std::string& name, std::string* out) const {
     if (IsNull(name)) return Status::OK();
     StatusOr<std::string> v = config_.GetString(Path(name), *out);
     if (!v.ok()) return v.status();
@@ -45,7 +47,7 @@ class NodeReader {
     return Status::OK();
   }
 
-  Status Bool(const std::string& name, bool* out) const {
+  Status Read(const std::string& name, bool* out) const {
     if (IsNull(name)) return Status::OK();
     StatusOr<bool> v = config_.GetBool(Path(name), *out);
     if (!v.ok()) return v.status();
@@ -53,27 +55,25 @@ class NodeReader {
     return Status::OK();
   }
 
+  Status Read(const std::string& name, int64_t* out) const {
+    if (IsNull(name)) return Status::OK();
+    StatusOr<int64_t> v = config_.GetInt(Path(name), 0);
+    if (!v.ok()) return v.status();
+    *out = *v;
+    return Status::OK();
+  }
+
   template <typename T>
-  Status Optional(const std::string& name, std::optional<T>* out) const {
+  Status Read(const std::string& name, std::optional<T>* out) const {
     if (IsNull(name)) return Status::OK();
     T value{};
-    Status s;
-    if constexpr (std::is_same_v<T, bool>) {
-      s = Bool(name, &value);
-    } else if constexpr (std::is_same_v<T, int64_t>) {
-      StatusOr<int64_t> v = config_.GetInt(Path(name), 0);
-      if (!v.ok()) return v.status();
-      value = *v;
-    } else {
-      s = String(name, &value);
-    }
-    if (!s.ok()) return s;
+    TM_RETURN_IF_ERROR(Read(name, &value));
     *out = value;
     return Status::OK();
   }
 
   // A string or a list of strings.
-  Status Strings(const std::string& name, std::vector<std::string>* out) const {
+  Status Read(const std::string& name, std::vector<std::string>* out) const {
     if (IsNull(name)) return Status::OK();
     YAML::Node node = config_.Find(Path(name));
     if (node.IsScalar()) {
@@ -90,7 +90,7 @@ class NodeReader {
   }
 
   // A {string: string} mapping.
-  Status Map(const std::string& name, std::map<std::string, std::string>* out) const {
+  Status Read(const std::string& name, std::map<std::string, std::string>* out) const {
     if (IsNull(name)) return Status::OK();
     YAML::Node node = config_.Find(Path(name));
     if (!node.IsMap()) return Error(name, "expected a mapping, got " + DescribeNode(node));
@@ -105,7 +105,7 @@ class NodeReader {
   }
 
   // torchtune's prompt_template: null, a dotpath, or {role: [prepend, append]}.
-  Status Template(const std::string& name, PromptTemplateChoice* out) const {
+  Status Read(const std::string& name, PromptTemplateChoice* out) const {
     if (!Has(name)) return Status::OK();
     YAML::Node node = config_.Find(Path(name));
     if (node.IsNull()) {
@@ -136,6 +136,269 @@ class NodeReader {
   std::string key_;
 };
 
+// A key whose non-null value is refused (filter_fn: a Python callable), with the problem and its fix.
+struct Refused {
+  const char* problem;
+};
+
+// Where the reader stores a key's value: a member of the options struct, whose type says how the YAML is read,
+// or nowhere (Refused).
+template <typename Options>
+using Target = std::variant<Refused, std::string Options::*, bool Options::*, int64_t Options::*,
+                            std::optional<int64_t> Options::*, std::optional<bool> Options::*,
+                            std::optional<std::string> Options::*, std::vector<std::string> Options::*,
+                            ColumnMap Options::*, PromptTemplateChoice Options::*>;
+
+// A member's value as YAML text, the way the schema writes defaults: "" for an empty string (no default), "null"
+// for an unset optional and an empty list or map.
+std::string YamlText(const std::string& v) { return v; }
+std::string YamlText(bool v) { return v ? "True" : "False"; }
+std::string YamlText(int64_t v) { return std::to_string(v); }
+std::string YamlText(const PromptTemplateChoice&) { return ""; }  // absent: the builder's default
+template <typename T>
+std::string YamlText(const std::optional<T>& v) {
+  return v ? YamlText(*v) : "null";
+}
+std::string YamlText(const std::vector<std::string>& v) { return v.empty() ? "null" : "[" + JoinStrings(v, ", ") + "]"; }
+std::string YamlText(const ColumnMap& v) {
+  if (v.empty()) return "null";
+  std::vector<std::string> pairs;
+  for (const auto& [from, to] : v) pairs.push_back(from + ": " + to);
+  return "{" + JoinStrings(pairs, ", ") + "}";
+}
+
+// The schema's default of a key: its member's in-class default, so the options struct stays the one place
+// defaults are written; "null" for a refused key.
+template <typename Options>
+std::string DefaultYaml(const Target<Options>& target) {
+  static const Options defaults;
+  return std::visit(
+      [](auto member) -> std::string {
+        if constexpr (std::is_same_v<decltype(member), Refused>) {
+          return "null";
+        } else {
+          return YamlText(defaults.*member);
+        }
+      },
+      target);
+}
+
+// One option of a component kind: a row of the tokenizer or dataset table.
+template <typename Component, typename Options>
+struct Option {
+  // The key, type, doc, bounds and allowed values; default_yaml comes from the member (DefaultYaml).
+  FieldSpec spec;
+  Target<Options> target;
+  // Which components take the key; null: every component of the kind.
+  bool (*takes)(const Component&) = nullptr;
+  // The parts of the spec that depend on the component (a builder's default, the file a path names).
+  void (*adjust)(const Component&, FieldSpec*) = nullptr;
+  // How the reader words a string outside spec.choices: "\"<value>\" <unknown>; fix: use a, b or c".
+  const char* unknown = "is not supported";
+  // The reader's check of a string value another module defines (instead of spec.choices): "" when valid.
+  std::string (*problem)(const std::string& value) = nullptr;
+  // Set: the reader refuses a required string left empty: "is required by <component>; fix: <required_fix>".
+  const char* required_fix = nullptr;
+
+  Option(FieldSpec f, Target<Options> t) : spec(std::move(f)), target(t) { spec.default_yaml = DefaultYaml(target); }
+  Option For(bool (*which)(const Component&)) const { return With(&Option::takes, which); }
+  Option Adjust(void (*how)(const Component&, FieldSpec*)) const { return With(&Option::adjust, how); }
+  Option Unknown(const char* words) const { return With(&Option::unknown, words); }
+  Option Problem(std::string (*check)(const std::string&)) const { return With(&Option::problem, check); }
+  Option RequiredFix(const char* fix) const { return With(&Option::required_fix, fix); }
+
+  bool Takes(const Component& c) const { return takes == nullptr || takes(c); }
+  FieldSpec SpecFor(const Component& c) const {
+    FieldSpec f = spec;
+    if (adjust != nullptr) adjust(c, &f);
+    return f;
+  }
+
+ private:
+  template <typename M, typename V>
+  Option With(M Option::*member, V value) const {
+    Option copy = *this;
+    copy.*member = value;
+    return copy;
+  }
+};
+
+using TokenizerOption = Option<TokenizerComponent, TokenizerOptions>;
+using DatasetOption = Option<DatasetComponent, DatasetOptions>;
+
+// A file name; null or absent: not given.
+FieldSpec PathField(const char* name, const char* doc) { return Nullable(Field(name, FieldType::kString, "", doc)); }
+
+// torchtune's prompt_template: null, a template's dotpath, or {role: [prepend, append]}.
+std::string PromptTemplateProblem(const YAML::Node& v) {
+  if (v.IsScalar()) {
+    StatusOr<PromptTemplate> t = PromptTemplate::FromName(v.Scalar());
+    return t.ok() ? "" : t.status().message();
+  }
+  if (v.IsMap()) {
+    for (const auto& role : v) {
+      const YAML::Node& tags = role.second;
+      if (!tags.IsSequence() || tags.size() != 2 || !tags[0].IsScalar() || !tags[1].IsScalar()) {
+        return "role " + role.first.as<std::string>("?") + " must map to [prepend, append]";
+      }
+    }
+    return "";
+  }
+  return "expected null, a template's dotpath or {role: [prepend, append]}";
+}
+
+std::string StringOrStringsProblem(const YAML::Node& v) {
+  if (v.IsScalar()) return "";
+  if (v.IsSequence()) {
+    for (const auto& item : v) {
+      if (!item.IsScalar()) return "expected a list of file names";
+    }
+    return "";
+  }
+  return "expected a file name or a list of them";
+}
+
+std::string StringMapProblem(const YAML::Node& v) {
+  if (!v.IsMap()) return "expected a mapping of column names, e.g. {input: question, output: answer}";
+  for (const auto& kv : v) {
+    if (!kv.second.IsScalar()) return "column " + kv.first.as<std::string>("?") + " must map to a column name";
+  }
+  return "";
+}
+
+std::string MaskingStrategyProblem(const std::string& value) {
+  StatusOr<MaskingStrategy> masking = ParseMaskingStrategy(value);
+  return masking.ok() ? "" : masking.status().message();
+}
+
+// Tokenizers: each option once. The order is the order of the keys in messages and of the registry's params.
+const std::vector<TokenizerOption>& TokenizerTable() {
+  using K = TokenizerFileKind;
+  using O = TokenizerOptions;
+  static const auto* table = new std::vector<TokenizerOption>{
+      TokenizerOption(Required(PathField("path", "")), &O::path)
+          .For([](const TokenizerComponent& c) { return c.kind != K::kNone && c.kind != K::kHfTokenizerJson; })
+          .Adjust([](const TokenizerComponent& c, FieldSpec* f) {
+            f->doc = c.kind == K::kTiktoken        ? "the tiktoken ranks file (original/tokenizer.model)"
+                     : c.kind == K::kSentencePiece ? "the SentencePiece model (tokenizer.model)"
+                                                   : "vocab.json";
+          }),
+      TokenizerOption(Nullable(AtLeast(Field("max_seq_len", FieldType::kInt, "", "cut samples to this many tokens"), 1)),
+                      &O::max_seq_len)
+          .For([](const TokenizerComponent& c) { return c.kind != K::kHfTokenizerJson; }),
+      TokenizerOption(WithValueCheck(Nullable(Field("prompt_template", FieldType::kAny, "",
+                                                    "null, a template's dotpath or {role: [prepend, append]}; "
+                                                    "absent: the builder's default")),
+                                     PromptTemplateProblem),
+                      &O::prompt_template)
+          .For([](const TokenizerComponent& c) { return c.kind != K::kHfTokenizerJson; }),
+      TokenizerOption(Choices(Field("truncation_type", FieldType::kString, "",
+                                    "keep the first (right) or last (left) tokens"),
+                              {"right", "left"}),
+                      &O::truncation_type)
+          .For([](const TokenizerComponent& c) { return c.kind != K::kHfTokenizerJson; })
+          .Unknown("is unknown"),
+      TokenizerOption(Required(PathField("merges_file", "merges.txt")), &O::merges_file)
+          .For([](const TokenizerComponent& c) { return c.kind == K::kByteBpe; }),
+      TokenizerOption(PathField("special_tokens_path", "a tokenizer.json whose added tokens replace the family's"),
+                      &O::special_tokens_path)
+          .For([](const TokenizerComponent& c) { return c.special_tokens != nullptr; }),
+      TokenizerOption(Required(PathField("tokenizer_json_path", "the model's tokenizer.json")), &O::tokenizer_json_path)
+          .For([](const TokenizerComponent& c) { return c.kind == K::kHfTokenizerJson; }),
+      TokenizerOption(PathField("tokenizer_config_json_path", "the model's tokenizer_config.json (bos/eos)"),
+                      &O::tokenizer_config_json_path)
+          .For([](const TokenizerComponent& c) { return c.kind == K::kHfTokenizerJson; }),
+      TokenizerOption(PathField("generation_config_path", "the model's generation_config.json (bos/eos)"),
+                      &O::generation_config_path)
+          .For([](const TokenizerComponent& c) { return c.kind == K::kHfTokenizerJson; }),
+  };
+  return *table;
+}
+
+bool IsRandomTokens(const DatasetComponent& c) { return c.kind == DatasetKind::kRandomTokens; }
+bool ReadsRecords(const DatasetComponent& c) { return !IsRandomTokens(c); }
+bool IsText(const DatasetComponent& c) { return c.kind == DatasetKind::kText; }
+// Instruct, chat and preference datasets: records become messages, masked by train_on_input.
+bool MakesMessages(const DatasetComponent& c) { return ReadsRecords(c) && !IsText(c); }
+bool TakesConversationStyle(const DatasetComponent& c) { return !c.conversation_styles.empty(); }
+
+// Datasets: each option once. The order is the order of the registry's params and of the keys in messages.
+const std::vector<DatasetOption>& DatasetTable() {
+  using O = DatasetOptions;
+  using S = MessageStyle;
+  static const auto* table = new std::vector<DatasetOption>{
+      DatasetOption(Field("source", FieldType::kString, "",
+                          "a hub id (read from $TUNE_MATRIX_DATA), a local folder, or json/jsonl/csv/text with "
+                          "data_files"),
+                    &O::source)
+          .For(ReadsRecords)
+          .Adjust([](const DatasetComponent& c, FieldSpec* f) {
+            f->default_yaml = c.default_source;
+            if (c.default_source.empty()) *f = Required(*f);
+          })
+          .RequiredFix("set it to a hub id or to json, jsonl, csv or text with data_files"),
+      DatasetOption(Field("split", FieldType::kString, "", "the split, or a slice such as train[:10%]"), &O::split)
+          .For(ReadsRecords),
+      DatasetOption(WithValueCheck(Nullable(Field("data_files", FieldType::kAny, "", "local files for json/jsonl/csv/text")),
+                                   StringOrStringsProblem),
+                    &O::data_files)
+          .For(ReadsRecords),
+      DatasetOption(Nullable(Field("data_dir", FieldType::kString, "", "folder inside the source")), &O::data_dir)
+          .For(ReadsRecords),
+      DatasetOption(WithValueCheck(Nullable(Field("filter_fn", FieldType::kAny, "", "not supported")),
+                                   [](const YAML::Node&) {
+                                     return std::string(
+                                         "a Python callable cannot run in tune-matrix; remove it and filter "
+                                         "the data files instead");
+                                   }),
+                    Refused{"a Python callable is not supported; fix: remove it and filter the data files"})
+          .For(ReadsRecords),
+      DatasetOption(Field("column", FieldType::kString, "", "the column holding the text"), &O::column).For(IsText),
+      DatasetOption(Field("add_eos", FieldType::kBool, "", "end each sample with EOS"), &O::add_eos).For(IsText),
+      DatasetOption(Required(Field("conversation_column", FieldType::kString, "", "the column holding the conversation")),
+                    &O::conversation_column)
+          .For(TakesConversationStyle),
+      DatasetOption(Required(Field("conversation_style", FieldType::kString, "", "how turns are written")),
+                    &O::conversation_style)
+          .For(TakesConversationStyle)
+          .Adjust([](const DatasetComponent& c, FieldSpec* f) {
+            *f = Choices(*f, ConversationStyleNames(c.conversation_styles));
+          }),
+      DatasetOption(WithValueCheck(Nullable(Field("column_map", FieldType::kAny, "", "expected column -> the data's")),
+                                   StringMapProblem),
+                    &O::column_map)
+          .For([](const DatasetComponent& c) { return MakesMessages(c) && !TakesConversationStyle(c); }),
+      DatasetOption(Field("train_on_input", FieldType::kBool, "", "take loss on the prompt too"), &O::train_on_input)
+          .For(MakesMessages)
+          .Adjust([](const DatasetComponent& c, FieldSpec* f) {
+            f->default_yaml = c.default_train_on_input ? "True" : "False";
+          }),
+      DatasetOption(Nullable(Choices(Field("masking_strategy", FieldType::kString, "",
+                                           "which messages get loss; wins over train_on_input"),
+                                     {"train_on_all", "train_on_assistant", "train_on_last"})),
+                    &O::masking_strategy)
+          .For(MakesMessages)
+          .Problem(MaskingStrategyProblem),
+      // Alpaca's and Stack Exchange's records have no place for a system message.
+      DatasetOption(Nullable(Field("new_system_prompt", FieldType::kString, "", "a system message to prepend")),
+                    &O::new_system_prompt)
+          .For([](const DatasetComponent& c) {
+            return MakesMessages(c) && c.style != S::kAlpaca && c.style != S::kStackExchangePaired;
+          }),
+      DatasetOption(Field("packed", FieldType::kBool, "", "pack samples into max_seq_len-long sequences"), &O::packed)
+          .For([](const DatasetComponent& c) { return ReadsRecords(c) && c.kind != DatasetKind::kPreference; }),
+      DatasetOption(Nullable(Field("split_across_pack", FieldType::kBool, "", "let a sample continue in the next pack")),
+                    &O::split_across_pack)
+          .For(IsText),
+      DatasetOption(AtLeast(Field("num_samples", FieldType::kInt, "", "how many samples"), 1), &O::num_samples)
+          .For(IsRandomTokens),
+      DatasetOption(AtLeast(Field("seq_len", FieldType::kInt, "", "tokens in every sample"), 2), &O::seq_len)
+          .For(IsRandomTokens),
+      DatasetOption(Field("seed", FieldType::kInt, "", "seed of the token ids"), &O::random_seed).For(IsRandomTokens),
+  };
+  return *table;
+}
+
 StatusOr<std::string> ComponentOf(const Config& config, const std::string& key, const char* what) {
   YAML::Node node = config.Find(key);
   if (!node.IsDefined() || !node.IsMap()) {
@@ -145,64 +408,106 @@ StatusOr<std::string> ComponentOf(const Config& config, const std::string& key, 
   return config.GetString(key + "._component_", "");
 }
 
+template <typename Component, typename Options>
+std::vector<FieldSpec> Params(const std::vector<Option<Component, Options>>& table, const Component& c) {
+  std::vector<FieldSpec> params;
+  for (const auto& option : table) {
+    if (option.Takes(c)) params.push_back(option.SpecFor(c));
+  }
+  return params;
+}
+
+template <typename Component, typename Options>
+std::vector<std::string> Keys(const std::vector<Option<Component, Options>>& table, const Component& c) {
+  std::vector<std::string> keys = {"_component_"};
+  for (const FieldSpec& f : Params(table, c)) keys.push_back(f.name);
+  return keys;
+}
+
+// The stored value's problem with the spec's bounds, allowed values or requirement; "" when it has none. Runs
+// after every value is read, so it sees defaults too (an absent conversation_style is "").
+template <typename Component, typename Options>
+std::string BoundsProblem(const Option<Component, Options>& option, const FieldSpec& spec, const Component& c,
+                          const Options& o) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        if constexpr (std::is_same_v<decltype(member), Refused>) {
+          return "";
+        } else {
+          using V = std::decay_t<decltype(o.*member)>;
+          std::optional<int64_t> number;
+          std::optional<std::string> text;
+          if constexpr (std::is_same_v<V, int64_t>) number = o.*member;
+          if constexpr (std::is_same_v<V, std::optional<int64_t>>) number = o.*member;
+          if constexpr (std::is_same_v<V, std::string>) text = o.*member;
+          if constexpr (std::is_same_v<V, std::optional<std::string>>) text = o.*member;
+          if (number && spec.min && *number < *spec.min) {
+            std::string least = std::to_string(static_cast<int64_t>(*spec.min));
+            return "is " + std::to_string(*number) + "; fix: " +
+                   (spec.nullable ? "set it to at least " + least + ", or null" : "use " + least + " or more");
+          }
+          if (!text) return "";
+          if (option.required_fix != nullptr && spec.required && text->empty()) {
+            return "is required by " + c.name + "; fix: " + option.required_fix;
+          }
+          if (option.problem != nullptr) return option.problem(*text);
+          if (!spec.choices.empty() &&
+              std::find(spec.choices.begin(), spec.choices.end(), *text) == spec.choices.end()) {
+            return "\"" + *text + "\" " + option.unknown + "; fix: use " + JoinAlternatives(spec.choices);
+          }
+          return "";
+        }
+      },
+      option.target);
+}
+
+// Reads the node at `key` for component `c` through its kind's table: the keys it takes, refused values, every
+// value into its member, then the bounds.
+template <typename Component, typename Options>
+Status ReadOptions(const Config& config, const std::string& key, const std::vector<Option<Component, Options>>& table,
+                   const Component& c, Options* o) {
+  NodeReader r(config, key);
+  TM_RETURN_IF_ERROR(r.CheckKeys(c.name, Keys(table, c)));
+  for (const auto& option : table) {
+    const std::string& name = option.spec.name;
+    const auto* refused = std::get_if<Refused>(&option.target);
+    if (option.Takes(c) && refused != nullptr && !r.IsNull(name)) return r.Error(name, refused->problem);
+  }
+  for (const auto& option : table) {
+    if (!option.Takes(c)) continue;
+    TM_RETURN_IF_ERROR(std::visit(
+        [&](auto member) -> Status {
+          if constexpr (std::is_same_v<decltype(member), Refused>) {
+            return Status::OK();
+          } else {
+            return r.Read(option.spec.name, &(o->*member));
+          }
+        },
+        option.target));
+  }
+  for (const auto& option : table) {
+    if (!option.Takes(c)) continue;
+    std::string problem = BoundsProblem(option, option.SpecFor(c), c, *o);
+    if (!problem.empty()) return r.Error(option.spec.name, problem);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
-std::vector<std::string> TokenizerKeys(const TokenizerComponent& c) {
-  if (c.kind == TokenizerFileKind::kNone) return {"_component_", "max_seq_len", "prompt_template", "truncation_type"};
-  if (c.kind == TokenizerFileKind::kHfTokenizerJson) {
-    return {"_component_", "tokenizer_json_path", "tokenizer_config_json_path", "generation_config_path"};
-  }
-  std::vector<std::string> keys = {"_component_", "path", "max_seq_len", "prompt_template", "truncation_type"};
-  if (c.kind == TokenizerFileKind::kByteBpe) keys.push_back("merges_file");
-  if (c.kind != TokenizerFileKind::kSentencePiece || c.name == "phi3_mini_tokenizer") {
-    keys.push_back("special_tokens_path");
-  }
-  return keys;
-}
-
-std::vector<std::string> DatasetKeys(const DatasetComponent& c) {
-  if (c.kind == DatasetKind::kRandomTokens) return {"_component_", "num_samples", "seq_len", "seed"};
-  std::vector<std::string> keys = {"_component_", "source", "split", "filter_fn", "data_files", "data_dir"};
-  auto add = [&](std::initializer_list<const char*> more) { keys.insert(keys.end(), more.begin(), more.end()); };
-  if (c.kind == DatasetKind::kText) {
-    add({"column", "add_eos", "packed", "split_across_pack"});
-  } else if (c.name == "chat_dataset") {
-    add({"conversation_column", "conversation_style", "train_on_input", "new_system_prompt", "packed",
-         "masking_strategy"});
-  } else {
-    add({"column_map", "train_on_input", "masking_strategy"});
-    if (c.kind != DatasetKind::kPreference) add({"packed"});
-    if (c.style != MessageStyle::kAlpaca && c.style != MessageStyle::kStackExchangePaired) add({"new_system_prompt"});
-  }
-  return keys;
-}
+std::vector<FieldSpec> TokenizerParams(const TokenizerComponent& c) { return Params(TokenizerTable(), c); }
+std::vector<FieldSpec> DatasetParams(const DatasetComponent& c) { return Params(DatasetTable(), c); }
+std::vector<std::string> TokenizerKeys(const TokenizerComponent& c) { return Keys(TokenizerTable(), c); }
+std::vector<std::string> DatasetKeys(const DatasetComponent& c) { return Keys(DatasetTable(), c); }
 
 StatusOr<TokenizerConfig> TokenizerFromConfig(const Config& config, const std::string& key) {
   StatusOr<std::string> name = ComponentOf(config, key, "tokenizer");
   if (!name.ok()) return name.status();
   StatusOr<TokenizerComponent> c = FindTokenizerComponent(*name);
   if (!c.ok()) return Status::NotFound(config.OriginOf(key + "._component_").ToString() + ": " + c.status().message());
-  NodeReader r(config, key);
-  TM_RETURN_IF_ERROR(r.CheckKeys(c->name, TokenizerKeys(*c)));
   TokenizerConfig out;
   out.component = c->dotpath;
-  TokenizerOptions& o = out.options;
-  for (auto [field, target] : {std::make_pair("path", &o.path), std::make_pair("merges_file", &o.merges_file),
-                               std::make_pair("special_tokens_path", &o.special_tokens_path),
-                               std::make_pair("tokenizer_json_path", &o.tokenizer_json_path),
-                               std::make_pair("tokenizer_config_json_path", &o.tokenizer_config_json_path),
-                               std::make_pair("generation_config_path", &o.generation_config_path),
-                               std::make_pair("truncation_type", &o.truncation_type)}) {
-    TM_RETURN_IF_ERROR(r.String(field, target));
-  }
-  TM_RETURN_IF_ERROR(r.Optional("max_seq_len", &o.max_seq_len));
-  if (o.max_seq_len && *o.max_seq_len < 1) {
-    return r.Error("max_seq_len", "is " + std::to_string(*o.max_seq_len) + "; fix: set it to at least 1, or null");
-  }
-  if (o.truncation_type != "right" && o.truncation_type != "left") {
-    return r.Error("truncation_type", "\"" + o.truncation_type + "\" is unknown; fix: use right or left");
-  }
-  TM_RETURN_IF_ERROR(r.Template("prompt_template", &o.prompt_template));
+  TM_RETURN_IF_ERROR(ReadOptions(config, key, TokenizerTable(), *c, &out.options));
   return out;
 }
 
@@ -215,53 +520,9 @@ StatusOr<DatasetConfig> DatasetFromConfig(const Config& config, const std::strin
   if (!name.ok()) return name.status();
   StatusOr<DatasetComponent> c = FindDatasetComponent(*name);
   if (!c.ok()) return Status::NotFound(config.OriginOf(key + "._component_").ToString() + ": " + c.status().message());
-  NodeReader r(config, key);
-  TM_RETURN_IF_ERROR(r.CheckKeys(c->name, DatasetKeys(*c)));
-  if (!r.IsNull("filter_fn")) {
-    return r.Error("filter_fn", "a Python callable is not supported; fix: remove it and filter the data files");
-  }
   DatasetConfig out;
   out.component = c->dotpath;
-  DatasetOptions& o = out.options;
-  if (c->kind == DatasetKind::kRandomTokens) {
-    for (auto [field, target, least] : {std::make_tuple("num_samples", &o.num_samples, int64_t{1}),
-                                        std::make_tuple("seq_len", &o.seq_len, int64_t{2})}) {
-      std::optional<int64_t> v;
-      TM_RETURN_IF_ERROR(r.Optional(field, &v));
-      if (v && *v < least) return r.Error(field, "is " + std::to_string(*v) + "; fix: use " + std::to_string(least) + " or more");
-      if (v) *target = *v;
-    }
-    std::optional<int64_t> seed;
-    TM_RETURN_IF_ERROR(r.Optional("seed", &seed));
-    if (seed) o.random_seed = *seed;
-    return out;
-  }
-  for (auto [field, target] :
-       {std::make_pair("source", &o.source), std::make_pair("split", &o.split), std::make_pair("data_dir", &o.data_dir),
-        std::make_pair("conversation_column", &o.conversation_column),
-        std::make_pair("conversation_style", &o.conversation_style), std::make_pair("column", &o.column)}) {
-    TM_RETURN_IF_ERROR(r.String(field, target));
-  }
-  TM_RETURN_IF_ERROR(r.Strings("data_files", &o.data_files));
-  TM_RETURN_IF_ERROR(r.Map("column_map", &o.column_map));
-  TM_RETURN_IF_ERROR(r.Optional("train_on_input", &o.train_on_input));
-  TM_RETURN_IF_ERROR(r.Optional("masking_strategy", &o.masking_strategy));
-  TM_RETURN_IF_ERROR(r.Optional("new_system_prompt", &o.new_system_prompt));
-  TM_RETURN_IF_ERROR(r.Optional("split_across_pack", &o.split_across_pack));
-  TM_RETURN_IF_ERROR(r.Bool("packed", &o.packed));
-  TM_RETURN_IF_ERROR(r.Bool("add_eos", &o.add_eos));
-  if (o.masking_strategy && !ParseMaskingStrategy(*o.masking_strategy).ok()) {
-    return r.Error("masking_strategy", ParseMaskingStrategy(*o.masking_strategy).status().message());
-  }
-  if (c->name == "chat_dataset" && o.conversation_style != "sharegpt" && o.conversation_style != "openai") {
-    return r.Error("conversation_style",
-                   "\"" + o.conversation_style + "\" is not supported; fix: use sharegpt or openai");
-  }
-  if (c->default_source.empty() && o.source.empty()) {
-    return r.Error("source", "is required by " + c->name +
-                                 "; fix: set it to a hub id or to json, jsonl, csv or text "
-                                 "with data_files");
-  }
+  TM_RETURN_IF_ERROR(ReadOptions(config, key, DatasetTable(), *c, &out.options));
   return out;
 }
 

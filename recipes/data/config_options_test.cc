@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace tmx::data {
 namespace {
 
@@ -173,6 +175,124 @@ TEST(ConfigOptionsTest, RandomTokensDataset) {
                                              "random_tokens_dataset"),
             std::string::npos)
       << text_key.status().message();
+}
+
+// The node the registry would hand the reader: every key the schema gives a default, at that default, and a
+// value for each required key without one (its first allowed value, or "x").
+std::string NodeWithDefaults(const std::string& dotpath, const std::vector<FieldSpec>& params) {
+  std::string yaml = "node:\n  _component_: " + dotpath + "\n";
+  for (const FieldSpec& f : params) {
+    if (!f.default_yaml.empty()) {
+      yaml += "  " + f.name + ": " + f.default_yaml + "\n";
+    } else if (f.required) {
+      yaml += "  " + f.name + ": " + (f.choices.empty() ? "x" : f.choices.front()) + "\n";
+    }
+  }
+  return yaml;
+}
+
+// Every default is YAML of the field's type that obeys the field's own bounds and allowed values.
+void ExpectDefaultsObeyBounds(const std::string& component, const std::vector<FieldSpec>& params) {
+  for (const FieldSpec& f : params) {
+    SCOPED_TRACE(component + "." + f.name + " = " + f.default_yaml);
+    if (f.default_yaml.empty()) continue;
+    YAML::Node value = YAML::Load(f.default_yaml);
+    if (value.IsNull()) {
+      EXPECT_TRUE(f.nullable || f.value_check) << "a null default needs a nullable field";
+      continue;
+    }
+    if (f.type == FieldType::kInt) {
+      int64_t v = value.as<int64_t>();
+      if (f.min) EXPECT_GE(v, *f.min);
+    }
+    if (f.type == FieldType::kBool) EXPECT_TRUE(f.default_yaml == "True" || f.default_yaml == "False");
+    if (!f.choices.empty()) {
+      EXPECT_NE(std::find(f.choices.begin(), f.choices.end(), f.default_yaml), f.choices.end());
+    }
+  }
+}
+
+std::vector<std::string> KeysOf(const std::vector<FieldSpec>& params) {
+  std::vector<std::string> keys = {"_component_"};
+  for (const FieldSpec& f : params) keys.push_back(f.name);
+  return keys;
+}
+
+TEST(ConfigOptionsTableTest, EveryTokenizerTakesItsSchemaAndItsDefaults) {
+  for (const TokenizerComponent& c : TokenizerComponents()) {
+    SCOPED_TRACE(c.name);
+    std::vector<FieldSpec> params = TokenizerParams(c);
+    EXPECT_EQ(TokenizerKeys(c), KeysOf(params));
+    ExpectDefaultsObeyBounds(c.name, params);
+    Config config = Parse(NodeWithDefaults(c.dotpath, params));
+    StatusOr<TokenizerConfig> t = TokenizerFromConfig(config, "node");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->options.truncation_type, TokenizerOptions().truncation_type);
+    EXPECT_EQ(t->options.max_seq_len, TokenizerOptions().max_seq_len);
+  }
+}
+
+TEST(ConfigOptionsTableTest, EveryDatasetTakesItsSchemaAndItsDefaults) {
+  for (const DatasetComponent& c : DatasetComponents()) {
+    SCOPED_TRACE(c.name);
+    std::vector<FieldSpec> params = DatasetParams(c);
+    EXPECT_EQ(DatasetKeys(c), KeysOf(params));
+    ExpectDefaultsObeyBounds(c.name, params);
+    Config config = Parse(NodeWithDefaults(c.dotpath, params));
+    StatusOr<DatasetConfig> d = DatasetFromConfig(config, "node");
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    const DatasetOptions defaults;
+    EXPECT_EQ(d->options.split, defaults.split);
+    EXPECT_EQ(d->options.packed, defaults.packed);
+    EXPECT_EQ(d->options.num_samples, defaults.num_samples);
+    EXPECT_EQ(d->options.seq_len, defaults.seq_len);
+    if (!c.default_source.empty()) EXPECT_EQ(d->options.source, c.default_source);
+  }
+}
+
+TEST(ConfigOptionsTableTest, AComponentsColumnsChooseItsKeys) {
+  // special_tokens_path: the tokenizers with a special-token table to replace.
+  for (const TokenizerComponent& c : TokenizerComponents()) {
+    std::vector<std::string> keys = TokenizerKeys(c);
+    EXPECT_EQ(std::count(keys.begin(), keys.end(), "special_tokens_path"), c.special_tokens != nullptr ? 1 : 0)
+        << c.name;
+  }
+  // conversation_style: the datasets that take one, with their styles as its allowed values.
+  for (const DatasetComponent& c : DatasetComponents()) {
+    std::vector<FieldSpec> params = DatasetParams(c);
+    auto style = std::find_if(params.begin(), params.end(),
+                              [](const FieldSpec& f) { return f.name == "conversation_style"; });
+    ASSERT_EQ(style != params.end(), !c.conversation_styles.empty()) << c.name;
+    if (style != params.end()) EXPECT_EQ(style->choices, ConversationStyleNames(c.conversation_styles)) << c.name;
+  }
+  StatusOr<DatasetComponent> chat = FindDatasetComponent("chat_dataset");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(ConversationStyleNames(chat->conversation_styles), (std::vector<std::string>{"sharegpt", "openai"}));
+  // The registry's order: what `tune validate` reports in and ApplySchemaDefaults writes in.
+  EXPECT_EQ(DatasetKeys(*chat),
+            (std::vector<std::string>{"_component_", "source", "split", "data_files", "data_dir", "filter_fn",
+                                      "conversation_column", "conversation_style", "train_on_input",
+                                      "masking_strategy", "new_system_prompt", "packed"}));
+}
+
+TEST(ConfigOptionsTableTest, BoundsComeFromTheSchema) {
+  Config config = Parse(
+      "t:\n"
+      "  _component_: llama3_tokenizer\n"
+      "  max_seq_len: 0\n"
+      "u:\n"
+      "  _component_: llama3_tokenizer\n"
+      "  truncation_type: middle\n"
+      "d:\n"
+      "  _component_: alpaca_dataset\n"
+      "  masking_strategy: train_on_input\n");
+  EXPECT_EQ(TokenizerFromConfig(config, "t").status().message(),
+            "cfg.yaml:3:16: key 't.max_seq_len': is 0; fix: set it to at least 1, or null");
+  EXPECT_EQ(TokenizerFromConfig(config, "u").status().message(),
+            "cfg.yaml:6:20: key 'u.truncation_type': \"middle\" is unknown; fix: use right or left");
+  EXPECT_EQ(DatasetFromConfig(config, "d").status().message(),
+            "cfg.yaml:9:21: key 'd.masking_strategy': masking_strategy \"train_on_input\" is unknown; fix: use "
+            "train_on_all, train_on_assistant or train_on_last");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "base/text.h"
 #include "recipes/data/components.h"
 #include "recipes/data/packing.h"
 #include "recipes/data/samples.h"
@@ -9,6 +10,13 @@
 
 namespace tmx::data {
 namespace {
+
+const ConversationStyle* FindConversationStyle(const DatasetComponent& c, const std::string& name) {
+  for (const ConversationStyle& s : c.conversation_styles) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
 
 SourceOptions SourceFor(const DatasetComponent& c, const DatasetOptions& options) {
   SourceOptions source;
@@ -31,17 +39,15 @@ StatusOr<MessageTransform> TransformFor(const DatasetComponent& c, const Dataset
     t.masking = *masking;
   }
   t.new_system_prompt = options.new_system_prompt;
-  if (c.name == "chat_dataset") {
-    if (options.conversation_style == "sharegpt") {
-      t.style = MessageStyle::kShareGpt;
-      t.column_map = {{"conversations", options.conversation_column}};
-    } else if (options.conversation_style == "openai") {
-      t.style = MessageStyle::kOpenAi;
-      t.column_map = {{"messages", options.conversation_column}};
-    } else {
+  if (!c.conversation_styles.empty()) {
+    const ConversationStyle* style = FindConversationStyle(c, options.conversation_style);
+    if (style == nullptr) {
       return Status::InvalidArgument("conversation_style \"" + options.conversation_style +
-                                     "\" is not supported; fix: use sharegpt or openai");
+                                     "\" is not supported; fix: use " +
+                                     JoinAlternatives(ConversationStyleNames(c.conversation_styles)));
     }
+    t.style = style->style;
+    t.column_map = {{style->column, options.conversation_column}};
     if (options.conversation_column.empty()) {
       return Status::InvalidArgument(
           "conversation_column is not set; fix: name the column that holds the "
@@ -114,6 +120,12 @@ Sample SampleFromMask(const TokenizedMessages& tokenized) {
   return s;
 }
 
+std::vector<std::string> ConversationStyleNames(const std::vector<ConversationStyle>& styles) {
+  std::vector<std::string> names;
+  for (const ConversationStyle& s : styles) names.push_back(s.name);
+  return names;
+}
+
 const std::vector<DatasetComponent>& DatasetComponents() {
   using K = DatasetKind;
   using S = MessageStyle;
@@ -122,7 +134,15 @@ const std::vector<DatasetComponent>& DatasetComponents() {
         {"alpaca_dataset", "", K::kInstruct, "tatsu-lab/alpaca", S::kAlpaca, true, {}, ""},
         {"alpaca_cleaned_dataset", "", K::kInstruct, "yahma/alpaca-cleaned", S::kAlpaca, true, {}, ""},
         {"slimorca_dataset", "", K::kChat, "Open-Orca/SlimOrca-Dedup", S::kShareGpt, false, {}, ""},
-        {"chat_dataset", "", K::kChat, "", S::kShareGpt, false, {}, ""},
+        {"chat_dataset",
+         "",
+         K::kChat,
+         "",
+         S::kShareGpt,
+         false,
+         {},
+         "",
+         {{"sharegpt", S::kShareGpt, "conversations"}, {"openai", S::kOpenAi, "messages"}}},
         {"instruct_dataset", "", K::kInstruct, "", S::kInputOutput, false, {}, ""},
         {"samsum_dataset",
          "",
@@ -261,12 +281,15 @@ StatusOr<DatasetOptions> SampleDatasetOptions(const std::string& component, Data
   if (c->style == MessageStyle::kAlpaca) {
     options.data_files = {dir + "alpaca_sample.json"};
   } else if (c->kind == DatasetKind::kChat) {
-    bool openai = c->name == "chat_dataset" && options.conversation_style == "openai";
+    // A conversation_style the dataset does not take gets the first one's sample.
+    const ConversationStyle* style = FindConversationStyle(*c, options.conversation_style);
+    if (style == nullptr && !c->conversation_styles.empty()) style = &c->conversation_styles.front();
+    bool openai = style != nullptr && style->style == MessageStyle::kOpenAi;
     options.source = openai ? "jsonl" : "json";
     options.data_files = {dir + (openai ? "openai_sample.jsonl" : "sharegpt_sample.json")};
-    if (c->name == "chat_dataset") {
-      options.conversation_style = openai ? "openai" : "sharegpt";
-      options.conversation_column = openai ? "messages" : "conversations";
+    if (style != nullptr) {
+      options.conversation_style = style->name;
+      options.conversation_column = style->column;
     }
   } else if (c->kind == DatasetKind::kText) {
     options.source = "text";

@@ -42,6 +42,15 @@ namespace tmx::data {
 
 enum class DatasetKind { kInstruct, kChat, kText, kPreference, kRandomTokens };
 
+// A conversation_style value: how the turns of a record are written, and the column the style reads them from
+// (the column_map key that conversation_column fills; also the shipped sample's column).
+struct ConversationStyle {
+  std::string name;  // "sharegpt"
+  MessageStyle style;
+  std::string column;  // "conversations"
+};
+
+// One row per dataset: what differs between datasets is a column here, so no code compares their names.
 struct DatasetComponent {
   std::string name;     // "alpaca_cleaned_dataset"
   std::string dotpath;  // "torchtune.datasets.alpaca_cleaned_dataset"
@@ -51,7 +60,13 @@ struct DatasetComponent {
   bool default_train_on_input;
   ColumnMap default_column_map;
   std::string default_data_dir;
+  // Non-empty: the config says how the conversation is written (conversation_column and conversation_style, one
+  // of these) instead of `style` and a column_map (chat_dataset).
+  std::vector<ConversationStyle> conversation_styles;
 };
+
+// The names of `styles`: the values conversation_style takes.
+std::vector<std::string> ConversationStyleNames(const std::vector<ConversationStyle>& styles);
 
 struct DatasetOptions {
   // Hub id, local folder, or json/jsonl/csv/text with data_files (sources.h). Empty: the builder's default.

@@ -47,7 +47,7 @@ Status RequireSpecials(const std::map<std::string, int64_t>& specials, const std
 }
 
 StatusOr<std::optional<PromptTemplate>> ResolveTemplate(const PromptTemplateChoice& choice,
-                                                        const char* builder_default) {
+                                                        const std::string& builder_default) {
   switch (choice.kind) {
     case PromptTemplateChoice::Kind::kNone:
       return std::optional<PromptTemplate>();
@@ -65,9 +65,9 @@ StatusOr<std::optional<PromptTemplate>> ResolveTemplate(const PromptTemplateChoi
   return std::optional<PromptTemplate>();
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> Llama3Base(const std::string& name, const TokenizerOptions& options) {
+StatusOr<std::unique_ptr<Tokenizer>> Llama3Base(const TokenizerComponent& c, const TokenizerOptions& options) {
   TM_RETURN_IF_ERROR(Require("path", options.path, "the model's original/tokenizer.model (tiktoken ranks)"));
-  StatusOr<std::map<std::string, int64_t>> specials = Specials(options, Llama3SpecialTokens());
+  StatusOr<std::map<std::string, int64_t>> specials = Specials(options, c.special_tokens());
   if (!specials.ok()) return specials.status();
   TM_RETURN_IF_ERROR(
       RequireSpecials(*specials,
@@ -86,12 +86,12 @@ StatusOr<std::unique_ptr<Tokenizer>> Llama3Base(const std::string& name, const T
   return std::unique_ptr<Tokenizer>(std::move(tok).value());
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> SentencePieceBase(const std::string& name, const TokenizerOptions& options) {
+StatusOr<std::unique_ptr<Tokenizer>> SentencePieceBase(const TokenizerComponent& c, const TokenizerOptions& options) {
   TM_RETURN_IF_ERROR(Require("path", options.path, "the model's tokenizer.model (SentencePiece)"));
   SentencePieceOptions sp;
   sp.path = options.path;
-  if (name == "phi3_mini_tokenizer") {
-    StatusOr<std::map<std::string, int64_t>> specials = Specials(options, Phi3SpecialTokens());
+  if (c.special_tokens) {  // Phi-3's turn tokens, added above the SentencePiece vocabulary
+    StatusOr<std::map<std::string, int64_t>> specials = Specials(options, c.special_tokens());
     if (!specials.ok()) return specials.status();
     TM_RETURN_IF_ERROR(
         RequireSpecials(*specials, {"<|endoftext|>", "<|user|>", "<|assistant|>", "<|system|>", "<|end|>"},
@@ -106,13 +106,10 @@ StatusOr<std::unique_ptr<Tokenizer>> SentencePieceBase(const std::string& name, 
   return std::unique_ptr<Tokenizer>(std::move(tok).value());
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> QwenBase(const std::string& name, const TokenizerOptions& options) {
+StatusOr<std::unique_ptr<Tokenizer>> QwenBase(const TokenizerComponent& c, const TokenizerOptions& options) {
   TM_RETURN_IF_ERROR(Require("path", options.path, "the model's vocab.json"));
   TM_RETURN_IF_ERROR(Require("merges_file", options.merges_file, "the model's merges.txt"));
-  std::map<std::string, int64_t> defaults = name == "qwen2_tokenizer"     ? Qwen2SpecialTokens()
-                                            : name == "qwen2_5_tokenizer" ? Qwen2_5SpecialTokens()
-                                                                          : Qwen3SpecialTokens();
-  StatusOr<std::map<std::string, int64_t>> specials = Specials(options, defaults);
+  StatusOr<std::map<std::string, int64_t>> specials = Specials(options, c.special_tokens());
   if (!specials.ok()) return specials.status();
   TM_RETURN_IF_ERROR(RequireSpecials(*specials, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
                                      options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
@@ -129,7 +126,7 @@ StatusOr<std::unique_ptr<Tokenizer>> QwenBase(const std::string& name, const Tok
   return std::unique_ptr<Tokenizer>(std::move(tok).value());
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> HfBase(const std::string& name, const TokenizerOptions& options) {
+StatusOr<std::unique_ptr<Tokenizer>> HfBase(const TokenizerOptions& options) {
   TM_RETURN_IF_ERROR(Require("tokenizer_json_path", options.tokenizer_json_path, "the model's tokenizer.json"));
   HfTokenizerOptions hf;
   hf.path = options.tokenizer_json_path;
@@ -199,18 +196,29 @@ std::map<std::string, int64_t> Qwen3SpecialTokens() {
 }
 
 const std::vector<TokenizerComponent>& TokenizerComponents() {
+  using K = TokenizerFileKind;
+  using F = ChatFormat;
+  // SentencePiece tokenizers without a special-token table have no turn tokens (kNoSpecialTokens); Llama 2 and
+  // Mistral mark turns with their [INST] template instead.
   static const auto* components = new std::vector<TokenizerComponent>{
-      {"llama3_tokenizer", "torchtune.models.llama3.llama3_tokenizer", TokenizerFileKind::kTiktoken},
-      {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", TokenizerFileKind::kSentencePiece},
-      {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", TokenizerFileKind::kSentencePiece},
-      {"gemma_tokenizer", "torchtune.models.gemma.gemma_tokenizer", TokenizerFileKind::kSentencePiece},
-      {"phi3_mini_tokenizer", "torchtune.models.phi3.phi3_mini_tokenizer", TokenizerFileKind::kSentencePiece},
-      {"qwen2_tokenizer", "torchtune.models.qwen2.qwen2_tokenizer", TokenizerFileKind::kByteBpe},
-      {"qwen2_5_tokenizer", "torchtune.models.qwen2_5.qwen2_5_tokenizer", TokenizerFileKind::kByteBpe},
-      {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", TokenizerFileKind::kByteBpe},
+      {"llama3_tokenizer", "torchtune.models.llama3.llama3_tokenizer", K::kTiktoken, F::kLlama3, "",
+       Llama3SpecialTokens},
+      {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
+       kLlama2Chat, nullptr},
+      {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
+       kMistralChat, nullptr},
+      {"gemma_tokenizer", "torchtune.models.gemma.gemma_tokenizer", K::kSentencePiece, F::kNoSpecialTokens, "",
+       nullptr},
+      {"phi3_mini_tokenizer", "torchtune.models.phi3.phi3_mini_tokenizer", K::kSentencePiece, F::kPhi3, "",
+       Phi3SpecialTokens},
+      {"qwen2_tokenizer", "torchtune.models.qwen2.qwen2_tokenizer", K::kByteBpe, F::kQwen2, "", Qwen2SpecialTokens},
+      {"qwen2_5_tokenizer", "torchtune.models.qwen2_5.qwen2_5_tokenizer", K::kByteBpe, F::kQwen2_5, "",
+       Qwen2_5SpecialTokens},
+      {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", K::kByteBpe, F::kQwen2_5, "",
+       Qwen3SpecialTokens},
       {"HuggingFaceBaseTokenizer", "torchtune.modules.transforms.tokenizers.HuggingFaceBaseTokenizer",
-       TokenizerFileKind::kHfTokenizerJson},
-      {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", TokenizerFileKind::kNone},
+       K::kHfTokenizerJson, F::kNone, "", nullptr},
+      {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", K::kNone, F::kNoSpecialTokens, "", nullptr},
   };
   return *components;
 }
@@ -232,39 +240,33 @@ StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& comp
     return Status::InvalidArgument(name + ": max_seq_len is " + std::to_string(*options.max_seq_len) +
                                    "; fix: set it to at least 1, or null for no limit");
   }
-  ChatFormat format = ChatFormat::kNone;
-  const char* default_template = "";
   StatusOr<std::unique_ptr<Tokenizer>> base = Status::Internal("unreachable");
   switch (found->kind) {
     case TokenizerFileKind::kTiktoken:
-      format = ChatFormat::kLlama3;
-      base = Llama3Base(name, options);
+      base = Llama3Base(*found, options);
       break;
     case TokenizerFileKind::kSentencePiece:
-      format = name == "phi3_mini_tokenizer" ? ChatFormat::kPhi3 : ChatFormat::kNoSpecialTokens;
-      default_template = name == "llama2_tokenizer" ? kLlama2Chat : name == "mistral_tokenizer" ? kMistralChat : "";
-      base = SentencePieceBase(name, options);
+      base = SentencePieceBase(*found, options);
       break;
     case TokenizerFileKind::kByteBpe:
-      format = name == "qwen2_tokenizer" ? ChatFormat::kQwen2 : ChatFormat::kQwen2_5;
-      base = QwenBase(name, options);
+      base = QwenBase(*found, options);
       break;
     case TokenizerFileKind::kHfTokenizerJson:
-      base = HfBase(name, options);
+      base = HfBase(options);
       break;
     case TokenizerFileKind::kNone:
-      format = ChatFormat::kNoSpecialTokens;
       base = std::unique_ptr<Tokenizer>(new ByteTokenizer());
       break;
   }
   if (!base.ok()) return base.status().WithContext(name);
-  StatusOr<std::optional<PromptTemplate>> prompt_template = ResolveTemplate(options.prompt_template, default_template);
+  StatusOr<std::optional<PromptTemplate>> prompt_template =
+      ResolveTemplate(options.prompt_template, found->default_prompt_template);
   if (!prompt_template.ok()) return prompt_template.status().WithContext(name);
   ModelTokenizerOptions model_options;
   model_options.max_seq_len = options.max_seq_len;
   model_options.prompt_template = std::move(prompt_template).value();
   model_options.truncate_left = options.truncation_type == "left";
-  return std::make_unique<ModelTokenizer>(name, std::move(base).value(), format, std::move(model_options));
+  return std::make_unique<ModelTokenizer>(name, std::move(base).value(), found->chat_format, std::move(model_options));
 }
 
 }  // namespace tmx::data

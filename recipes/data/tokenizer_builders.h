@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,10 +64,18 @@ struct TokenizerOptions {
   std::string truncation_type = "right";
 };
 
+// One row per tokenizer: what differs between tokenizers is a column here, so no code compares their names.
 struct TokenizerComponent {
   std::string name;     // "llama3_tokenizer"
   std::string dotpath;  // "torchtune.models.llama3.llama3_tokenizer"
   TokenizerFileKind kind;
+  // How a conversation is written around the turns (chat_format.h).
+  ChatFormat chat_format = ChatFormat::kNone;
+  // The prompt template used when the config leaves prompt_template out (torchtune's builder default); "": none.
+  std::string default_prompt_template;
+  // The family's special-token table. Set: a special_tokens_path (a tokenizer.json) may replace it, so the
+  // tokenizer takes that key. Null: the file defines every token (or there is none), and the key is refused.
+  std::map<std::string, int64_t> (*special_tokens)() = nullptr;
 };
 
 // Every supported tokenizer component.
