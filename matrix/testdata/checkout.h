@@ -32,8 +32,8 @@ class TestCheckout {
                                      Field("output_dir", FieldType::kString, "", "output"),
                                      Field("steps", FieldType::kInt, "10", "steps")};
     auto budget = [](int steps) { return std::vector<std::string>{"steps=" + std::to_string(steps)}; };
-    RecipeSpec lora{"lora_finetune_single_device", "", false, {"tiny/lora", "tiny/lora_big"}, fields, {}, nullptr};
-    RecipeSpec full{"full_finetune_single_device", "", false, {"tiny/full"}, fields, {}, nullptr};
+    RecipeSpec lora{"lora_finetune_single_device", "", RecipeLaunch::kOneProcess, {"tiny/lora", "tiny/lora_big"}, fields, {}, nullptr};
+    RecipeSpec full{"full_finetune_single_device", "", RecipeLaunch::kOneProcess, {"tiny/full"}, fields, {}, nullptr};
     lora.cell_overrides = full.cell_overrides = budget;
     EXPECT_TRUE(registry.AddRecipe(lora).ok());
     EXPECT_TRUE(registry.AddRecipe(full).ok());

@@ -52,7 +52,7 @@ std::vector<CollectiveBackend> BuiltinBackends() {
   CollectiveBackend xccl;
   xccl.name = "xccl";
   xccl.device_types = {"xpu"};
-  xccl.unavailable = "this build has no XCCL process groups (ProcessGroupXCCL is not compiled in here); use a "
+  xccl.unavailable = "this build has no xccl (XCCL) process groups (ProcessGroupXCCL is not compiled in here); use a "
                      "LibTorch built with XPU and its XCCL headers, and add its creation to collective_backends.cc";
   return {gloo, nccl, xccl};
 }
