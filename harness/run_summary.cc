@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/file_util.h"
+#include "base/json_number.h"
 #include "base/stats.h"
 
 namespace tmx {
@@ -10,24 +11,13 @@ namespace {
 
 using nlohmann::json;
 
-// JSON has no NaN or infinity, and a non-finite loss is exactly what a failed run reports: those travel as
-// the strings "nan", "inf", "-inf".
-json Number(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  return d;
-}
 
 double FromNumber(const json& j) {
+  if (std::optional<double> d = NumberFromJson(j)) return *d;
   if (j.is_string()) {
-    const std::string& s = j.get_ref<const std::string&>();
-    if (s == "nan") return std::nan("");
-    if (s == "inf") return HUGE_VAL;
-    if (s == "-inf") return -HUGE_VAL;
-    throw json::type_error::create(302, "expected a number, got \"" + s + "\"", &j);
+    throw json::type_error::create(302, "expected a number, got \"" + j.get_ref<const std::string&>() + "\"", &j);
   }
-  if (!j.is_number()) throw json::type_error::create(302, std::string("expected a number, got ") + j.type_name(), &j);
-  return j.get<double>();
+  throw json::type_error::create(302, std::string("expected a number, got ") + j.type_name(), &j);
 }
 
 std::vector<double> Numbers(const json& j) {
@@ -59,8 +49,8 @@ void RunSummary::Finish() {
 
 json RunSummaryToJson(const RunSummary& s) {
   json steps = json::array(), losses = json::array();
-  for (double t : s.step_times_s) steps.push_back(Number(t));
-  for (double l : s.losses) losses.push_back(Number(l));
+  for (double t : s.step_times_s) steps.push_back(NumberToJson(t));
+  for (double l : s.losses) losses.push_back(NumberToJson(l));
   json j = {{"version", kRunSummaryVersion},
             {"recipe", s.recipe},
             {"config", s.config},
@@ -71,7 +61,7 @@ json RunSummaryToJson(const RunSummary& s) {
             {"error", s.error},
             {"error_kind", s.error_kind},
             {"seed", s.seed},
-            {"init_time_s", Number(s.init_time_s)},
+            {"init_time_s", NumberToJson(s.init_time_s)},
             {"step_times_s", steps},
             {"losses", losses},
             {"step_tokens", s.step_tokens},
@@ -82,9 +72,9 @@ json RunSummaryToJson(const RunSummary& s) {
             {"stand_ins", s.stand_ins},
             {"world_size", s.world_size}};
   if (s.peak_memory_bytes) j["peak_memory_bytes"] = *s.peak_memory_bytes;
-  if (s.step_time_median_s) j["step_time_median_s"] = Number(*s.step_time_median_s);
-  if (s.step_time_spread_s) j["step_time_spread_s"] = Number(*s.step_time_spread_s);
-  if (s.tokens_per_second) j["tokens_per_second"] = Number(*s.tokens_per_second);
+  if (s.step_time_median_s) j["step_time_median_s"] = NumberToJson(*s.step_time_median_s);
+  if (s.step_time_spread_s) j["step_time_spread_s"] = NumberToJson(*s.step_time_spread_s);
+  if (s.tokens_per_second) j["tokens_per_second"] = NumberToJson(*s.tokens_per_second);
   return j;
 }
 

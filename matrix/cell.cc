@@ -5,32 +5,13 @@
 #include <limits>
 #include <utility>
 
+#include "base/json_number.h"
 #include "harness/device.h"
 
 namespace tmx::matrix {
 namespace {
 
 using nlohmann::json;
-
-
-// JSON has no NaN or infinity, and a non-finite loss is exactly what a failing cell may report, so those
-// values travel as the strings "nan", "inf" and "-inf".
-json DoubleToJson(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  return d;
-}
-
-std::optional<double> DoubleFromJson(const json& j) {
-  if (j.is_number()) return j.get<double>();
-  if (j.is_string()) {
-    const std::string& s = j.get_ref<const std::string&>();
-    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
-    if (s == "inf") return std::numeric_limits<double>::infinity();
-    if (s == "-inf") return -std::numeric_limits<double>::infinity();
-  }
-  return std::nullopt;
-}
 
 // Reads the fields of one JSON object; every error names `where`, the field and what was expected.
 class FieldReader {
@@ -85,7 +66,7 @@ class FieldReader {
   Status Read(const char* name, double* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
-    std::optional<double> d = DoubleFromJson(*v);
+    std::optional<double> d = NumberFromJson(*v);
     if (!d) return TypeError(name, kNumberExpected, *v);
     *out = *d;
     return Status::OK();
@@ -97,7 +78,7 @@ class FieldReader {
     if (!v->is_array()) return TypeError(name, "an array of numbers", *v);
     out->clear();
     for (const json& e : *v) {
-      std::optional<double> d = DoubleFromJson(e);
+      std::optional<double> d = NumberFromJson(e);
       if (!d) return TypeError(name, "an array of numbers", e);
       out->push_back(*d);
     }
@@ -176,10 +157,10 @@ json ValueToJson(const std::vector<std::string>& v) { return v; }
 json ValueToJson(CellStatus v) { return CellStatusName(v); }
 json ValueToJson(int64_t v) { return v; }
 json ValueToJson(int v) { return v; }
-json ValueToJson(double v) { return DoubleToJson(v); }
+json ValueToJson(double v) { return NumberToJson(v); }
 json ValueToJson(const std::vector<double>& v) {
   json values = json::array();
-  for (double d : v) values.push_back(DoubleToJson(d));
+  for (double d : v) values.push_back(NumberToJson(d));
   return values;
 }
 template <typename T>

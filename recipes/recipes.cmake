@@ -38,8 +38,10 @@ endif()
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm_recipes tm_process TORCH
             LABELS recipes)
-target_compile_definitions(recipes_distributed_test PRIVATE TM_TUNE_PATH="$<TARGET_FILE:tune>")
-add_dependencies(recipes_distributed_test tune)
+if(TUNE_MATRIX_BUILD_TESTS)
+  target_compile_definitions(recipes_distributed_test PRIVATE TM_TUNE_PATH="$<TARGET_FILE:tune>")
+  add_dependencies(recipes_distributed_test tune)
+endif()
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc loss_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
