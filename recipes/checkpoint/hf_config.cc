@@ -116,6 +116,55 @@ Status ParseRopeScaling(const Fields& f, DecoderArgs* a) {
   return Status::OK();
 }
 
+// transformers 5 saves RoPE settings as one `rope_parameters` object (rope_theta, rope_type, the scaling
+// factors, partial_rotary_factor), or one such object per layer type, where 4.x wrote rope_theta and
+// rope_scaling beside the other keys. Rewrites the 5.x form into the 4.x keys the reader takes, so a checkpoint
+// saved by either reads the same; refuses what the decoder cannot express instead of falling back silently to
+// base 10000 without scaling.
+Status LegacyRopeKeys(json* j, const std::string& source) {
+  auto error = [&](const std::string& key, const std::string& problem) {
+    return Status::InvalidArgument(source + ": " + key + ": " + problem);
+  };
+  if (!j->contains("rope_parameters") || (*j)["rope_parameters"].is_null()) return Status::OK();
+  json params = (*j)["rope_parameters"];
+  if (!params.is_object()) return error("rope_parameters", "expected an object or null, got " + params.dump());
+  // One object per layer type (keys among the layer types): the decoder has one RoPE, so they must agree.
+  bool per_layer = !params.empty();
+  for (const auto& [key, value] : params.items()) {
+    per_layer = per_layer && (key == "full_attention" || key == "sliding_attention") && value.is_object();
+  }
+  if (per_layer) {
+    const json first = params.begin().value();
+    for (const auto& [key, value] : params.items()) {
+      if (value != first) {
+        return error("rope_parameters." + key, "differs from the other layer types' (" + value.dump() + " vs " +
+                                                  first.dump() + "); per-layer RoPE is not implemented");
+      }
+    }
+    params = first;
+  }
+  if (j->contains("rope_scaling") && !(*j)["rope_scaling"].is_null()) {
+    return error("rope_scaling", "given beside rope_parameters; keep one (rope_parameters: transformers 5, "
+                                 "rope_scaling: 4.x)");
+  }
+  json scaling = json::object();
+  for (const auto& [key, value] : params.items()) {
+    if (key == "rope_theta" || key == "partial_rotary_factor") {
+      if (j->contains(key) && !(*j)[key].is_null() && (*j)[key] != value) {
+        return error(key, (*j)[key].dump() + " disagrees with rope_parameters." + key + " " + value.dump() +
+                              "; keep one");
+      }
+      (*j)[key] = value;
+    } else {
+      scaling[key] = value;
+    }
+  }
+  const json type = scaling.contains("rope_type") ? scaling["rope_type"] : scaling.value("type", json("default"));
+  (*j)["rope_scaling"] = type == "default" ? json(nullptr) : scaling;
+  j->erase("rope_parameters");
+  return Status::OK();
+}
+
 // The keys `type` reads beyond the common ones (its record's columns), and its fixed traits.
 Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArgs* a) {
   models::ApplyFixedTraits(type, a);
@@ -150,7 +199,8 @@ Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArg
       }
     }
   }
-  if (type.reads_partial_rotary) {
+  {
+    // No type here rotates part of a head (Phi-3's configs say 1.0; transformers 5 may write it for any type).
     double partial = 1.0;
     TM_RETURN_IF_ERROR(f.Number("partial_rotary_factor", &partial, 1.0));
     if (partial != 1.0) return f.Error("partial_rotary_factor", Str(partial) + " is not implemented; only 1.0 is");
@@ -167,6 +217,7 @@ StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::s
   if (j.is_discarded() || !j.is_object()) {
     return Status::InvalidArgument(source + ": not a JSON object; fix: point to a Hugging Face config.json");
   }
+  TM_RETURN_IF_ERROR(LegacyRopeKeys(&j, source));
   Fields f(j, source);
   HfModelConfig out;
   TM_RETURN_IF_ERROR(f.String("model_type", &out.model_type, ""));

@@ -152,6 +152,73 @@ TEST(HfConfigTest, EveryPresetRoundTrips) {
   }
 }
 
+// transformers 5 saves rope_theta and the scaling inside one rope_parameters object; its config.json reads as
+// the 4.x one does (before, the base silently became 10000 without Llama 3 scaling).
+TEST(HfConfigTest, Transformers5RopeParametersReadAsTheLegacyKeys) {
+  json v5 = Llama();
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "llama3"},         {"factor", 32.0},
+                           {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  StatusOr<HfModelConfig> c = ParseHfConfig(v5.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->args.rope_base, 500000);
+  ASSERT_TRUE(c->args.rope_scaling.has_value());
+  EXPECT_EQ(c->args.rope_scaling->factor, 32);
+  EXPECT_EQ(c->args.rope_scaling->old_context_len, 8192);
+  EXPECT_EQ(models::DecoderArgsDifferences(ParseHfConfig(Llama().dump(), "4.x")->args, c->args),
+            std::vector<std::string>{});
+}
+
+// Every preset's config.json rewritten the way transformers 5 saves it (rope_parameters; per layer type for
+// Gemma 2, whose layers have types) reads back as the same model.
+TEST(HfConfigTest, EveryPresetReadsTheSameFromTransformers5Keys) {
+  for (const models::ModelPreset& p : models::ModelPresets()) {
+    SCOPED_TRACE(p.builder);
+    json j = json::parse(*HfConfigJson(p.hf_model_type, p.args, "bfloat16"));
+    json params = j["rope_scaling"].is_null() ? json{{"rope_type", "default"}} : j["rope_scaling"];
+    params["rope_theta"] = j["rope_theta"];
+    j.erase("rope_theta");
+    j.erase("rope_scaling");
+    j["rope_parameters"] =
+        j.contains("layer_types") ? json{{"sliding_attention", params}, {"full_attention", params}} : params;
+    StatusOr<HfModelConfig> back = ParseHfConfig(j.dump(), p.builder);
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(models::DecoderArgsDifferences(p.args, back->args), std::vector<std::string>{});
+  }
+}
+
+TEST(HfConfigTest, RopeParametersTheDecoderCannotFollowAreRefused) {
+  json base = Llama();
+  base.erase("rope_theta");
+  base.erase("rope_scaling");
+  json both = base;
+  both["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "default"}};
+  both["rope_scaling"] = Llama()["rope_scaling"];
+  EXPECT_EQ(Parse(both), "config.json: rope_scaling: given beside rope_parameters; keep one (rope_parameters: "
+                         "transformers 5, rope_scaling: 4.x)");
+  json theta = base;
+  theta["rope_theta"] = 10000.0;
+  theta["rope_parameters"] = {{"rope_theta", 500000.0}};
+  EXPECT_EQ(Parse(theta), "config.json: rope_theta: 10000.0 disagrees with rope_parameters.rope_theta 500000.0; keep one");
+  json layers = base;
+  layers["rope_parameters"] = {{"full_attention", {{"rope_theta", 1e6}}}, {"sliding_attention", {{"rope_theta", 1e4}}}};
+  EXPECT_EQ(Parse(layers).rfind("config.json: rope_parameters.sliding_attention: differs from the other layer types' (",
+                                0),
+            0u)
+      << Parse(layers);
+  json partial = base;
+  partial["rope_parameters"] = {{"rope_theta", 500000.0}, {"partial_rotary_factor", 0.5}};
+  EXPECT_EQ(Parse(partial), "config.json: partial_rotary_factor: 0.5 is not implemented; only 1.0 is");
+  json yarn = base;
+  yarn["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_EQ(Parse(yarn), "config.json: rope_scaling.rope_type: 'yarn' is not implemented; supported: llama3 (or null "
+                         "for plain RoPE)");
+  json bad = base;
+  bad["rope_parameters"] = 3;
+  EXPECT_EQ(Parse(bad), "config.json: rope_parameters: expected an object or null, got 3");
+}
+
 TEST(HfConfigTest, WritingRefusesOptionsTheModelTypeCannotExpress) {
   DecoderArgs a = models::FindModelPreset("tiny_qwen3")->args;
   EXPECT_EQ(HfConfigJson("llama", a).status().message(),

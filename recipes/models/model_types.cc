@@ -67,7 +67,6 @@ std::vector<ModelTypeRecord> BuildTypes() {
   phi3.causal_lm = "Phi3ForCausalLM";
   phi3.rope_layout = RopeLayout::kHalf;
   phi3.reads_sliding_window = true;
-  phi3.reads_partial_rotary = true;
   phi3.fused_projections = true;
   types.push_back(phi3);
   return types;

@@ -35,7 +35,6 @@ struct ModelTypeRecord {
   std::string sliding_window_refusal;         // use_sliding_window: true is refused with this reason ("": not read)
   bool reads_sliding_window = false;          // sliding_window
   bool reads_softcaps = false;                // attn/final_logit_softcapping, query_pre_attn_scalar, layer_types
-  bool reads_partial_rotary = false;          // partial_rotary_factor (only 1.0 is implemented)
   bool writes_hidden_activation = false;      // config.json as saved also names hidden_activation (Gemma)
 
   // Weight layout: q/k/v and gate/up fused into qkv_proj and gate_up_proj in the checkpoint (Phi-3).
