@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -19,7 +20,7 @@
 
 extern char** environ;
 
-namespace tmx::matrix {
+namespace tmx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -64,7 +65,7 @@ int MoveAboveStdio(int fd) {
 
 // What the child reports through the status pipe when it cannot exec.
 struct ChildFailure {
-  enum Stage : int { kStdio = 1, kChdir = 2, kExec = 3 };
+  enum Stage : int { kStdio = 1, kChdir = 2, kExec = 3, kDeathSignal = 4 };
   int stage;
   int err;
 };
@@ -81,6 +82,7 @@ struct ChildPlan {
   int out_fd = -1;
   int status_fd = -1;
   bool own_process_group = true;
+  pid_t die_with = 0;  // die_with_parent: the parent's pid, to catch a parent that died before prctl
 };
 
 void BuildEnvironment(const SubprocessOptions& options, ChildPlan* plan) {
@@ -141,6 +143,10 @@ void BuildCandidates(const SubprocessOptions& options, ChildPlan* plan) {
 [[noreturn]] void RunChild(const ChildPlan& plan) {
   // Our own process group: the terminal's Ctrl-C does not reach us, and the parent can kill us as a whole.
   if (plan.own_process_group) setpgid(0, 0);
+  if (plan.die_with > 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ReportAndExit(plan.status_fd, ChildFailure::kDeathSignal, errno);
+    if (getppid() != plan.die_with) _exit(127);  // the parent is gone already: its death signal was missed
+  }
 
   // Handlers do not survive exec, but ignored signals and the signal mask do; start the program clean.
   struct sigaction dfl;
@@ -180,6 +186,9 @@ Status FailureStatus(const SubprocessOptions& options, const ChildFailure& failu
   const std::string subject = "cannot start '" + options.argv[0] + "'";
   const int err = failure.err;
   switch (failure.stage) {
+    case ChildFailure::kDeathSignal:
+      return Status::Internal(subject + ": cannot ask for a signal when this process dies (prctl: " + ErrnoText(err) +
+                              ")");
     case ChildFailure::kChdir:
       if (err == ENOENT || err == ENOTDIR) {
         return Status::NotFound(subject + ": working directory '" + options.working_dir + "' does not exist");
@@ -464,6 +473,7 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
   plan.out_fd = out_pipe[1];
   plan.status_fd = status_pipe[1];
   plan.own_process_group = options.own_process_group;
+  plan.die_with = options.die_with_parent ? getpid() : 0;
   if (devnull < 0 || (!options.inherit_output && out_pipe[1] < 0) || status_pipe[1] < 0) {
     const int err = errno;
     close_all();
@@ -713,4 +723,4 @@ void SubprocessSet::ResetInterrupt() {
   }
 }
 
-}  // namespace tmx::matrix
+}  // namespace tmx

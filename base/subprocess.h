@@ -22,7 +22,7 @@
 
 #include "base/status.h"
 
-namespace tmx::matrix {
+namespace tmx {
 
 struct SubprocessOptions {
   // The program and its arguments. argv[0] is looked up in PATH (the PATH of `env` if it sets one) unless
@@ -63,6 +63,11 @@ struct SubprocessOptions {
   // True lets the child write straight to this process's stdout and stderr instead of the merged pipe;
   // output_tail then stays empty and log_path must be "". stdin is /dev/null either way.
   bool inherit_output = false;
+
+  // True makes the child receive SIGKILL when this process dies, however it dies (SIGKILL included; Linux's
+  // parent-death signal), so children that only make sense beside it (a run's ranks) are never orphaned. The
+  // signal follows the thread that started the child: start such children from a thread that outlives them.
+  bool die_with_parent = false;
 };
 
 // How a subprocess ended. Exactly one of exit_code and term_signal is set, unless something else in this
@@ -202,4 +207,4 @@ class SubprocessSet {
   bool interrupted_ = false;
 };
 
-}  // namespace tmx::matrix
+}  // namespace tmx

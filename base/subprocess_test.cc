@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-namespace tmx::matrix {
+namespace tmx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -583,5 +583,52 @@ TEST(SubprocessTest, TerminateAllMarksRunningOnesInterrupted) {
   EXPECT_EQ(set.NextFinished(), nullptr);
 }
 
+// Whether `pid` has ended: gone, or a zombie nobody reaped yet (a container's init may not reap).
+bool ProcessEnded(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+// A parent killed outright (SIGKILL: no handler runs, no destructor) takes a die_with_parent child with it;
+// without the option the child lives on, orphaned.
+TEST(SubprocessTest, DieWithParentEndsTheChildWhenItsParentIsKilled) {
+  for (bool die_with_parent : {true, false}) {
+    SCOPED_TRACE(die_with_parent ? "die_with_parent" : "default");
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t parent = fork();
+    ASSERT_GE(parent, 0);
+    if (parent == 0) {
+      // The parent to be killed: starts a sleeping child, reports its pid, then waits to be killed.
+      close(fds[0]);
+      SubprocessSet set;
+      SubprocessOptions o;
+      o.argv = {kMisbehave, "sleep", "30"};
+      o.die_with_parent = die_with_parent;
+      StatusOr<Subprocess*> child = set.Add(o);
+      const pid_t pid = child.ok() ? (*child)->pid() : -1;
+      if (write(fds[1], &pid, sizeof pid) != sizeof pid) _exit(1);
+      for (;;) pause();
+    }
+    close(fds[1]);
+    pid_t child = -1;
+    ASSERT_EQ(read(fds[0], &child, sizeof child), static_cast<ssize_t>(sizeof child));
+    close(fds[0]);
+    ASSERT_GT(child, 0);
+    kill(parent, SIGKILL);
+    waitpid(parent, nullptr, 0);
+    const auto start = std::chrono::steady_clock::now();
+    const auto limit = std::chrono::seconds(die_with_parent ? 5 : 1);  // the orphan's case only shows it lives on
+    while (!ProcessEnded(child) && std::chrono::steady_clock::now() - start < limit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(ProcessEnded(child), die_with_parent);
+    if (!ProcessEnded(child)) kill(child, SIGKILL);  // the orphan of the default case
+  }
+}
+
 }  // namespace
-}  // namespace tmx::matrix
+}  // namespace tmx

@@ -264,7 +264,7 @@ struct DeviceJob {
 // ---------------------------------------------------------------------------------------------------------
 // Running ci/run-device
 
-using Result = matrix::SubprocessResult;
+using Result = SubprocessResult;
 
 std::string Describe(const Result& r) { return r.Describe() + "; output:\n" + r.output_tail; }
 
@@ -345,15 +345,15 @@ class FakeCheckout {
     Combo vars = {{"TUNE_MATRIX_CONFIGS", ""}, {"GITHUB_JOB", ""}, {"BUILD_DIR", ""}, {"FAKE_RUN_STATUS", ""},
                   {"FAKE_CHECK_STATUS", ""}, {"PWD", cwd}, {"FAKE_LOG", log_}};
     for (const auto& kv : env) vars[kv.first] = kv.second;
-    matrix::SubprocessOptions o;
+    SubprocessOptions o;
     o.argv = std::move(argv);
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.working_dir = cwd;
     o.env.assign(vars.begin(), vars.end());
     o.timeout_s = 60;
     o.tail_bytes = 1 << 20;
-    matrix::SubprocessSet set;
-    StatusOr<matrix::Subprocess*> child = set.Add(o);
+    SubprocessSet set;
+    StatusOr<Subprocess*> child = set.Add(o);
     if (!child.ok()) {
       ADD_FAILURE() << child.status().ToString();
       return {};

@@ -18,11 +18,6 @@
 namespace tmx {
 namespace {
 
-using matrix::Subprocess;
-using matrix::SubprocessOptions;
-using matrix::SubprocessResult;
-using matrix::SubprocessSet;
-
 // How a rank ended, in the words of LaunchResult::failure; false when it succeeded, or when its status was
 // lost (reaped elsewhere), which the launcher has never counted as a failure.
 bool DescribeFailure(const SubprocessResult& r, std::string* failure, int* exit_code) {
@@ -112,6 +107,8 @@ StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {
     o.kill_grace_s = options.kill_grace_s;
     o.own_process_group = false;
     o.inherit_output = true;
+    // A launcher killed outright (SIGKILL, which no handler sees) still takes its ranks with it.
+    o.die_with_parent = true;
     StatusOr<Subprocess*> started = set.Add(o);
     if (!started.ok()) {
       // The set's destructor stops the ranks already started.

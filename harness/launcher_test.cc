@@ -219,8 +219,8 @@ TEST(LauncherTest, SigtermToTheLauncherStopsEveryRank) {
   EXPECT_EQ(result->stopped_ranks, (std::vector<int>{0, 1}));
   EXPECT_LT(SecondsSince(start), 5.0);
   // The handlers LaunchRanks installed are gone again, and the signal it reported forgotten.
-  EXPECT_FALSE(matrix::SubprocessSet::interrupt_handlers_installed());
-  EXPECT_EQ(matrix::SubprocessSet::interrupt_signal(), 0);
+  EXPECT_FALSE(SubprocessSet::interrupt_handlers_installed());
+  EXPECT_EQ(SubprocessSet::interrupt_signal(), 0);
 }
 
 }  // namespace

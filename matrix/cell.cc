@@ -446,4 +446,9 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   return r;
 }
 
+bool DatedAhead(const std::string& verified_at, int64_t now) {
+  std::optional<int64_t> t = ParseUtc(verified_at);
+  return t && *t > now + kMaxClockSkewSeconds;
+}
+
 }  // namespace tmx::matrix

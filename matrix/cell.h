@@ -120,6 +120,10 @@ struct CellResult {
 // disagree a little; a record dated further ahead would outrank every later record of its cell for ever.
 inline constexpr int64_t kMaxClockSkewSeconds = 15 * 60;
 
+// Whether `verified_at` (a UTC time) is later than `now` by more than kMaxClockSkewSeconds: a date that would
+// outrank every real measurement of its cell for ever, so it is never trusted as the newer one.
+bool DatedAhead(const std::string& verified_at, int64_t now);
+
 // The fields of a journal record, in one table (JournalFields) from which the writer (ToJson), the reader
 // (CellResultFromJson) and the checks (ValidateCellResult) all follow: a new field is one row there.
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "base/text.h"
 #include "matrix/history.h"
@@ -120,7 +121,12 @@ class ConfigChecker {
       ev.obs = o->second.first;
       ev.origin = o->second.second;
     }
-    if (ev.obs && ev.entry && ev.obs->provenance.verified_at < ev.entry->verified_at) ev.obs = nullptr;
+    // A newer entry stands against an older observation, unless its date is ahead of the clock (it would
+    // stand for ever): then the observation is what the entry should say.
+    if (ev.obs && ev.entry && ev.obs->provenance.verified_at < ev.entry->verified_at &&
+        !DatedAhead(ev.entry->verified_at, UnixNow())) {
+      ev.obs = nullptr;
+    }
     bool stale_obs = ev.obs && ev.obs->config_hash != c_.current_hash;
     bool stale_entry = ev.entry && ev.entry->config_hash != c_.current_hash;
     if (stale_obs || stale_entry) {

@@ -243,6 +243,17 @@ TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
   EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kFails)}).empty()) << printed_;
 }
 
+// An entry dated after the clock supersedes nothing (it would for ever): the observation is checked against it.
+TEST_F(CheckTest, AnEntryDatedAheadOfTheClockDoesNotSupersedeAnObservation) {
+  std::ostringstream log;
+  ASSERT_TRUE(
+      WriteBackResults(co_.registry, {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2099-01-01T00:00:00Z")}, log)
+          .ok());
+  std::vector<CheckProblem> p = Check({Obs("tiny/lora", "cpu", CellStatus::kFails)});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kNewlyBroken) << printed_;
+}
+
 TEST_F(CheckTest, AFolderOrAnEmptyFileIsNoJournalToCheck) {
   // check reads journals through LoadJournals, as merge does: a folder used to read as zero records (OK).
   ASSERT_TRUE(WriteFileAtomically(co_.dir() + "/empty.jsonl", "").ok());

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/clock.h"
 #include "base/file_util.h"
 #include "base/folder.h"
 #include "harness/config_store.h"
@@ -17,6 +18,7 @@
 namespace tmx::matrix {
 
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log) {
+  const int64_t now = UnixNow();
   std::map<std::string, SupportEntries> updates;
   for (const auto& [key, cell] : LatestByDeviceType(records)) {
     if (registry.RecipeForConfig(key.first) == nullptr) continue;
@@ -29,12 +31,17 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
     std::string path = BuiltinConfigPath(config);
     StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
-    // An entry verified after the record (merged from a newer journal earlier) is not rolled back.
+    // An entry verified after the record (merged from a newer journal earlier) is not rolled back, unless it
+    // is dated after this machine's clock: such an entry would pin its cell for ever.
     StatusOr<SupportEntries> existing = ReadSupportEntries(*text, path);
     if (!existing.ok()) return existing.status();
     for (auto it = support.begin(); it != support.end();) {
       auto old = existing->find(it->first);
-      if (old != existing->end() && old->second.verified_at > it->second.verified_at) {
+      if (old != existing->end() && DatedAhead(old->second.verified_at, now)) {
+        log << "replaced " << path << " " << it->first << ": its entry is dated " << old->second.verified_at
+            << ", after this machine's clock (" << FormatUtc(now) << ")\n";
+        ++it;
+      } else if (old != existing->end() && old->second.verified_at > it->second.verified_at) {
         log << "kept " << path << " " << it->first << ": its entry (" << old->second.verified_at
             << ") is newer than the journals' record (" << it->second.verified_at << ")\n";
         it = support.erase(it);

@@ -69,6 +69,27 @@ TEST_F(PublishTest, WritesTheThreeReportsAndKeepsEveryRecordInHistory) {
   EXPECT_EQ(History("tiny/lora", "cpu"), before);
 }
 
+// A config entry newer than the journals' record stays; one dated after this machine's clock does not, or it
+// would stand for ever.
+TEST_F(PublishTest, AnEntryDatedAheadOfTheClockIsReplacedNotKept) {
+  CellResult record = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z");
+  CellResult newer = co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-02T11:00:00Z");
+  ASSERT_TRUE(WriteBackResults(co_.registry, {newer}, log_).ok());
+  ASSERT_TRUE(WriteBackResults(co_.registry, {record}, log_).ok());
+  EXPECT_NE(co_.Read("tiny/lora").find("status: fails"), std::string::npos);
+  EXPECT_NE(log_.str().find("is newer than the journals' record"), std::string::npos) << log_.str();
+
+  CellResult ahead = co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2099-01-01T00:00:00Z");
+  ASSERT_TRUE(WriteBackResults(co_.registry, {ahead}, log_).ok());
+  log_.str("");
+  ASSERT_TRUE(WriteBackResults(co_.registry, {record}, log_).ok());
+  EXPECT_NE(co_.Read("tiny/lora").find("status: runs"), std::string::npos) << co_.Read("tiny/lora");
+  EXPECT_NE(log_.str().find("replaced " + co_.Path("tiny/lora") +
+                            " cpu: its entry is dated 2099-01-01T00:00:00Z, after this machine's clock ("),
+            std::string::npos)
+      << log_.str();
+}
+
 TEST_F(PublishTest, TemporaryFilesOfKilledWritesAreRemovedAndThoseOfLiveOnesKept) {
   // What a write-back killed between writing its temporary file and renaming it leaves behind.
   const std::string dead = co_.configs_dir() + "/tiny/" + AtomicWriteTempName("lora.yaml", 4194302, 0);

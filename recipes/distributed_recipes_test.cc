@@ -22,11 +22,6 @@
 namespace tmx::recipes {
 namespace {
 
-using matrix::Subprocess;
-using matrix::SubprocessOptions;
-using matrix::SubprocessResult;
-using matrix::SubprocessSet;
-
 SubprocessResult RunTune(const std::vector<std::string>& args, double timeout_s = 300) {
   SubprocessSet set;
   SubprocessOptions o;

@@ -332,8 +332,8 @@ TEST_F(CliTest, MatrixKilledMidRunKeepsFinishedCellsAndResumeFinishesTheRest) {
   std::vector<std::string> argv = {kMatrix, "run", "--configs", "tiny/[fl][uo][lr][la]_single_device", "--devices",
                                    "cpu", "--steps", "100",
                                    "--journal", journal, "--work-dir", dir_ + "/runs", "--no-write-back"};
-  matrix::SubprocessSet set;
-  matrix::SubprocessOptions o;
+  SubprocessSet set;
+  SubprocessOptions o;
   o.argv = argv;
   o.env = {{"OMP_NUM_THREADS", "1"}};
   o.timeout_s = 300;
@@ -345,7 +345,7 @@ TEST_F(CliTest, MatrixKilledMidRunKeepsFinishedCellsAndResumeFinishesTheRest) {
   while (set.running() > 0 && records() == 0) set.DoWork(100);
   ASSERT_EQ(set.running(), 1u) << "both cells finished before the kill; raise --steps";
   set.TerminateAll();
-  std::unique_ptr<matrix::Subprocess> stopped = set.NextFinished();
+  std::unique_ptr<Subprocess> stopped = set.NextFinished();
   ASSERT_TRUE(stopped != nullptr);
   EXPECT_EQ(stopped->result().exit_code.value_or(-1), 130) << stopped->result().Describe() << "\n"
                                                            << stopped->result().output_tail;

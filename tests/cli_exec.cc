@@ -9,16 +9,16 @@
 namespace tmx::test {
 
 Result Exec(std::vector<std::string> argv, std::vector<std::pair<std::string, std::string>> env, double timeout_s) {
-  matrix::SubprocessSet set;
-  matrix::SubprocessOptions o;
+  SubprocessSet set;
+  SubprocessOptions o;
   o.argv = std::move(argv);
   o.timeout_s = timeout_s;
   o.env = std::move(env);
   o.env.emplace_back("OMP_NUM_THREADS", "1");
-  StatusOr<matrix::Subprocess*> child = set.Add(o);
+  StatusOr<Subprocess*> child = set.Add(o);
   EXPECT_TRUE(child.ok()) << child.status().ToString();
   while (set.running() > 0) set.DoWork(1000);
-  std::unique_ptr<matrix::Subprocess> done = set.NextFinished();
+  std::unique_ptr<Subprocess> done = set.NextFinished();
   Result r;
   r.code = done->result().exit_code.value_or(-1);
   r.output = done->result().output_tail;
