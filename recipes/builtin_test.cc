@@ -10,6 +10,7 @@
 #include "base/folder.h"
 #include "harness/config_manifest.h"
 #include "harness/config_store.h"
+#include "recipes/model_components.h"
 #include "recipes/models/presets.h"
 #include "tests/scratch_dir.h"
 
@@ -161,6 +162,28 @@ TEST(BuiltinManifestTest, RecipesTakeTheirConfigsFromIt) {
     total += r.configs.size();
   }
   EXPECT_EQ(total, BuiltinConfigManifest().size());
+  // Every tiny preset has a full and a LoRA single-device config, so every family's operations are cells.
+  std::set<std::pair<std::string, std::string>> tiny_cells;  // recipe, family
+  for (const std::string recipe : {"full_finetune_single_device", "lora_finetune_single_device"}) {
+    for (const std::string& name : ManifestConfigsOf(BuiltinConfigManifest(), recipe)) {
+      StatusOr<LocatedConfig> located = LocateConfig(name, registry);
+      ASSERT_TRUE(located.ok()) << located.status().ToString();
+      StatusOr<Config> c = LoadResolvedConfig(*located, {});
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      const ComponentSpec* model = registry.FindComponent(*c->GetString("model._component_"));
+      const auto* built = model ? dynamic_cast<const ModelComponent*>(model->impl.get()) : nullptr;
+      if (built != nullptr && built->preset().tiny) tiny_cells.insert({recipe, built->preset().family});
+    }
+  }
+  for (const models::ModelPreset& p : models::ModelPresets()) {
+    if (!p.tiny) continue;
+    for (const std::string recipe : {"full_finetune_single_device", "lora_finetune_single_device"}) {
+      EXPECT_TRUE(tiny_cells.count({recipe, p.family}))
+          << "no " << recipe << " config builds the tiny " << p.family << " preset; add 'tiny/" << p.family << "_"
+          << recipe.substr(0, 4) << "_single_device " << recipe << " tiny:" << p.family
+          << "' to configs/MANIFEST and write it with scripts/make_builtin_configs.py";
+    }
+  }
   for (const ManifestEntry& e : BuiltinConfigManifest()) {
     if (e.source != ManifestEntry::Source::kTiny) continue;
     const models::ModelPreset* preset = models::FindModelPreset("tiny_" + e.tiny_family);
