@@ -251,6 +251,29 @@ TEST_F(FinetuneTest, ResumeContinuesWhereItStopped) {
   for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(second[i], straight[3 + i], 1e-5) << "step " << 4 + i;
 }
 
+// A recipe state whose numbers are out of range stops the resume naming the file and the field (it used to train
+// negative epochs and read a batch out of bounds).
+TEST_F(FinetuneTest, ADamagedRecipeStateStopsTheResumeNamingTheField) {
+  Run("tiny/full_single_device", {"output_dir=" + dir_ + "/damaged", "epochs=1", "max_steps_per_epoch=2"}, false);
+  const std::string state = dir_ + "/damaged/epoch_0/recipe_state.safetensors";
+  for (const char* key : {"next_epoch", "global_step"}) {
+    StatusOr<checkpoint::LoadedSafetensors> loaded = checkpoint::LoadSafetensors(state);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    std::map<std::string, std::string> meta = loaded->metadata;
+    const std::string saved = meta[key];
+    meta[key] = "-3";
+    ASSERT_TRUE(checkpoint::SaveSafetensors(state, loaded->tensors, meta).ok());
+    Status s;
+    Run("tiny/full_single_device",
+        {"output_dir=" + dir_ + "/damaged", "epochs=2", "max_steps_per_epoch=2", "resume_from_checkpoint=True"}, false,
+        &s);
+    ASSERT_FALSE(s.ok()) << key;
+    EXPECT_NE(s.message().find(state + ": metadata '" + key + "' is -3, below 0"), std::string::npos) << s.message();
+    meta[key] = saved;
+    ASSERT_TRUE(checkpoint::SaveSafetensors(state, loaded->tensors, meta).ok());
+  }
+}
+
 TEST_F(FinetuneTest, ResumeWithoutCheckpointIsAClearError) {
   Status s;
   nlohmann::json summary = Run("tiny/full_single_device",

@@ -121,6 +121,16 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
   StatusOr<int64_t> global_step = MetaInt(state->metadata, "global_step", state_path);
   TM_RETURN_IF_ERROR(next_epoch.status());
   TM_RETURN_IF_ERROR(global_step.status());
+  // Checked where they enter: a negative epoch would train with a negative schedule and read batches before
+  // the first (a damaged or hand-edited state).
+  for (const auto& [key, value] : {std::pair<const char*, int64_t>{"next_epoch", *next_epoch},
+                                   std::pair<const char*, int64_t>{"global_step", *global_step}}) {
+    if (value < 0) {
+      return Status::InvalidArgument(state_path + ": metadata '" + key + "' is " + std::to_string(value) +
+                                     ", below 0; the recipe state is damaged: resume from another epoch's "
+                                     "checkpoint (checkpointer.recipe_checkpoint) or train without resuming");
+    }
+  }
   point.next_epoch = *next_epoch;
   point.global_step = *global_step;
 
