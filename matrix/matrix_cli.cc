@@ -20,6 +20,7 @@
 #include "harness/config_store.h"
 #include "matrix/check.h"
 #include "matrix/compare.h"
+#include "matrix/ctest_cells.h"
 #include "matrix/journal.h"
 #include "matrix/junit.h"
 #include "matrix/machine.h"
@@ -389,6 +390,22 @@ int ResourceSpec(const std::vector<std::string>& args, std::ostream& out, std::o
   return kExitOk;
 }
 
+// The CTest script of the tiny configs' cells (ctest_cells.h), written atomically to --out.
+int CtestCells(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"out", "work-dir"}, &parsed, &error) || !parsed.positional.empty() ||
+      !parsed.Has("out") || !parsed.Has("work-dir")) {
+    return UsageError(err, "ctest-cells", error.empty() ? "takes --out FILE and --work-dir DIR" : error);
+  }
+  const std::string script = CtestCellsScript(CtestCellConfigs(registry), CtestCellDeviceTypes(),
+                                              ExecutableDir() + "/tune-matrix", parsed.Get("work-dir"));
+  Status s = WriteFileAtomically(parsed.Get("out"), script);
+  if (!s.ok()) return Fail(err, s);
+  out << "tune-matrix ctest-cells: wrote " << parsed.Get("out") << "\n";
+  return kExitOk;
+}
+
 // The device a CTest-run cell gets: the GPU CTest allotted it (CTEST_RESOURCE_GROUP_0_GPUS="id:1,slots:1")
 // when the test asked for one, else the device as given.
 std::string CtestDevice(const std::string& device) {
@@ -584,6 +601,10 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
       {"resource-spec", "resource-spec", "Print the CTest resource spec of this machine's GPUs",
        "For ctest --resource-spec-file: tune-matrix resource-spec > gpus.json",
        [](const auto& a, auto& o, auto& e) { return ResourceSpec(a, o, e); }},
+      {"ctest-cells", "ctest-cells --out FILE --work-dir DIR",
+       "Write the CTest script of the tiny configs' cells on this LibTorch's device types",
+       "The build runs it after linking tune-matrix; CTest includes the script (label `matrix`).",
+       [r](const auto& a, auto& o, auto& e) { return CtestCells(*r, a, o, e); }},
       {"report", "report [--reports-dir DIR]",
        "Regenerate " + ReportFileList("", "and") + " from the configs' metadata and history", "",
        [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
