@@ -87,10 +87,10 @@ std::string JoinStrings(const std::vector<std::string>& parts, const std::string
   return out;
 }
 
-std::string JoinAlternatives(const std::vector<std::string>& parts) {
+std::string JoinAlternatives(const std::vector<std::string>& parts, const std::string& conjunction) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (i) out += i + 1 == parts.size() ? " or " : ", ";
+    if (i) out += i + 1 == parts.size() && !conjunction.empty() ? " " + conjunction + " " : ", ";
     out += parts[i];
   }
   return out;

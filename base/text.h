@@ -27,8 +27,9 @@ std::string FormatNumber(double v, int decimals);
 // Joins with a separator.
 std::string JoinStrings(const std::vector<std::string>& parts, const std::string& sep);
 
-// The alternatives a fix offers: "a", "a or b", "a, b or c".
-std::string JoinAlternatives(const std::vector<std::string>& parts);
+// The alternatives a fix offers: "a", "a or b", "a, b or c" (another `conjunction`: "a, b and c"; an empty one
+// joins every part with ", ").
+std::string JoinAlternatives(const std::vector<std::string>& parts, const std::string& conjunction = "or");
 
 // The non-empty items of a `sep`-separated list ("cpu,,cuda" -> {"cpu", "cuda"}).
 std::vector<std::string> SplitList(const std::string& list, char sep = ',');

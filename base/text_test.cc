@@ -47,6 +47,8 @@ TEST(TextTest, JoinAlternatives) {
   EXPECT_EQ(JoinAlternatives({"right"}), "right");
   EXPECT_EQ(JoinAlternatives({"right", "left"}), "right or left");
   EXPECT_EQ(JoinAlternatives({"a", "b", "c"}), "a, b or c");
+  EXPECT_EQ(JoinAlternatives({"cuda", "xpu", "hpu"}, "and"), "cuda, xpu and hpu");
+  EXPECT_EQ(JoinAlternatives({"a", "b", "c"}, ""), "a, b, c");
 }
 
 }  // namespace tmx

@@ -193,8 +193,8 @@ StatusOr<DeviceSelector> ParseDeviceSelector(const std::string& text) {
     }
     return Status::InvalidArgument("bad device '" + text + "': " +
                                    (traits->takes_index ? "the index must be a number, as in " + type + ":0"
-                                                        : "only " + JoinStrings(indexed, " and ") +
-                                                              " take an index, written as cuda:0") +
+                                                        : "only " + JoinAlternatives(indexed, "and") + " take an index, written as " +
+                                                              indexed.front() + ":0") +
                                    " (" + AcceptedForms() + ")");
   }
   selector.index = std::stoi(index);

@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/file_util.h"
 #include "base/folder.h"
+#include "base/text.h"
 #include "harness/config_store.h"
 #include "matrix/html_report.h"
 #include "matrix/journal.h"
@@ -116,13 +117,9 @@ const std::vector<ReportFile>& ReportFiles() {
 }
 
 std::string ReportFileList(const std::string& prefix, const std::string& conjunction) {
-  std::string list;
-  const std::vector<ReportFile>& files = ReportFiles();
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (i > 0) list += i + 1 == files.size() && !conjunction.empty() ? " " + conjunction + " " : ", ";
-    list += prefix + files[i].file;
-  }
-  return list;
+  std::vector<std::string> names;
+  for (const ReportFile& f : ReportFiles()) names.push_back(prefix + f.file);
+  return JoinAlternatives(names, conjunction);
 }
 
 std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history) {

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -33,7 +34,10 @@ class PublishTest : public ::testing::Test {
 TEST(ReportFilesTest, RenderingAndMessagesFollowTheTable) {
   std::vector<std::string> files;
   for (const ReportFile& f : ReportFiles()) files.push_back(f.file);
-  EXPECT_EQ(files, (std::vector<std::string>{"SUPPORT.md", "support.json", "index.html"}));
+  // The reports the README and CI name are among them (a new format is one more row, and no edit here).
+  for (const char* documented : {"SUPPORT.md", "support.json", "index.html"}) {
+    EXPECT_NE(std::find(files.begin(), files.end(), documented), files.end()) << documented;
+  }
   History history;
   std::vector<GeneratedReport> rendered = RenderReports({}, history);
   ASSERT_EQ(rendered.size(), files.size());
@@ -41,9 +45,18 @@ TEST(ReportFilesTest, RenderingAndMessagesFollowTheTable) {
     EXPECT_EQ(rendered[i].name, files[i]);
     EXPECT_FALSE(rendered[i].text.empty()) << files[i];
   }
-  EXPECT_EQ(ReportFileList("reports/", "and"), "reports/SUPPORT.md, reports/support.json and reports/index.html");
-  EXPECT_EQ(ReportFileList("", "or"), "SUPPORT.md, support.json or index.html");
-  EXPECT_EQ(ReportFileList("", ""), "SUPPORT.md, support.json, index.html");
+  // Lists in messages: every file once, in table order, the last one joined by the conjunction.
+  std::string and_list, or_list, plain;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string sep = i == 0 ? "" : i + 1 == files.size() ? " and " : ", ";
+    and_list += sep + "reports/" + files[i];
+    or_list += (i == 0 ? "" : i + 1 == files.size() ? " or " : ", ") + files[i];
+    plain += (i == 0 ? "" : ", ") + files[i];
+  }
+  EXPECT_EQ(ReportFileList("reports/", "and"), and_list);
+  EXPECT_EQ(ReportFileList("", "or"), or_list);
+  EXPECT_EQ(ReportFileList("", ""), plain);
+  EXPECT_EQ(ReportFileList("", "or").find("SUPPORT.md, support.json"), 0u);
 }
 
 TEST_F(PublishTest, WritesTheThreeReportsAndKeepsEveryRecordInHistory) {
@@ -139,14 +152,6 @@ TEST_F(PublishTest, ADamagedHistoryFileStopsThePublishWithNothingWritten) {
   EXPECT_EQ(co_.Read("tiny/full"), config);
   EXPECT_FALSE(PathExists(reports() + "/history/tiny/full"));
   EXPECT_EQ(ReadFile(reports() + "/index.html").value(), page);
-}
-
-TEST_F(PublishTest, RenderReportsNamesEachReport) {
-  std::vector<GeneratedReport> reports = RenderReports({}, {});
-  ASSERT_EQ(reports.size(), 3u);
-  EXPECT_EQ(reports[0].name, "SUPPORT.md");
-  EXPECT_EQ(reports[1].name, "support.json");
-  EXPECT_EQ(reports[2].name, "index.html");
 }
 
 }  // namespace
