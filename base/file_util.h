@@ -45,6 +45,9 @@ bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 bool IsRegularFile(const std::string& path);
 
+// Whether `a` and `b` name one existing file (same device and inode, after symlinks), however spelled.
+bool SameFile(const std::string& a, const std::string& b);
+
 // Creates `path` and its missing parents (like mkdir -p).
 Status MakeDirs(const std::string& path);
 

@@ -114,6 +114,17 @@ TEST_F(FileUtilFilesTest, WritingOverALinkLoopOrANonRegularFileChangesNothing) {
   EXPECT_TRUE(TempFiles(dir_.path()).empty());
 }
 
+TEST_F(FileUtilFilesTest, SameFileSeesThroughSpellingsAndLinks) {
+  const std::string a = Path("a.jsonl"), link = Path("link.jsonl");
+  ASSERT_TRUE(WriteFileAtomically(a, "x\n").ok());
+  ASSERT_EQ(::symlink(a.c_str(), link.c_str()), 0);
+  EXPECT_TRUE(SameFile(a, dir_.path() + "/./a.jsonl"));
+  EXPECT_TRUE(SameFile(link, a));
+  ASSERT_TRUE(WriteFileAtomically(Path("b.jsonl"), "x\n").ok());
+  EXPECT_FALSE(SameFile(a, Path("b.jsonl")));  // same contents, another file
+  EXPECT_FALSE(SameFile(a, Path("missing.jsonl")));
+}
+
 TEST(FileUtilTempNameTest, TemporaryNamesAreRecognisedWithTheirPid) {
   EXPECT_EQ(AtomicWriteTempName("lora.yaml", 4242, 3), ".lora.yaml.tm-tmp.4242.3");
   int64_t pid = 0;

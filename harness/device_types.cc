@@ -1,6 +1,7 @@
 #include "harness/device_types.h"
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "base/text.h"
@@ -17,6 +18,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cpu.peak_memory = DeviceTypeTraits::PeakMemory::kProcessRss;
   cpu.report_rank = 0;
   cpu.doc = "the host processor; peak memory is the process's peak resident set size";
+  cpu.also_called = {"host"};
 
   DeviceTypeTraits cuda;
   cuda.name = "cuda";
@@ -29,6 +31,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cuda.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
   cuda.report_rank = 1;
   cuda.doc = "NVIDIA GPUs (and ROCm GPUs in a HIP build of LibTorch)";
+  cuda.also_called = {"gpu", "nvidia", "rocm", "hip"};
 
   DeviceTypeTraits xpu;
   xpu.name = "xpu";
@@ -40,6 +43,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   xpu.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
   xpu.report_rank = 3;
   xpu.doc = "Intel GPUs";
+  xpu.also_called = {"intel"};
 
   DeviceTypeTraits mps;
   mps.name = "mps";
@@ -47,6 +51,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   mps.distributed_backend = "gloo";
   mps.report_rank = 2;
   mps.doc = "Apple GPUs (Metal); memory is shared with the host";
+  mps.also_called = {"metal", "apple"};
 
   DeviceTypeTraits meta;
   meta.name = "meta";
@@ -178,6 +183,11 @@ StatusOr<DeviceSelector> ParseDeviceSelector(const std::string& text) {
     std::vector<std::string> names = {"auto"};
     for (const DeviceTypeTraits& t : DeviceTypes()) names.push_back(t.name);
     std::string hint = ClosestMatch(type, names);
+    std::string lower = type;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const DeviceTypeTraits& t : DeviceTypes()) {
+      if (std::find(t.also_called.begin(), t.also_called.end(), lower) != t.also_called.end()) hint = t.name;
+    }
     return Status::InvalidArgument("unknown device '" + text + "'" +
                                    (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (" + AcceptedForms() +
                                    ")");

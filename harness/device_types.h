@@ -59,6 +59,9 @@ struct DeviceTypeTraits {
   int report_rank = 100;
   // One line for `tune devices` and error messages.
   std::string doc;
+  // Other words users write for this type ("gpu" for cuda): an unknown device spelled so is answered with
+  // this type's name.
+  std::vector<std::string> also_called;
   // The torch-side hooks (device_hooks.h; ask them through HooksFor). Null in torch-free programs, and for
   // a built-in type until tm_harness attached its hooks.
   std::shared_ptr<const DeviceHooks> hooks;

@@ -45,6 +45,13 @@ TEST(DeviceTypesTest, ParsesEveryForm) {
 TEST(DeviceTypesTest, RejectsBadDevicesWithHintAndTheTablesForms) {
   EXPECT_EQ(ParseDeviceSelector("cdua").status().message(),
             "unknown device 'cdua'; did you mean 'cuda'? (accepted: cpu, cuda, cuda:N, xpu, xpu:N, mps, meta, auto)");
+  // What users call a type is answered with its name.
+  for (const char* word : {"gpu", "GPU", "nvidia"}) {
+    EXPECT_EQ(ParseDeviceSelector(word).status().message(),
+              "unknown device '" + std::string(word) +
+                  "'; did you mean 'cuda'? (accepted: cpu, cuda, cuda:N, xpu, xpu:N, mps, meta, auto)");
+  }
+  EXPECT_NE(ParseDeviceSelector("metal").status().message().find("did you mean 'mps'?"), std::string::npos);
   EXPECT_EQ(ParseDeviceSelector("cpu:0").status().message(),
             "bad device 'cpu:0': only cuda and xpu take an index, written as cuda:0 (accepted: cpu, cuda, cuda:N, xpu, "
             "xpu:N, mps, meta, auto)");

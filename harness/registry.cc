@@ -1,6 +1,7 @@
 #include "harness/registry.h"
 
 #include <algorithm>
+#include <cmath>
 #include <charconv>
 
 #include "base/text.h"
@@ -130,6 +131,9 @@ class Validator {
 
   // Which constraint of `spec` the (well-typed) value breaks, as a message with the fix; "" when none.
   static std::string Violation(const YAML::Node& value, const FieldSpec& spec) {
+    if (spec.type == FieldType::kFloat && !std::isfinite(value.as<double>())) {
+      return "'" + value.Scalar() + "' is not a finite number (" + spec.doc + ")";
+    }
     if ((spec.type == FieldType::kInt || spec.type == FieldType::kFloat) && (spec.min || spec.max)) {
       double v = value.as<double>();
       std::string range = RangeText(spec);
@@ -414,7 +418,7 @@ std::vector<Problem> ValidateConfig(const Config& config, const RecipeSpec& reci
   v.CheckFields(config.root(), "", recipe.fields);
   std::vector<Problem> problems = v.Take();
   for (const CrossCheck& check : recipe.checks) {
-    for (Problem& p : check(config, device)) problems.push_back(std::move(p));
+    for (Problem& p : check(config, registry, device)) problems.push_back(std::move(p));
   }
   return problems;
 }

@@ -115,8 +115,11 @@ struct RunContext {
 };
 using RecipeMain = std::function<Status(const Config& config, const RunContext& context)>;
 
-// Checks spanning several fields (e.g. activation offloading needs activation checkpointing).
-using CrossCheck = std::function<std::vector<Problem>(const Config& config, const DeviceInfo* device)>;
+class Registry;
+// Checks spanning several fields (e.g. activation offloading needs activation checkpointing), or fields and
+// the components they name (a LoRA rank against the model's widths).
+using CrossCheck =
+    std::function<std::vector<Problem>(const Config& config, const Registry& registry, const DeviceInfo* device)>;
 
 // What a recipe predicts for running a config on a device, before anything runs: the matrix plans with it
 // (cells predicted not to fit are not started; work orders and balances the cells) without knowing models.

@@ -101,6 +101,19 @@ TEST(RegistryTest, ListsEveryProblemWithPositionAndHint) {
             }));
 }
 
+TEST(RegistryTest, ANumberMustBeFinite) {
+  // YAML spells infinity and not-a-number .inf and .nan; an optimizer stepping with either trains nonsense.
+  Registry r = MakeRegistry();
+  for (const std::string& bad : {".inf", "-.inf", ".nan", ".NaN"}) {
+    Config c = Load("optimizer:\n  _component_: torch.optim.AdamW\n  lr: " + bad + "\n");
+    EXPECT_EQ(Messages(ValidateConfig(c, r.recipes()[0], r, nullptr)),
+              (std::vector<std::string>{"c.yaml:3:7: optimizer.lr: '" + bad + "' is not a finite number (learning rate)"}));
+  }
+  EXPECT_TRUE(ValidateConfig(Load("optimizer:\n  _component_: torch.optim.AdamW\n  lr: 1e308\n"), r.recipes()[0], r,
+                             nullptr)
+                  .empty());
+}
+
 TEST(RegistryTest, MissingRequiredAndUnknownComponent) {
   Registry r = MakeRegistry();
   Config c = Load("model:\n  _component_: tune_matrix.models.tiyn\n");

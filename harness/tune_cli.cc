@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <iomanip>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -159,6 +160,47 @@ struct RecipeChoice {
 
 std::string Implemented(const Registry& registry) { return JoinStrings(registry.RecipeNames(), ", "); }
 
+// The keys whose values `overrides` change from the config as written (both with the recipe's defaults),
+// in the order given. device= and output_dir= are left out: every matrix cell sets them, so a record is
+// about the config with any device and output folder.
+std::vector<std::string> KeysChangedByOverrides(const LocatedConfig& located, const std::vector<std::string>& overrides,
+                                                const Config& config, const RecipeSpec& recipe,
+                                                const Registry& registry) {
+  StatusOr<Config> as_written = LoadResolvedConfig(located, {}, &recipe, &registry);
+  if (!as_written.ok()) return {};
+  auto shown = [](const YAML::Node& n) { return n.IsDefined() ? YAML::Dump(n) : std::string("<absent>"); };
+  std::vector<std::string> changed;
+  for (const std::string& o : overrides) {
+    std::string key = o.substr(o[0] == '~' ? 1 : 0, o.find('=') == std::string::npos ? std::string::npos
+                                                                                      : o.find('=') - (o[0] == '~'));
+    if (key == "device" || key == "output_dir") continue;
+    if (shown(as_written->Find(key)) != shown(config.Find(key)) &&
+        std::find(changed.begin(), changed.end(), key) == changed.end()) {
+      changed.push_back(key);
+    }
+  }
+  return changed;
+}
+
+// The device a check was for: its id, or the config's device as written ('gpu') when it names none.
+std::string DeviceShown(const DeviceCheckResult& check, const Config& config) {
+  if (!check.device.id.empty()) return check.device.id;
+  YAML::Node device = config.Find("device");
+  return "'" + (device.IsScalar() ? device.Scalar() : std::string()) + "'";
+}
+
+// NotFound for a recipe name this registry lacks, the same words for `run` and `validate`: a torchtune recipe
+// tune-matrix does not implement is named as such; anything else gets the closest name.
+Status UnknownRecipe(const Registry& registry, const std::string& name) {
+  if (FindTorchtuneRecipe(name) != nullptr) {
+    return Status::NotFound("recipe '" + name + "' is torchtune's, but tune-matrix does not implement it " +
+                            "(implemented: " + Implemented(registry) + ")");
+  }
+  std::string hint = ClosestMatch(name, registry.RecipeNames());
+  return Status::NotFound("unknown recipe '" + name + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                          " (implemented: " + Implemented(registry) + "; `tune ls` lists them with their configs)");
+}
+
 // Chooses the recipe to validate a config against: --recipe; the one listing a built-in config; the recipe
 // the file names in its comment or that torchtune's registry lists it under; else the recipe it fits best.
 // A recipe of torchtune's that tune-matrix lacks is an error naming it, never a silent substitute.
@@ -168,14 +210,7 @@ StatusOr<RecipeChoice> ChooseRecipe(const Registry& registry, const LocatedConfi
   if (!requested.empty()) {
     choice.recipe = registry.FindRecipe(requested);
     if (choice.recipe != nullptr) return choice;
-    if (FindTorchtuneRecipe(requested) != nullptr) {
-      return Status::NotFound("recipe '" + requested + "' is torchtune's, but tune-matrix does not implement it " +
-                              "(implemented: " + Implemented(registry) + ")");
-    }
-    std::string hint = ClosestMatch(requested, registry.RecipeNames());
-    return Status::NotFound("unknown recipe '" + requested + "'" +
-                            (hint.empty() ? "" : "; did you mean '" + hint + "'?") + " (implemented: " +
-                            Implemented(registry) + ")");
+    return UnknownRecipe(registry, requested);
   }
   if (located.recipe != nullptr) {
     choice.recipe = located.recipe;
@@ -208,6 +243,29 @@ StatusOr<RecipeChoice> ChooseRecipe(const Registry& registry, const LocatedConfi
   return choice;
 }
 
+// A valid config that this machine cannot hold: the recipe's memory prediction above the device's memory,
+// or the matrix's record of the config as too large on this device type. A warning, not an error: the
+// prediction is conservative, and the config may be meant for another machine.
+void WarnIfTooLarge(const Config& config, const RecipeSpec& recipe, const Registry& registry,
+                    const DeviceCheckResult& check, std::ostream& err) {
+  const DeviceInfo& device = check.device;
+  if (recipe.estimate && check.device_available && device.total_memory_bytes > 0) {
+    StatusOr<CellEstimate> estimate = recipe.estimate(config, registry, device);
+    if (estimate.ok() && estimate->peak_memory_bytes > device.total_memory_bytes) {
+      err << "warning: predicted peak memory " << FormatBytes(estimate->peak_memory_bytes) << " is more than "
+          << device.id << "'s " << FormatBytes(device.total_memory_bytes)
+          << ": a run would most likely run out of memory; lower batch_size or tokenizer.max_seq_len, set "
+             "enable_activation_checkpointing=True, use a LoRA config, or a device with more memory\n";
+    }
+  }
+  YAML::Node entry = config.Find("metadata.support." + device.type);
+  if (entry.IsMap() && entry["status"].IsScalar() && entry["status"].Scalar() == "too_large") {
+    err << "warning: tune-matrix recorded this config (as written) as too_large on " << device.type << " ("
+        << (entry["verified_at"].IsScalar() ? entry["verified_at"].Scalar() : std::string("no date")) << "): "
+        << (entry["reason"].IsScalar() ? entry["reason"].Scalar() : std::string("no reason recorded")) << "\n";
+  }
+}
+
 int Validate(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
@@ -228,14 +286,35 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   if (!choice->why.empty()) (check.problems.empty() ? out : err) << "note: " << choice->why << "\n";
   if (!check.problems.empty()) {
     err << "error: " << located->name << " is not valid for recipe " << recipe->name << " on device "
-        << check.device.id << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
+        << DeviceShown(check, *config) << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
         << "):\n";
     PrintProblems(check.problems, err);
     return kExitUsage;
   }
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
       << check.device.name << ").\n";
+  WarnIfTooLarge(*config, *recipe, registry, check, err);
   return kExitOk;
+}
+
+// Why this machine cannot give `nproc` ranks on `device`'s type ("" when it can): ranks sharing the host
+// (cpu) each train a whole process on cores of their own, so more ranks than cores only thrash; ranks on an
+// accelerator take one device each (rank r uses index r).
+std::string RanksProblem(int nproc, const DeviceInfo& device) {
+  const DeviceTypeTraits& traits = device.traits();
+  if (traits.peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (nproc <= cores) return "";
+    return "--nproc_per_node " + std::to_string(nproc) + " is more ranks than this machine's " + std::to_string(cores) +
+           " cores; each " + device.type + " rank is a training process of its own; use --nproc_per_node " +
+           std::to_string(cores) + " or fewer";
+  }
+  if (!traits.takes_index || nproc == 1) return "";
+  StatusOr<DeviceSelector> last = ParseDeviceSelector(device.type + ":" + std::to_string(nproc - 1));
+  if (last.ok() && ProbeDevice(*last).ok()) return "";
+  return "--nproc_per_node " + std::to_string(nproc) + " needs " + std::to_string(nproc) + " " + device.type +
+         " devices (one per rank) and " + device.type + ":" + std::to_string(nproc - 1) +
+         " is not on this machine (`tune devices` lists them); use fewer ranks";
 }
 
 // `tune run --nproc_per_node N ...`: the same command, without the option, as N ranks (harness/launcher.h).
@@ -300,12 +379,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (parsed.positional.empty()) return UsageError(err, "run", "expected <recipe> --config <config> [key=value ...]");
   const std::string recipe_name = parsed.positional[0];
   const RecipeSpec* recipe = registry.FindRecipe(recipe_name);
-  if (recipe == nullptr) {
-    std::string hint = ClosestMatch(recipe_name, registry.RecipeNames());
-    return Fail(err, Status::NotFound("unknown recipe '" + recipe_name + "'" +
-                                      (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
-                                      " (run `tune ls` to list recipes)"));
-  }
+  if (recipe == nullptr) return Fail(err, UnknownRecipe(registry, recipe_name));
   if (!parsed.Has("config")) return UsageError(err, "run", "--config <config> is required");
   int nproc = 0;  // 0: run in this process
   if (parsed.Has("nproc_per_node")) {
@@ -324,12 +398,13 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   }
   StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
   if (!located.ok()) return Fail(err, located.status());
-  StatusOr<Config> config = LoadResolvedConfig(
-      *located, std::vector<std::string>(parsed.positional.begin() + 1, parsed.positional.end()), recipe, &registry);
+  const std::vector<std::string> overrides(parsed.positional.begin() + 1, parsed.positional.end());
+  StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
   if (!check.problems.empty()) {
-    err << "error: cannot run " << recipe->name << " with " << located->name << " on " << check.device.id << ":\n";
+    err << "error: cannot run " << recipe->name << " with " << located->name << " on " << DeviceShown(check, *config)
+        << ":\n";
     PrintProblems(check.problems, err);
     YAML::Node recorded = config->Find("metadata.supported_devices");
     if (!check.device_available && recorded.IsSequence() && recorded.size() > 0) {
@@ -340,11 +415,19 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     }
     return kExitUsage;
   }
-  // The config's generated support metadata (written by tune-matrix) may already know this fails here.
+  // The config's generated support metadata (written by tune-matrix) may already know this fails here: it
+  // describes the config as written, so it stands only when the overrides leave the config as it was.
   const std::string& type = check.device.type;
   YAML::Node entry = config->Find("metadata.support." + type);
   std::string status = entry.IsMap() && entry["status"].IsScalar() ? entry["status"].Scalar() : "";
+  std::vector<std::string> changed;
   if (!status.empty() && status != "runs") {
+    changed = KeysChangedByOverrides(*located, overrides, *config, *recipe, registry);
+  }
+  if (!changed.empty()) {
+    err << "note: tune-matrix recorded " << located->name << " as '" << status << "' on " << type
+        << " as written; the overrides change " << JoinStrings(changed, ", ") << ", so this run is judged afresh\n";
+  } else if (!status.empty() && status != "runs") {
     std::string reason = entry["reason"].IsScalar() ? entry["reason"].Scalar() : "no reason recorded";
     std::string when = entry["verified_at"].IsScalar() ? entry["verified_at"].Scalar() : "an unknown date";
     if (!parsed.Has("force")) {
@@ -358,7 +441,11 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!recipe->run) {
     return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));
   }
-  if (nproc > 0) return LaunchRun(args, nproc, *config, *recipe, located->name, check.device.id, err);
+  if (nproc > 0) {
+    std::string problem = RanksProblem(nproc, check.device);
+    if (!problem.empty()) return UsageError(err, "run", problem);
+    return LaunchRun(args, nproc, *config, *recipe, located->name, check.device.id, err);
+  }
   RunContext context;
   context.device = check.device;
   context.config_name = located->name;

@@ -63,6 +63,12 @@ StatusOr<bool> EndsWithLineBreakOrIsEmpty(const std::string& path) {
 
 }  // namespace
 
+std::string JournalLockPath(const std::string& journal_path) {
+  const size_t slash = journal_path.find_last_of('/');
+  const std::string name = slash == std::string::npos ? journal_path : journal_path.substr(slash + 1);
+  return ParentDir(journal_path) + "/." + name + ".lock";
+}
+
 std::string JournalLine(const CellResult& cell) {
   // Invalid UTF-8 in the child's output must not make the record unwritable; it becomes U+FFFD.
   return ToJson(cell).dump(-1, ' ', false, json::error_handler_t::replace);

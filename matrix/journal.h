@@ -1,6 +1,6 @@
 // The journal: an append-only JSON-lines file with one CellResult per line, written as each cell finishes so
 // that an interrupted `tune-matrix run` keeps every finished cell and can resume. Exactly one process writes
-// a given journal at a time.
+// a given journal at a time: every writer holds the journal's lock (JournalLockPath).
 #pragma once
 
 #include <map>
@@ -11,6 +11,11 @@
 #include "matrix/cell.h"
 
 namespace tmx::matrix {
+
+// The lock file every writer of the journal at `journal_path` holds while it appends, compacts or replaces
+// it (base/lock.h): ".<name>.lock" in the journal's folder. A run that only appends (--no-write-back) and a
+// run or merge that rewrites the same journal can then never interleave and lose a record.
+std::string JournalLockPath(const std::string& journal_path);
 
 // `cell` as one journal line (no line break): compact JSON, invalid UTF-8 replaced by U+FFFD.
 std::string JournalLine(const CellResult& cell);

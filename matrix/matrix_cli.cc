@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <map>
 #include <fstream>
@@ -48,9 +50,12 @@ bool NumberFlag(const ParsedArgs& parsed, const std::string& name, T* value, std
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != text.size() || (std::is_integral<T>::value && number != static_cast<T>(number))) {
-    *error = "--" + name + " takes " + (std::is_integral<T>::value ? "a whole number" : "a number") + ", not '" +
-             text + "'";
+  // Integers must also fit the type (a cast of one that does not is undefined).
+  const double low = static_cast<double>(std::numeric_limits<T>::lowest());
+  const bool fits = !std::is_integral<T>::value || (number >= low && number < -low && number == std::floor(number));
+  if (used == 0 || used != text.size() || !std::isfinite(number) || !fits) {
+    *error = "--" + name + " takes " + (std::is_integral<T>::value ? "a whole number" : "a finite number") +
+             ", not '" + text + "'";
     return false;
   }
   *value = static_cast<T>(number);
@@ -191,13 +196,23 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
     out << "\n";
   }
+  // Totals: what a run would do, and how long the cells it starts are predicted to take one after another.
+  std::map<std::string, int> by_status;
+  double seconds = 0;
+  for (const PlannedCell& c : *cells) {
+    ++by_status[c.runnable ? "to run" : CellStatusName(c.preset.status)];
+    if (c.runnable) seconds += c.expected_duration_s;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [status, n] : by_status) parts.push_back(std::to_string(n) + " " + status);
+  out << cells->size() << " cells: " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
+      << FormatDuration(seconds) << " in all\n";
   return kExitOk;
 }
 
-// Takes the lock of the checkout whose configs a command writes (base/lock.h), so two commands never
-// write configs, journals and reports at once. Null, with the holder named on `err`, when another holds it.
-std::unique_ptr<CheckoutLock> LockCheckout(const std::string& command, std::ostream& err) {
-  std::string path = ParentDir(BuiltinConfigDir()) + "/" + kCheckoutLockName;
+// Takes the lock file at `path` for `command` (base/lock.h). Null, with the holder named on `err`, when
+// another process holds it: the caller must write nothing.
+std::unique_ptr<CheckoutLock> TakeLock(const std::string& path, const std::string& command, std::ostream& err) {
   std::string notice;
   StatusOr<std::unique_ptr<CheckoutLock>> lock = CheckoutLock::Acquire(path, "tune-matrix " + command, &notice);
   if (!lock.ok()) {
@@ -209,10 +224,25 @@ std::unique_ptr<CheckoutLock> LockCheckout(const std::string& command, std::ostr
   return std::move(lock).value();
 }
 
+// The lock of the checkout whose configs a command writes, so two commands never write configs, journals
+// and reports at once.
+std::unique_ptr<CheckoutLock> LockCheckout(const std::string& command, std::ostream& err) {
+  return TakeLock(ParentDir(BuiltinConfigDir()) + "/" + kCheckoutLockName, command, err);
+}
+
+// The lock of the journal a command appends to or rewrites (JournalLockPath), taken by every writer, with
+// or without write-back, so a record appended by one is never lost to another's rewrite.
+std::unique_ptr<CheckoutLock> LockJournal(const std::string& command, const std::string& journal,
+                                          std::ostream& err) {
+  return TakeLock(JournalLockPath(journal), command + " (journal " + journal + ")", err);
+}
+
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
   if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
+  Status selection = CheckSelection(registry, options);
+  if (!selection.ok()) return Fail(err, selection);
   for (const std::string& dir :
        {options.work_dir, options.reports_dir, ParentDir(options.journal_path), ParentDir(options.junit_path)}) {
     Status made = MakeDirs(dir);
@@ -225,12 +255,15 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
   RunSetting setting{*devices, LocalProvenance(options.job), runner.get()};
   // A run that writes its results into the configs holds the checkout; one that only keeps a journal
-  // (--no-write-back, as CI shards do) writes nothing of the checkout's and may run beside it.
+  // (--no-write-back, as CI shards do) writes nothing else of the checkout's and may run beside it. Both
+  // hold the journal they write.
   std::unique_ptr<CheckoutLock> lock;
   if (write_back) {
     lock = LockCheckout("run", err);
     if (!lock) return kExitFailure;
   }
+  std::unique_ptr<CheckoutLock> journal_lock = LockJournal("run", options.journal_path, err);
+  if (!journal_lock) return kExitFailure;
   StatusOr<MatrixRun> run = RunMatrix(registry, options, write_back, setting, out, err);
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) {
@@ -293,7 +326,7 @@ int Compare(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 int Merge(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"journal-out", "reports-dir", "junit"}, &parsed, &error)) {
+  if (!ParseArgs(args, {"replace-journal"}, {"journal-out", "reports-dir", "junit"}, &parsed, &error)) {
     return UsageError(err, "merge", error);
   }
   if (parsed.positional.empty()) return UsageError(err, "merge", "name at least one journal to merge");
@@ -302,7 +335,22 @@ int Merge(const Registry& registry, const std::vector<std::string>& args, std::o
   options.reports_dir = parsed.Get("reports-dir", options.reports_dir);
   std::unique_ptr<CheckoutLock> lock = LockCheckout("merge", err);
   if (!lock) return kExitFailure;
-  StatusOr<JournalSet> journals = LoadJournals(parsed.positional, registry);
+  std::unique_ptr<CheckoutLock> journal_lock;
+  std::vector<std::string> paths = parsed.positional;
+  if (!options.journal_out.empty()) {
+    journal_lock = LockJournal("merge", options.journal_out, err);
+    if (!journal_lock) return kExitFailure;
+    // The journal written keeps every cell it had: a merge adds records, and a newer record replaces an
+    // older one, but a cell the given journals lack is not dropped unless --replace-journal asks.
+    const bool named = std::any_of(paths.begin(), paths.end(),
+                                   [&](const std::string& p) { return SameFile(p, options.journal_out); });
+    if (!parsed.Has("replace-journal") && !named && PathExists(options.journal_out)) {
+      paths.insert(paths.begin(), options.journal_out);
+      out << "merging into " << options.journal_out << ": its records are kept unless a newer one replaces them"
+          << " (--replace-journal writes the given journals only)\n";
+    }
+  }
+  StatusOr<JournalSet> journals = LoadJournals(paths, registry);
   if (!journals.ok()) {
     err << "tune-matrix merge: nothing was written\n";
     return Fail(err, journals.status());
@@ -317,8 +365,7 @@ int Merge(const Registry& registry, const std::vector<std::string>& args, std::o
     if (!s.ok()) return Fail(err, s);
     out << "wrote " << parsed.Get("junit") << "\n";
   }
-  out << "tune-matrix merge: " << journals->records.size() << " records from " << parsed.positional.size()
-      << " journal(s)\n";
+  out << "tune-matrix merge: " << journals->records.size() << " records from " << paths.size() << " journal(s)\n";
   return kExitOk;
 }
 
@@ -504,7 +551,9 @@ std::string MergeHelp() {
     "type, a time not in UTC form) or a journal with no built-in config at all fails the merge naming the\n"
     "file and line, and nothing is written. Records of configs renamed or removed since, and an unfinished\n"
     "last line (a job killed mid-write), are skipped with a warning.\n\n"
-    "  --journal-out PATH       combined journal (default reports/journal.jsonl)\n"
+    "  --journal-out PATH       combined journal (default reports/journal.jsonl); its own records are merged\n"
+    "                           too, so a merge never drops a cell from it\n"
+    "  --replace-journal        write only the given journals' records to --journal-out\n"
     "  --reports-dir DIR        reports folder (default reports)\n"
     "  --junit FILE             also write the merged cells as JUnit XML";
 }

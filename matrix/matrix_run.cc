@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -70,11 +71,18 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   if (!cells.ok()) return cells.status();
   StatusOr<std::vector<CellKey>> done = PrepareJournal(registry, options, write_back, out, err);
   if (!done.ok()) return done.status();
-  size_t runnable = 0;
-  for (const PlannedCell& c : *cells) runnable += c.runnable;
+  size_t runnable = 0, left = 0;
+  for (const PlannedCell& c : *cells) {
+    runnable += c.runnable;
+    left += std::find(done->begin(), done->end(), c.key) == done->end();
+  }
   out << "tune-matrix: " << cells->size() << " cells" << ShardText(options) << " (" << runnable << " to run, "
-      << cells->size() - runnable << " recorded without running) on " << setting.devices.size() << " device(s); "
-      << done->size() << " already in the journal\n";
+      << cells->size() - runnable << " recorded without running) on " << setting.devices.size() << " device(s)";
+  if (options.resume) {
+    out << "; " << cells->size() - left << " already in the journal, " << left << " left";
+    if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
+  }
+  out << "\n";
 
   StatusOr<MatrixRun> run = RunCells(*cells, *done, *setting.runner, options, setting.provenance, out, setting.now);
   if (!run.ok() || run->interrupted) return run;

@@ -117,8 +117,7 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
 
 }  // namespace
 
-StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
-                                             const MatrixOptions& options) {
+Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
   for (const std::string& r : options.recipes) {
     if (registry.FindRecipe(r) == nullptr) {
       std::string hint = ClosestMatch(r, registry.RecipeNames());
@@ -126,6 +125,26 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
                                      (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
     }
   }
+  for (const RecipeSpec& recipe : registry.recipes()) {
+    if (!options.recipes.empty() &&
+        std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
+      continue;
+    }
+    for (const std::string& name : recipe.configs) {
+      if (MatchesGlob(options.configs_glob, name)) return Status::OK();
+    }
+  }
+  // A selection of nothing is a mistake (a typo in the pattern), never a run that records nothing.
+  return Status::InvalidArgument(
+      "--configs '" + options.configs_glob + "'" +
+      (options.recipes.empty() ? "" : " with --recipes " + JoinStrings(options.recipes, ",")) +
+      " selects no built-in config; fix: `tune ls` lists the configs (a pattern like 'llama3_2/*' or '*lora*'; * "
+      "stands for any characters)");
+}
+
+StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
+                                             const MatrixOptions& options) {
+  TM_RETURN_IF_ERROR(CheckSelection(registry, options));
   std::vector<const DeviceInfo*> chosen;
   for (const DeviceInfo& d : devices) {
     if (DeviceSelected(d, options.devices)) chosen.push_back(&d);

@@ -107,6 +107,10 @@ int CellSteps(double startup_s, double step_s, const MatrixOptions& options);
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);
 
+// InvalidArgument naming the fix when --recipes names an unknown recipe or --recipes and --configs together
+// select no built-in config: checked before a run writes anything.
+Status CheckSelection(const Registry& registry, const MatrixOptions& options);
+
 // The cells of a run (of options' shard), recorded-without-running ones first, then runnable ones by
 // expected duration, shortest first.
 StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,

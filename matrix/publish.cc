@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <climits>
+#include <cstdlib>
+
 #include <algorithm>
 #include <map>
 #include <sstream>
@@ -18,6 +21,34 @@
 
 namespace tmx::matrix {
 
+namespace {
+
+// A built-in config that is a symbolic link (git stores them) would have its block written into the file it
+// points to, which may be another config or any file on the machine: refused before anything is written.
+// A folder on the way that is a link outside the configs folder is refused the same way.
+Status CheckOwnFile(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Status::OK();  // the reader names a missing file
+  if (!S_ISLNK(st.st_mode)) {
+    char real_dir[PATH_MAX], real_file[PATH_MAX];
+    if (::realpath(BuiltinConfigDir().c_str(), real_dir) == nullptr || ::realpath(path.c_str(), real_file) == nullptr) {
+      return Status::OK();
+    }
+    if (std::string(real_file).rfind(std::string(real_dir) + "/", 0) == 0) return Status::OK();
+    return Status::InvalidArgument(path + ": lies outside the configs folder " + BuiltinConfigDir() + " (it is " +
+                                   real_file + ", reached through a linked folder); the matrix writes support "
+                                   "blocks only inside the configs folder; fix: replace the linked folder by a copy");
+  }
+  StatusOr<std::string> target = ResolveSymlinks(path);
+  return Status::InvalidArgument(
+      path + ": is a symbolic link" + (target.ok() ? " to " + *target : std::string()) +
+      "; the matrix writes each config's support block into the config's own file and never through a link; "
+      "fix: replace the link by a copy of the file it names (cp --remove-destination \"$(readlink -f " + path +
+      ")\" " + path + ")");
+}
+
+}  // namespace
+
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log) {
   const int64_t now = UnixNow();
   std::map<std::string, SupportEntries> updates;
@@ -30,6 +61,7 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   std::vector<std::pair<std::string, std::string>> writes;  // path, new text
   for (auto& [config, support] : updates) {
     std::string path = BuiltinConfigPath(config);
+    TM_RETURN_IF_ERROR(CheckOwnFile(path));
     StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
     // An entry verified after the record (merged from a newer journal earlier) is not rolled back, unless it

@@ -1,6 +1,7 @@
 #include "recipes/estimate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "recipes/model_components.h"
 #include "recipes/optimizers.h"
@@ -28,33 +29,42 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   CellEstimate e;
   CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
   const models::DecoderArgs& args = choice->args;
-  int64_t bytes = *dtype == "fp32" ? 4 : 2;
-  int64_t b = *batch;
-  int64_t t = std::min(*max_seq_len, kTypicalSeqLen);
-  int64_t weights = e.parameters * bytes;  // adapters included
-  int64_t grads = e.trainable_parameters * bytes;
-  int64_t states = e.trainable_parameters * bytes * (*optimizer)->StateTensorsPerParameter(config);
-  if (sharding != Sharding::kNone) states = (states + ranks - 1) / ranks;
+  // In double: a hostile batch size or sequence length must give an enormous prediction (which the plan
+  // and `tune validate` then report), not an overflowed, negative one.
+  const double bytes = *dtype == "fp32" ? 4 : 2;
+  const double b = static_cast<double>(*batch);
+  const double t = static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
+  const double n = ranks;
+  double weights = static_cast<double>(e.parameters) * bytes;  // adapters included
+  double grads = static_cast<double>(e.trainable_parameters) * bytes;
+  double states = static_cast<double>(e.trainable_parameters) * bytes * (*optimizer)->StateTensorsPerParameter(config);
+  if (sharding != Sharding::kNone) states = std::ceil(states / n);
   if (sharding == Sharding::kFull) {
     // A shard of everything, and one layer's weights and gradients whole at a time.
-    const int64_t layers = std::max<int64_t>(1, choice->args.num_layers);
-    weights = weights / ranks + weights / layers;
-    grads = grads / ranks + grads / layers;
+    const double layers = static_cast<double>(std::max<int64_t>(1, choice->args.num_layers));
+    weights = std::floor(weights / n) + std::floor(weights / layers);
+    grads = std::floor(grads / n) + std::floor(grads / layers);
   }
   // Activations kept for backward per layer: inputs of norms and projections at the model width, queries,
   // keys, values and attention output at the attention width (heads x head_dim, wider than the model in
   // Gemma 7B and Qwen3), and the MLP's.
-  int64_t attention_width = args.num_heads * args.resolved_head_dim();
-  int64_t per_layer = b * t * (6 * args.embed_dim + 4 * attention_width + 4 * args.intermediate_dim) * bytes;
+  const double attention_width = static_cast<double>(args.num_heads * args.resolved_head_dim());
+  const double per_layer = b * t *
+                           (6 * static_cast<double>(args.embed_dim) + 4 * attention_width +
+                            4 * static_cast<double>(args.intermediate_dim)) *
+                           bytes;
+  const double layers = static_cast<double>(args.num_layers);
   const bool recompute = *checkpointing || sharding == Sharding::kFull;  // fully sharded layers recompute
-  int64_t activations = recompute ? args.num_layers * b * t * args.embed_dim * bytes + per_layer
-                                       : args.num_layers * per_layer;
-  int64_t logits = b * t * args.vocab_size * (bytes + 4 + 4);
-  bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
-  int64_t runtime = host_memory ? kGiB : kGiB / 2;
-  e.peak_memory_bytes = (weights + grads + states + activations + logits + runtime) * (host_memory ? ranks : 1);
-  double passes = kind == TrainKind::kLora ? 2.0 : 3.0;
-  e.work = passes * static_cast<double>(e.parameters) * static_cast<double>(b * t) * ranks;
+  const double activations =
+      recompute ? layers * b * t * static_cast<double>(args.embed_dim) * bytes + per_layer : layers * per_layer;
+  const double logits = b * t * static_cast<double>(args.vocab_size) * (bytes + 4 + 4);
+  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
+  const double peak = (weights + grads + states + activations + logits + runtime) * (host_memory ? n : 1);
+  // 2^62 bytes (4 EiB) stands for "more than any machine has"; it keeps sums of predictions in range.
+  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
+  const double passes = kind == TrainKind::kLora ? 2.0 : 3.0;
+  e.work = passes * static_cast<double>(e.parameters) * b * t * n;
   return e;
 }
 

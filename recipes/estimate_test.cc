@@ -55,6 +55,15 @@ TEST(EstimateTest, TheDistributedLayoutMovesThePrediction) {
   EXPECT_DOUBLE_EQ(replicated.work, 2 * single.work);  // both ranks' tokens
 }
 
+TEST(EstimateTest, AHostileBatchGivesAnEnormousPredictionNotAnOverflow) {
+  // batch x sequence x vocabulary x bytes overflowed int64 and the prediction came out negative or small.
+  CellEstimate huge = Estimate("tiny/lora_single_device", {"batch_size=1000000000000"});
+  EXPECT_GT(huge.peak_memory_bytes, int64_t{1} << 50);
+  CellEstimate beyond = Estimate("llama3_2/1B_lora_single_device", {"batch_size=1000000000000000000"});
+  EXPECT_EQ(beyond.peak_memory_bytes, int64_t{1} << 62);
+  EXPECT_GT(beyond.work, 0);
+}
+
 TEST(EstimateTest, TheConfigMovesThePrediction) {
   CellEstimate lora = Estimate("llama3_2/1B_lora_single_device", {});
   CellEstimate full = Estimate("llama3_2/1B_full_single_device", Full({"enable_activation_checkpointing=False"}));

@@ -13,11 +13,12 @@
 #include "base/file_util.h"
 #include "harness/device_hooks.h"
 #include "harness/run_summary.h"
-#include "recipes/builtin.h"
 #include "harness/config_manifest.h"
+#include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
 #include "recipes/estimate.h"
 #include "recipes/loss.h"
+#include "recipes/model_components.h"
 #include "recipes/parallelism.h"
 #include "recipes/train_setup.h"
 
@@ -417,6 +418,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = TrainingFields(kind);
   r.checks = {TrainingChecks};
+  if (kind == TrainKind::kLora) r.checks.push_back(LoraChecks);
   if (distributed) {
     for (FieldSpec& f : DistributedFields()) r.fields.push_back(std::move(f));
     r.checks.push_back(DistributedChecks);

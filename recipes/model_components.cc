@@ -86,7 +86,11 @@ void AddModelComponents(std::vector<ComponentSpec>* out) {
   }
 }
 
-StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry) {
+namespace {
+
+// The model the config names with its builder arguments and LoRA settings as written, not yet checked
+// against each other.
+StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& registry) {
   YAML::Node node = config.Find("model._component_");
   std::string name = node.IsScalar() ? node.Scalar() : "";
   const ComponentSpec* spec = registry.FindComponent(name);
@@ -128,10 +132,26 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
   lora.rank = *rank;
   lora.alpha = *alpha;
   lora.dropout = *dropout;
-  Status valid = models::ValidateLoraArgs(lora, choice.args);
-  if (!valid.ok()) return valid.WithContext(config.OriginOf("model").ToString() + ": model");
   choice.lora = lora;
   return choice;
+}
+
+}  // namespace
+
+StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry) {
+  StatusOr<ModelChoice> choice = ModelAsWritten(config, registry);
+  if (!choice.ok() || !choice->lora) return choice;
+  Status valid = models::ValidateLoraArgs(*choice->lora, choice->args);
+  if (!valid.ok()) return valid.WithContext(config.OriginOf("model").ToString() + ": model");
+  return choice;
+}
+
+std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo*) {
+  StatusOr<ModelChoice> choice = ModelAsWritten(config, registry);
+  if (!choice.ok() || !choice->lora) return {};  // the schema names an unknown model or a mistyped field
+  Status valid = models::ValidateLoraArgs(*choice->lora, choice->args);
+  if (valid.ok()) return {};
+  return {{config.OriginOf("model").ToString(), "model", valid.message()}};
 }
 
 void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable) {

@@ -47,6 +47,11 @@ struct ModelChoice {
 // `config` has its schema defaults applied.
 StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry);
 
+// The LoRA settings checked against the model's shapes (a rank above a layer's smaller side, an output
+// adapter on tied embeddings), as the problems of a recipe's cross check; none for a model without LoRA or
+// one the schema already refuses.
+std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
+
 // Total and trainable parameters of `choice`, counted on a model built on the meta device (no memory).
 void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable);
 

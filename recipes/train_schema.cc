@@ -1,5 +1,8 @@
 #include "recipes/train_schema.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "base/text.h"
 #include "recipes/distributed/collective_backends.h"
 #include "recipes/distributed/process_group.h"
@@ -32,6 +35,21 @@ std::string OffloadCheck(const YAML::Node& v, const Config&, const DeviceInfo& d
          "side stream (" + JoinStrings(able, ", ") + "), not " + d.id + "; set enable_activation_offloading=False";
 }
 
+// An output_dir that is the file system's root, a system folder or the home folder itself: a run writes
+// checkpoints, metrics and summary.json straight into it (and resuming reads them back from there).
+std::string OutputDirCheck(const YAML::Node& v) {
+  std::string dir = v.Scalar();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  static const std::vector<std::string> kSystem = {"/",     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc",
+                                                   "/root", "/run", "/sbin", "/sys", "/usr", "/var", "/home"};
+  const char* home = std::getenv("HOME");
+  const bool is_home = (home != nullptr && *home && dir == home) || dir == "~";
+  if (std::find(kSystem.begin(), kSystem.end(), dir) == kSystem.end() && !is_home) return "";
+  return "'" + v.Scalar() + "' is " + (is_home ? "the home folder" : "a system folder") +
+         ", and a run writes its checkpoints, metrics and summary.json straight into output_dir; use a folder of "
+         "its own, e.g. output_dir=/tmp/torchtune/my_run";
+}
+
 std::string TrainsCheck(const YAML::Node&, const Config&, const DeviceInfo& d) {
   if (d.traits().trains) return "";
   return "device " + d.id + " cannot train (" + d.traits().doc + "); use device=cpu or a GPU";
@@ -41,8 +59,9 @@ std::string TrainsCheck(const YAML::Node&, const Config&, const DeviceInfo& d) {
 
 std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   std::vector<FieldSpec> f = {
-      Required(NonEmpty(Field("output_dir", FieldType::kString, "",
-                              "folder for checkpoints, metrics and the run summary"))),
+      WithValueCheck(Required(NonEmpty(Field("output_dir", FieldType::kString, "",
+                                             "folder for checkpoints, metrics and the run summary"))),
+                     OutputDirCheck),
       ComponentField("model", "model", "the model to fine-tune"),
       ComponentField("tokenizer", "tokenizer", "the tokenizer"),
       ComponentField("checkpointer", "checkpointer", "where weights are loaded from and saved to", false),
@@ -112,7 +131,7 @@ std::vector<FieldSpec> DistributedFields() {
   };
 }
 
-std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* device) {
+std::vector<Problem> DistributedChecks(const Config& config, const Registry&, const DeviceInfo* device) {
   std::vector<Problem> problems;
   auto add = [&](const std::string& key, const std::string& message, bool device_related = false) {
     problems.push_back({config.OriginOf(key).ToString(), key, message, device_related});
@@ -156,7 +175,7 @@ std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* d
   return problems;
 }
 
-std::vector<Problem> TrainingChecks(const Config& config, const DeviceInfo* device) {
+std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const DeviceInfo* device) {
   std::vector<Problem> problems;
   auto add = [&](const std::string& key, const std::string& message, bool device_related = false) {
     problems.push_back({config.OriginOf(key).ToString(), key, message, device_related});

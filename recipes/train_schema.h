@@ -22,10 +22,10 @@ std::vector<FieldSpec> DistributedFields();
 // What a distributed run needs: a collective backend for the device type that this build has, and no
 // feature that is declared but not implemented (tensor parallelism, hybrid sharding), and validation with
 // its data, each named with its fix.
-std::vector<Problem> DistributedChecks(const Config& config, const DeviceInfo* device);
+std::vector<Problem> DistributedChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
 // Checks spanning several keys, and features that are declared for torchtune compatibility but not
 // implemented (compile, packing, DoRA...), each named with its fix.
-std::vector<Problem> TrainingChecks(const Config& config, const DeviceInfo* device);
+std::vector<Problem> TrainingChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
 }  // namespace tmx::recipes

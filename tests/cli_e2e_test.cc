@@ -129,6 +129,11 @@ TEST_F(CliTest, BadInputsExitTwoWithOneClearMessageAndChangeNoFile) {
       {{kTune, "cat", "tiny/lora_single_device", "nokey"}, "override 'nokey': expected key=value"},
       {{kTune, "run", "lora_finetune_single_devise", "--config", "tiny/lora_single_device"},
        "unknown recipe 'lora_finetune_single_devise'; did you mean 'lora_finetune_single_device'?"},
+      {{kTune, "run", "lora_dpo_single_device", "--config", "tiny/lora_single_device"},
+       "recipe 'lora_dpo_single_device' is torchtune's, but tune-matrix does not implement it"},
+      {{kTune, "validate", "tiny/lora_single_device", "device=gpu"},
+       "tiny/lora_single_device is not valid for recipe lora_finetune_single_device on device 'gpu' (1 problem)"},
+      {{kTune, "validate", "tiny/lora_single_device", "device=gpu"}, "unknown device 'gpu'; did you mean 'cuda'?"},
       {{kTune, "valdate"}, "unknown command 'valdate', did you mean 'validate'?"},
       {{kTune, "cp", "tiny/lora_single_device", bad}, bad + ": already exists; pass --force to overwrite it"},
   };
@@ -212,6 +217,21 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
     pos = end;
   }
   EXPECT_GT(runnable, 0u) << r.output;
+  // The last line totals the plan.
+  EXPECT_NE(r.output.find(" cells: " + std::to_string(runnable) + " to run"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("predicted to take about"), std::string::npos) << r.output;
+}
+
+// A pattern that selects nothing is a mistake: exit 2 naming it, and a run writes nothing.
+TEST_F(CliTest, AConfigPatternThatSelectsNothingIsAnError) {
+  for (const std::string& command : {"plan", "run"}) {
+    Result r = Exec({kMatrix, command, "--configs", "lama3*", "--journal", dir_ + "/j.jsonl", "--work-dir",
+                     dir_ + "/runs", "--reports-dir", dir_ + "/reports", "--no-write-back"});
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("--configs 'lama3*' selects no built-in config"), std::string::npos) << r.output;
+    EXPECT_FALSE(PathExists(dir_ + "/j.jsonl"));
+    EXPECT_FALSE(PathExists(dir_ + "/runs"));
+  }
 }
 
 // A checkout's configs copied to a scratch folder, so runs, merges and checks can write into them.

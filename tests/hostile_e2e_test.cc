@@ -10,6 +10,7 @@
 #include "base/file_util.h"
 #include "base/lock.h"
 #include "matrix/cell.h"
+#include "matrix/journal.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
 
@@ -45,10 +46,12 @@ class HostileTest : public ::testing::Test {
     return dir_ + "/" + name;
   }
   // A record of a built-in config as `tune-matrix run` writes it.
-  std::string Record(const std::string& device, const std::string& device_type) {
+  std::string Record(const std::string& device, const std::string& device_type,
+                     const std::string& config = "tiny/lora_single_device",
+                     const std::string& recipe = "lora_finetune_single_device") {
     matrix::CellResult r;
-    r.key = {"tiny/lora_single_device", device};
-    r.recipe = "lora_finetune_single_device";
+    r.key = {config, device};
+    r.recipe = recipe;
     r.device_type = device_type;
     r.status = matrix::CellStatus::kRuns;
     r.provenance.verified_at = FormatUtc(UnixNow() - 60);
@@ -151,6 +154,126 @@ TEST_F(HostileTest, ResumeRefusesARecordThatMergeRefuses) {
                           "--work-dir", dir_ + "/runs", "--reports-dir", dir_ + "/reports", "--no-write-back"}),
       journal + ":1: cell record device type \"cuda\" does not match device \"cpu\"");
   EXPECT_FALSE(PathExists(dir_ + "/reports/SUPPORT.md"));
+}
+
+TEST_F(HostileTest, ARunWithoutWriteBackHoldsItsJournal) {
+  // It used to append without any lock beside a write-back run that compacts the same journal, and its
+  // record vanished. Now every journal writer holds the journal's lock, so the second one is refused.
+  std::string journal = Write("journal.jsonl", Record("cpu", "cpu"));
+  std::string journal_before = ReadFile(journal).value();
+  StatusOr<std::unique_ptr<CheckoutLock>> held =
+      CheckoutLock::Acquire(matrix::JournalLockPath(journal), "tune-matrix run (the write-back one)", nullptr);
+  ASSERT_TRUE(held.ok()) << held.status().ToString();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "--no-write-back", "--configs", "tiny/lora_single_device", "--journal", journal,
+                                 "--work-dir", dir_ + "/runs", "--reports-dir", dir_ + "/reports"},
+        std::vector<std::string>{"merge", Write("more.jsonl", Record("cpu", "cpu")), "--journal-out", journal,
+                                 "--reports-dir", dir_ + "/reports"}}) {
+    SCOPED_TRACE(args[0]);
+    test::Result r = Run(test::kMatrix, args);
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find("tune-matrix run (the write-back one)"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("Nothing was written"), std::string::npos) << r.output;
+    EXPECT_EQ(ReadFile(journal).value(), journal_before);
+  }
+  EXPECT_EQ(matrix::JournalLockPath(dir_ + "/j.jsonl"), dir_ + "/.j.jsonl.lock");
+}
+
+TEST_F(HostileTest, AMergeAddsToTheJournalItWritesAndNeverShrinksIt) {
+  // Merging a one-record journal used to cut the combined journal down to that one record.
+  std::string out = Write("combined.jsonl", Record("cpu", "cpu", "tiny/full_single_device", "full_finetune_single_device") +
+                                                Record("cpu", "cpu"));
+  std::string one = Write("one.jsonl", Record("cpu", "cpu"));
+  auto merge = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"merge", one, "--journal-out", out, "--reports-dir", dir_ + "/reports"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Run(test::kMatrix, args);
+  };
+  auto cells = [&]() {
+    std::vector<std::string> configs;
+    StatusOr<std::vector<matrix::CellResult>> records = matrix::ReadJournal(out, nullptr);
+    EXPECT_TRUE(records.ok()) << records.status().ToString();
+    for (const matrix::CellResult& r : records.value()) configs.push_back(r.key.config);
+    return configs;
+  };
+  test::Result r = merge({});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("its records are kept"), std::string::npos) << r.output;
+  EXPECT_EQ(cells(), (std::vector<std::string>{"tiny/full_single_device", "tiny/lora_single_device"}));
+  r = merge({"--replace-journal"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(cells(), (std::vector<std::string>{"tiny/lora_single_device"}));
+}
+
+TEST_F(HostileTest, WriteBackNeverWritesThroughASymlinkedConfig) {
+  // git stores symbolic links: a config that is one used to get its block appended to the file it names,
+  // anywhere on the machine.
+  std::string outside = Write("outside.yaml", ReadFile(configs_ + "/tiny/lora_single_device.yaml").value());
+  std::string link = configs_ + "/tiny/lora_single_device.yaml";
+  ASSERT_EQ(::unlink(link.c_str()), 0);
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+  std::string before = ReadFile(outside).value();
+  test::Result r = Run(test::kMatrix, {"merge", Write("good.jsonl", Record("cpu", "cpu", "tiny/lora_single_device")),
+                                       "--journal-out", dir_ + "/merged.jsonl", "--reports-dir", dir_ + "/reports"});
+  ExpectRefused(r, link + ": is a symbolic link to " + outside);
+  EXPECT_NE(r.output.find("fix: replace the link by a copy"), std::string::npos) << r.output;
+  EXPECT_EQ(ReadFile(outside).value(), before);
+  EXPECT_FALSE(PathExists(dir_ + "/merged.jsonl"));
+}
+
+TEST_F(HostileTest, ValidateRefusesValuesNoRunCanUse) {
+  // Each was accepted as valid: a run would write into /, step with an infinite learning rate, or allocate
+  // adapters larger than the model.
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "output_dir=/"}),
+                "output_dir: '/' is a system folder");
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "optimizer.lr=.inf"}),
+                "optimizer.lr: '.inf' is not a finite number");
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "model.lora_rank=1000000"}),
+                "lora.rank 1000000 is above");
+  test::Result fine = Run(test::kTune, {"validate", "tiny/lora_single_device", "output_dir=/tmp/x/", "optimizer.lr=1e-4"});
+  EXPECT_EQ(fine.code, 0) << fine.output;
+  EXPECT_EQ(fine.output.find("warning"), std::string::npos) << fine.output;
+  // A batch no device holds: valid as written, but the prediction (no longer an overflowed, negative number)
+  // says it will not fit.
+  test::Result huge = Run(test::kTune, {"validate", "tiny/lora_single_device", "batch_size=1000000000000"});
+  EXPECT_EQ(huge.code, 0) << huge.output;
+  EXPECT_NE(huge.output.find("warning: predicted peak memory"), std::string::npos) << huge.output;
+}
+
+TEST_F(HostileTest, ResourcesTheMachineCannotGiveAreRefusedBeforeAnythingStarts) {
+  test::Result r = Run(test::kTune, {"run", "--nproc_per_node", "1024", "full_finetune_distributed", "--config",
+                                     "tiny/full_distributed", "device=cpu", "output_dir=" + dir_ + "/out"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--nproc_per_node 1024 is more ranks than this machine's"), std::string::npos) << r.output;
+  EXPECT_FALSE(PathExists(dir_ + "/out"));
+  for (const std::string& bad : {"nan", "inf", "-inf"}) {
+    ExpectRefused(Run(test::kMatrix, {"plan", "--memory-fraction", bad}),
+                  "--memory-fraction takes a finite number, not '" + bad + "'");
+  }
+  ExpectRefused(Run(test::kMatrix, {"plan", "--steps", "1e30"}), "--steps takes a whole number, not '1e30'");
+}
+
+TEST_F(HostileTest, ARecordedStatusStandsForTheConfigAsWrittenOnly) {
+  // A record said 'invalid' for the config as written; overrides that change it used to be refused too.
+  const std::string path = configs_ + "/tiny/lora_single_device.yaml";
+  std::string text = ReadFile(path).value();
+  const size_t at = text.find("      status: runs");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("      status: runs").size(), "      status: invalid\n      reason: \"stand-in record\"");
+  ASSERT_TRUE(WriteFileAtomically(path, text).ok());
+  const std::vector<std::string> run = {"run", "lora_finetune_single_device", "--config", "tiny/lora_single_device",
+                                        "device=cpu", "output_dir=" + dir_ + "/out"};
+  test::Result as_written = Run(test::kTune, run);
+  EXPECT_EQ(as_written.code, 2) << as_written.output;
+  EXPECT_NE(as_written.output.find("recorded tiny/lora_single_device as 'invalid' on cpu"), std::string::npos)
+      << as_written.output;
+  std::vector<std::string> changed = run;
+  changed.insert(changed.end(), {"max_steps_per_epoch=1", "batch_size=8"});  // batch_size=8 is as written
+  test::Result afresh = Run(test::kTune, changed);
+  EXPECT_EQ(afresh.code, 0) << afresh.output;
+  EXPECT_NE(afresh.output.find("as written; the overrides change max_steps_per_epoch, so this run is judged afresh"),
+            std::string::npos)
+      << afresh.output;
 }
 
 }  // namespace

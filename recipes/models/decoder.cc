@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -212,6 +213,21 @@ std::vector<std::string> DecoderArgsDifferences(const DecoderArgs& a, const Deco
 
 Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
   TM_RETURN_IF_ERROR(ValidateLoraArgs(lora));
+  // A rank above the smaller side of an adapted layer adds parameters and memory but no expressiveness: the
+  // update of a [out, in] weight has rank min(out, in) at most. (A hostile rank of a million would otherwise
+  // try to allocate adapters larger than the model.)
+  const int64_t head_dim = args.resolved_head_dim();
+  int64_t smallest = args.embed_dim;
+  for (const std::string& name : lora.attn_modules) {
+    const bool kv = name == "k_proj" || name == "v_proj";
+    smallest = std::min(smallest, (kv ? args.num_kv_heads : args.num_heads) * head_dim);
+  }
+  if (lora.apply_to_mlp) smallest = std::min(smallest, args.intermediate_dim);
+  if (smallest > 0 && lora.rank > smallest) {
+    return Status::InvalidArgument("lora.rank " + std::to_string(lora.rank) + " is above " + std::to_string(smallest) +
+                                   ", the smaller side of the smallest adapted layer, so the update can have no "
+                                   "higher rank; set lora_rank to at most " + std::to_string(smallest));
+  }
   if (lora.apply_to_output && args.tie_word_embeddings) {
     return Status::InvalidArgument(
         "lora.apply_to_output: this model ties its output projection to the token embedding, so there is no "
