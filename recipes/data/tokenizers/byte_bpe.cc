@@ -38,13 +38,6 @@ int ByteOfFallbackToken(const std::string& token) {
   return value;
 }
 
-void ReplaceAll(std::string* s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, at + to.size())) {
-    s->replace(at, from.size(), to);
-  }
-}
-
 std::string EncodeUtf8(char32_t cp) {
   std::string s;
   if (cp < 0x80) {
@@ -89,6 +82,30 @@ std::string TokenToBytes(const std::string& token) {
 }
 
 }  // namespace
+
+std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  size_t begin = 0;
+  for (size_t at = text.find(from); at != std::string_view::npos; at = text.find(from, begin)) {
+    out.append(text.substr(begin, at - begin)).append(to);
+    begin = at + from.size();
+  }
+  return out.append(text.substr(begin));
+}
+
+std::string ApplyNormalizeSteps(std::string_view text, const std::vector<ByteBpeOptions::NormalizeStep>& steps) {
+  std::string out(text);
+  for (const ByteBpeOptions::NormalizeStep& step : steps) {
+    if (step.prepend) {
+      if (!out.empty()) out = step.to + out;
+    } else {
+      out = ReplaceAll(out, step.from, step.to);
+    }
+  }
+  return out;
+}
 
 const std::vector<std::string>& ByteToUnicode() {
   static const auto* table = [] {
@@ -267,20 +284,8 @@ std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const
   return ids;
 }
 
-std::string ByteBpeTokenizer::Normalize(std::string_view span) const {
-  std::string text(span);
-  for (const ByteBpeOptions::NormalizeStep& step : options_.normalize) {
-    if (step.prepend) {
-      if (!text.empty()) text = step.to + text;
-    } else {
-      ReplaceAll(&text, step.from, step.to);
-    }
-  }
-  return text;
-}
-
 void ByteBpeTokenizer::EncodeOrdinary(std::string_view span, std::vector<int64_t>* ids) const {
-  std::string text = Normalize(span);
+  std::string text = ApplyNormalizeSteps(span, options_.normalize);
   auto add = [&](std::string_view piece) {
     std::vector<int64_t> word = EncodeWord(std::string(piece));
     ids->insert(ids->end(), word.begin(), word.end());
@@ -342,7 +347,7 @@ std::string ByteBpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_
   std::string out;
   std::string bytes;  // pending vocabulary text, decoded as one UTF-8 run like torchtune's sub_texts
   auto flush = [&] {
-    for (const auto& [from, to] : options_.decode_replace) ReplaceAll(&bytes, from, to);
+    for (const auto& [from, to] : options_.decode_replace) bytes = ReplaceAll(bytes, from, to);
     out += ToValidUtf8(bytes);
     bytes.clear();
   };
