@@ -166,11 +166,38 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
   return model;
 }
 
+namespace {
+
+// A byte-level vocabulary must have a token for every printable ASCII byte and the space (0x20-0x7E); other
+// bytes may be missing (torchtune's tiny test vocabularies have only those and '\n'), and then are dropped as
+// Hugging Face drops them. Without even those, nothing of a text but its added tokens would be encoded.
+Status CheckByteAlphabet(const ByteBpeOptions& options) {
+  if (!options.byte_level || options.byte_fallback) return Status::OK();
+  const std::vector<std::string>& alphabet = ByteToUnicode();
+  for (int b = ' '; b <= '~'; ++b) {
+    const std::string& symbol = alphabet[static_cast<size_t>(b)];
+    if (options.model.vocab.count(symbol)) continue;
+    static const char* kHex = "0123456789ABCDEF";
+    return Status::InvalidArgument(
+        std::string("the byte-level BPE vocabulary has no token for byte 0x") + kHex[b >> 4] + kHex[b & 15] +
+        " (its symbol \"" + symbol +
+        "\"), so text would lose that byte and a sample made of such text would keep only its template tokens; fix: "
+        "give the model's byte-level vocabulary (GPT-2's byte alphabet: a token for each byte's symbol), or for a "
+        "SentencePiece-style vocabulary the model's tokenizer.json with its own pre-tokenizer, or the family's "
+        "SentencePiece tokenizer");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOptions options) {
+  auto named = [&](const Status& s) { return options.source.empty() ? s : s.WithContext(options.source); };
+  TM_RETURN_IF_ERROR(named(CheckByteAlphabet(options)));
   std::unique_ptr<ByteBpeTokenizer> tok(new ByteBpeTokenizer());
   if (options.pre_tokenizer == ByteBpeOptions::PreTokenizer::kRegex) {
     StatusOr<std::unique_ptr<UnicodeRegex>> regex = UnicodeRegex::Compile(options.pattern);
-    if (!regex.ok()) return regex.status();
+    if (!regex.ok()) return named(regex.status());
     tok->regex_ = std::move(regex).value();
   }
   for (size_t rank = 0; rank < options.model.merges.size(); ++rank) {

@@ -41,6 +41,8 @@ struct ByteBpeModel {
 
 struct ByteBpeOptions {
   ByteBpeModel model;
+  // The file the model was read from (vocab.json or tokenizer.json), named in errors.
+  std::string source;
   // Symbols are the bytes in GPT-2's alphabet (true) or the characters of the text (false).
   bool byte_level = true;
   // Character-level: a character missing from the vocabulary becomes its UTF-8 bytes' "<0xAB>" tokens when they
@@ -90,7 +92,9 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
 
 class ByteBpeTokenizer : public Tokenizer {
  public:
-  // InvalidArgument when the pattern does not compile.
+  // InvalidArgument, naming `source`, when the pattern does not compile, or when a byte-level vocabulary without
+  // byte fallback lacks the token of a printable ASCII byte or the space (0x20-0x7E; not GPT-2's byte alphabet:
+  // that text would be dropped, leaving a sample only its template tokens).
   static StatusOr<std::unique_ptr<ByteBpeTokenizer>> Create(ByteBpeOptions options);
 
   std::vector<int64_t> Encode(std::string_view text, const EncodeOptions& options) const override;

@@ -244,6 +244,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
     return Status::InvalidArgument(options.path + ": has no \"model\"; fix: give a Hugging Face tokenizer.json");
   }
   ByteBpeOptions bpe;
+  bpe.source = options.path;
   TM_RETURN_IF_ERROR(ReadModel(options.path, (*doc)["model"], &bpe));
   TM_RETURN_IF_ERROR(ReadNormalizer(options.path, Get<json>(*doc, "normalizer", json()), &bpe));
   TM_RETURN_IF_ERROR(ReadPreTokenizer(options.path, Get<json>(*doc, "pre_tokenizer", json()), &bpe));
@@ -296,7 +297,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
   bpe.eos_id = tok->eos_id_;
   bpe.pad_id = tok->pad_id_;
   StatusOr<std::unique_ptr<ByteBpeTokenizer>> model = ByteBpeTokenizer::Create(std::move(bpe));
-  if (!model.ok()) return model.status().WithContext(options.path);
+  if (!model.ok()) return model.status();  // names options.path (bpe.source)
   tok->bpe_ = std::move(model).value();
   tok->special_tokens_ = tok->bpe_->special_tokens();
   return tok;

@@ -89,6 +89,54 @@ TEST(HfTokenizerTest, BosEosAsTorchtuneAddsThem) {
   }
 }
 
+// A tokenizer.json of a byte-level BPE whose vocabulary is `vocab` (no merges) and whose pre-tokenizer is the
+// Split `pattern`, written to `path`.
+void WriteByteLevelTokenizerJson(const std::string& path, const nlohmann::json& vocab, const std::string& pattern) {
+  nlohmann::json doc = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}}};
+  test::WriteTextFile(path, doc.dump());
+}
+
+// Every printable ASCII byte's symbol in GPT-2's byte alphabet, numbered from 0.
+nlohmann::json PrintableAsciiVocab() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = ' '; b <= '~'; ++b) vocab[ByteToUnicode()[static_cast<size_t>(b)]] = b - ' ';
+  return vocab;
+}
+
+TEST(HfTokenizerTest, ByteLevelVocabularyWithoutByteAlphabetIsRefused) {
+  // A SentencePiece-style vocabulary under a ByteLevel pre-tokenizer: no "Ġ" (space) and no byte fallback, so every
+  // text would encode to nothing. torchtune's own byte-level test files have 0x20-0x7E and load (tests above).
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  WriteByteLevelTokenizerJson(path, {{"<unk>", 0}, {"\xE2\x96\x81the", 1}, {"a", 2}}, "\\S+");
+  HfTokenizerOptions options;
+  options.path = path;
+  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            path +
+                ": the byte-level BPE vocabulary has no token for byte 0x20 (its symbol \"\xC4\xA0\"), so text would "
+                "lose that byte and a sample made of such text would keep only its template tokens; fix: give the "
+                "model's byte-level vocabulary (GPT-2's byte alphabet: a token for each byte's symbol), or for a "
+                "SentencePiece-style vocabulary the model's tokenizer.json with its own pre-tokenizer, or the family's "
+                "SentencePiece tokenizer");
+  // The first missing symbol is named: with the space present, '!' (0x21) is next.
+  nlohmann::json vocab = PrintableAsciiVocab();
+  vocab.erase("!");
+  WriteByteLevelTokenizerJson(path, vocab, "\\S+");
+  tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().message().find("no token for byte 0x21 (its symbol \"!\")"), std::string::npos)
+      << tok.status().message();
+}
+
 TEST(HfTokenizerTest, NeedsAConfigForBosAndEos) {
   HfTokenizerOptions options;
   options.path = SampleTokenizerPath("tokenizer.json");
