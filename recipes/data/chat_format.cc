@@ -57,18 +57,22 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
     if (!applied.ok()) return applied.status().WithContext(name_);
     templated = std::move(applied).value();
   }
-  switch (format_) {
-    case ChatFormat::kLlama3:
-      return Llama3(templated, add_end_tokens);
-    case ChatFormat::kNoSpecialTokens:
-      return NoSpecialTokens(templated, add_end_tokens);
-    case ChatFormat::kPhi3:
-      return Phi3(templated, add_end_tokens);
-    case ChatFormat::kQwen2:
-    case ChatFormat::kQwen2_5:
-      return Qwen(templated, add_end_tokens);
-    case ChatFormat::kNone:
-      break;
+  try {
+    switch (format_) {
+      case ChatFormat::kLlama3:
+        return Llama3(templated, add_end_tokens);
+      case ChatFormat::kNoSpecialTokens:
+        return NoSpecialTokens(templated, add_end_tokens);
+      case ChatFormat::kPhi3:
+        return Phi3(templated, add_end_tokens);
+      case ChatFormat::kQwen2:
+      case ChatFormat::kQwen2_5:
+        return Qwen(templated, add_end_tokens);
+      case ChatFormat::kNone:
+        break;
+    }
+  } catch (const TokenizeError& e) {
+    return e.status().WithContext(name_);
   }
   return Status::FailedPrecondition(name_ +
                                     ": has no chat format (torchtune renders the model's Jinja chat "

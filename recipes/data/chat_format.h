@@ -53,9 +53,11 @@ class ModelTokenizer {
   ModelTokenizer(std::string name, std::unique_ptr<Tokenizer> base, ChatFormat format, ModelTokenizerOptions options);
 
   // The conversation's tokens and mask. `add_end_tokens` false leaves the last assistant turn open (inference).
-  // Errors: the template's (Mistral and a system prompt), an unknown role for Phi-3, kNone.
+  // Errors: the template's (Mistral and a system prompt), an unknown role for Phi-3, kNone, and the base
+  // tokenizer's TokenizeError (a pre-tokenizer pattern that hit PCRE2's match limit).
   StatusOr<TokenizedMessages> TokenizeMessages(const std::vector<Message>& messages, bool add_end_tokens = true) const;
 
+  // Throws TokenizeError (see tokenizer.h).
   std::vector<int64_t> Encode(std::string_view text, bool add_bos, bool add_eos) const {
     return base_->Encode(text, add_bos, add_eos);
   }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "recipes/data/samples.h"
+#include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/testdata/fixtures.h"
 
 namespace tmx::data {
@@ -85,6 +86,26 @@ TEST(ChatFormatTest, QwenRefusesChatMLTemplate) {
   EXPECT_EQ(got.status().message(),
             "qwen2_tokenizer: prompt_template torchtune.data.ChatMLTemplate would wrap every message in <|im_*|> "
             "tokens twice; fix: set it to null (the Qwen format is ChatML already)");
+}
+
+TEST(ChatFormatTest, PatternAtPcre2MatchLimitIsAStatus) {
+  // A Qwen vocabulary whose pre-tokenizer pattern backtracks catastrophically on a run of a's: the conversation is
+  // an error naming the tokenizer, its file and the pattern, not a sample of template tokens only.
+  ByteBpeOptions options;
+  for (int b = ' '; b <= '~'; ++b) options.model.vocab[ByteToUnicode()[static_cast<size_t>(b)]] = b - ' ';
+  options.source = "/models/qwen/vocab.json";
+  options.pattern = "(a+)+b|\\S";
+  options.special_tokens = {{"<|im_start|>", 100}, {"<|im_end|>", 101}};
+  options.eos_id = 101;
+  auto base = ByteBpeTokenizer::Create(std::move(options));
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  ModelTokenizer tok("qwen2_tokenizer", std::move(base).value(), ChatFormat::kQwen2, {});
+  StatusOr<TokenizedMessages> got = tok.TokenizeMessages({Message("user", "x" + std::string(40, 'a') + "c b")});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message(),
+            "qwen2_tokenizer: /models/qwen/vocab.json: pre-tokenizer: regex pattern (a+)+b|\\S: matching stopped at "
+            "byte 1 of a 44-byte text (PCRE2: match limit exceeded); fix: use a pattern that does not backtrack "
+            "catastrophically (the model's own), or split the text into shorter samples");
 }
 
 TEST(ChatFormatTest, TruncateEndsWithEos) {

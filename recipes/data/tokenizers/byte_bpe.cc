@@ -318,9 +318,12 @@ void ByteBpeTokenizer::EncodeOrdinary(std::string_view span, std::vector<int64_t
     ids->insert(ids->end(), word.begin(), word.end());
   };
   switch (options_.pre_tokenizer) {
-    case ByteBpeOptions::PreTokenizer::kRegex:
-      for (std::string_view piece : regex_->FindAll(text)) add(piece);
+    case ByteBpeOptions::PreTokenizer::kRegex: {
+      StatusOr<std::vector<std::string_view>> pieces = regex_->FindAll(text);
+      if (!pieces.ok()) throw TokenizeError(pieces.status().WithContext(options_.source + ": pre-tokenizer"));
+      for (std::string_view piece : *pieces) add(piece);
       break;
+    }
     case ByteBpeOptions::PreTokenizer::kNone:
       if (!text.empty()) add(text);
       break;

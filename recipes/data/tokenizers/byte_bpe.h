@@ -95,6 +95,7 @@ class ByteBpeTokenizer : public Tokenizer {
   // InvalidArgument, naming `source`, when the pattern does not compile, or when a byte-level vocabulary without
   // byte fallback lacks the token of a printable ASCII byte or the space (0x20-0x7E; not GPT-2's byte alphabet:
   // that text would be dropped, leaving a sample only its template tokens).
+  // Encode throws TokenizeError naming `source` and the pattern when the pattern hits PCRE2's match limit.
   static StatusOr<std::unique_ptr<ByteBpeTokenizer>> Create(ByteBpeOptions options);
 
   std::vector<int64_t> Encode(std::string_view text, const EncodeOptions& options) const override;

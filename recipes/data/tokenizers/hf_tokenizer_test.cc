@@ -109,6 +109,28 @@ nlohmann::json PrintableAsciiVocab() {
   return vocab;
 }
 
+TEST(HfTokenizerTest, PatternAtPcre2MatchLimitIsAnErrorNamingFileAndPattern) {
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  WriteByteLevelTokenizerJson(path, PrintableAsciiVocab(), "(a+)+b|\\S");
+  HfTokenizerOptions options;
+  options.path = path;
+  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->EncodeRaw("ab"), (std::vector<int64_t>{'a' - ' ', 'b' - ' '}));  // a match, no merges
+  try {
+    (*tok)->EncodeRaw("x" + std::string(40, 'a') + "c b");
+    FAIL() << "expected a TokenizeError, not a text cut at the match limit";
+  } catch (const TokenizeError& e) {
+    EXPECT_EQ(e.status().message(), path +
+                                        ": pre-tokenizer: regex pattern (a+)+b|\\S: matching stopped at byte 1 of a "
+                                        "44-byte text (PCRE2: match limit exceeded); fix: use a pattern that does not "
+                                        "backtrack catastrophically (the model's own), or split the text into shorter "
+                                        "samples");
+  }
+}
+
 TEST(HfTokenizerTest, ByteLevelVocabularyWithoutByteAlphabetIsRefused) {
   // A SentencePiece-style vocabulary under a ByteLevel pre-tokenizer: no "Ġ" (space) and no byte fallback, so every
   // text would encode to nothing. torchtune's own byte-level test files have 0x20-0x7E and load (tests above).
