@@ -89,6 +89,14 @@ TEST(HfTokenizerTest, BosEosAsTorchtuneAddsThem) {
   }
 }
 
+TEST(HfTokenizerTest, BosIsAddedEvenWhenTheTextHoldsItsText) {
+  // torchtune 0.6.1's HuggingFaceBaseTokenizer.encode adds BOS whenever the post-processor does not; ids from it.
+  auto tok = Load("tokenizer.json");  // BOS 0 from generation_config.json, whose token text is "<bos>"
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->Encode("<bos> hi", true, false), (std::vector<int64_t>{0, 60, 98, 813, 62, 297, 105}));
+  EXPECT_EQ(tok->Encode("<bos> hi", false, false), (std::vector<int64_t>{60, 98, 813, 62, 297, 105}));
+}
+
 // A tokenizer.json of a byte-level BPE whose vocabulary is `vocab` (no merges) and whose pre-tokenizer is the
 // Split `pattern`, written to `path`.
 void WriteByteLevelTokenizerJson(const std::string& path, const nlohmann::json& vocab, const std::string& pattern) {
