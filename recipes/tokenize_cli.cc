@@ -49,7 +49,12 @@ int Tokenize(const Registry& registry, const std::vector<std::string>& args, std
   const data::ModelTokenizer& t = **tokenizer;
   out << "tokenizer: " << t.name() << " (" << t.base().vocab_size() << " ids)\n";
   if (!parsed.Has("chat")) {
-    std::vector<int64_t> ids = t.Encode(text, /*add_bos=*/true, /*add_eos=*/true);
+    std::vector<int64_t> ids;
+    try {
+      ids = t.Encode(text, /*add_bos=*/true, /*add_eos=*/true);
+    } catch (const data::TokenizeError& e) {
+      return Fail(err, e.status().WithContext(t.name()));
+    }
     out << "\nplain (BOS and EOS added): " << ids.size() << " tokens\n" << data::DescribeTokens(t.base(), ids);
   }
   if (!parsed.Has("plain")) {
@@ -71,7 +76,8 @@ Subcommand TokenizeSubcommand(const Registry& registry) {
           "Loads the config's tokenizer (component, files, prompt template, max_seq_len; overrides apply) and\n"
           "prints one line per token (index, id, piece, and `masked` where no loss is taken), first for the\n"
           "plain text with BOS and EOS, then in the tokenizer's chat format as one user turn. The text is\n"
-          "--text, or standard input. Exit status 0, or 2 when the config or its tokenizer cannot be loaded.",
+          "--text, or standard input. Exit status 0, or 2 when the config or its tokenizer cannot be loaded or\n"
+          "cannot tokenize the text.",
           [r](const auto& a, auto& o, auto& e) { return Tokenize(*r, a, std::cin, o, e); }};
 }
 

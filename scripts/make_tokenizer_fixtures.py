@@ -252,11 +252,16 @@ def tokenize(tok, messages):
     return sample["tokens"], sample["mask"]
 
 
+def make_chat_families(max_seq_len=None):
+    # Phi-3's chat cases come from torchtune 0.6.1 (scripts/make_phi3_fixtures.py): its rules changed after it.
+    return {k: v for k, v in family_tokenizers(max_seq_len).items() if k != "phi3_mini_tokenizer"}
+
+
 def make_chat_formats():
     from torchtune.data import GrammarErrorCorrectionTemplate, QuestionAnswerTemplate, SummarizeTemplate
     out = []
     for max_seq_len in (None, 24):
-        for family, tok in family_tokenizers(max_seq_len).items():
+        for family, tok in make_chat_families(max_seq_len).items():
             for name, conversation in CONVERSATIONS.items():
                 if family == "mistral_tokenizer" and conversation[0]["role"] == "system":
                     continue  # MistralChatTemplate refuses system prompts (tested separately in C++)
@@ -269,7 +274,7 @@ def make_chat_formats():
                  "torchtune.data.SummarizeTemplate": SummarizeTemplate,
                  "torchtune.data.QuestionAnswerTemplate": QuestionAnswerTemplate}
     for template_name, template in templates.items():
-        for family, tok in family_tokenizers().items():
+        for family, tok in make_chat_families().items():
             if family in ("llama2_tokenizer", "mistral_tokenizer"):
                 continue
             tok.prompt_template = template()

@@ -57,18 +57,22 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
     if (!applied.ok()) return applied.status().WithContext(name_);
     templated = std::move(applied).value();
   }
-  switch (format_) {
-    case ChatFormat::kLlama3:
-      return Llama3(templated, add_end_tokens);
-    case ChatFormat::kNoSpecialTokens:
-      return NoSpecialTokens(templated, add_end_tokens);
-    case ChatFormat::kPhi3:
-      return Phi3(templated, add_end_tokens);
-    case ChatFormat::kQwen2:
-    case ChatFormat::kQwen2_5:
-      return Qwen(templated, add_end_tokens);
-    case ChatFormat::kNone:
-      break;
+  try {
+    switch (format_) {
+      case ChatFormat::kLlama3:
+        return Llama3(templated, add_end_tokens);
+      case ChatFormat::kNoSpecialTokens:
+        return NoSpecialTokens(templated, add_end_tokens);
+      case ChatFormat::kPhi3:
+        return Phi3(templated);
+      case ChatFormat::kQwen2:
+      case ChatFormat::kQwen2_5:
+        return Qwen(templated, add_end_tokens);
+      case ChatFormat::kNone:
+        break;
+    }
+  } catch (const TokenizeError& e) {
+    return e.status().WithContext(name_);
   }
   return Status::FailedPrecondition(name_ +
                                     ": has no chat format (torchtune renders the model's Jinja chat "
@@ -135,37 +139,27 @@ TokenizedMessages ModelTokenizer::NoSpecialTokens(const std::vector<Message>& me
   return out;
 }
 
-StatusOr<TokenizedMessages> ModelTokenizer::Phi3(const std::vector<Message>& messages, bool add_end_tokens) const {
+// torchtune 0.6.1's Phi3MiniTokenizer: its __call__ runs tokenize_messages with add_eos=False (whether or not for
+// inference), so no <|endoftext|> follows an assistant turn, no later turn starts with a BOS, and truncation keeps
+// the first max_seq_len tokens as they are.
+StatusOr<TokenizedMessages> ModelTokenizer::Phi3(const std::vector<Message>& messages) const {
   const Tokenizer& t = *base_;
   TokenizedMessages out;
   std::vector<int64_t> newline = Text("\n");
-  bool start_of_turn = true;
-  bool end_of_turn = false;
   for (const Message& m : messages) {
-    if (start_of_turn) Append(&out, {t.bos_id()}, m.masked);
-    if (m.role == "assistant") end_of_turn = true;
     if (m.role != "user" && m.role != "assistant" && m.role != "system") {
       return Status::InvalidArgument(name_ + ": unknown role '" + m.role + "' for message '" + m.text() +
                                      "'; fix: Phi-3 takes system, user and assistant messages");
     }
+    if (out.tokens.empty()) Append(&out, {t.bos_id()}, m.masked);
     Append(&out, {t.SpecialId("<|" + m.role + "|>")}, m.masked);
     Append(&out, newline, m.masked);
     for (const std::string& part : m.content) Append(&out, Text(RstripSpaces(part), true), m.masked);
     Append(&out, {t.SpecialId("<|end|>")}, m.masked);
     Append(&out, newline, m.masked);
-    if (end_of_turn && add_end_tokens) {
-      Append(&out, {t.eos_id()}, m.masked);
-      end_of_turn = false;
-      start_of_turn = true;
-    } else {
-      start_of_turn = false;
-    }
     if (options_.max_seq_len && static_cast<int64_t>(out.tokens.size()) >= *options_.max_seq_len) break;
   }
-  if (options_.max_seq_len && static_cast<int64_t>(out.tokens.size()) >= *options_.max_seq_len) {
-    TruncateBoth(&out, add_end_tokens ? std::optional<int64_t>(t.eos_id()) : std::nullopt,
-                 add_end_tokens ? std::optional<bool>(true) : std::nullopt);
-  }
+  if (options_.max_seq_len) TruncateBoth(&out, std::nullopt, std::nullopt);
   return out;
 }
 

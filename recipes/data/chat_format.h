@@ -8,7 +8,9 @@
 //   kNoSpecialTokens  BOS at each turn start, the text parts encoded one by one, EOS after each assistant message
 //                     (tokenize_messages_no_special_tokens: Llama 2, Mistral and Gemma, whose [INST] tags, if
 //                     any, come from the prompt template).
-//   kPhi3             <s><|user|>\n text <|end|>\n <|assistant|>\n ... with <|endoftext|> after the answer.
+//   kPhi3             <s><|user|>\n text <|end|>\n <|assistant|>\n ..., as torchtune 0.6.1 (the release mirrored
+//                     for Phi-3; later commits differ): no <|endoftext|> after the answer, one BOS, and the same
+//                     tokens with or without add_end_tokens.
 //   kQwen2            ChatML: <|im_start|>role\n text <|im_end|>\n, the last assistant message left open, then
 //                     EOS (<|im_end|>).
 //   kQwen2_5          kQwen2 plus Qwen 2.5 / 3's tool-call and tool-response wrapping.
@@ -53,9 +55,11 @@ class ModelTokenizer {
   ModelTokenizer(std::string name, std::unique_ptr<Tokenizer> base, ChatFormat format, ModelTokenizerOptions options);
 
   // The conversation's tokens and mask. `add_end_tokens` false leaves the last assistant turn open (inference).
-  // Errors: the template's (Mistral and a system prompt), an unknown role for Phi-3, kNone.
+  // Errors: the template's (Mistral and a system prompt), an unknown role for Phi-3, kNone, and the base
+  // tokenizer's TokenizeError (a pre-tokenizer pattern that hit PCRE2's match limit).
   StatusOr<TokenizedMessages> TokenizeMessages(const std::vector<Message>& messages, bool add_end_tokens = true) const;
 
+  // Throws TokenizeError (see tokenizer.h).
   std::vector<int64_t> Encode(std::string_view text, bool add_bos, bool add_eos) const {
     return base_->Encode(text, add_bos, add_eos);
   }
@@ -75,7 +79,7 @@ class ModelTokenizer {
  private:
   TokenizedMessages Llama3(const std::vector<Message>& messages, bool add_end_tokens) const;
   TokenizedMessages NoSpecialTokens(const std::vector<Message>& messages, bool add_end_tokens) const;
-  StatusOr<TokenizedMessages> Phi3(const std::vector<Message>& messages, bool add_end_tokens) const;
+  StatusOr<TokenizedMessages> Phi3(const std::vector<Message>& messages) const;
   TokenizedMessages Qwen(const std::vector<Message>& messages, bool add_end_tokens) const;
   std::vector<int64_t> Text(const std::string& text, bool trim_leading_whitespace = false) const;
   // Truncates both to max_seq_len, ending them with (eos, eos_mask) when given.

@@ -74,7 +74,12 @@ StatusOr<Sample> TextSample(const DatasetOptions& options, const Record& record,
     return Status::InvalidArgument(record.where() + "record has no string \"" + options.column +
                                    "\" column; fix: set column to the column that holds the text");
   }
-  std::vector<int64_t> tokens = tokenizer.Encode(v[options.column].get<std::string>(), true, options.add_eos);
+  std::vector<int64_t> tokens;
+  try {
+    tokens = tokenizer.Encode(v[options.column].get<std::string>(), true, options.add_eos);
+  } catch (const TokenizeError& e) {
+    return e.status().WithContext(record.where() + tokenizer.name());
+  }
   if (tokenizer.max_seq_len()) {  // torchtune truncates text samples to max_seq_len - 1
     tokens = ModelTokenizer::Truncate<int64_t>(std::move(tokens), *tokenizer.max_seq_len() - 1, false, std::nullopt);
   }

@@ -117,6 +117,7 @@ StatusOr<std::unique_ptr<Tokenizer>> QwenBase(const TokenizerComponent& c, const
   if (!model.ok()) return model.status();
   ByteBpeOptions bpe;
   bpe.model = std::move(model).value();
+  bpe.source = options.path;
   bpe.pattern = kQwen2Pattern;
   bpe.special_tokens = *specials;
   bpe.eos_id = specials->at("<|im_end|>");

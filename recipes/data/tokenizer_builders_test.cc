@@ -6,6 +6,7 @@
 
 #include "recipes/data/samples.h"
 #include "recipes/data/testdata/fixtures.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::data {
 namespace {
@@ -81,6 +82,23 @@ TEST(TokenizerBuildersTest, SpecialTokensPathReplacesTheTable) {
             "llama3_tokenizer: special token <|begin_of_text|> is missing from " + options.special_tokens_path +
                 "; fix: give the model's own tokenizer.json as special_tokens_path, or leave it null for the family's "
                 "table");
+}
+
+TEST(TokenizerBuildersTest, VocabJsonWithoutByteAlphabetIsRefused) {
+  // A vocab.json of SentencePiece pieces given to a byte-level family: its text would all be dropped.
+  test::ScratchDir dir;
+  TokenizerOptions options = *SampleTokenizerOptions("qwen2_tokenizer", {});
+  options.path = dir.path() + "/vocab.json";
+  test::WriteTextFile(options.path, "{\"<unk>\": 0, \"\xE2\x96\x81the\": 1, \"a\": 2}");
+  auto tok = BuildTokenizer("qwen2_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            "qwen2_tokenizer: " + options.path +
+                ": the byte-level BPE vocabulary has no token for byte 0x20 (its symbol \"\xC4\xA0\"), so text would "
+                "lose that byte and a sample made of such text would keep only its template tokens; fix: give the "
+                "model's byte-level vocabulary (GPT-2's byte alphabet: a token for each byte's symbol), or for a "
+                "SentencePiece-style vocabulary the model's tokenizer.json with its own pre-tokenizer, or the family's "
+                "SentencePiece tokenizer");
 }
 
 TEST(TokenizerBuildersTest, SamplesStandInForMissingFiles) {

@@ -38,13 +38,6 @@ int ByteOfFallbackToken(const std::string& token) {
   return value;
 }
 
-void ReplaceAll(std::string* s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  for (size_t at = s->find(from); at != std::string::npos; at = s->find(from, at + to.size())) {
-    s->replace(at, from.size(), to);
-  }
-}
-
 std::string EncodeUtf8(char32_t cp) {
   std::string s;
   if (cp < 0x80) {
@@ -89,6 +82,30 @@ std::string TokenToBytes(const std::string& token) {
 }
 
 }  // namespace
+
+std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty()) return std::string(text);
+  std::string out;
+  out.reserve(text.size());
+  size_t begin = 0;
+  for (size_t at = text.find(from); at != std::string_view::npos; at = text.find(from, begin)) {
+    out.append(text.substr(begin, at - begin)).append(to);
+    begin = at + from.size();
+  }
+  return out.append(text.substr(begin));
+}
+
+std::string ApplyNormalizeSteps(std::string_view text, const std::vector<ByteBpeOptions::NormalizeStep>& steps) {
+  std::string out(text);
+  for (const ByteBpeOptions::NormalizeStep& step : steps) {
+    if (step.prepend) {
+      if (!out.empty()) out = step.to + out;
+    } else {
+      out = ReplaceAll(out, step.from, step.to);
+    }
+  }
+  return out;
+}
 
 const std::vector<std::string>& ByteToUnicode() {
   static const auto* table = [] {
@@ -149,11 +166,38 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
   return model;
 }
 
+namespace {
+
+// A byte-level vocabulary must have a token for every printable ASCII byte and the space (0x20-0x7E); other
+// bytes may be missing (torchtune's tiny test vocabularies have only those and '\n'), and then are dropped as
+// Hugging Face drops them. Without even those, nothing of a text but its added tokens would be encoded.
+Status CheckByteAlphabet(const ByteBpeOptions& options) {
+  if (!options.byte_level || options.byte_fallback) return Status::OK();
+  const std::vector<std::string>& alphabet = ByteToUnicode();
+  for (int b = ' '; b <= '~'; ++b) {
+    const std::string& symbol = alphabet[static_cast<size_t>(b)];
+    if (options.model.vocab.count(symbol)) continue;
+    static const char* kHex = "0123456789ABCDEF";
+    return Status::InvalidArgument(
+        std::string("the byte-level BPE vocabulary has no token for byte 0x") + kHex[b >> 4] + kHex[b & 15] +
+        " (its symbol \"" + symbol +
+        "\"), so text would lose that byte and a sample made of such text would keep only its template tokens; fix: "
+        "give the model's byte-level vocabulary (GPT-2's byte alphabet: a token for each byte's symbol), or for a "
+        "SentencePiece-style vocabulary the model's tokenizer.json with its own pre-tokenizer, or the family's "
+        "SentencePiece tokenizer");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOptions options) {
+  auto named = [&](const Status& s) { return options.source.empty() ? s : s.WithContext(options.source); };
+  TM_RETURN_IF_ERROR(named(CheckByteAlphabet(options)));
   std::unique_ptr<ByteBpeTokenizer> tok(new ByteBpeTokenizer());
   if (options.pre_tokenizer == ByteBpeOptions::PreTokenizer::kRegex) {
     StatusOr<std::unique_ptr<UnicodeRegex>> regex = UnicodeRegex::Compile(options.pattern);
-    if (!regex.ok()) return regex.status();
+    if (!regex.ok()) return named(regex.status());
     tok->regex_ = std::move(regex).value();
   }
   for (size_t rank = 0; rank < options.model.merges.size(); ++rank) {
@@ -267,28 +311,19 @@ std::vector<int64_t> ByteBpeTokenizer::EncodeWord(const std::string& word) const
   return ids;
 }
 
-std::string ByteBpeTokenizer::Normalize(std::string_view span) const {
-  std::string text(span);
-  for (const ByteBpeOptions::NormalizeStep& step : options_.normalize) {
-    if (step.prepend) {
-      if (!text.empty()) text = step.to + text;
-    } else {
-      ReplaceAll(&text, step.from, step.to);
-    }
-  }
-  return text;
-}
-
 void ByteBpeTokenizer::EncodeOrdinary(std::string_view span, std::vector<int64_t>* ids) const {
-  std::string text = Normalize(span);
+  std::string text = ApplyNormalizeSteps(span, options_.normalize);
   auto add = [&](std::string_view piece) {
     std::vector<int64_t> word = EncodeWord(std::string(piece));
     ids->insert(ids->end(), word.begin(), word.end());
   };
   switch (options_.pre_tokenizer) {
-    case ByteBpeOptions::PreTokenizer::kRegex:
-      for (std::string_view piece : regex_->FindAll(text)) add(piece);
+    case ByteBpeOptions::PreTokenizer::kRegex: {
+      StatusOr<std::vector<std::string_view>> pieces = regex_->FindAll(text);
+      if (!pieces.ok()) throw TokenizeError(pieces.status().WithContext(options_.source + ": pre-tokenizer"));
+      for (std::string_view piece : *pieces) add(piece);
       break;
+    }
     case ByteBpeOptions::PreTokenizer::kNone:
       if (!text.empty()) add(text);
       break;
@@ -342,7 +377,7 @@ std::string ByteBpeTokenizer::Decode(const std::vector<int64_t>& ids, bool skip_
   std::string out;
   std::string bytes;  // pending vocabulary text, decoded as one UTF-8 run like torchtune's sub_texts
   auto flush = [&] {
-    for (const auto& [from, to] : options_.decode_replace) ReplaceAll(&bytes, from, to);
+    for (const auto& [from, to] : options_.decode_replace) bytes = ReplaceAll(bytes, from, to);
     out += ToValidUtf8(bytes);
     bytes.clear();
   };

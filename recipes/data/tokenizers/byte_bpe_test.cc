@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "recipes/data/testdata/fixtures.h"
 #include "tests/scratch_dir.h"
 
@@ -71,6 +73,34 @@ TEST(ByteBpeTest, ByteAlphabetIsGpt2s) {
   EXPECT_EQ(table[' '], "\xC4\xA0");   // Ġ
   EXPECT_EQ(table['\n'], "\xC4\x8A");  // Ċ
   EXPECT_EQ(table['a'], "a");
+}
+
+TEST(ByteBpeTest, ReplaceAllMatchesTokenizersReplace) {
+  // Hugging Face's Replace: occurrences left to right, never overlapping, never found in replaced text.
+  EXPECT_EQ(ReplaceAll("aaaa", "aa", "a"), "aa");
+  EXPECT_EQ(ReplaceAll("aaa", "aa", "b"), "ba");
+  EXPECT_EQ(ReplaceAll("a a", "a", "aa"), "aa aa");
+  EXPECT_EQ(ReplaceAll(" x ", " ", ""), "x");
+  EXPECT_EQ(ReplaceAll("abc", "", "-"), "abc");
+  EXPECT_EQ(ReplaceAll("", " ", "\xE2\x96\x81"), "");
+}
+
+TEST(ByteBpeTest, NormalizingATextWithManyReplacements) {
+  // Gemma's normalizer (Prepend "▁", then Replace ' ' -> '▁') on 1.1 MB with 500k spaces: the result is checked; the
+  // time is benchmarks/tokenizer_benchmark's BM_Normalize (replacing in place was quadratic).
+  const std::string kMark = "\xE2\x96\x81";  // ▁
+  std::string text, expected = kMark;
+  for (int i = 0; i < 100000; ++i) {
+    text += "ab c de  f ";
+    expected += "ab" + kMark + "c" + kMark + "de" + kMark + kMark + "f" + kMark;
+  }
+  std::vector<ByteBpeOptions::NormalizeStep> steps = {{true, "", kMark}, {false, " ", kMark}};
+  std::string got = ApplyNormalizeSteps(text, steps);
+  EXPECT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "first difference at byte "
+                               << (std::mismatch(got.begin(), got.end(), expected.begin(), expected.end()).first -
+                                   got.begin());
+  EXPECT_EQ(ApplyNormalizeSteps("", steps), "");  // Prepend leaves an empty span empty
 }
 
 TEST(ByteBpeTest, BadMergeLineNamesFileAndLine) {

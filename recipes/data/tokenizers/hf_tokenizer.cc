@@ -1,5 +1,6 @@
 #include "recipes/data/tokenizers/hf_tokenizer.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -244,6 +245,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
     return Status::InvalidArgument(options.path + ": has no \"model\"; fix: give a Hugging Face tokenizer.json");
   }
   ByteBpeOptions bpe;
+  bpe.source = options.path;
   TM_RETURN_IF_ERROR(ReadModel(options.path, (*doc)["model"], &bpe));
   TM_RETURN_IF_ERROR(ReadNormalizer(options.path, Get<json>(*doc, "normalizer", json()), &bpe));
   TM_RETURN_IF_ERROR(ReadPreTokenizer(options.path, Get<json>(*doc, "pre_tokenizer", json()), &bpe));
@@ -263,16 +265,12 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
     auto it = bpe.model.vocab.find(text);
     return it == bpe.model.vocab.end() ? kNoId : it->second;
   };
-  tok->bos_token_ = "<bos>";
-  std::string eos_token;
   bool have_bos = false, have_eos = false;
   if (!options.tokenizer_config_path.empty()) {
     StatusOr<json> config = ReadJson(options.tokenizer_config_path, "the model's tokenizer_config.json");
     if (!config.ok()) return config.status();
-    tok->bos_token_ = ConfigToken(*config, "bos_token");
-    eos_token = ConfigToken(*config, "eos_token");
-    tok->bos_id_ = token_id(tok->bos_token_);
-    tok->eos_id_ = token_id(eos_token);
+    tok->bos_id_ = token_id(ConfigToken(*config, "bos_token"));
+    tok->eos_id_ = token_id(ConfigToken(*config, "eos_token"));
     tok->pad_id_ = token_id(ConfigToken(*config, "pad_token"));
     have_bos = tok->bos_id_ != kNoId;
     have_eos = tok->eos_id_ != kNoId;
@@ -296,9 +294,12 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
   bpe.eos_id = tok->eos_id_;
   bpe.pad_id = tok->pad_id_;
   StatusOr<std::unique_ptr<ByteBpeTokenizer>> model = ByteBpeTokenizer::Create(std::move(bpe));
-  if (!model.ok()) return model.status().WithContext(options.path);
+  if (!model.ok()) return model.status();  // names options.path (bpe.source)
   tok->bpe_ = std::move(model).value();
   tok->special_tokens_ = tok->bpe_->special_tokens();
+  std::vector<int64_t> empty = tok->EncodeRaw("");  // the post-processor's tokens alone
+  tok->adds_bos_ = std::find(empty.begin(), empty.end(), tok->bos_id_) != empty.end();
+  tok->adds_eos_ = std::find(empty.begin(), empty.end(), tok->eos_id_) != empty.end();
   return tok;
 }
 
@@ -312,12 +313,8 @@ std::vector<int64_t> HfTokenizer::EncodeRaw(std::string_view text) const {
 
 std::vector<int64_t> HfTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int64_t> ids = EncodeRaw(text);
-  bool adds_bos = !prefix_.empty() && prefix_.front() == bos_id_;
-  bool adds_eos = !suffix_.empty() && suffix_.back() == eos_id_;
-  if (options.add_bos && !adds_bos && (bos_token_.empty() || text.find(bos_token_) == std::string_view::npos)) {
-    ids.insert(ids.begin(), bos_id_);
-  }
-  if (options.add_eos && !adds_eos) ids.push_back(eos_id_);
+  if (options.add_bos && !adds_bos_) ids.insert(ids.begin(), bos_id_);
+  if (options.add_eos && !adds_eos_) ids.push_back(eos_id_);
   return ids;
 }
 

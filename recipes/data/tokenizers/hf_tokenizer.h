@@ -18,8 +18,9 @@
 //
 // BOS/EOS: from tokenizer_config.json's bos_token/eos_token (a string or {"content": ...}) when they are tokens
 // of the vocabulary, otherwise from generation_config.json's bos_token_id/eos_token_id (the first id of a list).
-// Encode(add_bos) adds BOS only when the post-processor does not already and the text does not contain the BOS
-// token's text, as torchtune does.
+// Encode(add_bos) adds BOS unless the post-processor's encoding of "" holds it already, as torchtune 0.6.1's
+// HuggingFaceBaseTokenizer does (hf_adds_bos), also when the text contains the BOS token's text (later torchtune
+// commits skip BOS then); EOS likewise.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +64,8 @@ class HfTokenizer : public Tokenizer {
   std::unique_ptr<ByteBpeTokenizer> bpe_;
   std::vector<int64_t> prefix_;  // post-processor's special tokens before and after the text
   std::vector<int64_t> suffix_;
-  std::string bos_token_;
+  bool adds_bos_ = false;  // the post-processor's tokens include BOS (EOS): Encode adds none
+  bool adds_eos_ = false;
 };
 
 // The added tokens of a tokenizer.json ({"content": id} of "added_tokens"), as torchtune's

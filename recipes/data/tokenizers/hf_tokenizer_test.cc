@@ -89,6 +89,84 @@ TEST(HfTokenizerTest, BosEosAsTorchtuneAddsThem) {
   }
 }
 
+TEST(HfTokenizerTest, BosIsAddedEvenWhenTheTextHoldsItsText) {
+  // torchtune 0.6.1's HuggingFaceBaseTokenizer.encode adds BOS whenever the post-processor does not; ids from it.
+  auto tok = Load("tokenizer.json");  // BOS 0 from generation_config.json, whose token text is "<bos>"
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(tok->Encode("<bos> hi", true, false), (std::vector<int64_t>{0, 60, 98, 813, 62, 297, 105}));
+  EXPECT_EQ(tok->Encode("<bos> hi", false, false), (std::vector<int64_t>{60, 98, 813, 62, 297, 105}));
+}
+
+// A tokenizer.json of a byte-level BPE whose vocabulary is `vocab` (no merges) and whose pre-tokenizer is the
+// Split `pattern`, written to `path`.
+void WriteByteLevelTokenizerJson(const std::string& path, const nlohmann::json& vocab, const std::string& pattern) {
+  nlohmann::json doc = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}}};
+  test::WriteTextFile(path, doc.dump());
+}
+
+// Every printable ASCII byte's symbol in GPT-2's byte alphabet, numbered from 0.
+nlohmann::json PrintableAsciiVocab() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = ' '; b <= '~'; ++b) vocab[ByteToUnicode()[static_cast<size_t>(b)]] = b - ' ';
+  return vocab;
+}
+
+TEST(HfTokenizerTest, PatternAtPcre2MatchLimitIsAnErrorNamingFileAndPattern) {
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  WriteByteLevelTokenizerJson(path, PrintableAsciiVocab(), "(a+)+b|\\S");
+  HfTokenizerOptions options;
+  options.path = path;
+  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->EncodeRaw("ab"), (std::vector<int64_t>{'a' - ' ', 'b' - ' '}));  // a match, no merges
+  try {
+    (*tok)->EncodeRaw("x" + std::string(40, 'a') + "c b");
+    FAIL() << "expected a TokenizeError, not a text cut at the match limit";
+  } catch (const TokenizeError& e) {
+    EXPECT_EQ(e.status().message(), path +
+                                        ": pre-tokenizer: regex pattern (a+)+b|\\S: matching stopped at byte 1 of a "
+                                        "44-byte text (PCRE2: match limit exceeded); fix: use a pattern that does not "
+                                        "backtrack catastrophically (the model's own), or split the text into shorter "
+                                        "samples");
+  }
+}
+
+TEST(HfTokenizerTest, ByteLevelVocabularyWithoutByteAlphabetIsRefused) {
+  // A SentencePiece-style vocabulary under a ByteLevel pre-tokenizer: no "Ġ" (space) and no byte fallback, so every
+  // text would encode to nothing. torchtune's own byte-level test files have 0x20-0x7E and load (tests above).
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  WriteByteLevelTokenizerJson(path, {{"<unk>", 0}, {"\xE2\x96\x81the", 1}, {"a", 2}}, "\\S+");
+  HfTokenizerOptions options;
+  options.path = path;
+  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            path +
+                ": the byte-level BPE vocabulary has no token for byte 0x20 (its symbol \"\xC4\xA0\"), so text would "
+                "lose that byte and a sample made of such text would keep only its template tokens; fix: give the "
+                "model's byte-level vocabulary (GPT-2's byte alphabet: a token for each byte's symbol), or for a "
+                "SentencePiece-style vocabulary the model's tokenizer.json with its own pre-tokenizer, or the family's "
+                "SentencePiece tokenizer");
+  // The first missing symbol is named: with the space present, '!' (0x21) is next.
+  nlohmann::json vocab = PrintableAsciiVocab();
+  vocab.erase("!");
+  WriteByteLevelTokenizerJson(path, vocab, "\\S+");
+  tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().message().find("no token for byte 0x21 (its symbol \"!\")"), std::string::npos)
+      << tok.status().message();
+}
+
 TEST(HfTokenizerTest, NeedsAConfigForBosAndEos) {
   HfTokenizerOptions options;
   options.path = SampleTokenizerPath("tokenizer.json");

@@ -26,6 +26,8 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(c
   tok->bos_id_ = options.bos_id != kNoId ? options.bos_id : sp.bos_id();
   tok->eos_id_ = options.eos_id != kNoId ? options.eos_id : sp.eos_id();
   tok->pad_id_ = options.pad_id != kNoId ? options.pad_id : sp.pad_id();
+  tok->model_bos_id_ = sp.bos_id();
+  tok->model_eos_id_ = sp.eos_id();
   for (int id = 0; id < sp.GetPieceSize(); ++id) {
     if (sp.IsControl(id)) tok->special_tokens_[sp.IdToPiece(id)] = id;
   }
@@ -48,7 +50,7 @@ std::vector<int64_t> SentencePieceTokenizer::EncodePlain(std::string_view text) 
 
 std::vector<int64_t> SentencePieceTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {
   std::vector<int64_t> ids;
-  if (options.add_bos) ids.push_back(bos_id_);
+  if (options.add_bos) ids.push_back(model_bos_id_);
   std::vector<int64_t> body;
   if (options.trim_leading_whitespace && encodes_whitespace_) {
     body = EncodePlain("\n" + std::string(text));
@@ -57,7 +59,7 @@ std::vector<int64_t> SentencePieceTokenizer::Encode(std::string_view text, const
     body = EncodePlain(text);
   }
   ids.insert(ids.end(), body.begin(), body.end());
-  if (options.add_eos) ids.push_back(eos_id_);
+  if (options.add_eos) ids.push_back(model_eos_id_);
   return ids;
 }
 

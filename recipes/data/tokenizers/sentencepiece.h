@@ -29,8 +29,10 @@ struct SentencePieceOptions {
   std::string path;
   // Special tokens beyond the model's pieces (Phi-3), by text.
   std::map<std::string, int64_t> extra_special_tokens;
-  // Override the model's control ids; kNoId keeps the model's (llama2/mistral/gemma set pad to 0, Phi-3 sets
-  // eos and pad to <|endoftext|>).
+  // Override the control ids bos_id(), eos_id() and pad_id() report; kNoId keeps the model's (llama2/mistral/
+  // gemma set pad to 0, Phi-3 sets eos and pad to <|endoftext|>). Encode adds the model's own BOS and EOS
+  // whatever these say, as torchtune's SentencePieceBaseTokenizer does: Phi-3's text ends with </s>, while its
+  // chat format and stop token use eos_id() (<|endoftext|>).
   int64_t bos_id = kNoId;
   int64_t eos_id = kNoId;
   int64_t pad_id = kNoId;
@@ -60,6 +62,8 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
   std::map<int64_t, std::string> extra_by_id_;
   bool encodes_whitespace_ = false;
+  int64_t model_bos_id_ = kNoId;  // the model's own control ids, which Encode adds
+  int64_t model_eos_id_ = kNoId;
   size_t newline_prefix_len_ = 0;
 };
 

@@ -186,7 +186,9 @@ std::vector<int64_t> TiktokenTokenizer::Encode(std::string_view text, const Enco
   if (options.add_bos) ids.push_back(bos_id_);
   std::string valid = ToValidUtf8(text);
   for (std::string_view chunk : SplitForEncoding(valid)) {
-    for (std::string_view piece : regex_->FindAll(chunk)) EncodePiece(piece, &ids);
+    StatusOr<std::vector<std::string_view>> pieces = regex_->FindAll(chunk);
+    if (!pieces.ok()) throw TokenizeError(pieces.status().WithContext(options_.path + ": pre-tokenizer"));
+    for (std::string_view piece : *pieces) EncodePiece(piece, &ids);
   }
   if (options.add_eos) ids.push_back(eos_id_);
   return ids;

@@ -46,6 +46,7 @@ class TiktokenTokenizer : public Tokenizer {
  public:
   // NotFound/IoError for the file; InvalidArgument "<path>:<line>: <problem>; fix: ..." for a bad line, a
   // duplicate rank, a missing single byte, or a pattern that does not compile.
+  // Encode throws TokenizeError naming the file and the pattern when the pattern hits PCRE2's match limit.
   static StatusOr<std::unique_ptr<TiktokenTokenizer>> Load(const TiktokenOptions& options);
 
   std::vector<int64_t> Encode(std::string_view text, const EncodeOptions& options) const override;

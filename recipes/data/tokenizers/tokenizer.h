@@ -2,8 +2,11 @@
 // GPT-2 byte-level BPE, Hugging Face tokenizer.json). Torch-free.
 //
 // Contract (what the chat formats, datasets and `tune tokenize` rely on):
-//   - Encode() turns UTF-8 text into ids. It never fails: text that a vocabulary cannot represent maps to the
-//     tokenizer's unknown id or its bytes, as the reference Python implementation does. Whether special-token
+//   - Encode() turns UTF-8 text into ids. Text that a vocabulary cannot represent maps to the tokenizer's
+//     unknown id or its bytes, as the reference Python implementation does. It throws TokenizeError only when the
+//     tokenizer's own files make a text untokenizable (a pre-tokenizer pattern that hits PCRE2's match limit),
+//     never for a text alone; ModelTokenizer::TokenizeMessages, the dataset loaders and `tune tokenize` turn it
+//     into its Status. Whether special-token
 //     text ("<|im_start|>") inside `text` becomes the special id is the family's rule, documented on each class
 //     (tiktoken and SentencePiece: never; byte-level BPE: always, as torchtune's Qwen2Tokenizer does).
 //   - Ids are exactly those of the reference Python implementation (tiktoken, sentencepiece, tokenizers);
@@ -13,13 +16,29 @@
 
 #include <cstdint>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "base/status.h"
 
 namespace tmx::data {
 
 inline constexpr int64_t kNoId = -1;
+
+// Why Encode could not tokenize a text (see the contract above): status() names the tokenizer's file, the problem
+// and the fix. Caught where encoding meets a Status (ModelTokenizer::TokenizeMessages, the dataset loaders,
+// `tune tokenize`), so it never reaches a user as a crash, nor a text as zero tokens.
+class TokenizeError : public std::runtime_error {
+ public:
+  explicit TokenizeError(Status status) : std::runtime_error(status.message()), status_(std::move(status)) {}
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
 
 struct EncodeOptions {
   // Prepend bos_id() / append eos_id() (nothing is added when the id is kNoId).

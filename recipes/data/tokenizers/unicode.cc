@@ -134,7 +134,7 @@ StatusOr<std::unique_ptr<UnicodeRegex>> UnicodeRegex::Compile(const std::string&
 
 UnicodeRegex::~UnicodeRegex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
-std::vector<std::string_view> UnicodeRegex::FindAll(std::string_view text) const {
+StatusOr<std::vector<std::string_view>> UnicodeRegex::FindAll(std::string_view text) const {
   std::vector<std::string_view> matches;
   auto* code = static_cast<pcre2_code*>(code_);
   pcre2_match_data* data = pcre2_match_data_create_from_pattern(code, nullptr);
@@ -142,7 +142,17 @@ std::vector<std::string_view> UnicodeRegex::FindAll(std::string_view text) const
   PCRE2_SIZE start = 0;
   while (start < text.size()) {
     int rc = pcre2_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
-    if (rc < 0) break;  // PCRE2_ERROR_NOMATCH (or a resource limit, which these short patterns never reach)
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {  // a resource limit (match, depth or heap limit) or another matching error
+      pcre2_match_data_free(data);
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      return Status::InvalidArgument("regex pattern " + pattern_ + ": matching stopped at byte " +
+                                     std::to_string(start) + " of a " + std::to_string(text.size()) +
+                                     "-byte text (PCRE2: " + reinterpret_cast<char*>(message) +
+                                     "); fix: use a pattern that does not backtrack catastrophically (the model's "
+                                     "own), or split the text into shorter samples");
+    }
     PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     PCRE2_SIZE begin = ovector[0], end = ovector[1];
     if (end > begin) {

@@ -61,7 +61,10 @@ class UnicodeRegex {
 
   // The successive non-overlapping leftmost matches in `text`, as Python's re.findall / tiktoken's find_iter
   // return them. Empty matches are skipped. REQUIRES: `text` is valid UTF-8 (see ToValidUtf8).
-  std::vector<std::string_view> FindAll(std::string_view text) const;
+  // InvalidArgument naming the pattern, the byte offset and PCRE2's reason when matching stops on an error, such
+  // as PCRE2's match limit (a pattern that backtracks catastrophically on this text): the rest of the text would
+  // otherwise be silently lost.
+  StatusOr<std::vector<std::string_view>> FindAll(std::string_view text) const;
 
   const std::string& pattern() const { return pattern_; }
 

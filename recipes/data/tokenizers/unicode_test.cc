@@ -42,8 +42,9 @@ TEST(UnicodeTest, PythonSpace) {
 TEST(UnicodeTest, RegexFindsUnicodeClasses) {
   auto regex = UnicodeRegex::Compile(R"(\p{L}+|\p{N}{1,3}|\s+(?!\S)|\s+|[^\s\p{L}\p{N}]+)");
   ASSERT_TRUE(regex.ok()) << regex.status().ToString();
-  std::vector<std::string_view> pieces = (*regex)->FindAll("caf\xC3\xA9 12345  \xE4\xBD\xA0\xE5\xA5\xBD!");
-  std::vector<std::string> got(pieces.begin(), pieces.end());
+  auto pieces = (*regex)->FindAll("caf\xC3\xA9 12345  \xE4\xBD\xA0\xE5\xA5\xBD!");
+  ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+  std::vector<std::string> got(pieces->begin(), pieces->end());
   EXPECT_EQ(got,
             (std::vector<std::string>{"caf\xC3\xA9", " ", "123", "45", " ", " ", "\xE4\xBD\xA0\xE5\xA5\xBD", "!"}));
 }
@@ -51,9 +52,23 @@ TEST(UnicodeTest, RegexFindsUnicodeClasses) {
 TEST(UnicodeTest, CaseInsensitiveGroupMatchesContractions) {
   auto regex = UnicodeRegex::Compile(R"((?i:'s|'ll)|\p{L}+)");
   ASSERT_TRUE(regex.ok());
-  std::vector<std::string_view> pieces = (*regex)->FindAll("IT'S THEY'LL");
-  std::vector<std::string> got(pieces.begin(), pieces.end());
+  auto pieces = (*regex)->FindAll("IT'S THEY'LL");
+  ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+  std::vector<std::string> got(pieces->begin(), pieces->end());
   EXPECT_EQ(got, (std::vector<std::string>{"IT", "'S", "THEY", "'LL"}));
+}
+
+TEST(UnicodeTest, MatchLimitIsAnErrorNotTheEndOfTheText) {
+  // (a+)+b backtracks exponentially on a run of a's not followed by b: PCRE2 gives up at its match limit. The
+  // matches before that point must not be returned as if they were the whole text.
+  auto regex = UnicodeRegex::Compile("(a+)+b|c");
+  ASSERT_TRUE(regex.ok());
+  auto pieces = (*regex)->FindAll("c" + std::string(40, 'a') + "c b");
+  ASSERT_FALSE(pieces.ok());
+  EXPECT_EQ(pieces.status().message(),
+            "regex pattern (a+)+b|c: matching stopped at byte 1 of a 44-byte text (PCRE2: match limit exceeded); fix: "
+            "use a pattern that does not backtrack catastrophically (the model's own), or split the text into shorter "
+            "samples");
 }
 
 TEST(UnicodeTest, BadPatternNamesOffsetAndReason) {
