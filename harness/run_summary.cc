@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "base/file_util.h"
-#include "base/json_number.h"
+#include "base/json_io.h"
 #include "base/stats.h"
 
 namespace tmx {
