@@ -108,6 +108,17 @@ std::string Detail(const std::string& what) {
   return what.substr(start);
 }
 
+// `text` cut to at most `max_bytes` bytes, at a character boundary, then "...".
+std::string Shorten(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return text.substr(0, cut) + "...";
+}
+
+// The longest excerpt of the file a message quotes (a number's digits, the parser's "last read" text).
+constexpr size_t kMaxQuoted = 120;
+
 // nlohmann's id of the out_of_range error for a number that overflows a double.
 constexpr int kNumberOverflow = 406;
 
@@ -128,19 +139,19 @@ StatusOr<json> ParseJsonText(const std::string& path, std::string_view text, int
   size_t offset = overflow ? end - std::min(end, locator.last_token().size()) : (end > 0 ? end - 1 : 0);
   offset = std::min(offset, text.size());  // past the last character: the input ended too early
   int64_t line = first_line + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
-  size_t line_start = offset == 0 ? 0 : text.rfind('\n', offset - 1);
-  line_start = line_start == std::string_view::npos || offset == 0 ? 0 : line_start + 1;
-  size_t column = offset - line_start + 1;  // in bytes, from 1
+  size_t newline = offset == 0 ? std::string_view::npos : text.rfind('\n', offset - 1);
+  size_t column = offset - (newline == std::string_view::npos ? 0 : newline + 1) + 1;  // in bytes, from 1
 
   std::string message = path + ":" + std::to_string(line) + ":" + std::to_string(column) + ": ";
   std::string field = locator.syntax_error() ? "" : locator.Field();
   if (!field.empty()) message += "in " + field + ": ";
   if (overflow) {
-    message += "number " + locator.last_token() +
+    message += "number " + Shorten(locator.last_token(), kMaxQuoted) +
                " is out of range (a double holds magnitudes up to about 1.8e308); fix: write a number within "
                "that range, or regenerate the file";
   } else {
-    message += "invalid JSON (" + Detail(locator.what()) + "); fix: correct the JSON there, or regenerate the file";
+    message += "invalid JSON (" + Shorten(Detail(locator.what()), 2 * kMaxQuoted) +
+               "); fix: correct the JSON there, or regenerate the file";
   }
   return Status::InvalidArgument(message);
 }
@@ -153,13 +164,7 @@ std::string DumpJson(const nlohmann::ordered_json& value, int indent) {
   return value.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string JsonForMessage(const json& value, size_t max_bytes) {
-  std::string text = DumpJson(value);
-  if (text.size() <= max_bytes) return text;
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return text.substr(0, cut) + "...";
-}
+std::string JsonForMessage(const json& value, size_t max_bytes) { return Shorten(DumpJson(value), max_bytes); }
 
 json NumberToJson(double d) {
   if (std::isnan(d)) return "nan";

@@ -52,6 +52,19 @@ TEST(JsonIoTest, RejectionsNameFileLineColumnFieldAndFix) {
   }
 }
 
+// A hostile file's excerpts stay short: a number of a million digits is not copied into the message.
+TEST(JsonIoTest, QuotedExcerptsAreShortened) {
+  std::string digits(1000000, '9');
+  StatusOr<json> j = ParseJsonText("f.json", "[" + digits + "e999]");
+  ASSERT_FALSE(j.ok());
+  EXPECT_EQ(j.status().message(), "f.json:1:2: in [0]: number " + std::string(120, '9') +
+                                      "... is out of range (a double holds magnitudes up to about 1.8e308); fix: "
+                                      "write a number within that range, or regenerate the file");
+  j = ParseJsonText("f.json", "\"" + std::string(100000, 'x'));
+  ASSERT_FALSE(j.ok());
+  EXPECT_LT(j.status().message().size(), 400u) << j.status().message().substr(0, 400);
+}
+
 TEST(JsonIoTest, DumpReplacesInvalidUtf8InsteadOfThrowing) {
   json j = {{"error", std::string("bad \xff byte")}, {"path", std::string("/tmp/\xc3")}};
   EXPECT_THROW(j.dump(), json::type_error);  // what every writer did before
