@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "base/process_info.h"
 
 namespace tmx {
@@ -19,8 +20,9 @@ namespace {
 using nlohmann::json;
 
 std::optional<LockRecord> ParseRecord(const std::string& text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
+  StatusOr<json> parsed = ParseJsonText("lock", text);
+  if (!parsed.ok() || !parsed->is_object()) return std::nullopt;
+  const json& j = *parsed;
   auto pid = j.find("pid");
   if (pid == j.end() || !pid->is_number_integer() || pid->get<int64_t>() <= 0) return std::nullopt;
   LockRecord r;
@@ -49,9 +51,8 @@ std::optional<LockRecord> ReadRecord(int fd) {
 }
 
 Status WriteRecord(int fd, const std::string& path, const LockRecord& r) {
-  std::string text = json{{"pid", r.pid}, {"host", r.host}, {"started_at", r.started_at}, {"command", r.command}}.dump(
-                         -1, ' ', false, json::error_handler_t::replace) +
-                     "\n";
+  std::string text =
+      DumpJson(json{{"pid", r.pid}, {"host", r.host}, {"started_at", r.started_at}, {"command", r.command}}) + "\n";
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()) ||
       ::fsync(fd) != 0) {
     return Status::IoError(path + ": cannot record the lock's holder (" + std::strerror(errno) + ")");

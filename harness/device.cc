@@ -1,5 +1,6 @@
 #include "harness/device.h"
 
+#include "base/json_io.h"
 #include "base/text.h"
 
 namespace tmx {
@@ -47,7 +48,7 @@ nlohmann::json DeviceInfoToJson(const DeviceInfo& d) {
 }
 
 StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) return Status::InvalidArgument("a device must be a JSON object, got " + j.dump());
+  if (!j.is_object()) return Status::InvalidArgument("a device must be a JSON object, got " + JsonForMessage(j));
   DeviceInfo info;
   try {
     info.id = j.value("id", "");
@@ -59,11 +60,11 @@ StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
     info.distributed_backend = j.value("distributed_backend", "");
     info.notes = j.value("notes", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {
-    return Status::InvalidArgument("device " + j.dump() + " has a field of the wrong type (" + e.what() + ")");
+    return Status::InvalidArgument("device " + JsonForMessage(j) + " has a field of the wrong type (" + e.what() + ")");
   }
   StatusOr<DeviceSelector> selector = ParseDeviceSelector(info.id);
   if (!selector.ok()) return selector.status();
-  if (selector->is_auto) return Status::InvalidArgument("device " + j.dump() + ": 'auto' is not a device id");
+  if (selector->is_auto) return Status::InvalidArgument("device " + JsonForMessage(j) + ": 'auto' is not a device id");
   info.type = selector->type;
   info.index = selector->index;
   info.probed = true;

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "base/file_util.h"
-#include "base/json_number.h"
+#include "base/json_io.h"
 #include "base/stats.h"
 
 namespace tmx {
@@ -81,7 +81,7 @@ json RunSummaryToJson(const RunSummary& s) {
 StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where) {
   if (!j.is_object()) return Status::InvalidArgument(where + ": a run summary must be a JSON object");
   if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != kRunSummaryVersion) {
-    return Status::InvalidArgument(where + ": run summary version " + (j.contains("version") ? j["version"].dump() : "missing") +
+    return Status::InvalidArgument(where + ": run summary version " + (j.contains("version") ? JsonForMessage(j["version"]) : "missing") +
                                    ", but this build reads version " + std::to_string(kRunSummaryVersion) +
                                    " (fix: run the recipe and the reader from the same build)");
   }
@@ -123,16 +123,16 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
 
 Status WriteRunSummary(const std::string& dir, const RunSummary& summary) {
   TM_RETURN_IF_ERROR(MakeDirs(dir));
-  return WriteFileAtomically(dir + "/summary.json", RunSummaryToJson(summary).dump(2) + "\n");
+  return WriteFileAtomically(dir + "/summary.json", DumpJson(RunSummaryToJson(summary), 2) + "\n");
 }
 
 StatusOr<RunSummary> ReadRunSummary(const std::string& dir) {
   std::string path = dir + "/summary.json";
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
-  json j = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::InvalidArgument(path + ": not valid JSON (the run was cut off while writing it?)");
-  return RunSummaryFromJson(j, path);
+  StatusOr<json> j = ParseJsonText(path, *text);
+  if (!j.ok()) return j.status();
+  return RunSummaryFromJson(*j, path);
 }
 
 }  // namespace tmx

@@ -59,7 +59,8 @@ nlohmann::json RunSummaryToJson(const RunSummary& summary);
 // InvalidArgument, prefixed by `where`, for a summary of another version or with missing or ill-typed fields.
 StatusOr<RunSummary> RunSummaryFromJson(const nlohmann::json& j, const std::string& where);
 
-// Writes <dir>/summary.json atomically.
+// Writes <dir>/summary.json atomically. Bytes that are not UTF-8 (an error message quoting a file name, a config
+// path) are written as U+FFFD, so a failed run's real error still reaches the scheduler.
 Status WriteRunSummary(const std::string& dir, const RunSummary& summary);
 // Reads <dir>/summary.json; NotFound when the run wrote none (it was killed before the end).
 StatusOr<RunSummary> ReadRunSummary(const std::string& dir);

@@ -56,6 +56,40 @@ TEST(RunSummaryTest, RoundTripsThroughTheFileIncludingNonFiniteLosses) {
   EXPECT_EQ(ReadRunSummary(dir.path() + "/none").status().code(), Status::Code::kNotFound);
 }
 
+// The error of a failed run, or the config path, may quote bytes that are not UTF-8 (a file name from the
+// user's disk); the JSON library throws type_error.316 on them unless told to replace them, which hid the
+// real error and left the run without a summary.
+TEST(RunSummaryTest, NonUtf8BytesInTheErrorOrConfigPathAreReplacedNotFatal) {
+  test::ScratchDir dir("run_summary_test");
+  RunSummary s = ThreeSteps();
+  s.ok = false;
+  s.config = "/data/\xff\xfe" "config.yaml";
+  s.error = "/data/train\xe9.jsonl: not found; fix: check the path";
+  s.error_kind = "user";
+  s.Finish();
+  Status written = WriteRunSummary(dir.path(), s);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  StatusOr<std::string> text = ReadFile(dir.path() + "/summary.json");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find('\xff'), std::string::npos);
+  StatusOr<RunSummary> back = ReadRunSummary(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->ok);
+  EXPECT_EQ(back->config, "/data/\xef\xbf\xbd\xef\xbf\xbd" "config.yaml");
+  EXPECT_EQ(back->error, "/data/train\xef\xbf\xbd.jsonl: not found; fix: check the path");
+}
+
+TEST(RunSummaryTest, AnUnreadableFileIsAnErrorNamingItsPosition) {
+  test::ScratchDir dir("run_summary_test");
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/summary.json", "{\"version\": 1e999}").ok());
+  EXPECT_EQ(ReadRunSummary(dir.path()).status().message(),
+            dir.path() + "/summary.json:1:13: in version: number 1e999 is out of range (a double holds magnitudes up "
+                         "to about 1.8e308); fix: write a number within that range, or regenerate the file");
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/summary.json", "{\"version\": 1, \"recipe\"").ok());
+  EXPECT_EQ(ReadRunSummary(dir.path()).status().message().rfind(dir.path() + "/summary.json:1:24: invalid JSON (", 0),
+            0u);
+}
+
 TEST(RunSummaryTest, RefusesOtherVersionsAndMismatchedSteps) {
   nlohmann::json j = RunSummaryToJson(ThreeSteps());
   j["version"] = kRunSummaryVersion + 1;

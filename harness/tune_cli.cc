@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "base/text.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
@@ -74,7 +75,7 @@ int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostr
       }
       j.push_back({{"recipe", r.name}, {"distributed", r.launches_ranks()}, {"configs", configs}});
     }
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {{"RECIPE", "CONFIG"}};
@@ -480,7 +481,7 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (parsed.Has("json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const DeviceInfo& d : devices) j.push_back(DeviceInfoToJson(d));
-    out << j.dump(2) << "\n";
+    out << DumpJson(j, 2) << "\n";
     return kExitOk;
   }
   for (const DeviceInfo& d : devices) {

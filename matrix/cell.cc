@@ -5,7 +5,7 @@
 #include <limits>
 #include <utility>
 
-#include "base/json_number.h"
+#include "base/json_io.h"
 #include "harness/device.h"
 
 namespace tmx::matrix {

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "base/json_io.h"
 #include "base/text.h"
 #include "matrix/escape.h"
 
@@ -148,7 +149,7 @@ std::string ConfigFamily(const std::string& config) {
 }
 
 std::string InlineJson(const ordered_json& j) {
-  std::string text = j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+  std::string text = DumpJson(j);
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 
 namespace tmx::matrix {
 namespace {
@@ -71,7 +72,7 @@ std::string JournalLockPath(const std::string& journal_path) {
 
 std::string JournalLine(const CellResult& cell) {
   // Invalid UTF-8 in the child's output must not make the record unwritable; it becomes U+FFFD.
-  return ToJson(cell).dump(-1, ' ', false, json::error_handler_t::replace);
+  return DumpJson(ToJson(cell));
 }
 
 Status AppendToJournal(const std::string& path, const CellResult& cell) {

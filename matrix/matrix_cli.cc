@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "base/lock.h"
 #include "base/subprocess.h"
 #include "base/text.h"
@@ -433,7 +434,7 @@ int ResourceSpec(const std::vector<std::string>& args, std::ostream& out, std::o
     if (d.traits().takes_index) gpus.push_back({{"id", std::to_string(d.index)}, {"slots", 1}});
   }
   nlohmann::ordered_json spec = {{"version", {{"major", 1}, {"minor", 0}}}, {"local", {{{"gpus", gpus}}}}};
-  out << spec.dump(2) << "\n";
+  out << DumpJson(spec, 2) << "\n";
   return kExitOk;
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_io.h"
 #include "base/text.h"
 #include "harness/device_types.h"
 
@@ -181,7 +182,7 @@ void JsonReporter::Report(const std::vector<ConfigSupport>& configs, const std::
     list.push_back({{"config", c->config}, {"recipe", c->recipe}, {"support", std::move(support)}});
   }
   ordered_json report = {{"schema_version", kSchemaVersion}, {"configs", std::move(list)}};
-  out << report.dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
+  out << DumpJson(report, 2) << "\n";
 }
 
 std::optional<double> EstimateRemaining(double elapsed_s, double done_expected_s, double remaining_expected_s,

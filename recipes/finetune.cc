@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "harness/device_hooks.h"
 #include "harness/run_summary.h"
 #include "harness/config_manifest.h"
@@ -298,7 +299,7 @@ Status Trainer::Train(RunSummary* summary) {
         if (grad_norm) record["grad_norm"] = *grad_norm;
         std::optional<MemoryReading> peak = s.log_peak_memory ? PeakMemory(context_.device) : std::nullopt;
         if (peak) record["peak_memory_gib"] = static_cast<double>(peak->bytes) / (1 << 30);
-        TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, record.dump()));
+        TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, DumpJson(record)));
         out << "epoch " << epoch + 1 << " step " << global_step << " | loss " << std::fixed << std::setprecision(4)
             << loss_value << " | lr " << FormatLr(lr) << " | tok/s " << std::setprecision(0) << tokens / step_time;
         if (grad_norm) out << " | grad_norm " << std::setprecision(3) << *grad_norm;
@@ -309,7 +310,7 @@ Status Trainer::Train(RunSummary* summary) {
         const double val_loss = ValidationLoss();  // every rank takes part
         if (parallel_.lead()) {
           nlohmann::json record = {{"step", global_step}, {"epoch", epoch}, {"val_loss", val_loss}};
-          TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, record.dump()));
+          TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, DumpJson(record)));
           out << "epoch " << epoch + 1 << " step " << global_step << " | val_loss " << std::fixed
               << std::setprecision(4) << val_loss << std::defaultfloat << std::endl;
         }

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "base/file_util.h"
 #include "recipes/builtin.h"
 #include "recipes/data/samples.h"
+#include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
 namespace {
@@ -60,6 +62,32 @@ TEST(TokenizeCliTest, AMissingTokenizerFileOrBadArgumentsExitTwoNamingThem) {
   Result unknown = Tok({"no/such_config", "--text", "x"});
   EXPECT_EQ(unknown.code, 2);
   EXPECT_NE(unknown.err.find("no/such_config"), std::string::npos) << unknown.err;
+}
+
+// Hostile tokenizer files (issue 27): JSON errors other than syntax errors (a number no double holds, a field of
+// the wrong type) escaped the readers as exceptions and aborted `tune tokenize`.
+TEST(TokenizeCliTest, HostileTokenizerFilesExitTwoNamingTheFileAndField) {
+  test::ScratchDir dir;
+  const std::string specials = dir.path() + "/tokenizer.json";
+  ASSERT_TRUE(WriteFileAtomically(specials, R"({"added_tokens": [{"content": 128000, "id": 128000}]})").ok());
+  Result typed = Tok({"tiny/lora_single_device", "tokenizer=torchtune.models.llama3.llama3_tokenizer",
+                      "tokenizer.path=" + data::SamplesDir() + "/tokenizers/tiktoken_small.model",
+                      "tokenizer.special_tokens_path=" + specials, "--text", "x"});
+  EXPECT_EQ(typed.code, 2);
+  EXPECT_NE(typed.err.find(specials + ": added_tokens[0].content is a number, expected a string; fix: set "
+                                      "special_tokens_path to the model's own tokenizer.json"),
+            std::string::npos)
+      << typed.err;
+  EXPECT_EQ(typed.out, "");
+
+  const std::string vocab = dir.path() + "/vocab.json", merges = dir.path() + "/merges.txt";
+  ASSERT_TRUE(WriteFileAtomically(vocab, "{\"a\": 0, \"b\": 1e999}").ok());
+  ASSERT_TRUE(WriteFileAtomically(merges, "a b\n").ok());
+  Result overflow = Tok({"tiny/lora_single_device", "tokenizer=torchtune.models.qwen2_5.qwen2_5_tokenizer",
+                         "tokenizer.path=" + vocab, "tokenizer.merges_file=" + merges, "--text", "x"});
+  EXPECT_EQ(overflow.code, 2);
+  EXPECT_NE(overflow.err.find(vocab + ":1:15: in b: number 1e999 is out of range"), std::string::npos) << overflow.err;
+  EXPECT_EQ(overflow.out, "");
 }
 
 }  // namespace

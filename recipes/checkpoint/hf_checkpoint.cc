@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "recipes/checkpoint/hf_config.h"
 #include "recipes/checkpoint/hf_convert.h"
 
@@ -75,8 +76,10 @@ StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
   const std::string index_path = dir + "/" + kIndexFile;
   StatusOr<std::string> text = ReadFile(index_path);
   if (!text.ok()) return text.status();
-  json index = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+  StatusOr<json> parsed = ParseJsonText(index_path, *text);
+  if (!parsed.ok()) return parsed.status();
+  json& index = *parsed;
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
     return Status::InvalidArgument(index_path +
                                    ": expected a JSON object with a \"weight_map\" object of tensor "
                                    "name -> shard file; fix: rewrite the index (save_pretrained writes one)");
@@ -86,7 +89,7 @@ StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
   std::map<std::string, std::vector<std::string>> names_in;
   for (const auto& [name, file] : index["weight_map"].items()) {
     if (!file.is_string() || !IsPlainFileName(file.get<std::string>())) {
-      return Status::InvalidArgument(index_path + ": weight_map[\"" + name + "\"] = " + file.dump() +
+      return Status::InvalidArgument(index_path + ": weight_map[\"" + name + "\"] = " + JsonForMessage(file) +
                                      " is not a file name in the checkpoint folder");
     }
     const std::string shard = file.get<std::string>();
@@ -170,7 +173,7 @@ Status SaveHfCheckpoint(const std::string& dir, const NamedTensors& state, const
       for (const auto& [name, tensor] : shards[i]) weight_map[name] = file;
     }
     json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    TM_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kIndexFile, index.dump(2) + "\n"));
+    TM_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + kIndexFile, DumpJson(index, 2) + "\n"));
     written.insert(kIndexFile);
   }
   TM_RETURN_IF_ERROR(RemoveStaleWeights(dir, written));
@@ -213,7 +216,7 @@ Status SavePeftAdapter(const std::string& dir, const NamedTensors& adapters, con
   };
   TM_RETURN_IF_ERROR(MakeDirs(dir));
   TM_RETURN_IF_ERROR(SaveSafetensors(dir + "/adapter_model.safetensors", peft->tensors, {{"format", "pt"}}));
-  return WriteFileAtomically(dir + "/adapter_config.json", config.dump(2) + "\n");
+  return WriteFileAtomically(dir + "/adapter_config.json", DumpJson(config, 2) + "\n");
 }
 
 }  // namespace tmx::checkpoint

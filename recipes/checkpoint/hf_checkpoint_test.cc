@@ -132,6 +132,10 @@ TEST(HfCheckpointTest, ReadingRefusesMissingAndMalformedCheckpoints) {
                 ": no model.safetensors or model.safetensors.index.json in the folder; fix: point to a "
                 "Hugging Face checkpoint saved as safetensors (.bin checkpoints are not read)");
   const std::string index = dir.path() + "/model.safetensors.index.json";
+  ASSERT_TRUE(WriteFileAtomically(index, R"({"metadata": {"total_size": 1e999}, "weight_map": {}})").ok());
+  EXPECT_EQ(ReadHfSafetensors(dir.path()).status().message(),
+            index + ":1:29: in metadata.total_size: number 1e999 is out of range (a double holds magnitudes up to "
+                    "about 1.8e308); fix: write a number within that range, or regenerate the file");
   ASSERT_TRUE(WriteFileAtomically(index, R"({"weight_map": {"a": "../elsewhere.safetensors"}})").ok());
   EXPECT_EQ(ReadHfSafetensors(dir.path()).status().message(),
             index + ": weight_map[\"a\"] = \"../elsewhere.safetensors\" is not a file name in the checkpoint folder");

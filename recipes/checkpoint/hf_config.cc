@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "recipes/models/model_types.h"
 
 namespace tmx::checkpoint {
@@ -63,7 +64,8 @@ class Fields {
       *out = *fallback;
       return Status::OK();
     }
-    if (!(j_[key].*is_type)()) return Error(key, std::string("expected ") + expected + ", got " + j_[key].dump());
+    if (!(j_[key].*is_type)())
+      return Error(key, std::string("expected ") + expected + ", got " + JsonForMessage(j_[key]));
     *out = j_[key].get<T>();
     return Status::OK();
   }
@@ -94,7 +96,7 @@ Status ParseActivation(const Fields& f, const char* key, const std::string& fall
 Status ParseRopeScaling(const Fields& f, DecoderArgs* a) {
   if (!f.Has("rope_scaling")) return Status::OK();
   const json& s = f.Raw("rope_scaling");
-  if (!s.is_object()) return f.Error("rope_scaling", "expected an object or null, got " + s.dump());
+  if (!s.is_object()) return f.Error("rope_scaling", "expected an object or null, got " + JsonForMessage(s));
   Fields rope(s, f.source() + ": rope_scaling");
   std::string type;
   TM_RETURN_IF_ERROR(rope.String("rope_type", &type, ""));
@@ -127,7 +129,7 @@ Status LegacyRopeKeys(json* j, const std::string& source) {
   };
   if (!j->contains("rope_parameters") || (*j)["rope_parameters"].is_null()) return Status::OK();
   json params = (*j)["rope_parameters"];
-  if (!params.is_object()) return error("rope_parameters", "expected an object or null, got " + params.dump());
+  if (!params.is_object()) return error("rope_parameters", "expected an object or null, got " + JsonForMessage(params));
   // One object per layer type (keys among the layer types): the decoder has one RoPE, so they must agree.
   bool per_layer = !params.empty();
   for (const auto& [key, value] : params.items()) {
@@ -137,8 +139,9 @@ Status LegacyRopeKeys(json* j, const std::string& source) {
     const json first = params.begin().value();
     for (const auto& [key, value] : params.items()) {
       if (value != first) {
-        return error("rope_parameters." + key, "differs from the other layer types' (" + value.dump() + " vs " +
-                                                  first.dump() + "); per-layer RoPE is not implemented");
+        return error("rope_parameters." + key, "differs from the other layer types' (" + JsonForMessage(value) +
+                                                   " vs " + JsonForMessage(first) +
+                                                   "); per-layer RoPE is not implemented");
       }
     }
     params = first;
@@ -151,8 +154,8 @@ Status LegacyRopeKeys(json* j, const std::string& source) {
   for (const auto& [key, value] : params.items()) {
     if (key == "rope_theta" || key == "partial_rotary_factor") {
       if (j->contains(key) && !(*j)[key].is_null() && (*j)[key] != value) {
-        return error(key, (*j)[key].dump() + " disagrees with rope_parameters." + key + " " + value.dump() +
-                              "; keep one");
+        return error(key, JsonForMessage((*j)[key]) + " disagrees with rope_parameters." + key + " " +
+                              JsonForMessage(value) + "; keep one");
       }
       (*j)[key] = value;
     } else {
@@ -175,7 +178,7 @@ Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArg
   if (type.reads_rope_scaling) {
     TM_RETURN_IF_ERROR(ParseRopeScaling(f, a));
   } else if (f.Has("rope_scaling")) {
-    return f.Error("rope_scaling", f.Raw("rope_scaling").dump() + " is not implemented for " + type.name +
+    return f.Error("rope_scaling", JsonForMessage(f.Raw("rope_scaling")) + " is not implemented for " + type.name +
                                        "; only llama's \"llama3\" scaling is");
   }
   if (!type.sliding_window_refusal.empty()) {
@@ -193,7 +196,7 @@ Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArg
       for (size_t i = 0; i < layers.size(); ++i) {
         const std::string want = i % 2 == 0 ? "sliding_attention" : "full_attention";
         if (!layers[i].is_string() || layers[i].get<std::string>() != want) {
-          return f.Error("layer_types", "layer " + std::to_string(i) + " is " + layers[i].dump() +
+          return f.Error("layer_types", "layer " + std::to_string(i) + " is " + JsonForMessage(layers[i]) +
                                             "; only Gemma 2's alternation (sliding on even layers) is implemented");
         }
       }
@@ -213,8 +216,10 @@ Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArg
 std::string SupportedHfModelTypes() { return models::ModelTypeNames(); }
 
 StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::string& source) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  StatusOr<json> parsed = ParseJsonText(source, json_text);
+  if (!parsed.ok()) return parsed.status();
+  json& j = *parsed;
+  if (!j.is_object()) {
     return Status::InvalidArgument(source + ": not a JSON object; fix: point to a Hugging Face config.json");
   }
   TM_RETURN_IF_ERROR(LegacyRopeKeys(&j, source));
@@ -319,7 +324,7 @@ StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderA
     for (int64_t i = 0; i < args.num_layers; ++i) layers.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
     j["layer_types"] = layers;
   }
-  const std::string text = j.dump(2) + "\n";
+  const std::string text = DumpJson(j, 2) + "\n";
 
   // What this model_type cannot express shows up as a difference after reading the text back.
   StatusOr<HfModelConfig> back = ParseHfConfig(text, "config.json for " + model_type);

@@ -133,8 +133,12 @@ TEST(HfConfigTest, UnsupportedFieldsAreNamedWithTheFix) {
   j = Llama();
   j["num_key_value_heads"] = 5;
   EXPECT_EQ(Parse(j), "config.json: num_kv_heads: must divide num_heads (32), got 5");
-  EXPECT_EQ(ParseHfConfig("{", "x.json").status().message(),
+  EXPECT_EQ(ParseHfConfig("[1]", "x.json").status().message(),
             "x.json: not a JSON object; fix: point to a Hugging Face config.json");
+  EXPECT_EQ(ParseHfConfig("{", "x.json").status().message().rfind("x.json:1:2: invalid JSON (syntax error", 0), 0u);
+  EXPECT_EQ(ParseHfConfig("{\"vocab_size\": 1e999}", "x.json").status().message(),
+            "x.json:1:16: in vocab_size: number 1e999 is out of range (a double holds magnitudes up to about 1.8e308); "
+            "fix: write a number within that range, or regenerate the file");
   EXPECT_EQ(ReadHfConfig("/nonexistent").status().code(), Status::Code::kNotFound);
 }
 

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this reader and writer copy bytes as they are");
@@ -153,7 +154,7 @@ StatusOr<Entry> ParseEntry(const std::string& name, const json& value, uint64_t 
   for (const json& dim : *shape) {
     uint64_t d = 0;
     if (!ToUnsigned(dim, &d) || d > static_cast<uint64_t>(INT64_MAX)) {
-      return Status::InvalidArgument(where + "\"shape\" " + shape->dump() + " holds a value that is not a "
+      return Status::InvalidArgument(where + "\"shape\" " + JsonForMessage(*shape) + " holds a value that is not a "
                                      "non-negative integer");
     }
     e.shape.push_back(static_cast<int64_t>(d));
@@ -163,7 +164,7 @@ StatusOr<Entry> ParseEntry(const std::string& name, const json& value, uint64_t 
   if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 || !ToUnsigned((*offsets)[0], &e.begin) ||
       !ToUnsigned((*offsets)[1], &e.end) || e.begin > e.end) {
     return Status::InvalidArgument(where + "\"data_offsets\" must be [begin, end] with 0 <= begin <= end, got " +
-                                   (offsets == value.end() ? std::string("nothing") : offsets->dump()));
+                                   (offsets == value.end() ? std::string("nothing") : JsonForMessage(*offsets)));
   }
   uint64_t itemsize = c10::elementSize(e.dtype);
   uint64_t nbytes = 0;
@@ -184,13 +185,9 @@ StatusOr<Entry> ParseEntry(const std::string& name, const json& value, uint64_t 
 // Parses and checks the header; returns the entries sorted by data offset.
 StatusOr<std::vector<Entry>> ParseHeader(const std::string& text, uint64_t data_size, const std::string& path,
                                          std::map<std::string, std::string>* metadata) {
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return Status::InvalidArgument(path + ": the safetensors header is not valid JSON (" + e.what() +
-                                   "); the file is corrupt or not a safetensors file");
-  }
+  StatusOr<json> parsed = ParseJsonText(path + ": the safetensors header", text);
+  if (!parsed.ok()) return parsed.status();
+  const json& header = *parsed;
   if (!header.is_object()) {
     return Status::InvalidArgument(path + ": the safetensors header is a JSON " + header.type_name() +
                                    ", expected an object; the file is corrupt or not a safetensors file");
@@ -303,7 +300,7 @@ Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
                                 {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
-  std::string header_text = header.dump();
+  std::string header_text = DumpJson(header);
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
 
   std::string file;

@@ -149,6 +149,9 @@ TEST_F(SafetensorsTest, BadFilesGiveClearErrors) {
   };
   const std::vector<Case> cases = {
       {"not JSON", "{\"a\": ", 8, ""},
+      {"number out of range", R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1e999]}})", 8,
+       "the safetensors header:1:58: in w.data_offsets[1]: number 1e999 is out of range (a double holds magnitudes "
+       "up to about 1.8e308); fix: write a number within that range, or regenerate the file"},
       {"not an object", "[1, 2]", 0,
        "the safetensors header is a JSON array, expected an object; the file is corrupt or not a safetensors file"},
       {"unknown dtype", R"({"w": {"dtype": "F7", "shape": [2], "data_offsets": [0, 8]}})", 8,
@@ -186,7 +189,7 @@ TEST_F(SafetensorsTest, BadFilesGiveClearErrors) {
     std::string path = WriteRaw("bad.safetensors", SafetensorsFile(header, std::string(c.data_bytes, '\x02')));
     std::string message = LoadError(path);
     if (c.expected.empty()) {
-      EXPECT_THAT(message, HasSubstr(path + ": the safetensors header is not valid JSON ("));
+      EXPECT_THAT(message, HasSubstr(path + ": the safetensors header:1:9: invalid JSON (syntax error"));
     } else {
       EXPECT_EQ(message, path + ": " + c.expected);
     }

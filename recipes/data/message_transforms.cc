@@ -48,6 +48,25 @@ StatusOr<std::string> Field(const Record& record, const json& message, size_t in
   return message[field].get<std::string>();
 }
 
+// message[field] as a bool: `fallback` when absent or null. nlohmann's value() throws type_error on any other
+// type; a record's fields are the user's, so that is a message naming the record instead.
+StatusOr<bool> Flag(const Record& record, const json& message, size_t index, const char* field, bool fallback) {
+  auto it = message.find(field);
+  if (it == message.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) {
+    return Status::InvalidArgument(record.where() + "message " + std::to_string(index) + " field \"" + field + "\" is " +
+                                   DescribeJson(*it) + ", expected true or false");
+  }
+  return it->get<bool>();
+}
+
+// message["role"] when `message` is an object with a string role, else "".
+std::string RoleOf(const json& message) {
+  if (!message.is_object()) return "";
+  auto it = message.find("role");
+  return it != message.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 void AddSystemPrompt(const MessageTransform& t, std::vector<Message>* messages) {
   if (t.new_system_prompt) messages->insert(messages->begin(), Message("system", *t.new_system_prompt, true));
 }
@@ -88,16 +107,24 @@ StatusOr<std::vector<Message>> OpenAi(const MessageTransform& t, const Record& r
     if (content.is_string()) {
       m.content = {content.get<std::string>()};
     } else if (content.is_array()) {
-      for (const json& part : content) {
-        if (part.value("type", "") == "text" && part.contains("text")) m.content.push_back(part["text"]);
+      for (size_t p = 0; p < content.size(); ++p) {
+        const json& part = content[p];
         // image_url parts are dropped: tune-matrix has no vision models
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text") continue;
+        if (!part.contains("text")) continue;
+        if (!part["text"].is_string()) {
+          return Status::InvalidArgument(record.where() + "message " + std::to_string(i) + " content part " +
+                                         std::to_string(p) + " \"text\" is " + DescribeJson(part["text"]) +
+                                         ", expected a string");
+        }
+        m.content.push_back(part["text"].get<std::string>());
       }
     } else {
       return Status::InvalidArgument(record.where() + "message " + std::to_string(i) +
                                      " has no \"content\" string or list");
     }
-    bool next_is_tool =
-        i + 1 < all.size() && (all[i + 1].value("role", "") == "tool" || all[i + 1].value("role", "") == "ipython");
+    std::string next_role = i + 1 < all.size() ? RoleOf(all[i + 1]) : "";
+    bool next_is_tool = next_role == "tool" || next_role == "ipython";
     m.eot = !(m.role == "tool" || m.role == "ipython" || (m.role == "assistant" && next_is_tool));
     messages.push_back(std::move(m));
   }
@@ -115,9 +142,15 @@ StatusOr<std::vector<Message>> FromDicts(const Record& record, const json& list,
     if (!role.ok()) return role.status();
     StatusOr<std::string> content = Field(record, list[i], i, "content");
     if (!content.ok()) return content.status();
-    Message m(*role, *content, list[i].value("masked", false));
-    m.ipython = list[i].value("ipython", false);
-    m.eot = list[i].value("eot", true);
+    StatusOr<bool> masked = Flag(record, list[i], i, "masked", false);
+    StatusOr<bool> ipython = Flag(record, list[i], i, "ipython", false);
+    StatusOr<bool> eot = Flag(record, list[i], i, "eot", true);
+    for (const StatusOr<bool>* flag : {&masked, &ipython, &eot}) {
+      if (!flag->ok()) return flag->status();
+    }
+    Message m(*role, *content, *masked);
+    m.ipython = *ipython;
+    m.eot = *eot;
     messages.push_back(std::move(m));
   }
   return messages;

@@ -48,6 +48,26 @@ TEST(MessageTransformsTest, OpenAiToolCallsAreNotEndOfTurn) {
   EXPECT_EQ((*m)[1].text(), "call");
 }
 
+// Fields of the wrong type made nlohmann's value() and conversions throw type_error out of the transform; the
+// trainer's catch-all then reported the library's text as an internal failure.
+TEST(MessageTransformsTest, FieldsOfTheWrongTypeNameTheRecordAndMessage) {
+  MessageTransform t;
+  t.style = MessageStyle::kOpenAi;
+  auto m = ToMessages(t, R({{"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", 5}}}}}}}}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "d.json:7: message 0 content part 0 \"text\" is a number, expected a string");
+  // A next message that is not an object: reported as itself, not as a type_error from peeking at its role.
+  m = ToMessages(t, R({{"messages", {{{"role", "user"}, {"content", "q"}}, 3}}}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "d.json:7: message 1 has no string \"role\"");
+  MessageTransform chosen_rejected;
+  chosen_rejected.style = MessageStyle::kChosenRejected;
+  auto pair = ToPreferenceMessages(
+      chosen_rejected, R({{"chosen", {{{"role", "user"}, {"content", "q"}, {"masked", "yes"}}}}, {"rejected", {}}}));
+  ASSERT_FALSE(pair.ok());
+  EXPECT_EQ(pair.status().message(), "d.json:7: message 0 field \"masked\" is a string, expected true or false");
+}
+
 TEST(MessageTransformsTest, MissingColumnNamesRecordAndFix) {
   MessageTransform t;
   t.column_map = {{"input", "question"}, {"output", "answer"}};

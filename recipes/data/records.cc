@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 #include "recipes/data/tokenizers/unicode.h"
 
 namespace tmx::data {
@@ -21,16 +22,6 @@ bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r
 // "<path>:<line>: " (the prefix of every message about one record).
 std::string Where(const std::string& path, int64_t line) { return path + ":" + std::to_string(line) + ": "; }
 
-// nlohmann's parse_error text is "[json.exception.parse_error.101] parse error at line 1, column 5:
-// <detail>"; keep only <detail>, since the caller states the position in the file itself.
-std::string ParseErrorDetail(const json::parse_error& e) {
-  std::string what = e.what();
-  size_t column = what.find("column ");
-  size_t colon = what.find(": ", column == std::string::npos ? 0 : column);
-  if (colon == std::string::npos) return what;
-  return what.substr(colon + 2);
-}
-
 // The 1-based line of byte `offset` in `text`, counting from `from_offset` at `from_line` so that
 // increasing offsets are counted in linear time overall.
 int64_t LineAt(const std::string& text, size_t offset, size_t* from_offset, int64_t* from_line) {
@@ -39,17 +30,6 @@ int64_t LineAt(const std::string& text, size_t offset, size_t* from_offset, int6
                            text.begin() + static_cast<std::ptrdiff_t>(offset), '\n');
   *from_offset = offset;
   return *from_line;
-}
-
-Status InvalidJson(const std::string& path, const std::string& text, size_t base, int64_t base_line,
-                   const json::parse_error& e) {
-  // e.byte counts from 1 and points at the character where parsing failed.
-  size_t offset = base + (e.byte > 0 ? e.byte - 1 : 0);
-  size_t from = base;
-  int64_t line = base_line;
-  LineAt(text, offset, &from, &line);
-  return Status::InvalidArgument(Where(path, line) + "invalid JSON (" + ParseErrorDetail(e) +
-                                 "); fix: repair the file or regenerate it");
 }
 
 // Byte offsets where the elements of the top-level array in `text` start. REQUIRES: `text` is valid
@@ -97,12 +77,9 @@ std::vector<size_t> TopLevelElementOffsets(const std::string& text) {
 std::string DescribeJson(const json& value) { return DescribeImpl(value); }
 
 StatusOr<std::vector<Record>> ParseJsonArray(const std::string& path, const std::string& text) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return InvalidJson(path, text, 0, 1, e);
-  }
+  StatusOr<json> parsed = ParseJsonText(path, text);
+  if (!parsed.ok()) return parsed.status();
+  json& doc = *parsed;
   if (!doc.is_array()) {
     return Status::InvalidArgument(path + ": the top-level value is " + DescribeJson(doc) +
                                    ", expected an array of records; fix: wrap the records in [...], or write one "
@@ -125,13 +102,11 @@ StatusOr<std::vector<Record>> ParseJsonArray(const std::string& path, const std:
 
 StatusOr<std::vector<Record>> ParseJsonLines(const std::string& path, const std::string& text) {
   std::vector<Record> records;
-  Status status = ForEachLine(text, [&](int64_t line, std::string_view content, size_t offset) {
+  Status status = ForEachLine(text, [&](int64_t line, std::string_view content, size_t) {
     if (std::all_of(content.begin(), content.end(), [](char c) { return IsJsonSpace(c); })) return Status::OK();
-    try {
-      records.push_back(Record{json::parse(content), path, line});
-    } catch (const json::parse_error& e) {
-      return InvalidJson(path, text, offset, line, e);
-    }
+    StatusOr<json> value = ParseJsonText(path, content, line);
+    if (!value.ok()) return value.status();
+    records.push_back(Record{std::move(value).value(), path, line});
     return Status::OK();
   });
   if (!status.ok()) return status;

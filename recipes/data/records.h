@@ -26,8 +26,9 @@ struct Record {
   std::string where() const { return path + ":" + std::to_string(line) + ": "; }
 };
 
-// InvalidArgument "<path>:<line>: invalid JSON (<detail>); fix: repair the file or regenerate it" for bad JSON;
-// "<path>: the top-level value is ..." for JSON that is neither an array nor JSON Lines.
+// InvalidArgument "<path>:<line>:<column>: ..." (base/json_io.h's ParseJsonText: the field and the problem, such as
+// a number out of a double's range, and a fix) for bad JSON; "<path>: the top-level value is ..." for JSON that is
+// neither an array nor JSON Lines.
 StatusOr<std::vector<Record>> ParseJsonArray(const std::string& path, const std::string& text);
 StatusOr<std::vector<Record>> ParseJsonLines(const std::string& path, const std::string& text);
 // A .json file: an array when its first non-space character is '[', else JSON Lines.

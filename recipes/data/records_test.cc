@@ -20,7 +20,19 @@ TEST(RecordsTest, JsonArrayAndLinesKeepLineNumbers) {
 TEST(RecordsTest, BadJsonNamesTheLine) {
   auto lines = ParseJsonLines("d.jsonl", "{\"x\": 1}\n{\"x\": }\n");
   ASSERT_FALSE(lines.ok());
-  EXPECT_EQ(lines.status().message().rfind("d.jsonl:2: invalid JSON (", 0), 0u) << lines.status().message();
+  EXPECT_EQ(lines.status().message().rfind("d.jsonl:2:7: invalid JSON (", 0), 0u) << lines.status().message();
+}
+
+// A number no double holds made the JSON library throw out_of_range, which escaped as its raw text.
+TEST(RecordsTest, ANumberOutOfRangeNamesTheLineAndTheField) {
+  const std::string problem = ": number 1e999 is out of range (a double holds magnitudes up to about 1.8e308); fix: "
+                              "write a number within that range, or regenerate the file";
+  auto lines = ParseJsonLines("d.jsonl", "{\"x\": 1}\n\n{\"input\": \"a\", \"scores\": [1, 1e999]}\n");
+  ASSERT_FALSE(lines.ok());
+  EXPECT_EQ(lines.status().message(), "d.jsonl:3:30: in scores[1]" + problem);
+  auto array = ParseJson("d.json", "[\n  {\"x\": 1},\n  {\"x\": 1e999}\n]");
+  ASSERT_FALSE(array.ok());
+  EXPECT_EQ(array.status().message(), "d.json:3:9: in [1].x" + problem);
 }
 
 TEST(RecordsTest, CsvQuotesCommasAndNewlines) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 
 namespace tmx::data {
 
@@ -126,13 +127,9 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
   StatusOr<std::string> merges_text = ReadFile(merges_path);
   if (!merges_text.ok()) return merges_text.status();
   ByteBpeModel model;
-  nlohmann::json vocab;
-  try {
-    vocab = nlohmann::json::parse(*vocab_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return Status::InvalidArgument(vocab_path + ": invalid JSON at byte " + std::to_string(e.byte) +
-                                   "; fix: give the tokenizer's vocab.json ({\"token\": id, ...})");
-  }
+  StatusOr<nlohmann::json> vocab_json = ParseJsonText(vocab_path, *vocab_text);
+  if (!vocab_json.ok()) return vocab_json.status();
+  const nlohmann::json& vocab = *vocab_json;
   if (!vocab.is_object()) {
     return Status::InvalidArgument(vocab_path +
                                    ": expected a JSON object {\"token\": id, ...}; fix: give the "
@@ -140,7 +137,7 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
   }
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-      return Status::InvalidArgument(vocab_path + ": token \"" + token + "\" has id " + id.dump() +
+      return Status::InvalidArgument(vocab_path + ": token \"" + token + "\" has id " + JsonForMessage(id) +
                                      ", expected a whole number >= 0; fix: give the tokenizer's vocab.json");
     }
     model.vocab.emplace(token, id.get<int64_t>());

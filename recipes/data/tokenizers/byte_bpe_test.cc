@@ -121,5 +121,23 @@ TEST(ByteBpeTest, BadMergeLineNamesFileAndLine) {
                                           "tokenizer's vocab.json (merges go in merges_file)");
 }
 
+// 1e999 made the JSON library throw out_of_range, which only parse errors were caught for: `tune tokenize` aborted.
+TEST(ByteBpeTest, AnIdOutOfRangeInVocabIsAnErrorNamingTheFileAndToken) {
+  test::ScratchDir dir;
+  std::string vocab = dir.path() + "/vocab.json", merges = dir.path() + "/merges.txt";
+  test::WriteTextFile(vocab, "{\"a\": 0,\n \"b\": 1e999}");
+  test::WriteTextFile(merges, "a b\n");
+  auto model = LoadByteBpeFiles(vocab, merges);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), vocab + ":2:7: in b: number 1e999 is out of range (a double holds magnitudes "
+                                              "up to about 1.8e308); fix: write a number within that range, or "
+                                              "regenerate the file");
+  test::WriteTextFile(vocab, "{\"a\": 0, \"b\": \"1\"}");
+  model = LoadByteBpeFiles(vocab, merges);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), vocab + ": token \"b\" has id \"1\", expected a whole number >= 0; fix: give "
+                                              "the tokenizer's vocab.json");
+}
+
 }  // namespace
 }  // namespace tmx::data

@@ -5,25 +5,27 @@
 #include <optional>
 
 #include "base/file_util.h"
+#include "base/json_io.h"
 
 namespace tmx::data {
 namespace {
 
 using nlohmann::json;
 
-StatusOr<json> ReadJson(const std::string& path, const std::string& what) {
+StatusOr<json> ReadJson(const std::string& path) {
   StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
-  try {
-    return json::parse(*text);
-  } catch (const json::parse_error& e) {
-    return Status::InvalidArgument(path + ": invalid JSON at byte " + std::to_string(e.byte) + "; fix: give " + what);
-  }
+  return ParseJsonText(path, *text);
+}
+
+// "a string", "an object", "null": the type of `value` as a message names it.
+std::string TypeName(const json& value) {
+  if (value.is_null()) return "null";
+  return std::string(value.is_array() || value.is_object() ? "an " : "a ") + value.type_name();
 }
 
 Status Unsupported(const std::string& path, const std::string& key, const json& value, const std::string& supported) {
-  std::string shown = value.dump();
-  if (shown.size() > 120) shown = shown.substr(0, 120) + "...";
+  std::string shown = JsonForMessage(value);
   return Status::InvalidArgument(path + ": " + key + " " + shown + " is not supported (supported: " + supported +
                                  "); fix: use torchtune's family tokenizer for this model, or a tokenizer.json "
                                  "with a byte-level BPE model");
@@ -205,7 +207,7 @@ std::optional<int64_t> ConfigId(const json& config, const char* key) {
 }  // namespace
 
 StatusOr<std::map<std::string, int64_t>> ReadHfAddedTokens(const std::string& path) {
-  StatusOr<json> doc = ReadJson(path, "the model's tokenizer.json");
+  StatusOr<json> doc = ReadJson(path);
   if (!doc.ok()) return doc.status();
   std::map<std::string, int64_t> tokens;
   if (!doc->is_object() || !doc->contains("added_tokens") || !(*doc)["added_tokens"].is_array()) {
@@ -213,11 +215,22 @@ StatusOr<std::map<std::string, int64_t>> ReadHfAddedTokens(const std::string& pa
                                    ": has no \"added_tokens\" list; fix: set special_tokens_path to the "
                                    "model's tokenizer.json (or leave it null for the family's own special tokens)");
   }
-  for (const json& token : (*doc)["added_tokens"]) {
+  const json& added = (*doc)["added_tokens"];
+  for (size_t i = 0; i < added.size(); ++i) {
+    const json& token = added[i];
     if (!token.is_object() || !token.contains("content") || !token.contains("id")) {
-      return Status::InvalidArgument(path + ": added token " + token.dump() +
+      return Status::InvalidArgument(path + ": added token " + JsonForMessage(token) +
                                      " lacks \"content\" or \"id\"; fix: "
                                      "give every added token both");
+    }
+    std::string field = path + ": added_tokens[" + std::to_string(i) + "].";
+    const char* fix = "; fix: set special_tokens_path to the model's own tokenizer.json";
+    if (!token["content"].is_string()) {
+      return Status::InvalidArgument(field + "content is " + TypeName(token["content"]) + ", expected a string" + fix);
+    }
+    if (!token["id"].is_number_integer() || token["id"].get<int64_t>() < 0) {
+      return Status::InvalidArgument(field + "id is " + JsonForMessage(token["id"]) +
+                                     ", expected a whole number >= 0" + fix);
     }
     tokens[token["content"].get<std::string>()] = token["id"].get<int64_t>();
   }
@@ -239,7 +252,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
                                    ": neither tokenizer_config_json_path nor generation_config_path "
                                    "is set, so BOS and EOS are unknown; fix: set at least one of them");
   }
-  StatusOr<json> doc = ReadJson(options.path, "the model's tokenizer.json");
+  StatusOr<json> doc = ReadJson(options.path);
   if (!doc.ok()) return doc.status();
   if (!doc->is_object() || !doc->contains("model")) {
     return Status::InvalidArgument(options.path + ": has no \"model\"; fix: give a Hugging Face tokenizer.json");
@@ -267,7 +280,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
   };
   bool have_bos = false, have_eos = false;
   if (!options.tokenizer_config_path.empty()) {
-    StatusOr<json> config = ReadJson(options.tokenizer_config_path, "the model's tokenizer_config.json");
+    StatusOr<json> config = ReadJson(options.tokenizer_config_path);
     if (!config.ok()) return config.status();
     tok->bos_id_ = token_id(ConfigToken(*config, "bos_token"));
     tok->eos_id_ = token_id(ConfigToken(*config, "eos_token"));
@@ -276,7 +289,7 @@ StatusOr<std::unique_ptr<HfTokenizer>> HfTokenizer::LoadUnchecked(const HfTokeni
     have_eos = tok->eos_id_ != kNoId;
   }
   if (!options.generation_config_path.empty()) {
-    StatusOr<json> config = ReadJson(options.generation_config_path, "the model's generation_config.json");
+    StatusOr<json> config = ReadJson(options.generation_config_path);
     if (!config.ok()) return config.status();
     std::optional<int64_t> bos = ConfigId(*config, "bos_token_id");
     std::optional<int64_t> eos = ConfigId(*config, "eos_token_id");

@@ -200,5 +200,31 @@ TEST(HfTokenizerTest, AddedTokensForSpecialTokensPath) {
             (std::map<std::string, int64_t>{{"<|endoftext|>", 2000}, {"<|im_start|>", 2001}, {"<|im_end|>", 2002}}));
 }
 
+// A field of the wrong type made get<T>() throw type_error out of ReadHfAddedTokens (an abort in `tune tokenize`).
+TEST(HfTokenizerTest, AddedTokensOfTheWrongTypeNameTheFileAndField) {
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  const std::string fix = "; fix: set special_tokens_path to the model's own tokenizer.json";
+  struct Case {
+    std::string added_tokens, expected;
+  };
+  const Case cases[] = {
+      {R"([{"content": "<s>", "id": 1}, {"content": 7, "id": 2}])",
+       path + ": added_tokens[1].content is a number, expected a string" + fix},
+      {R"([{"content": "<s>", "id": "1"}])", path + ": added_tokens[0].id is \"1\", expected a whole number >= 0" + fix},
+      {R"([{"content": "<s>", "id": -3}])", path + ": added_tokens[0].id is -3, expected a whole number >= 0" + fix},
+      {R"([{"content": "<s>", "id": 1e999}])",
+       path + ":1:44: in added_tokens[0].id: number 1e999 is out of range (a double holds magnitudes up to about "
+              "1.8e308); fix: write a number within that range, or regenerate the file"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.added_tokens);
+    test::WriteTextFile(path, "{\"added_tokens\": " + c.added_tokens + "}");
+    auto tokens = ReadHfAddedTokens(path);
+    ASSERT_FALSE(tokens.ok());
+    EXPECT_EQ(tokens.status().message(), c.expected);
+  }
+}
+
 }  // namespace
 }  // namespace tmx::data
