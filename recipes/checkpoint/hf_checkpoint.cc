@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "recipes/checkpoint/hf_config.h"
 #include "recipes/checkpoint/hf_convert.h"
 
@@ -73,7 +74,7 @@ std::string DtypeName(c10::ScalarType type) {
 
 StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
   const std::string index_path = dir + "/" + kIndexFile;
-  StatusOr<std::string> text = ReadFile(index_path);
+  StatusOr<std::string> text = ReadFile(index_path, CheckpointIndexInput());
   if (!text.ok()) return text.status();
   json index = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 
 namespace tmx::data {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 using nlohmann::json;
 
 StatusOr<json> ReadJson(const std::string& path, const std::string& what) {
-  StatusOr<std::string> text = ReadFile(path);
+  StatusOr<std::string> text = ReadFile(path, TokenizerInput());
   if (!text.ok()) return text.status();
   try {
     return json::parse(*text);
