@@ -34,7 +34,7 @@ struct InputFileOptions {
 
 // The options of each kind of input, with its limit. Each limit is many times the largest real file of its
 // kind (noted), so only a wrong or hostile file meets it.
-// A YAML config, config.json, generation_config.json: 4 MiB (torchtune's configs are a few KiB).
+// A YAML config, a checkpoint's config.json: 4 MiB (torchtune's configs and config.json are a few KiB).
 InputFileOptions ConfigInput();
 // tokenizer.json, tokenizer.model, vocab.json and merges.txt, a tiktoken file: 256 MiB (Gemma's
 // tokenizer.json, among the largest, is about 33 MiB).
