@@ -9,6 +9,8 @@
 #include <climits>
 #include <cstring>
 
+#include "base/input_file.h"
+
 namespace tmx {
 namespace {
 
@@ -37,18 +39,6 @@ Status WriteAll(int fd, const std::string& data, const std::string& path) {
   return Status::OK();
 }
 
-// Reads `fd` to its end.
-Status ReadAll(int fd, const std::string& path, std::string* out) {
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
-    if (n == 0) return Status::OK();
-    out->append(buf, static_cast<size_t>(n));
-  }
-}
-
 std::string BaseName(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -56,27 +46,7 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound(path + ": no such file");
-    return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
-  }
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode, kPassRegular);
-  // O_NONBLOCK: should the path have become a FIFO since the stat, the open must not wait for a writer.
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Status::IoError(path + ": cannot be read (" + ErrnoText() + ")");
-  Status s;
-  std::string out;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    s = NotRegular(path, st.st_mode, kPassRegular);
-  } else {
-    s = ReadAll(fd, path, &out);
-  }
-  ::close(fd);
-  if (!s.ok()) return s;
-  return out;
-}
+StatusOr<std::string> ReadFile(const std::string& path) { return ReadFile(path, InputFileOptions()); }
 
 std::string AtomicWriteTempName(const std::string& name, int64_t pid, int n) {
   return "." + name + kTempMarker + std::to_string(pid) + "." + std::to_string(n);

@@ -11,9 +11,9 @@
 
 namespace tmx {
 
-// Reads the whole file (following symlinks). NotFound if it does not exist; InvalidArgument if it is not a
-// regular file (a folder, a FIFO, a device, a socket), found without blocking, so a FIFO with no writer never
-// hangs the reader; IoError if it cannot be read.
+// Reads the whole file, opened as an InputFile (base/input_file.h, which has the ReadFile of a kind's limit):
+// NotFound if it does not exist; InvalidArgument if it is not a regular file (found without blocking, so a
+// FIFO with no writer never hangs the reader) or is over 1 GiB; IoError if it cannot be read.
 StatusOr<std::string> ReadFile(const std::string& path);
 
 // Writes `contents` to a temporary file, fsyncs it and renames it over the file, keeping the permissions of

@@ -45,6 +45,94 @@ TEST_F(FolderTest, ListsRegularFilesAndReportsTheRestWithoutOpeningThem) {
   EXPECT_EQ(ListRegularFiles(Path("nope"), ".yaml", nullptr).status().code(), Status::Code::kNotFound);
 }
 
+// Every entry WalkFolder passes to `visit`, relative to the walked folder; the walk's status in `status`.
+std::vector<std::string> Walked(const std::string& dir, const WalkOptions& options, Status* status) {
+  std::vector<std::string> seen;
+  *status = WalkFolder(dir, options, [&](const FolderEntry& e) {
+    seen.push_back(e.relative);
+    return Status::OK();
+  });
+  return seen;
+}
+
+WalkOptions FollowingLinks() {
+  WalkOptions options;
+  options.follow_folder_links = true;
+  options.skip_hidden = true;
+  return options;
+}
+
+TEST_F(FolderTest, WalksSortedDepthFirstSkippingHiddenEntries) {
+  Touch("d/b.jsonl");
+  Touch("d/a/x.jsonl");
+  Touch("d/.cache/y.jsonl");
+  Touch("d/.hidden.jsonl");
+  Touch("real/z.jsonl");
+  ASSERT_EQ(::symlink("../real", Path("d/c").c_str()), 0);
+  Status s;
+  EXPECT_EQ(Walked(Path("d"), FollowingLinks(), &s), (std::vector<std::string>{"a/x.jsonl", "b.jsonl", "c/z.jsonl"}));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  // Without following links, the link is an entry; without skipping hidden ones, they are walked too.
+  EXPECT_EQ(Walked(Path("d"), WalkOptions(), &s),
+            (std::vector<std::string>{".cache/y.jsonl", ".hidden.jsonl", "a/x.jsonl", "b.jsonl", "c"}));
+  WalkOptions flat;
+  flat.recursive = false;
+  EXPECT_EQ(Walked(Path("d"), flat, &s), (std::vector<std::string>{".cache", ".hidden.jsonl", "a", "b.jsonl", "c"}));
+  Walked(Path("nope"), WalkOptions(), &s);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+}
+
+// One link to its own folder used to read the folder 41 times (until the path was too long to resolve), two
+// never ended: a folder met again is an error naming the link, before anything is read twice.
+TEST_F(FolderTest, ALinkLoopIsAnErrorNamingTheLink) {
+  Touch("d/a.jsonl");
+  Touch("d/sub/b.jsonl");
+  ASSERT_EQ(::symlink(".", Path("d/loop").c_str()), 0);
+  Status s;
+  EXPECT_EQ(Walked(Path("d"), FollowingLinks(), &s), (std::vector<std::string>{"a.jsonl"}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), Path("d/loop") + ": is a symbolic link to " + Path("d") +
+                             ", a folder that holds it (a loop); fix: remove the link");
+
+  ASSERT_EQ(::unlink(Path("d/loop").c_str()), 0);
+  ASSERT_EQ(::symlink("..", Path("d/sub/up").c_str()), 0);
+  ASSERT_EQ(::symlink(".", Path("d/sub/zz").c_str()), 0);  // two links: the first met is named
+  EXPECT_EQ(Walked(Path("d"), FollowingLinks(), &s), (std::vector<std::string>{"a.jsonl", "sub/b.jsonl"}));
+  EXPECT_EQ(s.message(), Path("d/sub/up") + ": is a symbolic link to " + Path("d") +
+                             ", a folder that holds it (a loop); fix: remove the link");
+}
+
+TEST_F(FolderTest, ASecondWayToAFolderIsAnErrorToo) {
+  Touch("d/a/x.jsonl");
+  ASSERT_EQ(::symlink("a", Path("d/b").c_str()), 0);
+  Status s;
+  EXPECT_EQ(Walked(Path("d"), FollowingLinks(), &s), (std::vector<std::string>{"a/x.jsonl"}));
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), Path("d/b") + ": is the folder already read as " + Path("d/a") +
+                             " (its files would be read twice); fix: remove the link");
+}
+
+TEST_F(FolderTest, DepthAndEntriesAreBounded) {
+  Touch("d/1/2/3/deep.txt");
+  Touch("d/other.txt");
+  WalkOptions shallow;
+  shallow.max_depth = 2;
+  Status s;
+  Walked(Path("d"), shallow, &s);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), Path("d/1/2/3") + ": more than 2 levels of folders below " + Path("d") +
+                             "; fix: move the files to read nearer the top");
+  WalkOptions few;
+  few.max_entries = 4;
+  EXPECT_EQ(Walked(Path("d"), few, &s), (std::vector<std::string>{"1/2/3/deep.txt"}));
+  EXPECT_EQ(s.message(), Path("d") +
+                             ": more than 4 files and folders; fix: point at the folder that holds only "
+                             "the files to read");
+  few.max_entries = 5;
+  EXPECT_EQ(Walked(Path("d"), few, &s).size(), 2u);
+  EXPECT_TRUE(s.ok());
+}
+
 TEST_F(FolderTest, RemovesOnlyOldTemporaryFilesOfDeadWriters) {
   const int64_t kDeadPid = 999999999;  // above any pid_max
   const std::string mine = std::to_string(::getpid());

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "base/clock.h"
@@ -14,6 +15,7 @@
 #include "matrix/junit.h"
 #include "matrix/merge.h"
 #include "matrix/support_block.h"
+#include "recipes/checkpoint/safetensors_header.h"
 
 namespace tmx::fuzz {
 namespace {
@@ -129,6 +131,77 @@ bool RunWriteBack(const std::string& input) {
   return true;
 }
 
+// A safetensors file in memory, read the way LoadSafetensors reads one from disk: the header length, then the
+// header. What the reader then relies on must hold for whatever was accepted.
+bool RunSafetensors(const std::string& input) {
+  const std::string path = "fuzz.safetensors";
+  uint64_t length_field = 0;
+  if (input.size() >= 8) std::memcpy(&length_field, input.data(), 8);
+  StatusOr<uint64_t> length = checkpoint::CheckSafetensorsHeaderLength(input.size(), length_field, path);
+  if (!length.ok()) return false;
+  const uint64_t data_size = input.size() - 8 - *length;
+  StatusOr<checkpoint::SafetensorsHeader> header =
+      checkpoint::ParseSafetensorsHeader(input.substr(8, *length), data_size, path);
+  if (!header.ok()) return false;
+  uint64_t expected = 0;
+  for (const checkpoint::SafetensorsEntry& e : header->entries) {
+    if (e.begin != expected || e.end < e.begin || e.end > data_size) Broken("safetensors entries do not tile the data");
+    uint64_t bytes = 0;
+    for (const checkpoint::SafetensorsDtype& d : checkpoint::SafetensorsDtypes()) {
+      if (e.dtype == d.name) bytes = d.bytes;
+    }
+    if (bytes == 0) Broken("a safetensors entry with an unknown dtype was accepted: " + e.dtype);
+    for (int64_t dim : e.shape) {
+      if (dim < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes)) {
+        Broken("a safetensors shape that overflows was accepted");
+      }
+    }
+    if (bytes != e.end - e.begin) Broken("a safetensors tensor's bytes differ from its shape");
+    expected = e.end;
+  }
+  if (expected != data_size) Broken("safetensors data left after the last tensor was accepted");
+  return true;
+}
+
+// A safetensors file: the 8-byte little-endian header length, the header, the data.
+std::string SafetensorsBytes(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+std::vector<std::string> SafetensorsSeeds() {
+  return {
+      SafetensorsBytes(R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})",
+                       std::string(16, '\1')),
+      SafetensorsBytes(R"({"a":{"dtype":"BF16","shape":[3],"data_offsets":[8,14]},)"
+                       R"("b":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
+                       R"("c":{"dtype":"BOOL","shape":[0,5],"data_offsets":[14,14]}})",
+                       std::string(14, '\0')),
+      SafetensorsBytes("{}      ", ""),
+      // Hostile: a length past the file, a shape whose size overflows, overlapping and negative offsets, deep JSON.
+      std::string(8, '\x7f') + "{}",
+      SafetensorsBytes(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,1]}})", "x"),
+      SafetensorsBytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                       R"("b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
+                       "xyz"),
+      SafetensorsBytes(R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[-1,0]}})", ""),
+      SafetensorsBytes(std::string(64, '[') + std::string(64, ']'), ""),
+  };
+}
+
+std::vector<std::string> SafetensorsDictionary() {
+  std::vector<std::string> words = JsonDictionary();
+  for (const char* w : {"\"dtype\"", "\"shape\"", "\"data_offsets\"", "\"__metadata__\"", "18446744073709551615"}) {
+    words.push_back(w);
+  }
+  for (const checkpoint::SafetensorsDtype& d : checkpoint::SafetensorsDtypes()) {
+    words.push_back("\"" + std::string(d.name) + "\"");
+  }
+  return words;
+}
+
 const char* kHostileYaml[] = {
     "a: &x [*x]\n",
     "a: &x\n  b: *x\n",
@@ -153,11 +226,13 @@ std::vector<FuzzTarget> AllTargets() {
       {"override", RunOverrides, YamlDictionary(), 4 * 1024},
       {"journal", RunJournal, JsonDictionary(), 32 * 1024},
       {"writeback", RunWriteBack, YamlDictionary(), 16 * 1024},
+      {"safetensors", RunSafetensors, SafetensorsDictionary(), 4 * 1024},
   };
 }
 
 StatusOr<std::vector<std::string>> SeedCorpus(const std::string& target, const std::string& source_dir) {
   std::vector<std::string> seeds;
+  if (target == "safetensors") return SafetensorsSeeds();
   if (target == "journal") {
     StatusOr<std::string> journal = ReadFile(source_dir + "/reports/journal.jsonl");
     if (!journal.ok()) return journal.status();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/text.h"
 #include "harness/interpolate.h"
 #include "harness/yaml_bounds.h"
@@ -194,7 +195,7 @@ StatusOr<Config> Config::FromString(const std::string& text, const std::string& 
 }
 
 StatusOr<Config> Config::LoadFile(const std::string& path) {
-  StatusOr<std::string> text = ReadFile(path);
+  StatusOr<std::string> text = ReadFile(path, ConfigInput());
   if (!text.ok()) return text.status();
   return FromString(*text, path);
 }

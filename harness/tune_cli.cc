@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/json_io.h"
 #include "base/text.h"
 #include "harness/config_store.h"
@@ -131,7 +132,7 @@ int Cp(const Registry& registry, const std::vector<std::string>& args, std::ostr
   if (PathExists(dest) && !parsed.Has("force")) {
     return Fail(err, Status::AlreadyExists(dest + ": already exists; pass --force to overwrite it"));
   }
-  StatusOr<std::string> text = ReadFile(located->path);
+  StatusOr<std::string> text = ReadFile(located->path, ConfigInput());
   if (!text.ok()) return Fail(err, text.status());
   Status s = WriteFileAtomically(dest, *text);
   if (!s.ok()) return Fail(err, s);
@@ -217,7 +218,7 @@ StatusOr<RecipeChoice> ChooseRecipe(const Registry& registry, const LocatedConfi
     choice.recipe = located.recipe;
     return choice;
   }
-  StatusOr<std::string> text = ReadFile(located.path);
+  StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
   if (!text.ok()) return text.status();
   RecipeHint hint = RecipeHintForFile(located.path, *text, registry.RecipeNames());
   if (!hint.recipe.empty()) {

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/text.h"
 #include "harness/config_store.h"
 #include "matrix/shard.h"
@@ -181,7 +182,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       located.path = BuiltinConfigPath(name);
       located.builtin = true;
       located.recipe = &recipe;
-      StatusOr<std::string> text = ReadFile(located.path);
+      StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
       if (!text.ok()) return text.status();
       std::string hash = ConfigHash(*text);
       StatusOr<SupportEntries> recorded = ReadSupportEntries(*text, located.path);

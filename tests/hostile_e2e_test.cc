@@ -2,6 +2,7 @@
 // and changes no file. Each case used to crash (SIGSEGV), hang, abort or succeed wrongly.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -144,6 +145,14 @@ TEST_F(HostileTest, AFifoAmongTheConfigsIsAnErrorNotAHang) {
                                     dir_ + "/merged.jsonl", "--reports-dir", dir_ + "/reports"}),
                 expect);
   EXPECT_FALSE(PathExists(dir_ + "/merged.jsonl"));
+}
+
+// A config of 5 MiB (a hole, so nothing is written): refused from its size before a byte is read or parsed.
+TEST_F(HostileTest, AConfigOverItsSizeLimitIsRefusedUnread) {
+  std::string huge = dir_ + "/huge.yaml";
+  ASSERT_EQ(::truncate(Write("huge.yaml", "").c_str(), off_t{5} << 20), 0);
+  ExpectRefused(Run(test::kTune, {"validate", huge}),
+                huge + ": 5242880 bytes, over the 4.00 MiB limit for a config; fix: pass the config file itself");
 }
 
 TEST_F(HostileTest, ResumeRefusesARecordThatMergeRefuses) {

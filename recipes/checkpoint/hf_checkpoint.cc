@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/json_io.h"
 #include "recipes/checkpoint/hf_config.h"
 #include "recipes/checkpoint/hf_convert.h"
@@ -74,7 +75,7 @@ std::string DtypeName(c10::ScalarType type) {
 
 StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
   const std::string index_path = dir + "/" + kIndexFile;
-  StatusOr<std::string> text = ReadFile(index_path);
+  StatusOr<std::string> text = ReadFile(index_path, CheckpointIndexInput());
   if (!text.ok()) return text.status();
   StatusOr<json> parsed = ParseJsonText(index_path, *text);
   if (!parsed.ok()) return parsed.status();

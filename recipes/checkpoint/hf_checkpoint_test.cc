@@ -1,7 +1,9 @@
 #include "recipes/checkpoint/hf_checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -147,6 +149,27 @@ TEST(HfCheckpointTest, ReadingRefusesMissingAndMalformedCheckpoints) {
   StatusOr<NamedTensors> one = ReadHfSafetensors(dir.path());
   ASSERT_TRUE(one.ok()) << one.status().message();
   EXPECT_EQ(one->size(), 1u);
+}
+
+TEST(HfCheckpointTest, AFifoInAWeightFilesPlaceIsRefusedNotWaitedOn) {
+  test::ScratchDir dir("hf_fifo");
+  const std::string single = dir.path() + "/model.safetensors";
+  ASSERT_EQ(::mkfifo(single.c_str(), 0644), 0);
+  StatusOr<NamedTensors> read = ReadHfSafetensors(dir.path());
+  EXPECT_EQ(read.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(read.status().message(), single + ": is a FIFO, not a regular file; fix: pass a regular file");
+  // A shard named by the index, and the index itself.
+  ASSERT_EQ(::unlink(single.c_str()), 0);
+  const std::string index = dir.path() + "/model.safetensors.index.json";
+  ASSERT_TRUE(WriteFileAtomically(index, R"({"weight_map": {"a": "s1.safetensors"}})").ok());
+  ASSERT_EQ(::mkfifo((dir.path() + "/s1.safetensors").c_str(), 0644), 0);
+  EXPECT_EQ(ReadHfSafetensors(dir.path()).status().message(),
+            index + " lists s1.safetensors: " + dir.path() +
+                "/s1.safetensors: is a FIFO, not a regular file; fix: pass a regular file");
+  ASSERT_EQ(::unlink(index.c_str()), 0);
+  ASSERT_EQ(::mkfifo(index.c_str(), 0644), 0);
+  EXPECT_EQ(ReadHfSafetensors(dir.path()).status().message(),
+            index + ": is a FIFO, not a regular file; fix: pass a regular file");
 }
 
 TEST(HfCheckpointTest, PeftAdapterFilesDescribeTheAdapters) {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/json_io.h"
 #include "recipes/models/model_types.h"
 
@@ -264,7 +265,7 @@ StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::s
 
 StatusOr<HfModelConfig> ReadHfConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  StatusOr<std::string> text = ReadFile(path);
+  StatusOr<std::string> text = ReadFile(path, ConfigInput());
   if (!text.ok()) {
     return Status(text.status()).WithContext("reading the Hugging Face config (a checkpoint folder needs config.json)");
   }

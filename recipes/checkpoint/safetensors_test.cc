@@ -1,8 +1,10 @@
 #include "recipes/checkpoint/safetensors.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include <gmock/gmock.h>
@@ -10,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "base/file_util.h"
+#include "recipes/checkpoint/safetensors_header.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::checkpoint {
@@ -226,6 +229,33 @@ TEST_F(SafetensorsTest, TruncatedAndTinyFiles) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Status::Code::kNotFound);
   EXPECT_EQ(missing.status().message(), Path("nope.safetensors") + ": no such file");
+}
+
+// A FIFO with no writer named model.safetensors used to block the reader in open() forever; it is refused
+// from its kind, at once.
+TEST_F(SafetensorsTest, AFifoOrAFolderIsRefusedNotWaitedOn) {
+  const std::string fifo = Path("model.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(LoadError(fifo), fifo + ": is a FIFO, not a regular file; fix: pass a regular file");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ASSERT_EQ(::mkdir(Path("folder.safetensors").c_str(), 0755), 0);
+  EXPECT_EQ(LoadError(Path("folder.safetensors")),
+            Path("folder.safetensors") + ": is a folder, not a regular file; fix: pass a regular file");
+}
+
+// The torch-free header checks (safetensors_header.h) and this reader's LibTorch types agree on every dtype's
+// element size: a tensor of each loads with the size the header was checked with.
+TEST_F(SafetensorsTest, EveryDtypeOfTheHeaderLoadsWithItsElementSize) {
+  for (const SafetensorsDtype& d : SafetensorsDtypes()) {
+    std::string header = std::string(R"({"x": {"dtype": ")") + d.name + R"(", "shape": [3], "data_offsets": [0, )" +
+                         std::to_string(3 * d.bytes) + "]}}";
+    std::string path =
+        WriteRaw(std::string(d.name) + ".safetensors", SafetensorsFile(header, std::string(3 * d.bytes, '\0')));
+    StatusOr<LoadedSafetensors> loaded = LoadSafetensors(path);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(loaded->tensors.at(0).second.element_size(), static_cast<int64_t>(d.bytes)) << d.name;
+  }
 }
 
 TEST_F(SafetensorsTest, EmptyFileOfTensorsRoundTrips) {

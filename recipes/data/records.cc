@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/json_io.h"
 #include "recipes/data/tokenizers/unicode.h"
 
@@ -198,7 +199,7 @@ std::vector<Record> ParseTextLines(const std::string& path, const std::string& t
 }
 
 StatusOr<std::vector<Record>> ReadRecords(const std::string& path, const std::string& format) {
-  StatusOr<std::string> text = ReadFile(path);
+  StatusOr<std::string> text = ReadFile(path, DatasetInput());
   if (!text.ok()) return text.status();
   if (format == "json") return ParseJson(path, *text);
   if (format == "jsonl") return ParseJsonLines(path, *text);

@@ -1,11 +1,10 @@
 #include "recipes/data/sources.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cstdlib>
 
 #include "base/file_util.h"
+#include "base/folder.h"
 #include "base/text.h"
 #include "harness/config_store.h"
 
@@ -30,25 +29,19 @@ std::string FormatOf(const std::string& path) {
   return "";
 }
 
-// Data files under `dir` (recursive, sorted), relative to it. Hidden entries are skipped.
-void ListFiles(const std::string& dir, const std::string& prefix, std::vector<std::string>* out) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    std::string name = e->d_name;
-    if (!name.empty() && name[0] != '.') names.push_back(name);
-  }
-  closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    std::string full = dir + "/" + name;
-    if (IsDirectory(full)) {
-      ListFiles(full, prefix + name + "/", out);
-    } else {
-      out->push_back(prefix + name);
-    }
-  }
+// Data files under `dir` (recursive, sorted), relative to it. Hidden entries are skipped; linked folders are
+// entered, each folder once (a link loop is an error naming the link, not the same records read again).
+StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
+  WalkOptions options;
+  options.skip_hidden = true;
+  options.follow_folder_links = true;
+  std::vector<std::string> files;
+  Status s = WalkFolder(dir, options, [&](const FolderEntry& e) {
+    files.push_back(e.relative);
+    return Status::OK();
+  });
+  if (!s.ok()) return s.WithContext("dataset folder " + dir);
+  return files;
 }
 
 // Whether relative path `file` belongs to `split`: a path component starting with the split's name.
@@ -139,7 +132,7 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
                                      "local file(s) to read");
     }
     for (const std::string& path : options.data_files) {
-      if (!IsRegularFile(path)) {
+      if (!PathExists(path)) {  // anything else there (a FIFO, a folder) is refused by name when read
         return Status::NotFound("data_files " + path + " does not exist; fix: put the " + options.source +
                                 " file there, or set data_files to where it is");
       }
@@ -159,10 +152,10 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
       }
       return Status::NotFound(MissingHubMessage(options.source, base));
     }
-    std::vector<std::string> all;
-    ListFiles(dir, "", &all);
+    StatusOr<std::vector<std::string>> all = ListFiles(dir);
+    if (!all.ok()) return all.status();
     std::vector<std::string> usable, in_split, unsupported;
-    for (const std::string& f : all) {
+    for (const std::string& f : *all) {
       std::string ext = Extension(f);
       if (!FormatOf(f).empty()) {
         usable.push_back(f);

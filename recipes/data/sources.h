@@ -12,7 +12,10 @@
 //                                                       is named after a split and the split is "train"
 //   source: a local folder                              the same, in that folder
 // split: "train", or a slice "train[:100]", "train[10:20]", "train[:10%]" (Hugging Face's slicing).
-// A missing folder or file is NotFound saying exactly what is missing and where to put it.
+// A missing folder or file is NotFound saying exactly what is missing and where to put it. A dataset folder is
+// walked with WalkFolder (base/folder.h): hidden entries skipped, linked folders entered, each folder once (a
+// link loop is InvalidArgument naming the link); each file is read within DatasetInput()'s limit
+// (base/input_file.h).
 #pragma once
 
 #include <string>

@@ -1,6 +1,9 @@
 #include "recipes/data/sources.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -107,6 +110,55 @@ TEST_F(SourcesTest, LocalFormatsNeedDataFiles) {
   EXPECT_EQ(
       LoadSource(options).status().message(),
       "split \"train[:x]\": \"x\" is not a whole number or percentage; fix: write e.g. train[:100] or train[:10%]");
+}
+
+// A dataset folder holding a link to itself: one link read every record 41 times, two never ended. Now the
+// walk stops at the link and names it, before a record is read.
+TEST_F(SourcesTest, ALinkLoopInADatasetFolderIsNamedNotReadAgain) {
+  Put("org/loop/train.jsonl", "{\"i\": 1}\n{\"i\": 2}\n");
+  const std::string dir = dir_.path() + "/org/loop";
+  ASSERT_EQ(::symlink(".", (dir + "/again").c_str()), 0);
+  SourceOptions options;
+  options.source = "org/loop";
+  const std::string expected = "dataset folder " + dir + ": " + dir + "/again: is a symbolic link to " + dir +
+                               ", a folder that holds it (a loop); fix: remove the link";
+  auto records = LoadSource(options);
+  ASSERT_FALSE(records.ok()) << records->size() << " records";
+  EXPECT_EQ(records.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(records.status().message(), expected);
+  ASSERT_EQ(::symlink(".", (dir + "/more").c_str()), 0);
+  records = LoadSource(options);
+  ASSERT_FALSE(records.ok()) << records->size() << " records";
+  EXPECT_EQ(records.status().message(), expected);
+  // Without the links, each record once.
+  ASSERT_EQ(::unlink((dir + "/again").c_str()), 0);
+  ASSERT_EQ(::unlink((dir + "/more").c_str()), 0);
+  records = LoadSource(options);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  EXPECT_EQ(records->size(), 2u);
+}
+
+TEST_F(SourcesTest, AFifoOrAnOversizedDataFileIsRefusedByName) {
+  const std::string fifo = dir_.path() + "/train.jsonl";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  SourceOptions options;
+  options.source = "jsonl";
+  options.data_files = {fifo};
+  EXPECT_EQ(LoadSource(options).status().message(), fifo + ": is a FIFO, not a regular file; fix: pass a regular file");
+
+  // 2 GiB and one byte, as a hole: refused from its size, without reading it.
+  const std::string huge = dir_.path() + "/huge.jsonl";
+  int fd = ::open(huge.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, (off_t{2} << 30) + 1), 0);
+  ::close(fd);
+  options.data_files = {huge};
+  auto records = LoadSource(options);
+  EXPECT_EQ(records.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(records.status().message(), huge +
+                                            ": 2147483649 bytes, over the 2.00 GiB limit for a dataset file; fix: "
+                                            "split it into several files in the dataset's folder, or train on a "
+                                            "slice of it");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/json_io.h"
 
 namespace tmx::data {
@@ -122,9 +123,9 @@ const std::vector<std::string>& ByteToUnicode() {
 }
 
 StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path) {
-  StatusOr<std::string> vocab_text = ReadFile(vocab_path);
+  StatusOr<std::string> vocab_text = ReadFile(vocab_path, TokenizerInput());
   if (!vocab_text.ok()) return vocab_text.status();
-  StatusOr<std::string> merges_text = ReadFile(merges_path);
+  StatusOr<std::string> merges_text = ReadFile(merges_path, TokenizerInput());
   if (!merges_text.ok()) return merges_text.status();
   ByteBpeModel model;
   StatusOr<nlohmann::json> vocab_json = ParseJsonText(vocab_path, *vocab_text);

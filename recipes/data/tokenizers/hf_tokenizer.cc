@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 #include "base/json_io.h"
 
 namespace tmx::data {
@@ -13,7 +14,7 @@ namespace {
 using nlohmann::json;
 
 StatusOr<json> ReadJson(const std::string& path) {
-  StatusOr<std::string> text = ReadFile(path);
+  StatusOr<std::string> text = ReadFile(path, TokenizerInput());
   if (!text.ok()) return text.status();
   return ParseJsonText(path, *text);
 }

@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 
 namespace tmx::data {
 
@@ -10,13 +11,17 @@ SentencePieceTokenizer::SentencePieceTokenizer() : processor_(new sentencepiece:
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(const SentencePieceOptions& options) {
-  if (!IsRegularFile(options.path)) {
+  // Read here, through the one guarded open, rather than by SentencePiece from the path: a FIFO named
+  // tokenizer.model is refused instead of blocking the load.
+  StatusOr<std::string> model = ReadFile(options.path, TokenizerInput());
+  if (model.status().code() == Status::Code::kNotFound) {
     return Status::NotFound(options.path +
                             ": no such file; fix: set path to the model's SentencePiece "
                             "tokenizer.model");
   }
+  if (!model.ok()) return model.status();
   std::unique_ptr<SentencePieceTokenizer> tok(new SentencePieceTokenizer());
-  sentencepiece::util::Status loaded = tok->processor_->Load(options.path);
+  sentencepiece::util::Status loaded = tok->processor_->LoadFromSerializedProto(*model);
   if (!loaded.ok()) {
     return Status::InvalidArgument(options.path + ": not a SentencePiece model (" + loaded.ToString() +
                                    "); fix: give the model's SentencePiece tokenizer.model, not a tokenizer.json "

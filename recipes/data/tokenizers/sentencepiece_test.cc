@@ -4,6 +4,7 @@
 #include "recipes/data/tokenizers/sentencepiece.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "recipes/data/testdata/fixtures.h"
 #include "tests/scratch_dir.h"
@@ -77,6 +78,19 @@ TEST(SentencePieceTest, NotAModel) {
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().message(),
             options.path + ": no such file; fix: set path to the model's SentencePiece tokenizer.model");
+}
+
+// SentencePiece used to open the path itself; the model is now read through the one guarded open, so a FIFO
+// in its place is named as one (it was "no such file") and never waited on.
+TEST(SentencePieceTest, AFifoInTheModelsPlaceIsNamed) {
+  test::ScratchDir dir;
+  SentencePieceOptions options;
+  options.path = dir.path() + "/tokenizer.model";
+  ASSERT_EQ(::mkfifo(options.path.c_str(), 0644), 0);
+  auto tok = SentencePieceTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(tok.status().message(), options.path + ": is a FIFO, not a regular file; fix: pass a regular file");
 }
 
 }  // namespace

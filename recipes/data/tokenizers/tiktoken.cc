@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "base/file_util.h"
+#include "base/input_file.h"
 
 namespace tmx::data {
 
@@ -80,7 +81,7 @@ bool DecodeBase64(std::string_view text, std::string* out) {
 }
 
 StatusOr<std::unique_ptr<TiktokenTokenizer>> TiktokenTokenizer::Load(const TiktokenOptions& options) {
-  StatusOr<std::string> text = ReadFile(options.path);
+  StatusOr<std::string> text = ReadFile(options.path, TokenizerInput());
   if (!text.ok()) return text.status();
   std::unique_ptr<TiktokenTokenizer> tok(new TiktokenTokenizer());
   tok->options_ = options;
