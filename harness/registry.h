@@ -147,6 +147,10 @@ struct RecipeSpec {
   std::vector<CrossCheck> checks;
   RecipeMain run;
   CellEstimator estimate;            // may be empty: the matrix then predicts nothing for its cells
+  // The input files a run of the config would read (checkpoint, tokenizer, data) that this machine lacks,
+  // each a problem naming the key, the file and the fix. `tune run` stops on them before building anything
+  // (unless stand-ins are allowed) and `tune validate` lists them as warnings. May be empty.
+  std::function<std::vector<Problem>(const Config& config, const Registry& registry)> missing_inputs;
   // The overrides that make a run of this recipe a short matrix cell of `steps` optimizer steps, besides
   // device= and output_dir= (which every recipe takes). Empty: cells run the config as written.
   std::function<std::vector<std::string>(int steps)> cell_overrides;

@@ -162,7 +162,7 @@ TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {
   DeviceCheckResult unknown = ValidateForDevice(bad, r.recipes()[0], r, LookupAmong({cpu}));
   ASSERT_EQ(unknown.problems.size(), 1u);
   EXPECT_EQ(unknown.problems[0].ToString(),
-            "c.yaml:3:9: device: unknown device 'gpu'; did you mean 'cpu'? (accepted: cpu, cuda, cuda:N, xpu, xpu:N, mps, meta, auto)");
+            "c.yaml:3:9: device: unknown device 'gpu'; did you mean 'cuda'? (accepted: cpu, cuda, cuda:N, xpu, xpu:N, mps, meta, auto)");
 
   ASSERT_TRUE(c.ApplyOverrides({"device=cpu"}).ok());
   DeviceCheckResult ok = ValidateForDevice(c, r.recipes()[0], r, LookupAmong({cpu}));

@@ -296,6 +296,10 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
       << check.device.name << ").\n";
   WarnIfTooLarge(*config, *recipe, registry, check, err);
+  if (recipe->missing_inputs) {
+    // Warnings only: the files may be fetched before the run.
+    for (const Problem& p : recipe->missing_inputs(*config, registry)) err << "warning: " << p.ToString() << "\n";
+  }
   return kExitOk;
 }
 
@@ -442,6 +446,18 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   }
   if (!recipe->run) {
     return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));
+  }
+  // Every missing input at once, before a model is built (minutes for a large one) or a rank started.
+  if (recipe->missing_inputs && !parsed.Has("allow-stand-ins")) {
+    std::vector<Problem> missing = recipe->missing_inputs(*config, registry);
+    if (!missing.empty()) {
+      err << "error: " << located->name << " reads " << missing.size() << " input"
+          << (missing.size() == 1 ? "" : "s") << " this machine lacks:\n";
+      PrintProblems(missing, err);
+      err << "Nothing was built or written. To train on the shipped samples of the same kinds instead, run with "
+             "--allow-stand-ins.\n";
+      return kExitUsage;
+    }
   }
   if (nproc > 0) {
     std::string problem = RanksProblem(nproc, check.device);

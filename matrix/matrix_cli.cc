@@ -198,14 +198,19 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
     out << "\n";
   }
   // Totals: what a run would do, and how long the cells it starts are predicted to take one after another.
-  std::map<std::string, int> by_status;
+  std::map<std::string, int> recorded;  // cells recorded without running, by status
+  int to_run = 0;
   double seconds = 0;
   for (const PlannedCell& c : *cells) {
-    ++by_status[c.runnable ? "to run" : CellStatusName(c.preset.status)];
-    if (c.runnable) seconds += c.expected_duration_s;
+    if (c.runnable) {
+      ++to_run;
+      seconds += c.expected_duration_s;
+    } else {
+      ++recorded[CellStatusName(c.preset.status)];
+    }
   }
-  std::vector<std::string> parts;
-  for (const auto& [status, n] : by_status) parts.push_back(std::to_string(n) + " " + status);
+  std::vector<std::string> parts = {std::to_string(to_run) + " to run"};
+  for (const auto& [status, n] : recorded) parts.push_back(std::to_string(n) + " " + status);
   out << cells->size() << " cells: " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
       << FormatDuration(seconds) << " in all\n";
   return kExitOk;

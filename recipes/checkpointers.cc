@@ -95,6 +95,46 @@ CheckpointFormat CheckpointFormatOf(const Config& config, const Registry& regist
   return impl == nullptr ? CheckpointFormat::kTorchtune : impl->format();
 }
 
+namespace {
+
+// checkpointer.checkpoint_dir `dir` is missing: what to do.
+std::string MissingDirMessage(const std::string& dir, const ModelChoice& choice) {
+  std::string hub = choice.preset->hf_checkpoint.empty() ? "the model" : choice.preset->hf_checkpoint;
+  return "checkpointer.checkpoint_dir " + dir + " does not exist; fix: put the weights of " + hub +
+         " there (e.g. `hf download " + hub + " --local-dir " + dir +
+         "` on a machine with network), set checkpointer.checkpoint_dir to where they are, or to null to start "
+         "from the seed";
+}
+
+}  // namespace
+
+std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry& registry) {
+  if (config.IsNull("checkpointer.checkpoint_dir")) return {};
+  StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+  if (!dir.ok() || !choice.ok()) return {};  // validation reports those
+  auto problem = [&](const std::string& key, const std::string& message) {
+    return Problem{config.OriginOf(key).ToString(), key, message};
+  };
+  if (!IsDirectory(*dir)) return {problem("checkpointer.checkpoint_dir", MissingDirMessage(*dir, *choice))};
+  if (CheckpointFormatOf(config, registry) == CheckpointFormat::kHuggingFace) {
+    Status present = checkpoint::CheckHfWeightsPresent(*dir);
+    if (present.ok()) return {};
+    return {problem("checkpointer.checkpoint_dir", present.message())};
+  }
+  StatusOr<std::vector<std::string>> files = TorchtuneFiles(config);
+  if (!files.ok()) return {};
+  std::vector<Problem> problems;
+  for (const std::string& f : *files) {
+    if (!IsRegularFile(*dir + "/" + f)) {
+      problems.push_back(problem("checkpointer.checkpoint_files",
+                                 "checkpoint file " + *dir + "/" + f + " does not exist; fix: put it there, or list "
+                                 "the files the folder holds in checkpointer.checkpoint_files"));
+    }
+  }
+  return problems;
+}
+
 Status LoadStartingWeights(const Config& config, const Registry& registry, const ModelChoice& choice,
                            models::DecoderImpl& model, bool allow_stand_ins, std::vector<std::string>* stand_ins) {
   if (config.IsNull("checkpointer.checkpoint_dir")) return Status::OK();
@@ -106,12 +146,8 @@ Status LoadStartingWeights(const Config& config, const Registry& registry, const
                            " is absent)");
       return Status::OK();
     }
-    std::string hub = choice.preset->hf_checkpoint.empty() ? "the model" : choice.preset->hf_checkpoint;
-    return Status::NotFound(config.OriginOf("checkpointer.checkpoint_dir").ToString() +
-                            ": checkpointer.checkpoint_dir " + *dir + " does not exist; fix: put the weights of " +
-                            hub + " there (e.g. `hf download " + hub + " --local-dir " + *dir +
-                            "` on a machine with network), set checkpointer.checkpoint_dir to where they are, or "
-                            "to null to start from the seed; to train from the seed instead, run with "
+    return Status::NotFound(config.OriginOf("checkpointer.checkpoint_dir").ToString() + ": " +
+                            MissingDirMessage(*dir, choice) + "; to train from the seed instead, run with "
                             "--allow-stand-ins");
   }
   bool lora = choice.lora.has_value();

@@ -35,6 +35,11 @@ void AddCheckpointerComponents(std::vector<ComponentSpec>* out);
 // The format of the config's checkpointer; torchtune's names when the config has none.
 CheckpointFormat CheckpointFormatOf(const Config& config, const Registry& registry);
 
+// What of the weights `config` starts from this machine lacks, found without reading them: the checkpoint
+// folder, a file checkpointer.checkpoint_files lists (torchtune format) or both model.safetensors and its
+// index (Hugging Face format); each with the fix. None when it starts from the seed (checkpoint_dir null).
+std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry& registry);
+
 // Loads checkpointer.checkpoint_dir into `model` in the checkpointer's format (strict: a tensor that does not
 // match is named), or leaves the seed's weights when it is null. A checkpoint_dir this machine lacks is NotFound
 // naming it and the fix, unless `allow_stand_ins`: then the seed's weights stand in and `stand_ins` says so.

@@ -420,6 +420,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   r.fields = TrainingFields(kind);
   r.checks = {TrainingChecks};
   if (kind == TrainKind::kLora) r.checks.push_back(LoraChecks);
+  r.missing_inputs = MissingInputs;
   if (distributed) {
     for (FieldSpec& f : DistributedFields()) r.fields.push_back(std::move(f));
     r.checks.push_back(DistributedChecks);

@@ -149,6 +149,8 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
 std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo*) {
   StatusOr<ModelChoice> choice = ModelAsWritten(config, registry);
   if (!choice.ok() || !choice->lora) return {};  // the schema names an unknown model or a mistyped field
+  // Names and ranges of the settings alone are the schema's problems; here only what the shapes add.
+  if (!models::ValidateLoraArgs(*choice->lora).ok()) return {};
   Status valid = models::ValidateLoraArgs(*choice->lora, choice->args);
   if (valid.ok()) return {};
   return {{config.OriginOf("model").ToString(), "model", valid.message()}};

@@ -9,6 +9,7 @@
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
 #include "recipes/data/config_options.h"
+#include "recipes/data/datasets.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/sources.h"
 #include "recipes/models/lora.h"
@@ -132,6 +133,34 @@ std::string Basename(const std::string& path) { return path.substr(path.rfind('/
 const char* kStandInHint = "; to train on the shipped sample of the same kind instead, run with --allow-stand-ins";
 
 }  // namespace
+
+std::vector<Problem> MissingInputs(const Config& config, const Registry& registry) {
+  std::vector<Problem> problems = MissingCheckpointFiles(config, registry);
+  StatusOr<data::TokenizerConfig> tokenizer = data::TokenizerFromConfig(config);
+  if (tokenizer.ok()) {
+    StatusOr<ModelChoice> model = ModelFromConfig(config, registry);
+    const std::string hub = model.ok() && !model->preset->hf_checkpoint.empty() ? model->preset->hf_checkpoint
+                                                                                : "<the model's hub id>";
+    for (const auto& [option, path] : data::TokenizerFiles(tokenizer->options)) {
+      if (IsRegularFile(path)) continue;
+      const std::string key = "tokenizer." + option;
+      problems.push_back({config.OriginOf(key).ToString(), key,
+                          key + " " + path + " does not exist; fix: put the tokenizer's file there (e.g. `hf download " +
+                              hub + " --local-dir " + ParentDir(path) + "`), or set " + key + " to where it is"});
+    }
+  }
+  std::vector<std::string> datasets = {"dataset"};
+  if (!config.IsNull("run_val_every_n_steps") && !config.IsNull("dataset_val")) datasets.push_back("dataset_val");
+  for (const std::string& key : datasets) {
+    StatusOr<data::DatasetConfig> dataset = data::DatasetFromConfig(config, key);
+    if (!dataset.ok()) continue;  // validation reports a malformed dataset
+    Status present = data::CheckDatasetSource(dataset->component, dataset->options);
+    if (present.code() == Status::Code::kNotFound) {
+      problems.push_back({config.OriginOf(key).ToString(), key, present.message()});
+    }
+  }
+  return problems;
+}
 
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,

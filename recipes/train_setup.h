@@ -76,6 +76,11 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins, const std::string& dataset_key = "dataset");
 
+// Every input file a fine-tuning run of `config` reads that this machine lacks, found without building or
+// reading anything (RecipeSpec::missing_inputs): the starting weights (MissingCheckpointFiles), the tokenizer's
+// files, and the dataset's (and dataset_val's, when validation runs). Each problem names the key and the fix.
+std::vector<Problem> MissingInputs(const Config& config, const Registry& registry);
+
 // The configured optimizer over `tensors` (the model's trained parameters, or a rank's shards of them).
 StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry,
                                       const std::vector<at::Tensor>& tensors);

@@ -188,7 +188,7 @@ TEST_F(CliTest, MatrixRejectsBadOptions) {
   EXPECT_EQ(slowdown.code, 2);
   Result unit = Exec({kMatrix, "check", "--min-step-time", "0.5s"});
   EXPECT_EQ(unit.code, 2);
-  EXPECT_NE(unit.output.find("--min-step-time takes a number, not '0.5s'"), std::string::npos) << unit.output;
+  EXPECT_NE(unit.output.find("--min-step-time takes a finite number, not '0.5s'"), std::string::npos) << unit.output;
   Result fraction = Exec({kMatrix, "run", "--steps", "2.5"});
   EXPECT_EQ(fraction.code, 2);
   EXPECT_NE(fraction.output.find("--steps takes a whole number, not '2.5'"), std::string::npos) << fraction.output;
@@ -220,6 +220,38 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
   // The last line totals the plan.
   EXPECT_NE(r.output.find(" cells: " + std::to_string(runnable) + " to run"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("predicted to take about"), std::string::npos) << r.output;
+}
+
+// `tune run` names every input it lacks at once, before building a model or writing anything; `tune validate`
+// lists them as warnings.
+TEST_F(CliTest, RunNamesEveryMissingInputBeforeBuildingAnything) {
+  const std::string weights = dir_ + "/Llama-3.2-1B-Instruct";
+  const std::vector<std::string> overrides = {"device=cpu", "output_dir=" + dir_ + "/out",
+                                              "checkpointer.checkpoint_dir=" + weights,
+                                              "tokenizer.path=" + weights + "/original/tokenizer.model",
+                                              "dataset.source=" + dir_ + "/no-such-hub/alpaca"};
+  std::vector<std::string> run = {kTune, "run", "lora_finetune_single_device", "--config",
+                                  "llama3_2/1B_lora_single_device"};
+  run.insert(run.end(), overrides.begin(), overrides.end());
+  Result r = Exec(run);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("reads 3 inputs this machine lacks"), std::string::npos) << r.output;
+  for (const std::string& missing : std::vector<std::string>{
+           "checkpointer.checkpoint_dir " + weights + " does not exist; fix: put the weights of meta-llama/Llama-3.2-1B",
+        "tokenizer.path " + weights + "/original/tokenizer.model does not exist",
+        std::string("dataset: alpaca_cleaned_dataset: ")}) {
+    EXPECT_NE(r.output.find(missing), std::string::npos) << missing << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("Nothing was built or written"), std::string::npos) << r.output;
+  EXPECT_FALSE(PathExists(dir_ + "/out"));  // the trainer makes it before building the model
+
+  std::vector<std::string> validate = {kTune, "validate", "llama3_2/1B_lora_single_device"};
+  validate.insert(validate.end(), overrides.begin(), overrides.end());
+  Result v = Exec(validate);
+  EXPECT_EQ(v.code, 0) << v.output;
+  EXPECT_NE(v.output.find("warning: "), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("tokenizer.path " + weights + "/original/tokenizer.model does not exist"), std::string::npos)
+      << v.output;
 }
 
 // A pattern that selects nothing is a mistake: exit 2 naming it, and a run writes nothing.

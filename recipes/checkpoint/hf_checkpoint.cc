@@ -116,6 +116,13 @@ StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
 
 }  // namespace
 
+Status CheckHfWeightsPresent(const std::string& dir) {
+  if (PathExists(dir + "/" + kIndexFile) || PathExists(dir + "/" + kSingleFile)) return Status::OK();
+  return Status::NotFound(dir + ": no " + kSingleFile + " or " + kIndexFile +
+                          " in the folder; fix: point to a Hugging Face checkpoint saved as safetensors (.bin "
+                          "checkpoints are not read)");
+}
+
 StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir) {
   if (PathExists(dir + "/" + kIndexFile)) return ReadSharded(dir);
   if (PathExists(dir + "/" + kSingleFile)) {
@@ -123,9 +130,7 @@ StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir) {
     if (!loaded.ok()) return loaded.status();
     return std::move(loaded->tensors);
   }
-  return Status::NotFound(dir + ": no " + kSingleFile + " or " + kIndexFile +
-                          " in the folder; fix: point to a Hugging Face checkpoint saved as safetensors (.bin "
-                          "checkpoints are not read)");
+  return CheckHfWeightsPresent(dir);
 }
 
 Status LoadHfCheckpoint(const std::string& dir, const std::string& model_type, models::DecoderImpl& model) {

@@ -24,6 +24,10 @@ namespace tmx::checkpoint {
 // plain file name, or a tensor the index places in a shard that lacks it.
 StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir);
 
+// ReadHfSafetensors's NotFound, found without reading anything: `dir` holds neither model.safetensors nor
+// its index. OK otherwise.
+Status CheckHfWeightsPresent(const std::string& dir);
+
 // Loads the checkpoint in `dir` into `model`, converting names and layouts for `model_type` (a preset's
 // hf_model_type, or ReadHfConfig(dir)->model_type) and model.args(). Strict: each model tensor must come from the
 // checkpoint, except LoRA adapters, which keep their values; and each checkpoint tensor must have a place (rotary

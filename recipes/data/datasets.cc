@@ -188,6 +188,14 @@ StatusOr<DatasetComponent> FindDatasetComponent(const std::string& component) {
   return FindComponent(DatasetComponents(), component, "dataset");
 }
 
+Status CheckDatasetSource(const std::string& component, const DatasetOptions& options) {
+  StatusOr<DatasetComponent> c = FindDatasetComponent(component);
+  if (!c.ok()) return c.status();
+  if (c->kind == DatasetKind::kRandomTokens) return Status::OK();
+  StatusOr<std::vector<SourceFile>> files = ResolveSource(SourceFor(*c, options));
+  return files.ok() ? Status::OK() : files.status().WithContext(c->name);
+}
+
 StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetOptions& options,
                                     const ModelTokenizer& tokenizer) {
   StatusOr<DatasetComponent> c = FindDatasetComponent(component);

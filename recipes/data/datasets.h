@@ -117,6 +117,10 @@ struct SftDataset {
 StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetOptions& options,
                                     const ModelTokenizer& tokenizer);
 
+// Whether the data `component` reads with `options` is on this machine, checked without reading it:
+// FindDatasetComponent's and ResolveSource's errors (NotFound for missing data); OK for random_tokens_dataset.
+Status CheckDatasetSource(const std::string& component, const DatasetOptions& options);
+
 // A preference dataset (hh_rlhf_helpful_dataset, stack_exchange_paired_dataset).
 StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string& component,
                                                               const DatasetOptions& options,

@@ -116,10 +116,10 @@ std::string DescribeSource(const SourceOptions& options) {
   return "hub id " + options.source + " in " + DatasetRoot();
 }
 
-StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
+StatusOr<std::vector<SourceFile>> ResolveSource(const SourceOptions& options) {
   StatusOr<Slice> slice = ParseSplit(options.split);
   if (!slice.ok()) return slice.status();
-  std::vector<std::pair<std::string, std::string>> files;  // path, format
+  std::vector<SourceFile> files;
   if (options.source.empty()) {
     return Status::InvalidArgument(
         "source is not set; fix: set source to a hub id (e.g. yahma/alpaca-cleaned) or "
@@ -136,7 +136,7 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
         return Status::NotFound("data_files " + path + " does not exist; fix: put the " + options.source +
                                 " file there, or set data_files to where it is");
       }
-      files.emplace_back(path, options.source);
+      files.push_back({path, options.source});
     }
   } else {
     bool is_folder = IsDirectory(options.source);
@@ -182,10 +182,18 @@ StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
                               "; fix: put the split's records there as " + slice->name +
                               ".jsonl (one JSON object per line), .json, .csv or .txt" + convert);
     }
-    for (const std::string& f : in_split) files.emplace_back(dir + "/" + f, FormatOf(f));
+    for (const std::string& f : in_split) files.push_back({dir + "/" + f, FormatOf(f)});
   }
+  return files;
+}
+
+StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options) {
+  StatusOr<std::vector<SourceFile>> files = ResolveSource(options);
+  if (!files.ok()) return files.status();
+  StatusOr<Slice> slice = ParseSplit(options.split);
+  if (!slice.ok()) return slice.status();
   std::vector<Record> records;
-  for (const auto& [path, format] : files) {
+  for (const auto& [path, format] : *files) {
     StatusOr<std::vector<Record>> part = ReadRecords(path, format);
     if (!part.ok()) return part.status();
     records.insert(records.end(), std::make_move_iterator(part->begin()), std::make_move_iterator(part->end()));

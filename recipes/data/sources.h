@@ -39,6 +39,15 @@ std::string DatasetRoot();
 // The datasets shipped with tune-matrix, found beside the checkout's configs: recipes/data/datasets.
 std::string ShippedDatasetsDir();
 
+struct SourceFile {
+  std::string path;
+  std::string format;  // json, jsonl, csv or text
+};
+
+// The files that hold the split, in name order, found without reading them: the errors of a missing folder
+// or file (NotFound, saying what is missing and where to put it) come from here.
+StatusOr<std::vector<SourceFile>> ResolveSource(const SourceOptions& options);
+
 // The records of the split, in file order (files in name order).
 StatusOr<std::vector<Record>> LoadSource(const SourceOptions& options);
 

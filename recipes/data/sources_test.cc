@@ -47,6 +47,22 @@ TEST_F(SourcesTest, HubIdReadsTheSplitFromTheDataFolder) {
   EXPECT_EQ((*LoadSource(options))[0].value["i"], 9);
 }
 
+TEST_F(SourcesTest, ResolvingFindsTheSplitsFilesWithoutReadingThem) {
+  // A pre-flight check resolves; only loading reads (and here finds the broken record).
+  const std::string train = Put("org/broken/data/train.jsonl", "{\"i\": 1}\nnot json\n");
+  Put("org/broken/data/test.jsonl", "{\"i\": 9}\n");
+  SourceOptions options;
+  options.source = "org/broken";
+  StatusOr<std::vector<SourceFile>> files = ResolveSource(options);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), 1u);
+  EXPECT_EQ((*files)[0].path, train);
+  EXPECT_EQ((*files)[0].format, "jsonl");
+  EXPECT_FALSE(LoadSource(options).ok());
+  options.source = "org/absent";
+  EXPECT_EQ(ResolveSource(options).status().code(), Status::Code::kNotFound);
+}
+
 TEST_F(SourcesTest, UnsplitFilesAreTheTrainSplit) {
   Put("org/plain/records.csv", "input,output\nq,a\n");
   SourceOptions options;

@@ -140,6 +140,20 @@ StatusOr<std::unique_ptr<Tokenizer>> HfBase(const TokenizerOptions& options) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> TokenizerFiles(const TokenizerOptions& o) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& [option, path] : std::vector<std::pair<std::string, const std::string*>>{
+           {"path", &o.path},
+           {"merges_file", &o.merges_file},
+           {"special_tokens_path", &o.special_tokens_path},
+           {"tokenizer_json_path", &o.tokenizer_json_path},
+           {"tokenizer_config_json_path", &o.tokenizer_config_json_path},
+           {"generation_config_path", &o.generation_config_path}}) {
+    if (!path->empty()) files.emplace_back(option, *path);
+  }
+  return files;
+}
+
 std::map<std::string, int64_t> Llama3SpecialTokens() {
   std::map<std::string, int64_t> t = {
       {"<|begin_of_text|>", 128000},

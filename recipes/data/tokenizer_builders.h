@@ -64,6 +64,9 @@ struct TokenizerOptions {
   std::string truncation_type = "right";
 };
 
+// The files `options` names that are set, as (option as configs spell it, path): what the tokenizer reads.
+std::vector<std::pair<std::string, std::string>> TokenizerFiles(const TokenizerOptions& options);
+
 // One row per tokenizer: what differs between tokenizers is a column here, so no code compares their names.
 struct TokenizerComponent {
   std::string name;     // "llama3_tokenizer"
