@@ -309,21 +309,25 @@ const char* kHostileDatasets[] = {
 };
 
 // Tokenizer files: the tokenizer readers take paths, so each input is written to files in a scratch folder of
-// this process (the same paths every time), removed at exit.
+// this process (the same paths every time), removed at exit. Its name is a plain array, still there when the exit
+// handler runs (a static std::string constructed after the handler was registered is destroyed before it runs).
+char g_scratch_dir[] = "/tmp/tm_fuzz_tokenizer.XXXXXX";
+
+void RemoveScratchDir() {
+  for (const char* file : {"tokenizer.json", "generation_config.json", "vocab.json", "merges.txt"}) {
+    ::unlink((std::string(g_scratch_dir) + "/" + file).c_str());
+  }
+  ::rmdir(g_scratch_dir);
+}
+
 const std::string& ScratchDir() {
   static const std::string dir = [] {
-    char name[] = "/tmp/tm_fuzz_tokenizer.XXXXXX";
-    if (::mkdtemp(name) == nullptr) {
+    if (::mkdtemp(g_scratch_dir) == nullptr) {
       std::fprintf(stderr, "fuzz: cannot make a scratch folder under /tmp: %s\n", std::strerror(errno));
       std::abort();
     }
-    std::atexit([] {
-      for (const char* file : {"tokenizer.json", "generation_config.json", "vocab.json", "merges.txt"}) {
-        ::unlink((ScratchDir() + "/" + file).c_str());
-      }
-      ::rmdir(ScratchDir().c_str());
-    });
-    return std::string(name);
+    std::atexit(RemoveScratchDir);
+    return std::string(g_scratch_dir);
   }();
   return dir;
 }
