@@ -1,6 +1,6 @@
 // The fuzz targets as a short CTest test: a few seconds of seeded mutations per target (the same inputs on
 // every run), so that CI catches a crash, a hang or a broken invariant on hostile configs, overrides,
-// journals, write-back and safetensors headers. scripts/fuzz.sh runs the same loop for longer.
+// journals, write-back, safetensors headers, dataset files and tokenizer files. scripts/fuzz.sh runs the same loop for longer.
 #include "fuzz/fuzzer.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@ TEST_P(FuzzTest, SeededMutationsNeitherCrashNorHang) {
     ASSERT_FALSE(seeds->empty());
     FuzzOptions options;
     options.seed = 20261202;
-    options.seconds = 4;  // five targets: 20 s in all
+    options.seconds = 4;  // seven targets: 28 s in all
     options.max_inputs = 200000;
     FuzzStats stats = Fuzz(target, *seeds, options);
     EXPECT_GE(stats.inputs, static_cast<int64_t>(seeds->size()));
@@ -34,7 +34,8 @@ TEST_P(FuzzTest, SeededMutationsNeitherCrashNorHang) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzTest,
-                         ::testing::Values("config", "override", "journal", "writeback", "safetensors"),
+                         ::testing::Values("config", "override", "journal", "writeback", "safetensors", "dataset",
+                                           "tokenizer_json"),
                          [](const auto& info) { return info.param; });
 
 TEST(MutatorTest, TheSameSeedGivesTheSameInputs) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes configs, overrides and journals for a while (default 600 s, shared between the three targets) and
-# prints the number of inputs tried. A crash, hang or broken invariant stops it with a message naming the
+# Fuzzes configs, overrides, journals, write-back, safetensors headers, dataset files and tokenizer files for a
+# while (default 600 s, shared between the targets; TARGET=NAME runs one, e.g. TARGET=dataset) and prints the
+# number of inputs tried. A crash, hang or broken invariant stops it with a message naming the
 # input (reproduce with the command it prints); the input is kept in the crash folder.
 #   scripts/fuzz.sh [SECONDS] [SEED]
 #   BUILD_DIR   build folder holding bin/tm_fuzz (default: build; scripts/sanitize.sh's folder works too)
@@ -17,4 +18,4 @@ mkdir -p "$CRASH_DIR"
 # machine's memory: tm_fuzz limits its address space itself in other builds.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-hard_rss_limit_mb=4096:detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-"$BUILD_DIR/bin/tm_fuzz" --seconds "$SECONDS_TOTAL" --seed "$SEED" --crash-dir "$CRASH_DIR" --source-dir "$PWD"
+"$BUILD_DIR/bin/tm_fuzz" --target "${TARGET:-all}" --seconds "$SECONDS_TOTAL" --seed "$SEED" --crash-dir "$CRASH_DIR" --source-dir "$PWD"

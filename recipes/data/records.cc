@@ -189,12 +189,19 @@ StatusOr<std::vector<Record>> ParseCsv(const std::string& path, const std::strin
 }
 
 std::vector<Record> ParseTextLines(const std::string& path, const std::string& text) {
+  // Lines end at '\n', "\r\n" or a lone '\r', as Python's universal newlines read them (Hugging Face's text
+  // builder opens the file in text mode), and as ParseCsv counts lines.
   std::vector<Record> records;
-  ForEachLine(text, [&](int64_t line, std::string_view content, size_t) {
-    if (!content.empty() && content.back() == '\r') content.remove_suffix(1);
-    if (!content.empty()) records.push_back(Record{json{{"text", std::string(content)}}, path, line});
-    return Status::OK();
-  });
+  int64_t line = 1;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find_first_of("\r\n", begin);
+    if (end == std::string::npos) end = text.size();
+    if (end > begin) records.push_back(Record{json{{"text", text.substr(begin, end - begin)}}, path, line});
+    if (end < text.size() && text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n') ++end;
+    begin = end + 1;
+    ++line;
+  }
   return records;
 }
 

@@ -6,7 +6,8 @@
 //   jsonl  JSON Lines
 //   csv    RFC 4180 with a header row; every value is a string; quoted fields may hold commas, "" and newlines
 //   text   one record {"text": line} per non-empty line (Hugging Face also yields empty lines; they would be
-//          empty samples, so they are skipped)
+//          empty samples, so they are skipped); a line ends at '\n', "\r\n" or a lone '\r' (Python's universal
+//          newlines)
 #pragma once
 
 #include <cstdint>

@@ -63,5 +63,18 @@ TEST(RecordsTest, TextLinesSkipBlankLines) {
   EXPECT_EQ(rows[1].where(), "t.txt:3: ");
 }
 
+// Found by tm_fuzz's dataset target: a lone '\r' ended no line, so "\r\r\n" gave the record "\r" and "\rline" kept
+// its '\r'. Hugging Face's text builder reads with universal newlines: '\r' ends a line as '\n' and "\r\n" do.
+TEST(RecordsTest, TextLinesEndAtALoneCarriageReturn) {
+  std::vector<Record> rows = ParseTextLines("t.txt", "\r\r\n\rline\r\n\nold mac\rtwo\r");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].value["text"], "line");
+  EXPECT_EQ(rows[0].where(), "t.txt:4: ");
+  EXPECT_EQ(rows[1].value["text"], "old mac");
+  EXPECT_EQ(rows[1].where(), "t.txt:6: ");
+  EXPECT_EQ(rows[2].value["text"], "two");
+  EXPECT_EQ(rows[2].where(), "t.txt:7: ");
+}
+
 }  // namespace
 }  // namespace tmx::data

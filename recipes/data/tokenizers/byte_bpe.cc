@@ -187,11 +187,28 @@ Status CheckByteAlphabet(const ByteBpeOptions& options) {
   return Status::OK();
 }
 
+// Ids of the vocabulary and of added tokens index the model's embedding, and one more than the largest is the
+// vocabulary's size: each must be from 0 to INT32_MAX. A negative id came out of Encode as is, and 2^63 - 1
+// overflowed the size (found by tm_fuzz's tokenizer_json target).
+Status CheckIds(const ByteBpeOptions& options) {
+  constexpr int64_t kMaxId = std::numeric_limits<int32_t>::max();
+  auto check = [&](const char* what, const std::string& token, int64_t id) {
+    if (id >= 0 && id <= kMaxId) return Status::OK();
+    return Status::InvalidArgument(std::string(what) + " \"" + PrintableBytes(token.substr(0, 60)) + "\" has id " +
+                                   std::to_string(id) + ", expected a whole number from 0 to " +
+                                   std::to_string(kMaxId) + "; fix: give the tokenizer's own files");
+  };
+  for (const auto& [token, id] : options.model.vocab) TM_RETURN_IF_ERROR(check("token", token, id));
+  for (const auto& [token, id] : options.special_tokens) TM_RETURN_IF_ERROR(check("added token", token, id));
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOptions options) {
   auto named = [&](const Status& s) { return options.source.empty() ? s : s.WithContext(options.source); };
   TM_RETURN_IF_ERROR(named(CheckByteAlphabet(options)));
+  TM_RETURN_IF_ERROR(named(CheckIds(options)));
   std::unique_ptr<ByteBpeTokenizer> tok(new ByteBpeTokenizer());
   if (options.pre_tokenizer == ByteBpeOptions::PreTokenizer::kRegex) {
     StatusOr<std::unique_ptr<UnicodeRegex>> regex = UnicodeRegex::Compile(options.pattern);

@@ -92,7 +92,8 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
 
 class ByteBpeTokenizer : public Tokenizer {
  public:
-  // InvalidArgument, naming `source`, when the pattern does not compile, or when a byte-level vocabulary without
+  // InvalidArgument, naming `source`, when an id of the vocabulary or of an added token is outside 0..INT32_MAX,
+  // when the pattern does not compile, or when a byte-level vocabulary without
   // byte fallback lacks the token of a printable ASCII byte or the space (0x20-0x7E; not GPT-2's byte alphabet:
   // that text would be dropped, leaving a sample only its template tokens).
   // Encode throws TokenizeError naming `source` and the pattern when the pattern hits PCRE2's match limit.

@@ -139,5 +139,32 @@ TEST(ByteBpeTest, AnIdOutOfRangeInVocabIsAnErrorNamingTheFileAndToken) {
                                               "the tokenizer's vocab.json");
 }
 
+// Found by tm_fuzz's tokenizer_json target: an id of 2^63 - 1 overflowed the vocabulary's size (undefined
+// behaviour; the size wrapped and Encode gave ids past it), and a negative added-token id came out of Encode.
+TEST(ByteBpeTest, IdsOutsideInt32AreRefusedNamingTheToken) {
+  auto with_ids = [](int64_t token_id, int64_t added_id) {
+    ByteBpeOptions options;
+    options.byte_level = false;
+    options.pre_tokenizer = ByteBpeOptions::PreTokenizer::kNone;
+    options.source = "vocab.json";
+    options.model.vocab = {{"a", 0}, {"b", token_id}};
+    options.special_tokens = {{"<s>", added_id}};
+    return ByteBpeTokenizer::Create(std::move(options));
+  };
+  auto huge = with_ids(9223372036854775807, 1);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(),
+            "vocab.json: token \"b\" has id 9223372036854775807, expected a whole number from 0 to 2147483647; fix: "
+            "give the tokenizer's own files");
+  auto negative = with_ids(1, -3);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().message(),
+            "vocab.json: added token \"<s>\" has id -3, expected a whole number from 0 to 2147483647; fix: give the "
+            "tokenizer's own files");
+  auto largest = with_ids(2147483647, 2);
+  ASSERT_TRUE(largest.ok()) << largest.status().ToString();
+  EXPECT_EQ((*largest)->vocab_size(), 2147483648);
+}
+
 }  // namespace
 }  // namespace tmx::data

@@ -226,5 +226,26 @@ TEST(HfTokenizerTest, AddedTokensOfTheWrongTypeNameTheFileAndField) {
   }
 }
 
+// Found by tm_fuzz's tokenizer_json target: the tokenizer.json reader took an added token's negative id (and a
+// vocabulary id of 2^63 - 1) as is; Encode then gave the negative id for the token's text.
+TEST(HfTokenizerTest, AnIdOutsideInt32IsRefused) {
+  test::ScratchDir dir;
+  std::string path = dir.path() + "/tokenizer.json";
+  HfTokenizerOptions options;
+  options.path = path;
+  options.generation_config_path = SampleTokenizerPath("generation_config.json");
+  test::WriteTextFile(path, R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []},)"
+                            R"( "added_tokens": [{"id": -3, "content": "Hello", "special": true}]})");
+  auto tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), path + ": added token \"Hello\" has id -3, expected a whole number from 0 to "
+                                           "2147483647; fix: give the tokenizer's own files");
+  test::WriteTextFile(path, R"({"model": {"type": "BPE", "vocab": {"a": 9223372036854775807}, "merges": []}})");
+  tok = HfTokenizer::Load(options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), path + ": token \"a\" has id 9223372036854775807, expected a whole number from "
+                                           "0 to 2147483647; fix: give the tokenizer's own files");
+}
+
 }  // namespace
 }  // namespace tmx::data
