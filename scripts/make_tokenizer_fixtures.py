@@ -6,12 +6,12 @@ The ids come from the reference implementations, never from tune-matrix: tiktoke
 at commit bd2a0fc7c314, the commit the sample files in recipes/data/samples/ come from).
 
 Pinned versions (Python 3.11):
-    tiktoken==0.14.0 sentencepiece==0.1.97 tokenizers==0.23.3 regex==2026.11.15 jinja2==3.1.6 omegaconf==2.3.0
+    tiktoken==0.14.0 sentencepiece==0.2.3 tokenizers==0.23.3 regex==2026.11.15 jinja2==3.1.6 omegaconf==2.3.0
 and torch (any 2.x, only torchtune's packing imports it).
 
 Run it in a throw-away virtual environment outside the checkout, e.g.:
     python3 -m venv /tmp/tok-venv
-    /tmp/tok-venv/bin/pip install tiktoken==0.14.0 sentencepiece==0.1.97 tokenizers==0.23.3 \
+    /tmp/tok-venv/bin/pip install tiktoken==0.14.0 sentencepiece==0.2.3 tokenizers==0.23.3 \
         regex==2026.11.15 jinja2==3.1.6 omegaconf==2.3.0 torch
     git clone https://github.com/pytorch/torchtune /tmp/torchtune && git -C /tmp/torchtune checkout bd2a0fc7c314
     /tmp/tok-venv/bin/python scripts/make_tokenizer_fixtures.py --torchtune /tmp/torchtune
@@ -169,7 +169,6 @@ def make_tokenizer_ids():
     import sentencepiece
     import tokenizers
     from torchtune.models.qwen2 import qwen2_tokenizer
-    from torchtune.modules.transforms.tokenizers import HuggingFaceBaseTokenizer
 
     toks = family_tokenizers()
     llama3, llama2, phi3, qwen2 = (toks[k] for k in ("llama3_tokenizer", "llama2_tokenizer", "phi3_mini_tokenizer",
@@ -230,10 +229,7 @@ def make_tokenizer_ids():
                                           for c in encode_cases(lambda t: hf.encode(t).ids)]}
     hf = tokenizers.Tokenizer.from_file(tok_path("tokenizer.json"))
     out["hf_tokenizer_json"] = {"file": "tokenizer.json", "cases": encode_cases(lambda t: hf.encode(t).ids)}
-    base = HuggingFaceBaseTokenizer(tok_path("tokenizer.json"),
-                                    generation_config_path=tok_path("generation_config.json"))
-    out["hf_base_tokenizer"] = {"bos_id": base.bos_id, "eos_id": base.eos_id,
-                                "with_bos_eos": encode_cases(lambda t: base.encode(t, add_bos=True, add_eos=True))}
+    # HuggingFaceBaseTokenizer is compared with torchtune 0.6.1's (scripts/make_torchtune_0_6_1_fixtures.py).
     return out
 
 
@@ -253,7 +249,8 @@ def tokenize(tok, messages):
 
 
 def make_chat_families(max_seq_len=None):
-    # Phi-3's chat cases come from torchtune 0.6.1 (scripts/make_phi3_fixtures.py): its rules changed after it.
+    # Phi-3's chat cases come from torchtune 0.6.1 (scripts/make_torchtune_0_6_1_fixtures.py): its rules changed
+    # after it.
     return {k: v for k, v in family_tokenizers(max_seq_len).items() if k != "phi3_mini_tokenizer"}
 
 

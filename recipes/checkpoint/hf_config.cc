@@ -185,8 +185,15 @@ Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArg
   if (!type.sliding_window_refusal.empty()) {
     TM_RETURN_IF_ERROR(f.Refuse("use_sliding_window", type.sliding_window_refusal));
   }
-  TM_RETURN_IF_ERROR(
-      ParseActivation(f, type.activation_key.c_str(), type.default_activation, &a->mlp_activation));
+  if (!f.Has(type.activation_key.c_str()) && !type.legacy_activation_key.empty() &&
+      f.Has(type.legacy_activation_key.c_str())) {
+    // Gemma's legacy hidden_act: "gelu" there meant the tanh approximation (model_types.cc says why).
+    TM_RETURN_IF_ERROR(ParseActivation(f, type.legacy_activation_key.c_str(), "", &a->mlp_activation));
+    if (a->mlp_activation == MlpActivation::kGelu) a->mlp_activation = MlpActivation::kGeluTanh;
+  } else {
+    TM_RETURN_IF_ERROR(
+        ParseActivation(f, type.activation_key.c_str(), type.default_activation, &a->mlp_activation));
+  }
   if (type.reads_sliding_window) TM_RETURN_IF_ERROR(f.Int("sliding_window", &a->sliding_window, 0));
   if (type.reads_softcaps) {
     TM_RETURN_IF_ERROR(f.Number("attn_logit_softcapping", &a->attn_softcap, 0.0));

@@ -47,6 +47,43 @@ TEST(HfConfigTest, PublishedLlamaConfigGivesThePreset) {
   EXPECT_EQ(models::DecoderFeatures(got), models::DecoderFeatures(want));
 }
 
+// Gemma's activation: Google's gemma-2b config.json names "gelu" in the legacy hidden_act and the real
+// "gelu_pytorch_tanh" in hidden_activation; a lone legacy "gelu" also means the approximation (torchtune's gemma and
+// transformers 4.38-4.41; 4.42+ read hidden_act literally). An explicit hidden_activation "gelu" stays exact.
+TEST(HfConfigTest, GemmasActivationIsTheTanhApproximationUnlessHiddenActivationSaysOtherwise) {
+  json g = json::parse(R"({
+    "architectures": ["GemmaForCausalLM"], "model_type": "gemma", "vocab_size": 256000, "hidden_size": 2048,
+    "intermediate_size": 16384, "num_hidden_layers": 18, "num_attention_heads": 8, "num_key_value_heads": 1,
+    "head_dim": 256, "max_position_embeddings": 8192, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+    "attention_bias": false, "hidden_act": "gelu", "hidden_activation": "gelu_pytorch_tanh"})");
+  auto activation = [](const json& j) {
+    StatusOr<HfModelConfig> c = ParseHfConfig(j.dump(), "config.json");
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    return c.ok() ? c->args.mlp_activation : models::MlpActivation::kSilu;
+  };
+  EXPECT_EQ(activation(g), models::MlpActivation::kGeluTanh);
+  json legacy = g;
+  legacy.erase("hidden_activation");
+  EXPECT_EQ(activation(legacy), models::MlpActivation::kGeluTanh);
+  legacy["hidden_activation"] = nullptr;  // what transformers' to_dict writes when unset
+  EXPECT_EQ(activation(legacy), models::MlpActivation::kGeluTanh);
+  json neither = legacy;
+  neither.erase("hidden_act");
+  EXPECT_EQ(activation(neither), models::MlpActivation::kGeluTanh);
+  json exact = g;
+  exact["hidden_activation"] = "gelu";
+  EXPECT_EQ(activation(exact), models::MlpActivation::kGelu);
+  legacy["hidden_act"] = "relu";
+  EXPECT_EQ(Parse(legacy), "config.json: hidden_act: 'relu' is not implemented; supported: silu, gelu, gelu_pytorch_tanh");
+  // Gemma 2 reads hidden_activation only: its hidden_act is ignored, as in transformers.
+  json g2 = neither;
+  g2["model_type"] = "gemma2";
+  g2["architectures"] = {"Gemma2ForCausalLM"};
+  g2["hidden_act"] = "gelu";
+  g2["sliding_window"] = 4096;
+  EXPECT_EQ(activation(g2), models::MlpActivation::kGeluTanh);
+}
+
 TEST(HfConfigTest, FamilyOptionsComeFromTheModelType) {
   json q = Llama();
   q["model_type"] = "qwen2";

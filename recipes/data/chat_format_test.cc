@@ -2,7 +2,8 @@
 // made by scripts/make_tokenizer_fixtures.py: torchtune bd2a0fc7c314's llama3/llama2/mistral/gemma/
 // qwen2/qwen2_5/qwen3 tokenizers on the shipped sample files, each conversation masked with mask_messages and
 // tokenized by the tokenizer's __call__, with and without max_seq_len, and with torchtune's tag templates).
-// Phi-3 against torchtune 0.6.1 (recipes/data/testdata/phi3_torchtune_0_6_1.json, scripts/make_phi3_fixtures.py).
+// Every family torchtune 0.6.1 has, Phi-3 included, against 0.6.1 (recipes/data/testdata/torchtune_0_6_1.json,
+// scripts/make_torchtune_0_6_1_fixtures.py).
 #include "recipes/data/chat_format.h"
 
 #include <gtest/gtest.h>
@@ -56,36 +57,44 @@ TEST(ChatFormatTest, TokensAndMasksEqualTorchtune) {
   }
 }
 
-TEST(ChatFormatTest, Phi3EqualsTorchtune061) {
-  // Plain text ends with the model's </s> (2), not <|endoftext|>; no <|endoftext|> after an assistant turn, and
-  // no second BOS; truncation replaces no token. Texts include whitespace, code, emoji, CJK and special-token text.
-  nlohmann::json fixture = test::LoadFixture("phi3_torchtune_0_6_1.json");
-  auto plain = Build("phi3_mini_tokenizer", nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", nullptr}});
-  ASSERT_NE(plain, nullptr);
-  EXPECT_EQ(plain->bos_id(), fixture["bos_id"].get<int64_t>());
-  EXPECT_EQ(plain->eos_id(), fixture["eos_id"].get<int64_t>());
-  EXPECT_EQ(plain->pad_id(), fixture["pad_id"].get<int64_t>());
-  ASSERT_GT(fixture["encode"].size(), 10u);
-  for (const auto& c : fixture["encode"]) {
-    std::string text = c["text"];
-    SCOPED_TRACE(text);
-    EXPECT_EQ(plain->Encode(text, false, false), c["ids"].get<std::vector<int64_t>>());
-    EXPECT_EQ(plain->Encode(text, true, true), c["ids_with_bos_eos"].get<std::vector<int64_t>>());
-  }
-  ASSERT_GT(fixture["chat"].size(), 10u);
-  for (const auto& c : fixture["chat"]) {
-    SCOPED_TRACE(c["conversation"].get<std::string>() + " max_seq_len " + c["max_seq_len"].dump() + " masked " +
-                 c["messages"][0]["masked"].dump());
-    auto tok =
-        Build("phi3_mini_tokenizer", nlohmann::json{{"max_seq_len", c["max_seq_len"]}, {"prompt_template", nullptr}});
-    ASSERT_NE(tok, nullptr);
-    std::vector<Message> messages;
-    for (const auto& m : c["messages"]) messages.emplace_back(m["role"], m["content"], m["masked"].get<bool>());
-    for (bool add_end_tokens : {true, false}) {  // torchtune 0.6.1's __call__ ignores `inference`
-      StatusOr<TokenizedMessages> got = tok->TokenizeMessages(messages, add_end_tokens);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      EXPECT_EQ(got->tokens, c["tokens"].get<std::vector<int64_t>>());
-      EXPECT_EQ(got->mask, c["mask"].get<std::vector<bool>>());
+TEST(ChatFormatTest, EveryFamilyEqualsTorchtune061) {
+  // Each tokenizer torchtune 0.6.1 has, on a corpus of whitespace, numbers, code, emoji, CJK, NFC/NFD and special
+  // token look-alikes: plain ids, ids with BOS and EOS, and training samples (tokens and masks) with the prompt
+  // masked or not, whole and truncated. Phi-3's plain text ends with the model's </s> (2), not <|endoftext|>; no
+  // <|endoftext|> follows its assistant turns and truncation replaces no token.
+  nlohmann::json fixture = test::LoadFixture("torchtune_0_6_1.json");
+  ASSERT_EQ(fixture["families"].size(), 7u);
+  for (const auto& [family, expected] : fixture["families"].items()) {
+    SCOPED_TRACE(family);
+    auto plain = Build(family, nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", nullptr}});
+    ASSERT_NE(plain, nullptr);
+    auto id = [](const nlohmann::json& value) { return value.is_null() ? kNoId : value.get<int64_t>(); };
+    EXPECT_EQ(plain->bos_id(), id(expected["bos_id"]));
+    EXPECT_EQ(plain->eos_id(), id(expected["eos_id"]));
+    EXPECT_EQ(plain->pad_id(), id(expected["pad_id"]));
+    ASSERT_GT(expected["encode"].size(), 20u);
+    for (const auto& c : expected["encode"]) {
+      std::string text = c["text"];
+      SCOPED_TRACE(text);
+      EXPECT_EQ(plain->Encode(text, false, false), c["ids"].get<std::vector<int64_t>>());
+      EXPECT_EQ(plain->Encode(text, true, true), c["ids_with_bos_eos"].get<std::vector<int64_t>>());
+    }
+    ASSERT_GE(expected["chat"].size(), 8u);
+    for (const auto& c : expected["chat"]) {
+      SCOPED_TRACE(c["conversation"].get<std::string>() + " max_seq_len " + c["max_seq_len"].dump() + " masked " +
+                   c["messages"][0]["masked"].dump());
+      auto tok = Build(family, nlohmann::json{{"max_seq_len", c["max_seq_len"]}, {"prompt_template", nullptr}});
+      ASSERT_NE(tok, nullptr);
+      std::vector<Message> messages;
+      for (const auto& m : c["messages"]) messages.emplace_back(m["role"], m["content"], m["masked"].get<bool>());
+      // torchtune 0.6.1's Phi-3 __call__ ignores `inference`: both ways give the training sample.
+      for (bool add_end_tokens : family == "phi3_mini_tokenizer" ? std::vector<bool>{true, false}
+                                                                 : std::vector<bool>{true}) {
+        StatusOr<TokenizedMessages> got = tok->TokenizeMessages(messages, add_end_tokens);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        EXPECT_EQ(got->tokens, c["tokens"].get<std::vector<int64_t>>());
+        EXPECT_EQ(got->mask, c["mask"].get<std::vector<bool>>());
+      }
     }
   }
 }

@@ -41,13 +41,21 @@ std::vector<ModelTypeRecord> BuildTypes() {
   qwen3.sliding_window_refusal = "Qwen3's per-layer windows are not implemented";
   types.push_back(qwen3);
 
-  // What transformers 4.57 reads: Gemma's MLP takes hidden_act, Gemma 2's hidden_activation.
+  // Gemma's activation is GELU's tanh approximation: the one the models were trained with and the one
+  // torchtune's gemma builders always use. Google's config.json files say so in hidden_activation
+  // ("gelu_pytorch_tanh") beside a legacy hidden_act of "gelu". Transformers 4.38-4.41 read hidden_activation and
+  // took a lone hidden_act "gelu" as the approximation too (with a warning, PR 29402); 4.42 and later (4.57.1 and
+  // 5.0.0 checked) read hidden_act literally, which runs exact GELU for those files. tune-matrix follows the
+  // model and torchtune: hidden_activation when present, else hidden_act with "gelu" taken as the approximation.
+  // Gemma 2's MLP reads hidden_activation in every transformers version.
   ModelTypeRecord gemma;
   gemma.name = "gemma";
   gemma.causal_lm = "GemmaForCausalLM";
   gemma.tied_by_default = true;
   gemma.gemma_scaling = true;
   gemma.refuses_attention_bias = true;
+  gemma.activation_key = "hidden_activation";
+  gemma.legacy_activation_key = "hidden_act";
   gemma.default_activation = "gelu_pytorch_tanh";
   gemma.writes_hidden_activation = true;
   types.push_back(gemma);
@@ -57,7 +65,7 @@ std::vector<ModelTypeRecord> BuildTypes() {
   gemma2.causal_lm = "Gemma2ForCausalLM";
   gemma2.post_norms = true;
   gemma2.alternate_sliding_window = true;
-  gemma2.activation_key = "hidden_activation";
+  gemma2.legacy_activation_key.clear();
   gemma2.reads_sliding_window = true;
   gemma2.reads_softcaps = true;
   types.push_back(gemma2);

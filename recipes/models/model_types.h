@@ -27,8 +27,11 @@ struct ModelTypeRecord {
   bool alternate_sliding_window = false;              // Gemma 2: the window on even layers only
 
   // config.json keys beyond the common sizes, rope_theta, rms_norm_eps and tie_word_embeddings.
-  std::string activation_key = "hidden_act";  // what transformers' MLP reads (Gemma 2: hidden_activation)
-  std::string default_activation = "silu";    // when activation_key is absent
+  std::string activation_key = "hidden_act";  // the activation's key (Gemma, Gemma 2: hidden_activation)
+  std::string default_activation = "silu";    // when activation_key is absent and there is no legacy key
+  // Gemma: when activation_key is absent, this older key is read, its "gelu" meaning the tanh approximation
+  // (see model_types.cc). Empty: none.
+  std::string legacy_activation_key;
   bool refuses_attention_bias = false;        // attention_bias: true is refused (the decoder has no o_proj bias)
   bool refuses_mlp_bias = false;              // mlp_bias: true is refused
   bool reads_rope_scaling = false;            // rope_scaling (llama3 scaling); refused for other types

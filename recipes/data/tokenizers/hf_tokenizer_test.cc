@@ -1,5 +1,6 @@
 // Token ids must equal Hugging Face `tokenizers` 0.23.3 (recipes/data/testdata/tokenizer_ids.json["hf_*"], made
-// by scripts/make_tokenizer_fixtures.py; "hf_base_tokenizer" through torchtune's HuggingFaceBaseTokenizer).
+// by scripts/make_tokenizer_fixtures.py) and, through the wrapper, torchtune 0.6.1's HuggingFaceBaseTokenizer
+// (torchtune_0_6_1.json["hf_base_tokenizer"], scripts/make_torchtune_0_6_1_fixtures.py).
 #include "recipes/data/tokenizers/hf_tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -77,15 +78,19 @@ TEST(HfTokenizerTest, ByteFallbackIdsEqualTokenizers) {
 }
 
 TEST(HfTokenizerTest, BosEosAsTorchtuneAddsThem) {
+  // torchtune 0.6.1's HuggingFaceBaseTokenizer (torchtune_0_6_1.json, scripts/make_torchtune_0_6_1_fixtures.py),
+  // plain and with BOS and EOS, on the varied corpus (special-token look-alikes included).
   auto tok = Load("tokenizer.json");
   ASSERT_NE(tok, nullptr);
-  nlohmann::json fixture = test::LoadFixture("tokenizer_ids.json")["hf_base_tokenizer"];
+  nlohmann::json fixture = test::LoadFixture("torchtune_0_6_1.json")["hf_base_tokenizer"];
   EXPECT_EQ(tok->bos_id(), fixture["bos_id"].get<int64_t>());
   EXPECT_EQ(tok->eos_id(), fixture["eos_id"].get<int64_t>());
-  for (const auto& c : fixture["with_bos_eos"]) {
+  ASSERT_GT(fixture["encode"].size(), 20u);
+  for (const auto& c : fixture["encode"]) {
     std::string text = c["text"];
     SCOPED_TRACE(text);
-    EXPECT_EQ(tok->Encode(text, true, true), c["ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(tok->Encode(text, false, false), c["ids"].get<std::vector<int64_t>>());
+    EXPECT_EQ(tok->Encode(text, true, true), c["ids_with_bos_eos"].get<std::vector<int64_t>>());
   }
 }
 

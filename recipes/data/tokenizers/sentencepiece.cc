@@ -4,6 +4,7 @@
 
 #include "base/file_util.h"
 #include "base/input_file.h"
+#include "recipes/data/tokenizers/sentencepiece_unigram.h"
 
 namespace tmx::data {
 
@@ -28,6 +29,20 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(c
                                    "or a tiktoken file");
   }
   const sentencepiece::SentencePieceProcessor& sp = *tok->processor_;
+  StatusOr<SentencePieceModelInfo> info = ParseSentencePieceModel(*model, options.path);
+  if (!info.ok()) return info.status();
+  if (info->model_type == SentencePieceModelInfo::ModelType::kUnigram) {
+    tok->unigram_ = std::make_unique<UnigramSegmenter>(*info);
+    tok->byte_of_id_.assign(info->pieces.size(), -1);
+    if (info->byte_fallback) tok->id_of_byte_.assign(256, sp.unk_id());
+    for (int id = 0; id < sp.GetPieceSize(); ++id) {
+      const std::string& piece = info->pieces[static_cast<size_t>(id)].text;
+      if (!sp.IsByte(id) || piece.size() != 6 || piece.compare(0, 3, "<0x") != 0) continue;
+      int byte = std::stoi(piece.substr(3, 2), nullptr, 16);  // the library accepted it: "<0xNN>"
+      tok->byte_of_id_[static_cast<size_t>(id)] = byte;
+      if (!tok->id_of_byte_.empty()) tok->id_of_byte_[static_cast<size_t>(byte)] = id;
+    }
+  }
   tok->bos_id_ = options.bos_id != kNoId ? options.bos_id : sp.bos_id();
   tok->eos_id_ = options.eos_id != kNoId ? options.eos_id : sp.eos_id();
   tok->pad_id_ = options.pad_id != kNoId ? options.pad_id : sp.pad_id();
@@ -48,9 +63,36 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(c
 }
 
 std::vector<int64_t> SentencePieceTokenizer::EncodePlain(std::string_view text) const {
-  std::vector<int> ids;
-  processor_->Encode(std::string(text), &ids);  // fails only when no model is loaded
-  return std::vector<int64_t>(ids.begin(), ids.end());
+  if (!unigram_) {
+    std::vector<int> ids;
+    processor_->Encode(std::string(text), &ids);  // fails only when no model is loaded
+    return std::vector<int64_t>(ids.begin(), ids.end());
+  }
+  // The normalized text is what the library's pieces spell (a byte-fallback piece spells its byte); it is
+  // segmented again with 0.2.x's tie-breaking, then unknown runs become bytes or one unknown id as the library's
+  // PopulateSentencePieceText makes them.
+  const sentencepiece::ImmutableSentencePieceText encoded = processor_->EncodeAsImmutableProto(std::string(text));
+  std::string normalized;
+  for (const auto& piece : encoded.pieces()) {  // views into `encoded`
+    int byte = byte_of_id_[piece.id()];
+    if (byte >= 0) {
+      normalized.push_back(static_cast<char>(byte));
+    } else {
+      normalized += piece.piece();
+    }
+  }
+  std::vector<int64_t> ids;
+  bool previous_unknown = false;
+  for (const auto& [piece, id] : unigram_->Segment(normalized)) {
+    const bool unknown = id == unigram_->unk_id();
+    if (unknown && !id_of_byte_.empty()) {
+      for (char c : piece) ids.push_back(id_of_byte_[static_cast<uint8_t>(c)]);
+    } else if (!(unknown && previous_unknown)) {
+      ids.push_back(id);
+    }
+    previous_unknown = unknown;
+  }
+  return ids;
 }
 
 std::vector<int64_t> SentencePieceTokenizer::Encode(std::string_view text, const EncodeOptions& options) const {

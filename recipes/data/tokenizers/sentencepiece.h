@@ -2,8 +2,10 @@
 // torchtune's SentencePieceBaseTokenizer (torchtune.modules.transforms.tokenizers._sentencepiece) uses it for
 // Llama 2, Mistral, Gemma and Phi-3.
 //
-// Encoding is the model's own (normalization, whitespace marker, byte fallback); special-token text in the input
-// is encoded as ordinary text. trim_leading_whitespace follows torchtune: when the model encodes whitespace, the
+// Encoding is the model's own (normalization, whitespace marker, byte fallback), with ids equal to the
+// sentencepiece 0.2.x that torchtune's Python package installs: libsentencepiece (Debian's 0.1.97) normalizes and
+// segments BPE models, and unigram models are segmented by UnigramSegmenter (sentencepiece_unigram.h), whose
+// tie-breaking is 0.2.x's. Special-token text in the input is encoded as ordinary text. trim_leading_whitespace follows torchtune: when the model encodes whitespace, the
 // text is encoded behind a "\n" prefix whose tokens are then dropped, so no "▁" is put in front of the text.
 // Extra special tokens (Phi-3's <|user|> ...) can be given with ids above the model's vocabulary; they are known
 // to Decode, Piece and special_tokens() but never produced by Encode.
@@ -23,6 +25,8 @@ class SentencePieceProcessor;
 }
 
 namespace tmx::data {
+
+class UnigramSegmenter;
 
 struct SentencePieceOptions {
   // The SentencePiece model file (tokenizer.model). Required.
@@ -60,6 +64,11 @@ class SentencePieceTokenizer : public Tokenizer {
   std::vector<int64_t> EncodePlain(std::string_view text) const;
 
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  // Unigram models only (null for BPE): the segmentation, and the byte each byte-fallback piece stands for
+  // (-1 for other ids) to rebuild the normalized text from the library's pieces.
+  std::unique_ptr<UnigramSegmenter> unigram_;
+  std::vector<int> byte_of_id_;
+  std::vector<int> id_of_byte_;  // byte fallback pieces by byte value, empty without byte fallback
   std::map<int64_t, std::string> extra_by_id_;
   bool encodes_whitespace_ = false;
   int64_t model_bos_id_ = kNoId;  // the model's own control ids, which Encode adds

@@ -1,6 +1,7 @@
-// Token ids must equal the sentencepiece Python package's (recipes/data/testdata/tokenizer_ids.json
-// ["sentencepiece"], made by scripts/make_tokenizer_fixtures.py with sentencepiece 0.1.97 through torchtune's
-// llama2_tokenizer on the shipped m.model, torchtune's test asset).
+// Token ids must equal the sentencepiece Python package 0.2.3's, the version torchtune 0.6.1 installs
+// (recipes/data/testdata/tokenizer_ids.json["sentencepiece"], made by scripts/make_tokenizer_fixtures.py through
+// torchtune's llama2_tokenizer on the shipped m.model, torchtune's test asset; and torchtune_0_6_1.json
+// ["sentencepiece"], scripts/make_torchtune_0_6_1_fixtures.py, for m.model and two models with byte fallback).
 #include "recipes/data/tokenizers/sentencepiece.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +45,27 @@ TEST(SentencePieceTest, IdsEqualSentencepiece) {
   for (const auto& c : fixture["decode"]) {
     std::string text = c["text"];
     EXPECT_EQ(tok->Decode(c["ids"].get<std::vector<int64_t>>(), true), text);
+  }
+}
+
+TEST(SentencePieceTest, IdsEqualSentencepiece023WhereTiesAndBytesDecide) {
+  // m.model is a unigram model; the two trained ones (unigram and BPE) fall back to bytes and have user-defined
+  // symbols. The texts include ties ("V---", "www") that Debian's libsentencepiece 0.1.97 alone segments the
+  // other way.
+  nlohmann::json fixture = test::LoadFixture("torchtune_0_6_1.json")["sentencepiece"];
+  ASSERT_EQ(fixture.size(), 3u);
+  for (const auto& [name, cases] : fixture.items()) {
+    SCOPED_TRACE(name);
+    SentencePieceOptions options;
+    options.path = name == "m.model" ? test::SampleTokenizerPath(name) : test::TestDataPath(name);
+    auto tok = SentencePieceTokenizer::Load(options);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    ASSERT_GT(cases.size(), 30u);
+    for (const auto& c : cases) {
+      std::string text = c["text"];
+      SCOPED_TRACE(text);
+      EXPECT_EQ((*tok)->Encode(text, false, false), c["ids"].get<std::vector<int64_t>>());
+    }
   }
 }
 

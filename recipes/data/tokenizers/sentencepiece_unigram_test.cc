@@ -1,0 +1,109 @@
+#include "recipes/data/tokenizers/sentencepiece_unigram.h"
+
+#include <gtest/gtest.h>
+
+#include "base/file_util.h"
+#include "recipes/data/testdata/fixtures.h"
+
+namespace tmx::data {
+namespace {
+
+using Info = SentencePieceModelInfo;
+
+Info::Piece P(std::string text, float score, Info::PieceType type = Info::PieceType::kNormal) {
+  return Info::Piece{std::move(text), score, type};
+}
+
+std::vector<std::pair<std::string, int>> Segment(const Info& model, std::string_view text) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& [piece, id] : UnigramSegmenter(model).Segment(text)) out.emplace_back(piece, id);
+  return out;
+}
+
+std::string ReadModel(const std::string& path) {
+  StatusOr<std::string> bytes = ReadFile(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  return bytes.ok() ? *bytes : std::string();
+}
+
+TEST(SentencePieceUnigramTest, ReadsTheFieldsOfTorchtunesTestModel) {
+  StatusOr<Info> info = ParseSentencePieceModel(ReadModel(test::SampleTokenizerPath("m.model")), "m.model");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->model_type, Info::ModelType::kUnigram);
+  EXPECT_FALSE(info->byte_fallback);
+  ASSERT_EQ(info->pieces.size(), 2000u);
+  EXPECT_EQ(info->pieces[0].text, "<unk>");
+  EXPECT_EQ(info->pieces[0].type, Info::PieceType::kUnknown);
+  EXPECT_EQ(info->pieces[1].type, Info::PieceType::kControl);
+  EXPECT_EQ(info->pieces[143].text, "w");  // sentencepiece 0.2.3: id_to_piece(143), get_score(143)
+  EXPECT_FLOAT_EQ(info->pieces[143].score, -6.82821083f);
+  EXPECT_EQ(info->pieces[1053].text, "ww");
+}
+
+TEST(SentencePieceUnigramTest, ReadsModelTypeByteFallbackAndUserDefinedSymbols) {
+  StatusOr<Info> bpe =
+      ParseSentencePieceModel(ReadModel(test::TestDataPath("sp_bpe_byte_fallback.model")), "bpe.model");
+  ASSERT_TRUE(bpe.ok()) << bpe.status().ToString();
+  EXPECT_EQ(bpe->model_type, Info::ModelType::kBpe);
+  EXPECT_TRUE(bpe->byte_fallback);
+  int user_defined = 0, bytes = 0;
+  for (const auto& piece : bpe->pieces) {
+    user_defined += piece.type == Info::PieceType::kUserDefined;
+    bytes += piece.type == Info::PieceType::kByte;
+  }
+  EXPECT_EQ(user_defined, 3);  // <|user|>, [INST], ab
+  EXPECT_EQ(bytes, 256);
+}
+
+TEST(SentencePieceUnigramTest, MalformedBytesAreNamedWithTheirOffset) {
+  std::string model = ReadModel(test::SampleTokenizerPath("m.model"));
+  StatusOr<Info> cut = ParseSentencePieceModel(std::string_view(model).substr(0, 100), "cut.model");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().message().rfind("cut.model: not a SentencePiece model (", 0), 0u) << cut.status().message();
+  EXPECT_NE(cut.status().message().find(" at byte "), std::string::npos);
+  StatusOr<Info> empty = ParseSentencePieceModel("", "empty.model");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), "empty.model: not a SentencePiece model (no pieces at byte 0)");
+  // A piece type outside the enum (7) is refused, not cast.
+  std::string bad_type = std::string("\x0a\x05\x0a\x01x\x18\x07", 7);
+  StatusOr<Info> typed = ParseSentencePieceModel(bad_type, "typed.model");
+  ASSERT_FALSE(typed.ok());
+  EXPECT_EQ(typed.status().message(), "typed.model: not a SentencePiece model (piece 0 is malformed at byte 0)");
+}
+
+TEST(SentencePieceUnigramTest, AnEqualScoreTieKeepsThePathFoundFirstInFloat) {
+  // "www" = "w" + "ww" = "ww" + "w" with equal float sums: the path whose last piece starts first wins, so the
+  // long piece comes last (sentencepiece 0.2.x; 0.1.97 summed in double and could pick the other).
+  Info model;
+  model.pieces = {P("<unk>", 0, Info::PieceType::kUnknown), P("w", -6.82821083f), P("ww", -8.99694157f)};
+  EXPECT_EQ(Segment(model, "www"), (std::vector<std::pair<std::string, int>>{{"w", 1}, {"ww", 2}}));
+  EXPECT_EQ(Segment(model, "wwww"), (std::vector<std::pair<std::string, int>>{{"ww", 2}, {"ww", 2}}));
+}
+
+TEST(SentencePieceUnigramTest, UnknownCharactersAndUserDefinedSymbols) {
+  Info model;
+  model.pieces = {P("<unk>", 0, Info::PieceType::kUnknown), P("a", -1), P("b", -1), P("ab", -5),
+                  P("abab", -3, Info::PieceType::kUserDefined), P("c", -1, Info::PieceType::kUnused)};
+  // The cheaper "a"+"b" beats "ab"; a user-defined symbol beats any split; an unused piece is never used, so
+  // "c" is unknown (one piece per character, "é" is two bytes); the empty text has no pieces.
+  EXPECT_EQ(Segment(model, "ab"), (std::vector<std::pair<std::string, int>>{{"a", 1}, {"b", 2}}));
+  EXPECT_EQ(Segment(model, "abab"), (std::vector<std::pair<std::string, int>>{{"abab", 4}}));
+  EXPECT_EQ(Segment(model, "c\xc3\xa9"
+                           "a"),
+            (std::vector<std::pair<std::string, int>>{{"c", 0}, {"\xc3\xa9", 0}, {"a", 1}}));
+  EXPECT_TRUE(Segment(model, "").empty());
+}
+
+TEST(SentencePieceUnigramTest, LongTextsKeepTheirSegmentationPastTheScoreReset) {
+  // Path scores are re-based past 1e5 in magnitude: 40,000 pieces of -3 cross it several times and the pieces
+  // stay whole.
+  Info model;
+  model.pieces = {P("<unk>", 0, Info::PieceType::kUnknown), P("a", -3), P("aa", -5.5f)};
+  std::string text(80000, 'a');
+  auto pieces = UnigramSegmenter(model).Segment(text);
+  ASSERT_EQ(pieces.size(), 40000u);
+  for (const auto& [piece, id] : pieces) ASSERT_EQ(id, 2);
+}
+
+}  // namespace
+}  // namespace tmx::data
