@@ -1,7 +1,7 @@
 // tm_fuzz: runs the fuzz targets for a while and says how many inputs it tried.
 //
 //   tm_fuzz [--target all|config|override|journal|writeback|safetensors|dataset|
-//           tokenizer_json] [--seconds S] [--max-inputs N] [--seed N]
+//           tokenizer_json|sentencepiece_model] [--seconds S] [--max-inputs N] [--seed N]
 //           [--crash-dir DIR] [--source-dir DIR] [--input FILE]
 //
 // The time and the input count are shared out evenly between the targets. --input runs one file (a crash
@@ -45,7 +45,7 @@ void LimitMemory(uint64_t megabytes) {
 int Usage(const std::string& problem) {
   std::fprintf(stderr,
                "tm_fuzz: %s\nusage: tm_fuzz [--target all|config|override|journal|writeback|safetensors|dataset|"
-               "tokenizer_json] [--seconds S] "
+               "tokenizer_json|sentencepiece_model] [--seconds S] "
                "[--max-inputs N] [--seed N] [--crash-dir DIR] [--source-dir DIR] [--input FILE]\n",
                problem.c_str());
   return 2;

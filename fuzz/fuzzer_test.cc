@@ -35,7 +35,7 @@ TEST_P(FuzzTest, SeededMutationsNeitherCrashNorHang) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzTest,
                          ::testing::Values("config", "override", "journal", "writeback", "safetensors", "dataset",
-                                           "tokenizer_json"),
+                                           "tokenizer_json", "sentencepiece_model"),
                          [](const auto& info) { return info.param; });
 
 TEST(MutatorTest, TheSameSeedGivesTheSameInputs) {

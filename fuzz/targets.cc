@@ -23,6 +23,7 @@
 #include "recipes/data/records.h"
 #include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/tokenizers/hf_tokenizer.h"
+#include "recipes/data/tokenizers/sentencepiece.h"
 
 namespace tmx::fuzz {
 namespace {
@@ -412,6 +413,27 @@ bool RunTokenizerJson(const std::string& input) {
   return true;
 }
 
+// A SentencePiece tokenizer.model: the library's own protobuf parse, then tune-matrix's reading of the pieces
+// (sentencepiece_unigram.h) and, for unigram models, its segmentation of the library's normalized text.
+bool RunSentencePieceModel(const std::string& input) {
+  data::SentencePieceOptions options;
+  options.path = ScratchFile("tokenizer.model", input);
+  StatusOr<std::unique_ptr<data::SentencePieceTokenizer>> tok = data::SentencePieceTokenizer::Load(options);
+  if (!tok.ok()) return false;
+  ExerciseTokenizer(**tok);
+  return true;
+}
+
+std::vector<std::string> SentencePieceSeeds(const std::string& source_dir) {
+  std::vector<std::string> seeds;
+  for (const char* file : {"recipes/data/samples/tokenizers/m.model", "recipes/data/testdata/sp_unigram_byte_fallback.model",
+                           "recipes/data/testdata/sp_bpe_byte_fallback.model"}) {
+    StatusOr<std::string> bytes = ReadFile(source_dir + "/" + file);
+    if (bytes.ok()) seeds.push_back(*bytes);
+  }
+  return seeds;
+}
+
 std::vector<std::string> TokenizerDictionary() {
   std::vector<std::string> words = JsonDictionary();
   for (const char* w : {"\"type\"", "\"BPE\"", "\"ByteLevel\"", "\"Split\"", "\"Sequence\"", "\"Regex\"",
@@ -496,6 +518,9 @@ std::vector<FuzzTarget> AllTargets() {
       {"dataset", RunDataset, DatasetDictionary(), 32 * 1024},
       // The largest seed (recipes/data/samples/tokenizers/tokenizer.json) is 155 KiB.
       {"tokenizer_json", RunTokenizerJson, TokenizerDictionary(), 192 * 1024},
+      // m.model is 264 KiB; the trained byte-fallback models about 10 KiB.
+      {"sentencepiece_model", RunSentencePieceModel, {"\x0a", "\x12", "\x18\x04", "\x18\x06", "\x15", "<0x41>", "\xe2\x96\x81"},
+       288 * 1024},
   };
 }
 
@@ -503,6 +528,7 @@ StatusOr<std::vector<std::string>> SeedCorpus(const std::string& target, const s
   std::vector<std::string> seeds;
   if (target == "safetensors") return SafetensorsSeeds();
   if (target == "tokenizer_json") return TokenizerSeeds(source_dir);
+  if (target == "sentencepiece_model") return SentencePieceSeeds(source_dir);
   if (target == "dataset") {
     StatusOr<std::vector<std::string>> files =
         ListRegularFiles(source_dir + "/recipes/data/samples/datasets", "", nullptr);

@@ -23,7 +23,8 @@
 namespace tmx::fuzz {
 
 struct FuzzTarget {
-  std::string name;  // "config", "override", "journal", "writeback", "safetensors", "dataset", "tokenizer_json"
+  std::string name;  // "config", "override", "journal", "writeback", "safetensors", "dataset", "tokenizer_json",
+                     // "sentencepiece_model"
   // Runs one input; returns whether it was accepted (parsed without error), so that the fuzzer keeps it
   // to mutate further.
   std::function<bool(const std::string&)> run;
@@ -39,8 +40,8 @@ std::vector<FuzzTarget> AllTargets();
 // reports/journal.jsonl and each of its lines for "journal", a few hand-made files for "safetensors", the sample
 // data files of recipes/data/samples/datasets/ for "dataset", the tokenizer.json files of
 // recipes/data/samples/tokenizers/ and recipes/data/testdata/ and the tiny byte-level BPE's vocab.json and
-// merges.txt (one input, split at a "#merges.txt" line) for "tokenizer_json", plus a few hand-written hostile
-// seeds.
+// merges.txt (one input, split at a "#merges.txt" line) for "tokenizer_json", m.model and the two byte-fallback
+// models of recipes/data/testdata/ for "sentencepiece_model", plus a few hand-written hostile seeds.
 StatusOr<std::vector<std::string>> SeedCorpus(const std::string& target, const std::string& source_dir);
 
 }  // namespace tmx::fuzz
