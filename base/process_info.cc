@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace tmx {
 
@@ -18,6 +21,30 @@ std::string HostName() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "";
   return buf;
+}
+
+int64_t MachineMemoryBytes() {
+  int64_t total = 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") {
+      total = kib * 1024;
+      break;
+    }
+  }
+  std::ifstream cg("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cg >> limit && limit != "max") {
+    try {
+      int64_t v = std::stoll(limit);
+      if (v > 0 && (total == 0 || v < total)) total = v;
+    } catch (const std::exception&) {
+    }
+  }
+  return total;
 }
 
 }  // namespace tmx

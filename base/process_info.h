@@ -1,4 +1,4 @@
-// Facts about processes on this machine, for locks and for cleaning up after killed writers.
+// Facts about processes and the machine they run on: for locks, cleaning up after killed writers, and limits.
 #pragma once
 
 #include <cstdint>
@@ -12,5 +12,9 @@ bool ProcessIsAlive(int64_t pid);
 
 // This machine's host name, "" if unknown.
 std::string HostName();
+
+// The memory this process's machine can give it: physical memory (MemTotal), or the cgroup's memory.max when
+// that is lower (containers, CI runners); 0 when neither can be read.
+int64_t MachineMemoryBytes();
 
 }  // namespace tmx

@@ -10,6 +10,8 @@
 #include "base/file_util.h"
 #include "base/input_file.h"
 #include "base/json_io.h"
+#include "base/process_info.h"
+#include "base/text.h"
 #include "recipes/checkpoint/safetensors_header.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -139,6 +141,15 @@ Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
   return WriteFileAtomically(path, file);
 }
 
+Status CheckTensorsFitInMemory(const std::string& path, uint64_t data_bytes, int64_t memory_bytes) {
+  if (memory_bytes <= 0 || data_bytes <= static_cast<uint64_t>(memory_bytes)) return Status::OK();
+  return Status::InvalidArgument(
+      path + ": its tensors hold " + FormatBytes(static_cast<int64_t>(std::min<uint64_t>(data_bytes, INT64_MAX))) +
+      ", more than this machine's " + FormatBytes(memory_bytes) +
+      " of memory, so they cannot be loaded here; fix: check the file (a sparse or damaged file declares tensors "
+      "it does not hold) or load the model on a machine with more memory");
+}
+
 StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
   // No size limit on the file: its header is bounded and every tensor must lie inside the file.
   StatusOr<InputFile> file = InputFile::Open(path, InputFileOptions().MaxBytes(0));
@@ -152,6 +163,9 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
   uint64_t data_start = 8 + *header_size;
   StatusOr<SafetensorsHeader> header = ParseSafetensorsHeader(header_text, file->size() - data_start, path);
   if (!header.ok()) return header.status();
+  // The header was checked to cover the data exactly, so the file's size is what the tensors take: refuse before
+  // allocating what the machine cannot give (a sparse file of a terabyte would otherwise end in the OOM killer).
+  TM_RETURN_IF_ERROR(CheckTensorsFitInMemory(path, file->size() - data_start, MachineMemoryBytes()));
 
   LoadedSafetensors loaded;
   loaded.metadata = std::move(header->metadata);
@@ -160,7 +174,14 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
     if (!DtypeFromName(e.dtype, &dtype)) {  // safetensors_header.cc and Dtypes() list the same names
       return Status::Internal(path + ": tensor " + Quote(e.name) + ": dtype " + e.dtype + " has no LibTorch type");
     }
-    at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(dtype));
+    at::Tensor t;
+    try {
+      t = at::empty(e.shape, at::TensorOptions().dtype(dtype));
+    } catch (const c10::Error&) {
+      return Status::IoError(path + ": tensor " + Quote(e.name) + ": could not allocate " +
+                             FormatBytes(static_cast<int64_t>(e.end - e.begin)) +
+                             " for it (the machine is out of memory); fix: free memory or load on a larger machine");
+    }
     TM_RETURN_IF_ERROR(file->ReadAt(data_start + e.begin, t.data_ptr(), e.end - e.begin));
     if (dtype == c10::kBool) {
       const uint8_t* bytes = static_cast<const uint8_t*>(t.data_ptr());

@@ -35,10 +35,15 @@ Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
 
 // Reads a safetensors file, validating the header first: its length against the file size, the JSON, each
 // entry's dtype, shape and data_offsets, shape x element size == byte length, and that the offsets cover
-// the data exactly (in range, no overlap, no gap, nothing after the last tensor). NotFound/IoError for the
-// file, InvalidArgument for bad contents, with messages naming the file and, where one is at fault, the
-// tensor.
+// the data exactly (in range, no overlap, no gap, nothing after the last tensor), and that the tensors fit in
+// the machine's memory (CheckTensorsFitInMemory with MachineMemoryBytes()) before anything is allocated.
+// NotFound/IoError for the file, InvalidArgument for bad contents, with messages naming the file and, where one
+// is at fault, the tensor.
 StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path);
+
+// InvalidArgument naming `path`, both sizes and the fix when `data_bytes` of tensors exceed `memory_bytes`
+// (0: unknown, anything passes).
+Status CheckTensorsFitInMemory(const std::string& path, uint64_t data_bytes, int64_t memory_bytes);
 
 // The module's parameters, then its buffers (recursively, with dotted names like "layers.0.attn.q_proj.weight",
 // undefined ones left out), as they would be saved. The tensors share storage with the module.

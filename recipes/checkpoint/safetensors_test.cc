@@ -12,6 +12,8 @@
 #include <torch/torch.h>
 
 #include "base/file_util.h"
+#include "base/process_info.h"
+#include "base/text.h"
 #include "recipes/checkpoint/safetensors_header.h"
 #include "tests/scratch_dir.h"
 
@@ -242,6 +244,28 @@ TEST_F(SafetensorsTest, AFifoOrAFolderIsRefusedNotWaitedOn) {
   ASSERT_EQ(::mkdir(Path("folder.safetensors").c_str(), 0755), 0);
   EXPECT_EQ(LoadError(Path("folder.safetensors")),
             Path("folder.safetensors") + ": is a folder, not a regular file; fix: pass a regular file");
+}
+
+// A valid header over a sparse file twice the machine's memory: refused from its size before any allocation
+// (it used to allocate the tensor and meet the OOM killer), naming the file and both sizes.
+TEST_F(SafetensorsTest, TensorsLargerThanTheMachinesMemoryAreRefusedBeforeAllocating) {
+  const int64_t memory = MachineMemoryBytes();
+  ASSERT_GT(memory, 0);
+  const uint64_t bytes = 2 * static_cast<uint64_t>(memory);
+  std::string header = R"({"w": {"dtype": "U8", "shape": [)" + std::to_string(bytes) + R"(], "data_offsets": [0, )" +
+                       std::to_string(bytes) + "]}}";
+  std::string path = WriteRaw("huge.safetensors", SafetensorsFile(header, ""));
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(8 + header.size() + bytes)), 0);  // sparse: no blocks
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(LoadError(path), path + ": its tensors hold " + FormatBytes(static_cast<int64_t>(bytes)) +
+                                 ", more than this machine's " + FormatBytes(memory) +
+                                 " of memory, so they cannot be loaded here; fix: check the file (a sparse or damaged "
+                                 "file declares tensors it does not hold) or load the model on a machine with more "
+                                 "memory");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(CheckTensorsFitInMemory(path, 100, 100).ok());
+  EXPECT_FALSE(CheckTensorsFitInMemory(path, 101, 100).ok());
+  EXPECT_TRUE(CheckTensorsFitInMemory(path, 1ull << 62, 0).ok());  // memory unknown: nothing refused
 }
 
 // The torch-free header checks (safetensors_header.h) and this reader's LibTorch types agree on every dtype's

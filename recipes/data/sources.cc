@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "base/file_util.h"
 #include "base/folder.h"
@@ -29,19 +30,40 @@ std::string FormatOf(const std::string& path) {
   return "";
 }
 
+// A file under a dataset folder: its path relative to the folder and the file it finally names.
+struct ListedFile {
+  std::string relative;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
 // Data files under `dir` (recursive, sorted), relative to it. Hidden entries are skipped; linked folders are
 // entered, each folder once (a link loop is an error naming the link, not the same records read again).
-StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
+StatusOr<std::vector<ListedFile>> ListFiles(const std::string& dir) {
   WalkOptions options;
   options.skip_hidden = true;
   options.follow_folder_links = true;
-  std::vector<std::string> files;
+  std::vector<ListedFile> files;
   Status s = WalkFolder(dir, options, [&](const FolderEntry& e) {
-    files.push_back(e.relative);
+    files.push_back({e.relative, e.st.st_dev, e.st.st_ino});
     return Status::OK();
   });
   if (!s.ok()) return s.WithContext("dataset folder " + dir);
   return files;
+}
+
+// InvalidArgument when two of a split's files are one file reached by two paths (a link beside its target, two
+// links to one file): its records would be read twice.
+Status CheckEachFileOnce(const std::string& dir, const std::vector<ListedFile>& files) {
+  std::map<std::pair<dev_t, ino_t>, const ListedFile*> seen;
+  for (const ListedFile& f : files) {
+    auto [it, added] = seen.emplace(std::make_pair(f.dev, f.ino), &f);
+    if (added) continue;
+    return Status::InvalidArgument("dataset folder " + dir + ": " + dir + "/" + f.relative + " is the same file as " +
+                                   dir + "/" + it->second->relative +
+                                   " (a link), so its records would be read twice; fix: remove one of the two");
+  }
+  return Status::OK();
 }
 
 // Whether relative path `file` belongs to `split`: a path component starting with the split's name.
@@ -152,22 +174,23 @@ StatusOr<std::vector<SourceFile>> ResolveSource(const SourceOptions& options) {
       }
       return Status::NotFound(MissingHubMessage(options.source, base));
     }
-    StatusOr<std::vector<std::string>> all = ListFiles(dir);
+    StatusOr<std::vector<ListedFile>> all = ListFiles(dir);
     if (!all.ok()) return all.status();
-    std::vector<std::string> usable, in_split, unsupported;
-    for (const std::string& f : *all) {
-      std::string ext = Extension(f);
-      if (!FormatOf(f).empty()) {
+    std::vector<ListedFile> usable, in_split;
+    std::vector<std::string> unsupported;
+    for (const ListedFile& f : *all) {
+      std::string ext = Extension(f.relative);
+      if (!FormatOf(f.relative).empty()) {
         usable.push_back(f);
       } else if (ext == "parquet" || ext == "arrow") {
-        unsupported.push_back(f);
+        unsupported.push_back(f.relative);
       }
     }
-    for (const std::string& f : usable) {
-      if (InSplit(f, slice->name)) in_split.push_back(f);
+    for (const ListedFile& f : usable) {
+      if (InSplit(f.relative, slice->name)) in_split.push_back(f);
     }
-    bool any_named = std::any_of(usable.begin(), usable.end(), [](const std::string& f) {
-      return InSplit(f, "train") || InSplit(f, "validation") || InSplit(f, "test");
+    bool any_named = std::any_of(usable.begin(), usable.end(), [](const ListedFile& f) {
+      return InSplit(f.relative, "train") || InSplit(f.relative, "validation") || InSplit(f.relative, "test");
     });
     if (in_split.empty() && !any_named && slice->name == "train") in_split = usable;
     if (in_split.empty()) {
@@ -182,7 +205,8 @@ StatusOr<std::vector<SourceFile>> ResolveSource(const SourceOptions& options) {
                               "; fix: put the split's records there as " + slice->name +
                               ".jsonl (one JSON object per line), .json, .csv or .txt" + convert);
     }
-    for (const std::string& f : in_split) files.push_back({dir + "/" + f, FormatOf(f)});
+    TM_RETURN_IF_ERROR(CheckEachFileOnce(dir, in_split));
+    for (const ListedFile& f : in_split) files.push_back({dir + "/" + f.relative, FormatOf(f.relative)});
   }
   return files;
 }

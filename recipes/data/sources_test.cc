@@ -154,6 +154,35 @@ TEST_F(SourcesTest, ALinkLoopInADatasetFolderIsNamedNotReadAgain) {
   EXPECT_EQ(records->size(), 2u);
 }
 
+TEST_F(SourcesTest, TwoPathsToOneDataFileAreNamedNotReadTwice) {
+  // A link beside its target, then two links to one file elsewhere: each would put the records in twice.
+  Put("org/twice/train.jsonl", "{\"i\": 1}\n{\"i\": 2}\n");
+  Put("elsewhere/data.jsonl", "{\"i\": 3}\n");
+  const std::string dir = dir_.path() + "/org/twice";
+  ASSERT_EQ(::symlink("train.jsonl", (dir + "/train_copy.jsonl").c_str()), 0);
+  SourceOptions options;
+  options.source = "org/twice";
+  auto records = LoadSource(options);
+  ASSERT_FALSE(records.ok()) << records->size() << " records";
+  EXPECT_EQ(records.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(records.status().message(), "dataset folder " + dir + ": " + dir + "/train_copy.jsonl is the same file as " +
+                                            dir + "/train.jsonl (a link), so its records would be read twice; fix: "
+                                            "remove one of the two");
+  ASSERT_EQ(::unlink((dir + "/train_copy.jsonl").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_.path() + "/elsewhere/data.jsonl").c_str(), (dir + "/train_a.jsonl").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_.path() + "/elsewhere/data.jsonl").c_str(), (dir + "/train_b.jsonl").c_str()), 0);
+  records = LoadSource(options);
+  ASSERT_FALSE(records.ok()) << records->size() << " records";
+  EXPECT_EQ(records.status().message(), "dataset folder " + dir + ": " + dir + "/train_b.jsonl is the same file as " +
+                                            dir + "/train_a.jsonl (a link), so its records would be read twice; fix: "
+                                            "remove one of the two");
+  // One link to a file outside the folder is read, once.
+  ASSERT_EQ(::unlink((dir + "/train_b.jsonl").c_str()), 0);
+  records = LoadSource(options);
+  ASSERT_TRUE(records.ok()) << records.status().ToString();
+  EXPECT_EQ(records->size(), 3u);
+}
+
 TEST_F(SourcesTest, AFifoOrAnOversizedDataFileIsRefusedByName) {
   const std::string fifo = dir_.path() + "/train.jsonl";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
