@@ -414,7 +414,7 @@ bool RunTokenizerJson(const std::string& input) {
 }
 
 // A SentencePiece tokenizer.model: the library's own protobuf parse, then tune-matrix's reading of the pieces
-// (sentencepiece_unigram.h) and, for unigram models, its segmentation of the library's normalized text.
+// (sentencepiece_model.h) and, for unigram models, its segmentation of the library's normalized text.
 bool RunSentencePieceModel(const std::string& input) {
   data::SentencePieceOptions options;
   options.path = ScratchFile("tokenizer.model", input);

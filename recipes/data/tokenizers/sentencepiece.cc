@@ -4,7 +4,7 @@
 
 #include "base/file_util.h"
 #include "base/input_file.h"
-#include "recipes/data/tokenizers/sentencepiece_unigram.h"
+#include "recipes/data/tokenizers/sentencepiece_model.h"
 
 namespace tmx::data {
 
@@ -21,6 +21,10 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(c
                             "tokenizer.model");
   }
   if (!model.ok()) return model.status();
+  // Read and checked here first: the library (0.1.97) trusts the normalizer's character map and would crash on a
+  // damaged one at the first text.
+  StatusOr<SentencePieceModelInfo> info = ParseSentencePieceModel(*model, options.path);
+  if (!info.ok()) return info.status();
   std::unique_ptr<SentencePieceTokenizer> tok(new SentencePieceTokenizer());
   sentencepiece::util::Status loaded = tok->processor_->LoadFromSerializedProto(*model);
   if (!loaded.ok()) {
@@ -29,8 +33,6 @@ StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::Load(c
                                    "or a tiktoken file");
   }
   const sentencepiece::SentencePieceProcessor& sp = *tok->processor_;
-  StatusOr<SentencePieceModelInfo> info = ParseSentencePieceModel(*model, options.path);
-  if (!info.ok()) return info.status();
   if (info->model_type == SentencePieceModelInfo::ModelType::kUnigram) {
     tok->unigram_ = std::make_unique<UnigramSegmenter>(*info);
     tok->byte_of_id_.assign(info->pieces.size(), -1);

@@ -4,7 +4,7 @@
 //
 // Encoding is the model's own (normalization, whitespace marker, byte fallback), with ids equal to the
 // sentencepiece 0.2.x that torchtune's Python package installs: libsentencepiece (Debian's 0.1.97) normalizes and
-// segments BPE models, and unigram models are segmented by UnigramSegmenter (sentencepiece_unigram.h), whose
+// segments BPE models, and unigram models are segmented by UnigramSegmenter (sentencepiece_model.h), whose
 // tie-breaking is 0.2.x's. Special-token text in the input is encoded as ordinary text. trim_leading_whitespace follows torchtune: when the model encodes whitespace, the
 // text is encoded behind a "\n" prefix whose tokens are then dropped, so no "▁" is put in front of the text.
 // Extra special tokens (Phi-3's <|user|> ...) can be given with ids above the model's vocabulary; they are known

@@ -1,5 +1,9 @@
-// SentencePiece's unigram segmentation as the sentencepiece library 0.2.1+ computes it (the version torchtune's
-// Python package installs), for the unigram models Debian's libsentencepiece 0.1.97 would segment differently.
+// What tune-matrix reads of a SentencePiece model itself, beside Debian's libsentencepiece 0.1.97:
+//   - ParseSentencePieceModel: the pieces, the model type and byte fallback, and a check of the normalizer's
+//     precompiled character map that sentencepiece 0.2.x makes and 0.1.97 does not: a damaged or hostile map
+//     made 0.1.97 read outside its buffers (a segmentation fault on the first text), so it is refused first.
+//   - UnigramSegmenter: unigram segmentation as sentencepiece 0.2.1+ computes it (the version torchtune's Python
+//     package installs), for the unigram models 0.1.97 would segment differently.
 //
 // Why: both versions pick the best-scoring path through the lattice of pieces, but 0.1.97 adds each piece's score
 // to the path's in double precision (a user-defined symbol's bonus is a double and makes the sum one) while 0.2.x
@@ -38,8 +42,15 @@ struct SentencePieceModelInfo {
   bool byte_fallback = false;
 };
 
-// InvalidArgument "<source>: not a SentencePiece model (<what is wrong at which byte>)" for malformed bytes.
+// InvalidArgument "<source>: not a SentencePiece model (<what is wrong at which byte>)" for malformed bytes, and
+// "<source>: normalizer_spec.precompiled_charsmap is damaged (<what>); ..." (or denormalizer_spec) for a
+// character map that would make the library read outside it: its double-array trie is checked as sentencepiece
+// 0.2.x's darts validate() does (every child inside the array, every value inside the replacement strings), the
+// strings must end with a NUL, and no text may match more than 32 rules (0.1.97's fixed result buffer).
 StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes, const std::string& source);
+
+// The precompiled_charsmap check above, alone: an empty map (no normalization) passes. Returns what is wrong.
+Status CheckPrecompiledCharsMap(std::string_view blob);
 
 class UnigramSegmenter {
  public:

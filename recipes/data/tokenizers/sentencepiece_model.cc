@@ -1,8 +1,9 @@
-#include "recipes/data/tokenizers/sentencepiece_unigram.h"
+#include "recipes/data/tokenizers/sentencepiece_model.h"
 
 #include <algorithm>
 #include <cfloat>
 #include <cstring>
+#include <vector>
 
 namespace tmx::data {
 namespace {
@@ -81,12 +82,98 @@ size_t ForEachField(std::string_view bytes, Field field) {
   return std::string_view::npos;
 }
 
+// darts-clone's double-array unit (sentencepiece's third_party/darts_clone/darts.h).
+struct DartsUnit {
+  uint32_t u;
+  bool has_leaf() const { return ((u >> 8) & 1) == 1; }
+  uint32_t value() const { return u & ((1U << 31) - 1); }
+  uint32_t label() const { return u & ((1U << 31) | 0xFF); }
+  uint32_t offset() const { return (u >> 10) << ((u & (1U << 9)) >> 6); }
+};
+
+constexpr size_t kMaxCharsMapMatches = 32;  // sentencepiece's Normalizer::kMaxTrieResultsSize
+
 constexpr float kUnkPenalty = 10.0f;           // sentencepiece's unigram_model.cc
 constexpr float kScoreResetThreshold = 1e5f;   // 0.2.x: path scores are re-based past this magnitude
 
 size_t Utf8CharLen(char lead) { return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[(lead & 0xFF) >> 4]; }
 
 }  // namespace
+
+Status CheckPrecompiledCharsMap(std::string_view blob) {
+  if (blob.empty()) return Status::OK();
+  uint32_t trie_bytes = 0;
+  if (blob.size() <= 4) return Status::InvalidArgument("shorter than its 4-byte trie size");
+  std::memcpy(&trie_bytes, blob.data(), 4);
+  if (trie_bytes >= blob.size() - 4) return Status::InvalidArgument("its trie size runs past its end");
+  if (trie_bytes < 1024 || trie_bytes % 1024 != 0) {
+    return Status::InvalidArgument("its trie size " + std::to_string(trie_bytes) + " is not a multiple of 1024");
+  }
+  std::vector<DartsUnit> units(trie_bytes / 4);
+  std::memcpy(units.data(), blob.data() + 4, trie_bytes);
+  const std::string_view strings = blob.substr(4 + trie_bytes);
+  if (strings.back() != '\0') return Status::InvalidArgument("its replacement strings do not end with a NUL");
+  const size_t size = units.size();
+  // darts-clone's validate(max_value = the strings' size).
+  if (units[0].label() != 0 || units[0].has_leaf() || units[0].offset() == 0 || ((0 ^ units[0].offset()) | 0xFF) >= size) {
+    return Status::InvalidArgument("its trie's root is malformed");
+  }
+  for (size_t i = 1; i < size; ++i) {
+    if (units[i].label() <= 0xFF) {
+      if (((i ^ units[i].offset()) | 0xFF) >= size) {
+        return Status::InvalidArgument("trie unit " + std::to_string(i) + " points outside the trie");
+      }
+      if (units[i].has_leaf() && units[i ^ units[i].offset()].label() <= 0xFF) {
+        return Status::InvalidArgument("trie unit " + std::to_string(i) + " has a leaf that is not one");
+      }
+    } else if (units[i].value() >= strings.size()) {
+      return Status::InvalidArgument("trie unit " + std::to_string(i) + " names a string outside the map");
+    }
+  }
+  // The most rules one text can match: the longest path from the root counting units with a leaf. darts-clone
+  // shares common suffixes, so the trie is a graph without cycles rather than a tree; a cycle is refused.
+  // Depth-first with an explicit stack; most[u] is the count below unit u once it is done.
+  enum : uint8_t { kNew, kOpen, kDone };
+  std::vector<uint8_t> state(size, kNew);
+  std::vector<uint32_t> most(size, 0);
+  struct Frame {
+    size_t node;
+    uint32_t next_label;
+  };
+  std::vector<Frame> stack = {{0, 0}};
+  state[0] = kOpen;
+  while (!stack.empty()) {
+    Frame& frame = stack.back();
+    const size_t base = frame.node ^ units[frame.node].offset();
+    bool descended = false;
+    while (frame.next_label < 256 && !descended) {
+      const uint32_t c = frame.next_label++;
+      const size_t child = base ^ c;
+      if (child == frame.node || units[child].label() != c) continue;
+      if (state[child] == kOpen) return Status::InvalidArgument("its trie loops back to unit " + std::to_string(child));
+      if (state[child] == kNew) {
+        state[child] = kOpen;
+        stack.push_back({child, 0});  // `frame` is not used past this point
+        descended = true;
+        continue;
+      }
+      const uint32_t through = most[child] + (units[child].has_leaf() ? 1 : 0);
+      most[frame.node] = std::max(most[frame.node], through);
+    }
+    if (descended) continue;
+    const size_t done = frame.node;
+    state[done] = kDone;
+    stack.pop_back();
+    if (most[done] + (units[done].has_leaf() ? 1 : 0) > kMaxCharsMapMatches) {
+      return Status::InvalidArgument("a text can match more than " + std::to_string(kMaxCharsMapMatches) + " rules");
+    }
+    if (!stack.empty()) {
+      // The parent resumes at the label after this child's: account for the child now.
+      most[stack.back().node] = std::max(most[stack.back().node], most[done] + (units[done].has_leaf() ? 1 : 0));
+    }
+  }
+  return Status::OK();
+}
 
 StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes, const std::string& source) {
   using Info = SentencePieceModelInfo;
@@ -96,10 +183,32 @@ StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes,
                                    std::to_string(at) + ")");
   };
   std::string problem;
+  Status charsmap = Status::OK();
   size_t at = ForEachField(bytes, [&](uint32_t number, uint32_t wire_type, WireReader& r, bool* ok) {
-    if (wire_type != 2 || (number != 1 && number != 2)) return false;
+    if (wire_type != 2 || (number != 1 && number != 2 && number != 3 && number != 5)) return false;
     std::string_view message;
     if (!(*ok = r.Bytes(&message))) return true;
+    if (number == 3 || number == 5) {  // normalizer_spec, denormalizer_spec: precompiled_charsmap = 2
+      const char* spec = number == 3 ? "normalizer_spec" : "denormalizer_spec";
+      size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& nr, bool* nok) {
+        if (n != 2 || w != 2) return false;
+        std::string_view blob;
+        if ((*nok = nr.Bytes(&blob))) {
+          Status checked = CheckPrecompiledCharsMap(blob);
+          if (!checked.ok() && charsmap.ok()) {
+            charsmap = Status::InvalidArgument(source + ": " + spec + ".precompiled_charsmap is damaged (" +
+                                               checked.message() +
+                                               "); fix: use the tokenizer.model the model was published with");
+          }
+        }
+        return true;
+      });
+      if (inner != std::string_view::npos) {
+        problem = std::string(spec) + " is malformed";
+        *ok = false;
+      }
+      return true;
+    }
     if (number == 1) {
       Info::Piece piece;
       size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& pr, bool* pok) {
@@ -147,6 +256,7 @@ StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes,
     return true;
   });
   if (at != std::string_view::npos) return bad(at, problem.empty() ? "a malformed field" : problem);
+  if (!charsmap.ok()) return charsmap;
   if (info.pieces.empty()) return bad(bytes.size(), "no pieces");
   return info;
 }

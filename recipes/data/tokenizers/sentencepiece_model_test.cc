@@ -1,6 +1,8 @@
-#include "recipes/data/tokenizers/sentencepiece_unigram.h"
+#include "recipes/data/tokenizers/sentencepiece_model.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "base/file_util.h"
 #include "recipes/data/testdata/fixtures.h"
@@ -26,7 +28,7 @@ std::string ReadModel(const std::string& path) {
   return bytes.ok() ? *bytes : std::string();
 }
 
-TEST(SentencePieceUnigramTest, ReadsTheFieldsOfTorchtunesTestModel) {
+TEST(SentencePieceModelTest, ReadsTheFieldsOfTorchtunesTestModel) {
   StatusOr<Info> info = ParseSentencePieceModel(ReadModel(test::SampleTokenizerPath("m.model")), "m.model");
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->model_type, Info::ModelType::kUnigram);
@@ -40,7 +42,7 @@ TEST(SentencePieceUnigramTest, ReadsTheFieldsOfTorchtunesTestModel) {
   EXPECT_EQ(info->pieces[1053].text, "ww");
 }
 
-TEST(SentencePieceUnigramTest, ReadsModelTypeByteFallbackAndUserDefinedSymbols) {
+TEST(SentencePieceModelTest, ReadsModelTypeByteFallbackAndUserDefinedSymbols) {
   StatusOr<Info> bpe =
       ParseSentencePieceModel(ReadModel(test::TestDataPath("sp_bpe_byte_fallback.model")), "bpe.model");
   ASSERT_TRUE(bpe.ok()) << bpe.status().ToString();
@@ -55,7 +57,7 @@ TEST(SentencePieceUnigramTest, ReadsModelTypeByteFallbackAndUserDefinedSymbols) 
   EXPECT_EQ(bytes, 256);
 }
 
-TEST(SentencePieceUnigramTest, MalformedBytesAreNamedWithTheirOffset) {
+TEST(SentencePieceModelTest, MalformedBytesAreNamedWithTheirOffset) {
   std::string model = ReadModel(test::SampleTokenizerPath("m.model"));
   StatusOr<Info> cut = ParseSentencePieceModel(std::string_view(model).substr(0, 100), "cut.model");
   ASSERT_FALSE(cut.ok());
@@ -71,7 +73,64 @@ TEST(SentencePieceUnigramTest, MalformedBytesAreNamedWithTheirOffset) {
   EXPECT_EQ(typed.status().message(), "typed.model: not a SentencePiece model (piece 0 is malformed at byte 0)");
 }
 
-TEST(SentencePieceUnigramTest, AnEqualScoreTieKeepsThePathFoundFirstInFloat) {
+// m.model with one unit of its normalizer's trie overwritten. The unit is found from the normalizer_spec's
+// name "nmt_nfkc": the precompiled_charsmap field (tag 0x12, a length, the 4-byte trie size, the units) follows.
+std::string WithTrieUnit(std::string model, size_t unit, uint32_t value) {
+  size_t name = model.find("nmt_nfkc");
+  EXPECT_NE(name, std::string::npos);
+  size_t at = name + 8;
+  EXPECT_EQ(model[at], '\x12');
+  ++at;
+  while (static_cast<uint8_t>(model[at]) & 0x80) ++at;  // the blob's length
+  at += 1 + 4 + 4 * unit;                              // its last byte, the trie size, the units before
+  std::memcpy(&model[at], &value, 4);
+  return model;
+}
+
+TEST(SentencePieceModelTest, ADamagedCharacterMapIsRefusedBeforeTheLibraryReadsIt) {
+  // Found by the sentencepiece_model fuzz target: Debian's libsentencepiece 0.1.97 loaded such a model and
+  // crashed (SIGSEGV in Normalizer::NormalizePrefix) on its first text; sentencepiece 0.2.x refuses it.
+  const std::string model = ReadModel(test::SampleTokenizerPath("m.model"));
+  ASSERT_TRUE(ParseSentencePieceModel(model, "m.model").ok());
+  StatusOr<Info> outside = ParseSentencePieceModel(WithTrieUnit(model, 1, 0x7FFFFC00u), "bad.model");
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().message(),
+            "bad.model: normalizer_spec.precompiled_charsmap is damaged (trie unit 1 points outside the trie); fix: use "
+            "the tokenizer.model the model was published with");
+  StatusOr<Info> root = ParseSentencePieceModel(WithTrieUnit(model, 0, 0x100u), "bad.model");
+  ASSERT_FALSE(root.ok());
+  EXPECT_NE(root.status().message().find("(its trie's root is malformed)"), std::string::npos);
+}
+
+TEST(SentencePieceModelTest, CharacterMapChecks) {
+  EXPECT_TRUE(CheckPrecompiledCharsMap("").ok());  // no normalization rules
+  EXPECT_EQ(CheckPrecompiledCharsMap("abc").message(), "shorter than its 4-byte trie size");
+  std::string blob(4 + 2048 + 2, '\0');
+  uint32_t size = 4096;
+  std::memcpy(&blob[0], &size, 4);
+  EXPECT_EQ(CheckPrecompiledCharsMap(blob).message(), "its trie size runs past its end");
+  size = 1000;
+  std::memcpy(&blob[0], &size, 4);
+  EXPECT_EQ(CheckPrecompiledCharsMap(blob).message(), "its trie size 1000 is not a multiple of 1024");
+  size = 2048;
+  std::memcpy(&blob[0], &size, 4);
+  blob.back() = 'x';
+  EXPECT_EQ(CheckPrecompiledCharsMap(blob).message(), "its replacement strings do not end with a NUL");
+  blob.back() = '\0';
+  EXPECT_EQ(CheckPrecompiledCharsMap(blob).message(), "its trie's root is malformed");  // offset 0
+  // A root whose children (base 256) lie in the 512 units, one child 'a' (unit 256 ^ 'a') with a leaf at unit 128
+  // whose value names a string past the map's two bytes.
+  auto unit = [&](size_t i, uint32_t v) { std::memcpy(&blob[4 + 4 * i], &v, 4); };
+  unit(0, 256u << 10);                                  // root: offset 256, label 0, no leaf
+  const size_t a = 256 ^ 'a';
+  unit(a, (static_cast<uint32_t>(a ^ 128) << 10) | (1u << 8) | 'a');  // child 'a', has a leaf at a ^ offset
+  unit(128, (1u << 31) | 5u);                           // the leaf: value 5, past the 2 bytes of strings
+  EXPECT_EQ(CheckPrecompiledCharsMap(blob).message(), "trie unit 128 names a string outside the map");
+  unit(128, (1u << 31) | 0u);                           // value 0: the first string
+  EXPECT_TRUE(CheckPrecompiledCharsMap(blob).ok()) << CheckPrecompiledCharsMap(blob).message();
+}
+
+TEST(SentencePieceModelTest, AnEqualScoreTieKeepsThePathFoundFirstInFloat) {
   // "www" = "w" + "ww" = "ww" + "w" with equal float sums: the path whose last piece starts first wins, so the
   // long piece comes last (sentencepiece 0.2.x; 0.1.97 summed in double and could pick the other).
   Info model;
@@ -80,7 +139,7 @@ TEST(SentencePieceUnigramTest, AnEqualScoreTieKeepsThePathFoundFirstInFloat) {
   EXPECT_EQ(Segment(model, "wwww"), (std::vector<std::pair<std::string, int>>{{"ww", 2}, {"ww", 2}}));
 }
 
-TEST(SentencePieceUnigramTest, UnknownCharactersAndUserDefinedSymbols) {
+TEST(SentencePieceModelTest, UnknownCharactersAndUserDefinedSymbols) {
   Info model;
   model.pieces = {P("<unk>", 0, Info::PieceType::kUnknown), P("a", -1), P("b", -1), P("ab", -5),
                   P("abab", -3, Info::PieceType::kUserDefined), P("c", -1, Info::PieceType::kUnused)};
@@ -94,7 +153,7 @@ TEST(SentencePieceUnigramTest, UnknownCharactersAndUserDefinedSymbols) {
   EXPECT_TRUE(Segment(model, "").empty());
 }
 
-TEST(SentencePieceUnigramTest, LongTextsKeepTheirSegmentationPastTheScoreReset) {
+TEST(SentencePieceModelTest, LongTextsKeepTheirSegmentationPastTheScoreReset) {
   // Path scores are re-based past 1e5 in magnitude: 40,000 pieces of -3 cross it several times and the pieces
   // stay whole.
   Info model;
