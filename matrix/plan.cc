@@ -116,6 +116,14 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
   return rates;
 }
 
+// Whether --recipes and --configs select `config` of `recipe` (the one selection rule of CheckSelection and
+// PlanCells).
+bool Selected(const MatrixOptions& options, const RecipeSpec& recipe, const std::string& config) {
+  const bool recipe_selected = options.recipes.empty() || std::find(options.recipes.begin(), options.recipes.end(),
+                                                                    recipe.name) != options.recipes.end();
+  return recipe_selected && MatchesGlob(options.configs_glob, config);
+}
+
 }  // namespace
 
 Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
@@ -127,12 +135,8 @@ Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
     }
   }
   for (const RecipeSpec& recipe : registry.recipes()) {
-    if (!options.recipes.empty() &&
-        std::find(options.recipes.begin(), options.recipes.end(), recipe.name) == options.recipes.end()) {
-      continue;
-    }
     for (const std::string& name : recipe.configs) {
-      if (MatchesGlob(options.configs_glob, name)) return Status::OK();
+      if (Selected(options, recipe, name)) return Status::OK();
     }
   }
   // A selection of nothing is a mistake (a typo in the pattern), never a run that records nothing.
@@ -172,11 +176,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   // few configs predicts them from every measured cell of the device type), then left out.
   std::vector<bool> selected;
   for (const RecipeSpec& recipe : registry.recipes()) {
-    const bool recipe_selected =
-        options.recipes.empty() ||
-        std::find(options.recipes.begin(), options.recipes.end(), recipe.name) != options.recipes.end();
     for (const std::string& name : recipe.configs) {
-      const bool config_selected = recipe_selected && MatchesGlob(options.configs_glob, name);
+      const bool config_selected = Selected(options, recipe, name);
       LocatedConfig located;
       located.name = name;
       located.path = BuiltinConfigPath(name);
