@@ -392,6 +392,10 @@ bool Subprocess::TryReap(Clock::time_point now) {
   reaped_at_ = now;
   wait_status_ = r == pid_ ? status : -1;
   result_.peak_rss_bytes = std::max<int64_t>(result_.peak_rss_bytes, int64_t{usage.ru_maxrss} * 1024);
+  if (r == pid_) {
+    result_.cpu_time_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  }
   return true;
 }
 

@@ -82,6 +82,9 @@ struct SubprocessResult {
   // kernel reports it at exit (ru_maxrss), whichever is larger.
   int64_t peak_rss_bytes = 0;
   double wall_time_s = 0;          // from start to exit
+  // CPU time (user + system) of the child and of the descendants it waited for, from wait4 at exit: what the
+  // process tree got of the machine (base/cpu_usage.h compares it with what the machine gave everyone).
+  double cpu_time_s = 0;
   std::string output_tail;         // the last tail_bytes bytes of the merged output, raw
   std::string log_error;           // why writing log_path stopped, "" if it did not
 

@@ -149,6 +149,17 @@ TEST(SubprocessTest, CrashReportsSigsegv) {
   EXPECT_NE(r.Describe().find("killed by signal 11"), std::string::npos) << r.Describe();
 }
 
+TEST(SubprocessTest, CpuTimeIsWhatTheChildUsedNotItsWallTime) {
+  const SubprocessResult spun = RunToEnd(Misbehave({"spin", "0.4"}));
+  ASSERT_TRUE(spun.Succeeded()) << spun.Describe();
+  EXPECT_GE(spun.cpu_time_s, 0.39);  // it ran until its own CPU clock said 0.4 s
+  EXPECT_LE(spun.cpu_time_s, spun.wall_time_s + 0.05);
+  const SubprocessResult slept = RunToEnd(Misbehave({"sleep", "1"}));
+  ASSERT_TRUE(slept.Succeeded()) << slept.Describe();
+  EXPECT_GE(slept.wall_time_s, 0.9);
+  EXPECT_LT(slept.cpu_time_s, 0.2);
+}
+
 TEST(SubprocessTest, AbortReportsSigabrt) {
   const SubprocessResult r = RunToEnd(Misbehave({"abort"}));
   ASSERT_TRUE(r.term_signal.has_value());

@@ -113,6 +113,15 @@ struct CellResult {
   // Processes (ranks) the cell trained with: 1, or a distributed recipe's ranks (RunSummary::world_size).
   int world_size = 1;
 
+  // Whether the cell had the machine to itself (base/cpu_usage.h), measured around its process tree: the CPU
+  // time the tree got, and the shares of the machine's CPU that other processes and the hypervisor (steal)
+  // took while it ran. `disturbed` says why the speed is not the device's ("" when it is): such a cell's status
+  // counts, but its speed is neither published into the config nor compared by check or compare.
+  std::optional<double> cpu_time_s;
+  std::optional<double> others_cpu_share;
+  std::optional<double> steal_share;
+  std::string disturbed;
+
   Provenance provenance;
 };
 

@@ -42,6 +42,10 @@ CellResult FullCell() {
   r.output_tail = "Traceback:\n  boom\t\xe2\x9c\x93";
   r.stand_in = "tokenizer: shipped sample tokenizer.model for /tmp/missing/tokenizer.model";
   r.world_size = 2;
+  r.cpu_time_s = 41.5;
+  r.others_cpu_share = 0.375;
+  r.steal_share = 0.0625;
+  r.disturbed = "other processes used 38% of the machine's CPU while it ran (more than 25%)";
   r.provenance = {"host1", "ci-gpu", "abc123", "2.11.0", "NVIDIA H200", "2026-11-22T11:30:00Z"};
   return r;
 }

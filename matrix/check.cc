@@ -184,6 +184,10 @@ class ConfigChecker {
 
   void CheckSpeed(const std::string& type, const SupportEntry& entry, const CellResult& obs,
                   const std::string& origin) {
+    if (!obs.disturbed.empty()) {  // the machine's load, not the device's speed (CellResult::disturbed)
+      ++counts_->speed_disturbed;
+      return;
+    }
     SpeedChange speed = CompareSpeed(SpeedOf(entry), SpeedOf(obs), options_.noise);
     if (speed.verdict == SpeedVerdict::kNotCompared) return;
     if (speed.verdict == SpeedVerdict::kTooShort) {

@@ -57,6 +57,7 @@ struct CheckCounts {
   int observations = 0;     // (config, device type) pairs with a fresh observation compared to the claims
   int speed_compared = 0;   // of those, running on both sides with tokens/s compared
   int speed_too_short = 0;  // running on both sides, but a step shorter than min_step_time_s
+  int speed_disturbed = 0;  // running on both sides, but the observation was measured beside other work
 };
 
 // Every problem, grouped by kind in the order above, then by config and device type. `counts` may be null.

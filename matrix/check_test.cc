@@ -238,6 +238,26 @@ TEST_F(CheckTest, StepsTooShortToTimeAreNotComparedButCounted) {
   EXPECT_EQ(counts.speed_compared, 2);
 }
 
+TEST_F(CheckTest, ADisturbedObservationsSpeedIsNotCompared) {
+  // 1000 -> 100 tok/s measured beside other work: no slowdown reported, counted apart; a status change still is.
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_, 1000)});
+  CellResult busy = Obs("tiny/lora", "cpu", CellStatus::kRuns, 100);
+  busy.disturbed = "other processes used 80% of the machine's CPU while it ran (more than 25%)";
+  JournalSet set;
+  set.paths = {"new.jsonl"};
+  set.records = {busy};
+  set.origins = {"new.jsonl:1"};
+  CheckCounts counts;
+  EXPECT_TRUE(CheckSupport(ReadBuiltinClaims(co_.registry).value(), set, {}, &counts).empty());
+  EXPECT_EQ(counts.speed_compared, 0);
+  EXPECT_EQ(counts.speed_disturbed, 1);
+  CellResult broken = Obs("tiny/lora", "cpu", CellStatus::kFails);
+  broken.disturbed = busy.disturbed;
+  std::vector<CheckProblem> p = Check({broken});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_NE(p[0].kind, ProblemKind::kSlower);
+}
+
 TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
   Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T12:30:00Z")});
   EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kFails)}).empty()) << printed_;

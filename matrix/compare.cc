@@ -161,7 +161,9 @@ Comparison CompareRecords(const std::vector<CellResult>& before, const std::vect
       c.changes.push_back({kind, key.first, key.second, b, a, {}});
       continue;
     }
-    if (runs) {
+    if (runs && (!a.disturbed.empty() || !b.disturbed.empty())) {
+      ++c.speed_disturbed;  // a speed measured beside other work is the machine's load (CellResult::disturbed)
+    } else if (runs) {
       SpeedChange speed = CompareSpeed(SpeedOf(b), SpeedOf(a), noise);
       c.speed_compared += speed.verdict == SpeedVerdict::kWithinNoise || speed.verdict == SpeedVerdict::kSlower ||
                           speed.verdict == SpeedVerdict::kFaster;
@@ -201,7 +203,11 @@ void PrintComparison(const CompareSide& before, const CompareSide& after, const 
         << comparison.Count(ChangeKind::kSlower) << " slower)";
   }
   out << "; " << comparison.unchanged << " cells unchanged; tokens/s compared for " << comparison.speed_compared << " ("
-      << comparison.speed_too_short << " with steps under --min-step-time)\n";
+      << comparison.speed_too_short << " with steps under --min-step-time";
+  if (comparison.speed_disturbed > 0) {
+    out << "; " << comparison.speed_disturbed << " not compared, measured beside other work";
+  }
+  out << ")\n";
 }
 
 }  // namespace tmx::matrix

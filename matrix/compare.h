@@ -56,6 +56,7 @@ struct Comparison {
   int unchanged = 0;        // on both sides, same status, no speed change beyond the noise
   int speed_compared = 0;   // running on both sides with tokens/s compared
   int speed_too_short = 0;  // running on both sides, but a step shorter than min_step_time_s
+  int speed_disturbed = 0;  // running on both sides, but one side was measured beside other work
   int Count(ChangeKind kind) const;
   int Regressions() const;  // newly broken + slower
 };

@@ -104,6 +104,29 @@ TEST(CompareTest, ShortStepsAreNotCompared) {
   EXPECT_EQ(c.changes[0].kind, ChangeKind::kSlower);
 }
 
+TEST(CompareTest, ADisturbedSpeedIsNotCompared) {
+  // 1000 -> 100 tok/s would be slower, but the later cell ran beside other work: its status counts (still
+  // runs, unchanged), its speed is not compared; the summary says so.
+  CellResult busy = Rec("a", "cpu", CellStatus::kRuns, 100, true);
+  busy.disturbed = "other processes used 80% of the machine's CPU while it ran (more than 25%)";
+  Comparison c = CompareRecords({Rec("a", "cpu", CellStatus::kRuns)}, {busy}, {});
+  EXPECT_TRUE(c.changes.empty());
+  EXPECT_EQ(c.speed_disturbed, 1);
+  EXPECT_EQ(c.speed_compared, 0);
+  EXPECT_EQ(c.unchanged, 1);
+  std::ostringstream out;
+  PrintComparison({"x", {Rec("a", "cpu", CellStatus::kRuns)}}, {"y", {busy}}, c, {}, out);
+  EXPECT_NE(out.str().find("(0 with steps under --min-step-time; 1 not compared, measured beside other work)"),
+            std::string::npos)
+      << out.str();
+  // A status change is still a change.
+  CellResult broken = Rec("a", "cpu", CellStatus::kFails, 0, true);
+  broken.disturbed = busy.disturbed;
+  c = CompareRecords({Rec("a", "cpu", CellStatus::kRuns)}, {broken}, {});
+  ASSERT_EQ(c.changes.size(), 1u);
+  EXPECT_EQ(c.changes[0].kind, ChangeKind::kNewlyBroken);
+}
+
 TEST(CompareTest, LoadsJournalFilesAndCommits) {
   testing::GitRepo repo;
   std::vector<CellResult> first = {Rec("a", "cpu", CellStatus::kRuns)};

@@ -414,7 +414,11 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
                                                         : ", expecting " + JoinStrings(options.expect_devices, ", ")) +
                         "; " + std::to_string(counts.observations) + " cells compared, tokens/s of " +
                         std::to_string(counts.speed_compared) + " (" + std::to_string(counts.speed_too_short) +
-                        " with steps under --min-step-time)";
+                        " with steps under --min-step-time" +
+                        (counts.speed_disturbed > 0 ? "; " + std::to_string(counts.speed_disturbed) +
+                                                          " not compared, measured beside other work"
+                                                    : std::string()) +
+                        ")";
   if (problems.empty()) {
     out << "tune-matrix check: OK: " << summary << "\n";
     return kExitOk;

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <thread>
 
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/junit.h"
@@ -83,6 +85,10 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
     if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
   }
   out << "\n";
+  if (runnable > 0 && left > 0) {
+    std::string busy = BusyMachineWarning(ReadLoadAverage(), static_cast<int>(std::thread::hardware_concurrency()));
+    if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
+  }
 
   StatusOr<MatrixRun> run = RunCells(*cells, *done, *setting.runner, options, setting.provenance, out, setting.now);
   if (!run.ok() || run->interrupted) return run;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "base/clock.h"
@@ -52,9 +53,11 @@ Status CheckOwnFile(const std::string& path) {
 Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log) {
   const int64_t now = UnixNow();
   std::map<std::string, SupportEntries> updates;
+  std::set<std::pair<std::string, std::string>> disturbed;  // (config, device type) measured beside other work
   for (const auto& [key, cell] : LatestByDeviceType(records)) {
     if (registry.RecipeForConfig(key.first) == nullptr) continue;
     updates[key.first][key.second] = SupportFromCell(cell);
+    if (!cell.disturbed.empty()) disturbed.insert(key);
   }
   // Every config is rendered before any is written, so a config that cannot take its block stops the
   // write-back with no file changed.
@@ -79,6 +82,11 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
             << ") is newer than the journals' record (" << it->second.verified_at << ")\n";
         it = support.erase(it);
       } else {
+        if (disturbed.count({config, it->first})) {
+          KeepPreviousSpeeds(old != existing->end() ? &old->second : nullptr, &it->second);
+          log << "kept the speeds of " << path << " " << it->first
+              << ": the new record was measured beside other work (disturbed)\n";
+        }
         ++it;
       }
     }

@@ -103,6 +103,38 @@ TEST_F(PublishTest, AnEntryDatedAheadOfTheClockIsReplacedNotKept) {
       << log_.str();
 }
 
+// A record measured beside other work (disturbed) publishes its status and memory but not its speeds: the
+// config keeps the speeds of its previous entry, or has none.
+TEST_F(PublishTest, ADisturbedRecordsSpeedIsNotPublished) {
+  CellResult quiet = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z", 100);
+  ASSERT_TRUE(WriteBackResults(co_.registry, {quiet}, log_).ok());
+  const std::string before = co_.Read("tiny/lora");
+  ASSERT_NE(before.find("tokens_per_second: 100"), std::string::npos) << before;
+
+  CellResult busy = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T11:00:00Z", 12);
+  busy.disturbed = "other processes used 70% of the machine's CPU while it ran (more than 25%)";
+  busy.peak_memory_bytes = int64_t{1} << 30;
+  log_.str("");
+  ASSERT_TRUE(WriteBackResults(co_.registry, {busy}, log_).ok());
+  const std::string after = co_.Read("tiny/lora");
+  EXPECT_NE(after.find("tokens_per_second: 100"), std::string::npos) << after;
+  EXPECT_EQ(after.find("tokens_per_second: 12"), std::string::npos) << after;
+  EXPECT_NE(after.find("verified_at: \"2026-12-02T11:00:00Z\""), std::string::npos) << after;
+  EXPECT_NE(after.find("peak_memory_gib: 1"), std::string::npos) << after;
+  EXPECT_NE(log_.str().find("kept the speeds of " + co_.Path("tiny/lora") +
+                            " cpu: the new record was measured beside other work (disturbed)"),
+            std::string::npos)
+      << log_.str();
+
+  // A first record that is disturbed publishes no speed at all.
+  CellResult first = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T11:00:00Z", 12);
+  first.disturbed = busy.disturbed;
+  ASSERT_TRUE(WriteBackResults(co_.registry, {first}, log_).ok());
+  const std::string full = co_.Read("tiny/full");
+  EXPECT_NE(full.find("status: runs"), std::string::npos) << full;
+  EXPECT_EQ(full.find("tokens_per_second"), std::string::npos) << full;
+}
+
 TEST_F(PublishTest, TemporaryFilesOfKilledWritesAreRemovedAndThoseOfLiveOnesKept) {
   // What a write-back killed between writing its temporary file and renaming it leaves behind.
   const std::string dead = co_.configs_dir() + "/tiny/" + AtomicWriteTempName("lora.yaml", 4194302, 0);

@@ -37,9 +37,10 @@ class SubprocessRunner : public CellRunner {
     options.timeout_s = cmd.timeout_s;
     options.memory_limit_bytes = cmd.memory_limit_bytes;
     options.log_path = cmd.log_path;
+    const MachineCpuTimes before = ReadMachineCpuTimes();
     StatusOr<Subprocess*> sub = set_.Add(options);
     if (!sub.ok()) return sub.status().WithContext(CellName(cmd.key));
-    cells_[*sub] = Cell{cmd.key, cmd.lane};
+    cells_[*sub] = Cell{cmd.key, cmd.lane, before};
     busy_lanes_.insert(cmd.lane);
     return Status::OK();
   }
@@ -69,11 +70,13 @@ class SubprocessRunner : public CellRunner {
   struct Cell {
     CellKey key;
     std::string lane;
+    MachineCpuTimes machine_before;
   };
 
   CellOutcome Collect(const Subprocess& sub) {
     auto it = cells_.find(&sub);
-    CellOutcome outcome{it->second.key, it->second.lane, sub.result()};
+    CellOutcome outcome{it->second.key, it->second.lane, sub.result(), it->second.machine_before,
+                        ReadMachineCpuTimes()};
     busy_lanes_.erase(it->second.lane);
     cells_.erase(it);
     return outcome;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cpu_usage.h"
 #include "base/status.h"
 #include "base/subprocess.h"
 #include "matrix/cell.h"
@@ -33,6 +34,9 @@ struct CellOutcome {
   CellKey key;
   std::string lane;
   SubprocessResult result;
+  // The machine's CPU time when the cell started and when it was collected (unknown from a fake runner).
+  MachineCpuTimes machine_before;
+  MachineCpuTimes machine_after;
 };
 
 class CellRunner {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
@@ -53,6 +54,29 @@ TEST(RunnerTest, OneCellPerLane) {
   EXPECT_TRUE(outcome.result.timed_out);
   EXPECT_TRUE(runner->CanStart("cpu"));
   EXPECT_FALSE(runner->WaitForOne(&outcome)) << "nothing is running";
+}
+
+// A cell run beside a CPU hog (one spinning process per core, started outside the runner) is judged disturbed
+// from the runner's readings of the machine around it; its own CPU time is its tree's alone.
+TEST(RunnerTest, ACellBesideACpuHogIsJudgedDisturbed) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::unique_ptr<CellRunner> hogs = MakeSubprocessRunner(static_cast<int>(cores));
+  for (unsigned i = 0; i < cores; ++i) {
+    ASSERT_TRUE(hogs->Start(Cell("hog" + std::to_string(i), "hog" + std::to_string(i), {"spin", "8"})).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
+  ASSERT_TRUE(runner->Start(Cell("quiet", "cpu", {"sleep", "1"})).ok());
+  CellOutcome outcome;
+  ASSERT_TRUE(runner->WaitForOne(&outcome));
+  ASSERT_TRUE(outcome.result.Succeeded()) << outcome.result.Describe();
+  ASSERT_TRUE(outcome.machine_before.known && outcome.machine_after.known);
+  EXPECT_LT(outcome.result.cpu_time_s, 0.2);  // it slept
+  Disturbance d = JudgeDisturbance(outcome.machine_before, outcome.machine_after, outcome.result.cpu_time_s);
+  ASSERT_TRUE(d.known);
+  EXPECT_GT(d.others_share, 0.5) << "the hogs kept every core busy";
+  EXPECT_EQ(d.reason.rfind("other processes used ", 0), 0u) << d.reason;
+  for (const CellOutcome& stopped : hogs->Abort()) EXPECT_TRUE(stopped.result.interrupted);
 }
 
 TEST(RunnerTest, ParallelLaneLimit) {

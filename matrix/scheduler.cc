@@ -111,6 +111,15 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
   return r;
 }
 
+void AddCpuAccounting(const CellOutcome& outcome, CellResult* r, const DisturbanceOptions& options) {
+  if (outcome.result.cpu_time_s > 0) r->cpu_time_s = outcome.result.cpu_time_s;
+  Disturbance d = JudgeDisturbance(outcome.machine_before, outcome.machine_after, outcome.result.cpu_time_s, options);
+  if (!d.known) return;
+  r->others_cpu_share = d.others_share;
+  r->steal_share = d.steal_share;
+  r->disturbed = d.reason;
+}
+
 StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
                              CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
                              std::ostream& progress, const std::function<std::string()>& now) {
@@ -147,6 +156,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
                << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";
     }
     if (!r.reason.empty()) progress << "  (" << r.reason.substr(0, 160) << ")";
+    if (!r.disturbed.empty()) progress << "  disturbed: " << r.disturbed << "; its speed is not published";
     progress << std::endl;
     run.recorded.push_back(std::move(r));
     return Status::OK();
@@ -199,6 +209,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     const PlannedCell* cell = found->second;
     running.erase(found);
     CellResult result = ResultFromOutcome(*cell, outcome.result, options);
+    AddCpuAccounting(outcome, &result);
     std::optional<std::string> environment =
         result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
     if (environment) {

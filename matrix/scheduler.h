@@ -26,6 +26,10 @@ struct MatrixRun {
 // Builds a cell's result from how its child ended and the summary.json it wrote (if any).
 CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& outcome, const MatrixOptions& options);
 
+// Fills `r`'s CPU accounting (cpu_time_s, others_cpu_share, steal_share, disturbed) from the runner's
+// readings around the cell (base/cpu_usage.h); leaves the shares unknown when it took none (a fake runner).
+void AddCpuAccounting(const CellOutcome& outcome, CellResult* r, const DisturbanceOptions& options = {});
+
 // Now, UTC, ISO 8601 ("2026-12-02T11:30:00Z").
 std::string UtcNow();
 

@@ -270,5 +270,37 @@ TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
   EXPECT_NE(from_full["tiny/lora_big"].find("status: too_large"), std::string::npos);
 }
 
+// The runner's readings of the machine become the record's CPU accounting; a fake runner's unknown readings
+// leave the shares unknown and the cell undisturbed.
+TEST(CpuAccountingTest, OtherWorkDuringTheCellMarksItDisturbed) {
+  CellOutcome outcome;
+  outcome.result.cpu_time_s = 9;
+  outcome.machine_before = {true, 100, 0, 1000};
+  outcome.machine_after = {true, 119, 0, 1020};  // 19 s busy of 20: others took 10 s
+  CellResult r;
+  AddCpuAccounting(outcome, &r);
+  EXPECT_EQ(r.cpu_time_s, 9);
+  EXPECT_EQ(r.others_cpu_share, 0.5);
+  EXPECT_EQ(r.steal_share, 0);
+  EXPECT_EQ(r.disturbed, "other processes used 50% of the machine's CPU while it ran (more than 25%)");
+  // The fields survive the journal.
+  r.key = {"tiny/lora_single_device", "cpu"};
+  r.recipe = "lora_finetune_single_device";
+  r.device_type = "cpu";
+  r.provenance.verified_at = "2026-12-04T09:00:00Z";
+  StatusOr<CellResult> back = CellResultFromJson(ToJson(r), "journal:1");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->disturbed, r.disturbed);
+  EXPECT_EQ(back->others_cpu_share, 0.5);
+  EXPECT_EQ(back->cpu_time_s, 9);
+
+  CellOutcome fake;
+  CellResult quiet;
+  AddCpuAccounting(fake, &quiet);
+  EXPECT_FALSE(quiet.cpu_time_s.has_value());
+  EXPECT_FALSE(quiet.others_cpu_share.has_value());
+  EXPECT_EQ(quiet.disturbed, "");
+}
+
 }  // namespace
 }  // namespace tmx::matrix

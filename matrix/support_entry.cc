@@ -82,6 +82,14 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
   return j;
 }
 
+void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
+  for (std::optional<double> SupportEntry::*speed :
+       {&SupportEntry::tokens_per_second, &SupportEntry::step_time_s, &SupportEntry::step_time_spread_s,
+        &SupportEntry::wall_time_s, &SupportEntry::startup_time_s}) {
+    entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
+  }
+}
+
 SupportEntry SupportFromCell(const CellResult& cell) {
   SupportEntry s;
   s.status = CellStatusName(cell.status);

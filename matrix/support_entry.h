@@ -67,6 +67,11 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry);
 // memory in GiB, provenance), stored under cell.device_type.
 SupportEntry SupportFromCell(const CellResult& cell);
 
+// For a cell measured beside other work (CellResult::disturbed): its timings (tokens/s, step time and spread,
+// wall and start-up time) are the machine's load, not the device's speed, so `entry` takes `previous`'s
+// (the config's entry before this write-back; null: none, and the timings are left out).
+void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry);
+
 // One built-in config and what its generated block claims.
 struct ConfigSupport {
   std::string config;                           // built-in name, e.g. "llama3_2/1B_lora_single_device"

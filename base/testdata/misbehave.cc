@@ -14,7 +14,9 @@
 //   misbehave ignore-term   ignores SIGTERM, prints "ignoring SIGTERM", hangs
 //   misbehave stdin         reads stdin to its end and prints how many bytes it got
 //   misbehave sleep S       sleeps S seconds (no grandchild), prints "slept", exits 0
+//   misbehave spin S        computes until it has used S seconds of CPU (a decimal), prints "spun", exits 0
 #include <signal.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -28,6 +30,12 @@
 extern "C" const char* __asan_default_options() { return "handle_segv=0"; }
 
 namespace {
+
+double CpuNow() {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
 
 [[noreturn]] void HangForever() {
   for (;;) pause();
@@ -137,6 +145,15 @@ int main(int argc, char** argv) {
     ssize_t n;
     while ((n = read(0, buf, sizeof buf)) > 0) total += n;
     std::printf("stdin bytes %ld\n", total);
+    return 0;
+  }
+  if (mode == "spin" && arg) {
+    const double until = CpuNow() + std::atof(arg);
+    volatile unsigned long x = 0;
+    while (CpuNow() < until) {
+      for (int i = 0; i < 100000; ++i) x = x + static_cast<unsigned long>(i);
+    }
+    std::printf("spun\n");
     return 0;
   }
   if (mode == "sleep" && arg) {

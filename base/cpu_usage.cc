@@ -1,0 +1,90 @@
+#include "base/cpu_usage.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace tmx {
+
+MachineCpuTimes ParseProcStat(const std::string& text, double ticks_per_second) {
+  MachineCpuTimes t;
+  std::istringstream in(text);
+  std::string label;
+  if (!(in >> label) || label != "cpu" || ticks_per_second <= 0) return t;
+  // user nice system idle iowait irq softirq steal guest guest_nice; guest time is also counted in user.
+  double v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int read = 0;
+  while (read < 8 && in >> v[read]) ++read;
+  if (read < 4) return t;
+  for (double x : v) {
+    if (!std::isfinite(x) || x < 0) return t;
+  }
+  t.known = true;
+  t.busy_s = (v[0] + v[1] + v[2] + v[5] + v[6]) / ticks_per_second;
+  t.steal_s = v[7] / ticks_per_second;
+  t.total_s = (v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]) / ticks_per_second;
+  return t;
+}
+
+MachineCpuTimes ReadMachineCpuTimes() {
+  std::ifstream in("/proc/stat");
+  std::string first;
+  if (!std::getline(in, first)) return {};
+  return ParseProcStat(first, static_cast<double>(::sysconf(_SC_CLK_TCK)));
+}
+
+namespace {
+
+std::string Percent(double share) { return std::to_string(static_cast<int>(std::lround(100 * share))) + "%"; }
+
+}  // namespace
+
+Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTimes& after, double own_cpu_s,
+                             const DisturbanceOptions& options) {
+  Disturbance d;
+  const double capacity = after.total_s - before.total_s;
+  if (!before.known || !after.known || capacity <= 0) return d;
+  d.known = true;
+  // The counters tick in 1/100 s per core while wait4 counts finer: a short quiet cell can show its own time a
+  // little above the machine's busy time, which is no one else's work.
+  const double others = after.busy_s - before.busy_s - std::max(0.0, own_cpu_s);
+  d.others_share = std::clamp(others / capacity, 0.0, 1.0);
+  d.steal_share = std::clamp((after.steal_s - before.steal_s) / capacity, 0.0, 1.0);
+  if (d.others_share > options.max_others_share) {
+    d.reason = "other processes used " + Percent(d.others_share) + " of the machine's CPU while it ran (more than " +
+               Percent(options.max_others_share) + ")";
+  } else if (d.steal_share > options.max_steal_share) {
+    d.reason = "the hypervisor took " + Percent(d.steal_share) + " of the machine's CPU (steal) while it ran (more than " +
+               Percent(options.max_steal_share) + ")";
+  }
+  return d;
+}
+
+std::optional<double> ParseLoadAverage(const std::string& text) {
+  std::istringstream in(text);
+  double load = 0;
+  if (!(in >> load) || !std::isfinite(load) || load < 0) return std::nullopt;
+  return load;
+}
+
+std::optional<double> ReadLoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string line;
+  if (!std::getline(in, line)) return std::nullopt;
+  return ParseLoadAverage(line);
+}
+
+std::string BusyMachineWarning(std::optional<double> load_average, int cores) {
+  if (!load_average || cores <= 0 || *load_average < cores) return "";
+  std::ostringstream load;
+  load.precision(1);
+  load << std::fixed << *load_average;
+  return "the machine is busy (load average " + load.str() + " over the last minute on " + std::to_string(cores) +
+         (cores == 1 ? " core" : " cores") +
+         "): cells measured now may be marked disturbed, and their speeds are then not published";
+}
+
+}  // namespace tmx

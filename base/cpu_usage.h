@@ -1,0 +1,57 @@
+// Whether a measurement had the machine to itself: the machine's CPU time from /proc/stat, read before and after
+// a cell, against the CPU time the cell's own processes got. What other processes (or the hypervisor, as steal)
+// took meanwhile says whether the cell's speed is the device's or the machine's load. Torch-free.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace tmx {
+
+// The machine's CPU time since boot, in seconds summed over its cores (/proc/stat's "cpu" line).
+struct MachineCpuTimes {
+  bool known = false;   // false when /proc/stat could not be read or parsed
+  double busy_s = 0;    // user + nice + system + irq + softirq (guest time is inside user)
+  double steal_s = 0;   // taken by the hypervisor for other virtual machines
+  double total_s = 0;   // everything, idle and iowait included
+};
+
+// Reads /proc/stat now; `known` false where there is none.
+MachineCpuTimes ReadMachineCpuTimes();
+
+// Parses the text of /proc/stat with `ticks_per_second` (sysconf(_SC_CLK_TCK)); `known` false when its first
+// line is not a "cpu" line of at least four numbers.
+MachineCpuTimes ParseProcStat(const std::string& text, double ticks_per_second);
+
+struct DisturbanceOptions {
+  // A measurement is disturbed when other processes used more than this share of the machine's CPU capacity
+  // while it ran (0.25: a quarter of the cores; a busy CI runner is far above it, a quiet one near 0.01),
+  double max_others_share = 0.25;
+  // or the hypervisor took more than this share (steal).
+  double max_steal_share = 0.10;
+};
+
+struct Disturbance {
+  bool known = false;        // false when either reading was unknown or no time passed
+  double others_share = 0;   // CPU time of other processes over the machine's capacity in the interval, 0 to 1
+  double steal_share = 0;    // steal over capacity, 0 to 1
+  // "" when undisturbed; otherwise why, e.g. "other processes used 63% of the machine's CPU while it ran".
+  std::string reason;
+};
+
+// Judges the interval between `before` and `after`, in which the measured processes themselves used
+// `own_cpu_s` (user + system, from wait4).
+Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTimes& after, double own_cpu_s,
+                             const DisturbanceOptions& options = {});
+
+// The 1-minute load average (/proc/loadavg: runnable and uninterruptible tasks); unset where there is none.
+std::optional<double> ReadLoadAverage();
+std::optional<double> ParseLoadAverage(const std::string& text);
+
+// A warning when the machine already looks busy before a measurement starts: a 1-minute load average of at
+// least `cores`, the work of other processes alone filling every core. "" otherwise. E.g.
+//   "the machine is busy (load average 6.1 over the last minute on 2 cores): cells measured now may be
+//    marked disturbed, and their speeds are then not published"
+std::string BusyMachineWarning(std::optional<double> load_average, int cores);
+
+}  // namespace tmx

@@ -1,0 +1,60 @@
+#include "base/cpu_usage.h"
+
+#include <gtest/gtest.h>
+
+namespace tmx {
+namespace {
+
+TEST(CpuUsageTest, ParsesTheCpuLineOfProcStat) {
+  // user nice system idle iowait irq softirq steal guest guest_nice, in ticks of 1/100 s.
+  MachineCpuTimes t = ParseProcStat("cpu  1000 50 250 8000 100 20 30 40 0 0\ncpu0 1 2 3 4\n", 100);
+  ASSERT_TRUE(t.known);
+  EXPECT_DOUBLE_EQ(t.busy_s, 13.5);  // (1000 + 50 + 250 + 20 + 30) / 100
+  EXPECT_DOUBLE_EQ(t.steal_s, 0.4);
+  EXPECT_DOUBLE_EQ(t.total_s, 94.9);
+  // An old kernel's four fields are enough; anything else is unknown, never a guess.
+  EXPECT_TRUE(ParseProcStat("cpu 1 2 3 4\n", 100).known);
+  EXPECT_FALSE(ParseProcStat("cpu 1 2 3\n", 100).known);
+  EXPECT_FALSE(ParseProcStat("intr 1 2 3 4\n", 100).known);
+  EXPECT_FALSE(ParseProcStat("", 100).known);
+  EXPECT_FALSE(ParseProcStat("cpu 1 2 3 4\n", 0).known);
+  EXPECT_TRUE(ReadMachineCpuTimes().known);  // Linux: /proc/stat is there
+}
+
+MachineCpuTimes At(double busy, double steal, double total) { return {true, busy, steal, total}; }
+
+TEST(CpuUsageTest, AMeasurementBesideOtherWorkIsDisturbed) {
+  // 10 s on 2 cores = 20 s of capacity. The cell used 9 s; the machine was busy 19 s: others took 10 s, 50%.
+  Disturbance busy = JudgeDisturbance(At(100, 0, 1000), At(119, 0, 1020), 9);
+  ASSERT_TRUE(busy.known);
+  EXPECT_DOUBLE_EQ(busy.others_share, 0.5);
+  EXPECT_EQ(busy.reason, "other processes used 50% of the machine's CPU while it ran (more than 25%)");
+  // Alone: the machine's busy time is the cell's own (and a little of the system's).
+  Disturbance alone = JudgeDisturbance(At(100, 0, 1000), At(109.4, 0, 1020), 9);
+  EXPECT_NEAR(alone.others_share, 0.02, 1e-9);
+  EXPECT_EQ(alone.reason, "");
+  // Own time above the machine's busy time (coarser ticks) is no one else's work.
+  EXPECT_DOUBLE_EQ(JudgeDisturbance(At(100, 0, 1000), At(108, 0, 1020), 9).others_share, 0);
+  // Steal from a noisy neighbour of the virtual machine.
+  Disturbance stolen = JudgeDisturbance(At(100, 10, 1000), At(109, 13, 1020), 9);
+  EXPECT_EQ(stolen.reason,
+            "the hypervisor took 15% of the machine's CPU (steal) while it ran (more than 10%)");
+  // Unknown readings or no time: no judgement.
+  EXPECT_FALSE(JudgeDisturbance(MachineCpuTimes(), At(1, 0, 2), 0).known);
+  EXPECT_FALSE(JudgeDisturbance(At(1, 0, 2), At(1, 0, 2), 0).known);
+}
+
+TEST(CpuUsageTest, ABusyMachineIsSaidBeforeMeasuring) {
+  EXPECT_EQ(ParseLoadAverage("6.12 3.40 1.05 3/412 12345\n"), 6.12);
+  EXPECT_FALSE(ParseLoadAverage("").has_value());
+  EXPECT_FALSE(ParseLoadAverage("nan 1 1").has_value());
+  EXPECT_TRUE(ReadLoadAverage().has_value());
+  EXPECT_EQ(BusyMachineWarning(6.12, 2),
+            "the machine is busy (load average 6.1 over the last minute on 2 cores): cells measured now may be "
+            "marked disturbed, and their speeds are then not published");
+  EXPECT_EQ(BusyMachineWarning(1.9, 2), "");
+  EXPECT_EQ(BusyMachineWarning(std::nullopt, 2), "");
+}
+
+}  // namespace
+}  // namespace tmx
