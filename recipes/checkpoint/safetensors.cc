@@ -1,5 +1,7 @@
 #include "recipes/checkpoint/safetensors.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -139,7 +141,11 @@ Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
   return WriteFileAtomically(path, file);
 }
 
-StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
+namespace {
+
+// LoadSafetensors, telling `read` the bytes of the header and then of each tensor as they are read (together
+// the file's size, since the tensors cover the data exactly).
+StatusOr<LoadedSafetensors> LoadReporting(const std::string& path, const std::function<void(int64_t)>& read) {
   // No size limit on the file: its header is bounded and every tensor must lie inside the file.
   StatusOr<InputFile> file = InputFile::Open(path, InputFileOptions().MaxBytes(0));
   if (!file.ok()) return file.status();
@@ -152,6 +158,7 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
   uint64_t data_start = 8 + *header_size;
   StatusOr<SafetensorsHeader> header = ParseSafetensorsHeader(header_text, file->size() - data_start, path);
   if (!header.ok()) return header.status();
+  if (read) read(static_cast<int64_t>(data_start));
 
   LoadedSafetensors loaded;
   loaded.metadata = std::move(header->metadata);
@@ -170,8 +177,29 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
       }
     }
     loaded.tensors.emplace_back(e.name, std::move(t));
+    if (read) read(static_cast<int64_t>(e.end - e.begin));
   }
   return loaded;
+}
+
+}  // namespace
+
+StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) { return LoadReporting(path, {}); }
+
+SafetensorsLoad::SafetensorsLoad(const std::vector<std::string>& paths, ReadProgress progress)
+    : progress_(std::move(progress)) {
+  for (const std::string& path : paths) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) total_ += static_cast<int64_t>(st.st_size);
+  }
+}
+
+StatusOr<LoadedSafetensors> SafetensorsLoad::Load(const std::string& path) {
+  if (!progress_) return LoadReporting(path, {});
+  return LoadReporting(path, [this](int64_t bytes) {
+    done_ += bytes;
+    progress_(done_, std::max(done_, total_));
+  });
 }
 
 NamedTensors ModuleTensors(const torch::nn::Module& module) {
