@@ -447,15 +447,16 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!recipe->run) {
     return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));
   }
-  // Every missing input at once, before a model is built (minutes for a large one) or a rank started.
+  // Every missing input and unwritable output at once, before a model is built (minutes for a large one) or a
+  // rank started.
   if (recipe->missing_inputs && !parsed.Has("allow-stand-ins")) {
     std::vector<Problem> missing = recipe->missing_inputs(*config, registry);
     if (!missing.empty()) {
-      err << "error: " << located->name << " reads " << missing.size() << " input"
-          << (missing.size() == 1 ? "" : "s") << " this machine lacks:\n";
+      err << "error: " << located->name << " cannot run on this machine: " << missing.size() << " problem"
+          << (missing.size() == 1 ? "" : "s") << " with the files it reads or writes:\n";
       PrintProblems(missing, err);
-      err << "Nothing was built or written. To train on the shipped samples of the same kinds instead, run with "
-             "--allow-stand-ins.\n";
+      err << "Nothing was built or written. A missing input (weights, tokenizer file, dataset) can be replaced by "
+             "the shipped sample of its kind with --allow-stand-ins.\n";
       return kExitUsage;
     }
   }
@@ -540,6 +541,8 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        "A tokenizer file, dataset or checkpoint the config names but this machine lacks stops the run before\n"
        "training, naming what is missing and where to put it; with --allow-stand-ins the shipped sample of\n"
        "the same kind (or weights from the seed) stands in and the run summary says so (matrix cells do this).\n"
+       "An output folder it cannot create or write, or less free disk than its checkpoints need, stops it too.\n"
+       "It prints where its outputs go, each start-up phase with its time, and with each step the time left.\n"
        "A distributed recipe runs N ranks with --nproc_per_node N (torchrun's environment; torchrun can also\n"
        "launch `tune run` itself), e.g. tune run --nproc_per_node 2 lora_finetune_distributed --config\n"
        "llama3_2/1B_lora device=cpu; without it, one rank.",

@@ -27,10 +27,13 @@ StatusOr<std::vector<std::string>> TorchtuneFiles(const Config& config) {
 }
 
 Status LoadTorchtune(const std::string& dir, const std::vector<std::string>& files, models::DecoderImpl& model,
-                     bool lora) {
+                     bool lora, const checkpoint::ReadProgress& progress = {}) {
+  std::vector<std::string> paths;
+  for (const std::string& f : files) paths.push_back(dir + "/" + f);
+  checkpoint::SafetensorsLoad load(paths, progress);
   checkpoint::NamedTensors all;
-  for (const std::string& f : files) {
-    StatusOr<checkpoint::LoadedSafetensors> loaded = checkpoint::LoadSafetensors(dir + "/" + f);
+  for (const std::string& path : paths) {
+    StatusOr<checkpoint::LoadedSafetensors> loaded = load.Load(path);
     TM_RETURN_IF_ERROR(loaded.status());
     for (auto& t : loaded->tensors) all.push_back(std::move(t));
   }
@@ -136,7 +139,8 @@ std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry
 }
 
 Status LoadStartingWeights(const Config& config, const Registry& registry, const ModelChoice& choice,
-                           models::DecoderImpl& model, bool allow_stand_ins, std::vector<std::string>* stand_ins) {
+                           models::DecoderImpl& model, bool allow_stand_ins, std::vector<std::string>* stand_ins,
+                           const checkpoint::ReadProgress& progress) {
   if (config.IsNull("checkpointer.checkpoint_dir")) return Status::OK();
   StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
   TM_RETURN_IF_ERROR(dir.status());
@@ -153,11 +157,11 @@ Status LoadStartingWeights(const Config& config, const Registry& registry, const
   bool lora = choice.lora.has_value();
   Status loaded;
   if (CheckpointFormatOf(config, registry) == CheckpointFormat::kHuggingFace) {
-    loaded = checkpoint::LoadHfCheckpoint(*dir, ModelType(choice), model);
+    loaded = checkpoint::LoadHfCheckpoint(*dir, ModelType(choice), model, progress);
   } else {
     StatusOr<std::vector<std::string>> files = TorchtuneFiles(config);
     TM_RETURN_IF_ERROR(files.status());
-    loaded = LoadTorchtune(*dir, *files, model, lora);
+    loaded = LoadTorchtune(*dir, *files, model, lora, progress);
   }
   return loaded.ok() ? loaded : loaded.WithContext("checkpointer.checkpoint_dir " + *dir);
 }

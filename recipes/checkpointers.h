@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
+#include "recipes/checkpoint/safetensors.h"
 #include "recipes/model_components.h"
 #include "recipes/models/decoder.h"
 
@@ -43,9 +44,11 @@ std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry
 // Loads checkpointer.checkpoint_dir into `model` in the checkpointer's format (strict: a tensor that does not
 // match is named), or leaves the seed's weights when it is null. A checkpoint_dir this machine lacks is NotFound
 // naming it and the fix, unless `allow_stand_ins`: then the seed's weights stand in and `stand_ins` says so.
-// LoRA adapters are never expected in the checkpoint.
+// LoRA adapters are never expected in the checkpoint. `progress` (when set) is told the bytes read of the
+// weight files' total as they load.
 Status LoadStartingWeights(const Config& config, const Registry& registry, const ModelChoice& choice,
-                           models::DecoderImpl& model, bool allow_stand_ins, std::vector<std::string>* stand_ins);
+                           models::DecoderImpl& model, bool allow_stand_ins, std::vector<std::string>* stand_ins,
+                           const checkpoint::ReadProgress& progress = {});
 
 // Writes an epoch's weights into `dir` in `format`: the whole model for full fine-tuning; for LoRA the adapters,
 // and the model with the adapters merged unless `adapter_only`.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/text.h"
 #include "recipes/model_components.h"
 #include "recipes/optimizers.h"
 
@@ -11,37 +12,52 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-}  // namespace
+// What both predictions start from: the config's model, its optimizer and its weights' dtype.
+struct Trained {
+  ModelChoice choice;
+  const OptimizerComponent* optimizer = nullptr;
+  std::string dtype;      // "bf16", "fp32"
+  int64_t bytes = 0;      // per weight in that dtype
+};
 
-StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                        TrainKind kind, int ranks, Sharding sharding) {
+StatusOr<Trained> TrainedOf(const Config& config, const Registry& registry) {
   StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
   if (!choice.ok()) return choice.status();
   StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
   if (!optimizer.ok()) return optimizer.status();
   StatusOr<std::string> dtype = config.GetString("dtype");
+  if (!dtype.ok()) return dtype.status();
+  return Trained{*choice, *optimizer, *dtype, *dtype == "fp32" ? 4 : 2};
+}
+
+}  // namespace
+
+StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                        TrainKind kind, int ranks, Sharding sharding) {
+  StatusOr<Trained> trained = TrainedOf(config, registry);
+  if (!trained.ok()) return trained.status();
   StatusOr<int64_t> batch = config.GetInt("batch_size");
   StatusOr<bool> checkpointing = config.GetBool("enable_activation_checkpointing");
   StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
-  for (const Status& s : {dtype.status(), batch.status(), checkpointing.status(), max_seq_len.status()}) {
-    TM_RETURN_IF_ERROR(s);
-  }
+  for (const Status& s : {batch.status(), checkpointing.status(), max_seq_len.status()}) TM_RETURN_IF_ERROR(s);
+  const ModelChoice& choice = trained->choice;
   CellEstimate e;
-  CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
-  const models::DecoderArgs& args = choice->args;
+  CountModelParameters(choice, &e.parameters, &e.trainable_parameters);
+  const models::DecoderArgs& args = choice.args;
   // In double: a hostile batch size or sequence length must give an enormous prediction (which the plan
   // and `tune validate` then report), not an overflowed, negative one.
-  const double bytes = *dtype == "fp32" ? 4 : 2;
+  const double bytes = static_cast<double>(trained->bytes);
   const double b = static_cast<double>(*batch);
   const double t = static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
   const double n = ranks;
   double weights = static_cast<double>(e.parameters) * bytes;  // adapters included
   double grads = static_cast<double>(e.trainable_parameters) * bytes;
-  double states = static_cast<double>(e.trainable_parameters) * bytes * (*optimizer)->StateTensorsPerParameter(config);
+  double states =
+      static_cast<double>(e.trainable_parameters) * bytes * trained->optimizer->StateTensorsPerParameter(config);
   if (sharding != Sharding::kNone) states = std::ceil(states / n);
   if (sharding == Sharding::kFull) {
     // A shard of everything, and one layer's weights and gradients whole at a time.
-    const double layers = static_cast<double>(std::max<int64_t>(1, choice->args.num_layers));
+    const double layers = static_cast<double>(std::max<int64_t>(1, choice.args.num_layers));
     weights = std::floor(weights / n) + std::floor(weights / layers);
     grads = std::floor(grads / n) + std::floor(grads / layers);
   }
@@ -66,6 +82,37 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   const double passes = kind == TrainKind::kLora ? 2.0 : 3.0;
   e.work = passes * static_cast<double>(e.parameters) * b * t * n;
   return e;
+}
+
+StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Registry& registry) {
+  StatusOr<Trained> trained = TrainedOf(config, registry);
+  if (!trained.ok()) return trained.status();
+  StatusOr<int64_t> epochs = config.GetInt("epochs");
+  StatusOr<bool> save = config.GetBool("save_checkpoints");
+  StatusOr<bool> adapter_only = config.GetBool("save_adapter_weights_only", false);
+  for (const Status& s : {epochs.status(), save.status(), adapter_only.status()}) TM_RETURN_IF_ERROR(s);
+  constexpr int64_t kHeader = int64_t{1} << 20;  // a file's header and padding, generously
+  CheckpointBytes c;
+  int64_t trainable = 0;
+  CountModelParameters(trained->choice, &c.parameters, &trainable);
+  c.dtype = trained->dtype;
+  const int64_t bytes = trained->bytes;
+  const int64_t states = trained->optimizer->StateTensorsPerParameter(config);
+  const bool lora = trained->choice.lora.has_value();
+  if (!lora || !*adapter_only) c.weights = c.parameters * bytes + kHeader;
+  if (lora) c.adapters = trainable * bytes + kHeader;
+  c.train_state = trainable * bytes * (states + (lora ? 1 : 0)) + kHeader;
+  c.epochs = *save ? std::max<int64_t>(0, *epochs) : 0;
+  return c;
+}
+
+std::string CheckpointBytes::Describe() const {
+  std::string parts;
+  if (weights > 0) parts += "weights " + FormatBytes(weights) + ", ";
+  if (adapters > 0) parts += "adapters " + FormatBytes(adapters) + ", ";
+  parts += "optimizer state " + FormatBytes(train_state);
+  return std::to_string(epochs) + " epoch" + (epochs == 1 ? "" : "s") + " x " + FormatBytes(per_epoch()) + " (" +
+         parts + ")";
 }
 
 }  // namespace tmx::recipes

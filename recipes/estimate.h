@@ -3,6 +3,9 @@
 // fit, so the prediction must not be below what a run needs.
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/device.h"
@@ -30,5 +33,22 @@ enum class Sharding { kNone, kGradients, kFull };
 // memory (cpu) add up; on an accelerator the prediction is one rank's. Work counts every rank's tokens.
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
                                         TrainKind kind, int ranks = 1, Sharding sharding = Sharding::kNone);
+
+// What the epoch checkpoints of a fine-tuning run of `config` write (recipes/train_state.h's layout), counted
+// without building anything and on the safe side: every epoch's folder is kept (nothing deletes one), each
+// file is counted with 1 MiB for its header, and the merged LoRA model is counted with its adapters.
+struct CheckpointBytes {
+  int64_t weights = 0;      // per epoch: model.safetensors (the whole model; the merged one for LoRA)
+  int64_t adapters = 0;     // per epoch: the LoRA adapters (adapter_model.safetensors)
+  int64_t train_state = 0;  // per epoch: recipe_state.safetensors (optimizer state, for LoRA the adapters again)
+  int64_t epochs = 0;       // checkpoints written: `epochs`, or 0 with save_checkpoints=False
+  int64_t parameters = 0;   // of the model, adapters included
+  std::string dtype;        // the weights' ("bf16", "fp32")
+  int64_t per_epoch() const { return weights + adapters + train_state; }
+  int64_t total() const { return per_epoch() * epochs; }
+  // "3 epochs x 2.47 GiB (weights 2.30 GiB, optimizer state 0.17 GiB)".
+  std::string Describe() const;
+};
+StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Registry& registry);
 
 }  // namespace tmx::recipes

@@ -12,6 +12,8 @@
 
 #include "base/file_util.h"
 #include "base/json_io.h"
+#include "base/output_folder.h"
+#include "base/text.h"
 #include "harness/device_hooks.h"
 #include "harness/run_summary.h"
 #include "harness/config_manifest.h"
@@ -21,6 +23,7 @@
 #include "recipes/loss.h"
 #include "recipes/model_components.h"
 #include "recipes/parallelism.h"
+#include "recipes/run_progress.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::recipes {
@@ -63,7 +66,8 @@ class Trainer {
         parallel_(*parallel),
         hooks_(HooksFor(context.device.type)),
         device_(parallel->LocalDevice(torch::Device(context.device.id))),
-        out_(parallel->lead() ? context.out : &null_out_) {}
+        out_(parallel->lead() ? context.out : &null_out_),
+        progress_(out_) {}
 
   Status Run(RunSummary* summary);
 
@@ -96,6 +100,7 @@ class Trainer {
   torch::Device device_;
   NullStream null_out_;
   std::ostream* out_;
+  RunProgress progress_;  // on out_: the lead's lines only
   TrainingSettings settings_;
   CheckpointFormat format_ = CheckpointFormat::kTorchtune;
   TrainableModel model_;
@@ -103,6 +108,7 @@ class Trainer {
   std::optional<data::DataLoader> loader_;
   std::optional<data::DataLoader> val_loader_;  // with run_val_every_n_steps
   int64_t val_every_ = 0;
+  StepCounts steps_;  // what decides steps_per_epoch_, for the line before the first step
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0;
   double base_lr_ = 0;
 };
@@ -116,6 +122,18 @@ Status Trainer::Setup(RunSummary* summary) {
   settings_.world_size = parallel_.world_size();
   settings_.rank = parallel_.rank();
   summary->world_size = parallel_.world_size();
+  // tune run checks the outputs before starting (missing_inputs); a run started otherwise (stand-ins allowed,
+  // a test) still stops here, before building anything.
+  std::vector<Problem> problems = OutputProblems(config_, registry, kind_);
+  if (!problems.empty()) {
+    std::string text = "cannot write this run's outputs:";
+    for (const Problem& p : problems) text += "\n  " + p.ToString();
+    return Status::InvalidArgument(text);
+  }
+  progress_.Line("Writing to " + settings_.output_dir + ": metrics " + settings_.metrics_path + ", " +
+                 (settings_.save_checkpoints ? "checkpoints " + settings_.checkpoint_dir + "/epoch_<N>"
+                                             : std::string("no checkpoints (save_checkpoints=False)")) +
+                 ", summary " + settings_.output_dir + "/summary.json");
   TM_RETURN_IF_ERROR(MakeDirs(settings_.output_dir));
   TM_RETURN_IF_ERROR(MakeDirs(ParentDir(settings_.metrics_path)));
   if (parallel_.lead()) ::unlink(settings_.metrics_path.c_str());
@@ -123,18 +141,33 @@ Status Trainer::Setup(RunSummary* summary) {
   torch::manual_seed(settings_.seed);
 
   StatusOr<TrainableModel> model =
-      SetupModel(config_, registry, kind_, settings_, device_, context_.allow_stand_ins, &summary->stand_ins);
+      SetupModel(config_, registry, kind_, settings_, device_, context_.allow_stand_ins, &summary->stand_ins,
+                 &progress_);
   TM_RETURN_IF_ERROR(model.status());
   model_ = std::move(*model);
   summary->total_parameters = model_.total_parameters;
   summary->trainable_parameters = model_.trainable_parameters;
 
+  auto component = [this](const char* key) {
+    YAML::Node node = config_.Find(std::string(key) + "._component_");
+    return node.IsScalar() ? node.Scalar() : std::string(key);
+  };
+  progress_.Begin("Loading the data (" + component("tokenizer") + ", " + component("dataset") + ")");
   StatusOr<data::DataLoader> loader =
       SetupData(config_, settings_, model_.choice.args, context_.allow_stand_ins, &summary->stand_ins);
   TM_RETURN_IF_ERROR(loader.status());
   loader_.emplace(std::move(*loader));
-  steps_per_epoch_ = loader_->size() / settings_.gradient_accumulation_steps;
-  if (settings_.max_steps_per_epoch) steps_per_epoch_ = std::min(steps_per_epoch_, *settings_.max_steps_per_epoch);
+  steps_.samples = loader_->num_samples();
+  StatusOr<bool> packed = config_.GetBool("dataset.packed", false);
+  steps_.packed = packed.ok() && *packed;
+  steps_.ranks = settings_.world_size;
+  steps_.batch_size = settings_.batch_size;
+  steps_.batches = loader_->size();
+  steps_.gradient_accumulation_steps = settings_.gradient_accumulation_steps;
+  steps_.max_steps_per_epoch = settings_.max_steps_per_epoch;
+  steps_.epochs = settings_.epochs;
+  progress_.End("Loaded " + std::to_string(steps_.samples) + (steps_.packed ? " packed rows" : " samples"));
+  steps_per_epoch_ = steps_.steps_per_epoch();
   if (steps_per_epoch_ < 1) {
     return Status::InvalidArgument("the dataset has " + std::to_string(loader_->size()) +
                                    " batches, fewer than gradient_accumulation_steps=" +
@@ -156,6 +189,7 @@ Status Trainer::Setup(RunSummary* summary) {
                                                  kind_ == TrainKind::kLora, load_weights);
     TM_RETURN_IF_ERROR(point.status());
     start_epoch_ = point->next_epoch;
+    steps_.start_epoch = start_epoch_;
     *out_ << "Resuming from " << point->directory << " at epoch " << start_epoch_ << "\n";
   }
   StatusOr<std::vector<at::Tensor>> stepped = parallel_.Wrap(config_, model_);
@@ -209,10 +243,12 @@ Status Trainer::SaveCheckpoint(int64_t epoch, int64_t global_step) {
   }
   if (parallel_.lead()) {
     std::string dir = s.checkpoint_dir + "/epoch_" + std::to_string(epoch);
+    progress_.Begin("Saving checkpoint " + dir);
     TM_RETURN_IF_ERROR(MakeDirs(dir));
     TM_RETURN_IF_ERROR(SaveEpochWeights(dir, format_, model_.choice, *model_.model, s.save_adapter_weights_only));
     TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
                                       kind_ == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
+    progress_.End("Saved checkpoint " + dir + " (" + FormatBytes(FolderFileBytes(dir)) + ")");
   }
   parallel_.EndSave();
   return Status::OK();
@@ -235,10 +271,11 @@ double Trainer::ValidationLoss() {
 }
 
 Status Trainer::Train(RunSummary* summary) {
-  std::ostream& out = *out_;
   const TrainingSettings& s = settings_;
   int64_t total_steps = s.epochs * steps_per_epoch_;
   int64_t global_step = start_epoch_ * steps_per_epoch_;
+  const int64_t first_step = global_step;
+  progress_.StartSteps(steps_.total_steps());
   model_.model->train();
   for (int64_t epoch = start_epoch_; epoch < s.epochs; ++epoch) {
     for (int64_t step = 0; step < steps_per_epoch_; ++step) {
@@ -291,7 +328,8 @@ Status Trainer::Train(RunSummary* summary) {
       summary->step_times_s.push_back(step_time);
       summary->losses.push_back(loss_value);
       summary->step_tokens.push_back(tokens);
-      if (parallel_.lead() && (global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_)) {
+      const bool logged = global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_;
+      if (parallel_.lead() && logged) {
         nlohmann::json record = {{"step", global_step},  {"epoch", epoch},
                                  {"loss", loss_value},   {"lr", lr},
                                  {"tokens", tokens},     {"tokens_per_second", tokens / step_time},
@@ -300,19 +338,29 @@ Status Trainer::Train(RunSummary* summary) {
         std::optional<MemoryReading> peak = s.log_peak_memory ? PeakMemory(context_.device) : std::nullopt;
         if (peak) record["peak_memory_gib"] = static_cast<double>(peak->bytes) / (1 << 30);
         TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, DumpJson(record)));
-        out << "epoch " << epoch + 1 << " step " << global_step << " | loss " << std::fixed << std::setprecision(4)
-            << loss_value << " | lr " << FormatLr(lr) << " | tok/s " << std::setprecision(0) << tokens / step_time;
-        if (grad_norm) out << " | grad_norm " << std::setprecision(3) << *grad_norm;
-        if (peak) out << " | peak_mem " << std::setprecision(3) << static_cast<double>(peak->bytes) / (1 << 30) << " GiB";
-        out << std::defaultfloat << std::endl;
+        std::ostringstream line;
+        line << "epoch " << epoch + 1 << " step " << global_step << " | loss " << std::fixed << std::setprecision(4)
+             << loss_value << " | lr " << FormatLr(lr) << " | tok/s " << std::setprecision(0) << tokens / step_time;
+        if (grad_norm) line << " | grad_norm " << std::setprecision(3) << *grad_norm;
+        if (peak) {
+          line << " | peak_mem " << std::setprecision(3) << static_cast<double>(peak->bytes) / (1 << 30) << " GiB";
+        }
+        line << " | " << progress_.StepTiming(global_step - first_step);
+        progress_.Line(line.str());
+      } else if (parallel_.lead() && progress_.StepLineDue()) {
+        // A long step that is not logged: still a line, so a slow run is never silent for long.
+        progress_.Line("epoch " + std::to_string(epoch + 1) + " step " + std::to_string(global_step) + " | step " +
+                       FormatSeconds(step_time) + " | " + progress_.StepTiming(global_step - first_step));
       }
       if (val_every_ > 0 && global_step % val_every_ == 0) {
         const double val_loss = ValidationLoss();  // every rank takes part
         if (parallel_.lead()) {
           nlohmann::json record = {{"step", global_step}, {"epoch", epoch}, {"val_loss", val_loss}};
           TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, DumpJson(record)));
-          out << "epoch " << epoch + 1 << " step " << global_step << " | val_loss " << std::fixed
-              << std::setprecision(4) << val_loss << std::defaultfloat << std::endl;
+          std::ostringstream line;
+          line << "epoch " << epoch + 1 << " step " << global_step << " | val_loss " << std::fixed
+               << std::setprecision(4) << val_loss;
+          progress_.Line(line.str());
         }
       }
     }
@@ -329,7 +377,9 @@ Status Trainer::Run(RunSummary* summary) {
   for (const std::string& s : summary->stand_ins) *out_ << "Stand-in: " << s << "\n";
   *out_ << "Training " << context_.config_name << " on " << device_ << " (" << context_.device.name
         << "): " << summary->trainable_parameters << " of " << summary->total_parameters << " parameters trainable, "
-        << steps_per_epoch_ << " steps per epoch, seed " << settings_.seed << parallel_.Describe() << std::endl;
+        << steps_per_epoch_ << (steps_per_epoch_ == 1 ? " step" : " steps") << " per epoch, seed " << settings_.seed
+        << parallel_.Describe() << std::endl;
+  progress_.Line(DescribeSteps(steps_));
   return Train(summary);
 }
 
@@ -391,7 +441,7 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
     if (!w.ok() && s.ok()) s = w;
   }
   if (s.ok() && context.out != nullptr) {
-    *context.out << "Finished: " << summary.losses.size() << " steps";
+    *context.out << "Finished: " << summary.losses.size() << (summary.losses.size() == 1 ? " step" : " steps");
     if (!summary.losses.empty()) {
       *context.out << ", first loss " << summary.losses.front() << ", last loss " << summary.losses.back();
     }
@@ -420,7 +470,12 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   r.fields = TrainingFields(kind);
   r.checks = {TrainingChecks};
   if (kind == TrainKind::kLora) r.checks.push_back(LoraChecks);
-  r.missing_inputs = MissingInputs;
+  // Every input it lacks and every output it cannot write, named together before anything is built.
+  r.missing_inputs = [kind](const Config& config, const Registry& registry) {
+    std::vector<Problem> problems = MissingInputs(config, registry);
+    for (Problem& p : OutputProblems(config, registry, kind)) problems.push_back(std::move(p));
+    return problems;
+  };
   if (distributed) {
     for (FieldSpec& f : DistributedFields()) r.fields.push_back(std::move(f));
     r.checks.push_back(DistributedChecks);

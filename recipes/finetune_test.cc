@@ -26,8 +26,9 @@ namespace {
 class FinetuneTest : public ::testing::Test {
  protected:
   // Runs a tiny config with overrides; returns summary.json.
+  // `output` (when set) receives what the run printed.
   nlohmann::json Run(const std::string& config, std::vector<std::string> overrides, bool lora,
-                     Status* status = nullptr) {
+                     Status* status = nullptr, std::string* output = nullptr) {
     overrides.push_back("log_every_n_steps=1");
     const Registry& registry = BuiltinRegistry();
     StatusOr<LocatedConfig> located = LocateConfig(config, registry);
@@ -40,6 +41,7 @@ class FinetuneTest : public ::testing::Test {
     std::ostringstream out;
     context.out = &out;
     Status s = RunFinetune(*c, context, lora ? TrainKind::kLora : TrainKind::kFull);
+    if (output != nullptr) *output = out.str();
     if (status != nullptr) {
       *status = s;
     } else {
@@ -292,6 +294,90 @@ TEST_F(FinetuneTest, NonFiniteLossStopsTheRun) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("non-finite loss"), std::string::npos) << s.message();
   EXPECT_EQ(summary["error_kind"], "non_finite_loss");
+}
+
+// What a run prints for the person watching it: where its outputs go, each start-up phase with its time, how
+// many steps will run and why, each step's time left, and each checkpoint's path and size.
+TEST_F(FinetuneTest, ARunSaysWhereItsOutputsGoHowManyStepsRunAndWhy) {
+  std::string out;
+  const std::string run = dir_ + "/told";
+  Run("tiny/full_single_device", {"output_dir=" + run, "max_steps_per_epoch=2"}, false, nullptr, &out);
+  for (const std::string& line : std::vector<std::string>{
+           "Writing to " + run + ": metrics " + run + "/logs/metrics.jsonl, checkpoints " + run +
+               "/epoch_<N>, summary " + run + "/summary.json\n",
+           "Building model tune_matrix.models.tiny_llama3_2 (",
+           " parameters, fp32) ...\nBuilt the model in ",
+           "Loading the data (tune_matrix.data.byte_tokenizer, torchtune.datasets.alpaca_dataset) ...\nLoaded ",
+           "Running 2 steps (1 epoch x 2 steps per epoch): max_steps_per_epoch=2 (the data gives ",
+           " steps per epoch: ",
+           ", batch_size 8 -> ",
+           "epoch 1 step 2 | loss ",
+           " | 2/2 steps, elapsed ",
+           "Saving checkpoint " + run + "/epoch_0 ...\nSaved checkpoint " + run + "/epoch_0 (",
+       }) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
+  EXPECT_EQ(out.find("Loading weights"), std::string::npos) << out;  // from the seed
+
+  // Starting from that checkpoint: the weights' bytes and the time they took.
+  std::string again;
+  Run("tiny/full_single_device",
+      {"output_dir=" + dir_ + "/again", "max_steps_per_epoch=1", "save_checkpoints=False",
+       "checkpointer.checkpoint_dir=" + run + "/epoch_0"},
+      false, nullptr, &again);
+  EXPECT_NE(again.find("Loading weights from " + run + "/epoch_0 ("), std::string::npos) << again;
+  EXPECT_NE(again.find("Loaded the weights in "), std::string::npos) << again;
+  EXPECT_NE(again.find("no checkpoints (save_checkpoints=False)"), std::string::npos) << again;
+}
+
+// An epoch shorter than asked is explained: the data, the batch and gradient accumulation give fewer steps.
+TEST_F(FinetuneTest, AShortEpochIsExplained) {
+  std::string out;
+  Run("tiny/lora_single_device",
+      {"output_dir=" + dir_ + "/short", "dataset.split=train[:2]", "batch_size=2", "max_steps_per_epoch=2",
+       "save_checkpoints=False"},
+      true, nullptr, &out);
+  EXPECT_NE(out.find("Running 1 step (1 epoch x 1 step per epoch): 1 step per epoch from the data, fewer than "
+                     "max_steps_per_epoch=2: 2 samples, batch_size 2 -> 1 batch, gradient_accumulation_steps 1\n"),
+            std::string::npos)
+      << out;
+  Run("tiny/lora_single_device",
+      {"output_dir=" + dir_ + "/accumulated", "dataset.split=train[:6]", "batch_size=2",
+       "gradient_accumulation_steps=2", "save_checkpoints=False"},
+      true, nullptr, &out);
+  EXPECT_NE(out.find("Running 1 step (1 epoch x 1 step per epoch): 1 step per epoch from the data, fewer than "
+                     "max_steps_per_epoch=200: 6 samples, batch_size 2 -> 3 batches, gradient_accumulation_steps 2; "
+                     "the last 1 batch of each epoch is left out (fewer than gradient_accumulation_steps)\n"),
+            std::string::npos)
+      << out;
+}
+
+// A run started without tune run's checks (stand-ins allowed, or in-process) still stops before building a
+// model when it cannot write its outputs.
+TEST_F(FinetuneTest, AnOutputFolderThatCannotBeMadeStopsTheRunBeforeBuilding) {
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/file", "x").ok());
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<LocatedConfig> located = LocateConfig("tiny/lora_single_device", registry);
+  ASSERT_TRUE(located.ok()) << located.status().ToString();
+  StatusOr<Config> config =
+      LoadResolvedConfig(*located, {"output_dir=" + dir_ + "/file/run"}, located->recipe, &registry);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  RunContext context;
+  context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
+  context.config_name = "tiny/lora_single_device";
+  std::ostringstream printed;
+  context.out = &printed;
+  context.allow_stand_ins = true;
+  const Status status = RunFinetune(*config, context, TrainKind::kLora);
+  const std::string out = printed.str();
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
+  EXPECT_EQ(status.ExitCode(), 2);
+  EXPECT_NE(status.message().find("output_dir " + dir_ + "/file/run cannot be created or written: " + dir_ +
+                                  "/file is a regular file, not a folder (Not a directory); fix: pass another "
+                                  "output_dir=..."),
+            std::string::npos)
+      << status.message();
+  EXPECT_EQ(out.find("Building model"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ add_library(tm_recipes
   model_components.cc
   optimizers.cc
   parallelism.cc
+  run_progress.cc
   tokenize_cli.cc
   train_schema.cc
   train_setup.cc
@@ -44,4 +45,5 @@ if(TUNE_MATRIX_BUILD_TESTS)
 endif()
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc loss_test.cc
+            run_progress_test.cc train_setup_test.cc
             LIBS tm_recipes TORCH LABELS recipes)

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include <c10/core/TensorOptions.h>
 
 #include "base/file_util.h"
+#include "base/output_folder.h"
+#include "base/text.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
 #include "recipes/data/config_options.h"
@@ -91,7 +94,7 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
 
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
                                     const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
-                                    std::vector<std::string>* stand_ins) {
+                                    std::vector<std::string>* stand_ins, RunProgress* progress) {
   TrainableModel m;
   StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
   TM_RETURN_IF_ERROR(choice.status());
@@ -103,9 +106,32 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
                                          : "has LoRA adapters; use lora_finetune_single_device"));
   }
   m.choice = *choice;
+  if (progress != nullptr) {
+    int64_t total = 0, trainable = 0;
+    CountModelParameters(m.choice, &total, &trainable);  // on the meta device: no memory, no time
+    progress->Begin("Building model " + m.choice.component + " (" + FormatCount(total) + " parameters, " +
+                    (settings.dtype == c10::kBFloat16 ? "bf16" : "fp32") + ")");
+  }
   m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
-  TM_RETURN_IF_ERROR(LoadStartingWeights(config, registry, m.choice, *m.model, allow_stand_ins, stand_ins));
+  if (progress != nullptr) progress->End("Built the model");
+  // The load's first report (its header read) begins the phase, so a run from the seed or a stand-in says
+  // nothing of loading.
+  bool loading = false;
+  checkpoint::ReadProgress bytes;
+  if (progress != nullptr) {
+    bytes = [&](int64_t done, int64_t total) {
+      if (!loading) {
+        StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
+        progress->Begin("Loading weights from " + (dir.ok() ? *dir : std::string("the checkpoint")) + " (" +
+                        FormatBytes(total) + ")");
+        loading = true;
+      }
+      progress->Bytes("  loaded", done, total);
+    };
+  }
+  TM_RETURN_IF_ERROR(LoadStartingWeights(config, registry, m.choice, *m.model, allow_stand_ins, stand_ins, bytes));
+  if (loading) progress->End("Loaded the weights");
   if (lora) models::FreezeBaseParameters(*m.model);
   for (const auto& p : m.model->named_parameters()) {
     m.total_parameters += p.value().numel();
@@ -158,6 +184,53 @@ std::vector<Problem> MissingInputs(const Config& config, const Registry& registr
     if (present.code() == Status::Code::kNotFound) {
       problems.push_back({config.OriginOf(key).ToString(), key, present.message()});
     }
+  }
+  return problems;
+}
+
+std::optional<Problem> DiskSpaceProblem(const Config& config, const std::string& key, const std::string& folder,
+                                        const CheckpointBytes& need, int64_t free_bytes) {
+  if (need.total() <= free_bytes) return std::nullopt;
+  const std::string where = key == "output_dir" ? "pass another output_dir=..." : "set " + key + "=... to a folder";
+  std::string fix = where + " on a filesystem with " + FormatBytes(need.total()) + " free, or free space there";
+  if (need.weights > 0 && need.adapters > 0) {
+    fix += ", save_adapter_weights_only=True (" + FormatBytes((need.adapters + need.train_state) * need.epochs) + ")";
+  }
+  fix += ", or save_checkpoints=False";
+  return Problem{config.OriginOf(key).ToString(), key,
+                 key + " " + folder + ": the checkpoints this run writes need about " + FormatBytes(need.total()) +
+                     " (" + need.Describe() + ") and its filesystem has " + FormatBytes(free_bytes) +
+                     " free, so a checkpoint would fail (No space left on device); fix: " + fix};
+}
+
+std::vector<Problem> OutputProblems(const Config& config, const Registry& registry, TrainKind kind) {
+  StatusOr<TrainingSettings> settings = ReadTrainingSettings(config, kind);
+  if (!settings.ok()) return {};  // validation reports it
+  const TrainingSettings& s = *settings;
+  struct Folder {
+    std::string key, path, what;
+  };
+  std::vector<Folder> folders = {{"output_dir", s.output_dir, ""},
+                                 {"metric_logger.log_dir", ParentDir(s.metrics_path), " (where the metrics log goes)"}};
+  if (s.save_checkpoints) folders.push_back({"checkpointer.output_dir", s.checkpoint_dir, " (where checkpoints go)"});
+  std::vector<Problem> problems;
+  std::set<std::string> causes;  // one problem per cause: the folders are usually one inside another
+  for (const Folder& f : folders) {
+    const std::string cause = FolderWriteProblem(f.path);
+    if (cause.empty() || !causes.insert(cause).second) continue;
+    const std::string fix = f.key == "output_dir" ? "pass another output_dir=... (a folder this user may write)"
+                                                  : "set " + f.key + "=... to a folder this user may write, or "
+                                                                     "leave it out to write under output_dir";
+    problems.push_back({config.OriginOf(f.key).ToString(), f.key,
+                        f.key + " " + f.path + f.what + " cannot be created or written: " + cause + "; fix: " + fix});
+  }
+  if (!s.save_checkpoints || !FolderWriteProblem(s.checkpoint_dir).empty()) return problems;
+  StatusOr<CheckpointBytes> need = EstimateCheckpointBytes(config, registry);
+  StatusOr<int64_t> free_bytes = FreeBytes(s.checkpoint_dir);
+  if (!need.ok() || !free_bytes.ok()) return problems;  // validation reports a config that cannot be estimated
+  const std::string key = s.checkpoint_dir == s.output_dir ? "output_dir" : "checkpointer.output_dir";
+  if (std::optional<Problem> p = DiskSpaceProblem(config, key, s.checkpoint_dir, *need, *free_bytes)) {
+    problems.push_back(std::move(*p));
   }
   return problems;
 }

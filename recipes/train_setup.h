@@ -18,9 +18,11 @@
 #include "harness/config.h"
 #include "harness/registry.h"
 #include "recipes/data/loader.h"
+#include "recipes/estimate.h"
 #include "recipes/model_components.h"
 #include "recipes/models/decoder.h"
 #include "recipes/optimizers.h"
+#include "recipes/run_progress.h"
 #include "recipes/train_schema.h"
 #include "recipes/train_state.h"
 
@@ -61,10 +63,11 @@ struct TrainableModel {
 // Builds the config's model (seeded from the current torch RNG) with `dtype` on `device`, loads its starting
 // weights (LoadStartingWeights: checkpointer.checkpoint_dir, or the seed's; `allow_stand_ins` and `stand_ins`
 // as there), and for LoRA freezes the base. A model whose kind does not match the recipe's (a lora_ model for
-// full fine-tuning, or the reverse) is InvalidArgument naming the fix.
+// full fine-tuning, or the reverse) is InvalidArgument naming the fix. `progress` (when set) is told each
+// phase: building (with the parameter count and dtype), then loading the weights (bytes of the total).
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
                                     const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
-                                    std::vector<std::string>* stand_ins);
+                                    std::vector<std::string>* stand_ins, RunProgress* progress = nullptr);
 
 // The config's tokenizer and dataset components, tokenized and batched (seeded by settings.seed). Samples are
 // cut at the tokenizer's max_seq_len, or at the model's (at most 2048) when it sets none. A tokenizer whose
@@ -80,6 +83,17 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
 // reading anything (RecipeSpec::missing_inputs): the starting weights (MissingCheckpointFiles), the tokenizer's
 // files, and the dataset's (and dataset_val's, when validation runs). Each problem names the key and the fix.
 std::vector<Problem> MissingInputs(const Config& config, const Registry& registry);
+
+// What stops a fine-tuning run of `config` from writing its outputs, found without creating anything: an
+// output folder (output_dir, checkpointer.output_dir, metric_logger.log_dir) this process cannot create or
+// write (FolderWriteProblem), and checkpoints (EstimateCheckpointBytes) larger than the free space where they
+// go (DiskSpaceProblem). Each names the folder and the fix; the recipes add them to missing_inputs.
+std::vector<Problem> OutputProblems(const Config& config, const Registry& registry, TrainKind kind);
+
+// The problem of writing checkpoints of `need` bytes into `folder` (the config's `key`) on a filesystem with
+// `free_bytes` free, naming both numbers and the fix; none when they fit.
+std::optional<Problem> DiskSpaceProblem(const Config& config, const std::string& key, const std::string& folder,
+                                        const CheckpointBytes& need, int64_t free_bytes);
 
 // The configured optimizer over `tensors` (the model's trained parameters, or a rank's shards of them).
 StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry,

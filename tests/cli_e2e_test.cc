@@ -164,6 +164,14 @@ TEST_F(CliTest, RunTinyConfigLogsStepsWithMemory) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("epoch 1 step 2 | loss "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("peak_mem "), std::string::npos);
+  EXPECT_NE(r.output.find("Writing to " + dir_ + "/run: metrics " + dir_ + "/run/logs/metrics.jsonl, no checkpoints "
+                          "(save_checkpoints=False), summary " + dir_ + "/run/summary.json\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("Running 2 steps (1 epoch x 2 steps per epoch): max_steps_per_epoch=2 (the data gives "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(" | 2/2 steps, elapsed "), std::string::npos) << r.output;
   struct stat st;
   EXPECT_EQ(::stat((dir_ + "/run/logs/metrics.jsonl").c_str(), &st), 0);
 }
@@ -235,7 +243,10 @@ TEST_F(CliTest, RunNamesEveryMissingInputBeforeBuildingAnything) {
   run.insert(run.end(), overrides.begin(), overrides.end());
   Result r = Exec(run);
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("reads 3 inputs this machine lacks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("llama3_2/1B_lora_single_device cannot run on this machine: 3 problems with the files it "
+                          "reads or writes:"),
+            std::string::npos)
+      << r.output;
   for (const std::string& missing : std::vector<std::string>{
            "checkpointer.checkpoint_dir " + weights + " does not exist; fix: put the weights of meta-llama/Llama-3.2-1B",
         "tokenizer.path " + weights + "/original/tokenizer.model does not exist",
@@ -252,6 +263,42 @@ TEST_F(CliTest, RunNamesEveryMissingInputBeforeBuildingAnything) {
   EXPECT_NE(v.output.find("warning: "), std::string::npos) << v.output;
   EXPECT_NE(v.output.find("tokenizer.path " + weights + "/original/tokenizer.model does not exist"), std::string::npos)
       << v.output;
+}
+
+// An output folder that cannot be made fails like a missing input: at once, exit 2, naming the folder and the
+// fix, with the inputs' problems in the same list; `tune validate` warns. A path under a regular file cannot be
+// made even by root.
+TEST_F(CliTest, RunNamesAnOutputFolderItCannotWriteBeforeBuildingAnything) {
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/notes.txt", "x").ok());
+  const std::string out = dir_ + "/notes.txt/run";
+  const std::string problem = "output_dir: output_dir " + out + " cannot be created or written: " + dir_ +
+                              "/notes.txt is a regular file, not a folder (Not a directory); fix: pass another "
+                              "output_dir=... (a folder this user may write)";
+  Result r = Exec({kTune, "run", "lora_finetune_single_device", "--config", "tiny/lora_single_device", "device=cpu",
+                   "output_dir=" + out, "dataset.source=" + dir_ + "/no-such-hub/alpaca"});
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("tiny/lora_single_device cannot run on this machine: 2 problems with the files it reads "
+                          "or writes:"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find(dir_ + "/no-such-hub/alpaca"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  override 'output_dir=" + out + "': " + problem + "\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Nothing was built or written."), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Building model"), std::string::npos) << r.output;
+
+  // With stand-ins the inputs are not checked, but the outputs still are, before the model is built.
+  Result stand_ins = Exec({kTune, "run", "lora_finetune_single_device", "--config", "tiny/lora_single_device",
+                           "device=cpu", "output_dir=" + out, "--allow-stand-ins"});
+  EXPECT_EQ(stand_ins.code, 2) << stand_ins.output;
+  EXPECT_NE(stand_ins.output.find("error: cannot write this run's outputs:\n  override 'output_dir=" + out + "': " +
+                                  problem),
+            std::string::npos)
+      << stand_ins.output;
+  EXPECT_EQ(stand_ins.output.find("Building model"), std::string::npos) << stand_ins.output;
+
+  Result v = Exec({kTune, "validate", "tiny/lora_single_device", "device=cpu", "output_dir=" + out});
+  EXPECT_EQ(v.code, 0) << v.output;
+  EXPECT_NE(v.output.find("warning: override 'output_dir=" + out + "': " + problem), std::string::npos) << v.output;
 }
 
 // A pattern that selects nothing is a mistake: exit 2 naming it, and a run writes nothing.

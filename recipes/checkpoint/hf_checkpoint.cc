@@ -73,7 +73,7 @@ std::string DtypeName(c10::ScalarType type) {
   }
 }
 
-StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
+StatusOr<NamedTensors> ReadSharded(const std::string& dir, const ReadProgress& progress) {
   const std::string index_path = dir + "/" + kIndexFile;
   StatusOr<std::string> text = ReadFile(index_path, CheckpointIndexInput());
   if (!text.ok()) return text.status();
@@ -97,9 +97,12 @@ StatusOr<NamedTensors> ReadSharded(const std::string& dir) {
     if (names_in.count(shard) == 0) shards.push_back(shard);
     names_in[shard].push_back(name);
   }
+  std::vector<std::string> paths;
+  for (const std::string& shard : shards) paths.push_back(dir + "/" + shard);
+  SafetensorsLoad load(paths, progress);
   NamedTensors out;
   for (const std::string& shard : shards) {
-    StatusOr<LoadedSafetensors> loaded = LoadSafetensors(dir + "/" + shard);
+    StatusOr<LoadedSafetensors> loaded = load.Load(dir + "/" + shard);
     if (!loaded.ok()) return Status(loaded.status()).WithContext(index_path + " lists " + shard);
     std::map<std::string, at::Tensor> by_name(loaded->tensors.begin(), loaded->tensors.end());
     for (const std::string& name : names_in[shard]) {
@@ -123,18 +126,20 @@ Status CheckHfWeightsPresent(const std::string& dir) {
                           "checkpoints are not read)");
 }
 
-StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir) {
-  if (PathExists(dir + "/" + kIndexFile)) return ReadSharded(dir);
+StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir, const ReadProgress& progress) {
+  if (PathExists(dir + "/" + kIndexFile)) return ReadSharded(dir, progress);
   if (PathExists(dir + "/" + kSingleFile)) {
-    StatusOr<LoadedSafetensors> loaded = LoadSafetensors(dir + "/" + kSingleFile);
+    const std::string path = dir + "/" + kSingleFile;
+    StatusOr<LoadedSafetensors> loaded = SafetensorsLoad({path}, progress).Load(path);
     if (!loaded.ok()) return loaded.status();
     return std::move(loaded->tensors);
   }
   return CheckHfWeightsPresent(dir);
 }
 
-Status LoadHfCheckpoint(const std::string& dir, const std::string& model_type, models::DecoderImpl& model) {
-  StatusOr<NamedTensors> hf = ReadHfSafetensors(dir);
+Status LoadHfCheckpoint(const std::string& dir, const std::string& model_type, models::DecoderImpl& model,
+                        const ReadProgress& progress) {
+  StatusOr<NamedTensors> hf = ReadHfSafetensors(dir, progress);
   if (!hf.ok()) return hf.status();
   StatusOr<NamedTensors> tune = HfToTune(*hf, model_type, model.args(), dir);
   if (!tune.ok()) return tune.status();

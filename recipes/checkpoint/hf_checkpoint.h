@@ -21,8 +21,9 @@ namespace tmx::checkpoint {
 // Every tensor of the checkpoint in `dir`, with Hugging Face names: model.safetensors, or the shards
 // model.safetensors.index.json lists (each read once, tensors in index order). NotFound when the folder has
 // neither (".bin" checkpoints are not read); InvalidArgument for a malformed index, a shard name that is not a
-// plain file name, or a tensor the index places in a shard that lacks it.
-StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir);
+// plain file name, or a tensor the index places in a shard that lacks it. `progress` (when set) is told the
+// bytes read of the weight files' total as they load (SafetensorsLoad).
+StatusOr<NamedTensors> ReadHfSafetensors(const std::string& dir, const ReadProgress& progress = {});
 
 // ReadHfSafetensors's NotFound, found without reading anything: `dir` holds neither model.safetensors nor
 // its index. OK otherwise.
@@ -33,7 +34,9 @@ Status CheckHfWeightsPresent(const std::string& dir);
 // checkpoint, except LoRA adapters, which keep their values; and each checkpoint tensor must have a place (rotary
 // caches and a tied lm_head.weight aside). Fails before changing the model, naming the first mismatching tensor by both
 // names with the shape found and the shape expected (see HfToTune).
-Status LoadHfCheckpoint(const std::string& dir, const std::string& model_type, models::DecoderImpl& model);
+// `progress` as for ReadHfSafetensors.
+Status LoadHfCheckpoint(const std::string& dir, const std::string& model_type, models::DecoderImpl& model,
+                        const ReadProgress& progress = {});
 
 struct HfSaveOptions {
   // Files hold at most this many bytes of tensor data (a tensor larger than this gets a file of its own); more

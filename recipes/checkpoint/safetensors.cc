@@ -1,5 +1,7 @@
 #include "recipes/checkpoint/safetensors.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -150,7 +152,11 @@ Status CheckTensorsFitInMemory(const std::string& path, uint64_t data_bytes, int
       "it does not hold) or load the model on a machine with more memory");
 }
 
-StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
+namespace {
+
+// LoadSafetensors, telling `read` the bytes of the header and then of each tensor as they are read (together
+// the file's size, since the tensors cover the data exactly).
+StatusOr<LoadedSafetensors> LoadReporting(const std::string& path, const std::function<void(int64_t)>& read) {
   // No size limit on the file: its header is bounded and every tensor must lie inside the file.
   StatusOr<InputFile> file = InputFile::Open(path, InputFileOptions().MaxBytes(0));
   if (!file.ok()) return file.status();
@@ -166,6 +172,7 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
   // The header was checked to cover the data exactly, so the file's size is what the tensors take: refuse before
   // allocating what the machine cannot give (a sparse file of a terabyte would otherwise end in the OOM killer).
   TM_RETURN_IF_ERROR(CheckTensorsFitInMemory(path, file->size() - data_start, MachineMemoryBytes()));
+  if (read) read(static_cast<int64_t>(data_start));
 
   LoadedSafetensors loaded;
   loaded.metadata = std::move(header->metadata);
@@ -191,8 +198,29 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) {
       }
     }
     loaded.tensors.emplace_back(e.name, std::move(t));
+    if (read) read(static_cast<int64_t>(e.end - e.begin));
   }
   return loaded;
+}
+
+}  // namespace
+
+StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path) { return LoadReporting(path, {}); }
+
+SafetensorsLoad::SafetensorsLoad(const std::vector<std::string>& paths, ReadProgress progress)
+    : progress_(std::move(progress)) {
+  for (const std::string& path : paths) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) total_ += static_cast<int64_t>(st.st_size);
+  }
+}
+
+StatusOr<LoadedSafetensors> SafetensorsLoad::Load(const std::string& path) {
+  if (!progress_) return LoadReporting(path, {});
+  return LoadReporting(path, [this](int64_t bytes) {
+    done_ += bytes;
+    progress_(done_, std::max(done_, total_));
+  });
 }
 
 NamedTensors ModuleTensors(const torch::nn::Module& module) {

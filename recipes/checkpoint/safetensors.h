@@ -4,6 +4,8 @@
 // (offsets relative to the data start) and may hold "__metadata__", a string-to-string map.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -44,6 +46,24 @@ StatusOr<LoadedSafetensors> LoadSafetensors(const std::string& path);
 // InvalidArgument naming `path`, both sizes and the fix when `data_bytes` of tensors exceed `memory_bytes`
 // (0: unknown, anything passes).
 Status CheckTensorsFitInMemory(const std::string& path, uint64_t data_bytes, int64_t memory_bytes);
+
+// Told how far a load has gone: the bytes read so far of `total`, the sizes of all the files it reads.
+using ReadProgress = std::function<void(int64_t done, int64_t total)>;
+
+// Several safetensors files read as one load, so that a caller can show a large checkpoint loading:
+// `progress` (when set) is told after each file's header and each tensor how many bytes of all the files'
+// sizes have been read; once every file is loaded, done == total.
+class SafetensorsLoad {
+ public:
+  SafetensorsLoad(const std::vector<std::string>& paths, ReadProgress progress);
+  // LoadSafetensors(path), counted in the load's progress. REQUIRES: `path` is one of the paths.
+  StatusOr<LoadedSafetensors> Load(const std::string& path);
+
+ private:
+  ReadProgress progress_;
+  int64_t total_ = 0;
+  int64_t done_ = 0;
+};
 
 // The module's parameters, then its buffers (recursively, with dotted names like "layers.0.attn.q_proj.weight",
 // undefined ones left out), as they would be saved. The tensors share storage with the module.

@@ -1,0 +1,115 @@
+// The checks a fine-tuning run makes of its outputs before building anything: folders it can write, and the
+// checkpoints' bytes against the free space where they go.
+#include "recipes/train_setup.h"
+
+#include <gtest/gtest.h>
+
+#include "base/file_util.h"
+#include "base/text.h"
+#include "harness/config_store.h"
+#include "recipes/builtin.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::recipes {
+namespace {
+
+class OutputChecksTest : public ::testing::Test {
+ protected:
+  Config Load(const std::string& name, const std::vector<std::string>& overrides) {
+    const Registry& registry = BuiltinRegistry();
+    StatusOr<LocatedConfig> located = LocateConfig(name, registry);
+    EXPECT_TRUE(located.ok()) << located.status().ToString();
+    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return *c;
+  }
+  CheckpointBytes Bytes(const Config& config) {
+    StatusOr<CheckpointBytes> need = EstimateCheckpointBytes(config, BuiltinRegistry());
+    EXPECT_TRUE(need.ok()) << need.status().ToString();
+    return need.ok() ? *need : CheckpointBytes();
+  }
+
+  test::ScratchDir scratch_{"train_setup_test"};
+  const std::string dir_ = scratch_.path();
+};
+
+// Weights in the run's dtype, the adapters, and the optimizer state per trained parameter (AdamW: two
+// tensors, and for LoRA the adapters again), each file with 1 MiB for its header, every epoch kept.
+TEST_F(OutputChecksTest, CheckpointBytesFollowTheModelTheDtypeAndWhatIsSaved) {
+  constexpr int64_t kHeader = int64_t{1} << 20;
+  Config lora = Load("llama3_2/1B_lora_single_device", {"output_dir=" + dir_ + "/lora", "epochs=2"});
+  CheckpointBytes b = Bytes(lora);
+  int64_t total = 0, trainable = 0;
+  CountModelParameters(*ModelFromConfig(lora, BuiltinRegistry()), &total, &trainable);
+  EXPECT_GT(total, 1'200'000'000);
+  EXPECT_EQ(b.parameters, total);
+  EXPECT_EQ(b.dtype, "bf16");
+  EXPECT_EQ(b.weights, total * 2 + kHeader);
+  EXPECT_EQ(b.adapters, trainable * 2 + kHeader);
+  EXPECT_EQ(b.train_state, trainable * 2 * 3 + kHeader);
+  EXPECT_EQ(b.epochs, 2);
+  EXPECT_EQ(b.total(), 2 * (b.weights + b.adapters + b.train_state));
+
+  CheckpointBytes adapters_only = Bytes(Load("llama3_2/1B_lora_single_device", {"save_adapter_weights_only=True"}));
+  EXPECT_EQ(adapters_only.weights, 0);
+  EXPECT_EQ(adapters_only.adapters, b.adapters);
+  EXPECT_EQ(Bytes(Load("llama3_2/1B_lora_single_device", {"save_checkpoints=False"})).total(), 0);
+
+  CheckpointBytes full = Bytes(Load("tiny/full_single_device", {"dtype=fp32"}));
+  EXPECT_EQ(full.adapters, 0);
+  EXPECT_EQ(full.weights, full.parameters * 4 + kHeader);
+  EXPECT_EQ(full.train_state, full.parameters * 4 * 2 + kHeader);
+}
+
+// The free space is a number the check takes, so a full disk is tested without filling one.
+TEST_F(OutputChecksTest, CheckpointsLargerThanTheFreeSpaceAreAProblemWithBothNumbers) {
+  Config config = Load("llama3_2/1B_lora_single_device", {"output_dir=" + dir_ + "/run"});
+  const CheckpointBytes need = Bytes(config);
+  EXPECT_FALSE(DiskSpaceProblem(config, "output_dir", dir_ + "/run", need, need.total()).has_value());
+  std::optional<Problem> p = DiskSpaceProblem(config, "output_dir", dir_ + "/run", need, need.total() - 1);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->key, "output_dir");
+  EXPECT_EQ(p->where, "override 'output_dir=" + dir_ + "/run'");
+  const std::string total = FormatBytes(need.total());
+  EXPECT_EQ(p->message,
+            "output_dir " + dir_ + "/run: the checkpoints this run writes need about " + total + " (1 epoch x " +
+                total + " (weights " + FormatBytes(need.weights) + ", adapters " + FormatBytes(need.adapters) +
+                ", optimizer state " + FormatBytes(need.train_state) + ")) and its filesystem has " +
+                FormatBytes(need.total() - 1) +
+                " free, so a checkpoint would fail (No space left on device); fix: pass another output_dir=... on a "
+                "filesystem with " + total + " free, or free space there, save_adapter_weights_only=True (" +
+                FormatBytes(need.adapters + need.train_state) + "), or save_checkpoints=False");
+}
+
+// One problem per cause: output_dir, the checkpoints' and the metrics' folders all lie under the same file.
+TEST_F(OutputChecksTest, AnOutputFolderUnderAFileIsOneProblemNamingTheFile) {
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/file", "x").ok());
+  const Registry& registry = BuiltinRegistry();
+  std::vector<Problem> problems =
+      OutputProblems(Load("tiny/lora_single_device", {"output_dir=" + dir_ + "/file/run"}), registry, TrainKind::kLora);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].key, "output_dir");
+  EXPECT_EQ(problems[0].message, "output_dir " + dir_ + "/file/run cannot be created or written: " + dir_ +
+                                     "/file is a regular file, not a folder (Not a directory); fix: pass another "
+                                     "output_dir=... (a folder this user may write)");
+  // Only the checkpoints' folder: named by its own key.
+  problems = OutputProblems(Load("tiny/lora_single_device", {"output_dir=" + dir_ + "/ok",
+                                                             "checkpointer.output_dir=" + dir_ + "/file/ckpt"}),
+                            registry, TrainKind::kLora);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].key, "checkpointer.output_dir");
+  EXPECT_NE(problems[0].message.find("(where checkpoints go) cannot be created or written"), std::string::npos)
+      << problems[0].message;
+  // Without checkpoints that folder is not written.
+  EXPECT_TRUE(OutputProblems(Load("tiny/lora_single_device", {"output_dir=" + dir_ + "/ok", "save_checkpoints=False",
+                                                              "checkpointer.output_dir=" + dir_ + "/file/ckpt"}),
+                             registry, TrainKind::kLora)
+                  .empty());
+  EXPECT_TRUE(OutputProblems(Load("tiny/lora_single_device", {"output_dir=" + dir_ + "/ok"}), registry,
+                             TrainKind::kLora)
+                  .empty());
+  EXPECT_FALSE(PathExists(dir_ + "/ok"));  // checking creates nothing
+}
+
+}  // namespace
+}  // namespace tmx::recipes
