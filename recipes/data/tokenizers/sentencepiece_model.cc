@@ -1,8 +1,11 @@
 #include "recipes/data/tokenizers/sentencepiece_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cfloat>
+#include <cmath>
 #include <cstring>
+#include <set>
 #include <vector>
 
 namespace tmx::data {
@@ -175,6 +178,45 @@ Status CheckPrecompiledCharsMap(std::string_view blob) {
   return Status::OK();
 }
 
+Status CheckPieces(const SentencePieceModelInfo& info) {
+  using Type = SentencePieceModelInfo::PieceType;
+  std::set<std::string_view> normal, reserved;  // the library's two maps: its trie's pieces, and the others
+  std::vector<bool> byte_found(256, false);
+  bool unknown = false;
+  for (size_t id = 0; id < info.pieces.size(); ++id) {
+    const auto& piece = info.pieces[id];
+    const std::string which = "piece " + std::to_string(id);
+    if (piece.text.empty()) return Status::InvalidArgument(which + " is empty");
+    if (piece.text.find('\0') != std::string::npos) return Status::InvalidArgument(which + " holds a NUL byte");
+    if (piece.text.size() >= 8000) return Status::InvalidArgument(which + " is 8000 bytes or longer");
+    if (!std::isfinite(piece.score)) return Status::InvalidArgument(which + " has a score that is not finite");
+    const bool in_trie = piece.type == Type::kNormal || piece.type == Type::kUserDefined || piece.type == Type::kUnused;
+    if (!(in_trie ? normal : reserved).insert(piece.text).second) {
+      return Status::InvalidArgument(which + " (\"" + piece.text + "\") is defined twice");
+    }
+    if (piece.type == Type::kUnknown) {
+      if (unknown) return Status::InvalidArgument(which + " is a second unknown piece");
+      unknown = true;
+    }
+    if (piece.type == Type::kByte) {
+      if (!info.byte_fallback) return Status::InvalidArgument(which + " is a byte piece but byte_fallback is off");
+      const std::string& t = piece.text;
+      int byte = -1;
+      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && std::isxdigit(static_cast<uint8_t>(t[3])) &&
+          std::isxdigit(static_cast<uint8_t>(t[4]))) {
+        byte = std::stoi(t.substr(3, 2), nullptr, 16);
+      }
+      if (byte < 0) return Status::InvalidArgument(which + " is a byte piece not of the form <0xNN>");
+      byte_found[static_cast<size_t>(byte)] = true;
+    }
+  }
+  if (!unknown && !info.byte_fallback) return Status::InvalidArgument("it has no unknown piece");
+  if (info.byte_fallback && std::find(byte_found.begin(), byte_found.end(), false) != byte_found.end()) {
+    return Status::InvalidArgument("byte_fallback is on but not all 256 byte pieces are there");
+  }
+  return Status::OK();
+}
+
 StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes, const std::string& source) {
   using Info = SentencePieceModelInfo;
   Info info;
@@ -258,6 +300,11 @@ StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes,
   if (at != std::string_view::npos) return bad(at, problem.empty() ? "a malformed field" : problem);
   if (!charsmap.ok()) return charsmap;
   if (info.pieces.empty()) return bad(bytes.size(), "no pieces");
+  Status pieces = CheckPieces(info);
+  if (!pieces.ok()) {
+    return Status::InvalidArgument(source + ": not a usable SentencePiece model (" + pieces.message() +
+                                   "); fix: use the tokenizer.model the model was published with");
+  }
   return info;
 }
 

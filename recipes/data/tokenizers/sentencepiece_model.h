@@ -46,11 +46,19 @@ struct SentencePieceModelInfo {
 // "<source>: normalizer_spec.precompiled_charsmap is damaged (<what>); ..." (or denormalizer_spec) for a
 // character map that would make the library read outside it: its double-array trie is checked as sentencepiece
 // 0.2.x's darts validate() does (every child inside the array, every value inside the replacement strings), the
-// strings must end with a NUL, and no text may match more than 32 rules (0.1.97's fixed result buffer).
+// strings must end with a NUL, and no text may match more than 32 rules (0.1.97's fixed result buffer); and
+// "<source>: not a usable SentencePiece model (<what>); ..." for pieces 0.2.x refuses and 0.1.97 crashed on
+// (CheckPieces: an empty piece aborted its trie builder).
 StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes, const std::string& source);
 
 // The precompiled_charsmap check above, alone: an empty map (no normalization) passes. Returns what is wrong.
 Status CheckPrecompiledCharsMap(std::string_view blob);
+
+// The pieces as sentencepiece 0.2.x's ModelInterface checks them: none empty, holding a NUL or of 8000 bytes
+// or more; finite scores; no text twice among the trie's pieces (normal, user-defined, unused) nor among the
+// others; at most one unknown piece, and one unless byte_fallback; byte pieces only with byte_fallback, each
+// "<0xNN>", all 256 of them. Returns what is wrong.
+Status CheckPieces(const SentencePieceModelInfo& info);
 
 class UnigramSegmenter {
  public:

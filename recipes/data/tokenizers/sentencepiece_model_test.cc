@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "base/file_util.h"
@@ -100,6 +101,45 @@ TEST(SentencePieceModelTest, ADamagedCharacterMapIsRefusedBeforeTheLibraryReadsI
   StatusOr<Info> root = ParseSentencePieceModel(WithTrieUnit(model, 0, 0x100u), "bad.model");
   ASSERT_FALSE(root.ok());
   EXPECT_NE(root.status().message().find("(its trie's root is malformed)"), std::string::npos);
+}
+
+TEST(SentencePieceModelTest, PiecesTheLibraryWouldCrashOnAreRefused) {
+  // Found by the fuzz target: an empty piece made Debian's 0.1.97 abort while building its trie.
+  const std::string unk = std::string("\x0a\x09\x0a\x05<unk>\x18\x02", 11);
+  StatusOr<Info> empty = ParseSentencePieceModel(unk + std::string("\x0a\x02\x0a\x00", 4), "empty.model");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().message(), "empty.model: not a usable SentencePiece model (piece 1 is empty); fix: use the "
+                                      "tokenizer.model the model was published with");
+  ASSERT_TRUE(ParseSentencePieceModel(unk + std::string("\x0a\x03\x0a\x01" "a", 5), "a.model").ok());
+
+  Info model;
+  model.pieces = {P("<unk>", 0, Info::PieceType::kUnknown), P("a", -1), P("b", -2)};
+  EXPECT_TRUE(CheckPieces(model).ok());
+  Info twice = model;
+  twice.pieces.push_back(P("a", -3, Info::PieceType::kUserDefined));
+  EXPECT_EQ(CheckPieces(twice).message(), "piece 3 (\"a\") is defined twice");
+  Info control_too = model;
+  control_too.pieces.push_back(P("a", 0, Info::PieceType::kControl));  // the library keeps these apart
+  EXPECT_TRUE(CheckPieces(control_too).ok());
+  Info nul = model;
+  nul.pieces[1].text = std::string("a\0b", 3);
+  EXPECT_EQ(CheckPieces(nul).message(), "piece 1 holds a NUL byte");
+  Info inf = model;
+  inf.pieces[2].score = INFINITY;
+  EXPECT_EQ(CheckPieces(inf).message(), "piece 2 has a score that is not finite");
+  Info two_unknowns = model;
+  two_unknowns.pieces.push_back(P("<unk2>", 0, Info::PieceType::kUnknown));
+  EXPECT_EQ(CheckPieces(two_unknowns).message(), "piece 3 is a second unknown piece");
+  Info no_unknown = model;
+  no_unknown.pieces[0].type = Info::PieceType::kControl;
+  EXPECT_EQ(CheckPieces(no_unknown).message(), "it has no unknown piece");
+  Info bytes = model;
+  bytes.pieces.push_back(P("<0x41>", 0, Info::PieceType::kByte));
+  EXPECT_EQ(CheckPieces(bytes).message(), "piece 3 is a byte piece but byte_fallback is off");
+  bytes.byte_fallback = true;
+  EXPECT_EQ(CheckPieces(bytes).message(), "byte_fallback is on but not all 256 byte pieces are there");
+  bytes.pieces.back().text = "<0xZZ>";
+  EXPECT_EQ(CheckPieces(bytes).message(), "piece 3 is a byte piece not of the form <0xNN>");
 }
 
 TEST(SentencePieceModelTest, CharacterMapChecks) {
