@@ -15,7 +15,8 @@ TARGETS=(
   base_files_test base_system_test harness_system_test cell_test journal_test support_block_test report_test merge_test check_test junit_test
   shard_test subprocess_test runner_test fuzzer_test history_test compare_test speed_test publish_test
   tokenizers_byte_bpe_test tokenizers_sentencepiece_test tokenizers_tiktoken_test tokenizers_unicode_test
-  tokenizers_hf_tokenizer_test data_records_test data_packing_test checkpoint_safetensors_header_test
+  tokenizers_hf_tokenizer_test tokenizers_sentencepiece_model_test data_records_test data_sources_test
+  data_packing_test checkpoint_safetensors_header_test
 )
 SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 start=$(date +%s)
