@@ -1,11 +1,14 @@
 #include "base/cpu_usage.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace tmx {
 
@@ -61,6 +64,50 @@ Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTime
                Percent(options.max_steal_share) + ")";
   }
   return d;
+}
+
+std::optional<double> ParseCgroupCpuMax(const std::string& text) {
+  std::istringstream in(text);
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || quota == "max" || !(period > 0)) return std::nullopt;
+  char* end = nullptr;
+  const double q = std::strtod(quota.c_str(), &end);
+  if (end == quota.c_str() || *end != '\0' || !(q > 0) || !std::isfinite(q)) return std::nullopt;
+  return q / period;
+}
+
+UsableCores UsableCoresFrom(int affinity, std::optional<double> quota) {
+  UsableCores c;
+  c.affinity = affinity;
+  c.quota = quota;
+  double count = affinity > 0 ? affinity : 1;
+  if (quota) count = std::min(count, std::ceil(*quota));
+  c.count = std::max(1, static_cast<int>(count));
+  return c;
+}
+
+UsableCores ReadUsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int affinity = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (affinity <= 0) affinity = static_cast<int>(std::thread::hardware_concurrency());
+  std::ifstream in("/sys/fs/cgroup/cpu.max");
+  std::string line;
+  std::optional<double> quota;
+  if (std::getline(in, line)) quota = ParseCgroupCpuMax(line);
+  return UsableCoresFrom(affinity, quota);
+}
+
+std::string UsableCores::Describe() const {
+  std::string text = std::to_string(count) + (count == 1 ? " core" : " cores") + " (affinity " +
+                     (affinity > 0 ? std::to_string(affinity) + " CPUs" : std::string("unknown"));
+  if (quota) {
+    std::ostringstream q;
+    q << *quota;
+    text += ", cgroup quota " + q.str() + " cores";
+  }
+  return text + ")";
 }
 
 std::optional<double> ParseLoadAverage(const std::string& text) {

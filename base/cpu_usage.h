@@ -44,6 +44,21 @@ struct Disturbance {
 Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTimes& after, double own_cpu_s,
                              const DisturbanceOptions& options = {});
 
+// The cores this process may use: the CPUs of its affinity mask, lowered to the cgroup's CPU quota where one
+// is set (cgroup v2 cpu.max, rounded up). What thread counts and rank limits are chosen from: a container
+// given 2 of a 16-core host's cores has 2, whatever std::thread::hardware_concurrency() says.
+struct UsableCores {
+  int count = 1;                 // at least 1
+  int affinity = 0;              // CPUs in the affinity mask (0: unknown)
+  std::optional<double> quota;   // the cgroup's quota in cores, when set
+  // "2 cores (affinity 16 CPUs, cgroup quota 1.5 cores)" or "2 cores (affinity 2 CPUs)".
+  std::string Describe() const;
+};
+UsableCores ReadUsableCores();
+UsableCores UsableCoresFrom(int affinity, std::optional<double> quota);
+// cgroup v2 cpu.max: "150000 100000" -> 1.5 cores; "max 100000" (no quota) or anything else -> unset.
+std::optional<double> ParseCgroupCpuMax(const std::string& text);
+
 // The 1-minute load average (/proc/loadavg: runnable and uninterruptible tasks); unset where there is none.
 std::optional<double> ReadLoadAverage();
 std::optional<double> ParseLoadAverage(const std::string& text);

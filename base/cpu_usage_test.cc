@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace tmx {
 namespace {
 
@@ -42,6 +44,22 @@ TEST(CpuUsageTest, AMeasurementBesideOtherWorkIsDisturbed) {
   // Unknown readings or no time: no judgement.
   EXPECT_FALSE(JudgeDisturbance(MachineCpuTimes(), At(1, 0, 2), 0).known);
   EXPECT_FALSE(JudgeDisturbance(At(1, 0, 2), At(1, 0, 2), 0).known);
+}
+
+TEST(CpuUsageTest, UsableCoresAreTheAffinityLoweredToTheCgroupQuota) {
+  EXPECT_EQ(ParseCgroupCpuMax("150000 100000\n"), 1.5);
+  EXPECT_FALSE(ParseCgroupCpuMax("max 100000\n").has_value());
+  EXPECT_FALSE(ParseCgroupCpuMax("").has_value());
+  EXPECT_FALSE(ParseCgroupCpuMax("x 100000").has_value());
+  EXPECT_EQ(UsableCoresFrom(16, 1.5).count, 2);  // a container's quota of 1.5 cores on a 16-CPU host
+  EXPECT_EQ(UsableCoresFrom(16, 1.5).Describe(), "2 cores (affinity 16 CPUs, cgroup quota 1.5 cores)");
+  EXPECT_EQ(UsableCoresFrom(4, std::nullopt).count, 4);
+  EXPECT_EQ(UsableCoresFrom(4, std::nullopt).Describe(), "4 cores (affinity 4 CPUs)");
+  EXPECT_EQ(UsableCoresFrom(2, 8).count, 2);       // a quota above the affinity changes nothing
+  EXPECT_EQ(UsableCoresFrom(0, 0.1).count, 1);     // never below one
+  const UsableCores here = ReadUsableCores();
+  EXPECT_GE(here.count, 1);
+  EXPECT_LE(here.count, std::max(1, here.affinity));
 }
 
 TEST(CpuUsageTest, ABusyMachineIsSaidBeforeMeasuring) {

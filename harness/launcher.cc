@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <thread>
 
+#include "base/cpu_usage.h"
 #include "base/subprocess.h"
 
 namespace tmx {
@@ -79,9 +79,10 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const LaunchOpt
       {"LOCAL_WORLD_SIZE", n},        {"MASTER_ADDR", "127.0.0.1"},        {"MASTER_PORT", std::to_string(port)}};
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (omp == nullptr || *omp == '\0') {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const unsigned ranks = static_cast<unsigned>(std::max(1, options.nproc));
-    env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1u, cores / ranks)));
+    // The cores this process may use (affinity, cgroup quota), shared out between the ranks.
+    const int cores = ReadUsableCores().count;
+    const int ranks = std::max(1, options.nproc);
+    env.emplace_back("OMP_NUM_THREADS", std::to_string(std::max(1, cores / ranks)));
   }
   // Later entries win in SubprocessOptions::env, so options.env overrides torchrun's variables.
   for (const auto& kv : options.env) env.push_back(kv);

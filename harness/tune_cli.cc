@@ -7,10 +7,10 @@
 #include <cstring>
 #include <exception>
 #include <iomanip>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/input_file.h"
 #include "base/json_io.h"
@@ -309,7 +309,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
 std::string RanksProblem(int nproc, const DeviceInfo& device) {
   const DeviceTypeTraits& traits = device.traits();
   if (traits.peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int cores = ReadUsableCores().count;  // affinity and cgroup quota, not the host's CPUs
     if (nproc <= cores) return "";
     return "--nproc_per_node " + std::to_string(nproc) + " is more ranks than this machine's " + std::to_string(cores) +
            " cores; each " + device.type + " rank is a training process of its own; use --nproc_per_node " +

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <thread>
 
 #include "base/cpu_usage.h"
 #include "base/file_util.h"
@@ -86,7 +85,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   }
   out << "\n";
   if (runnable > 0 && left > 0) {
-    std::string busy = BusyMachineWarning(ReadLoadAverage(), static_cast<int>(std::thread::hardware_concurrency()));
+    std::string busy = BusyMachineWarning(ReadLoadAverage(), ReadUsableCores().count);
     if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
   }
 

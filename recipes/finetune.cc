@@ -4,12 +4,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/json_io.h"
 #include "base/output_folder.h"
@@ -28,6 +30,19 @@
 
 namespace tmx::recipes {
 namespace {
+
+// ATen's CPU threads: one per core this process may use (affinity and cgroup quota, base/cpu_usage.h; a
+// container given 2 of 16 cores must not run 16 threads), unless OMP_NUM_THREADS chose (the launcher sets it
+// per rank). Returns the line that says which.
+std::string ChooseThreads() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp != nullptr && *omp != '\0') {
+    return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")";
+  }
+  const UsableCores cores = ReadUsableCores();
+  at::set_num_threads(cores.count);
+  return "Threads: " + std::to_string(cores.count) + ", one per core this process may use: " + cores.Describe();
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -370,6 +385,7 @@ Status Trainer::Train(RunSummary* summary) {
 }
 
 Status Trainer::Run(RunSummary* summary) {
+  *out_ << ChooseThreads() << "\n";
   auto start = Clock::now();
   TM_RETURN_IF_ERROR(Setup(summary));
   Synchronize();

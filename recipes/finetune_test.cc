@@ -1,8 +1,8 @@
 // End-to-end tests of the single-device recipes on the tiny configs, in-process on the CPU.
 #include "recipes/finetune.h"
 
-
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -302,7 +302,12 @@ TEST_F(FinetuneTest, ARunSaysWhereItsOutputsGoHowManyStepsRunAndWhy) {
   std::string out;
   const std::string run = dir_ + "/told";
   Run("tiny/full_single_device", {"output_dir=" + run, "max_steps_per_epoch=2"}, false, nullptr, &out);
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const std::string threads = omp != nullptr && *omp != '\0' ? std::string(" (OMP_NUM_THREADS=") + omp + ")\n"
+                                                               : ", one per core this process may use: ";
   for (const std::string& line : std::vector<std::string>{
+           "Threads: ",
+           threads,
            "Writing to " + run + ": metrics " + run + "/logs/metrics.jsonl, checkpoints " + run +
                "/epoch_<N>, summary " + run + "/summary.json\n",
            "Building model tune_matrix.models.tiny_llama3_2 (",
