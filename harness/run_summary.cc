@@ -71,6 +71,7 @@ json RunSummaryToJson(const RunSummary& s) {
             {"total_parameters", s.total_parameters},
             {"stand_ins", s.stand_ins},
             {"world_size", s.world_size}};
+  if (s.threads > 0) j["threads"] = s.threads;
   if (s.peak_memory_bytes) j["peak_memory_bytes"] = *s.peak_memory_bytes;
   if (s.step_time_median_s) j["step_time_median_s"] = NumberToJson(*s.step_time_median_s);
   if (s.step_time_spread_s) j["step_time_spread_s"] = NumberToJson(*s.step_time_spread_s);
@@ -106,6 +107,7 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     s.total_parameters = j.at("total_parameters").get<int64_t>();
     s.stand_ins = j.at("stand_ins").get<std::vector<std::string>>();
     if (j.contains("world_size")) s.world_size = j["world_size"].get<int>();
+    if (j.contains("threads")) s.threads = j["threads"].get<int>();
     if (j.contains("peak_memory_bytes")) s.peak_memory_bytes = j["peak_memory_bytes"].get<int64_t>();
     if (j.contains("step_time_median_s")) s.step_time_median_s = FromNumber(j["step_time_median_s"]);
     if (j.contains("step_time_spread_s")) s.step_time_spread_s = FromNumber(j["step_time_spread_s"]);

@@ -42,6 +42,9 @@ struct RunSummary {
   // Processes (ranks) that trained together: 1 for single-device recipes. With several, step_tokens count every
   // rank's tokens and peak_memory_bytes is the largest rank's. Optional in the file (absent: 1).
   int world_size = 1;
+  // ATen's CPU threads in each process while it trained (recipes/finetune.cc chooses them); 0: not recorded.
+  // Optional in the file.
+  int threads = 0;
   // What stood in for an input this machine lacks, one line each ("tokenizer llama3_tokenizer ran on the
   // shipped sample tiktoken_small.model (path /tmp/x is absent)"); empty when the run used the real inputs.
   std::vector<std::string> stand_ins;

@@ -44,6 +44,7 @@ TEST(RunSummaryTest, RoundTripsThroughTheFileIncludingNonFiniteLosses) {
   RunSummary s = ThreeSteps();
   s.peak_memory_bytes = int64_t{5} << 30;
   s.peak_memory_source = "process_rss";
+  s.threads = 2;
   s.Finish();
   ASSERT_TRUE(WriteRunSummary(dir.path(), s).ok());
   StatusOr<RunSummary> back = ReadRunSummary(dir.path());
@@ -53,6 +54,7 @@ TEST(RunSummaryTest, RoundTripsThroughTheFileIncludingNonFiniteLosses) {
   EXPECT_TRUE(std::isnan(back->losses.back()));
   EXPECT_EQ(*back->peak_memory_bytes, *s.peak_memory_bytes);
   EXPECT_DOUBLE_EQ(*back->tokens_per_second, 50.0);
+  EXPECT_EQ(back->threads, 2);
   EXPECT_EQ(ReadRunSummary(dir.path() + "/none").status().code(), Status::Code::kNotFound);
 }
 

@@ -335,6 +335,7 @@ const std::vector<JournalField>& JournalFields() {
       {"stand_in", kOptional, Slot<&R::stand_in>(), {}},
       {"world_size", kOptional, Slot<&R::world_size>(), Range(1, 65536, "1 to 65536 ranks")},
       {"cpu_time_s", kOptional, Slot<&R::cpu_time_s>(), Seconds()},
+      {"threads", kOptional, Slot<&R::threads>(), Range(1, 65536, "1 to 65536 threads")},
       {"others_cpu_share", kOptional, Slot<&R::others_cpu_share>(), Range(0, 1, "a share from 0 to 1")},
       {"steal_share", kOptional, Slot<&R::steal_share>(), Range(0, 1, "a share from 0 to 1")},
       {"disturbed", kOptional, Slot<&R::disturbed>(), {}},

@@ -118,6 +118,7 @@ struct CellResult {
   // took while it ran. `disturbed` says why the speed is not the device's ("" when it is): such a cell's status
   // counts, but its speed is neither published into the config nor compared by check or compare.
   std::optional<double> cpu_time_s;
+  std::optional<int> threads;  // ATen's CPU threads per process (RunSummary::threads), when the run said
   std::optional<double> others_cpu_share;
   std::optional<double> steal_share;
   std::string disturbed;

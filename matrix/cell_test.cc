@@ -43,6 +43,7 @@ CellResult FullCell() {
   r.stand_in = "tokenizer: shipped sample tokenizer.model for /tmp/missing/tokenizer.model";
   r.world_size = 2;
   r.cpu_time_s = 41.5;
+  r.threads = 2;
   r.others_cpu_share = 0.375;
   r.steal_share = 0.0625;
   r.disturbed = "other processes used 38% of the machine's CPU while it ran (more than 25%)";

@@ -69,6 +69,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.tokens_per_second = summary->tokens_per_second;
     r.stand_in = JoinStrings(summary->stand_ins, "; ");
     r.world_size = summary->world_size;
+    if (summary->threads > 0) r.threads = summary->threads;
     if (!summary->losses.empty()) {
       r.first_loss = summary->losses.front();
       r.last_loss = summary->losses.back();

@@ -61,6 +61,7 @@ class SchedulerTest : public ::testing::Test {
     s.step_tokens = {100, 100, 120};
     s.losses = std::move(losses);
     s.peak_memory_bytes = peak;
+    s.threads = 2;
     return s;
   }
 
@@ -103,6 +104,7 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   EXPECT_DOUBLE_EQ(*a.step_time_spread_s, 0.1);
   EXPECT_DOUBLE_EQ(*a.tokens_per_second, 100.0);  // median of 100/1.0 and 120/1.2
   EXPECT_DOUBLE_EQ(*a.first_loss, 3.0);
+  EXPECT_EQ(a.threads, 2);  // from the run summary
   EXPECT_DOUBLE_EQ(*a.startup_time_s, 10.0 - (2.0 + 1.0 + 1.2));  // the wall time outside the steps
   EXPECT_FALSE(journal->front().startup_time_s.has_value());       // never started
   EXPECT_EQ(a.provenance.host, "host");

@@ -386,6 +386,7 @@ Status Trainer::Train(RunSummary* summary) {
 
 Status Trainer::Run(RunSummary* summary) {
   *out_ << ChooseThreads() << "\n";
+  summary->threads = at::get_num_threads();
   auto start = Clock::now();
   TM_RETURN_IF_ERROR(Setup(summary));
   Synchronize();

@@ -301,7 +301,11 @@ TEST_F(FinetuneTest, NonFiniteLossStopsTheRun) {
 TEST_F(FinetuneTest, ARunSaysWhereItsOutputsGoHowManyStepsRunAndWhy) {
   std::string out;
   const std::string run = dir_ + "/told";
-  Run("tiny/full_single_device", {"output_dir=" + run, "max_steps_per_epoch=2"}, false, nullptr, &out);
+  nlohmann::json summary =
+      Run("tiny/full_single_device", {"output_dir=" + run, "max_steps_per_epoch=2"}, false, nullptr, &out);
+  ASSERT_TRUE(summary.contains("threads")) << summary.dump();
+  EXPECT_GE(summary["threads"].get<int>(), 1);
+  EXPECT_NE(out.find("Threads: " + std::to_string(summary["threads"].get<int>())), std::string::npos) << out;
   const char* omp = std::getenv("OMP_NUM_THREADS");
   const std::string threads = omp != nullptr && *omp != '\0' ? std::string(" (OMP_NUM_THREADS=") + omp + ")\n"
                                                                : ", one per core this process may use: ";
