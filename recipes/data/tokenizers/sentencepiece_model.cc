@@ -149,16 +149,16 @@ Status CheckPrecompiledCharsMap(std::string_view blob) {
     Frame& frame = stack.back();
     const size_t base = frame.node ^ units[frame.node].offset();
     bool descended = false;
-    while (frame.next_label < 256 && !descended) {
+    while (frame.next_label < 256) {
       const uint32_t c = frame.next_label++;
       const size_t child = base ^ c;
       if (child == frame.node || units[child].label() != c) continue;
       if (state[child] == kOpen) return Status::InvalidArgument("its trie loops back to unit " + std::to_string(child));
       if (state[child] == kNew) {
         state[child] = kOpen;
-        stack.push_back({child, 0});  // `frame` is not used past this point
+        stack.push_back({child, 0});  // may move the frames: `frame` is not touched again
         descended = true;
-        continue;
+        break;
       }
       const uint32_t through = most[child] + (units[child].has_leaf() ? 1 : 0);
       most[frame.node] = std::max(most[frame.node], through);
