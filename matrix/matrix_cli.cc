@@ -34,6 +34,7 @@
 #include "matrix/runner.h"
 #include "matrix/scheduler.h"
 #include "matrix/shard.h"
+#include "matrix/user_configs.h"
 
 namespace tmx::matrix {
 namespace {
@@ -80,8 +81,8 @@ int UsageError(std::ostream& err, const std::string& cmd, const std::string& mes
   return kExitUsage;
 }
 
-bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, MatrixOptions* options,
-                  bool* write_back, std::ostream& err) {
+bool ParseOptions(const Registry& registry, const std::string& cmd, const std::vector<std::string>& args,
+                  MatrixOptions* options, bool* write_back, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
   if (!ParseArgs(args, kSwitches, kValueFlags, &parsed, &error)) {
@@ -93,8 +94,11 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
     return false;
   }
   options->devices = SplitList(parsed.Get("devices"));
-  options->configs_glob = parsed.Get("configs");
   options->recipes = SplitList(parsed.Get("recipes"));
+  std::vector<std::string> files;  // --configs items that name files and folders; the rest are patterns
+  for (const std::string& item : SplitList(parsed.Get("configs"))) {
+    (IsConfigPath(item) ? files : options->config_globs).push_back(item);
+  }
   options->resume = parsed.Has("resume");
   options->fresh = parsed.Has("fresh");
   if (options->resume && options->fresh) {
@@ -116,6 +120,26 @@ bool ParseOptions(const std::string& cmd, const std::vector<std::string>& args, 
   if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
   if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
+  if (!files.empty()) {
+    // The user's own configs: their records go to a journal and reports of the user's, never the checkout's.
+    std::vector<std::string> warnings;
+    StatusOr<std::vector<UserConfig>> user = ResolveUserConfigs(registry, files, options->recipes, &warnings);
+    for (const std::string& w : warnings) err << "warning: " << w << "\n";
+    if (!user.ok()) {
+      UsageError(err, cmd, user.status().message());
+      return false;
+    }
+    options->user_configs = std::move(user).value();
+    const std::string results = kUserResultsDir;
+    if (!parsed.Has("journal")) options->journal_path = results + "/journal.jsonl";
+    if (!parsed.Has("work-dir")) options->work_dir = results + "/runs";
+    if (!parsed.Has("reports-dir")) options->reports_dir = results;
+    Status apart = CheckUserDestinations(options->journal_path, options->reports_dir);
+    if (!apart.ok()) {
+      UsageError(err, cmd, apart.message());
+      return false;
+    }
+  }
   options->tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   if (!NumberFlag(parsed, "steps", &options->max_steps, &error) ||
       !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error) ||
@@ -184,7 +208,7 @@ std::vector<std::string> With(std::vector<std::string> flags, const std::vector<
 int Plan(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
-  if (!ParseOptions("plan", args, &options, &write_back, err)) return kExitUsage;
+  if (!ParseOptions(registry, "plan", args, &options, &write_back, err)) return kExitUsage;
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
   if (!devices.ok()) return Fail(err, devices.status());
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, *devices, options);
@@ -246,7 +270,7 @@ std::unique_ptr<CheckoutLock> LockJournal(const std::string& command, const std:
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
-  if (!ParseOptions("run", args, &options, &write_back, err)) return kExitUsage;
+  if (!ParseOptions(registry, "run", args, &options, &write_back, err)) return kExitUsage;
   Status selection = CheckSelection(registry, options);
   if (!selection.ok()) return Fail(err, selection);
   for (const std::string& dir :
@@ -261,10 +285,10 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
   RunSetting setting{*devices, LocalProvenance(options.job), runner.get()};
   // A run that writes its results into the configs holds the checkout; one that only keeps a journal
-  // (--no-write-back, as CI shards do) writes nothing else of the checkout's and may run beside it. Both
-  // hold the journal they write.
+  // (--no-write-back, as CI shards do) or runs user configs writes nothing else of the checkout's and may
+  // run beside it. Every run holds the journal it writes.
   std::unique_ptr<CheckoutLock> lock;
-  if (write_back) {
+  if (write_back && options.user_configs.empty()) {
     lock = LockCheckout("run", err);
     if (!lock) return kExitFailure;
   }
@@ -488,10 +512,21 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return UsageError(err, "cell", "give one config and its device: tune-matrix cell CONFIG --device DEVICE");
   }
   std::string config = parsed.positional[0];
-  if (registry.RecipeForConfig(config) == nullptr) {
-    return UsageError(err, "cell", "'" + config + "' is not a built-in config (see tune ls)");
-  }
   MatrixOptions options;
+  if (IsConfigPath(config)) {
+    std::vector<std::string> warnings;
+    StatusOr<std::vector<UserConfig>> user = ResolveUserConfigs(registry, {config}, {}, &warnings);
+    for (const std::string& w : warnings) err << "warning: " << w << "\n";
+    if (!user.ok()) return UsageError(err, "cell", user.status().message());
+    if (user->size() != 1) {
+      return UsageError(err, "cell", config + " holds " + std::to_string(user->size()) +
+                                         " configs; give one file (tune-matrix run --configs takes a folder)");
+    }
+    options.user_configs = std::move(user).value();
+    config = options.user_configs.front().name;
+  } else if (registry.RecipeForConfig(config) == nullptr) {
+    return UsageError(err, "cell", "'" + config + "' is neither a built-in config (see tune ls) nor a .yaml file");
+  }
   options.tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
   options.work_dir = parsed.Get("work-dir", "runs/cells");
   options.cell_budget_s = 0;  // a cell asked for by name runs however long it is predicted to take
@@ -597,9 +632,9 @@ const char* kCompareHelp =
     "a file that is not a journal, or a name that is neither a journal file nor a commit.";
 
 const char* kCellHelp =
-    "Runs one built-in config on one device as a matrix cell (the same child command and budget as `run`),\n"
-    "without touching the configs or reports. For CTest: under `ctest --resource-spec-file`, --device cuda\n"
-    "becomes the GPU CTest allotted (CTEST_RESOURCE_GROUP_0_GPUS).\n\n"
+    "Runs one built-in config (or a config file of yours) on one device as a matrix cell (the same child\n"
+    "command and budget as `run`), without touching the configs or reports. For CTest: under\n"
+    "`ctest --resource-spec-file`, --device cuda becomes the GPU CTest allotted (CTEST_RESOURCE_GROUP_0_GPUS).\n\n"
     "  --device D               device (required)\n"
     "  --steps N, --timeout S   budget, as for run (with --steps, exactly N steps)\n"
     "  --work-dir DIR           output and journal folder (default runs/cells)\n\n"
@@ -607,13 +642,19 @@ const char* kCellHelp =
 
 std::string RunHelp() {
   return std::string(
-    "Runs every built-in config on every device of this machine, each in its own process (`tune run` with\n"
-    "device=<d>, a short step budget and a fresh output folder), records each cell in the journal as it\n"
+    "Runs every built-in config (or the config files --configs names) on every device of this machine,\n"
+    "each in its own process (`tune run` with device=<d>, a short step budget and a fresh output folder),\n"
+    "records each cell in the journal as it\n"
     "finishes, writes the results into each config's generated metadata block and regenerates\n"
     "reports/") + ReportFileList("", "and") + ". Every record, and those of a journal it moves aside,\n"
     "is kept in reports/history.\n\n"
     "  --devices cpu,cuda:0     devices to cover (default: all)\n"
-    "  --configs 'tiny/*'       config name pattern (default: all)\n"
+    "  --configs 'tiny/*'       built-in config name patterns, comma-separated (default: all); or your own\n"
+    "                           config files and folders (a.yaml,my_configs/): their records go to\n"
+    "                           " + kUserResultsDir + "/ (journal.jsonl, the reports, runs/) unless --journal,\n"
+    "                           --reports-dir and --work-dir say otherwise, never into the built-in\n"
+    "                           configs or their reports. A file's recipe is the one its comment names\n"
+    "                           (`# tune run <recipe> --config ...`), else the one --recipes names\n"
     "  --recipes a,b            recipes to cover (default: all)\n"
     "  --steps N                optimizer steps per cell, the first excluded from timings (default 3)\n"
     "  --startup-share F        a cell whose recorded start-up (process, model, data) would be more than F\n"

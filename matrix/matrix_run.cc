@@ -35,7 +35,11 @@ StatusOr<std::vector<CellKey>> PrepareJournal(const Registry& registry, const Ma
   if (options.resume) {
     for (const auto& [key, cell] : LatestByCell(*previous)) done.push_back(key);
   } else if (options.fresh) {
-    if (keep_history) TM_RETURN_IF_ERROR(RecordHistory(registry, *previous, options.reports_dir, out));
+    if (keep_history && options.user_configs.empty()) {
+      TM_RETURN_IF_ERROR(RecordHistory(registry, *previous, options.reports_dir, out));
+    } else if (keep_history) {
+      TM_RETURN_IF_ERROR(AddToHistory(HistoryDir(options.reports_dir), *previous, nullptr));
+    }
     std::string aside = options.journal_path + ".prev";
     if (::rename(options.journal_path.c_str(), aside.c_str()) != 0) {
       return Status::IoError(options.journal_path + ": cannot move the previous journal aside");
@@ -95,8 +99,13 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
   if (!all.ok()) return all.status();
   if (write_back) {
-    // Every record goes to the history first; the journal then keeps the newest per cell.
-    TM_RETURN_IF_ERROR(PublishResults(registry, *all, options.reports_dir, out));
+    // Every record goes to the history first; the journal then keeps the newest per cell. A run of user
+    // configs writes its own reports and no config.
+    if (options.user_configs.empty()) {
+      TM_RETURN_IF_ERROR(PublishResults(registry, *all, options.reports_dir, out));
+    } else {
+      TM_RETURN_IF_ERROR(PublishJournalResults(*all, options.reports_dir, out));
+    }
     std::vector<CellResult> kept = Compacted(*all);
     if (kept.size() != all->size()) {
       std::string text;
@@ -122,7 +131,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
 StatusOr<MatrixRun> RunOneCell(const Registry& registry, const std::string& config, const std::string& device,
                                 MatrixOptions options, const RunSetting& setting, std::ostream& out) {
   options.devices = {device};
-  options.configs_glob = config;
+  if (options.user_configs.empty()) options.config_globs = {config};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, setting.devices, options);
   if (!cells.ok()) return cells.status();
   StatusOr<MatrixRun> run = RunCells(*cells, {}, *setting.runner, options, setting.provenance, out, setting.now);

@@ -28,15 +28,18 @@ struct RunSetting {
   std::function<std::string()> now = UtcNow;
 };
 
-// The whole run: plans options' cells; with options.resume keeps the journal and skips the cells it holds,
-// otherwise moves an existing journal aside (to <journal>.prev, after adding its records to the history under
-// options.reports_dir when write_back) and starts a new one; runs the cells; then, unless interrupted, adds
-// the journal's records to the history and writes its newest records into the configs and reports (when
-// write_back), and the planned cells as JUnit (when options.junit_path is set). Progress goes to `out`.
+// The whole run: plans options' cells; with options.resume skips the cells the journal holds, with
+// options.fresh moves the journal aside (to <journal>.prev, after adding its records to the history under
+// options.reports_dir when write_back), otherwise appends to it; runs the cells; then, unless interrupted and
+// when write_back, adds the journal's records to the history, writes its newest records into the configs
+// (PublishResults; for options.user_configs PublishJournalResults, which writes no config) and the reports,
+// and keeps the newest record per cell in the journal; and writes the planned cells as JUnit (when
+// options.junit_path is set). Progress goes to `out`.
 StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& options, bool write_back,
                               const RunSetting& setting, std::ostream& out, std::ostream& err);
 
-// One built-in config on one device (a device id present in setting.devices) as a matrix cell, with the
+// One config on one device: a built-in config by name, or options.user_configs' one config (named
+// `config`) on one device (a device id present in setting.devices) as a matrix cell, with the
 // same child command and budget as RunMatrix, recorded in a journal of its own (options.journal_path) and
 // nowhere else: no config or report changes. Unless interrupted, `recorded` holds exactly that cell.
 StatusOr<MatrixRun> RunOneCell(const Registry& registry, const std::string& config, const std::string& device,

@@ -3,6 +3,7 @@
 #include "matrix/matrix_run.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -157,11 +158,11 @@ TEST_F(MatrixRunTest, RestartsWithoutResumeLoseNoRecordAndFreshSetsTheJournalAsi
 }
 
 TEST_F(MatrixRunTest, ResumeRunsOnlyTheMissingCellsAndNoWriteBackLeavesConfigsAlone) {
-  options_.configs_glob = "tiny/lora*";
+  options_.config_globs = {"tiny/lora*"};
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
   EXPECT_EQ(children_, 2);
   EXPECT_EQ(co_.Read("tiny/lora").find("metadata"), std::string::npos);
-  options_.configs_glob = "";
+  options_.config_globs = {};
   options_.resume = true;
   runner_.started.clear();
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
@@ -178,6 +179,58 @@ TEST_F(MatrixRunTest, OneCellIsRecordedInItsOwnJournalOnly) {
   EXPECT_EQ(runner_.started, std::vector<std::string>{"tiny/full@cpu"});
   EXPECT_EQ(co_.Read("tiny/full").find("metadata"), std::string::npos);
   EXPECT_FALSE(PathExists(options_.reports_dir + "/SUPPORT.md"));
+}
+
+// A user's config goes through run and cell without touching the built-in configs or the checkout's reports:
+// its records land in the journal, history and reports the run was given.
+TEST_F(MatrixRunTest, AUserConfigRecordsIntoItsOwnJournalAndReportsOnly) {
+  const std::string mine = co_.dir() + "/mine/my_lora.yaml";
+  const std::string text = "# tune run lora_finetune_single_device --config my_lora\nbatch_size: 2  # mine\nlr: 3e-4\n";
+  ASSERT_TRUE(MakeDirs(co_.dir() + "/mine").ok());
+  ASSERT_TRUE(WriteFileAtomically(mine, text).ok());
+  std::map<std::string, std::string> builtins;
+  for (const char* c : {"tiny/lora", "tiny/lora_big", "tiny/full"}) builtins[c] = co_.Read(c);
+  runner_.outcomes["my_lora"].exit_code = 0;
+  const std::string results = co_.dir() + "/matrix-results";
+  options_.user_configs = {{"my_lora", mine, "lora_finetune_single_device"}};
+  options_.journal_path = results + "/journal.jsonl";
+  options_.reports_dir = results;
+  options_.work_dir = results + "/runs";
+  options_.junit_path.clear();
+  ASSERT_TRUE(MakeDirs(results).ok());
+
+  StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(children_, 1);
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_EQ(journal->front().key.config, "my_lora");
+  EXPECT_EQ(journal->front().status, CellStatus::kRuns);
+  EXPECT_EQ(journal->front().recipe, "lora_finetune_single_device");
+  // Its reports and history, in the folder it was given.
+  StatusOr<std::string> support = ReadFile(results + "/SUPPORT.md");
+  ASSERT_TRUE(support.ok());
+  EXPECT_NE(support->find("| `my_lora` | `lora_finetune_single_device` | ✅ runs · 50 tok/s"), std::string::npos)
+      << *support;
+  EXPECT_TRUE(PathExists(results + "/index.html"));
+  EXPECT_TRUE(PathExists(results + "/history/my_lora/cpu.jsonl"));
+  // Nothing of the checkout's, and the user's file as written.
+  EXPECT_EQ(*ReadFile(mine), text);
+  for (const auto& [name, before] : builtins) EXPECT_EQ(co_.Read(name), before) << name;
+  EXPECT_FALSE(PathExists(co_.dir() + "/reports/SUPPORT.md"));
+  EXPECT_FALSE(PathExists(co_.dir() + "/reports/journal.jsonl"));
+  EXPECT_FALSE(PathExists(co_.dir() + "/reports/history"));
+
+  // One cell of it: a journal of its own, the same child.
+  MatrixOptions cell = options_;
+  cell.journal_path = results + "/cell.jsonl";
+  StatusOr<MatrixRun> one = RunOneCell(co_.registry, "my_lora", "cpu", cell, setting_, out_);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->recorded.size(), 1u);
+  EXPECT_EQ(one->recorded.front().key.config, "my_lora");
+  EXPECT_EQ(ReadJournal(cell.journal_path, nullptr)->size(), 1u);
+  EXPECT_EQ(*ReadFile(mine), text);
 }
 
 }  // namespace

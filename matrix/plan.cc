@@ -11,6 +11,7 @@
 #include "base/input_file.h"
 #include "base/text.h"
 #include "harness/config_store.h"
+#include "matrix/journal.h"
 #include "matrix/shard.h"
 #include "matrix/support_block.h"
 
@@ -116,12 +117,38 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
   return rates;
 }
 
-// Whether --recipes and --configs select `config` of `recipe` (the one selection rule of CheckSelection and
-// PlanCells).
+// Whether --recipes and --configs select the built-in `config` of `recipe` (the one selection rule of
+// CheckSelection and PlanCells). A run of user configs selects no built-in one.
 bool Selected(const MatrixOptions& options, const RecipeSpec& recipe, const std::string& config) {
+  if (!options.user_configs.empty()) return false;
   const bool recipe_selected = options.recipes.empty() || std::find(options.recipes.begin(), options.recipes.end(),
                                                                     recipe.name) != options.recipes.end();
-  return recipe_selected && MatchesGlob(options.configs_glob, config);
+  if (!recipe_selected) return false;
+  if (options.config_globs.empty()) return true;
+  return std::any_of(options.config_globs.begin(), options.config_globs.end(),
+                     [&](const std::string& glob) { return MatchesGlob(glob, config); });
+}
+
+// A config the plan reads: every built-in one, selected or not (the unselected give the rates), and the
+// user's.
+struct PlanConfig {
+  std::string name;
+  std::string path;
+  const RecipeSpec* recipe = nullptr;
+  bool builtin = true;
+  bool selected = false;
+};
+
+// The newest record per (config, device type) in the journal at `path`, as support entries: what a user
+// config has recorded (the matrix writes no block into a user's file). No journal: nothing recorded.
+StatusOr<std::map<std::string, SupportEntries>> JournalEntries(const std::string& path) {
+  std::map<std::string, SupportEntries> entries;
+  if (!PathExists(path)) return entries;
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> records = ReadJournal(path, &warnings);
+  if (!records.ok()) return records.status();
+  for (const auto& [cell, record] : LatestByDeviceType(*records)) entries[cell.first][cell.second] = SupportFromCell(record);
+  return entries;
 }
 
 }  // namespace
@@ -134,6 +161,21 @@ Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
                                      (hint.empty() ? "" : "; did you mean '" + hint + "'?"));
     }
   }
+  if (!options.user_configs.empty()) {
+    if (!options.config_globs.empty()) {
+      return Status::InvalidArgument(
+          "--configs mixes built-in names (" + JoinStrings(options.config_globs, ", ") + ") with config files (" +
+          options.user_configs.front().path + (options.user_configs.size() > 1 ? ", ..." : "") +
+          "): built-in configs record into the checkout's journal and their own files, yours into a journal of "
+          "your own; fix: run them separately");
+    }
+    for (const UserConfig& c : options.user_configs) {
+      if (registry.FindRecipe(c.recipe) == nullptr) {
+        return Status::InvalidArgument(c.path + ": recipe '" + c.recipe + "' is not implemented");
+      }
+    }
+    return Status::OK();
+  }
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
       if (Selected(options, recipe, name)) return Status::OK();
@@ -141,7 +183,7 @@ Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
   }
   // A selection of nothing is a mistake (a typo in the pattern), never a run that records nothing.
   return Status::InvalidArgument(
-      "--configs '" + options.configs_glob + "'" +
+      "--configs '" + JoinStrings(options.config_globs, ",") + "'" +
       (options.recipes.empty() ? "" : " with --recipes " + JoinStrings(options.recipes, ",")) +
       " selects no built-in config; fix: `tune ls` lists the configs (a pattern like 'llama3_2/*' or '*lora*'; * "
       "stands for any characters)");
@@ -175,98 +217,114 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
   // few configs predicts them from every measured cell of the device type), then left out.
   std::vector<bool> selected;
+  std::vector<PlanConfig> configs;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
-      const bool config_selected = Selected(options, recipe, name);
-      LocatedConfig located;
-      located.name = name;
-      located.path = BuiltinConfigPath(name);
-      located.builtin = true;
-      located.recipe = &recipe;
-      StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
-      if (!text.ok()) return text.status();
-      std::string hash = ConfigHash(*text);
-      StatusOr<SupportEntries> recorded = ReadSupportEntries(*text, located.path);
-      if (!recorded.ok()) return recorded.status();
-      for (const DeviceInfo* device : chosen) {
-        selected.push_back(config_selected);
-        PlannedCell cell;
-        cell.key = {name, device->id};
-        cell.recipe = recipe.name;
-        cell.config_path = located.path;
-        cell.device = *device;
-        cell.device_type = device->type;
-        cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
-        cell.steps = options.max_steps;
-        std::vector<std::string> overrides = CellOverrides(recipe, device->id, cell.steps, cell.output_dir);
-        StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
-        if (!config.ok()) return config.status().WithContext("planning " + name);
-        CellResult& r = cell.preset;
-        r.key = cell.key;
-        r.recipe = recipe.name;
-        r.device_type = cell.device_type;
-        r.config_hash = hash;
-        r.device_memory_bytes = device->total_memory_bytes;
-        r.world_size = recipe.CellRanks(device->traits());
-        // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
-        // below) predicts nothing and is planned as free work.
-        StatusOr<CellEstimate> estimate =
-            recipe.estimate ? recipe.estimate(*config, registry, *device) : StatusOr<CellEstimate>(CellEstimate());
-        if (estimate.ok()) {
-          cell.predicted_memory_bytes = estimate->peak_memory_bytes;
-          work.push_back(estimate->work);
-          parameters.push_back(static_cast<double>(estimate->parameters));
-        } else {
-          work.push_back(0);
-          parameters.push_back(0);
-        }
-        r.predicted_memory_bytes = cell.predicted_memory_bytes;
-        // The wall time of the cell's last started run here; a cell never started here is estimated.
-        auto entry = recorded->find(cell.device_type);
-        std::optional<double> seconds, step_seconds;
-        std::optional<CellStatus> status;
-        if (entry != recorded->end()) {
-          status = ParseCellStatus(entry->second.status);
-          if (status && CellStarted(*status) && entry->second.wall_time_s) seconds = entry->second.wall_time_s;
-          if (status == CellStatus::kRuns) step_seconds = entry->second.step_time_s;
-        }
-        recorded_s.push_back(seconds);
-        recorded_step_s.push_back(step_seconds);
-        recorded_startup_s.push_back(seconds && step_seconds ? entry->second.startup_time_s : std::nullopt);
-        recorded_too_slow.push_back(status == CellStatus::kTooSlow);
-
-        // A cell measured here before is judged by the larger of its prediction and its measured peak: the
-        // estimate assumes typical sequence lengths, and a config's data may be longer.
-        int64_t recorded_peak = 0;
-        if (entry != recorded->end() && entry->second.peak_memory_gib) {
-          recorded_peak = static_cast<int64_t>(*entry->second.peak_memory_gib * static_cast<double>(int64_t{1} << 30));
-        }
-        const int64_t judged_memory = std::max(cell.predicted_memory_bytes, recorded_peak);
-        std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
-        if (!problems.empty()) {
-          r.status = CellStatus::kInvalid;
-          for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
-          r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
-        } else if (device->total_memory_bytes > 0 &&
-                   judged_memory >
-                       static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
-                                            static_cast<double>(device->total_memory_bytes))) {
-          r.status = CellStatus::kTooLarge;
-          r.reason = std::string(judged_memory > cell.predicted_memory_bytes ? "measured" : "predicted") +
-                     " peak memory " + FormatBytes(judged_memory) + " exceeds " +
-                     std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
-                     FormatBytes(device->total_memory_bytes);
-        } else {
-          cell.runnable = true;
-          // --force: the cell runs even when the config's metadata records an earlier failure here;
-          // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
-          cell.argv = {options.tune_path, "run"};
-          for (const std::string& a : recipe.CellLaunchArgs(device->traits())) cell.argv.push_back(a);
-          cell.argv.insert(cell.argv.end(), {recipe.name, "--config", name, "--force", "--allow-stand-ins"});
-          // The overrides follow once the cell's steps are chosen (below).
-        }
-        cells.push_back(std::move(cell));
+      configs.push_back({name, BuiltinConfigPath(name), &recipe, true, Selected(options, recipe, name)});
+    }
+  }
+  std::map<std::string, SupportEntries> user_recorded;
+  if (!options.user_configs.empty()) {
+    StatusOr<std::map<std::string, SupportEntries>> entries = JournalEntries(options.journal_path);
+    if (!entries.ok()) return entries.status();
+    user_recorded = std::move(entries).value();
+  }
+  for (const UserConfig& user : options.user_configs) {
+    configs.push_back({user.name, user.path, registry.FindRecipe(user.recipe), false, true});
+  }
+  for (const PlanConfig& planned : configs) {
+    const RecipeSpec& recipe = *planned.recipe;
+    const std::string& name = planned.name;
+    LocatedConfig located;
+    located.name = planned.builtin ? name : planned.path;
+    located.path = planned.path;
+    located.builtin = planned.builtin;
+    located.recipe = &recipe;
+    StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
+    if (!text.ok()) return text.status();
+    std::string hash = ConfigHash(*text);
+    // A built-in config's measurements are in its block; a user config's in the run's journal.
+    StatusOr<SupportEntries> recorded =
+        planned.builtin ? ReadSupportEntries(*text, located.path) : StatusOr<SupportEntries>(user_recorded[name]);
+    if (!recorded.ok()) return recorded.status();
+    for (const DeviceInfo* device : chosen) {
+      selected.push_back(planned.selected);
+      PlannedCell cell;
+      cell.key = {name, device->id};
+      cell.recipe = recipe.name;
+      cell.config_path = located.path;
+      cell.device = *device;
+      cell.device_type = device->type;
+      cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
+      cell.steps = options.max_steps;
+      std::vector<std::string> overrides = CellOverrides(recipe, device->id, cell.steps, cell.output_dir);
+      StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
+      if (!config.ok()) return config.status().WithContext("planning " + name);
+      CellResult& r = cell.preset;
+      r.key = cell.key;
+      r.recipe = recipe.name;
+      r.device_type = cell.device_type;
+      r.config_hash = hash;
+      r.device_memory_bytes = device->total_memory_bytes;
+      r.world_size = recipe.CellRanks(device->traits());
+      // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
+      // below) predicts nothing and is planned as free work.
+      StatusOr<CellEstimate> estimate =
+          recipe.estimate ? recipe.estimate(*config, registry, *device) : StatusOr<CellEstimate>(CellEstimate());
+      if (estimate.ok()) {
+        cell.predicted_memory_bytes = estimate->peak_memory_bytes;
+        work.push_back(estimate->work);
+        parameters.push_back(static_cast<double>(estimate->parameters));
+      } else {
+        work.push_back(0);
+        parameters.push_back(0);
       }
+      r.predicted_memory_bytes = cell.predicted_memory_bytes;
+      // The wall time of the cell's last started run here; a cell never started here is estimated.
+      auto entry = recorded->find(cell.device_type);
+      std::optional<double> seconds, step_seconds;
+      std::optional<CellStatus> status;
+      if (entry != recorded->end()) {
+        status = ParseCellStatus(entry->second.status);
+        if (status && CellStarted(*status) && entry->second.wall_time_s) seconds = entry->second.wall_time_s;
+        if (status == CellStatus::kRuns) step_seconds = entry->second.step_time_s;
+      }
+      recorded_s.push_back(seconds);
+      recorded_step_s.push_back(step_seconds);
+      recorded_startup_s.push_back(seconds && step_seconds ? entry->second.startup_time_s : std::nullopt);
+      recorded_too_slow.push_back(status == CellStatus::kTooSlow);
+
+      // A cell measured here before is judged by the larger of its prediction and its measured peak: the
+      // estimate assumes typical sequence lengths, and a config's data may be longer.
+      int64_t recorded_peak = 0;
+      if (entry != recorded->end() && entry->second.peak_memory_gib) {
+        recorded_peak = static_cast<int64_t>(*entry->second.peak_memory_gib * static_cast<double>(int64_t{1} << 30));
+      }
+      const int64_t judged_memory = std::max(cell.predicted_memory_bytes, recorded_peak);
+      std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
+      if (!problems.empty()) {
+        r.status = CellStatus::kInvalid;
+        for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
+        r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+      } else if (device->total_memory_bytes > 0 &&
+                 judged_memory >
+                     static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
+                                          static_cast<double>(device->total_memory_bytes))) {
+        r.status = CellStatus::kTooLarge;
+        r.reason = std::string(judged_memory > cell.predicted_memory_bytes ? "measured" : "predicted") +
+                   " peak memory " + FormatBytes(judged_memory) + " exceeds " +
+                   std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
+                   FormatBytes(device->total_memory_bytes);
+      } else {
+        cell.runnable = true;
+        // --force: the cell runs even when the config's metadata records an earlier failure here;
+        // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
+        cell.argv = {options.tune_path, "run"};
+        for (const std::string& a : recipe.CellLaunchArgs(device->traits())) cell.argv.push_back(a);
+        cell.argv.insert(cell.argv.end(), {recipe.name, "--config", located.name, "--force", "--allow-stand-ins"});
+        // The overrides follow once the cell's steps are chosen (below).
+      }
+      cells.push_back(std::move(cell));
     }
   }
   // A cell never measured here is predicted from the cells of its device type that were:
@@ -309,7 +367,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
                  (recorded_s[i] ? " (its last recorded run)" : " (its size and work at the rates measured on " +
                                                                     cells[i].device_type + ")") +
                  ", over the cell budget of " + FormatDuration(options.cell_budget_s) +
-                 "; run it with: tune-matrix cell " + cells[i].key.config + " --device " + cells[i].device.id;
+                 "; run it with: tune-matrix cell " +
+                    (options.user_configs.empty() ? cells[i].key.config : cells[i].config_path) + " --device " +
+                    cells[i].device.id;
       cells[i].runnable = false;
       cells[i].argv.clear();
       cells[i].expected_duration_s = 0;

@@ -13,6 +13,7 @@
 #include "harness/device.h"
 #include "harness/registry.h"
 #include "matrix/cell.h"
+#include "matrix/user_configs.h"
 
 namespace tmx::matrix {
 
@@ -24,8 +25,13 @@ inline constexpr double kMemoryPredictionTolerance = 0.05;
 struct MatrixOptions {
   // Device ids or types to cover ("cpu", "cuda", "cuda:1"); empty: every device of this machine.
   std::vector<std::string> devices;
-  // Shell-style pattern over config names ("tiny/*"); empty: every built-in config.
-  std::string configs_glob;
+  // Shell-style patterns over built-in config names ("tiny/*"); a config matching any is run. Empty: every
+  // built-in config, unless user_configs are given.
+  std::vector<std::string> config_globs;
+  // The user's own config files (ResolveUserConfigs): when given, the run has these and no built-in config
+  // (config_globs must be empty); the built-in configs are still read, for the rates their measurements give.
+  // Their recorded measurements are their newest records in journal_path.
+  std::vector<UserConfig> user_configs;
   // Recipes to cover; empty: all.
   std::vector<std::string> recipes;
   // Optimizer steps each cell trains at least (budget); the recipe leaves the first out of its timings.
@@ -107,8 +113,9 @@ int CellSteps(double startup_s, double step_s, const MatrixOptions& options);
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);
 
-// InvalidArgument naming the fix when --recipes names an unknown recipe or --recipes and --configs together
-// select no built-in config: checked before a run writes anything.
+// InvalidArgument naming the fix when --recipes names an unknown recipe, --recipes and --configs together
+// select no config, or built-in patterns and user config files are mixed: checked before a run writes
+// anything.
 Status CheckSelection(const Registry& registry, const MatrixOptions& options);
 
 // The cells of a run (of options' shard), recorded-without-running ones first, then runnable ones by

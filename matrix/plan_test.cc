@@ -9,7 +9,9 @@
 
 #include "base/file_util.h"
 #include "harness/config_store.h"
+#include "matrix/journal.h"
 #include "matrix/support_block.h"
+#include "tests/scratch_dir.h"
 #include "recipes/builtin.h"
 
 namespace tmx::matrix {
@@ -114,7 +116,7 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
 
 TEST(PlanTest, FiltersAndUnknownNames) {
   MatrixOptions options;
-  options.configs_glob = "tiny/*";
+  options.config_globs = {"tiny/*"};
   options.devices = {"cpu"};
   std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
@@ -139,7 +141,7 @@ TEST(PlanTest, FiltersDoNotChangeTheRatesPredictionsUse) {
   StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   options.recipes = {"lora_finetune_distributed"};
-  options.configs_glob = "qwen*";
+  options.config_globs = {"qwen*"};
   StatusOr<std::vector<PlannedCell>> some = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(some.ok()) << some.status().ToString();
   ASSERT_FALSE(some->empty());
@@ -195,7 +197,7 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
 TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeasured) {
   MatrixOptions options;
   options.tune_path = "/bin/tune";
-  options.configs_glob = "llama3_2/*_lora_single_device";
+  options.config_globs = {"llama3_2/*_lora_single_device"};
   std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
   // The committed configs hold cpu measurements and none on cuda.
   options.cell_budget_s = 0.001;
@@ -219,7 +221,7 @@ TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeas
 
 TEST(PlanTest, ABandAroundTheBudgetKeepsAMeasuredCellFromFlipping) {
   MatrixOptions options;
-  options.configs_glob = "llama3_2/1B_lora_single_device";
+  options.config_globs = {"llama3_2/1B_lora_single_device"};
   std::vector<DeviceInfo> devices = {Device("cpu", 24)};
   StatusOr<std::vector<PlannedCell>> unbudgeted = [&] {
     MatrixOptions o = options;
@@ -238,7 +240,7 @@ TEST(PlanTest, ABandAroundTheBudgetKeepsAMeasuredCellFromFlipping) {
 
 TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
   MatrixOptions options;
-  options.configs_glob = "tiny/lora_single_device";
+  options.config_globs = {"tiny/lora_single_device"};
   options.cell_budget_s = 0;
   StatusOr<std::vector<PlannedCell>> roomy = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64)}, options);
   ASSERT_TRUE(roomy.ok());
@@ -317,6 +319,56 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
   for (const PlannedCell& c : *cells) {
     if (c.runnable) EXPECT_EQ(c.steps, 3) << c.key.config;
   }
+}
+
+// A user's config file is planned like a built-in one, under its own name and path, and only it; what it
+// has recorded is its newest record in the run's journal.
+TEST(PlanTest, AUserConfigIsPlannedAloneFromItsFileAndItsJournal) {
+  test::ScratchDir scratch("plan_test");
+  const std::string path = scratch.path() + "/my_lora.yaml";
+  std::string text = ReadFile(BuiltinConfigPath("tiny/lora_single_device")).value();
+  ASSERT_TRUE(WriteFileAtomically(path, text).ok());
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.journal_path = scratch.path() + "/journal.jsonl";
+  options.user_configs = {{"my_lora", path, "lora_finetune_single_device"}};
+  std::vector<DeviceInfo> devices = {Device("cpu", 24)};
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  ASSERT_EQ(cells->size(), 1u);
+  const PlannedCell& cell = cells->front();
+  EXPECT_EQ(cell.key.config, "my_lora");
+  EXPECT_EQ(cell.config_path, path);
+  ASSERT_TRUE(cell.runnable) << cell.preset.reason;
+  EXPECT_EQ(std::vector<std::string>(cell.argv.begin() + 2, cell.argv.begin() + 5),
+            (std::vector<std::string>{"lora_finetune_single_device", "--config", path}));
+
+  // Its journal says it peaked at 30 GiB here: the plan believes the measurement over the prediction.
+  CellResult r;
+  r.key = {"my_lora", "cpu"};
+  r.recipe = "lora_finetune_single_device";
+  r.device_type = "cpu";
+  r.status = CellStatus::kRuns;
+  r.config_hash = ConfigHash(text);
+  r.peak_memory_bytes = int64_t{30} << 30;
+  r.wall_time_s = 5;
+  r.step_time_median_s = 1;
+  r.tokens_per_second = 100;
+  r.provenance = {"host", "", "", "2.11.0", "Test CPU", "2026-11-22T10:00:00Z"};
+  ASSERT_TRUE(WriteFileAtomically(options.journal_path, JournalLine(r) + "\n").ok());
+  cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
+  EXPECT_NE(cells->front().preset.reason.find("measured peak memory 30.00 GiB"), std::string::npos)
+      << cells->front().preset.reason;
+
+  // Built-in patterns and files in one run: refused, naming both.
+  options.config_globs = {"tiny/*"};
+  Status mixed = PlanCells(recipes::BuiltinRegistry(), devices, options).status();
+  EXPECT_EQ(mixed.ExitCode(), 2);
+  EXPECT_NE(mixed.message().find("--configs mixes built-in names (tiny/*) with config files (" + path + ")"),
+            std::string::npos)
+      << mixed.message();
 }
 
 }  // namespace

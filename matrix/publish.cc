@@ -6,7 +6,9 @@
 #include <cstdlib>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -205,6 +207,48 @@ Status PublishResults(const Registry& registry, const std::vector<CellResult>& r
   TM_RETURN_IF_ERROR(RecordHistory(registry, records, reports_dir, log));
   TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log));
   TM_RETURN_IF_ERROR(WriteReports(registry, reports_dir));
+  log << "wrote " << ReportFileList(reports_dir + "/", "and") << "\n";
+  return Status::OK();
+}
+
+Status PublishJournalResults(const std::vector<CellResult>& records, const std::string& reports_dir,
+                             std::ostream& log) {
+  TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
+  const std::string dir = HistoryDir(reports_dir);
+  HistoryUpdate update;
+  TM_RETURN_IF_ERROR(AddToHistory(dir, records, &update));
+  if (update.added > 0) {
+    log << "added " << update.added << " measurement(s) to " << dir << " (" << update.files_written << " file(s))\n";
+  }
+  std::vector<ConfigDeviceType> cells;
+  for (const auto& [cell, record] : LatestByDeviceType(records)) cells.push_back(cell);
+  StatusOr<History> history = ReadHistory(dir, cells);
+  if (!history.ok()) return history.status();
+  std::map<std::string, ConfigSupport> configs;
+  for (const auto& [cell, measured] : *history) {
+    if (measured.empty()) continue;
+    const CellResult newest = LatestByDeviceType(measured).begin()->second;
+    SupportEntry entry = SupportFromCell(newest);
+    if (!newest.disturbed.empty()) {
+      std::vector<CellResult> calm;
+      std::copy_if(measured.begin(), measured.end(), std::back_inserter(calm),
+                   [](const CellResult& r) { return r.disturbed.empty(); });
+      std::optional<SupportEntry> previous;
+      if (!calm.empty()) previous = SupportFromCell(LatestByDeviceType(calm).begin()->second);
+      KeepPreviousSpeeds(previous ? &*previous : nullptr, &entry);
+    }
+    ConfigSupport& config = configs[cell.first];
+    config.config = cell.first;
+    config.recipe = newest.recipe;
+    config.current_hash = newest.config_hash;
+    if (entry.status == CellStatusName(CellStatus::kRuns)) config.supported_devices.push_back(cell.second);
+    config.entries[cell.second] = std::move(entry);
+  }
+  std::vector<ConfigSupport> sorted;
+  for (auto& [name, config] : configs) sorted.push_back(std::move(config));
+  for (const GeneratedReport& r : RenderReports(sorted, *history)) {
+    TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
+  }
   log << "wrote " << ReportFileList(reports_dir + "/", "and") << "\n";
   return Status::OK();
 }

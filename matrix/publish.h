@@ -62,4 +62,11 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir);
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
                       std::ostream& log);
 
+// What a run of user configs (matrix/user_configs.h) publishes, from `records` (its journal) alone: every
+// record is added to the history under `reports_dir`, and SUPPORT.md, support.json and index.html there show
+// every config of the journal, each device type's entry taken from its newest record in the history (one
+// measured beside other work keeps the speeds of the newest undisturbed one). No config file is written.
+Status PublishJournalResults(const std::vector<CellResult>& records, const std::string& reports_dir,
+                             std::ostream& log);
+
 }  // namespace tmx::matrix

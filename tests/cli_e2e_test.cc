@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/file_util.h"
+#include "base/folder.h"
 #include "base/subprocess.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
@@ -332,6 +333,59 @@ class MatrixCiTest : public CliTest {
 
   const std::string configs_ = dir_ + "/configs";
 };
+
+// A user's own config goes through plan, cell and run: its records go to matrix-results/ beside it (or where
+// the flags say), never into the built-in configs or the checkout's journal and reports.
+TEST_F(MatrixCiTest, AUserConfigGoesThroughPlanCellAndRunWithoutTouchingTheBuiltIns) {
+  const std::string work = dir_ + "/work";
+  const std::string mine = work + "/mine/my_lora.yaml";
+  ASSERT_EQ(Exec({kTune, "cp", "tiny/lora_single_device", mine, "--make-parents"}).code, 0);
+  const std::string written = ReadFile(mine).value();
+  StatusOr<std::vector<std::string>> builtins = ListRegularFiles(configs_, ".yaml", nullptr);
+  ASSERT_TRUE(builtins.ok());
+  std::vector<std::string> before;
+  for (const std::string& f : *builtins) before.push_back(ReadFile(f).value());
+  const std::vector<std::pair<std::string, std::string>> env = {{"TUNE_MATRIX_CONFIG_DIR", configs_}};
+  auto in_work = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"env", "-C", work, kMatrix});
+    return Exec(args, env);
+  };
+
+  Result plan = in_work({"plan", "--configs", "mine/my_lora.yaml", "--devices", "cpu"});
+  EXPECT_EQ(plan.code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("cpu  my_lora  predicted"), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find("1 cells: 1 to run"), std::string::npos) << plan.output;
+
+  Result cell = in_work({"cell", "mine/my_lora.yaml", "--device", "cpu"});
+  EXPECT_EQ(cell.code, 0) << cell.output;
+  EXPECT_TRUE(PathExists(work + "/runs/cells/my_lora__cpu.jsonl"));
+
+  Result run = in_work({"run", "--configs", "mine", "--devices", "cpu"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  StatusOr<std::string> journal = ReadFile(work + "/matrix-results/journal.jsonl");
+  ASSERT_TRUE(journal.ok()) << run.output;
+  EXPECT_NE(journal->find("\"config\":\"my_lora\""), std::string::npos) << *journal;
+  StatusOr<std::string> support = ReadFile(work + "/matrix-results/SUPPORT.md");
+  ASSERT_TRUE(support.ok()) << run.output;
+  EXPECT_NE(support->find("| `my_lora` | `lora_finetune_single_device` | ✅ runs"), std::string::npos) << *support;
+
+  // The checkout's journal is not the place for them; built-in names and files do not mix.
+  ASSERT_TRUE(MakeDirs(dir_ + "/reports").ok());
+  Result into = Matrix({"run", "--configs", mine, "--journal", dir_ + "/reports/journal.jsonl"});
+  EXPECT_EQ(into.code, 2) << into.output;
+  EXPECT_NE(into.output.find("a run of your own configs keeps its records apart from the built-in configs'"),
+            std::string::npos)
+      << into.output;
+  EXPECT_FALSE(PathExists(dir_ + "/reports/journal.jsonl"));
+  Result mixed = in_work({"run", "--configs", "tiny/*,mine/my_lora.yaml"});
+  EXPECT_EQ(mixed.code, 2) << mixed.output;
+  EXPECT_NE(mixed.output.find("--configs mixes built-in names (tiny/*) with config files"), std::string::npos)
+      << mixed.output;
+
+  EXPECT_EQ(ReadFile(mine).value(), written);
+  for (size_t i = 0; i < builtins->size(); ++i) EXPECT_EQ(ReadFile((*builtins)[i]).value(), before[i]) << (*builtins)[i];
+  EXPECT_FALSE(PathExists(dir_ + "/reports/SUPPORT.md"));
+}
 
 // The CI flow on one machine: two shards run separately, their journals merge, and check passes on the
 // result; a corrupt journal is refused without touching any file.

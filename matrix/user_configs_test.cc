@@ -1,0 +1,131 @@
+// A user's own config files in the matrix: which files a --configs item names, their names and recipes, and
+// the places their records may not go.
+#include "matrix/user_configs.h"
+
+#include <gtest/gtest.h>
+
+#include "base/file_util.h"
+#include "matrix/testdata/checkout.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::matrix {
+namespace {
+
+constexpr char kLoraComment[] = "# tune run lora_finetune_single_device --config mine\nbatch_size: 2\n";
+
+class UserConfigsTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& relative, const std::string& text) {
+    const std::string path = dir_ + "/" + relative;
+    EXPECT_TRUE(MakeDirs(ParentDir(path)).ok());
+    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+    return path;
+  }
+  StatusOr<std::vector<UserConfig>> Resolve(const std::vector<std::string>& items,
+                                            const std::vector<std::string>& recipes = {}) {
+    warnings_.clear();
+    return ResolveUserConfigs(co_.registry, items, recipes, &warnings_);
+  }
+
+  testing::TestCheckout co_;
+  test::ScratchDir scratch_{"user_configs_test"};
+  const std::string dir_ = scratch_.path();
+  std::vector<std::string> warnings_;
+};
+
+TEST_F(UserConfigsTest, PathsAreFilesAndFoldersNotBuiltInNames) {
+  EXPECT_TRUE(IsConfigPath("my.yaml"));
+  EXPECT_TRUE(IsConfigPath("/missing/too.yml"));
+  EXPECT_TRUE(IsConfigPath(dir_));
+  EXPECT_FALSE(IsConfigPath("tiny/*"));
+  EXPECT_FALSE(IsConfigPath("llama3_2/1B_lora_single_device"));
+  EXPECT_FALSE(IsConfigPath(dir_ + "/*"));  // a pattern, even where a folder of that spelling exists
+}
+
+TEST_F(UserConfigsTest, AFileTakesTheRecipeItsCommentNamesAndItsNameWithoutYaml) {
+  const std::string path = Write("mine.yaml", "# tune run full_finetune_single_device --config mine\nlr: 1e-5\n");
+  StatusOr<std::vector<UserConfig>> configs = Resolve({path});
+  ASSERT_TRUE(configs.ok()) << configs.status().ToString();
+  ASSERT_EQ(configs->size(), 1u);
+  EXPECT_EQ(configs->front().name, "mine");
+  EXPECT_EQ(configs->front().path, path);
+  EXPECT_EQ(configs->front().recipe, "full_finetune_single_device");
+  // The same file twice is one config.
+  EXPECT_EQ(Resolve({path, path})->size(), 1u);
+}
+
+TEST_F(UserConfigsTest, AFolderGivesEveryConfigNamedByItsPathInsideAndLeavesOutWhatNoRecipeRuns) {
+  Write("mine/team/a.yaml", kLoraComment);
+  Write("mine/b.yml", "batch_size: 3\n");  // names no recipe
+  Write("mine/dpo.yaml", "# tune run lora_dpo_single_device --config llama2/7B_lora_dpo\nbatch_size: 1\n");
+  Write("mine/notes.txt", "not a config\n");
+  StatusOr<std::vector<UserConfig>> configs = Resolve({dir_ + "/mine/"});
+  ASSERT_TRUE(configs.ok()) << configs.status().ToString();
+  ASSERT_EQ(configs->size(), 1u);
+  EXPECT_EQ(configs->front().name, "team/a");
+  EXPECT_EQ(configs->front().recipe, "lora_finetune_single_device");
+  ASSERT_EQ(warnings_.size(), 2u);
+  EXPECT_NE(warnings_[0].find("mine/b.yml: names no recipe"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[0].find("; left out"), std::string::npos) << warnings_[0];
+  EXPECT_NE(warnings_[1].find("mine/dpo.yaml: is for torchtune's recipe 'lora_dpo_single_device'"), std::string::npos)
+      << warnings_[1];
+  // --recipes naming one recipe gives it to the files that name none, and leaves other recipes' files out.
+  configs = Resolve({dir_ + "/mine"}, {"full_finetune_single_device"});
+  ASSERT_TRUE(configs.ok()) << configs.status().ToString();
+  ASSERT_EQ(configs->size(), 1u);
+  EXPECT_EQ(configs->front().name, "b");
+  EXPECT_EQ(configs->front().recipe, "full_finetune_single_device");
+}
+
+TEST_F(UserConfigsTest, EachProblemNamesTheFileAndTheFix) {
+  const std::string bare = Write("bare.yaml", "batch_size: 3\n");
+  Status s = Resolve({bare}).status();
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_NE(s.message().find(bare + ": names no recipe"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("fix: add a comment line such as `# tune run lora_finetune_single_device --config " +
+                             dir_ + "/bare` at its top, or name the recipe with --recipes <recipe>"),
+            std::string::npos)
+      << s.message();
+
+  s = Resolve({dir_ + "/absent.yaml"}).status();
+  EXPECT_NE(s.message().find(dir_ + "/absent.yaml: no such file"), std::string::npos) << s.message();
+
+  s = Resolve({Write("my config.yaml", kLoraComment)}).status();
+  EXPECT_NE(s.message().find("its name 'my config' has the character ' '"), std::string::npos) << s.message();
+
+  s = Resolve({Write("one/x.yaml", kLoraComment), Write("two/x.yaml", kLoraComment)}).status();
+  EXPECT_NE(s.message().find("two configs would both be named 'x': " + dir_ + "/one/x.yaml and " + dir_ +
+                             "/two/x.yaml"),
+            std::string::npos)
+      << s.message();
+
+  s = Resolve({Write("lora.yaml", kLoraComment)}, {"full_finetune_single_device"}).status();
+  EXPECT_NE(s.message().find("selects nothing: only configs of other recipes than --recipes "
+                             "full_finetune_single_device: " + dir_ + "/lora.yaml (lora_finetune_single_device)"),
+            std::string::npos)
+      << s.message();
+
+  ASSERT_TRUE(MakeDirs(dir_ + "/empty").ok());
+  s = Resolve({dir_ + "/empty"}).status();
+  EXPECT_NE(s.message().find("selects nothing: no config file with a recipe tune-matrix implements"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(UserConfigsTest, RecordsOfUserConfigsStayOutOfTheCheckoutsReportsAndConfigs) {
+  const std::string reports = co_.dir() + "/reports";
+  ASSERT_TRUE(MakeDirs(reports).ok());
+  Status s = CheckUserDestinations(reports + "/journal.jsonl", dir_ + "/out");
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_NE(s.message().find("--journal " + reports + "/journal.jsonl: a run of your own configs keeps its records "
+                             "apart from the built-in configs'"),
+            std::string::npos)
+      << s.message();
+  s = CheckUserDestinations(dir_ + "/j.jsonl", co_.configs_dir() + "/tiny");
+  EXPECT_NE(s.message().find("--reports-dir " + co_.configs_dir() + "/tiny: "), std::string::npos) << s.message();
+  EXPECT_TRUE(CheckUserDestinations(dir_ + "/j.jsonl", dir_ + "/out").ok());
+  EXPECT_TRUE(CheckUserDestinations("matrix-results/journal.jsonl", "matrix-results").ok());
+}
+
+}  // namespace
+}  // namespace tmx::matrix
