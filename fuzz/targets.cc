@@ -123,13 +123,13 @@ bool RunWriteBack(const std::string& input) {
   // #13), the fuzzer feeds it only the texts that check accepts.
   auto where = [](const YAML::Mark&) { return std::string("fuzz.yaml"); };
   if (!CheckYamlBoundsAllDocuments(input, where).ok() ||
-      !CheckYamlBoundsAllDocuments(matrix::StripGeneratedBlock(input), where).ok()) {
+      !CheckYamlBoundsAllDocuments(StripGeneratedBlock(input), where).ok()) {
     return false;
   }
   (void)matrix::ReadConfigSupport(input, "fuzz.yaml");
   StatusOr<std::string> updated = matrix::UpdateSupport(input, {{"cpu", matrix::SupportFromCell(cell)}}, "fuzz.yaml");
   if (!updated.ok()) return false;
-  if (matrix::StripGeneratedBlock(*updated) != matrix::StripGeneratedBlock(input)) {
+  if (StripGeneratedBlock(*updated) != StripGeneratedBlock(input)) {
     Broken("write-back changed bytes outside its block");
   }
   StatusOr<matrix::ConfigSupport> claims = matrix::ReadConfigSupport(*updated, "fuzz.yaml");

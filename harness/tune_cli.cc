@@ -15,6 +15,7 @@
 #include "base/input_file.h"
 #include "base/json_io.h"
 #include "base/text.h"
+#include "harness/config_block.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
 #include "harness/launcher.h"
@@ -268,6 +269,70 @@ void WarnIfTooLarge(const Config& config, const RecipeSpec& recipe, const Regist
   }
 }
 
+// The built-in config that a user's file is a copy of (the same text outside the support block, as `tune cp`
+// writes it or a download of torchtune's config is), or "" when none is.
+std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) {
+  if (located.builtin) return "";
+  StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
+  if (!text.ok()) return "";
+  const std::string hash = ConfigHash(*text);
+  for (const RecipeSpec& recipe : registry.recipes()) {
+    for (const std::string& name : recipe.configs) {
+      StatusOr<std::string> builtin = ReadFile(BuiltinConfigPath(name), ConfigInput());
+      if (builtin.ok() && ConfigHash(*builtin) == hash && StripGeneratedBlock(*builtin) == StripGeneratedBlock(*text)) {
+        return name;
+      }
+    }
+  }
+  return "";
+}
+
+// One recorded support entry in a line: "runs · 38087 tok/s · 0.54 GiB peak (2026-12-03T13:08:45Z, vm)".
+std::string DescribeEntry(const YAML::Node& entry) {
+  auto field = [&](const char* key) {
+    if (!entry.IsMap()) return std::string();
+    for (const auto& kv : entry) {
+      if (kv.first.IsScalar() && kv.first.Scalar() == key && kv.second.IsScalar()) return kv.second.Scalar();
+    }
+    return std::string();
+  };
+  std::string line = field("status");
+  if (!field("tokens_per_second").empty()) line += " · " + field("tokens_per_second") + " tok/s";
+  if (!field("peak_memory_gib").empty()) line += " · " + field("peak_memory_gib") + " GiB peak";
+  if (!field("reason").empty()) line += ": " + field("reason");
+  std::vector<std::string> where;
+  for (const char* key : {"verified_at", "host", "commit"}) {
+    if (!field(key).empty()) where.push_back(std::string(key) == "commit" ? field(key).substr(0, 12) : field(key));
+  }
+  if (!where.empty()) line += " (" + JoinStrings(where, ", ") + ")";
+  return line;
+}
+
+// For a user's file that is a built-in config as written: what tune-matrix recorded for that built-in on
+// `type` (every device type when `type` is empty or has no entry), and whether the overrides leave it so.
+void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const std::string& type,
+                        const std::vector<std::string>& changed, std::ostream& out) {
+  StatusOr<LocatedConfig> located = LocateConfig(twin, registry);
+  if (!located.ok()) return;
+  StatusOr<Config> config = LoadResolvedConfig(*located, {});
+  if (!config.ok()) return;
+  out << "note: this file is the built-in config " << twin << " (the same outside its support block); ";
+  YAML::Node support = config->Find("metadata.support");
+  YAML::Node entry = support.IsMap() && !type.empty() ? support[type] : YAML::Node();
+  if (entry.IsMap()) {
+    out << "tune-matrix recorded it on " << type << ": " << DescribeEntry(entry);
+  } else if (support.IsMap() && support.size() > 0) {
+    std::vector<std::string> recorded;
+    for (const auto& kv : support) recorded.push_back(kv.first.Scalar() + ": " + DescribeEntry(kv.second));
+    out << "tune-matrix has " << (type.empty() ? "" : "no record of it on " + type + "; it has ")
+        << JoinStrings(recorded, "; ");
+  } else {
+    out << "tune-matrix has no record of it yet";
+  }
+  if (!changed.empty()) out << "; that is the config as written, and your overrides change " << JoinStrings(changed, ", ");
+  out << "\n";
+}
+
 int Validate(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
@@ -286,6 +351,12 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
   if (!choice->why.empty()) (check.problems.empty() ? out : err) << "note: " << choice->why << "\n";
+  const std::string twin = BuiltinTwin(registry, *located);
+  if (!twin.empty()) {
+    ShowBuiltinSupport(registry, twin, check.device.type,
+                       KeysChangedByOverrides(*located, overrides, *config, *recipe, registry),
+                       check.problems.empty() ? out : err);
+  }
   if (!check.problems.empty()) {
     err << "error: " << located->name << " is not valid for recipe " << recipe->name << " on device "
         << DeviceShown(check, *config) << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")

@@ -15,103 +15,6 @@
 namespace tmx::matrix {
 namespace {
 
-constexpr char kBeginPrefix[] = "# --- BEGIN tune-matrix support metadata";
-constexpr char kEndPrefix[] = "# --- END tune-matrix support metadata";
-
-bool StartsWith(const std::string& s, size_t pos, size_t end, const char* prefix) {
-  size_t n = std::char_traits<char>::length(prefix);
-  return end - pos >= n && s.compare(pos, n, prefix) == 0;
-}
-
-// One line of a text: [begin, content_end) is its content without "\n" or "\r\n", [begin, end) includes the
-// line break if there is one.
-struct Line {
-  size_t begin;
-  size_t content_end;
-  size_t end;
-};
-
-std::vector<Line> SplitLines(const std::string& text) {
-  std::vector<Line> lines;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    size_t end = nl == std::string::npos ? text.size() : nl + 1;
-    size_t content_end = nl == std::string::npos ? text.size() : nl;
-    if (content_end > pos && text[content_end - 1] == '\r') --content_end;
-    lines.push_back({pos, content_end, end});
-    pos = end;
-  }
-  return lines;
-}
-
-// Where the generated block sits in a text, or why its markers are damaged.
-struct BlockLocation {
-  bool found = false;
-  size_t begin = 0;        // offset of the BEGIN line
-  size_t end = 0;          // offset just past the END line and its line break
-  size_t strip_begin = 0;  // `begin`, or `begin` less the line break the block owns
-  int begin_line = 0;      // 1-based
-  int end_line = 0;
-  Status damage;
-};
-
-BlockLocation LocateBlock(const std::string& text, const std::string& path) {
-  BlockLocation loc;
-  std::vector<Line> lines = SplitLines(text);
-  int open_line = 0;  // BEGIN line of a block whose END is not seen yet
-  bool end_added_break = false;
-  const std::string fix = "; fix: delete the damaged block and rerun `tune-matrix run`, which writes it again";
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const Line& l = lines[i];
-    int line_no = static_cast<int>(i) + 1;
-    if (StartsWith(text, l.begin, l.content_end, kBeginPrefix)) {
-      if (open_line || loc.found) {
-        loc.damage = Status::InvalidArgument(
-            path + ":" + std::to_string(line_no) + ": a second generated support block begins here (the first " +
-            "begins at line " + std::to_string(open_line ? open_line : loc.begin_line) + ")" + fix);
-        return loc;
-      }
-      open_line = line_no;
-      loc.begin = l.begin;
-    } else if (StartsWith(text, l.begin, l.content_end, kEndPrefix)) {
-      if (!open_line) {
-        loc.damage = Status::InvalidArgument(path + ":" + std::to_string(line_no) +
-                                             ": END line of a generated support block without a BEGIN line "
-                                             "before it" + fix);
-        return loc;
-      }
-      loc.found = true;
-      loc.begin_line = open_line;
-      loc.end_line = line_no;
-      loc.end = l.end;
-      end_added_break = text.compare(l.begin, l.content_end - l.begin, kSupportBlockEndAddedBreak) == 0;
-      open_line = 0;
-    }
-  }
-  if (open_line) {
-    loc.damage = Status::InvalidArgument(path + ":" + std::to_string(open_line) +
-                                         ": generated support block begins here but has no END line `" +
-                                         kSupportBlockEnd + "`" + fix);
-    return loc;
-  }
-  loc.strip_begin = loc.begin;
-  // The block owns the line break before it only where it added one, and only while it ends the text:
-  // with user lines after it, that break separates them from the lines above.
-  if (loc.found && end_added_break && loc.end == text.size() && loc.begin > 0 && text[loc.begin - 1] == '\n') {
-    const Line& begin_line = lines[loc.begin_line - 1];
-    bool crlf = begin_line.end - begin_line.content_end == 2;
-    bool crlf_before = loc.begin >= 2 && text[loc.begin - 2] == '\r';
-    loc.strip_begin = loc.begin - (crlf && crlf_before ? 2 : 1);
-  }
-  return loc;
-}
-
-std::string Strip(const std::string& text, const BlockLocation& loc) {
-  if (!loc.found) return text;
-  return text.substr(0, loc.strip_begin) + text.substr(loc.end);
-}
-
 // A plain lowercase name that every YAML reader takes as a string: device types and statuses.
 bool IsPlainName(const std::string& s) {
   if (s.empty() || !(s[0] >= 'a' && s[0] <= 'z')) return false;
@@ -179,7 +82,7 @@ std::string RenderBlock(const SupportEntries& support, const std::string& eol, b
 // Parses the block's own text; errors name the file line.
 class BlockReader {
  public:
-  BlockReader(const std::string& path, const BlockLocation& loc) : path_(path), loc_(loc) {}
+  BlockReader(const std::string& path, const SupportBlockLocation& loc) : path_(path), loc_(loc) {}
 
   StatusOr<ConfigSupport> Read(const std::string& block_text) const {
     Status bounded = CheckYamlBounds(block_text, [&](const YAML::Mark& m) {
@@ -269,10 +172,10 @@ class BlockReader {
   }
 
   const std::string& path_;
-  const BlockLocation& loc_;
+  const SupportBlockLocation& loc_;
 };
 
-StatusOr<ConfigSupport> ReadBlock(const std::string& text, const BlockLocation& loc, const std::string& path) {
+StatusOr<ConfigSupport> ReadBlock(const std::string& text, const SupportBlockLocation& loc, const std::string& path) {
   if (!loc.damage.ok()) return loc.damage;
   if (!loc.found) return ConfigSupport();
   return BlockReader(path, loc).Read(text.substr(loc.begin, loc.end - loc.begin));
@@ -285,10 +188,10 @@ template <typename LineMap>
 Status CheckUserPart(const std::string& stripped, const std::string& path, LineMap file_line,
                      std::optional<YAML::Node>* root_out) {
   auto at = [&](int line) { return path + ":" + std::to_string(file_line(line)) + ": "; };
-  std::vector<Line> lines = SplitLines(stripped);
+  std::vector<TextLine> lines = SplitTextLines(stripped);
   bool content_seen = false;
   for (size_t i = 0; i < lines.size(); ++i) {
-    const Line& l = lines[i];
+    const TextLine& l = lines[i];
     std::string content = stripped.substr(l.begin, l.content_end - l.begin);
     auto is_marker = [&](const char* m) {
       return content.compare(0, 3, m) == 0 && (content.size() == 3 || content[3] == ' ' || content[3] == '\t');
@@ -348,25 +251,8 @@ Status CheckUserPart(const std::string& stripped, const std::string& path, LineM
 
 }  // namespace
 
-std::string StripGeneratedBlock(const std::string& text) {
-  BlockLocation loc = LocateBlock(text, "");
-  if (!loc.damage.ok()) return text;
-  return Strip(text, loc);
-}
-
-std::string ConfigHash(const std::string& text) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : StripGeneratedBlock(text)) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 StatusOr<ConfigSupport> ReadConfigSupport(const std::string& text, const std::string& path) {
-  return ReadBlock(text, LocateBlock(text, path), path);
+  return ReadBlock(text, LocateSupportBlock(text, path), path);
 }
 
 StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::string& path) {
@@ -377,11 +263,11 @@ StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::
 
 StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& support,
                                         const std::string& path) {
-  BlockLocation loc = LocateBlock(text, path);
+  SupportBlockLocation loc = LocateSupportBlock(text, path);
   if (!loc.damage.ok()) return loc.damage;
   TM_RETURN_IF_ERROR(ReadBlock(text, loc, path).status());
   TM_RETURN_IF_ERROR(CheckRenderable(support, path));
-  std::string stripped = Strip(text, loc);
+  std::string stripped = StripSupportBlock(text, loc);
 
   // Lines after a block found in the middle moved up by the block's length in the stripped text.
   int block_first = static_cast<int>(std::count(text.begin(), text.begin() + loc.strip_begin, '\n'));

@@ -387,6 +387,35 @@ TEST_F(MatrixCiTest, AUserConfigGoesThroughPlanCellAndRunWithoutTouchingTheBuilt
   EXPECT_FALSE(PathExists(dir_ + "/reports/SUPPORT.md"));
 }
 
+// `tune validate` of a user's file that is a built-in config as written shows what the matrix recorded for the
+// built-in; an edited copy is a config of its own.
+TEST_F(MatrixCiTest, ValidateOfACopyShowsTheBuiltInsRecordedSupport) {
+  const std::string builtin = configs_ + "/tiny/lora_single_device.yaml";
+  std::string text = ReadFile(builtin).value();
+  const size_t at = text.find("tokens_per_second: ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find('\n', at) - at, "tokens_per_second: 1234.5");
+  ASSERT_TRUE(WriteFileAtomically(builtin, text).ok());
+  const std::vector<std::pair<std::string, std::string>> env = {{"TUNE_MATRIX_CONFIG_DIR", configs_}};
+  const std::string copy = dir_ + "/mine.yaml";
+  ASSERT_EQ(Exec({kTune, "cp", "tiny/lora_single_device", copy}, env).code, 0);
+
+  Result r = Exec({kTune, "validate", copy, "device=cpu"}, env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: this file is the built-in config tiny/lora_single_device (the same outside its "
+                          "support block); tune-matrix recorded it on cpu: runs · 1234.5 tok/s · "),
+            std::string::npos)
+      << r.output;
+  r = Exec({kTune, "validate", copy, "device=cpu", "batch_size=2"}, env);
+  EXPECT_NE(r.output.find("that is the config as written, and your overrides change batch_size"), std::string::npos)
+      << r.output;
+
+  ASSERT_TRUE(WriteFileAtomically(copy, ReadFile(copy).value() + "# tried with a larger batch\n").ok());
+  r = Exec({kTune, "validate", copy, "device=cpu"}, env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("is the built-in config"), std::string::npos) << r.output;
+}
+
 // The CI flow on one machine: two shards run separately, their journals merge, and check passes on the
 // result; a corrupt journal is refused without touching any file.
 TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
