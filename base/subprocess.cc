@@ -225,6 +225,19 @@ int64_t PageSize() {
 }
 
 // Reads the process group and resident pages from /proc/<pid>/stat. False if the process is gone.
+// Whether process `pid` runs this very executable (as a child does between fork and exec).
+bool IsImageOfThisProgram(const char* pid) {
+  static const std::string self = [] {
+    char buf[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  }();
+  char path[64], buf[PATH_MAX];
+  std::snprintf(path, sizeof path, "/proc/%s/exe", pid);
+  const ssize_t n = readlink(path, buf, sizeof buf - 1);
+  return n > 0 && !self.empty() && self.compare(0, std::string::npos, buf, static_cast<size_t>(n)) == 0;
+}
+
 bool ReadProcStat(const char* pid, pid_t* pgrp, int64_t* rss_pages) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%s/stat", pid);
@@ -391,7 +404,9 @@ bool Subprocess::TryReap(Clock::time_point now) {
   reaped_ = true;
   reaped_at_ = now;
   wait_status_ = r == pid_ ? status : -1;
-  result_.peak_rss_bytes = std::max<int64_t>(result_.peak_rss_bytes, int64_t{usage.ru_maxrss} * 1024);
+  // ru_maxrss counts the image the child was forked as (this process) too; only a child that ended before
+  // the first poll is left with it.
+  if (result_.peak_rss_bytes == 0) result_.peak_rss_bytes = int64_t{usage.ru_maxrss} * 1024;
   if (r == pid_) {
     result_.cpu_time_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
                          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
@@ -642,7 +657,8 @@ void SubprocessSet::PollMemory(Clock::time_point now) {
     int64_t rss_pages = 0;
     if (!ReadProcStat(entry->d_name, &pgrp, &rss_pages)) continue;
     auto it = group_rss.find(pgrp);
-    if (it != group_rss.end()) it->second += rss_pages * PageSize();
+    // A child between fork and exec is still a copy of this process: its memory is not the child's.
+    if (it != group_rss.end() && !IsImageOfThisProgram(entry->d_name)) it->second += rss_pages * PageSize();
   }
   closedir(proc);
   for (const auto& sub : running_) {

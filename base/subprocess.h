@@ -78,8 +78,9 @@ struct SubprocessResult {
   bool timed_out = false;          // the set terminated it at timeout_s
   bool memory_exceeded = false;    // the set terminated it above memory_limit_bytes
   bool interrupted = false;        // the set terminated it because of an interrupt or TerminateAll()
-  // Largest resident memory seen: the polled sum over the process group, or the child's own peak as the
-  // kernel reports it at exit (ru_maxrss), whichever is larger.
+  // Largest resident memory seen: the polled sum over the process group (a child not yet past exec, still a
+  // copy of this process, left out). A child that ended before the first poll gets the kernel's ru_maxrss at
+  // exit, which also counts the image it was forked as.
   int64_t peak_rss_bytes = 0;
   double wall_time_s = 0;          // from start to exit
   // CPU time (user + system) of the child and of the descendants it waited for, from wait4 at exit: what the

@@ -1,8 +1,10 @@
 #include "harness/device_hooks.h"
 
+#include <fstream>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <fstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -162,6 +164,14 @@ void ProbeDtypes(DeviceInfo* info) {
 }
 
 MemoryReading ProcessPeakRss() {
+  // VmHWM is the high-water mark of this program's own memory map, which exec starts afresh. getrusage's
+  // ru_maxrss is not: exec folds in the peak of the process image it replaced, so a child forked from a large
+  // parent (tune-matrix, with LibTorch loaded) would report the parent's copy as its peak.
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return {std::stoll(line.substr(6)) * 1024, "process_rss"};
+  }
   struct rusage usage;
   ::getrusage(RUSAGE_SELF, &usage);
   return {static_cast<int64_t>(usage.ru_maxrss) * 1024, "process_rss"};

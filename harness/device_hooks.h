@@ -108,7 +108,9 @@ std::string ProbeMatmulBackward(const std::string& device_id, const std::string&
 // Sets bf16_matmul_backward / fp16_matmul_backward (and notes) of `info` by ProbeMatmulBackward.
 void ProbeDtypes(DeviceInfo* info);
 
-// The process's peak resident set size (getrusage), the memory reading of host-memory devices.
+// The process's peak resident set size, the memory reading of host-memory devices: the kernel's high-water
+// mark of this program's memory (VmHWM; getrusage where /proc is missing), which excludes the memory of the
+// process it was forked from.
 MemoryReading ProcessPeakRss();
 
 // The LibTorch version this binary was built against, e.g. "2.11.0".

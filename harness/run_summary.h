@@ -40,7 +40,8 @@ struct RunSummary {
   int64_t trainable_parameters = 0;
   int64_t total_parameters = 0;
   // Processes (ranks) that trained together: 1 for single-device recipes. With several, step_tokens count every
-  // rank's tokens and peak_memory_bytes is the largest rank's. Optional in the file (absent: 1).
+  // rank's tokens, and peak_memory_bytes is the largest rank's on an accelerator and the sum of the ranks'
+  // on the host (cpu), whose memory they share. Optional in the file (absent: 1).
   int world_size = 1;
   // ATen's CPU threads in each process while it trained (recipes/finetune.cc chooses them); 0: not recorded.
   // Optional in the file.

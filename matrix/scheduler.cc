@@ -75,13 +75,12 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
       r.last_loss = summary->losses.back();
     }
   }
-  // On a host-memory device the whole process group's peak resident set, as the runner measured it, is the
-  // better reading (the recipe sees only its own process).
+  // Peak memory is read one way: the run's own account (on the host the kernel's high-water mark of each
+  // rank's memory, summed over the ranks; harness/device_hooks.h ProcessPeakRss), which the run also prints.
+  // Only a host-memory cell that wrote none (it crashed, or was stopped) takes the runner's polled peak of its
+  // process group instead.
   bool host_memory = cell.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
-  if (outcome.peak_rss_bytes > 0 && host_memory &&
-      (!r.peak_memory_bytes || *r.peak_memory_bytes < outcome.peak_rss_bytes)) {
-    r.peak_memory_bytes = outcome.peak_rss_bytes;
-  }
+  if (outcome.peak_rss_bytes > 0 && host_memory && !r.peak_memory_bytes) r.peak_memory_bytes = outcome.peak_rss_bytes;
 
   if (outcome.timed_out) {
     r.status = CellStatus::kTimeout;

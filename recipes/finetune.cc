@@ -411,7 +411,7 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
   summary.torch_version = TorchVersion();
   Status s;
   int rank = 0;
-  std::optional<int64_t> largest_rank_peak;
+  std::optional<int64_t> ranks_peak;
   {
     try {
       StatusOr<std::unique_ptr<Parallelism>> parallel =
@@ -422,9 +422,15 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
         Trainer trainer(config, context, kind, parallel->get());
         s = trainer.Run(&summary);
         rank = (*parallel)->rank();
-        // The run's peak memory is its largest rank's (each rank reads its own); only while the group works.
+        // The run's peak memory: each rank reads its own, and on an accelerator the largest counts, on the host
+        // (ranks sharing its memory) their sum; only while the group works.
         std::optional<MemoryReading> peak = PeakMemory(context.device);
-        if (s.ok() && peak) largest_rank_peak = static_cast<int64_t>((*parallel)->Max(static_cast<double>(peak->bytes)));
+        const bool shared_host =
+            context.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+        if (s.ok() && peak) {
+          const double own = static_cast<double>(peak->bytes);
+          ranks_peak = static_cast<int64_t>(shared_host ? (*parallel)->Sum(own) : (*parallel)->Max(own));
+        }
       }
     } catch (const c10::OutOfMemoryError& e) {
       summary.error_kind = "out_of_memory";
@@ -444,7 +450,7 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
   summary.Finish();
   std::optional<MemoryReading> peak = PeakMemory(context.device);
   if (peak) {
-    summary.peak_memory_bytes = std::max(peak->bytes, largest_rank_peak.value_or(0));
+    summary.peak_memory_bytes = std::max(peak->bytes, ranks_peak.value_or(0));
     summary.peak_memory_source = peak->source;
   }
   if (rank != 0) {
@@ -462,7 +468,10 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
     if (!summary.losses.empty()) {
       *context.out << ", first loss " << summary.losses.front() << ", last loss " << summary.losses.back();
     }
-    if (peak) *context.out << ", peak memory " << static_cast<double>(peak->bytes) / (1 << 30) << " GiB (" << peak->source << ")";
+    if (summary.peak_memory_bytes) {
+      *context.out << ", peak memory " << static_cast<double>(*summary.peak_memory_bytes) / (1 << 30) << " GiB ("
+                   << summary.peak_memory_source << ")";
+    }
     *context.out << "\n";
   }
   return s;
