@@ -358,7 +358,17 @@ TEST_F(MatrixCiTest, AUserConfigGoesThroughPlanCellAndRunWithoutTouchingTheBuilt
 
   Result cell = in_work({"cell", "mine/my_lora.yaml", "--device", "cpu"});
   EXPECT_EQ(cell.code, 0) << cell.output;
-  EXPECT_TRUE(PathExists(work + "/runs/cells/my_lora__cpu.jsonl"));
+  // One peak memory: the matrix records what the run printed (not the tune-matrix image the cell was forked
+  // from, which getrusage would count).
+  StatusOr<std::string> record = ReadFile(work + "/runs/cells/my_lora__cpu.jsonl");
+  ASSERT_TRUE(record.ok()) << cell.output;
+  const size_t recorded_at = record->find("\"peak_memory_bytes\":");
+  const size_t printed_at = record->find("peak memory ");
+  ASSERT_NE(recorded_at, std::string::npos) << *record;
+  ASSERT_NE(printed_at, std::string::npos) << *record;
+  const double recorded = std::stod(record->substr(recorded_at + 20)) / (1 << 30);
+  const double printed = std::stod(record->substr(printed_at + 12));
+  EXPECT_NEAR(recorded, printed, 0.02 * printed) << *record;
 
   Result run = in_work({"run", "--configs", "mine", "--devices", "cpu"});
   EXPECT_EQ(run.code, 0) << run.output;
