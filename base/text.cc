@@ -24,20 +24,29 @@ int EditDistance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
-std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  int best_distance = std::max<int>(1, static_cast<int>(word.size()) / 3) + 1;
-  for (const std::string& c : candidates) {
+std::vector<std::string> ClosestMatches(const std::string& word, const std::vector<std::string>& candidates,
+                                        size_t at_most) {
+  const int limit = std::max<int>(1, static_cast<int>(word.size()) / 3);
+  std::vector<std::pair<int, size_t>> close;  // (distance, index)
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string& c = candidates[i];
     int d = EditDistance(word, c);
-    if (!word.empty() && c.size() > word.size() && c.compare(0, word.size(), word) == 0) {
-      d = std::min<int>(d, 1);
-    }
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
+    if (!word.empty() && c.size() > word.size() && c.compare(0, word.size(), word) == 0) d = std::min<int>(d, 1);
+    if (d <= limit) close.emplace_back(d, i);
   }
-  return best;
+  std::stable_sort(close.begin(), close.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Others only as close as the nearest (one edit more at most): a far one is noise beside a near one.
+  std::vector<std::string> out;
+  for (size_t i = 0; i < close.size() && out.size() < at_most && close[i].first <= close[0].first + 1; ++i) {
+    out.push_back(candidates[close[i].second]);
+  }
+  return out;
+}
+
+std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates) {
+  std::vector<std::string> best = ClosestMatches(word, candidates, 1);
+  return best.empty() ? "" : best.front();
 }
 
 std::string FormatBytes(int64_t bytes) {

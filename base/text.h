@@ -14,6 +14,11 @@ int EditDistance(const std::string& a, const std::string& b);
 // a third of the word's length, and at least 1 allowed; a candidate starting with `word` also counts).
 std::string ClosestMatch(const std::string& word, const std::vector<std::string>& candidates);
 
+// The candidates ClosestMatch would find plausible and at most one edit farther than the nearest, nearest first
+// (ties in the order given), at most `at_most`.
+std::vector<std::string> ClosestMatches(const std::string& word, const std::vector<std::string>& candidates,
+                                        size_t at_most);
+
 // "1.23 GiB", "512.0 MiB", "17 B".
 std::string FormatBytes(int64_t bytes);
 

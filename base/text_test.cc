@@ -19,6 +19,16 @@ TEST(TextTest, ClosestMatchSuggestsOnlyPlausibleTypos) {
   EXPECT_EQ(ClosestMatch("completely_different", keys), "");
 }
 
+TEST(TextTest, ClosestMatchesAreAFewNearOnesNearestFirst) {
+  std::vector<std::string> names = {"torch.optim.SGD", "torch.optim.AdamW", "torch.optim.Adam", "torch.optim.Adamax"};
+  // "Adam" and "AdamW" are one edit away, "Adamax" two: all near; "SGD" is five edits away, beside one-edit ones.
+  EXPECT_EQ(ClosestMatches("torch.optim.Adamw", names, 5),
+            (std::vector<std::string>{"torch.optim.AdamW", "torch.optim.Adam", "torch.optim.Adamax"}));
+  EXPECT_EQ(ClosestMatches("torch.optim.Adamw", names, 1), (std::vector<std::string>{"torch.optim.AdamW"}));
+  EXPECT_EQ(ClosestMatches("lr", {"lr_scheduler", "loss", "seed"}, 3), (std::vector<std::string>{"lr_scheduler"}));
+  EXPECT_TRUE(ClosestMatches("completely_different", names, 3).empty());
+}
+
 TEST(TextTest, Formats) {
   EXPECT_EQ(FormatBytes(17), "17 B");
   EXPECT_EQ(FormatBytes(1536), "1.50 KiB");

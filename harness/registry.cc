@@ -40,12 +40,41 @@ class Validator {
       bool known = false;
       for (const std::string& n : names) known = known || n == key;
       if (known) continue;
-      std::string hint = ClosestMatch(key, names);
+      // A key of a component written at the top ("lr" for "optimizer.lr") first, then close spellings.
+      std::vector<std::string> hints = prefix.empty() ? ComponentKeysNamed(map, key) : std::vector<std::string>();
+      for (const std::string& h : ClosestMatches(key, names, 3)) {
+        if (hints.size() < 3) hints.push_back(h);
+      }
+      for (std::string& h : hints) h = "'" + h + "'";
+      std::string accepted;
+      if (hints.empty()) {
+        accepted = names.size() <= 12 ? " (it takes " + JoinAlternatives(names, "and") + ")"
+                                      : " (it takes " + std::to_string(names.size()) +
+                                            " keys: `tune cat` of one of its built-in configs shows them)";
+      }
       Add(Dotted(prefix, key),
-          "unknown key for " + owner + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
-              (hint.empty() ? " (run `tune validate` on a built-in config to see the accepted keys)" : ""),
+          "unknown key for " + owner + (hints.empty() ? accepted : "; did you mean " + JoinAlternatives(hints) + "?"),
           false, /*at_key=*/true);
     }
+  }
+
+  // The dotted keys "<top>.<key>" of the components the config's top-level maps name that take `key`.
+  std::vector<std::string> ComponentKeysNamed(const YAML::Node& map, const std::string& key) const {
+    std::vector<std::string> found;
+    for (const auto& kv : map) {
+      if (!kv.second.IsMap()) continue;
+      const ComponentSpec* comp = nullptr;
+      for (const auto& field : kv.second) {
+        if (field.first.as<std::string>("") == "_component_" && field.second.IsScalar()) {
+          comp = registry_.FindComponent(field.second.Scalar());
+        }
+      }
+      if (comp == nullptr) continue;
+      for (const FieldSpec& f : comp->params) {
+        if (f.name == key) found.push_back(kv.first.as<std::string>("") + "." + key);
+      }
+    }
+    return found;
   }
 
   void CheckFields(const YAML::Node& map, const std::string& prefix, const std::vector<FieldSpec>& specs) {
@@ -182,14 +211,24 @@ class Validator {
     const ComponentSpec* comp = registry_.FindComponent(name);
     std::string ckey = key + "._component_";
     if (comp == nullptr) {
-      std::vector<std::string> same_kind;
+      std::vector<std::string> same_kind;  // names and torchtune's aliases of the supported components of the kind
+      size_t count = 0;
       for (const ComponentSpec& c : registry_.components()) {
-        if (c.kind == kind && c.unsupported_reason.empty()) same_kind.push_back(c.name);
+        if ((kind.empty() || c.kind == kind) && c.unsupported_reason.empty()) {
+          ++count;
+          same_kind.push_back(c.name);
+          same_kind.insert(same_kind.end(), c.aliases.begin(), c.aliases.end());
+        }
       }
-      std::string hint = ClosestMatch(name, registry_.ComponentNames(/*supported_only=*/true));
-      Add(ckey,
-          "unknown component '" + name + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
-              (same_kind.empty() ? "" : " (available " + kind + " components: " + JoinStrings(same_kind, ", ") + ")"));
+      // A few suggestions, never the whole catalogue: the closest names of the kind, else of any kind.
+      std::vector<std::string> hints = ClosestMatches(name, same_kind, 3);
+      if (hints.empty()) hints = ClosestMatches(name, registry_.ComponentNames(/*supported_only=*/true), 3);
+      for (std::string& h : hints) h = "'" + h + "'";
+      const std::string listing = "`tune ls --components" + (kind.empty() ? std::string() : " " + kind) + "`";
+      Add(ckey, "unknown component '" + name + "'" +
+                    (hints.empty() ? "" : "; did you mean " + JoinAlternatives(hints) + "?") + " (" + listing +
+                    " lists " + (count == 1 ? "the " : "all ") + std::to_string(count) +
+                    (kind.empty() ? "" : " " + kind) + (count == 1 ? " component)" : " components)"));
       return;
     }
     if (!kind.empty() && comp->kind != kind) {

@@ -121,7 +121,7 @@ TEST(RegistryTest, MissingRequiredAndUnknownComponent) {
             (std::vector<std::string>{
                 "c.yaml:1:1: optimizer: missing required key (optimizer)",
                 "c.yaml:2:16: model._component_: unknown component 'tune_matrix.models.tiyn'; did you mean "
-                "'tune_matrix.models.tiny'? (available model components: tune_matrix.models.tiny)",
+                "'tune_matrix.models.tiny'? (`tune ls --components model` lists the 1 model component)",
             }));
 }
 

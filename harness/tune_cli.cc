@@ -56,12 +56,46 @@ std::pair<std::string, int64_t> ModelOf(const Registry& registry, const std::str
   return {node.Scalar(), c == nullptr ? 0 : c->parameter_count};
 }
 
+// `tune ls --components [KIND]`: every component a config can name (of KIND), with torchtune's names for
+// it; recognised components this build cannot build are listed with the reason.
+int LsComponents(const Registry& registry, const ParsedArgs& parsed, std::ostream& out, std::ostream& err) {
+  const std::string kind = parsed.positional.empty() ? "" : parsed.positional[0];
+  std::vector<std::string> kinds;
+  for (const ComponentSpec& c : registry.components()) {
+    if (std::find(kinds.begin(), kinds.end(), c.kind) == kinds.end()) kinds.push_back(c.kind);
+  }
+  if (!kind.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+    std::string hint = ClosestMatch(kind, kinds);
+    return UsageError(err, "ls", "no component kind '" + kind + "'" + (hint.empty() ? "" : "; did you mean '" + hint + "'?") +
+                                     " (kinds: " + JoinStrings(kinds, ", ") + ")");
+  }
+  if (parsed.Has("json")) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const ComponentSpec& c : registry.components()) {
+      if (!kind.empty() && c.kind != kind) continue;
+      j.push_back({{"component", c.name}, {"kind", c.kind}, {"aliases", c.aliases}, {"unsupported", c.unsupported_reason}});
+    }
+    out << DumpJson(j, 2) << "\n";
+    return kExitOk;
+  }
+  for (const ComponentSpec& c : registry.components()) {
+    if (!kind.empty() && c.kind != kind) continue;
+    out << c.kind << "  " << c.name;
+    if (!c.aliases.empty()) out << "  (" << JoinStrings(c.aliases, ", ") << ")";
+    if (!c.unsupported_reason.empty()) out << "  not supported: " << c.unsupported_reason;
+    out << "\n";
+  }
+  return kExitOk;
+}
+
 int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"json", "verbose"}, {}, &parsed, &error) || !parsed.positional.empty()) {
-    return UsageError(err, "ls", error.empty() ? "takes no positional arguments" : error);
+  if (!ParseArgs(args, {"json", "verbose", "components"}, {}, &parsed, &error) ||
+      parsed.positional.size() > (parsed.Has("components") ? 1u : 0u)) {
+    return UsageError(err, "ls", error.empty() ? "takes no positional arguments (but --components KIND)" : error);
   }
+  if (parsed.Has("components")) return LsComponents(registry, parsed, out, err);
   bool verbose = parsed.Has("verbose");
   if (parsed.Has("json")) {
     nlohmann::json j = nlohmann::json::array();
@@ -589,8 +623,10 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
   const Registry* r = &registry;
   return {
-      {"ls", "ls [--verbose] [--json]", "List recipes and their built-in configs",
-       "--verbose adds each config's model component and its parameter count.",
+      {"ls", "ls [--verbose] [--json] | ls --components [KIND]", "List recipes and their built-in configs",
+       "--verbose adds each config's model component and its parameter count.\n"
+       "--components lists every component a config can name (of KIND: model, tokenizer, dataset, optimizer,\n"
+       "...), with torchtune's names for it, and those recognised but not supported here with the reason.",
        [r](const auto& a, auto& o, auto& e) { return Ls(*r, a, o, e); }},
       {"cp", "cp <config> <destination> [--force] [--make-parents]", "Copy a built-in config to edit it",
        "Refuses to overwrite an existing file unless --force is given. A folder as destination keeps the file name.",

@@ -103,6 +103,19 @@ TEST_F(CliTest, LsVerboseShowsEachConfigsModelAndParameterCount) {
   EXPECT_NE(r.output.find("8,030,261,248"), std::string::npos) << r.output;
 }
 
+TEST_F(CliTest, LsComponentsListsWhatAConfigCanNameByKind) {
+  Result r = Exec({kTune, "ls", "--components", "optimizer"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("optimizer  tune_matrix.optim.AdamW  (torch.optim.AdamW)\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("optimizer  bitsandbytes.optim.PagedAdamW8bit  not supported: "), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("model  "), std::string::npos) << r.output;
+  Result typo = Exec({kTune, "ls", "--components", "optimiser"});
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.output.find("no component kind 'optimiser'; did you mean 'optimizer'?"), std::string::npos)
+      << typo.output;
+}
+
 TEST_F(CliTest, UnavailableDeviceNamesWhatIsThereAndHowToOverride) {
   Result r = Exec({kTune, "validate", "llama3_2/1B_lora_single_device", "device=xpu"});
   EXPECT_EQ(r.code, 2);
@@ -127,6 +140,16 @@ TEST_F(CliTest, BadInputsExitTwoWithOneClearMessageAndChangeNoFile) {
       {{kTune, "validate", "tiny/lora_single_device", "optimizer=torch.optim.Adamw"},
        "unknown component 'torch.optim.Adamw'; did you mean 'torch.optim.AdamW'?"},
       {{kTune, "validate", "tiny/lora_single_device", "dtype=fp16"}, "fp16 training is not supported"},
+      // A component's key written at the top is found where it belongs.
+      {{kTune, "validate", "tiny/lora_single_device", "lr=1e-4"},
+       "lr: unknown key for recipe 'lora_finetune_single_device'; did you mean 'optimizer.lr' or 'lr_scheduler'?"},
+      {{kTune, "validate", "tiny/lora_single_device", "optimizer.foo=1"},
+       "optimizer.foo: unknown key for component 'tune_matrix.optim.AdamW' (it takes lr, weight_decay, eps, betas, "
+       "amsgrad, fused and foreach)"},
+      // Never the whole catalogue: a few close names and where the rest are listed.
+      {{kTune, "validate", "tiny/lora_single_device", "model=torchtune.models.llama3_2_vision.llama3_2_vision_11b"},
+       "; did you mean 'torchtune.models.llama3_2.llama3_2_1b', 'torchtune.models.llama3_2.lora_llama3_2_1b' or "
+       "'torchtune.models.llama3_2.llama3_2_3b'? (`tune ls --components model` lists all "},
       {{kTune, "cat", "tiny/lora_single_device", "nokey"}, "override 'nokey': expected key=value"},
       {{kTune, "run", "lora_finetune_single_devise", "--config", "tiny/lora_single_device"},
        "unknown recipe 'lora_finetune_single_devise'; did you mean 'lora_finetune_single_device'?"},
