@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "base/json_io.h"
 #include "base/text.h"
@@ -192,15 +193,20 @@ void Cell(const ConfigSupport& c, const std::string& type, const History& histor
 std::string Day(const CellResult& r) { return r.provenance.verified_at.substr(0, 10); }
 
 // One line of the change summary: a link that opens the cell, then what changed.
-void ChangeLine(const std::string& kind, const std::string& config, const std::string& type,
-                const std::string& what, std::ostream& out) {
+std::string ChangeLine(const std::string& kind, const std::string& config, const std::string& type,
+                       const std::string& what) {
   std::string cls = kind;
   std::replace(cls.begin(), cls.end(), ' ', '-');
+  std::ostringstream out;
   out << "<li class=\"ch-" << cls << "\" data-kind=\"" << Attr(kind) << "\" data-config=\"" << Attr(config)
       << "\" data-device=\"" << Attr(type) << "\"><a href=\"" << Attr(CellLink(config, type)) << "\"><b>"
       << HtmlEscape(kind) << "</b> " << HtmlEscape(config) << " on " << HtmlEscape(type) << "</a> "
       << HtmlEscape(what) << "</li>\n";
+  return out.str();
 }
+
+// How many lines of the change summary show before the rest fold away (a <details> to open).
+constexpr size_t kLeadingChanges = 8;
 
 void ChangeSummary(const PageChanges& changes, std::ostream& out) {
   out << "<section id=\"changes\" aria-labelledby=\"changes-title\">\n<h2 id=\"changes-title\">Since the "
@@ -219,7 +225,7 @@ void ChangeSummary(const PageChanges& changes, std::ostream& out) {
     out << "</section>\n";
     return;
   }
-  out << "<ul>\n";
+  std::vector<std::string> lines;
   for (const CellChange& change : c.changes) {
     if (!change.before || !change.after) continue;  // both sides hold every compared cell
     const CellResult& b = *change.before;
@@ -235,14 +241,22 @@ void ChangeSummary(const PageChanges& changes, std::ostream& out) {
       if (!a.reason.empty()) what += ": " + Shortened(a.reason, 120);
     }
     what += " · " + Day(b) + " → " + Day(a);
-    ChangeLine(ChangeKindTitle(change.kind), change.config, change.device_type, what, out);
+    lines.push_back(ChangeLine(ChangeKindTitle(change.kind), change.config, change.device_type, what));
   }
   for (const CellResult& r : changes.disturbed) {
-    ChangeLine("disturbed", r.key.config, r.device_type,
-               "measured beside other work on " + Day(r) + ", speed not published: " + Shortened(r.disturbed, 160),
-               out);
+    lines.push_back(ChangeLine("disturbed", r.key.config, r.device_type,
+                               "measured beside other work on " + Day(r) + ", speed not published: " +
+                                   Shortened(r.disturbed, 160)));
   }
-  out << "</ul>\n</section>\n";
+  out << "<ul>\n";
+  for (size_t i = 0; i < lines.size() && i < kLeadingChanges; ++i) out << lines[i];
+  out << "</ul>\n";
+  if (lines.size() > kLeadingChanges) {
+    out << "<details><summary>" << (lines.size() - kLeadingChanges) << " more</summary>\n<ul>\n";
+    for (size_t i = kLeadingChanges; i < lines.size(); ++i) out << lines[i];
+    out << "</ul>\n</details>\n";
+  }
+  out << "</section>\n";
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // reports/index.html in a real browser. Headless Chromium loads a copy of the page from disk with two
 // test-only scripts added: one at the top of <head> that collects errors (uncaught exceptions and
 // console.error), and testdata/html_report_selftest.js before </body>, which drives the page (filters, search,
-// sorting, opening a cell) and writes what it saw into the DOM. `chromium --headless --dump-dom` prints that
-// DOM and --screenshot saves <build>/report.png in the same run (about 2 s). Console messages go to a log
-// file, which must hold none. No Python, Node or DevTools client: one child process per page.
+// sorting, opening a cell, the change summary's links, back and forward, contrast, sticky header and column)
+// and writes what it saw into the DOM. The page is also opened with a view in its URL's fragment (the
+// self-test then reports what was restored) and in a 390 px frame (a phone). `chromium --headless
+// --dump-dom` prints that DOM and --screenshot saves <build>/report.png in the same run (about 2 s). Console
+// messages go to a log file, which must hold none. No Python, Node or DevTools client: one child process per page.
 //
 // Skipped, with the reason, where no Chromium is installed (the Debian package `chromium`, which
 // scripts/setup.sh installs when TUNE_MATRIX_BROWSER=1; TUNE_MATRIX_CHROMIUM names another binary).

@@ -243,6 +243,25 @@ TEST(HtmlReporterTest, NothingChangedSinceTheEarliestComparedMeasurement) {
   EXPECT_NE(Render(once).find("No cell has been measured twice yet."), std::string::npos);
 }
 
+// A long summary shows its first eight lines; the rest fold into a <details>.
+TEST(HtmlReporterTest, ALongSummaryFoldsAfterEightLines) {
+  testing::ReportFixture f;
+  for (int i = 0; i < 10; ++i) {
+    std::string config = "tiny/c" + std::to_string(i);
+    auto record = [&](CellStatus status, const std::string& day) {
+      return testing::FixtureRecord(config, "full_finetune_single_device", "cpu", status,
+                                    "2026-11-" + day + "T10:00:00Z", 100, 0.5, "1111111111111111111111111111111111111111");
+    };
+    testing::AddCell(&f, config, "full_finetune_single_device",
+                     {record(CellStatus::kRuns, "20"), record(CellStatus::kFails, "21")});
+  }
+  std::string page = Render(f);
+  size_t fold = page.find("<details><summary>2 more</summary>");
+  ASSERT_NE(fold, std::string::npos);
+  EXPECT_EQ(Count(page.substr(0, fold), "<li class=\"ch-newly-broken\""), 8u);
+  EXPECT_EQ(Count(page.substr(fold), "<li class=\"ch-newly-broken\""), 2u);
+}
+
 // A cell that does not run shows its reason in the matrix, shortened; the title and the data keep all of it.
 TEST(HtmlReporterTest, ACellThatDoesNotRunShowsItsReasonShortened) {
   testing::ReportFixture f = testing::MakeReportFixture();
