@@ -182,7 +182,10 @@
   window.addEventListener('hashchange', readUrl);
   document.getElementById('copy-link').addEventListener('click', (ev) => {
     const button = ev.currentTarget;
-    const done = (text) => { button.textContent = text; setTimeout(() => { button.textContent = 'copy link'; }, 1500); };
+    const done = (text) => {
+      button.textContent = text;
+      setTimeout(() => { button.textContent = 'copy link'; }, 1500);
+    };
     if (navigator.clipboard && navigator.clipboard.writeText) {
       navigator.clipboard.writeText(location.href).then(() => done('copied'), () => done('copy the address bar'));
     } else {

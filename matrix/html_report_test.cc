@@ -232,7 +232,7 @@ TEST(HtmlReporterTest, NothingChangedSinceTheEarliestComparedMeasurement) {
   testing::ReportFixture f;
   auto run = [](const std::string& day, double tps) {
     return testing::FixtureRecord("tiny/full", "full_finetune_single_device", "cpu", CellStatus::kRuns,
-                                  "2026-11-" + day + "T10:00:00Z", tps, 0.5, "1111111111111111111111111111111111111111");
+                                  "2026-11-" + day + "T10:00:00Z", tps, 0.5, std::string(40, '1'));
   };
   testing::AddCell(&f, "tiny/full", "full_finetune_single_device", {run("20", 100), run("21", 101)});
   EXPECT_NE(Render(f).find("<p class=\"nothing\">Nothing changed since 2026-11-20 (each cell's newest "
@@ -250,7 +250,7 @@ TEST(HtmlReporterTest, ALongSummaryFoldsAfterEightLines) {
     std::string config = "tiny/c" + std::to_string(i);
     auto record = [&](CellStatus status, const std::string& day) {
       return testing::FixtureRecord(config, "full_finetune_single_device", "cpu", status,
-                                    "2026-11-" + day + "T10:00:00Z", 100, 0.5, "1111111111111111111111111111111111111111");
+                                    "2026-11-" + day + "T10:00:00Z", 100, 0.5, std::string(40, '1'));
     };
     testing::AddCell(&f, config, "full_finetune_single_device",
                      {record(CellStatus::kRuns, "20"), record(CellStatus::kFails, "21")});

@@ -36,7 +36,9 @@
     const words = query.toLowerCase().split(/\s+/).filter(Boolean);
     return data.configs.filter((c) => {
       const parts = [c.config, c.recipe];
-      for (const cell of Object.values(c.cells)) parts.push(cell.entry.status, cell.entry.reason, cell.entry.device_name);
+      for (const cell of Object.values(c.cells)) {
+        parts.push(cell.entry.status, cell.entry.reason, cell.entry.device_name);
+      }
       const text = parts.join('\n').toLowerCase();
       return words.every((w) => text.includes(w));
     }).length;
@@ -243,7 +245,8 @@
           const [hi, lo] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
           const ratio = (hi + 0.05) / (lo + 0.05);
           measured++;
-          const what = selector + ' ' + getComputedStyle(e).color + ' on rgb(' + bg.join(', ') + ') ' + ratio.toFixed(2);
+          const what = selector + ' ' + getComputedStyle(e).color + ' on rgb(' + bg.join(', ') + ') ' +
+            ratio.toFixed(2);
           if (!worst || ratio < worst.ratio) worst = {ratio, what};
           if (ratio < 4.5 && !failures.includes(what)) failures.push(what);
         }
