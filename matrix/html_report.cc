@@ -1,13 +1,16 @@
 #include "matrix/html_report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "base/json_io.h"
 #include "base/text.h"
 #include "matrix/escape.h"
+#include "matrix/speed.h"
 
 namespace tmx::matrix {
 
@@ -55,7 +58,7 @@ ordered_json HistoryPoint(const CellResult& r) {
       {"verified_at", r.provenance.verified_at},
       {"device", r.key.device},
       {"status", CellStatusName(r.status)},
-      {"reason", reason.size() > 300 ? reason.substr(0, 300) + "…" : reason},
+      {"reason", reason.size() > 300 ? Shortened(reason, 300) : reason},
       {"tokens_per_second", Number(r.tokens_per_second, 1)},
       {"step_time_s", Number(r.step_time_median_s, 4)},
       {"step_time_spread_s", Number(r.step_time_spread_s, 4)},
@@ -67,12 +70,19 @@ ordered_json HistoryPoint(const CellResult& r) {
       {"job", r.provenance.job}};
 }
 
-// What the entry's own measurement recorded beyond the entry (null when history does not hold it).
-ordered_json EntryRecord(const SupportEntry& e, const std::vector<CellResult>* history) {
+// The measurement in `history` the entry was made from, null when history does not hold it.
+const CellResult* EntryMeasurement(const SupportEntry& e, const std::vector<CellResult>* history) {
   if (history == nullptr) return nullptr;
   for (auto it = history->rbegin(); it != history->rend(); ++it) {
-    const CellResult& r = *it;
-    if (r.provenance.verified_at != e.verified_at || r.provenance.host != e.host) continue;
+    if (it->provenance.verified_at == e.verified_at && it->provenance.host == e.host) return &*it;
+  }
+  return nullptr;
+}
+
+// What the entry's own measurement recorded beyond the entry (null when history does not hold it).
+ordered_json EntryRecord(const SupportEntry& e, const std::vector<CellResult>* history) {
+  if (const CellResult* found = EntryMeasurement(e, history)) {
+    const CellResult& r = *found;
     auto optional_int = [](std::optional<int> v) { return v ? ordered_json(*v) : ordered_json(nullptr); };
     return {{"device", r.key.device},
             {"predicted_memory_bytes", r.predicted_memory_bytes},
@@ -81,6 +91,9 @@ ordered_json EntryRecord(const SupportEntry& e, const std::vector<CellResult>* h
             {"last_loss", Number(r.last_loss, 4)},
             {"exit_code", optional_int(r.exit_code)},
             {"term_signal", optional_int(r.term_signal)},
+            {"disturbed", r.disturbed},
+            {"others_cpu_share", Number(r.others_cpu_share, 3)},
+            {"steal_share", Number(r.steal_share, 3)},
             {"output_tail", r.output_tail}};
   }
   return nullptr;
@@ -109,7 +122,10 @@ ordered_json PageData(const std::vector<const ConfigSupport*>& configs, const st
                     {"recipe", c->recipe},
                     {"cells", std::move(cells)}});
   }
-  return {{"devices", columns}, {"configs", std::move(list)}};
+  // What peak memory is on each column's device type (PeakMemoryMeaning), for the details panel.
+  ordered_json peak_memory = ordered_json::object();
+  for (const std::string& type : columns) peak_memory[type] = PeakMemoryMeaning(type);
+  return {{"devices", columns}, {"peak_memory", std::move(peak_memory)}, {"configs", std::move(list)}};
 }
 
 void Options(const std::set<std::string>& values, std::ostream& out) {
@@ -118,7 +134,31 @@ void Options(const std::set<std::string>& values, std::ostream& out) {
   }
 }
 
-void Cell(const ConfigSupport& c, const std::string& type, std::ostream& out) {
+// `s` percent-encoded for a URL's fragment (everything but letters, digits and -._~).
+std::string UrlComponent(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    }
+  }
+  return out;
+}
+
+// The fragment that opens a cell: the script reads "open=<config>@<device type>".
+std::string CellLink(const std::string& config, const std::string& type) {
+  return "#open=" + UrlComponent(config + "@" + type);
+}
+
+// How many bytes of a reason a cell of the matrix shows; the title and the details show all of it.
+constexpr size_t kCellReasonBytes = 64;
+
+void Cell(const ConfigSupport& c, const std::string& type, const History& history, std::ostream& out) {
   auto it = c.entries.find(type);
   if (it == c.entries.end()) {
     out << "<td class=\"cell st-none\" data-device=\"" << Attr(type)
@@ -126,10 +166,14 @@ void Cell(const ConfigSupport& c, const std::string& type, std::ostream& out) {
     return;
   }
   const SupportEntry& e = it->second;
+  auto h = history.find({c.config, type});
+  const CellResult* record = EntryMeasurement(e, h == history.end() ? nullptr : &h->second);
+  const bool disturbed = record != nullptr && !record->disturbed.empty();
   std::string title = "open " + c.config + " on " + type;
   if (!e.reason.empty()) title += ": " + e.status + ": " + CollapseLineBreaks(e.reason);
-  out << "<td class=\"cell st-" << Attr(e.status) << "\" data-device=\"" << Attr(type) << "\" data-status=\""
-      << Attr(e.status) << "\"";
+  if (disturbed) title += " (measured beside other work: " + record->disturbed + ")";
+  out << "<td class=\"cell st-" << Attr(e.status) << (disturbed ? " disturbed" : "") << "\" data-device=\""
+      << Attr(type) << "\" data-status=\"" << Attr(e.status) << "\"";
   if (IsRunsStatus(e.status) && e.tokens_per_second && std::isfinite(*e.tokens_per_second)) {
     out << " data-tps=\"" << FormatNumber(*e.tokens_per_second, 1) << "\"";
   }
@@ -137,11 +181,118 @@ void Cell(const ConfigSupport& c, const std::string& type, std::ostream& out) {
       << HtmlEscape(e.status) << "</span>";
   std::string measured = Measurements(e);
   if (!measured.empty()) out << "<span class=\"measured\">" << HtmlEscape(measured) << "</span>";
+  if (!IsRunsStatus(e.status) && !e.reason.empty()) {
+    out << "<span class=\"reason\">" << HtmlEscape(Shortened(e.reason, kCellReasonBytes)) << "</span>";
+  }
+  if (disturbed) out << "<span class=\"disturbed-mark\">⚠ disturbed</span>";
   if (!e.stand_in.empty()) out << "<span class=\"stand-in\">sample data</span>";
   out << "</td>";
 }
 
+// The day (YYYY-MM-DD) of a record.
+std::string Day(const CellResult& r) { return r.provenance.verified_at.substr(0, 10); }
+
+// One line of the change summary: a link that opens the cell, then what changed.
+std::string ChangeLine(const std::string& kind, const std::string& config, const std::string& type,
+                       const std::string& what) {
+  std::string cls = kind;
+  std::replace(cls.begin(), cls.end(), ' ', '-');
+  std::ostringstream out;
+  out << "<li class=\"ch-" << cls << "\" data-kind=\"" << Attr(kind) << "\" data-config=\"" << Attr(config)
+      << "\" data-device=\"" << Attr(type) << "\"><a href=\"" << Attr(CellLink(config, type)) << "\"><b>"
+      << HtmlEscape(kind) << "</b> " << HtmlEscape(config) << " on " << HtmlEscape(type) << "</a> "
+      << HtmlEscape(what) << "</li>\n";
+  return out.str();
+}
+
+// How many lines of the change summary show before the rest fold away (a <details> to open).
+constexpr size_t kLeadingChanges = 8;
+
+void ChangeSummary(const PageChanges& changes, std::ostream& out) {
+  out << "<section id=\"changes\" aria-labelledby=\"changes-title\">\n<h2 id=\"changes-title\">Since the "
+         "previous measurement</h2>\n";
+  const Comparison& c = changes.comparison;
+  if (changes.since.empty()) {
+    out << "<p class=\"nothing\">No cell has been measured twice yet.</p>\n";
+  } else if (c.changes.empty()) {
+    out << "<p class=\"nothing\">Nothing changed since " << changes.since
+        << " (each cell's newest measurement against the one before it).</p>\n";
+  } else {
+    out << "<p class=\"note\">Each cell's newest measurement against the one before it (the earliest from "
+        << changes.since << "); speed changes beyond the noise model of <code>tune-matrix compare</code>.</p>\n";
+  }
+  if (c.changes.empty() && changes.disturbed.empty()) {
+    out << "</section>\n";
+    return;
+  }
+  std::vector<std::string> lines;
+  for (const CellChange& change : c.changes) {
+    if (!change.before || !change.after) continue;  // both sides hold every compared cell
+    const CellResult& b = *change.before;
+    const CellResult& a = *change.after;
+    std::string what;
+    if (change.kind == ChangeKind::kSlower || change.kind == ChangeKind::kFaster) {
+      what = FormatNumber(b.tokens_per_second.value_or(0), 0) + " → " +
+             FormatNumber(a.tokens_per_second.value_or(0), 0) + " tok/s, " + (change.speed.change > 0 ? "+" : "") +
+             FormatNumber(100 * change.speed.change, 1) + "% (allowed ±" +
+             FormatNumber(100 * change.speed.allowed, 1) + "%)";
+    } else {
+      what = std::string(CellStatusName(b.status)) + " → " + CellStatusName(a.status);
+      if (!a.reason.empty()) what += ": " + Shortened(a.reason, 120);
+    }
+    what += " · " + Day(b) + " → " + Day(a);
+    lines.push_back(ChangeLine(ChangeKindTitle(change.kind), change.config, change.device_type, what));
+  }
+  for (const CellResult& r : changes.disturbed) {
+    lines.push_back(ChangeLine("disturbed", r.key.config, r.device_type,
+                               "measured beside other work on " + Day(r) + ", speed not published: " +
+                                   Shortened(r.disturbed, 160)));
+  }
+  out << "<ul>\n";
+  for (size_t i = 0; i < lines.size() && i < kLeadingChanges; ++i) out << lines[i];
+  out << "</ul>\n";
+  if (lines.size() > kLeadingChanges) {
+    out << "<details><summary>" << (lines.size() - kLeadingChanges) << " more</summary>\n<ul>\n";
+    for (size_t i = kLeadingChanges; i < lines.size(); ++i) out << lines[i];
+    out << "</ul>\n</details>\n";
+  }
+  out << "</section>\n";
+}
+
 }  // namespace
+
+std::string Shortened(const std::string& text, size_t max_bytes) {
+  std::string line = CollapseLineBreaks(text);
+  if (line.size() <= max_bytes) return line;
+  size_t cut = max_bytes;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  size_t space = line.rfind(' ', cut);
+  if (line[cut] != ' ' && space != std::string::npos && space >= max_bytes / 2) cut = space;  // nor a word
+  while (cut > 0 && line[cut - 1] == ' ') --cut;
+  return line.substr(0, cut) + "…";
+}
+
+PageChanges ChangesSincePrevious(const History& history, const std::vector<const ConfigSupport*>& configs,
+                                 const std::vector<std::string>& columns) {
+  PageChanges page;
+  std::vector<CellResult> before, after;
+  for (const ConfigSupport* c : configs) {
+    for (const std::string& type : columns) {
+      if (!c->entries.count(type)) continue;
+      auto h = history.find({c->config, type});
+      if (h == history.end() || h->second.empty()) continue;
+      const std::vector<CellResult>& records = h->second;  // oldest first
+      if (!records.back().disturbed.empty()) page.disturbed.push_back(records.back());
+      if (records.size() < 2) continue;
+      before.push_back(records[records.size() - 2]);
+      after.push_back(records.back());
+      std::string day = Day(before.back());
+      if (page.since.empty() || day < page.since) page.since = day;
+    }
+  }
+  page.comparison = CompareRecords(before, after, SpeedNoise{});
+  return page;
+}
 
 std::string ConfigFamily(const std::string& config) {
   size_t slash = config.rfind('/');
@@ -217,6 +368,7 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
         << (n == counts.end() ? 0 : n->second) << "</b></li>";
   }
   out << "<li class=\"st-none\" title=\"no entry for this device type\">— not measured</li></ul>\n</header>\n";
+  ChangeSummary(ChangesSincePrevious(history_, sorted, columns), out);
 
   out << "<form id=\"filters\" role=\"search\" autocomplete=\"off\">\n"
          "<label>Search <input type=\"search\" id=\"f-search\" placeholder=\"config, recipe, reason…\"></label>\n"
@@ -232,7 +384,8 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
          "<label>Device <select id=\"f-device\"><option value=\"\">all</option>";
   Options(std::set<std::string>(columns.begin(), columns.end()), out);
   out << "</select></label>\n<output id=\"shown\">" << sorted.size() << " of " << sorted.size()
-      << " configs</output>\n</form>\n";
+      << " configs</output>\n<span class=\"link\"><a id=\"permalink\" href=\"#\">link to this view</a> "
+         "<button type=\"button\" id=\"copy-link\">copy link</button></span>\n</form>\n";
 
   out << "<main>\n<table id=\"matrix\">\n<thead><tr><th data-sort=\"config\" aria-sort=\"ascending\"><button "
          "type=\"button\">config</button></th><th data-sort=\"recipe\"><button type=\"button\">recipe</button></th>";
@@ -245,15 +398,15 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
     out << "<tr data-config=\"" << Attr(c->config) << "\" data-family=\"" << Attr(ConfigFamily(c->config))
         << "\" data-recipe=\"" << Attr(c->recipe) << "\"><th scope=\"row\">" << HtmlEscape(c->config)
         << "</th><td class=\"recipe\">" << HtmlEscape(c->recipe) << "</td>";
-    for (const std::string& type : columns) Cell(*c, type, out);
+    for (const std::string& type : columns) Cell(*c, type, history_, out);
     out << "</tr>\n";
   }
   out << "</tbody>\n</table>\n<p id=\"empty\" hidden>No config matches the filters.</p>\n</main>\n"
          "<aside id=\"details\" hidden tabindex=\"-1\" aria-label=\"cell details\"></aside>\n"
          "<footer>Open a cell (click, or Enter) for its details and trends. Columns sort when their heading is "
          "clicked. Tokens/s and step times come from each cell's short budget (by default 3 optimizer steps, "
-         "the first left out of the timings); peak memory is the allocator's on accelerators and the process's "
-         "resident memory on CPU.</footer>\n";
+         "the first left out of the timings). "
+      << HtmlEscape(PeakMemorySentence(columns)) << "</footer>\n";
 
   out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))
       << "</script>\n<script>\n"

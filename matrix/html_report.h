@@ -6,6 +6,12 @@
 // the cell's trends over its history (tokens/s and peak memory per measurement as inline SVG, status
 // changes marked).
 //
+// The page leads with what changed at each cell's newest measurement (ChangesSincePrevious), each line a link
+// that opens its cell; a cell that does not run shows its reason, shortened, in the matrix, and a cell
+// measured beside other work is marked. Filters, the search and the open cell live in the URL's fragment
+// (#q=qwen3+lora&status=fails&open=<config>@<device type>), so a view can be linked to and back/forward
+// restores it.
+//
 // The stylesheet and script are matrix/html_report.css and matrix/html_report.js, compiled in as strings. The
 // legend's items carry each status's rank and whether it started (CellStatuses()), which the script reads
 // instead of knowing statuses itself.
@@ -16,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "matrix/compare.h"
 #include "matrix/history.h"
 #include "matrix/report.h"
 
@@ -34,6 +41,22 @@ class HtmlReporter final : public SupportReporter {
  private:
   const History& history_;
 };
+
+// What the page leads with. Per (config, device type) shown, its newest measurement in history against the one
+// before it, classified by CompareRecords (compare.h) with the default SpeedNoise, so the page, `tune-matrix
+// compare` and `check` call the same things newly broken, fixed, slower or faster; cells measured once are
+// left out. `disturbed` lists the newest measurements made beside other work (CellResult::disturbed), whose
+// speed is not compared.
+struct PageChanges {
+  Comparison comparison;
+  std::vector<CellResult> disturbed;  // by config, then device type
+  std::string since;                  // the earliest compared previous measurement's day, "" when none
+};
+PageChanges ChangesSincePrevious(const History& history, const std::vector<const ConfigSupport*>& configs,
+                                 const std::vector<std::string>& columns);
+
+// `text` on one line, cut to at most `max_bytes` bytes (at a whole UTF-8 character) with "…" when cut.
+std::string Shortened(const std::string& text, size_t max_bytes);
 
 // `j` as the text of a <script type="application/json"> element: compact JSON with '<', '>', '&', U+2028 and
 // U+2029 written as \u escapes, so no string in it can end the element or start a comment; invalid UTF-8

@@ -91,8 +91,13 @@
     return [c.config, parts.join('\n').toLowerCase()];
   }));
 
+  // The search's words: a config matches when its text holds every one, in any order ("qwen3 lora").
+  function searchWords() {
+    return controls.search.value.toLowerCase().split(/\s+/).filter(Boolean);
+  }
+
   function applyFilters() {
-    const query = controls.search.value.trim().toLowerCase();
+    const words = searchWords();
     const family = controls.family.value;
     const recipe = controls.recipe.value;
     const status = controls.status.value;
@@ -102,7 +107,10 @@
     for (const tr of rows) {
       let keep = (family === '' || tr.dataset.family === family) && (recipe === '' || tr.dataset.recipe === recipe);
       if (keep && status !== '') keep = cellsOf(tr).some((td) => !td.hidden && td.dataset.status === status);
-      if (keep && query !== '') keep = searchText.get(tr.dataset.config).includes(query);
+      if (keep && words.length) {
+        const text = searchText.get(tr.dataset.config);
+        keep = words.every((w) => text.includes(w));
+      }
       tr.hidden = !keep;
       if (keep) shown++;
     }
@@ -110,11 +118,80 @@
     document.getElementById('empty').hidden = shown > 0;
   }
 
+  // ---- the view in the URL ---------------------------------------------------------------------------------
+
+  // The filters and the open cell live in the fragment (#q=qwen3+lora&status=fails&open=<config>@<device>), so
+  // a view can be linked to and reloaded, and back/forward walk through the views. Typing in the search box
+  // replaces the current entry; a chosen filter, an opened or closed cell adds one.
+  const URL_KEYS = {q: 'search', family: 'family', recipe: 'recipe', status: 'status', device: 'device'};
+  const permalink = document.getElementById('permalink');
+
+  function viewHash() {
+    const p = new URLSearchParams();
+    for (const [key, control] of Object.entries(URL_KEYS)) {
+      const v = key === 'q' ? controls.search.value.trim() : controls[control].value;
+      if (v) p.set(key, v);
+    }
+    if (opened) p.set('open', opened.closest('tr').dataset.config + '@' + opened.dataset.device);
+    const text = p.toString();
+    return text ? '#' + text : '';
+  }
+
+  function writeUrl(push) {
+    const hash = viewHash();
+    permalink.href = hash || '#';
+    if (hash === location.hash || (hash === '' && (location.hash === '' || location.hash === '#'))) return;
+    const url = hash || location.pathname + location.search;
+    try {
+      if (push) history.pushState(null, '', url); else history.replaceState(null, '', url);
+    } catch (e) {
+      if (push) location.hash = hash;  // a browser that refuses history calls on file:// pages
+    }
+  }
+
+  function cellAt(config, device) {
+    const tr = rows.find((r) => r.dataset.config === config);
+    return tr ? tr.querySelector('td.cell[data-device="' + CSS.escape(device) + '"]') : null;
+  }
+
+  // Sets the controls and the open cell from the URL's fragment.
+  function readUrl() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ''));
+    for (const [key, control] of Object.entries(URL_KEYS)) {
+      const v = p.get(key) || '';
+      const c = controls[control];
+      // A value a select does not offer (a renamed family) is left at "all".
+      c.value = v;
+      if (c.value !== v) c.value = '';
+    }
+    applyFilters();
+    const open = p.get('open') || '';
+    const at = open.lastIndexOf('@');
+    const td = at > 0 ? cellAt(open.slice(0, at), open.slice(at + 1)) : null;
+    if (td && td.dataset.status !== 'none') openCell(td, false);
+    else if (!panel.hidden) closeDetails(false);
+    permalink.href = viewHash() || '#';
+  }
+
   for (const c of Object.values(controls)) {
-    c.addEventListener('input', applyFilters);
-    c.addEventListener('change', applyFilters);
+    c.addEventListener('input', () => { applyFilters(); writeUrl(c !== controls.search); });
+    c.addEventListener('change', () => { applyFilters(); writeUrl(c !== controls.search); });
   }
   document.getElementById('filters').addEventListener('submit', (ev) => ev.preventDefault());
+  window.addEventListener('popstate', readUrl);
+  window.addEventListener('hashchange', readUrl);
+  document.getElementById('copy-link').addEventListener('click', (ev) => {
+    const button = ev.currentTarget;
+    const done = (text) => {
+      button.textContent = text;
+      setTimeout(() => { button.textContent = 'copy link'; }, 1500);
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(location.href).then(() => done('copied'), () => done('copy the address bar'));
+    } else {
+      done('copy the address bar');
+    }
+  });
 
   // ---- sorting ----------------------------------------------------------------------------------------------
 
@@ -268,7 +345,8 @@
     return el('table', {class: 'history'}, el('thead', {}, head), el('tbody', {}, ...body));
   }
 
-  function openCell(td) {
+  // Opens `td`'s details; `push` (default true) adds the view to the browser's history.
+  function openCell(td, push) {
     const config = byConfig.get(td.closest('tr').dataset.config);
     const device = td.dataset.device;
     const cell = config && config.cells[device];
@@ -279,7 +357,7 @@
     td.classList.add('selected');
 
     const close = el('button', {type: 'button', class: 'close', title: 'close (Esc)', 'aria-label': 'close'}, '×');
-    close.addEventListener('click', closeDetails);
+    close.addEventListener('click', () => closeDetails());
     // Measurements a cell that never started does not have are left out rather than shown empty.
     const dl = el('dl');
     const started = startedWith(entry.status);
@@ -288,7 +366,17 @@
       field(dl, 'step time', seconds(entry.step_time_s) +
         (isNumber(entry.step_time_spread_s) ? ' ± ' + seconds(entry.step_time_spread_s) + ' (median ± MAD)' : ''));
     }
-    if (isNumber(entry.peak_memory_gib)) field(dl, 'peak memory', fmt(entry.peak_memory_gib, 3) + ' GiB');
+    // Named as SUPPORT.md names it (PeakMemoryMeaning in matrix/report.cc).
+    const peakMeaning = (data.peak_memory || {})[device];
+    if (isNumber(entry.peak_memory_gib)) {
+      field(dl, 'peak memory', fmt(entry.peak_memory_gib, 3) + ' GiB' + (peakMeaning ? ' (' + peakMeaning + ')' : ''));
+    }
+    if (record && record.disturbed) {
+      const share = (v) => (isNumber(v) ? fmt(100 * v, 0) + '%' : '—');
+      field(dl, 'disturbed', el('span', {class: 'disturbed-note'}, '⚠ measured beside other work: ' +
+        record.disturbed + ' (other processes ' + share(record.others_cpu_share) + ' of the CPU, steal ' +
+        share(record.steal_share) + '); its speed is not published'));
+    }
     field(dl, 'predicted vs measured', memoryText(entry, record));
     if (record && (isNumber(record.first_loss) || typeof record.first_loss === 'string')) {
       field(dl, 'loss', fmt(record.first_loss, 4) + ' → ' + fmt(record.last_loss, 4));
@@ -327,15 +415,17 @@
     const pre = panel.querySelector('pre.output');
     if (pre) pre.scrollTop = pre.scrollHeight;
     close.focus();
+    if (push !== false) writeUrl(true);
   }
 
-  function closeDetails() {
+  function closeDetails(push) {
     panel.hidden = true;
     if (opened) {
       opened.classList.remove('selected');
       opened.focus();
       opened = null;
     }
+    if (push !== false) writeUrl(true);
   }
 
   tbody.addEventListener('click', (ev) => {
@@ -353,5 +443,5 @@
     if (ev.key === 'Escape' && !panel.hidden) closeDetails();
   });
 
-  applyFilters();
+  readUrl();
 })();

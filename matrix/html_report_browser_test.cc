@@ -1,9 +1,11 @@
 // reports/index.html in a real browser. Headless Chromium loads a copy of the page from disk with two
 // test-only scripts added: one at the top of <head> that collects errors (uncaught exceptions and
 // console.error), and testdata/html_report_selftest.js before </body>, which drives the page (filters, search,
-// sorting, opening a cell) and writes what it saw into the DOM. `chromium --headless --dump-dom` prints that
-// DOM and --screenshot saves <build>/report.png in the same run (about 2 s). Console messages go to a log
-// file, which must hold none. No Python, Node or DevTools client: one child process per page.
+// sorting, opening a cell, the change summary's links, back and forward, contrast, sticky header and column)
+// and writes what it saw into the DOM. The page is also opened with a view in its URL's fragment (the
+// self-test then reports what was restored) and in a 390 px frame (a phone). `chromium --headless
+// --dump-dom` prints that DOM and --screenshot saves <build>/report.png in the same run (about 2 s). Console
+// messages go to a log file, which must hold none. No Python, Node or DevTools client: one child process per page.
 //
 // Skipped, with the reason, where no Chromium is installed (the Debian package `chromium`, which
 // scripts/setup.sh installs when TUNE_MATRIX_BROWSER=1; TUNE_MATRIX_CHROMIUM names another binary).
@@ -62,8 +64,32 @@ std::string Unescape(std::string s) {
   return s;
 }
 
+// How the page is opened: the URL's fragment ("" none: the self-test drives the page; else it reports what
+// the page restored from it), and the width of a frame to open it in (0: the window). Headless Chromium
+// makes no window narrower than 500 px, so a phone's width is an <iframe> of that width around the page; the
+// parent copies the self-test's output out of it (--allow-file-access-from-files lets it read the frame; a
+// srcdoc frame would be readable without it, but refuses the page's history.pushState).
+struct Opening {
+  std::string fragment;
+  int frame_width = 0;
+};
+
+// A page that shows `src` in a frame `width` px wide and copies the frame's self-test output into itself.
+std::string InFrame(const std::string& src, int width) {
+  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"></head><body style=\"margin:0\">"
+         "<iframe id=\"frame\" style=\"border:0\" width=\"" + std::to_string(width) + "\" height=\"844\" src=\"" +
+         src + "\"></iframe>\n<script>(function poll() {"
+         "const d = document.getElementById('frame').contentDocument;"
+         "const out = d && d.getElementById('tm-selftest');"
+         "if (!out) { setTimeout(poll, 50); return; }"
+         "const copy = document.createElement('pre'); copy.id = 'tm-selftest'; copy.hidden = true;"
+         "copy.textContent = out.textContent; document.body.append(copy);"
+         "})();</script>\n</body></html>\n";
+}
+
 // Loads `page` (its text) from disk in headless Chromium with the self-test, saving a screenshot.
-BrowserResult LoadInChromium(const std::string& chromium, const std::string& page, const std::string& screenshot) {
+BrowserResult LoadInChromium(const std::string& chromium, const std::string& page, const std::string& screenshot,
+                             const Opening& opening = {}) {
   BrowserResult result;
   test::ScratchDir dir("browser");
   StatusOr<std::string> selftest = ReadFile(std::string(TM_SOURCE_DIR) + "/matrix/testdata/html_report_selftest.js");
@@ -76,6 +102,11 @@ BrowserResult LoadInChromium(const std::string& chromium, const std::string& pag
   html.insert(head + 6, std::string("\n") + kErrorCollector);
   const std::string path = dir.path() + "/index.html";
   const std::string log = dir.path() + "/chrome.log";
+  if (opening.frame_width > 0) {
+    const std::string framed = dir.path() + "/framed.html";
+    if (!WriteFileAtomically(framed, html).ok()) return {{}, "", "cannot write " + framed};
+    html = InFrame("framed.html" + opening.fragment, opening.frame_width);
+  }
   if (!WriteFileAtomically(path, html).ok()) return {{}, "", "cannot write " + path};
 
   SubprocessSet set;
@@ -100,7 +131,8 @@ BrowserResult LoadInChromium(const std::string& chromium, const std::string& pag
             "--virtual-time-budget=2000",
             "--screenshot=" + screenshot,
             "--dump-dom",
-            "file://" + path};
+            "file://" + path + (opening.frame_width > 0 ? "" : opening.fragment)};
+  if (opening.frame_width > 0) o.argv.insert(o.argv.end() - 1, "--allow-file-access-from-files");
   // Chromium's sandbox cannot start as root (CI runs as root).
   if (::geteuid() == 0) o.argv.insert(o.argv.begin() + 1, "--no-sandbox");
   o.timeout_s = 120;
@@ -170,6 +202,43 @@ class HtmlReportBrowserTest : public ::testing::Test {
     EXPECT_EQ(seen("details_opened_by_enter"), "true");
   }
 
+  // The self-test's value for `key`, "(missing)" when it wrote none.
+  static std::string Seen(const BrowserResult& r, const std::string& key) {
+    auto it = r.seen.find(key);
+    return it == r.seen.end() ? "(missing)" : it->second;
+  }
+
+  // The checks of what the page added after the committed one was made: no part of the self-test threw, the
+  // search took words, the view went into the URL, the change summary's links, back and forward worked, every
+  // text has WCAG AA contrast, and the table scrolls inside its container with its header and first column
+  // stuck.
+  static void ExpectTheNewerFeatures(const BrowserResult& r) {
+    for (const char* part : {"exception_words", "exception_url", "exception_changes", "exception_contrast",
+                             "exception_layout"}) {
+      EXPECT_EQ(Seen(r, part), "(missing)") << part;
+    }
+    EXPECT_EQ(Seen(r, "words_rows"), Seen(r, "words_rows_expected"));
+    EXPECT_EQ(Seen(r, "words_rows"), "1");  // tiny/lora_single_device: "LORA tiny" in another order and case
+    EXPECT_EQ(Seen(r, "words_reversed_rows"), "1");
+    EXPECT_EQ(Seen(r, "words_none_rows"), "0");
+    EXPECT_EQ(Seen(r, "url_hash"), "#q=tiny+lora&status=runs");
+    EXPECT_EQ(Seen(r, "url_permalink"), "#q=tiny+lora&status=runs");
+    EXPECT_EQ(Seen(r, "url_hash_reset"), "");
+    EXPECT_EQ(Seen(r, "changes_kinds"), "newly broken,newly fixed,slower,disturbed");
+    EXPECT_EQ(Seen(r, "changes_before_table"), "true");
+    EXPECT_EQ(Seen(r, "change_link_opens"), "true");
+    EXPECT_EQ(Seen(r, "change_closed"), "true");
+    EXPECT_EQ(Seen(r, "back_reopens"), "true");
+    EXPECT_EQ(Seen(r, "forward_closes"), "true");
+    EXPECT_NE(Seen(r, "contrast_measured"), "0");
+    EXPECT_EQ(Seen(r, "contrast_failures"), "") << "worst: " << Seen(r, "contrast_worst");
+    EXPECT_EQ(Seen(r, "page_scrolls_sideways"), "false");
+    EXPECT_EQ(Seen(r, "first_status_on_screen"), "true");
+    EXPECT_EQ(Seen(r, "scrolled"), "true");
+    EXPECT_EQ(Seen(r, "header_sticks"), "true");
+    EXPECT_EQ(Seen(r, "first_column_sticks"), "true");
+  }
+
   std::string chromium_;
 };
 
@@ -209,7 +278,42 @@ TEST_F(HtmlReportBrowserTest, FiltersSortsAndOpensACellsDetails) {
     auto it = r.seen.find(key);
     EXPECT_EQ(it == r.seen.end() ? "(missing)" : it->second, value) << key;
   }
+  ExpectTheNewerFeatures(r);
   EXPECT_TRUE(PathExists(screenshot)) << screenshot;
+}
+
+// A link to a view (filters and an open cell in the fragment) opens that view.
+TEST_F(HtmlReportBrowserTest, AViewIsRestoredFromTheUrl) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  std::ostringstream page;
+  HtmlReporter(f.history).Report(f.configs, {}, page);
+  BrowserResult r = LoadInChromium(chromium_, page.str(), std::string(TM_BINARY_DIR) + "/report-restored.png",
+                                   {"#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu"});
+  ASSERT_EQ(r.failure, "");
+  EXPECT_EQ(r.console, "");
+  EXPECT_EQ(Seen(r, "errors"), "0");
+  EXPECT_EQ(Seen(r, "exception_restore"), "(missing)");
+  EXPECT_EQ(Seen(r, "mode"), "restore");
+  EXPECT_EQ(Seen(r, "restored_search"), "LORA tiny");
+  EXPECT_EQ(Seen(r, "restored_status"), "runs");
+  EXPECT_EQ(Seen(r, "restored_family"), "");
+  EXPECT_EQ(Seen(r, "restored_rows"), "tiny/lora_single_device");
+  EXPECT_EQ(Seen(r, "restored_open"), "tiny/lora_single_device on cpu");
+  EXPECT_EQ(Seen(r, "restored_selected"), "1");
+  EXPECT_EQ(Seen(r, "restored_permalink"), "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu");
+}
+
+// A phone's width (390 px): the same checks, and the status column stays on screen.
+TEST_F(HtmlReportBrowserTest, WorksOnAPhone) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  std::ostringstream page;
+  HtmlReporter(f.history).Report(f.configs, {}, page);
+  BrowserResult r = LoadInChromium(chromium_, page.str(), std::string(TM_BINARY_DIR) + "/report-phone.png",
+                                   {"", 390});
+  ExpectAWorkingPage(r);
+  EXPECT_EQ(Seen(r, "window_width"), "390");
+  EXPECT_EQ(Seen(r, "table_wider_than_main"), "true");  // it scrolls inside <main>, not the page
+  ExpectTheNewerFeatures(r);
 }
 
 TEST_F(HtmlReportBrowserTest, TheCommittedPageWorks) {

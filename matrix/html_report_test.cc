@@ -39,10 +39,11 @@ TEST(HtmlReporterTest, IsOneSelfContainedDeterministicPage) {
   EXPECT_EQ(page, Render(f));
   EXPECT_EQ(page.substr(0, 16), "<!DOCTYPE html>\n");
   EXPECT_EQ(page.substr(page.size() - 8), "</html>\n");
-  // Nothing is fetched: no external script, stylesheet, image or link.
-  for (const char* external : {"src=\"", "href=", "<link", "@import", "url(", "https:"}) {
+  // Nothing is fetched: no external script, stylesheet, image or link (links stay in the page: "#...").
+  for (const char* external : {"src=\"", "<link", "@import", "url(", "https:"}) {
     EXPECT_EQ(page.find(external), std::string::npos) << external;
   }
+  EXPECT_EQ(Count(page, "href=\""), Count(page, "href=\"#"));
   // Exactly the data and the script; no string in the data ends its element.
   EXPECT_EQ(Count(page, "<script"), 2u);
   EXPECT_EQ(Count(page, "</script>"), 2u);
@@ -69,7 +70,8 @@ TEST(HtmlReporterTest, TheMatrixHasARowPerConfigAndACellPerDeviceType) {
                       "</td><td class=\"cell st-none\" data-device=\"cuda\" data-status=\"none\">"
                       "<span class=\"status\">—</span></td><td class=\"cell st-invalid\" data-device=\"mps\" "
                       "data-status=\"invalid\" tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device "
-                      "on mps: invalid: invalid: not started\"><span class=\"status\">invalid</span></td></tr>"),
+                      "on mps: invalid: invalid: not started\"><span class=\"status\">invalid</span>"
+                      "<span class=\"reason\">invalid: not started</span></td></tr>"),
             std::string::npos)
       << page;
   // A shipped sample that stood in for the data is marked; no other cell is.
@@ -80,7 +82,7 @@ TEST(HtmlReporterTest, TheMatrixHasARowPerConfigAndACellPerDeviceType) {
                       "<option value=\"tiny\">tiny</option></select>"),
             std::string::npos);
   EXPECT_NE(page.find("6 configs × 3 device types · verified between 2026-12-02 and 2026-12-04 (UTC) · "
-                      "15 measurements in history"),
+                      "16 measurements in history"),
             std::string::npos);
 }
 
@@ -125,6 +127,13 @@ TEST(HtmlReporterTest, TheDataHoldsEachCellsEntryRecordAndHistory) {
   EXPECT_EQ(cpu["history"][2]["status"], "fails");
   EXPECT_EQ(cpu["history"][2]["tokens_per_second"], nullptr);
   EXPECT_EQ(cpu["history"][3]["commit"], "4444444444444444444444444444444444444444");
+  EXPECT_EQ(cpu["record"]["disturbed"], "");
+  const nlohmann::json& busy = data["configs"][0]["cells"]["cuda"];  // llama3_1/8B_lora_single_device
+  EXPECT_EQ(busy["record"]["disturbed"], "other processes used 40% of the machine's CPU while it ran (more than 25%)");
+  EXPECT_EQ(busy["record"]["others_cpu_share"], 0.4);
+  EXPECT_EQ(busy["record"]["steal_share"], 0.0);
+  EXPECT_EQ(data["peak_memory"]["cpu"], PeakMemoryMeaning("cpu"));
+  EXPECT_EQ(data["peak_memory"]["cuda"], PeakMemoryMeaning("cuda"));
   // An entry whose measurement is not in history has no record and no trend.
   const nlohmann::json& odd = data["configs"][3]["cells"]["cuda"];
   EXPECT_EQ(odd["record"], nullptr);
@@ -144,7 +153,7 @@ TEST(HtmlReporterTest, AnEmptyMatrix) {
   EXPECT_NE(page.find("0 configs × 0 device types · no cell verified yet · 0 measurements in history"),
             std::string::npos);
   EXPECT_EQ(Count(page, "<tr data-config="), 0u);
-  EXPECT_EQ(Data(page), nlohmann::json::parse(R"({"devices":[],"configs":[]})"));
+  EXPECT_EQ(Data(page), nlohmann::json::parse(R"({"devices":[],"peak_memory":{},"configs":[]})"));
 }
 
 // The script knows statuses only from the legend: each status once, in the table's listing order, with its
@@ -167,6 +176,121 @@ TEST(HtmlReporterTest, TheLegendCarriesTheStatusTable) {
     previous = at;
   }
   EXPECT_EQ(Count(page, "data-rank=\""), CellStatuses().size());
+}
+
+// The page leads with each cell's newest measurement against the one before, classified as `compare` does.
+TEST(HtmlReporterTest, ChangesSincePreviousClassifiesEachCellsNewestMeasurement) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  std::vector<const ConfigSupport*> configs = SortedByConfig(f.configs);
+  PageChanges changes = ChangesSincePrevious(f.history, configs, ReportColumns(f.configs, {}));
+  std::vector<std::string> seen;
+  for (const CellChange& c : changes.comparison.changes) {
+    seen.push_back(std::string(ChangeKindTitle(c.kind)) + " " + c.config + " " + c.device_type);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"newly broken llama3_2/1B_lora_single_device cuda",
+                                            "newly fixed tiny/lora_single_device cpu",
+                                            "slower llama3_2/1B_full_single_device cpu"}));
+  EXPECT_EQ(changes.comparison.speed_too_short, 0);
+  EXPECT_EQ(changes.since, "2026-12-01");
+  ASSERT_EQ(changes.disturbed.size(), 1u);
+  EXPECT_EQ(changes.disturbed[0].key.config, "llama3_1/8B_lora_single_device");
+  // Only the columns shown are compared.
+  PageChanges cpu_only = ChangesSincePrevious(f.history, configs, {"cuda"});
+  ASSERT_EQ(cpu_only.comparison.changes.size(), 1u);
+  EXPECT_EQ(cpu_only.comparison.changes[0].kind, ChangeKind::kNewlyBroken);
+}
+
+TEST(HtmlReporterTest, TheSummaryLinksEachChangeToItsCell) {
+  std::string page = Render(testing::MakeReportFixture());
+  size_t summary = page.find("<section id=\"changes\"");
+  ASSERT_NE(summary, std::string::npos);
+  EXPECT_LT(summary, page.find("<table id=\"matrix\">"));  // it leads
+  std::string section = page.substr(summary, page.find("</section>", summary) - summary);
+  EXPECT_EQ(Count(section, "<li "), 4u) << section;
+  EXPECT_NE(section.find("<li class=\"ch-newly-broken\" data-kind=\"newly broken\" "
+                         "data-config=\"llama3_2/1B_lora_single_device\" data-device=\"cuda\"><a "
+                         "href=\"#open=llama3_2%2F1B_lora_single_device%40cuda\"><b>newly broken</b> "
+                         "llama3_2/1B_lora_single_device on cuda</a> runs → fails: exited with code 1: "
+                         "RuntimeError: CUDA out of memory &lt;tried 2 GiB&gt; &amp; &quot;more&quot; · "
+                         "2026-12-02 → 2026-12-04</li>"),
+            std::string::npos)
+      << section;
+  EXPECT_NE(section.find("<b>slower</b> llama3_2/1B_full_single_device on cpu</a> 40 → 28 tok/s, -30.0% "
+                         "(allowed ±10.0%) · 2026-12-01 → 2026-12-02</li>"),
+            std::string::npos)
+      << section;
+  EXPECT_NE(section.find("<b>disturbed</b> llama3_1/8B_lora_single_device on cuda</a> measured beside other "
+                         "work on 2026-12-02"),
+            std::string::npos)
+      << section;
+  // Newly broken first, disturbed last.
+  EXPECT_LT(section.find("ch-newly-broken"), section.find("ch-newly-fixed"));
+  EXPECT_LT(section.find("ch-slower"), section.find("ch-disturbed"));
+}
+
+TEST(HtmlReporterTest, NothingChangedSinceTheEarliestComparedMeasurement) {
+  testing::ReportFixture f;
+  auto run = [](const std::string& day, double tps) {
+    return testing::FixtureRecord("tiny/full", "full_finetune_single_device", "cpu", CellStatus::kRuns,
+                                  "2026-11-" + day + "T10:00:00Z", tps, 0.5, std::string(40, '1'));
+  };
+  testing::AddCell(&f, "tiny/full", "full_finetune_single_device", {run("20", 100), run("21", 101)});
+  EXPECT_NE(Render(f).find("<p class=\"nothing\">Nothing changed since 2026-11-20 (each cell's newest "
+                           "measurement against the one before it).</p>\n</section>"),
+            std::string::npos);
+  testing::ReportFixture once;
+  testing::AddCell(&once, "tiny/full", "full_finetune_single_device", {run("20", 100)});
+  EXPECT_NE(Render(once).find("No cell has been measured twice yet."), std::string::npos);
+}
+
+// A long summary shows its first eight lines; the rest fold into a <details>.
+TEST(HtmlReporterTest, ALongSummaryFoldsAfterEightLines) {
+  testing::ReportFixture f;
+  for (int i = 0; i < 10; ++i) {
+    std::string config = "tiny/c" + std::to_string(i);
+    auto record = [&](CellStatus status, const std::string& day) {
+      return testing::FixtureRecord(config, "full_finetune_single_device", "cpu", status,
+                                    "2026-11-" + day + "T10:00:00Z", 100, 0.5, std::string(40, '1'));
+    };
+    testing::AddCell(&f, config, "full_finetune_single_device",
+                     {record(CellStatus::kRuns, "20"), record(CellStatus::kFails, "21")});
+  }
+  std::string page = Render(f);
+  size_t fold = page.find("<details><summary>2 more</summary>");
+  ASSERT_NE(fold, std::string::npos);
+  EXPECT_EQ(Count(page.substr(0, fold), "<li class=\"ch-newly-broken\""), 8u);
+  EXPECT_EQ(Count(page.substr(fold), "<li class=\"ch-newly-broken\""), 2u);
+}
+
+// A cell that does not run shows its reason in the matrix, shortened; the title and the data keep all of it.
+TEST(HtmlReporterTest, ACellThatDoesNotRunShowsItsReasonShortened) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  const std::string reason = "predicted peak memory 67.10 GiB exceeds 85% of cpu's 23.54 GiB\nand then some more "
+                             "words that do not fit";
+  for (ConfigSupport& c : f.configs) {
+    if (c.config == "llama3_1/8B_lora_single_device") c.entries["cpu"].reason = reason;  // too_large
+  }
+  std::string page = Render(f);
+  EXPECT_NE(page.find("<span class=\"reason\">predicted peak memory 67.10 GiB exceeds 85% of cpu&apos;s 23.54 "
+                      "GiB…</span>"),
+            std::string::npos);
+  EXPECT_NE(page.find("title=\"open llama3_1/8B_lora_single_device on cpu: too_large: predicted peak memory 67.10 "
+                      "GiB exceeds 85% of cpu&apos;s 23.54 GiB and then some more words that do not fit\""),
+            std::string::npos);
+  // A cell that runs shows no reason; a disturbed one is marked, with why in its title.
+  EXPECT_EQ(Count(page, "<span class=\"reason\">"), 5u);
+  EXPECT_EQ(Count(page, "<span class=\"disturbed-mark\">⚠ disturbed</span>"), 1u);
+  EXPECT_NE(page.find("(measured beside other work: other processes used 40% of the machine&apos;s CPU"),
+            std::string::npos);
+}
+
+TEST(HtmlReporterTest, ShortenedCutsAtAWholeCharacter) {
+  EXPECT_EQ(Shortened("short", 10), "short");
+  EXPECT_EQ(Shortened("two\nlines", 20), "two lines");
+  EXPECT_EQ(Shortened("abc def", 4), "abc…");
+  EXPECT_EQ(Shortened("abc defgh", 6), "abc…");  // at a space when one is in the second half
+  EXPECT_EQ(Shortened("abcdefgh", 6), "abcdef…");
+  EXPECT_EQ(Shortened("ab→cd", 3), "ab…");  // "→" is three bytes: not cut inside it
 }
 
 TEST(HtmlReporterTest, FamilyIsTheConfigsFolder) {

@@ -47,6 +47,38 @@ std::string Measurements(const SupportEntry& s) {
   return JoinStrings(parts, " · ");
 }
 
+std::string PeakMemoryMeaning(const std::string& device_type) {
+  const DeviceTypeTraits* traits = FindDeviceType(device_type);
+  if (traits == nullptr) return "";
+  switch (traits->peak_memory) {
+    case DeviceTypeTraits::PeakMemory::kProcessRss:
+      return "largest resident set of the cell's processes";
+    case DeviceTypeTraits::PeakMemory::kAllocator:
+      return "the device allocator's peak";
+    case DeviceTypeTraits::PeakMemory::kNone:
+      break;
+  }
+  return "";
+}
+
+std::string PeakMemorySentence(const std::vector<std::string>& columns) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> meanings;  // in the order columns first have them
+  for (const std::string& type : columns) {
+    std::string meaning = PeakMemoryMeaning(type);
+    if (meaning.empty()) continue;
+    auto it = std::find_if(meanings.begin(), meanings.end(), [&](const auto& m) { return m.first == meaning; });
+    if (it == meanings.end()) {
+      meanings.push_back({meaning, {type}});
+    } else {
+      it->second.push_back(type);
+    }
+  }
+  if (meanings.empty()) return "";
+  std::vector<std::string> parts;
+  for (const auto& [meaning, types] : meanings) parts.push_back(meaning + " on " + JoinStrings(types, ", "));
+  return "Peak memory is the " + JoinAlternatives(parts, "and") + ".";
+}
+
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
                                        const std::vector<std::string>& columns) {
   std::set<std::string> days;
@@ -128,6 +160,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
     }
     out << "\n";
   }
+  std::string peak = PeakMemorySentence(columns);
+  if (!peak.empty()) out << "\n" << peak << "\n";
 
   out << "\n## Cells that do not run\n\n";
   std::string rows;

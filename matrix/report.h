@@ -52,6 +52,16 @@ std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs
                                        const std::vector<std::string>& device_types);
 // What a cell that runs measured, e.g. "812 tok/s · 0.42 GiB"; "" for a cell that does not run.
 std::string Measurements(const SupportEntry& entry);
+
+// What a peak memory reading is on `device_type`, from the device table (DeviceTypeTraits::peak_memory):
+// "largest resident set of the cell's processes" where the device's memory is the host's, "the device
+// allocator's peak" on accelerators, "" where nothing is read or the type is unknown. SUPPORT.md and the page
+// both say it in these words.
+std::string PeakMemoryMeaning(const std::string& device_type);
+
+// "Peak memory is the largest resident set of the cell's processes on cpu and the device allocator's peak on
+// cuda." for `columns` (types sharing a meaning are listed together), "" when none has one.
+std::string PeakMemorySentence(const std::vector<std::string>& columns);
 // The days ("2026-12-02") the entries in `columns` were verified on.
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
                                        const std::vector<std::string>& columns);

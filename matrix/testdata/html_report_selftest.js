@@ -4,7 +4,12 @@
 // --dump-dom. Expectations the test cannot know for an arbitrary page (the committed one) are computed here
 // from the page's own data and written beside what the DOM showed ("..._expected"). It ends with the
 // richest cell's details open, for the screenshot.
-(function () {
+//
+// Loaded with a fragment (#q=...&open=...), it only reports what the page restored from it ("restored_...").
+// The checks of newer features each have their own try and "exception_<part>" key, so an older page (the
+// committed one before it is regenerated) still passes the checks every page must pass. Some steps wait for
+// the browser (a link followed, back and forward), so the self-test is async; it writes when it is done.
+(async function () {
   'use strict';
   const lines = [];
   const put = (key, value) => lines.push(key + '=' + String(value).replace(/\n/g, ' '));
@@ -17,8 +22,48 @@
     control.dispatchEvent(new Event('input', {bubbles: true}));
   };
   const clickHeader = (index) => $('#matrix thead tr').cells[index].querySelector('button').click();
+  // Resolves at the first of `events` on window, or after `ms` (virtual time) when none comes.
+  const next = (events, ms) => new Promise((resolve) => {
+    const done = (ev) => {
+      for (const e of events) window.removeEventListener(e, done);
+      resolve(ev ? ev.type : 'timeout');
+    };
+    for (const e of events) window.addEventListener(e, done);
+    setTimeout(() => done(null), ms);
+  });
+  // The config rows the search's words select, from the data, as the page should (every word, any order).
+  const wordRows = (data, query) => {
+    const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+    return data.configs.filter((c) => {
+      const parts = [c.config, c.recipe];
+      for (const cell of Object.values(c.cells)) {
+        parts.push(cell.entry.status, cell.entry.reason, cell.entry.device_name);
+      }
+      const text = parts.join('\n').toLowerCase();
+      return words.every((w) => text.includes(w));
+    }).length;
+  };
+  const details = () => $('#details');
+  const openedCell = () => (details().hidden ? '' :
+    details().querySelector('h2').firstChild.textContent + ' ' + details().querySelector('h2 .when').textContent);
 
-  try {
+  put('window_width', window.innerWidth);
+  const restoring = location.hash.length > 1;
+  if (restoring) {
+    try {
+      put('mode', 'restore');
+      put('restored_search', $('#f-search').value);
+      put('restored_status', $('#f-status').value);
+      put('restored_family', $('#f-family').value);
+      put('restored_device', $('#f-device').value);
+      put('restored_rows', shownRows().map((tr) => tr.dataset.config).join(','));
+      put('restored_open', openedCell());
+      put('restored_selected', document.querySelectorAll('#matrix td.cell.selected').length);
+      put('restored_permalink', $('#permalink').getAttribute('href'));
+    } catch (e) {
+      put('exception_restore', e && e.stack ? e.stack : e);
+    }
+  } else try {
     const data = JSON.parse($('#tm-data').textContent);
     put('data_configs', data.configs.length);
     put('data_devices', data.devices.length);
@@ -97,6 +142,155 @@
     }
   } catch (e) {
     put('exception', e && e.stack ? e.stack : e);
+  }
+
+  if (!restoring) await driveNewerFeatures();
+
+  async function driveNewerFeatures() {
+    const data = JSON.parse($('#tm-data').textContent);
+
+    // Words in any order, any case.
+    try {
+      for (const [key, query] of [['words', 'LORA tiny'], ['words_reversed', 'tiny lora'],
+        ['words_none', 'tiny lora nosuchword']]) {
+        set('f-search', query);
+        put(key + '_rows', shownRows().length);
+        put(key + '_rows_expected', wordRows(data, query));
+      }
+      set('f-search', '');
+    } catch (e) {
+      put('exception_words', e && e.stack ? e.stack : e);
+    }
+
+    // The view in the URL: filters written to the fragment and to the link to copy.
+    try {
+      document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+      set('f-status', 'runs');
+      set('f-search', 'tiny lora');
+      put('url_hash', decodeURIComponent(location.hash));
+      put('url_permalink', decodeURIComponent($('#permalink').getAttribute('href')));
+      set('f-search', '');
+      set('f-status', '');
+      put('url_hash_reset', location.hash);
+    } catch (e) {
+      put('exception_url', e && e.stack ? e.stack : e);
+    }
+
+    // The change summary: each line a link that opens its cell; then back and forward walk the views.
+    try {
+      const summary = $('#changes');
+      if (summary) {
+        const items = Array.from(summary.querySelectorAll('li'));
+        put('changes_kinds', items.map((li) => li.dataset.kind).join(','));
+        put('changes_before_table', Boolean(summary.compareDocumentPosition($('#matrix')) &
+          Node.DOCUMENT_POSITION_FOLLOWING));
+        const nothing = summary.querySelector('.nothing');
+        put('changes_nothing', nothing ? nothing.textContent : '');
+        if (items.length) {
+          const li = items[0];
+          const link = li.querySelector('a');
+          const arrived = next(['hashchange', 'popstate'], 300);
+          link.click();
+          await arrived;
+          put('change_link_opens', openedCell() === li.dataset.config + ' on ' + li.dataset.device);
+          const closedBy = next(['popstate'], 50);
+          document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+          await closedBy;  // closing adds a view; no event comes
+          put('change_closed', details().hidden);
+          const back = next(['popstate'], 300);
+          history.back();
+          await back;
+          await next(['hashchange'], 50);
+          put('back_reopens', openedCell() === li.dataset.config + ' on ' + li.dataset.device);
+          const forward = next(['popstate'], 300);
+          history.forward();
+          await forward;
+          await next(['hashchange'], 50);
+          put('forward_closes', details().hidden);
+        }
+      }
+    } catch (e) {
+      put('exception_changes', e && e.stack ? e.stack : e);
+    }
+
+    // Contrast of every text on its background (WCAG AA: 4.5:1), with a details panel open.
+    try {
+      const rgb = (text) => (text.match(/[\d.]+/g) || []).map(Number);
+      const luminance = ([r, g, b]) => {
+        const lin = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+        return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+      };
+      const background = (e) => {
+        for (let at = e; at; at = at.parentElement) {
+          const c = rgb(getComputedStyle(at).backgroundColor);
+          if (c.length >= 3 && (c.length < 4 || c[3] > 0)) return c.slice(0, 3);
+        }
+        return [255, 255, 255];
+      };
+      const open = document.querySelector('#matrix td.cell:not(.st-none)');
+      if (open && details().hidden) open.click();
+      const selectors = ['.legend li', 'td.cell .status', 'td.cell .measured', 'td.cell .reason',
+        'td.cell .disturbed-mark', 'td.cell .stand-in', '#changes li b', '#changes a', '#changes li', '#changes .note',
+        '#changes .nothing', '.lede', '.summary', '#filters label', '#shown', '#permalink', 'footer',
+        '#matrix th[scope="row"]', '#matrix td.recipe', '#details .badge', '#details dt', '#details dd',
+        '#details .reason', '#details .disturbed-note', '#details .when', '#details .none'];
+      let worst = null;
+      const failures = [];
+      let measured = 0;
+      for (const selector of selectors) {
+        for (const e of document.querySelectorAll(selector)) {
+          if (!e.getClientRects().length || !e.textContent.trim()) continue;
+          const fg = rgb(getComputedStyle(e).color);
+          const bg = background(e);
+          const [hi, lo] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
+          const ratio = (hi + 0.05) / (lo + 0.05);
+          measured++;
+          const what = selector + ' ' + getComputedStyle(e).color + ' on rgb(' + bg.join(', ') + ') ' +
+            ratio.toFixed(2);
+          if (!worst || ratio < worst.ratio) worst = {ratio, what};
+          if (ratio < 4.5 && !failures.includes(what)) failures.push(what);
+        }
+      }
+      put('contrast_measured', measured);
+      put('contrast_worst', worst ? worst.what : '');
+      put('contrast_failures', failures.join(' | '));
+    } catch (e) {
+      put('exception_contrast', e && e.stack ? e.stack : e);
+    }
+
+    // Layout: the page itself never scrolls sideways; the first status column is on screen; the table scrolls
+    // inside <main> with its header row and first column stuck to <main>'s edges.
+    try {
+      document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
+      const main = $('main');
+      const root = document.documentElement;
+      put('page_scrolls_sideways', root.scrollWidth > root.clientWidth);
+      const first = rows()[0].querySelector('td.cell:not([hidden]) .status');
+      const r = first.getBoundingClientRect();
+      put('first_status_on_screen', r.left >= 0 && r.right <= window.innerWidth && r.width > 0);
+      put('table_wider_than_main', main.scrollWidth > main.clientWidth);
+      // A long table (the first row cloned 80 times) scrolled, as a reader's browser would, until its last
+      // row's last cell is on screen: the header row must still be on screen, at <main>'s top, and the config
+      // names at <main>'s left edge.
+      const clones = Array.from({length: 80}, () => rows()[0].cloneNode(true));
+      const tbody = $('#matrix tbody');
+      for (const tr of clones) tbody.append(tr);
+      const cells = clones[clones.length - 1].querySelectorAll('td.cell');
+      cells[cells.length - 1].scrollIntoView({block: 'end', inline: 'nearest'});
+      const box = main.getBoundingClientRect();
+      const head = $('#matrix thead th').getBoundingClientRect();
+      const name = clones[clones.length - 1].querySelector('th[scope="row"]').getBoundingClientRect();
+      put('scrolled', main.scrollTop > 0 || window.scrollY > 0);
+      put('header_sticks', head.top >= -1 && head.bottom <= window.innerHeight + 1 &&
+        Math.abs(head.top - (box.top + main.clientTop)) < 2);
+      put('first_column_sticks', main.scrollLeft === 0 || Math.abs(name.left - (box.left + main.clientLeft)) < 2);
+      for (const tr of clones) tr.remove();
+      main.scrollTop = 0;
+      main.scrollLeft = 0;
+      window.scrollTo(0, 0);
+    } catch (e) {
+      put('exception_layout', e && e.stack ? e.stack : e);
+    }
   }
   const errors = window.__tmErrors || ['the error collector did not run'];
   put('errors', errors.length + (errors.length ? ': ' + errors.join(' | ') : ''));
