@@ -52,9 +52,9 @@ std::string PeakMemoryMeaning(const std::string& device_type) {
   if (traits == nullptr) return "";
   switch (traits->peak_memory) {
     case DeviceTypeTraits::PeakMemory::kProcessRss:
-      return "largest resident set of the cell's processes";
+      return "high-water mark of resident memory summed over the cell's processes";
     case DeviceTypeTraits::PeakMemory::kAllocator:
-      return "the device allocator's peak";
+      return "device allocator's peak of the largest rank";
     case DeviceTypeTraits::PeakMemory::kNone:
       break;
   }
@@ -75,8 +75,8 @@ std::string PeakMemorySentence(const std::vector<std::string>& columns) {
   }
   if (meanings.empty()) return "";
   std::vector<std::string> parts;
-  for (const auto& [meaning, types] : meanings) parts.push_back(meaning + " on " + JoinStrings(types, ", "));
-  return "Peak memory is the " + JoinAlternatives(parts, "and") + ".";
+  for (const auto& [meaning, types] : meanings) parts.push_back("the " + meaning + " on " + JoinStrings(types, ", "));
+  return "Peak memory is " + JoinAlternatives(parts, "and") + ".";
 }
 
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,

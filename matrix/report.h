@@ -54,13 +54,13 @@ std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs
 std::string Measurements(const SupportEntry& entry);
 
 // What a peak memory reading is on `device_type`, from the device table (DeviceTypeTraits::peak_memory):
-// "largest resident set of the cell's processes" where the device's memory is the host's, "the device
-// allocator's peak" on accelerators, "" where nothing is read or the type is unknown. SUPPORT.md and the page
+// "high-water mark of resident memory summed over the cell's processes" where the device's memory is the
+// host's, "device allocator's peak of the largest rank" on accelerators, "" where nothing is read or the type is unknown. SUPPORT.md and the page
 // both say it in these words.
 std::string PeakMemoryMeaning(const std::string& device_type);
 
-// "Peak memory is the largest resident set of the cell's processes on cpu and the device allocator's peak on
-// cuda." for `columns` (types sharing a meaning are listed together), "" when none has one.
+// "Peak memory is the high-water mark of resident memory summed over the cell's processes on cpu and the
+// device allocator's peak of the largest rank on cuda." for `columns` (types sharing a meaning are listed together), "" when none has one.
 std::string PeakMemorySentence(const std::vector<std::string>& columns);
 // The days ("2026-12-02") the entries in `columns` were verified on.
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
