@@ -278,6 +278,9 @@ TEST_F(CliTest, RunNamesEveryMissingInputBeforeBuildingAnything) {
     EXPECT_NE(r.output.find(missing), std::string::npos) << missing << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("Nothing was built or written"), std::string::npos) << r.output;
+  // Before any start-up phase: no model built (a 1B model takes minutes here; the refusal takes under a second).
+  EXPECT_EQ(r.output.find("Building model"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Loading"), std::string::npos) << r.output;
   EXPECT_FALSE(PathExists(dir_ + "/out"));  // the trainer makes it before building the model
 
   std::vector<std::string> validate = {kTune, "validate", "llama3_2/1B_lora_single_device"};
