@@ -518,8 +518,7 @@ DeviceCheckResult ValidateForDevice(const Config& config, const RecipeSpec& reci
       result.device_available = true;
     } else {
       result.device = NominalDeviceInfo(*selector);
-      result.problems.push_back(
-          {config.OriginOf("device").ToString(), "device", resolved.status().message(), true});
+      result.absent = Problem{config.OriginOf("device").ToString(), "device", resolved.status().message(), true};
     }
     device = &result.device;
   }

@@ -209,11 +209,16 @@ struct DeviceCheckResult {
   // The device the config would run on; nominal (probed=false) when it is not present on this machine.
   DeviceInfo device;
   bool device_available = false;
+  // Why the device is not on this machine, when it is a device type of the table that lookup did not find:
+  // the fields were then checked against the type's static traits (NominalDeviceInfo). Kept apart from
+  // `problems`: `tune run` cannot go on, `tune validate` still judges the config for that type.
+  std::optional<Problem> absent;
 };
 
 // Parses the config's device (its `device` key, whose default comes from the recipe's schema) and finds it
-// with `lookup`, then validates the config for it: an unknown device, an absent device and every field the
-// device cannot serve are all listed.
+// with `lookup`, then validates the config for it: an unknown device and every field the device cannot serve
+// are listed in `problems`; an absent device of a known type in `absent`, the fields checked against the
+// type's traits.
 DeviceCheckResult ValidateForDevice(const Config& config, const RecipeSpec& recipe, const Registry& registry,
                                     const DeviceLookup& lookup);
 

@@ -151,12 +151,15 @@ TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {
   cpu.id = "cpu";
   cpu.type = "cpu";
   DeviceCheckResult result = ValidateForDevice(c, r.recipes()[0], r, LookupAmong({cpu}));
-  ASSERT_EQ(result.problems.size(), 1u);
-  EXPECT_EQ(result.problems[0].ToString(),
+  // The fields are judged for cuda by its traits; the absence is said apart from them.
+  EXPECT_TRUE(result.problems.empty());
+  ASSERT_TRUE(result.absent.has_value());
+  EXPECT_EQ(result.absent->ToString(),
             "c.yaml:3:9: device: device 'cuda' is not available on this machine (available: cpu); override it with "
             "device=cpu or device=auto");
   EXPECT_FALSE(result.device_available);
   EXPECT_EQ(result.device.id, "cuda");
+  EXPECT_FALSE(result.device.probed);
 
   Config bad = Load("optimizer:\n  _component_: torch.optim.AdamW\ndevice: gpu\n");
   DeviceCheckResult unknown = ValidateForDevice(bad, r.recipes()[0], r, LookupAmong({cpu}));

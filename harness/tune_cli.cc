@@ -303,6 +303,19 @@ void WarnIfTooLarge(const Config& config, const RecipeSpec& recipe, const Regist
   }
 }
 
+// What the device table says a device type can do, for a check made without the device:
+// "trains, bf16 and fp16, collectives over nccl".
+std::string DescribeTraits(const DeviceInfo& device) {
+  const DeviceTypeTraits& traits = device.traits();
+  std::vector<std::string> parts = {traits.trains ? "trains" : "does not train"};
+  std::vector<std::string> dtypes;
+  if (device.bf16_matmul_backward) dtypes.push_back("bf16");
+  if (device.fp16_matmul_backward) dtypes.push_back("fp16");
+  if (!dtypes.empty()) parts.push_back(JoinAlternatives(dtypes, "and"));
+  if (!traits.distributed_backend.empty()) parts.push_back("collectives over " + traits.distributed_backend);
+  return JoinStrings(parts, ", ");
+}
+
 // The built-in config that a user's file is a copy of (the same text outside the support block, as `tune cp`
 // writes it or a download of torchtune's config is), or "" when none is.
 std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) {
@@ -391,6 +404,13 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
                        KeysChangedByOverrides(*located, overrides, *config, *recipe, registry),
                        check.problems.empty() ? out : err);
   }
+  if (check.absent) {
+    // Judged for the device type without a device: said, so that "valid" is not read as "probed here".
+    (check.problems.empty() ? out : err)
+        << "note: " << check.absent->message << "; " << located->name << " was checked against what the device "
+        << "table knows of " << check.device.type << " (" << DescribeTraits(check.device)
+        << "), not a probed device: what only the device shows (its memory, a kernel that fails) is not checked\n";
+  }
   if (!check.problems.empty()) {
     err << "error: " << located->name << " is not valid for recipe " << recipe->name << " on device "
         << DeviceShown(check, *config) << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
@@ -399,7 +419,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
     return kExitUsage;
   }
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
-      << check.device.name << ").\n";
+      << (check.absent ? check.device.type + " by its traits; not on this machine" : check.device.name) << ").\n";
   WarnIfTooLarge(*config, *recipe, registry, check, err);
   if (recipe->missing_inputs) {
     // Warnings only: the files may be fetched before the run.
@@ -513,6 +533,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
+  // A run needs the device itself: its absence is the first problem.
+  if (check.absent) check.problems.insert(check.problems.begin(), *check.absent);
   if (!check.problems.empty()) {
     err << "error: cannot run " << recipe->name << " with " << located->name << " on " << DeviceShown(check, *config)
         << ":\n";

@@ -117,11 +117,28 @@ TEST_F(CliTest, LsComponentsListsWhatAConfigCanNameByKind) {
 }
 
 TEST_F(CliTest, UnavailableDeviceNamesWhatIsThereAndHowToOverride) {
+  // `run` needs the device; `validate` judges the config for the device type by the table's traits, and says so.
+  Result run = Exec({kTune, "run", "lora_finetune_single_device", "--config", "tiny/lora_single_device", "device=xpu"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_NE(run.output.find("device 'xpu' is not available on this machine (available: cpu"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("override it with device=cpu"), std::string::npos);
   Result r = Exec({kTune, "validate", "llama3_2/1B_lora_single_device", "device=xpu"});
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("device 'xpu' is not available on this machine (available: cpu"), std::string::npos)
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: device 'xpu' is not available on this machine (available: cpu"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("override it with device=cpu"), std::string::npos);
+  EXPECT_NE(r.output.find("was checked against what the device table knows of xpu (trains, bf16 and fp16, collectives "
+                          "over xccl), not a probed device"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("is valid for recipe lora_finetune_single_device on xpu (xpu by its traits; not on this "
+                          "machine)"),
+            std::string::npos)
+      << r.output;
+  // What the type cannot do is still found: a paged optimizer on mps.
+  Result paged = Exec({kTune, "validate", "llama3_2/1B_full_single_device", "device=mps"});
+  EXPECT_EQ(paged.code, 2) << paged.output;
+  EXPECT_NE(paged.output.find("a paged optimizer needs a cuda device"), std::string::npos) << paged.output;
 }
 
 TEST_F(CliTest, BadInputsExitTwoWithOneClearMessageAndChangeNoFile) {
