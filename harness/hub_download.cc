@@ -530,7 +530,7 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
   }
   StatusOr<HubDownloadResult> result = DownloadHubRepo(o, transport);
   if (!result.ok()) {
-    err << "error: tune download " << o.repo_id << ": " << result.status().message() << "\n";
+    err << "error: tune download: " << result.status().message() << "\n";
     return result.status().ExitCode();
   }
   out << "Downloaded " << o.repo_id << " (revision " << o.revision << ") to " << result->output_dir << ": "

@@ -502,7 +502,7 @@ TEST_F(TuneDownloadTest, DownloadsAndListsTheFiles) {
 TEST_F(TuneDownloadTest, ExitStatusesAndMessages) {
   hub_.required_token = "hf_cli_secret";
   EXPECT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 2);
-  EXPECT_NE(err_.str().find("error: tune download org/tiny: "), std::string::npos) << err_.str();
+  EXPECT_NE(err_.str().find("error: tune download: org/tiny: "), std::string::npos) << err_.str();
   EXPECT_NE(err_.str().find("--hf-token <token>"), std::string::npos) << err_.str();
 
   EXPECT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--hf-token", "hf_bad_secret"}), 2);
