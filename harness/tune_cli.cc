@@ -18,6 +18,7 @@
 #include "harness/config_block.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
+#include "harness/hub_download.h"
 #include "harness/launcher.h"
 #include "harness/run_summary.h"
 #include "harness/torchtune_recipes.h"
@@ -645,6 +646,20 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
   const Registry* r = &registry;
   return {
+      {"download",
+       "download <repo_id> [--output-dir DIR] [--hf-token TOKEN] [--ignore-patterns GLOB[,GLOB...]] [--revision REV]",
+       "Download a model from the Hugging Face Hub",
+       "Fetches every file of the repo's revision (default main) into --output-dir (default /tmp/<name>, as\n"
+       "torchtune's). The token comes from --hf-token or HF_TOKEN (gated and private repos need one); the Hub\n"
+       "from HF_ENDPOINT (default https://huggingface.co). --ignore-patterns skips files matching a glob (`*`\n"
+       "crosses folders), e.g. --ignore-patterns 'original/*'; nothing is skipped by default. A file is\n"
+       "written as <file>.incomplete, checked against the Hub's sha256 (LFS) or git sha1, then renamed; an\n"
+       "interrupted download resumes where it stopped when run again, and complete files are skipped.\n"
+       "Example: tune download meta-llama/Llama-3.2-1B-Instruct --output-dir /tmp/Llama-3.2-1B-Instruct",
+       [](const auto& a, auto& o, auto& e) {
+         std::unique_ptr<HttpTransport> transport = MakeCurlTransport();
+         return RunDownloadCommand(a, o, e, *transport);
+       }},
       {"ls", "ls [--verbose] [--json] | ls --components [KIND]", "List recipes and their built-in configs",
        "--verbose adds each config's model component and its parameter count.\n"
        "--components lists every component a config can name (of KIND: model, tokenizer, dataset, optimizer,\n"

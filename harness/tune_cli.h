@@ -1,4 +1,4 @@
-// The `tune` command line: ls, cp, cat, validate, run, devices (and the subcommands a caller adds).
+// The `tune` command line: download, ls, cp, cat, validate, run, devices (and the subcommands a caller adds).
 #pragma once
 
 #include <ostream>

@@ -104,8 +104,8 @@ namespace {
 std::string MissingDirMessage(const std::string& dir, const ModelChoice& choice) {
   std::string hub = choice.preset->hf_checkpoint.empty() ? "the model" : choice.preset->hf_checkpoint;
   return "checkpointer.checkpoint_dir " + dir + " does not exist; fix: put the weights of " + hub +
-         " there (e.g. `hf download " + hub + " --local-dir " + dir +
-         "` on a machine with network), set checkpointer.checkpoint_dir to where they are, or to null to start "
+         " there (e.g. `tune download " + hub + " --output-dir " + dir +
+         "`), set checkpointer.checkpoint_dir to where they are, or to null to start "
          "from the seed";
 }
 

@@ -156,6 +156,13 @@ std::string MissingFile(const data::TokenizerOptions& o) {
 
 std::string Basename(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 
+// The folder a Hub repo holding the tokenizer file `path` is downloaded into: the file's folder, or the one
+// above for a file in the repo's original/ (Meta's tokenizer.model).
+std::string RepoFolderOf(const std::string& path) {
+  std::string dir = ParentDir(path);
+  return Basename(dir) == "original" ? ParentDir(dir) : dir;
+}
+
 const char* kStandInHint = "; to train on the shipped sample of the same kind instead, run with --allow-stand-ins";
 
 }  // namespace
@@ -171,8 +178,8 @@ std::vector<Problem> MissingInputs(const Config& config, const Registry& registr
       if (IsRegularFile(path)) continue;
       const std::string key = "tokenizer." + option;
       problems.push_back({config.OriginOf(key).ToString(), key,
-                          key + " " + path + " does not exist; fix: put the tokenizer's file there (e.g. `hf download " +
-                              hub + " --local-dir " + ParentDir(path) + "`), or set " + key + " to where it is"});
+                          key + " " + path + " does not exist; fix: put the tokenizer's file there (e.g. `tune download " +
+                              hub + " --output-dir " + RepoFolderOf(path) + "`), or set " + key + " to where it is"});
     }
   }
   std::vector<std::string> datasets = {"dataset"};

@@ -291,6 +291,7 @@ TEST_F(CliTest, RunNamesEveryMissingInputBeforeBuildingAnything) {
   for (const std::string& missing : std::vector<std::string>{
            "checkpointer.checkpoint_dir " + weights + " does not exist; fix: put the weights of meta-llama/Llama-3.2-1B",
         "tokenizer.path " + weights + "/original/tokenizer.model does not exist",
+        "--output-dir " + weights + "`), set checkpointer.checkpoint_dir to where they are",
         std::string("dataset: alpaca_cleaned_dataset: ")}) {
     EXPECT_NE(r.output.find(missing), std::string::npos) << missing << "\n" << r.output;
   }

@@ -22,7 +22,7 @@ Status Require(const char* option, const std::string& value, const char* what) {
   if (!IsRegularFile(value)) {
     return Status::NotFound(std::string(option) + " " + value + " does not exist; fix: put " + what +
                             " there (e.g. "
-                            "hf download <model> --local-dir <dir>), or set " +
+                            "tune download <model> --output-dir <dir>), or set " +
                             option + " to where it is");
   }
   return Status::OK();

@@ -56,8 +56,8 @@ TEST(TokenizerBuildersTest, MissingFileSaysWhichOptionAndWhere) {
   EXPECT_EQ(tok.status().code(), Status::Code::kNotFound);
   EXPECT_EQ(tok.status().message(),
             "llama3_tokenizer: path /nonexistent/Meta-Llama-3.1-8B-Instruct/original/tokenizer.model does not exist; "
-            "fix: put the model's original/tokenizer.model (tiktoken ranks) there (e.g. hf download <model> "
-            "--local-dir <dir>), or set path to where it is");
+            "fix: put the model's original/tokenizer.model (tiktoken ranks) there (e.g. tune download <model> "
+            "--output-dir <dir>), or set path to where it is");
   options.path = test::SampleTokenizerPath("tiny_bpe_vocab.json");
   tok = BuildTokenizer("qwen2_5_tokenizer", options);
   ASSERT_FALSE(tok.ok());

@@ -1,0 +1,546 @@
+#include "harness/hub_download.h"
+
+#include <curl/curl.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "base/sha.h"
+#include "base/text.h"
+#include "harness/cli.h"
+
+namespace tmx {
+
+std::string HttpResponse::Header(const std::string& lowercase_name) const {
+  for (const auto& [name, value] : headers) {
+    if (name == lowercase_name) return value;
+  }
+  return "";
+}
+
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// What one curl transfer reports to its callbacks.
+struct Transfer {
+  CURL* curl = nullptr;
+  const std::function<bool(long, const char*, size_t)>* sink = nullptr;
+  HttpResponse* response = nullptr;
+};
+
+size_t OnHeader(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string line(data, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    t->response->headers.clear();  // a new response (after a redirect): only the last one's headers count
+  } else if (size_t colon = line.find(':'); colon != std::string::npos) {
+    t->response->headers.emplace_back(Lower(Trim(line.substr(0, colon))), Trim(line.substr(colon + 1)));
+  }
+  return size * n;
+}
+
+size_t OnBody(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  long status = 0;
+  curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status >= 200 && status < 300) return (*t->sink)(status, data, size * n) ? size * n : 0;
+  std::string& body = t->response->error_body;
+  body.append(data, std::min(size * n, body.size() < 4096 ? 4096 - body.size() : 0));
+  return size * n;
+}
+
+class CurlTransport : public HttpTransport {
+ public:
+  CurlTransport() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  }
+
+  Status Get(const HttpRequest& request, const std::function<bool(long, const char*, size_t)>& sink,
+             HttpResponse* response) override {
+    *response = HttpResponse();
+    std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
+    if (!curl) return Status::Internal(request.url + ": libcurl could not start a transfer");
+    Transfer t{curl.get(), &sink, response};
+    char error[CURL_ERROR_SIZE] = "";
+    curl_slist* headers = nullptr;
+    if (!request.bearer_token.empty()) {
+      // A custom Authorization header: libcurl drops it on a redirect to another host (the Hub's LFS CDN).
+      headers = curl_slist_append(headers, ("Authorization: Bearer " + request.bearer_token).c_str());
+    }
+    std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_list(headers, curl_slist_free_all);
+    const std::string range = request.range_from >= 0 ? std::to_string(request.range_from) + "-" : "";
+    CURL* c = curl.get();
+    curl_easy_setopt(c, CURLOPT_URL, request.url.c_str());
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_USERAGENT, "tune-matrix");
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, header_list.get());
+    if (!range.empty()) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response->status);
+    char* effective = nullptr;
+    if (curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective != nullptr) {
+      response->final_url = effective;
+    }
+    if (rc != CURLE_OK) {
+      return Status::IoError(request.url + ": " + (error[0] != '\0' ? error : curl_easy_strerror(rc)));
+    }
+    return Status::OK();
+  }
+};
+
+// Percent-encodes all but unreserved characters (and '/' when `keep_slash`), as huggingface_hub quotes
+// revisions (no '/' kept: "refs/pr/1" -> "refs%2Fpr%2F1") and paths ('/' kept).
+std::string PercentEncode(const std::string& s, bool keep_slash) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// The URL of the next page of a listing, from a `Link: <url>; rel="next"` header ("" when none).
+std::string NextPage(const HttpResponse& response) {
+  std::string link = response.Header("link");
+  size_t rel = link.find("rel=\"next\"");
+  if (rel == std::string::npos) return "";
+  size_t close = link.rfind('>', rel);
+  size_t open = close == std::string::npos ? std::string::npos : link.rfind('<', close);
+  return open == std::string::npos ? "" : link.substr(open + 1, close - open - 1);
+}
+
+// The error for a non-2xx answer about `what` (the repo, or a file of it), with the fix.
+Status HttpError(const HubDownloadOptions& o, const std::string& what, const std::string& url, long status) {
+  const std::string token_fix =
+      "pass a Hugging Face token with --hf-token <token> or in the environment variable HF_TOKEN (create one at "
+      "https://huggingface.co/settings/tokens; for a gated repo, accept its terms on https://huggingface.co/" +
+      o.repo_id + " first)";
+  if (status == 401 && o.token.empty()) {
+    return Status::FailedPrecondition(what + ": the Hub refused " + url + " without a token (HTTP 401): " + o.repo_id +
+                                      " is gated or private (or does not exist); fix: " + token_fix);
+  }
+  if (status == 401 || status == 403) {
+    return Status::FailedPrecondition(
+        what + ": the Hub refused " + url + " with the token given (HTTP " + std::to_string(status) + "): " +
+        o.repo_id + " is gated or private and this token is invalid or has no access to it; fix: check the token "
+        "(https://huggingface.co/settings/tokens) and that your account was granted access on "
+        "https://huggingface.co/" + o.repo_id + (o.token.empty() ? "; or " + token_fix : ""));
+  }
+  if (status == 404 && what != o.repo_id) {
+    return Status::NotFound(what + ": the Hub lists this file but answered HTTP 404 for " + url +
+                            "; fix: re-run (if the revision moved meanwhile, pin one with --revision <commit>)");
+  }
+  if (status == 404) {
+    return Status::NotFound(what + ": not found (HTTP 404 from " + url + "): no repository '" + o.repo_id +
+                            "' with revision '" + o.revision + "' on " + o.endpoint +
+                            "; fix: check the repo id (owner/name, as on its Hub page) and --revision");
+  }
+  return Status::IoError(what + ": the Hub answered HTTP " + std::to_string(status) + " to " + url +
+                         "; fix: re-run later (a partly downloaded file resumes)");
+}
+
+StatusOr<int64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": does not exist");
+  return static_cast<int64_t>(st.st_size);
+}
+
+// The digest the listing gives for `f` and the one of the bytes in `path`: sha256 for an LFS file, the git
+// blob sha1 otherwise; both empty when the listing gives neither (then only the size is checked).
+struct Digests {
+  std::string kind, expected, actual;
+};
+
+StatusOr<Digests> HashFile(const std::string& path, const HubFile& f) {
+  Digests d;
+  std::unique_ptr<Sha> hash;
+  if (!f.sha256.empty()) {
+    d.kind = "sha256";
+    d.expected = Lower(f.sha256);
+    hash = std::make_unique<Sha256>();
+  } else if (f.git_oid.size() == 40) {
+    d.kind = "git blob sha1";
+    d.expected = Lower(f.git_oid);
+    hash = std::make_unique<Sha1>();
+    std::string header = "blob " + std::to_string(f.size);
+    hash->Update(header.data(), header.size() + 1);  // with its NUL, as GitBlobSha1
+  } else {
+    return d;
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+  if (!file) return Status::IoError(path + ": cannot be read to check its " + d.kind);
+  std::vector<char> buf(1 << 20);
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), file.get())) > 0) hash->Update(buf.data(), n);
+  if (std::ferror(file.get())) return Status::IoError(path + ": read failed while checking its " + d.kind);
+  d.actual = hash->HexDigest();
+  return d;
+}
+
+// Whether `path` holds `f` whole: its size, then its digest.
+bool Complete(const std::string& path, const HubFile& f) {
+  StatusOr<int64_t> size = FileSize(path);
+  if (!size.ok() || *size != f.size || !IsRegularFile(path)) return false;
+  StatusOr<Digests> d = HashFile(path, f);
+  return d.ok() && d->expected == d->actual;
+}
+
+// A per-file progress line, throttled; '\r'-rewritten on a terminal, separate lines otherwise.
+class Progress {
+ public:
+  Progress(const HubDownloadOptions& o, const std::string& name, int64_t total, int64_t start)
+      : o_(o), name_(name), total_(total), start_(start), begun_(Clock::now()), last_(begun_) {}
+
+  void Update(int64_t bytes) {
+    if (o_.progress == nullptr) return;
+    auto now = Clock::now();
+    double interval = o_.progress_is_terminal ? o_.progress_interval_s : 8 * o_.progress_interval_s;
+    if (Seconds(now - last_) < interval) return;
+    last_ = now;
+    Print(bytes, false);
+  }
+
+  void Done(int64_t bytes) {
+    if (o_.progress != nullptr) Print(bytes, true);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+  void Print(int64_t bytes, bool done) {
+    double elapsed = Seconds(Clock::now() - begun_);
+    double rate = elapsed > 0 ? static_cast<double>(bytes - start_) / elapsed : 0;
+    std::string line = name_ + ": " + FormatBytes(bytes) + " / " + FormatBytes(total_);
+    if (total_ > 0) line += " (" + std::to_string(bytes * 100 / total_) + "%)";
+    line += ", " + FormatBytes(static_cast<int64_t>(rate)) + "/s";
+    if (start_ > 0) line += ", resumed at " + FormatBytes(start_);
+    if (done) line += ", done in " + FormatDuration(elapsed);
+    if (o_.progress_is_terminal) {
+      std::string padded = line + std::string(line.size() < width_ ? width_ - line.size() : 0, ' ');
+      width_ = std::max(width_, line.size());
+      *o_.progress << "\r" << padded << (done ? "\n" : "") << std::flush;
+    } else {
+      *o_.progress << line << "\n" << std::flush;
+    }
+  }
+
+  const HubDownloadOptions& o_;
+  std::string name_;
+  int64_t total_, start_;
+  Clock::time_point begun_, last_;
+  size_t width_ = 0;
+};
+
+// Whether the folder `dir` (which exists) lies within `root` once links are followed.
+bool Within(const std::string& dir, const std::string& root) {
+  std::unique_ptr<char, void (*)(void*)> d(realpath(dir.c_str(), nullptr), std::free);
+  std::unique_ptr<char, void (*)(void*)> r(realpath(root.c_str(), nullptr), std::free);
+  if (!d || !r) return false;
+  std::string ds = d.get(), rs = r.get();
+  return ds == rs || ds.rfind(rs == "/" ? rs : rs + "/", 0) == 0;
+}
+
+// Fetches `f` into `dir`, resuming `<file>.incomplete`; `*fetched` false when it was already complete.
+Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const std::string& dir, const HubFile& f,
+                 bool* fetched) {
+  const std::string final_path = dir + "/" + f.path;
+  const std::string partial = final_path + ".incomplete";
+  const std::string parent = ParentDir(final_path);
+  TM_RETURN_IF_ERROR(MakeDirs(parent));
+  if (!Within(parent, dir)) {
+    return Status::FailedPrecondition(f.path + ": its folder " + parent + " leads outside " + dir +
+                                      " through a symbolic link; nothing written; fix: remove the link or choose "
+                                      "another --output-dir");
+  }
+  *fetched = false;
+  if (PathExists(final_path)) {
+    if (Complete(final_path, f)) {
+      if (o.progress != nullptr) *o.progress << f.path << ": already complete (size and checksum match), skipped\n";
+      return Status::OK();
+    }
+    if (o.progress != nullptr) *o.progress << f.path << ": present but not this revision's file; downloading it\n";
+  }
+  *fetched = true;
+  const std::string url = o.endpoint + "/" + o.repo_id + "/resolve/" + PercentEncode(o.revision, false) + "/" +
+                          PercentEncode(f.path, true);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    StatusOr<int64_t> have = FileSize(partial);
+    int64_t start = have.ok() ? *have : 0;
+    if (start > f.size) {
+      std::remove(partial.c_str());
+      start = 0;
+    }
+    if (start == f.size && have.ok()) break;  // all there from an earlier run: only the check is left
+    std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(partial.c_str(), start > 0 ? "ab" : "wb"), std::fclose);
+    if (!out) return Status::IoError(partial + ": cannot be written; fix: check the folder's permissions and free disk");
+    int64_t bytes = start;
+    bool write_failed = false, first = true;
+    Progress progress(o, f.path, f.size, start);
+    HttpRequest request{url, o.token, start > 0 ? start : -1};
+    HttpResponse response;
+    Status s = transport.Get(
+        request,
+        [&](long status, const char* data, size_t n) {
+          if (first && start > 0 && status != 206) {
+            // The server ignored the Range header and sends the whole file: start over.
+            out.reset(std::fopen(partial.c_str(), "wb"));
+            bytes = start = 0;
+            if (!out) return !(write_failed = true);
+          }
+          first = false;
+          if (std::fwrite(data, 1, n, out.get()) != n) return !(write_failed = true);
+          bytes += static_cast<int64_t>(n);
+          progress.Update(bytes);
+          return true;
+        },
+        &response);
+    bool closed = out && std::fclose(out.release()) == 0;
+    if (write_failed || !closed) {
+      return Status::IoError(partial + ": writing failed after " + FormatBytes(bytes) +
+                             "; fix: free disk space, then re-run the same command to resume");
+    }
+    if (!s.ok()) {
+      return Status::IoError(f.path + ": network error: " + s.message() + "; " + FormatBytes(bytes) + " of " +
+                             FormatBytes(f.size) + " kept in " + partial +
+                             "; fix: re-run the same command to resume from there");
+    }
+    if (response.status == 416 && start > 0 && attempt == 0) {  // the partial file is not a prefix of this one
+      std::remove(partial.c_str());
+      continue;
+    }
+    if (response.status < 200 || response.status >= 300) {
+      if (start == 0) std::remove(partial.c_str());
+      return HttpError(o, f.path, url, response.status);
+    }
+    progress.Done(bytes);
+    break;
+  }
+  StatusOr<int64_t> got = FileSize(partial);
+  if (!got.ok() || *got != f.size) {
+    std::remove(partial.c_str());
+    return Status::IoError(f.path + ": the Hub sent " + (got.ok() ? FormatBytes(*got) : "nothing") + " (" +
+                           std::to_string(got.ok() ? *got : 0) + " bytes) but lists it as " +
+                           std::to_string(f.size) + " bytes; the download was deleted; fix: re-run the command");
+  }
+  StatusOr<Digests> d = HashFile(partial, f);
+  if (!d.ok()) return d.status();
+  if (d->expected != d->actual) {
+    std::remove(partial.c_str());
+    return Status::IoError(f.path + ": checksum mismatch: the Hub lists " + d->kind + " " + d->expected +
+                           " but the bytes downloaded have " + d->actual +
+                           "; the download was deleted; fix: re-run the command to fetch it again (if it fails "
+                           "again, something between here and the Hub alters the file)");
+  }
+  if (std::rename(partial.c_str(), final_path.c_str()) != 0) {
+    return Status::IoError(partial + ": cannot be renamed to " + final_path + "; fix: check the folder's permissions");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::unique_ptr<HttpTransport> MakeCurlTransport() { return std::make_unique<CurlTransport>(); }
+
+StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what) {
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) {
+    return Status::IoError(what + ": the Hub's file listing is not a JSON array (the start: '" +
+                           json.substr(0, 80) + "'); fix: check HF_ENDPOINT points at a Hugging Face Hub");
+  }
+  std::vector<HubFile> files;
+  for (const nlohmann::json& e : j) {
+    if (!e.is_object() || !e.contains("type") || !e["type"].is_string()) {
+      return Status::IoError(what + ": an entry of the Hub's file listing has no \"type\": " + e.dump());
+    }
+    if (e["type"] != "file") continue;
+    if (!e.contains("path") || !e["path"].is_string() || !e.contains("size") || !e["size"].is_number_integer() ||
+        e["size"].get<int64_t>() < 0) {
+      return Status::IoError(what + ": a file of the Hub's file listing lacks a \"path\" or a \"size\": " + e.dump());
+    }
+    HubFile f;
+    f.path = e["path"].get<std::string>();
+    f.size = e["size"].get<int64_t>();
+    if (e.contains("oid") && e["oid"].is_string()) f.git_oid = e["oid"].get<std::string>();
+    if (e.contains("lfs") && e["lfs"].is_object()) {
+      const nlohmann::json& lfs = e["lfs"];
+      if (lfs.contains("oid") && lfs["oid"].is_string()) f.sha256 = lfs["oid"].get<std::string>();
+      if (lfs.contains("size") && lfs["size"].is_number_integer()) f.size = lfs["size"].get<int64_t>();
+    }
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
+Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
+  auto refuse = [&](const std::string& why) {
+    return Status::FailedPrecondition(repo_id + ": the Hub's file listing names '" + path + "', which " + why +
+                                      "; refused, nothing downloaded; fix: check HF_ENDPOINT points at a "
+                                      "trustworthy Hub");
+  };
+  if (path.empty()) return refuse("is empty");
+  if (path[0] == '/') return refuse("is an absolute path");
+  if (path.find('\\') != std::string::npos || path.find('\0') != std::string::npos) {
+    return refuse("holds a backslash or NUL");
+  }
+  for (size_t b = 0; b <= path.size();) {
+    size_t e = std::min(path.find('/', b), path.size());
+    std::string part = path.substr(b, e - b);
+    if (part.empty() || part == "." || part == "..") return refuse("has a '" + part + "' component (it could escape the output folder)");
+    b = e + 1;
+  }
+  if (path.size() > 11 && path.compare(path.size() - 11, 11, ".incomplete") == 0) {
+    return refuse("ends in .incomplete, the name this download gives partial files");
+  }
+  return Status::OK();
+}
+
+bool MatchesPattern(const std::string& path, const std::string& pattern) {
+  std::string p = !pattern.empty() && pattern.back() == '/' ? pattern + "*" : pattern;
+  return fnmatch(p.c_str(), path.c_str(), 0) == 0;
+}
+
+std::string DownloadFolder(const HubDownloadOptions& options) {
+  if (!options.output_dir.empty()) return options.output_dir;
+  return "/tmp/" + options.repo_id.substr(options.repo_id.rfind('/') + 1);
+}
+
+StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, HttpTransport& transport) {
+  HubDownloadResult result;
+  result.output_dir = DownloadFolder(options);
+  std::vector<HubFile> files;
+  std::string url = options.endpoint + "/api/models/" + options.repo_id + "/tree/" +
+                    PercentEncode(options.revision, false) + "?recursive=true";
+  for (int page = 0; !url.empty(); ++page) {
+    if (page == 10000) return Status::IoError(options.repo_id + ": the Hub's file listing does not end (10000 pages)");
+    std::string body;
+    HttpResponse response;
+    Status s = transport.Get(
+        {url, options.token, -1},
+        [&](long, const char* data, size_t n) {
+          body.append(data, n);
+          return body.size() < (size_t{256} << 20);
+        },
+        &response);
+    if (!s.ok()) {
+      return Status::IoError(options.repo_id + ": network error listing its files: " + s.message() +
+                             "; fix: check the connection (and HF_ENDPOINT, if set), then re-run");
+    }
+    if (response.status != 200) return HttpError(options, options.repo_id, url, response.status);
+    StatusOr<std::vector<HubFile>> listed = ParseTreeListing(body, options.repo_id + " (" + url + ")");
+    if (!listed.ok()) return listed.status();
+    files.insert(files.end(), listed->begin(), listed->end());
+    url = NextPage(response);
+  }
+  // Every path is checked before anything is written.
+  for (const HubFile& f : files) TM_RETURN_IF_ERROR(CheckRepoPath(f.path, options.repo_id));
+  TM_RETURN_IF_ERROR(MakeDirs(result.output_dir));
+  for (const HubFile& f : files) {
+    bool ignored = std::any_of(options.ignore_patterns.begin(), options.ignore_patterns.end(),
+                               [&](const std::string& p) { return MatchesPattern(f.path, p); });
+    if (ignored) {
+      result.ignored.push_back(f.path);
+      continue;
+    }
+    bool fetched = false;
+    TM_RETURN_IF_ERROR(FetchFile(options, transport, result.output_dir, f, &fetched));
+    (fetched ? result.downloaded : result.skipped).push_back(f.path);
+  }
+  return result;
+}
+
+int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                       HttpTransport& transport) {
+  auto usage = [&](const std::string& message) {
+    err << "error: tune download: " << message << "\nRun 'tune help download' for usage.\n";
+    return kExitUsage;
+  };
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"output-dir", "hf-token", "ignore-patterns", "revision"}, &parsed, &error)) {
+    return usage(error);
+  }
+  if (parsed.positional.size() != 1) return usage("expected one <repo_id> (e.g. meta-llama/Llama-3.2-1B-Instruct)");
+  HubDownloadOptions o;
+  o.repo_id = parsed.positional[0];
+  size_t slash = o.repo_id.find('/');
+  bool valid = !o.repo_id.empty() && o.repo_id.find('/', slash == std::string::npos ? 0 : slash + 1) == std::string::npos &&
+               o.repo_id.front() != '/' && o.repo_id.back() != '/' &&
+               std::all_of(o.repo_id.begin(), o.repo_id.end(), [](unsigned char c) {
+                 return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/';
+               }) &&
+               o.repo_id.find("..") == std::string::npos;
+  if (!valid) return usage("'" + o.repo_id + "' is not a Hub repo id (owner/name of letters, digits, '-', '_', '.')");
+  o.output_dir = parsed.Get("output-dir");
+  o.revision = parsed.Get("revision", "main");
+  if (o.revision.empty()) return usage("--revision is empty");
+  o.token = parsed.Get("hf-token");
+  if (o.token.empty() && std::getenv("HF_TOKEN") != nullptr) o.token = std::getenv("HF_TOKEN");
+  if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') {
+    o.endpoint = endpoint;
+  }
+  while (!o.endpoint.empty() && o.endpoint.back() == '/') o.endpoint.pop_back();
+  for (const auto& [name, value] : parsed.flags) {
+    if (name != "ignore-patterns") continue;
+    for (const std::string& p : SplitList(value)) o.ignore_patterns.push_back(p);
+  }
+  o.progress = &err;
+  o.progress_is_terminal = &err == &std::cerr && isatty(STDERR_FILENO);
+  if (!o.ignore_patterns.empty()) {
+    out << "Ignoring files matching the following patterns: " << JoinStrings(o.ignore_patterns, ", ") << "\n";
+  }
+  StatusOr<HubDownloadResult> result = DownloadHubRepo(o, transport);
+  if (!result.ok()) {
+    err << "error: tune download: " << result.status().message() << "\n";
+    return result.status().ExitCode();
+  }
+  out << "Downloaded " << o.repo_id << " (revision " << o.revision << ") to " << result->output_dir << ": "
+      << result->downloaded.size() << " file" << (result->downloaded.size() == 1 ? "" : "s") << " fetched, "
+      << result->skipped.size() << " already complete, " << result->ignored.size() << " ignored\n";
+  std::vector<std::string> present = result->downloaded;
+  present.insert(present.end(), result->skipped.begin(), result->skipped.end());
+  std::sort(present.begin(), present.end());
+  for (const std::string& p : present) out << result->output_dir << "/" << p << "\n";
+  return kExitOk;
+}
+
+}  // namespace tmx

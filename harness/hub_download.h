@@ -1,0 +1,106 @@
+// `tune download`: a snapshot of a Hugging Face Hub model repo into a folder, as torchtune's `tune download`
+// (huggingface_hub's snapshot_download) makes it: the repo's file list from the Hub's tree API, each file
+// from its resolve URL, resumable (`<file>.incomplete` and an HTTP Range request), checked against the
+// listing's sha256 (LFS) or git blob sha1 before it takes its name. HTTP goes through `HttpTransport`
+// (libcurl in `MakeCurlTransport`; nothing of libcurl is in this header).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tmx {
+
+// One GET. `range_from` >= 0 asks for the bytes from there on (`Range: bytes=N-`).
+struct HttpRequest {
+  std::string url;
+  std::string bearer_token;  // "" sends no Authorization header
+  int64_t range_from = -1;
+};
+
+struct HttpResponse {
+  long status = 0;                 // of the last response, after redirects
+  std::string final_url;           // where redirects led
+  std::vector<std::pair<std::string, std::string>> headers;  // the last response's, names lowercase
+  std::string error_body;          // the start of a non-2xx response's body
+  std::string Header(const std::string& lowercase_name) const;
+};
+
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  // Performs `request`, following redirects. A 2xx response's body goes to `sink` as it arrives, with the
+  // response's status (200 or 206); false from the sink aborts the transfer. A transport failure (no
+  // connection, a transfer cut short) is a Status naming the URL; `*response` then holds what had arrived.
+  virtual Status Get(const HttpRequest& request,
+                     const std::function<bool(long status, const char* data, size_t n)>& sink,
+                     HttpResponse* response) = 0;
+};
+
+// The libcurl transport (HTTPS, redirects, a 30 s connect timeout, a transfer stalled for 60 s fails).
+std::unique_ptr<HttpTransport> MakeCurlTransport();
+
+// A file of the repo as the tree listing gives it.
+struct HubFile {
+  std::string path;    // relative to the repo root, '/'-separated
+  int64_t size = 0;
+  std::string sha256;  // the LFS object id ("" for a file stored in git)
+  std::string git_oid; // the git blob sha1 (of the LFS pointer for an LFS file)
+};
+
+// Parses one page of `GET {endpoint}/api/models/{repo}/tree/{revision}?recursive=true`: files only
+// (directories dropped). `what` names the listing in errors.
+StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what);
+
+// OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
+// components, no backslash or NUL. Otherwise an error naming it.
+Status CheckRepoPath(const std::string& path, const std::string& repo_id);
+
+// fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches
+// everything under that folder.
+bool MatchesPattern(const std::string& path, const std::string& pattern);
+
+// What `tune download` is asked to do; the defaults are torchtune's.
+struct HubDownloadOptions {
+  std::string repo_id;  // "owner/name"
+  // Where the files go. "" is torchtune's default, /tmp/<name> (the part of repo_id after the last '/').
+  std::string output_dir;
+  // A Hugging Face token for gated and private repos; "" sends none. Never printed.
+  std::string token;
+  // Files matching any of these are not downloaded. Empty (torchtune's default): everything is.
+  std::vector<std::string> ignore_patterns;
+  std::string revision = "main";             // a branch, tag or commit
+  std::string endpoint = "https://huggingface.co";  // HF_ENDPOINT, as huggingface_hub reads it
+  // Progress lines go here (nullptr: none); rewritten in place with '\r' only when it is a terminal.
+  std::ostream* progress = nullptr;
+  bool progress_is_terminal = false;
+  double progress_interval_s = 0.25;  // at most this often (2 s between lines when not a terminal)
+};
+
+// The output folder `options` resolve to.
+std::string DownloadFolder(const HubDownloadOptions& options);
+
+struct HubDownloadResult {
+  std::string output_dir;
+  std::vector<std::string> downloaded;  // repo paths fetched (fully or resumed) in this run
+  std::vector<std::string> skipped;     // already present with the right size and checksum
+  std::vector<std::string> ignored;     // matched an ignore pattern
+};
+
+// Downloads the repo's files into DownloadFolder(options). Stops at the first failure with an error naming
+// the file, the URL (never the token) and the fix; a partly fetched file stays only as `<file>.incomplete`,
+// which the next run resumes.
+StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, HttpTransport& transport);
+
+// `tune download <repo_id> [--output-dir DIR] [--hf-token TOKEN] [--ignore-patterns GLOB[,GLOB]]
+// [--revision REV]`: the subcommand's body, with HF_TOKEN and HF_ENDPOINT from the environment. Returns the
+// exit status.
+int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                       HttpTransport& transport);
+
+}  // namespace tmx

@@ -1,0 +1,531 @@
+#include "harness/hub_download.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
+#include "base/sha.h"
+#include "harness/registry.h"
+#include "harness/tune_cli.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx {
+namespace {
+
+// A file the mock Hub serves.
+struct MockFile {
+  std::string content;
+  bool lfs = false;       // listed with an lfs.oid (sha256)
+  bool redirect = false;  // resolve answers 302 to another URL, like the Hub's LFS CDN
+  std::string listed_digest;  // "" lists the true digest; otherwise this one (a corrupt listing)
+};
+
+// A small HTTP/1.1 server on 127.0.0.1 (an ephemeral port) serving one repo, "org/tiny" at revision "main",
+// as the Hub does: the tree listing, resolve URLs (with redirects), Range requests. One connection at a time,
+// each closed after its response.
+class MockHub {
+ public:
+  MockHub() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    listen(fd_, 16);
+    socklen_t len = sizeof addr;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~MockHub() {
+    stop_ = true;
+    thread_.join();
+    close(fd_);
+  }
+  MockHub(const MockHub&) = delete;
+  MockHub& operator=(const MockHub&) = delete;
+
+  std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // Configuration: set before a download starts.
+  std::map<std::string, MockFile> files;
+  std::vector<std::string> extra_listed_paths;  // listed as files (unsafe names) but never served
+  std::string required_token;                   // non-empty: 401 unless "Authorization: Bearer <it>"
+  std::string cut_path;                         // this file's next response stops after cut_after bytes
+  size_t cut_after = 0;
+  bool ignore_range = false;
+
+  // "<target> [range]" per request served, and the Authorization headers seen.
+  std::vector<std::string> Requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+  std::vector<std::string> Authorizations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return authorizations_;
+  }
+  void ClearRequests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.clear();
+  }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) continue;
+      Handle(c);
+      close(c);
+    }
+  }
+
+  static void Send(int c, const std::string& s) {
+    size_t sent = 0;
+    while (sent < s.size()) {
+      ssize_t n = send(c, s.data() + sent, s.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      sent += static_cast<size_t>(n);
+    }
+  }
+
+  static void Respond(int c, int status, const std::string& reason, const std::string& body,
+                      const std::string& headers = "") {
+    Send(c, "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\nConnection: close\r\n" + headers + "\r\n" + body);
+  }
+
+  std::string Listing() {
+    nlohmann::json j = nlohmann::json::array();
+    j.push_back({{"type", "directory"}, {"oid", std::string(40, '0')}, {"size", 0}, {"path", "original"}});
+    for (const auto& [path, f] : files) {
+      nlohmann::json e = {{"type", "file"}, {"size", f.content.size()}, {"path", path}};
+      if (f.lfs) {
+        Sha256 sha;
+        sha.Update(f.content);
+        std::string pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:" + sha.HexDigest() + "\n";
+        e["oid"] = GitBlobSha1(pointer);
+        e["lfs"] = {{"oid", f.listed_digest.empty() ? sha.HexDigest() : f.listed_digest},
+                    {"size", f.content.size()},
+                    {"pointerSize", pointer.size()}};
+      } else {
+        e["oid"] = f.listed_digest.empty() ? GitBlobSha1(f.content) : f.listed_digest;
+      }
+      j.push_back(e);
+    }
+    for (const std::string& p : extra_listed_paths) {
+      j.push_back({{"type", "file"}, {"oid", std::string(40, 'a')}, {"size", 1}, {"path", p}});
+    }
+    return j.dump();
+  }
+
+  void Handle(int c) {
+    std::string request;
+    char buf[4096];
+    while (request.find("\r\n\r\n") == std::string::npos) {
+      ssize_t n = recv(c, buf, sizeof buf, 0);
+      if (n <= 0) return;
+      request.append(buf, static_cast<size_t>(n));
+    }
+    std::istringstream lines(request);
+    std::string method, target, line;
+    lines >> method >> target;
+    std::getline(lines, line);
+    std::string range, authorization;
+    while (std::getline(lines, line) && line != "\r") {
+      std::string name = line.substr(0, line.find(':'));
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      std::string value = line.find(':') == std::string::npos ? "" : line.substr(line.find(':') + 2);
+      if (!value.empty() && value.back() == '\r') value.pop_back();
+      if (name == "range") range = value;
+      if (name == "authorization") authorization = value;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      requests_.push_back(target + (range.empty() ? "" : " " + range));
+      if (!authorization.empty()) authorizations_.push_back(authorization);
+    }
+    const std::string api = "/api/models/", resolve = "/org/tiny/resolve/main/", store = "/lfs-store/";
+    bool authorized = required_token.empty() || authorization == "Bearer " + required_token;
+    if (target.rfind(api, 0) == 0) {
+      if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
+      if (target != "/api/models/org/tiny/tree/main?recursive=true") {
+        return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
+      }
+      return Respond(c, 200, "OK", Listing(), "Content-Type: application/json\r\n");
+    }
+    std::string path;
+    if (target.rfind(resolve, 0) == 0) {
+      if (!authorized) return Respond(c, 401, "Unauthorized", "");
+      path = target.substr(resolve.size());
+      auto f = files.find(path);
+      if (f != files.end() && f->second.redirect) {
+        return Respond(c, 302, "Found", "", "Location: " + endpoint() + store + path + "\r\n");
+      }
+    } else if (target.rfind(store, 0) == 0) {
+      path = target.substr(store.size());
+    }
+    auto f = files.find(path);
+    if (f == files.end()) return Respond(c, 404, "Not Found", "Entry not found");
+    const std::string& content = f->second.content;
+    size_t from = 0;
+    if (!range.empty() && !ignore_range) {
+      from = std::stoul(range.substr(range.find('=') + 1));
+      if (from >= content.size()) return Respond(c, 416, "Range Not Satisfiable", "");
+    }
+    std::string body = content.substr(from);
+    std::string head = from > 0 || (!range.empty() && !ignore_range)
+                           ? "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes " + std::to_string(from) + "-" +
+                                 std::to_string(content.size() - 1) + "/" + std::to_string(content.size()) + "\r\n"
+                           : "HTTP/1.1 200 OK\r\n";
+    head += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+    if (path == cut_path) {
+      cut_path.clear();
+      Send(c, head + body.substr(0, cut_after));  // then the connection closes: a cut transfer
+      return;
+    }
+    Send(c, head + body);
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> requests_, authorizations_;
+};
+
+std::string Bytes(size_t n, unsigned seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 2654435761u + seed) >> 7);
+  return s;
+}
+
+std::string Read(const std::string& path) {
+  StatusOr<std::string> text = ReadFile(path);
+  return text.ok() ? *text : "<unreadable: " + text.status().message() + ">";
+}
+
+class HubDownloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    hub_.files["config.json"] = MockFile{R"({"model_type": "llama"})" "\n", false, false, ""};
+    hub_.files["model.safetensors"] = MockFile{Bytes(300000, 1), true, true, ""};
+    hub_.files["original/tokenizer.model"] = MockFile{Bytes(5000, 2), true, false, ""};
+    options_.repo_id = "org/tiny";
+    options_.endpoint = hub_.endpoint();
+    options_.output_dir = dir_.path() + "/tiny";
+    options_.progress = &progress_;
+  }
+
+  StatusOr<HubDownloadResult> Download() {
+    std::unique_ptr<HttpTransport> transport = MakeCurlTransport();
+    return DownloadHubRepo(options_, *transport);
+  }
+
+  std::string Out(const std::string& path) const { return options_.output_dir + "/" + path; }
+
+  MockHub hub_;
+  test::ScratchDir dir_{"hub_download_test"};
+  HubDownloadOptions options_;
+  std::ostringstream progress_;
+};
+
+TEST_F(HubDownloadTest, FetchesTheWholeRepoWithItsLayout) {
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->downloaded, (std::vector<std::string>{"config.json", "model.safetensors", "original/tokenizer.model"}));
+  for (const auto& [path, f] : hub_.files) {
+    EXPECT_EQ(Read(Out(path)), f.content) << path;
+    EXPECT_FALSE(PathExists(Out(path) + ".incomplete")) << path;
+  }
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/lfs-store/model.safetensors"), requests.end())
+      << "the 302 to the LFS store was followed";
+  EXPECT_NE(progress_.str().find("model.safetensors: 292.97 KiB / 292.97 KiB (100%)"), std::string::npos)
+      << progress_.str();
+  EXPECT_EQ(progress_.str().find('\r'), std::string::npos) << "no terminal, no carriage returns";
+  EXPECT_EQ(progress_.str().find('\x1b'), std::string::npos);
+}
+
+TEST_F(HubDownloadTest, IgnorePatternsSkipFiles) {
+  options_.ignore_patterns = {"*.safetensors", "original/"};
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->downloaded, std::vector<std::string>{"config.json"});
+  EXPECT_EQ(r->ignored, (std::vector<std::string>{"model.safetensors", "original/tokenizer.model"}));
+  EXPECT_FALSE(PathExists(Out("model.safetensors")));
+  EXPECT_FALSE(PathExists(Out("original")));
+}
+
+TEST_F(HubDownloadTest, ACutTransferResumesWithARangeRequest) {
+  hub_.cut_path = "model.safetensors";
+  hub_.cut_after = 100000;
+  StatusOr<HubDownloadResult> first = Download();
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), Status::Code::kIoError);
+  const std::string& message = first.status().message();
+  EXPECT_NE(message.find("model.safetensors: network error: " + hub_.endpoint() + "/org/tiny/resolve/main/model.safetensors"),
+            std::string::npos) << message;
+  EXPECT_NE(message.find("re-run the same command to resume"), std::string::npos) << message;
+  EXPECT_FALSE(PathExists(Out("model.safetensors"))) << "nothing half-written under the final name";
+  EXPECT_EQ(Read(Out("model.safetensors.incomplete")), hub_.files["model.safetensors"].content.substr(0, 100000));
+
+  hub_.ClearRequests();
+  StatusOr<HubDownloadResult> second = Download();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/lfs-store/model.safetensors bytes=100000-"), requests.end())
+      << "requests: " << ::testing::PrintToString(requests);
+  EXPECT_EQ(Read(Out("model.safetensors")), hub_.files["model.safetensors"].content);
+  EXPECT_FALSE(PathExists(Out("model.safetensors.incomplete")));
+  EXPECT_EQ(second->skipped, std::vector<std::string>{"config.json"}) << "fetched before the cut";
+}
+
+TEST_F(HubDownloadTest, AServerIgnoringRangeMakesItStartOver) {
+  ASSERT_TRUE(MakeDirs(options_.output_dir + "/original").ok());
+  const std::string& content = hub_.files["original/tokenizer.model"].content;
+  ASSERT_TRUE(WriteFileAtomically(Out("original/tokenizer.model.incomplete"), content.substr(0, 1000)).ok());
+  hub_.ignore_range = true;
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("original/tokenizer.model")), content);
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/org/tiny/resolve/main/original/tokenizer.model bytes=1000-"),
+            requests.end()) << ::testing::PrintToString(requests);
+}
+
+TEST_F(HubDownloadTest, ABadChecksumIsRejected) {
+  struct Case {
+    std::string path, kind;
+  };
+  for (const Case& c : {Case{"original/tokenizer.model", "sha256"}, Case{"config.json", "git blob sha1"}}) {
+    SCOPED_TRACE(c.path);
+    options_.output_dir = dir_.path() + "/" + c.kind;
+    MockFile& f = hub_.files[c.path];
+    std::string wrong = std::string(c.kind == "sha256" ? 64 : 40, 'e');
+    f.listed_digest = wrong;
+    StatusOr<HubDownloadResult> r = Download();
+    f.listed_digest.clear();
+    ASSERT_FALSE(r.ok());
+    std::string actual;
+    if (c.kind == "sha256") {
+      Sha256 sha;
+      sha.Update(f.content);
+      actual = sha.HexDigest();
+    } else {
+      actual = GitBlobSha1(f.content);
+    }
+    EXPECT_EQ(r.status().message(), c.path + ": checksum mismatch: the Hub lists " + c.kind + " " + wrong +
+                                         " but the bytes downloaded have " + actual +
+                                         "; the download was deleted; fix: re-run the command to fetch it again (if "
+                                         "it fails again, something between here and the Hub alters the file)");
+    EXPECT_EQ(r.status().ExitCode(), 1);
+    EXPECT_FALSE(PathExists(Out(c.path)));
+    EXPECT_FALSE(PathExists(Out(c.path) + ".incomplete"));
+  }
+}
+
+TEST_F(HubDownloadTest, UnauthorizedWithAndWithoutAToken) {
+  hub_.required_token = "hf_right";
+  StatusOr<HubDownloadResult> none = Download();
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().ExitCode(), 2);
+  EXPECT_NE(none.status().message().find("without a token (HTTP 401): org/tiny is gated or private"), std::string::npos)
+      << none.status().message();
+  EXPECT_NE(none.status().message().find("--hf-token <token> or in the environment variable HF_TOKEN"),
+            std::string::npos);
+
+  options_.token = "hf_wrong_secret";
+  StatusOr<HubDownloadResult> wrong = Download();
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("with the token given (HTTP 401)"), std::string::npos)
+      << wrong.status().message();
+  EXPECT_EQ(wrong.status().message().find("hf_wrong_secret"), std::string::npos) << "the token is never printed";
+  EXPECT_FALSE(PathExists(options_.output_dir)) << "nothing written";
+
+  options_.token = "hf_right";
+  StatusOr<HubDownloadResult> right = Download();
+  ASSERT_TRUE(right.ok()) << right.status().ToString();
+  EXPECT_EQ(right->downloaded.size(), 3u);
+  std::vector<std::string> seen = hub_.Authorizations();
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "Bearer hf_right"), seen.end());
+}
+
+TEST_F(HubDownloadTest, UnsafePathsInTheListingAreRefused) {
+  for (const char* bad : {"../escape.txt", "/etc/passwd", "a/../../b", "a//b", "./c", "d\\e"}) {
+    SCOPED_TRACE(bad);
+    hub_.extra_listed_paths = {bad};
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + std::string(bad) + "'"),
+              std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("refused, nothing downloaded"), std::string::npos);
+    EXPECT_FALSE(PathExists(options_.output_dir)) << "checked before anything is written";
+    EXPECT_FALSE(PathExists(dir_.path() + "/escape.txt"));
+  }
+}
+
+TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {
+  ASSERT_TRUE(Download().ok());
+  ASSERT_TRUE(WriteFileAtomically(Out("config.json"), "{}\n").ok());  // not the Hub's file
+  hub_.ClearRequests();
+  progress_.str("");
+  StatusOr<HubDownloadResult> again = Download();
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->skipped, (std::vector<std::string>{"model.safetensors", "original/tokenizer.model"}));
+  EXPECT_EQ(again->downloaded, std::vector<std::string>{"config.json"});
+  EXPECT_EQ(Read(Out("config.json")), hub_.files["config.json"].content);
+  EXPECT_EQ(hub_.Requests(), (std::vector<std::string>{"/api/models/org/tiny/tree/main?recursive=true",
+                                                       "/org/tiny/resolve/main/config.json"}));
+  EXPECT_NE(progress_.str().find("model.safetensors: already complete (size and checksum match), skipped"),
+            std::string::npos) << progress_.str();
+}
+
+TEST_F(HubDownloadTest, MissingRepoOrRevisionAndNoServer) {
+  options_.revision = "v9";
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(r.status().message().find("no repository 'org/tiny' with revision 'v9'"), std::string::npos)
+      << r.status().message();
+
+  options_.revision = "main";
+  options_.endpoint = "http://127.0.0.1:1";  // nothing listens there
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().ExitCode(), 1);
+  EXPECT_NE(r.status().message().find("network error listing its files: http://127.0.0.1:1/api/models/org/tiny/tree/main"),
+            std::string::npos) << r.status().message();
+}
+
+TEST(HubDownloadPieces, Paths) {
+  EXPECT_TRUE(CheckRepoPath("config.json", "r").ok());
+  EXPECT_TRUE(CheckRepoPath("original/params.json", "r").ok());
+  EXPECT_TRUE(CheckRepoPath("a..b/c", "r").ok());
+  for (const char* bad : {"", "/x", "..", "a/..", "a/./b", "a/", "x.incomplete"}) {
+    EXPECT_FALSE(CheckRepoPath(bad, "r").ok()) << "'" << bad << "'";
+  }
+}
+
+TEST(HubDownloadPieces, Patterns) {
+  struct Case {
+    std::string path, pattern;
+    bool matches;
+  } cases[] = {
+      {"model.safetensors", "*.safetensors", true},
+      {"sub/model.safetensors", "*.safetensors", true},  // `*` crosses folders, as in fnmatch
+      {"original/consolidated.00.pth", "original/consolidated.00.pth", true},
+      {"original/params.json", "original/", true},
+      {"original/params.json", "original/*", true},
+      {"config.json", "original/*", false},
+      {"config.json", "*.safetensors", false},
+  };
+  for (const Case& c : cases) EXPECT_EQ(MatchesPattern(c.path, c.pattern), c.matches) << c.path << " ~ " << c.pattern;
+}
+
+TEST(HubDownloadPieces, ListingAndDefaults) {
+  StatusOr<std::vector<HubFile>> files = ParseTreeListing(
+      R"([{"type":"directory","oid":"d","size":0,"path":"original"},
+          {"type":"file","oid":"1111111111111111111111111111111111111111","size":12,"path":"config.json"},
+          {"type":"file","oid":"2222222222222222222222222222222222222222","size":134,"path":"original/w.pth",
+           "lfs":{"oid":"abc","size":9000,"pointerSize":134}}])",
+      "listing");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].path, "config.json");
+  EXPECT_EQ((*files)[0].sha256, "");
+  EXPECT_EQ((*files)[1].size, 9000);
+  EXPECT_EQ((*files)[1].sha256, "abc");
+  EXPECT_FALSE(ParseTreeListing("{\"error\":\"x\"}", "listing").ok());
+  EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a"}])", "listing").ok());
+
+  HubDownloadOptions o;
+  o.repo_id = "meta-llama/Llama-3.2-1B-Instruct";
+  EXPECT_EQ(DownloadFolder(o), "/tmp/Llama-3.2-1B-Instruct");
+  EXPECT_EQ(o.revision, "main");
+  EXPECT_EQ(o.endpoint, "https://huggingface.co");
+  EXPECT_TRUE(o.ignore_patterns.empty());
+}
+
+// `tune download` itself: exit statuses and messages, HF_ENDPOINT and HF_TOKEN from the environment.
+class TuneDownloadTest : public HubDownloadTest {
+ protected:
+  void SetUp() override {
+    HubDownloadTest::SetUp();
+    setenv("HF_ENDPOINT", (hub_.endpoint() + "/").c_str(), 1);
+    unsetenv("HF_TOKEN");
+  }
+  void TearDown() override {
+    unsetenv("HF_ENDPOINT");
+    unsetenv("HF_TOKEN");
+  }
+  int Tune(const std::vector<std::string>& args) {
+    out_.str("");
+    err_.str("");
+    return RunTune(registry_, args, out_, err_);
+  }
+  Registry registry_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(TuneDownloadTest, DownloadsAndListsTheFiles) {
+  ASSERT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--ignore-patterns", "*.safetensors"}), 0)
+      << err_.str();
+  EXPECT_EQ(out_.str(), "Ignoring files matching the following patterns: *.safetensors\n"
+                        "Downloaded org/tiny (revision main) to " + options_.output_dir +
+                        ": 2 files fetched, 0 already complete, 1 ignored\n" +
+                        Out("config.json") + "\n" + Out("original/tokenizer.model") + "\n");
+  EXPECT_EQ(Read(Out("config.json")), hub_.files["config.json"].content);
+  ASSERT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--revision", "main"}), 0) << err_.str();
+  EXPECT_NE(out_.str().find(": 1 file fetched, 2 already complete, 0 ignored\n"), std::string::npos) << out_.str();
+  EXPECT_NE(err_.str().find("config.json: already complete"), std::string::npos) << err_.str();
+}
+
+TEST_F(TuneDownloadTest, ExitStatusesAndMessages) {
+  hub_.required_token = "hf_cli_secret";
+  EXPECT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 2);
+  EXPECT_NE(err_.str().find("error: tune download: org/tiny: "), std::string::npos) << err_.str();
+  EXPECT_NE(err_.str().find("--hf-token <token>"), std::string::npos) << err_.str();
+
+  EXPECT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--hf-token", "hf_bad_secret"}), 2);
+  EXPECT_EQ(err_.str().find("hf_bad_secret"), std::string::npos) << err_.str();
+
+  setenv("HF_TOKEN", "hf_cli_secret", 1);
+  EXPECT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 0) << err_.str();
+  EXPECT_EQ(err_.str().find("hf_cli_secret"), std::string::npos);
+
+  hub_.files["config.json"].listed_digest = std::string(40, 'e');
+  EXPECT_EQ(Tune({"download", "org/tiny", "--output-dir", dir_.path() + "/other"}), 1);
+  EXPECT_NE(err_.str().find("config.json: checksum mismatch"), std::string::npos) << err_.str();
+  EXPECT_FALSE(PathExists(dir_.path() + "/other/config.json"));
+
+  EXPECT_EQ(Tune({"download"}), 2);
+  EXPECT_NE(err_.str().find("error: tune download: expected one <repo_id>"), std::string::npos) << err_.str();
+  EXPECT_EQ(Tune({"download", "../x"}), 2);
+  EXPECT_NE(err_.str().find("is not a Hub repo id"), std::string::npos) << err_.str();
+  EXPECT_EQ(Tune({"download", "org/nope", "--output-dir", options_.output_dir}), 2);
+  EXPECT_NE(err_.str().find("not found (HTTP 404"), std::string::npos) << err_.str();
+  EXPECT_EQ(Tune({"help", "download"}), 0);
+  EXPECT_NE(out_.str().find("--ignore-patterns"), std::string::npos) << out_.str();
+}
+
+}  // namespace
+}  // namespace tmx
