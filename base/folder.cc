@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/file_util.h"
 #include "base/process_info.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {
@@ -40,10 +41,6 @@ StatusOr<std::vector<FolderEntry>> ReadFolder(const std::string& dir, const std:
   ::closedir(d);
   std::sort(entries.begin(), entries.end(), [](const FolderEntry& a, const FolderEntry& b) { return a.name < b.name; });
   return entries;
-}
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // One walk: the folders entered so far (by device and inode, with the path each was entered by) and the

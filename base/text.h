@@ -36,6 +36,14 @@ std::string JoinStrings(const std::vector<std::string>& parts, const std::string
 // joins every part with ", ").
 std::string JoinAlternatives(const std::vector<std::string>& parts, const std::string& conjunction = "or");
 
+// Whether `s` ends with `suffix`.
+bool EndsWith(const std::string& s, const std::string& suffix);
+
+// `s` percent-encoded: every byte but letters, digits and -._~ (and '/' when `keep_slash`) becomes %XX
+// (upper-case hex). A URL's fragment takes it as it is; huggingface_hub quotes a revision without keeping '/'
+// ("refs/pr/1" -> "refs%2Fpr%2F1") and a file's path keeping it.
+std::string PercentEncode(const std::string& s, bool keep_slash = false);
+
 // The non-empty items of a `sep`-separated list ("cpu,,cuda" -> {"cpu", "cuda"}).
 std::vector<std::string> SplitList(const std::string& list, char sep = ',');
 

@@ -61,4 +61,19 @@ TEST(TextTest, JoinAlternatives) {
   EXPECT_EQ(JoinAlternatives({"a", "b", "c"}, ""), "a, b, c");
 }
 
+TEST(TextTest, EndsWith) {
+  EXPECT_TRUE(EndsWith("config.yaml", ".yaml"));
+  EXPECT_TRUE(EndsWith("x", ""));
+  EXPECT_FALSE(EndsWith("yaml", ".yaml"));
+  EXPECT_FALSE(EndsWith("config.yml", ".yaml"));
+}
+
+TEST(TextTest, PercentEncodeKeepsOnlyUnreservedBytes) {
+  EXPECT_EQ(PercentEncode("refs/pr/1"), "refs%2Fpr%2F1");
+  EXPECT_EQ(PercentEncode("a b/c.safetensors", true), "a%20b/c.safetensors");
+  EXPECT_EQ(PercentEncode("llama3_2/1B@cpu"), "llama3_2%2F1B%40cpu");
+  EXPECT_EQ(PercentEncode("A-z_0.~"), "A-z_0.~");
+  EXPECT_EQ(PercentEncode("\xc3\xa9#?&"), "%C3%A9%23%3F%26");
+}
+
 }  // namespace tmx

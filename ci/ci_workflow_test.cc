@@ -35,9 +35,6 @@ const std::string kWorkflowsDir = kRoot + "/.github/workflows";
 const std::string kRunDevice = kRoot + "/ci/run-device";
 
 bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // The file's text, or "" when it cannot be read: the expectation on it then fails, not the test program.

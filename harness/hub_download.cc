@@ -121,22 +121,6 @@ class CurlTransport : public HttpTransport {
   }
 };
 
-// Percent-encodes all but unreserved characters (and '/' when `keep_slash`), as huggingface_hub quotes
-// revisions (no '/' kept: "refs/pr/1" -> "refs%2Fpr%2F1") and paths ('/' kept).
-std::string PercentEncode(const std::string& s, bool keep_slash) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || (keep_slash && c == '/')) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 // The URL of the next page of a listing, from a `Link: <url>; rel="next"` header ("" when none).
 std::string NextPage(const HttpResponse& response) {

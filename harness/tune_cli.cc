@@ -20,6 +20,7 @@
 #include "harness/device_hooks.h"
 #include "harness/hub_download.h"
 #include "harness/launcher.h"
+#include "harness/recorded_support.h"
 #include "harness/run_summary.h"
 #include "harness/torchtune_recipes.h"
 
@@ -296,11 +297,11 @@ void WarnIfTooLarge(const Config& config, const RecipeSpec& recipe, const Regist
              "enable_activation_checkpointing=True, use a LoRA config, or a device with more memory\n";
     }
   }
-  YAML::Node entry = config.Find("metadata.support." + device.type);
-  if (entry.IsMap() && entry["status"].IsScalar() && entry["status"].Scalar() == "too_large") {
+  RecordedSupport entry = ReadRecordedSupport(config.Find("metadata.support." + device.type));
+  if (entry.status == "too_large") {
     err << "warning: tune-matrix recorded this config (as written) as too_large on " << device.type << " ("
-        << (entry["verified_at"].IsScalar() ? entry["verified_at"].Scalar() : std::string("no date")) << "): "
-        << (entry["reason"].IsScalar() ? entry["reason"].Scalar() : std::string("no reason recorded")) << "\n";
+        << (entry.verified_at.empty() ? "no date" : entry.verified_at)
+        << "): " << (entry.reason.empty() ? "no reason recorded" : entry.reason) << "\n";
   }
 }
 
@@ -335,27 +336,6 @@ std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) 
   return "";
 }
 
-// One recorded support entry in a line: "runs · 38087 tok/s · 0.54 GiB peak (2026-12-03T13:08:45Z, vm)".
-std::string DescribeEntry(const YAML::Node& entry) {
-  auto field = [&](const char* key) {
-    if (!entry.IsMap()) return std::string();
-    for (const auto& kv : entry) {
-      if (kv.first.IsScalar() && kv.first.Scalar() == key && kv.second.IsScalar()) return kv.second.Scalar();
-    }
-    return std::string();
-  };
-  std::string line = field("status");
-  if (!field("tokens_per_second").empty()) line += " · " + field("tokens_per_second") + " tok/s";
-  if (!field("peak_memory_gib").empty()) line += " · " + field("peak_memory_gib") + " GiB peak";
-  if (!field("reason").empty()) line += ": " + field("reason");
-  std::vector<std::string> where;
-  for (const char* key : {"verified_at", "host", "commit"}) {
-    if (!field(key).empty()) where.push_back(std::string(key) == "commit" ? field(key).substr(0, 12) : field(key));
-  }
-  if (!where.empty()) line += " (" + JoinStrings(where, ", ") + ")";
-  return line;
-}
-
 // For a user's file that is a built-in config as written: what tune-matrix recorded for that built-in on
 // `type` (every device type when `type` is empty or has no entry), and whether the overrides leave it so.
 void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const std::string& type,
@@ -368,10 +348,10 @@ void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const
   YAML::Node support = config->Find("metadata.support");
   YAML::Node entry = support.IsMap() && !type.empty() ? support[type] : YAML::Node();
   if (entry.IsMap()) {
-    out << "tune-matrix recorded it on " << type << ": " << DescribeEntry(entry);
+    out << "tune-matrix recorded it on " << type << ": " << DescribeRecordedSupport(ReadRecordedSupport(entry));
   } else if (support.IsMap() && support.size() > 0) {
     std::vector<std::string> recorded;
-    for (const auto& kv : support) recorded.push_back(kv.first.Scalar() + ": " + DescribeEntry(kv.second));
+    for (const auto& kv : support) recorded.push_back(kv.first.Scalar() + ": " + DescribeRecordedSupport(ReadRecordedSupport(kv.second)));
     out << "tune-matrix has " << (type.empty() ? "" : "no record of it on " + type + "; it has ")
         << JoinStrings(recorded, "; ");
   } else {
@@ -552,18 +532,18 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   // The config's generated support metadata (written by tune-matrix) may already know this fails here: it
   // describes the config as written, so it stands only when the overrides leave the config as it was.
   const std::string& type = check.device.type;
-  YAML::Node entry = config->Find("metadata.support." + type);
-  std::string status = entry.IsMap() && entry["status"].IsScalar() ? entry["status"].Scalar() : "";
+  RecordedSupport entry = ReadRecordedSupport(config->Find("metadata.support." + type));
+  const std::string& status = entry.status;
   std::vector<std::string> changed;
-  if (!status.empty() && status != "runs") {
+  if (entry.blocks()) {
     changed = KeysChangedByOverrides(*located, overrides, *config, *recipe, registry);
   }
   if (!changed.empty()) {
     err << "note: tune-matrix recorded " << located->name << " as '" << status << "' on " << type
         << " as written; the overrides change " << JoinStrings(changed, ", ") << ", so this run is judged afresh\n";
-  } else if (!status.empty() && status != "runs") {
-    std::string reason = entry["reason"].IsScalar() ? entry["reason"].Scalar() : "no reason recorded";
-    std::string when = entry["verified_at"].IsScalar() ? entry["verified_at"].Scalar() : "an unknown date";
+  } else if (entry.blocks()) {
+    const std::string reason = entry.reason.empty() ? "no reason recorded" : entry.reason;
+    const std::string when = entry.verified_at.empty() ? "an unknown date" : entry.verified_at;
     if (!parsed.Has("force")) {
       err << "error: tune-matrix recorded " << located->name << " as '" << status << "' on " << type << " ("
           << when << "): " << reason << "\nPass --force to run it anyway.\n";

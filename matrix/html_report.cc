@@ -134,25 +134,10 @@ void Options(const std::set<std::string>& values, std::ostream& out) {
   }
 }
 
-// `s` percent-encoded for a URL's fragment (everything but letters, digits and -._~).
-std::string UrlComponent(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      out += '%';
-      out += kHex[ch >> 4];
-      out += kHex[ch & 15];
-    }
-  }
-  return out;
-}
 
 // The fragment that opens a cell: the script reads "open=<config>@<device type>".
 std::string CellLink(const std::string& config, const std::string& type) {
-  return "#open=" + UrlComponent(config + "@" + type);
+  return "#open=" + PercentEncode(config + "@" + type);
 }
 
 // How many bytes of a reason a cell of the matrix shows; the title and the details show all of it.

@@ -13,10 +13,6 @@
 namespace tmx::matrix {
 namespace {
 
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string WithoutYamlSuffix(const std::string& s) {
   for (const char* suffix : {".yaml", ".yml"}) {
     if (EndsWith(s, suffix)) return s.substr(0, s.size() - std::string(suffix).size());

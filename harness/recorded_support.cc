@@ -1,0 +1,41 @@
+#include "harness/recorded_support.h"
+
+#include <vector>
+
+#include "base/text.h"
+
+namespace tmx {
+
+RecordedSupport ReadRecordedSupport(const YAML::Node& entry) {
+  RecordedSupport r;
+  if (!entry.IsMap()) return r;
+  for (const auto& kv : entry) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) continue;
+    const std::string& key = kv.first.Scalar();
+    std::string* field = key == "status"              ? &r.status
+                         : key == "reason"            ? &r.reason
+                         : key == "verified_at"       ? &r.verified_at
+                         : key == "host"              ? &r.host
+                         : key == "commit"            ? &r.commit
+                         : key == "tokens_per_second" ? &r.tokens_per_second
+                         : key == "peak_memory_gib"   ? &r.peak_memory_gib
+                                                      : nullptr;
+    if (field != nullptr) *field = kv.second.Scalar();
+  }
+  return r;
+}
+
+std::string DescribeRecordedSupport(const RecordedSupport& entry) {
+  std::string line = entry.status;
+  if (!entry.tokens_per_second.empty()) line += " · " + entry.tokens_per_second + " tok/s";
+  if (!entry.peak_memory_gib.empty()) line += " · " + entry.peak_memory_gib + " GiB peak";
+  if (!entry.reason.empty()) line += ": " + entry.reason;
+  std::vector<std::string> where;
+  for (const std::string& part : {entry.verified_at, entry.host, entry.commit.substr(0, 12)}) {
+    if (!part.empty()) where.push_back(part);
+  }
+  if (!where.empty()) line += " (" + JoinStrings(where, ", ") + ")";
+  return line;
+}
+
+}  // namespace tmx

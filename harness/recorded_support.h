@@ -1,0 +1,34 @@
+// What tune-matrix recorded for a config on one device type, as `tune` reads it back from the config's
+// `metadata.support.<type>` entry (tune-matrix writes the block: matrix/support_block.h). `tune validate`
+// and `tune run` read an entry only through here.
+#pragma once
+
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+namespace tmx {
+
+struct RecordedSupport {
+  // The entry's scalar fields; "" where the entry has none (or it is not a scalar).
+  std::string status;  // runs, fails, invalid, too_large, too_slow...; "" when nothing is recorded
+  std::string reason;
+  std::string verified_at;
+  std::string host;
+  std::string commit;
+  std::string tokens_per_second;
+  std::string peak_memory_gib;
+
+  bool recorded() const { return !status.empty(); }
+  // Recorded as anything but `runs`: the config as written does not run there.
+  bool blocks() const { return recorded() && status != "runs"; }
+};
+
+// The entry's fields; an empty RecordedSupport for a node that is not a map.
+RecordedSupport ReadRecordedSupport(const YAML::Node& entry);
+
+// The entry in a line: "runs · 38087 tok/s · 0.54 GiB peak (2026-12-03T13:08:45Z, vm, 0123456789ab)", a
+// reason after the status where there is one, the commit cut to 12 hex digits.
+std::string DescribeRecordedSupport(const RecordedSupport& entry);
+
+}  // namespace tmx
