@@ -95,6 +95,29 @@ TEST_F(SchemaTest, ValuesOutOfRangeAndUnknownElementsAreProblems) {
   EXPECT_EQ(problems, expected);
 }
 
+TEST_F(SchemaTest, OptimizerInBackwardRefusesAccumulationClippingAndRanksAsTorchtuneDoes) {
+  StatusOr<Config> ok = Load("tiny/full_single_device", {"optimizer_in_bwd=True", "clip_grad_norm=null"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(Problems(*ok).empty());
+  StatusOr<Config> c = Load("tiny/full_single_device",
+                            {"optimizer_in_bwd=True", "gradient_accumulation_steps=2", "clip_grad_norm=1.0"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::vector<std::string> expected = {
+      "override 'optimizer_in_bwd=True': optimizer_in_bwd: gradient accumulation is not supported with "
+      "optimizer_in_bwd=True (each gradient is applied and freed inside backward); set gradient_accumulation_steps=1 "
+      "or optimizer_in_bwd=False",
+      "override 'optimizer_in_bwd=True': optimizer_in_bwd: gradient clipping is not supported with "
+      "optimizer_in_bwd=True (no step sees every gradient at once); set clip_grad_norm=null or optimizer_in_bwd=False",
+  };
+  EXPECT_EQ(Problems(*c), expected);
+  StatusOr<Config> ranks = Load("tiny/full_distributed", {"optimizer_in_bwd=True", "clip_grad_norm=null"});
+  ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
+  const std::vector<std::string> across = {
+      "override 'optimizer_in_bwd=True': optimizer_in_bwd: optimizer_in_bwd across ranks is not implemented "
+      "(gradients are reduced over the ranks after backward); set optimizer_in_bwd=False"};
+  EXPECT_EQ(Problems(*ranks), across);
+}
+
 TEST(BuiltinFileTest, AProblemInAFileNamesItsLineAndColumn) {
   test::ScratchDir dir("builtin_test");
   StatusOr<std::string> text = ReadFile(BuiltinConfigPath("tiny/lora_single_device"));

@@ -52,6 +52,14 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   const double n = ranks;
   double weights = static_cast<double>(e.parameters) * bytes;  // adapters included
   double grads = static_cast<double>(e.trainable_parameters) * bytes;
+  StatusOr<bool> in_backward = config.GetBool("optimizer_in_bwd", false);
+  if (in_backward.ok() && *in_backward) {
+    // Each gradient is applied and freed inside backward: at most the largest trained tensor's is held (the
+    // embedding in full fine-tuning; LoRA's are far smaller than a layer's share).
+    const double largest = choice.lora ? grads / static_cast<double>(std::max<int64_t>(1, args.num_layers))
+                                       : static_cast<double>(args.vocab_size * args.embed_dim) * bytes;
+    grads = std::min(grads, largest);
+  }
   double states =
       static_cast<double>(e.trainable_parameters) * bytes * trained->optimizer->StateTensorsPerParameter(config);
   if (sharding != Sharding::kNone) states = std::ceil(states / n);

@@ -86,6 +86,15 @@ TEST(EstimateTest, TheConfigMovesThePrediction) {
   EXPECT_DOUBLE_EQ(batch8.work, 2 * full.work);  // batch 4 in the config
 }
 
+TEST(EstimateTest, OptimizerInBackwardHoldsOnlyTheLargestGradient) {
+  CellEstimate plain = Estimate("llama3_2/1B_full_single_device", Full({}));
+  CellEstimate in_bwd = Estimate("llama3_2/1B_full_single_device", {"optimizer=torch.optim.AdamW"});
+  // 1B: 1,235,814,400 bf16 gradients less the embedding's (128256 x 2048), which is held while it is applied.
+  EXPECT_EQ(plain.peak_memory_bytes - in_bwd.peak_memory_bytes, 2 * (1235814400 - int64_t{128256} * 2048));
+  EXPECT_LT(Estimate("llama3_2/1B_lora_single_device", {"optimizer_in_bwd=True"}).peak_memory_bytes,
+            Estimate("llama3_2/1B_lora_single_device", {}).peak_memory_bytes);
+}
+
 TEST(EstimateTest, AcceleratorsDoNotCountTheHostRuntime) {
   DeviceInfo cuda;
   cuda.id = "cuda:0";

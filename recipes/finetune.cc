@@ -24,6 +24,7 @@
 #include "recipes/estimate.h"
 #include "recipes/loss.h"
 #include "recipes/model_components.h"
+#include "recipes/optimizer_in_backward.h"
 #include "recipes/parallelism.h"
 #include "recipes/run_progress.h"
 #include "recipes/train_setup.h"
@@ -120,6 +121,7 @@ class Trainer {
   CheckpointFormat format_ = CheckpointFormat::kTorchtune;
   TrainableModel model_;
   OptimizerPtr optimizer_;
+  std::unique_ptr<OptimizerInBackward> in_backward_;  // with optimizer_in_bwd; hooks removed before optimizer_
   std::optional<data::DataLoader> loader_;
   std::optional<data::DataLoader> val_loader_;  // with run_val_every_n_steps
   int64_t val_every_ = 0;
@@ -214,6 +216,15 @@ Status Trainer::Setup(RunSummary* summary) {
   TM_RETURN_IF_ERROR(optimizer.status());
   optimizer_ = std::move(*optimizer);
   if (resumed != nullptr) parallel_.LoadOptimizerState(*resumed, optimizer_.get());
+  if (settings_.optimizer_in_bwd) {
+    // The checks refuse it across ranks, with gradient accumulation and with clipping (as torchtune does).
+    if (parallel_.world_size() > 1 || settings_.gradient_accumulation_steps != 1 || settings_.clip_grad_norm) {
+      return Status::InvalidArgument(
+          "optimizer_in_bwd=True steps each tensor inside backward: it needs one process, "
+          "gradient_accumulation_steps=1 and clip_grad_norm=null");
+    }
+    in_backward_ = std::make_unique<OptimizerInBackward>(optimizer_.get(), *stepped);
+  }
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
@@ -334,8 +345,11 @@ Status Trainer::Train(RunSummary* summary) {
         return Status::Internal("non-finite loss (" + std::to_string(loss_value) + ") at step " +
                                 std::to_string(global_step + 1) + "; lower optimizer.lr or use dtype=fp32");
       }
-      const std::optional<double> grad_norm = parallel_.ReduceAndClip(s.clip_grad_norm);
-      optimizer_->step();
+      std::optional<double> grad_norm;
+      if (in_backward_ == nullptr) {  // else every tensor was stepped, and its gradient freed, inside backward
+        grad_norm = parallel_.ReduceAndClip(s.clip_grad_norm);
+        optimizer_->step();
+      }
       parallel_.AfterStep();
       Synchronize();
       double step_time = Seconds(t0, Clock::now());
@@ -395,7 +409,9 @@ Status Trainer::Run(RunSummary* summary) {
   *out_ << "Training " << context_.config_name << " on " << device_ << " (" << context_.device.name
         << "): " << summary->trainable_parameters << " of " << summary->total_parameters << " parameters trainable, "
         << steps_per_epoch_ << (steps_per_epoch_ == 1 ? " step" : " steps") << " per epoch, seed " << settings_.seed
-        << parallel_.Describe() << std::endl;
+        << parallel_.Describe()
+        << (in_backward_ ? ", optimizer stepped inside backward (optimizer_in_bwd: gradients freed as they arrive)" : "")
+        << std::endl;
   progress_.Line(DescribeSteps(steps_));
   return Train(summary);
 }

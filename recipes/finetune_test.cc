@@ -2,6 +2,7 @@
 #include "recipes/finetune.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -201,6 +202,35 @@ TEST_F(FinetuneTest, SameSeedGivesIdenticalLosses) {
   ASSERT_EQ(la.size(), 4u);
   EXPECT_EQ(la, lb);
   EXPECT_NE(la, lc);
+}
+
+// optimizer_in_bwd steps each tensor inside backward: the same run, the same losses, and a checkpoint that
+// resumes.
+TEST_F(FinetuneTest, OptimizerInBackwardTrainsAsTheOrdinaryStepAndResumes) {
+  for (const std::string config : {"tiny/full_single_device", "tiny/lora_single_device"}) {
+    SCOPED_TRACE(config);
+    const bool lora = config == "tiny/lora_single_device";
+    const std::string out = dir_ + "/" + (lora ? "lora" : "full");
+    std::vector<std::string> common = {"max_steps_per_epoch=4", "dtype=fp32", "clip_grad_norm=null", "epochs=2",
+                                       "optimizer=torch.optim.AdamW", "optimizer.fused=True"};
+    auto plain = common, in_bwd = common;
+    plain.insert(plain.end(), {"output_dir=" + out + "_plain", "save_checkpoints=False"});
+    in_bwd.insert(in_bwd.end(), {"output_dir=" + out + "_in_bwd", "optimizer_in_bwd=True"});
+    std::string printed;
+    auto a = Run(config, plain, lora)["losses"].get<std::vector<double>>();
+    auto b = Run(config, in_bwd, lora, nullptr, &printed)["losses"].get<std::vector<double>>();
+    EXPECT_NE(printed.find("optimizer stepped inside backward"), std::string::npos) << printed;
+    ASSERT_EQ(a.size(), 8u);
+    ASSERT_EQ(b.size(), 8u);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+    EXPECT_LT(b.back(), b.front());
+    // Resuming the first epoch's checkpoint (its optimizer state included) repeats the second epoch.
+    ASSERT_EQ(std::rename((out + "_in_bwd/epoch_1").c_str(), (out + "_epoch_1_set_aside").c_str()), 0);
+    in_bwd.push_back("resume_from_checkpoint=True");
+    auto resumed = Run(config, in_bwd, lora)["losses"].get<std::vector<double>>();
+    ASSERT_EQ(resumed.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(resumed[i], b[4 + i], 1e-5) << "step " << 5 + i;
+  }
 }
 
 TEST_F(FinetuneTest, LoraCheckpointsReloadToIdenticalOutputsAndBaseIsUnchanged) {

@@ -8,6 +8,7 @@ add_library(tm_recipes
   finetune.cc
   loss.cc
   model_components.cc
+  optimizer_in_backward.cc
   optimizers.cc
   parallelism.cc
   run_progress.cc
@@ -44,6 +45,7 @@ if(TUNE_MATRIX_BUILD_TESTS)
   add_dependencies(recipes_distributed_test tune)
 endif()
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
-tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc loss_test.cc
+tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc
+            optimizer_in_backward_test.cc loss_test.cc
             run_progress_test.cc train_setup_test.cc
             LIBS tm_recipes TORCH LABELS recipes)

@@ -103,7 +103,8 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   }
   // torchtune's full recipe reads it; its Qwen3 LoRA configs carry it too (as False).
   f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
-                    "step the optimizer inside backward; only False is implemented"));
+                    "step each trained tensor inside backward and free its gradient at once (less memory); needs "
+                    "gradient_accumulation_steps=1 and clip_grad_norm=null; single device only"));
   return f;
 }
 
@@ -154,6 +155,10 @@ std::vector<Problem> DistributedChecks(const Config& config, const Registry&, co
         "hybrid sharding (replicas of sharded groups) is not implemented; set data_parallel_replicate_dim=1 to shard "
         "over every rank, or data_parallel_shard_dim=1 to replicate");
   }
+  if (IsTrue(config.Find("optimizer_in_bwd"))) {
+    add("optimizer_in_bwd", "optimizer_in_bwd across ranks is not implemented (gradients are reduced over the ranks "
+                            "after backward); set optimizer_in_bwd=False");
+  }
   if (config.Find("run_val_every_n_steps").IsScalar() && !config.IsNull("run_val_every_n_steps") &&
       config.IsNull("dataset_val")) {
     add("run_val_every_n_steps", "validation needs dataset_val; add it, or set run_val_every_n_steps=null");
@@ -186,7 +191,23 @@ std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const
                  "dtype=fp32");
   }
   if (is_true("compile")) add("compile", "torch.compile exists only in Python; the C++ recipes run eagerly; set compile=False");
-  if (is_true("optimizer_in_bwd")) add("optimizer_in_bwd", "optimizer_in_bwd is not implemented; set optimizer_in_bwd=False");
+  if (is_true("optimizer_in_bwd")) {
+    // As torchtune's recipes refuse them: a gradient freed inside backward can be neither accumulated nor clipped.
+    int64_t accumulate = 1;
+    try {
+      accumulate = config.Find("gradient_accumulation_steps").as<int64_t>(1);
+    } catch (const YAML::Exception&) {  // a wrong type is the field's own error
+    }
+    if (accumulate != 1) {
+      add("optimizer_in_bwd", "gradient accumulation is not supported with optimizer_in_bwd=True (each gradient is "
+                              "applied and freed inside backward); set gradient_accumulation_steps=1 or "
+                              "optimizer_in_bwd=False");
+    }
+    if (config.Find("clip_grad_norm").IsScalar() && !config.IsNull("clip_grad_norm")) {
+      add("optimizer_in_bwd", "gradient clipping is not supported with optimizer_in_bwd=True (no step sees every "
+                              "gradient at once); set clip_grad_norm=null or optimizer_in_bwd=False");
+    }
+  }
   if (is_true("enable_activation_offloading")) {
     if (!is_true("enable_activation_checkpointing")) {
       add("enable_activation_offloading", "activation offloading needs enable_activation_checkpointing=True");

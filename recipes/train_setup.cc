@@ -58,7 +58,8 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
                                     {"save_checkpoints", &s.save_checkpoints},
                                     {"log_peak_memory_stats", &s.log_peak_memory},
                                     {"enable_activation_checkpointing", &s.activation_checkpointing},
-                                    {"resume_from_checkpoint", &s.resume}},
+                                    {"resume_from_checkpoint", &s.resume},
+                                    {"optimizer_in_bwd", &s.optimizer_in_bwd}},
                                    get_bool));
   if (kind == TrainKind::kLora) {
     TM_RETURN_IF_ERROR(ReadAll<bool>({{"save_adapter_weights_only", &s.save_adapter_weights_only}}, get_bool));

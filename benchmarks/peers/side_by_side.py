@@ -63,6 +63,13 @@ CASES = {
         mode="full", lora_rank=8, lora_alpha=16, clip="none", lr="2e-5", steps=4, warmup=1,
         overrides=["optimizer._component_=torch.optim.AdamW", "optimizer.fused=True", "optimizer.weight_decay=0.01",
                    "optimizer_in_bwd=False"]),
+    # 1b_full with each tensor stepped inside backward (its gradient freed at once): tune-matrix alone (the peer
+    # script steps after backward), for the peak memory optimizer_in_bwd saves.
+    "1b_full_in_bwd": dict(
+        recipe="full_finetune_single_device", config="llama3_2/1B_full_single_device", model="llama3_2_1b",
+        mode="full", lora_rank=8, lora_alpha=16, clip="none", lr="2e-5", steps=4, warmup=1, only="tune-matrix",
+        overrides=["optimizer._component_=torch.optim.AdamW", "optimizer.fused=True", "optimizer.weight_decay=0.01",
+                   "optimizer_in_bwd=True"]),
 }
 
 
@@ -208,9 +215,10 @@ def main():
                   seq=args.seq, dtype=args.dtype, rounds=args.rounds, gemm_peak_flops=peak, cases={})
     for name in cases:
         case = CASES[name]
-        runs = {i: [] for i in impls}
+        case_impls = [i for i in impls if i == case.get("only", i)]
+        runs = {i: [] for i in case_impls}
         for rnd in range(args.rounds):
-            order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
+            order = case_impls[rnd % len(case_impls):] + case_impls[:rnd % len(case_impls)]
             for impl in order:
                 log(f"{name} round {rnd + 1}/{args.rounds}: {impl}")
                 with tempfile.TemporaryDirectory() as work:
@@ -221,7 +229,7 @@ def main():
                     f"peak {r['max_rss_bytes'] / 2**30:.2f} GiB, wall {r['wall_s']:.1f} s")
         result["cases"][name] = dict(
             config=case["config"], mode=case["mode"], steps=case["steps"], warmup=case["warmup"], runs=runs,
-            summary={i: summarise(runs[i], case, tokens, peak[args.dtype]) for i in impls})
+            summary={i: summarise(runs[i], case, tokens, peak[args.dtype]) for i in case_impls})
         args.out.write_text(json.dumps(result, indent=1) + "\n")  # after every case: a long run keeps its part
     print_table(result, impls)
     log(f"wrote {args.out}")
@@ -237,7 +245,7 @@ def print_table(result, impls):
     print("|---|---|---|---|---|---|---|---|---|")
     for name, c in result["cases"].items():
         ours = c["summary"].get("tune-matrix")
-        for impl in impls:
+        for impl in [i for i in impls if i in c["summary"]]:
             s = c["summary"][impl]
             ratio = f"{s['step_median_s'] / ours['step_median_s']:.2f}x" if ours and impl != "tune-matrix" else ""
             step = (f"{s['step_median_s']:.2f} s ± {s['step_mad_s']:.2f}" if s["step_median_s"] >= 1 else
