@@ -13,15 +13,6 @@ void AddDataComponents(std::vector<ComponentSpec>* out) {
     c.params = data::TokenizerParams(t);
     out->push_back(c);
   }
-  // Recognised, so a Phi-4 config is told what is missing rather than offered a near name.
-  ComponentSpec phi4;
-  phi4.name = "torchtune.models.phi4.phi4_tokenizer";
-  phi4.kind = "tokenizer";
-  phi4.unsupported_reason =
-      "Phi-4's tokenizer (GPT-2 byte-level BPE from vocab.json and merges.txt, Phi-4's special tokens, "
-      "<|im_sep|> turns) is not implemented yet; use torchtune.modules.transforms.tokenizers."
-      "HuggingFaceBaseTokenizer with the model's tokenizer.json (no chat format)";
-  out->push_back(phi4);
   for (const data::DatasetComponent& d : data::DatasetComponents()) {
     ComponentSpec c;
     c.name = "tune_matrix.datasets." + d.name;

@@ -138,13 +138,8 @@ TEST_F(FinetuneTest, EveryTokenizerComponentTrainsATinyModel) {
     } else {
       overrides.push_back("tokenizer.max_seq_len=256");
     }
-    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"path", sample->path},
-             {"merges_file", sample->merges_file},
-             {"tokenizer_json_path", sample->tokenizer_json_path},
-             {"tokenizer_config_json_path", sample->tokenizer_config_json_path},
-             {"generation_config_path", sample->generation_config_path}}) {
-      if (!value.empty() && key != "generation_config_path") overrides.push_back("tokenizer." + key + "=" + value);
+    for (const auto& [key, value] : data::TokenizerFiles(t, *sample)) {  // under the keys t takes
+      if (key != "generation_config_path") overrides.push_back("tokenizer." + key + "=" + value);
     }
     nlohmann::json s = Run("tiny/lora_single_device", overrides, true);
     ASSERT_EQ(s["losses"].size(), 2u);

@@ -171,11 +171,13 @@ const char* kStandInHint = "; to train on the shipped sample of the same kind in
 std::vector<Problem> MissingInputs(const Config& config, const Registry& registry) {
   std::vector<Problem> problems = MissingCheckpointFiles(config, registry);
   StatusOr<data::TokenizerConfig> tokenizer = data::TokenizerFromConfig(config);
-  if (tokenizer.ok()) {
+  StatusOr<data::TokenizerComponent> component =
+      tokenizer.ok() ? data::FindTokenizerComponent(tokenizer->component) : tokenizer.status();
+  if (component.ok()) {
     StatusOr<ModelChoice> model = ModelFromConfig(config, registry);
     const std::string hub = model.ok() && !model->preset->hf_checkpoint.empty() ? model->preset->hf_checkpoint
                                                                                 : "<the model's hub id>";
-    for (const auto& [option, path] : data::TokenizerFiles(tokenizer->options)) {
+    for (const auto& [option, path] : data::TokenizerFiles(*component, tokenizer->options)) {
       if (IsRegularFile(path)) continue;
       const std::string key = "tokenizer." + option;
       problems.push_back({config.OriginOf(key).ToString(), key,

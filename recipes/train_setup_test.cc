@@ -1,5 +1,6 @@
 // The checks a fine-tuning run makes of its outputs before building anything: folders it can write, and the
-// checkpoints' bytes against the free space where they go.
+// checkpoints' bytes against the free space where they go; and of its inputs (tokenizer files, with the shipped
+// sample standing in).
 #include "recipes/train_setup.h"
 
 #include <gtest/gtest.h>
@@ -109,6 +110,33 @@ TEST_F(OutputChecksTest, AnOutputFolderUnderAFileIsOneProblemNamingTheFile) {
                              TrainKind::kLora)
                   .empty());
   EXPECT_FALSE(PathExists(dir_ + "/ok"));  // checking creates nothing
+}
+
+// A Phi-4 config without its tokenizer files: the problems name torchtune's keys, and a matrix cell's
+// --allow-stand-ins sets the data up on the shipped byte-level BPE sample, saying so.
+TEST_F(OutputChecksTest, Phi4WithoutItsTokenizerFilesRunsOnTheShippedSample) {
+  const std::string vocab = dir_ + "/phi-4/vocab.json", merges = dir_ + "/phi-4/merges.txt";
+  Config config = Load("phi4/14B_lora_single_device", {"output_dir=" + dir_ + "/phi4", "tokenizer.vocab_path=" + vocab,
+                                                       "tokenizer.merges_path=" + merges, "tokenizer.max_seq_len=64"});
+  std::vector<std::string> missing;
+  for (const Problem& p : MissingInputs(config, BuiltinRegistry())) {
+    if (p.key.rfind("tokenizer.", 0) == 0) missing.push_back(p.key + ": " + p.message.substr(0, p.message.find(';')));
+  }
+  EXPECT_EQ(missing,
+            (std::vector<std::string>{"tokenizer.vocab_path: tokenizer.vocab_path " + vocab + " does not exist",
+                                      "tokenizer.merges_path: tokenizer.merges_path " + merges + " does not exist"}));
+  StatusOr<TrainingSettings> settings = ReadTrainingSettings(config, TrainKind::kLora);
+  ASSERT_TRUE(settings.ok()) << settings.status().ToString();
+  StatusOr<ModelChoice> model = ModelFromConfig(config, BuiltinRegistry());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::vector<std::string> stand_ins;
+  StatusOr<data::DataLoader> without = SetupData(config, *settings, model->args, false, &stand_ins);
+  EXPECT_EQ(without.status().code(), Status::Code::kNotFound);
+  StatusOr<data::DataLoader> with = SetupData(config, *settings, model->args, true, &stand_ins);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  ASSERT_FALSE(stand_ins.empty());
+  EXPECT_EQ(stand_ins[0],
+            "tokenizer phi4_tokenizer ran on the shipped sample tiny_bpe_vocab.json (" + vocab + " is absent)");
 }
 
 }  // namespace

@@ -15,8 +15,9 @@ the checkout:
 `--check` exits 1 when the committed file differs from what the script makes.
 
 Families: llama2, mistral, gemma and phi3_mini on torchtune's SentencePiece test model (m.model, a unigram model),
-llama3 on its tiktoken test model, qwen2 and qwen2_5 on its tiny byte-level BPE, and HuggingFaceBaseTokenizer on
-the shipped tokenizer.json. Qwen3's tokenizer is newer than 0.6.1 (scripts/make_tokenizer_fixtures.py compares it
+llama3 on its tiktoken test model, qwen2, qwen2_5 and phi4 on its tiny byte-level BPE (the files torchtune's own
+Qwen2 and Phi-4 tests use; Phi-4's GPT2BaseTokenizer skips the first line of merges.txt, here a merge), and
+HuggingFaceBaseTokenizer on the shipped tokenizer.json. Qwen3's tokenizer is newer than 0.6.1 (scripts/make_tokenizer_fixtures.py compares it
 with torchtune's main branch). Besides the families, "sentencepiece" holds sentencepiece 0.2.3's own ids for
 m.model and for two small models trained here with byte fallback and user-defined symbols (a unigram and a BPE
 one, recipes/data/testdata/sp_{unigram,bpe}_byte_fallback.model, trained once from the shipped sample datasets;
@@ -67,6 +68,14 @@ CORPUS = [
     "<s>not a bos</s> <unk> <|system|> <|placeholder1|> <start_of_turn>user <end_of_turn> [INST] x [/INST] <bos>",
 ]
 
+# For GPT2BaseTokenizer's pre-tokenizer (Phi-4), whose pieces the fixture records besides the corpus': where Python
+# re's \w, \d and \s differ from PCRE2's and GPT-2's (underscores, letters with digits, combining marks, U+001C,
+# U+0085, U+00A0, Unicode digits and numerals, contractions in capitals). The tiny vocabulary drops most of these
+# bytes, so the ids alone would not show a wrong split.
+PIECE_TEXTS = ["snake_case x2 __init__ \u0661\u0662\u0663x e\u0301\u0327 A\u030aB x\x1c\x1c y \x85\x85z \u00a0\u00a0a "
+               "\u3000b I'M it's \u2167\u00b2 _\u200d_ \U0001d7ce9 \u0e01\u0e33",
+               "a_1 __ 1_a 12_34 x\u00b9 \u00bd\u00bd  \t\n  end\u2028 \u2029\u00a0 'S'T're 've\n'll\u200b!"]
+
 # Texts on which sentencepiece 0.1.97 and 0.2.3 segment m.model differently (ties; see the docstring).
 TIES = ["V---", "b---", "4---", "a---", "Nlll", "9---", "Klll", "Plll", "\u4f60---", "3---", "jäwDqkccc",
         "4DCwww'F7Hn9Hip", "rldem lE03lD\U0001f642\u00dfpvwwwkji.5", "99\n\U0001f642r\U0001f642"
@@ -99,6 +108,7 @@ def families(max_seq_len=None):
     from torchtune.models.llama3 import llama3_tokenizer
     from torchtune.models.mistral import mistral_tokenizer
     from torchtune.models.phi3 import phi3_mini_tokenizer
+    from torchtune.models.phi4 import phi4_tokenizer
     from torchtune.models.qwen2 import qwen2_tokenizer
     from torchtune.models.qwen2_5 import qwen2_5_tokenizer
 
@@ -111,11 +121,13 @@ def families(max_seq_len=None):
         "llama3_tokenizer": llama3_tokenizer(path("tiktoken_small.model"), max_seq_len=max_seq_len),
         "qwen2_tokenizer": qwen2_tokenizer(vocab, merges, max_seq_len=max_seq_len),
         "qwen2_5_tokenizer": qwen2_5_tokenizer(vocab, merges, max_seq_len=max_seq_len),
+        "phi4_tokenizer": phi4_tokenizer(vocab_path=vocab, merges_path=merges, max_seq_len=max_seq_len),
     }
 
 
 def ids(values):
-    # torchtune's Qwen2Tokenizer yields None for a byte missing from the tiny vocabulary; tune-matrix drops it,
+    # torchtune's Qwen2Tokenizer and GPT2BaseTokenizer (Phi-4) yield None for a byte missing from the tiny
+    # vocabulary; tune-matrix drops it,
     # as Hugging Face's BPE does (scripts/make_tokenizer_fixtures.py records the same).
     return [int(i) for i in values if i is not None]
 
@@ -185,9 +197,24 @@ def make():
 
     out = {"versions": {"torchtune": torchtune.__version__, "sentencepiece": sentencepiece.__version__},
            "families": {}}
+    from torchtune.modules.transforms.tokenizers import GPT2BaseTokenizer
     for family, tok in families().items():
         out["families"][family] = {"bos_id": tok.bos_id, "eos_id": tok.eos_id, "pad_id": tok.pad_id,
                                    "encode": encode_cases(tok), "chat": chat_cases(family)}
+        if family == "phi4_tokenizer":  # its table is built in a loop around <|endofprompt|>
+            out["families"][family]["special_tokens"] = tok.special_tokens
+        if isinstance(getattr(tok, "tokenizer_model", None), GPT2BaseTokenizer):
+            pat = tok.tokenizer_model.pat
+            out["families"][family]["pre_tokenizer"] = {
+                "pattern": pat.pattern, "cases": [{"text": t, "pieces": pat.findall(t)} for t in CORPUS + PIECE_TEXTS]}
+    # Phi-4 on torchtune's full-size vocab.json/merges.txt test asset (recipes/data/testdata/qwen2_*; its first line
+    # is "#version: 0.2"): every byte has a token there, so the non-ASCII text and its pre-tokenized split show in
+    # the ids.
+    from torchtune.models.phi4 import phi4_tokenizer
+    phi4 = phi4_tokenizer(vocab_path=os.path.join(TESTDATA, "qwen2_vocab.json"),
+                          merges_path=os.path.join(TESTDATA, "qwen2_merges.txt"))
+    out["phi4_full_vocab"] = {"encode": [{"text": t, "ids": ids(phi4.encode(t, add_bos=False, add_eos=False))}
+                                         for t in CORPUS + PIECE_TEXTS]}
     hf = HuggingFaceBaseTokenizer(path("tokenizer.json"), generation_config_path=path("generation_config.json"))
     out["hf_base_tokenizer"] = {"bos_id": hf.bos_id, "eos_id": hf.eos_id, "encode": encode_cases(hf)}
     out["sentencepiece"] = sentencepiece_cases()

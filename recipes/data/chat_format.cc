@@ -68,6 +68,8 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
       case ChatFormat::kQwen2:
       case ChatFormat::kQwen2_5:
         return Qwen(templated, add_end_tokens);
+      case ChatFormat::kPhi4:
+        return Phi4(templated);
       case ChatFormat::kNone:
         break;
     }
@@ -221,6 +223,26 @@ TokenizedMessages ModelTokenizer::Qwen(const std::vector<Message>& messages, boo
     TruncateBoth(&out, add_end_tokens ? std::optional<int64_t>(t.eos_id()) : std::nullopt,
                  add_end_tokens ? std::optional<bool>(true) : std::nullopt);
   }
+  return out;
+}
+
+// torchtune 0.6.1's Phi4Tokenizer: like Phi-3's, its __call__ runs tokenize_messages with add_eos=False, so no
+// <|im_end|> closes an assistant message (only the others') and truncation keeps the first max_seq_len tokens as they
+// are. The role is encoded as text, whatever it is; each text part loses its trailing spaces.
+TokenizedMessages ModelTokenizer::Phi4(const std::vector<Message>& messages) const {
+  const Tokenizer& t = *base_;
+  const int64_t im_start = t.SpecialId("<|im_start|>"), im_sep = t.SpecialId("<|im_sep|>"),
+                im_end = t.SpecialId("<|im_end|>");
+  TokenizedMessages out;
+  for (const Message& m : messages) {
+    Append(&out, {im_start}, m.masked);
+    Append(&out, Text(m.role), m.masked);
+    Append(&out, {im_sep}, m.masked);
+    for (const std::string& part : m.content) Append(&out, Text(RstripSpaces(part)), m.masked);
+    if (m.role != "assistant") Append(&out, {im_end}, m.masked);
+    if (options_.max_seq_len && static_cast<int64_t>(out.tokens.size()) >= *options_.max_seq_len) break;
+  }
+  if (options_.max_seq_len) TruncateBoth(&out, std::nullopt, std::nullopt);
   return out;
 }
 

@@ -14,6 +14,8 @@
 //   kQwen2            ChatML: <|im_start|>role\n text <|im_end|>\n, the last assistant message left open, then
 //                     EOS (<|im_end|>).
 //   kQwen2_5          kQwen2 plus Qwen 2.5 / 3's tool-call and tool-response wrapping.
+//   kPhi4             <|im_start|>role<|im_sep|> text <|im_end|> per message, as torchtune 0.6.1: no BOS, and no
+//                     <|im_end|> after an assistant message, with or without add_end_tokens.
 //   kNone             no chat format (the Hugging Face tokenizer.json wrapper: torchtune renders the model's Jinja
 //                     chat template, which tune-matrix does not): TokenizeMessages is FailedPrecondition.
 // mask[i] is true where token i gets no loss; the dataset turns it into labels.
@@ -32,7 +34,7 @@
 
 namespace tmx::data {
 
-enum class ChatFormat { kLlama3, kNoSpecialTokens, kPhi3, kQwen2, kQwen2_5, kNone };
+enum class ChatFormat { kLlama3, kNoSpecialTokens, kPhi3, kQwen2, kQwen2_5, kPhi4, kNone };
 
 struct TokenizedMessages {
   std::vector<int64_t> tokens;
@@ -81,6 +83,7 @@ class ModelTokenizer {
   TokenizedMessages NoSpecialTokens(const std::vector<Message>& messages, bool add_end_tokens) const;
   StatusOr<TokenizedMessages> Phi3(const std::vector<Message>& messages) const;
   TokenizedMessages Qwen(const std::vector<Message>& messages, bool add_end_tokens) const;
+  TokenizedMessages Phi4(const std::vector<Message>& messages) const;
   std::vector<int64_t> Text(const std::string& text, bool trim_leading_whitespace = false) const;
   // Truncates both to max_seq_len, ending them with (eos, eos_mask) when given.
   void TruncateBoth(TokenizedMessages* out, std::optional<int64_t> eos, std::optional<bool> eos_mask) const;

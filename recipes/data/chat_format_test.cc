@@ -2,8 +2,8 @@
 // made by scripts/make_tokenizer_fixtures.py: torchtune bd2a0fc7c314's llama3/llama2/mistral/gemma/
 // qwen2/qwen2_5/qwen3 tokenizers on the shipped sample files, each conversation masked with mask_messages and
 // tokenized by the tokenizer's __call__, with and without max_seq_len, and with torchtune's tag templates).
-// Every family torchtune 0.6.1 has, Phi-3 included, against 0.6.1 (recipes/data/testdata/torchtune_0_6_1.json,
-// scripts/make_torchtune_0_6_1_fixtures.py).
+// Every family torchtune 0.6.1 has, Phi-3 and Phi-4 included, against 0.6.1
+// (recipes/data/testdata/torchtune_0_6_1.json, scripts/make_torchtune_0_6_1_fixtures.py).
 #include "recipes/data/chat_format.h"
 
 #include <gtest/gtest.h>
@@ -61,9 +61,11 @@ TEST(ChatFormatTest, EveryFamilyEqualsTorchtune061) {
   // Each tokenizer torchtune 0.6.1 has, on a corpus of whitespace, numbers, code, emoji, CJK, NFC/NFD and special
   // token look-alikes: plain ids, ids with BOS and EOS, and training samples (tokens and masks) with the prompt
   // masked or not, whole and truncated. Phi-3's plain text ends with the model's </s> (2), not <|endoftext|>; no
-  // <|endoftext|> follows its assistant turns and truncation replaces no token.
+  // <|endoftext|> follows its assistant turns and truncation replaces no token. Phi-4 (GPT2BaseTokenizer) encodes
+  // special-token look-alikes as text, has lost the sample merges.txt's first merge ("Ġ Ġ"), and closes no assistant
+  // turn with <|im_end|>.
   nlohmann::json fixture = test::LoadFixture("torchtune_0_6_1.json");
-  ASSERT_EQ(fixture["families"].size(), 7u);
+  ASSERT_EQ(fixture["families"].size(), 8u);
   for (const auto& [family, expected] : fixture["families"].items()) {
     SCOPED_TRACE(family);
     auto plain = Build(family, nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", nullptr}});
@@ -87,15 +89,32 @@ TEST(ChatFormatTest, EveryFamilyEqualsTorchtune061) {
       ASSERT_NE(tok, nullptr);
       std::vector<Message> messages;
       for (const auto& m : c["messages"]) messages.emplace_back(m["role"], m["content"], m["masked"].get<bool>());
-      // torchtune 0.6.1's Phi-3 __call__ ignores `inference`: both ways give the training sample.
-      for (bool add_end_tokens : family == "phi3_mini_tokenizer" ? std::vector<bool>{true, false}
-                                                                 : std::vector<bool>{true}) {
+      // torchtune 0.6.1's Phi-3 and Phi-4 __call__ ignore `inference`: both ways give the training sample.
+      const bool phi = family == "phi3_mini_tokenizer" || family == "phi4_tokenizer";
+      for (bool add_end_tokens : phi ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
         StatusOr<TokenizedMessages> got = tok->TokenizeMessages(messages, add_end_tokens);
         ASSERT_TRUE(got.ok()) << got.status().ToString();
         EXPECT_EQ(got->tokens, c["tokens"].get<std::vector<int64_t>>());
         EXPECT_EQ(got->mask, c["mask"].get<std::vector<bool>>());
       }
     }
+  }
+}
+
+TEST(ChatFormatTest, Phi4OnAFullVocabularyEqualsTorchtune061) {
+  // On torchtune's full-size vocab.json/merges.txt every byte has a token, so the corpus's non-ASCII text and the
+  // pre-tokenizer's split show in the ids (the tiny sample drops those bytes).
+  TokenizerOptions options;
+  options.path = test::TestDataPath("qwen2_vocab.json");
+  options.merges_file = test::TestDataPath("qwen2_merges.txt");
+  auto tok = BuildTokenizer("phi4_tokenizer", options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const nlohmann::json cases = test::LoadFixture("torchtune_0_6_1.json")["phi4_full_vocab"]["encode"];
+  ASSERT_GT(cases.size(), 20u);
+  for (const auto& c : cases) {
+    std::string text = c["text"];
+    SCOPED_TRACE(text);
+    EXPECT_EQ((*tok)->Encode(text, false, false), c["ids"].get<std::vector<int64_t>>());
   }
 }
 

@@ -277,12 +277,19 @@ const std::vector<TokenizerOption>& TokenizerTable() {
   using O = TokenizerOptions;
   static const auto* table = new std::vector<TokenizerOption>{
       TokenizerOption(Required(PathField("path", "")), &O::path)
-          .For([](const TokenizerComponent& c) { return c.kind != K::kNone && c.kind != K::kHfTokenizerJson; })
+          .For([](const TokenizerComponent& c) {
+            return c.kind != K::kNone && c.kind != K::kHfTokenizerJson && c.kind != K::kGpt2Bpe;
+          })
           .Adjust([](const TokenizerComponent& c, FieldSpec* f) {
             f->doc = c.kind == K::kTiktoken        ? "the tiktoken ranks file (original/tokenizer.model)"
                      : c.kind == K::kSentencePiece ? "the SentencePiece model (tokenizer.model)"
                                                    : "vocab.json";
           }),
+      // GPT2BaseTokenizer's builders (Phi-4) name the same two files vocab_path and merges_path.
+      TokenizerOption(Required(PathField("vocab_path", "vocab.json")), &O::path)
+          .For([](const TokenizerComponent& c) { return c.kind == K::kGpt2Bpe; }),
+      TokenizerOption(Required(PathField("merges_path", "merges.txt")), &O::merges_file)
+          .For([](const TokenizerComponent& c) { return c.kind == K::kGpt2Bpe; }),
       TokenizerOption(Nullable(AtLeast(Field("max_seq_len", FieldType::kInt, "", "cut samples to this many tokens"), 1)),
                       &O::max_seq_len)
           .For([](const TokenizerComponent& c) { return c.kind != K::kHfTokenizerJson; }),

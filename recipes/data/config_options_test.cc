@@ -63,6 +63,38 @@ TEST(ConfigOptionsTest, UnknownKeyNamesLineAndSuggests) {
             "merges_file, special_tokens_path");
 }
 
+TEST(ConfigOptionsTest, Phi4TakesTorchtunesFileKeys) {
+  // torchtune's phi4_tokenizer names its files vocab_path and merges_path; they fill the same options as Qwen's
+  // path and merges_file, and a Qwen-style key is refused with the keys it takes.
+  Config config = Parse(
+      "tokenizer:\n"
+      "  _component_: torchtune.models.phi4.phi4_tokenizer\n"
+      "  vocab_path: /tmp/phi-4/vocab.json\n"
+      "  merges_path: /tmp/phi-4/merges.txt\n"
+      "  max_seq_len: null\n"
+      "other:\n"
+      "  _component_: torchtune.models.phi4.phi4_tokenizer\n"
+      "  path: /tmp/phi-4/vocab.json\n");
+  StatusOr<TokenizerConfig> t = TokenizerFromConfig(config);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->component, "torchtune.models.phi4.phi4_tokenizer");
+  EXPECT_EQ(t->options.path, "/tmp/phi-4/vocab.json");
+  EXPECT_EQ(t->options.merges_file, "/tmp/phi-4/merges.txt");
+  StatusOr<TokenizerComponent> phi4 = FindTokenizerComponent(t->component);
+  ASSERT_TRUE(phi4.ok());
+  EXPECT_EQ(TokenizerFiles(*phi4, t->options),
+            (std::vector<std::pair<std::string, std::string>>{{"vocab_path", "/tmp/phi-4/vocab.json"},
+                                                              {"merges_path", "/tmp/phi-4/merges.txt"}}));
+  EXPECT_EQ(TokenizerKeys(*phi4),
+            (std::vector<std::string>{"_component_", "vocab_path", "merges_path", "max_seq_len", "prompt_template",
+                                      "truncation_type", "special_tokens_path"}));
+  t = TokenizerFromConfig(config, "other");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "cfg.yaml:8:3: key 'other.path' is not an option of phi4_tokenizer; fix: use one of: _component_, "
+            "vocab_path, merges_path, max_seq_len, prompt_template, truncation_type, special_tokens_path");
+}
+
 TEST(ConfigOptionsTest, UnsupportedTemplateIsNamed) {
   Config config = Parse(
       "tokenizer:\n"

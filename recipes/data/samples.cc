@@ -23,6 +23,7 @@ StatusOr<TokenizerOptions> SampleTokenizerOptions(const std::string& component, 
       options.path = dir + "m.model";
       break;
     case TokenizerFileKind::kByteBpe:
+    case TokenizerFileKind::kGpt2Bpe:
       options.path = dir + "tiny_bpe_vocab.json";
       options.merges_file = dir + "tiny_bpe_merges.txt";
       break;

@@ -20,7 +20,7 @@ std::string SamplesDir();
 // The shipped sample file(s) of a tokenizer file kind, relative to SamplesDir()/tokenizers:
 //   kTiktoken        tiktoken_small.model (2000 ranks)
 //   kSentencePiece   m.model (2000 pieces)
-//   kByteBpe         tiny_bpe_vocab.json + tiny_bpe_merges.txt
+//   kByteBpe, kGpt2Bpe  tiny_bpe_vocab.json + tiny_bpe_merges.txt
 //   kHfTokenizerJson tokenizer.json + generation_config.json
 // `options` with its file options replaced by the sample's (max_seq_len, prompt_template, truncation_type kept;
 // special_tokens_path cleared). NotFound for an unknown component.

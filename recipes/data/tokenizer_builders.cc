@@ -106,22 +106,34 @@ StatusOr<std::unique_ptr<Tokenizer>> SentencePieceBase(const TokenizerComponent&
   return std::unique_ptr<Tokenizer>(std::move(tok).value());
 }
 
-StatusOr<std::unique_ptr<Tokenizer>> QwenBase(const TokenizerComponent& c, const TokenizerOptions& options) {
-  TM_RETURN_IF_ERROR(Require("path", options.path, "the model's vocab.json"));
-  TM_RETURN_IF_ERROR(Require("merges_file", options.merges_file, "the model's merges.txt"));
+// Qwen (kByteBpe: Qwen2Tokenizer's reader) and Phi-4 (kGpt2Bpe: GPT2BaseTokenizer's, which normalizes nothing and
+// finds no added tokens in text; its BOS is <|endoftext|> and its pad <|dummy_85|>, and Qwen has no BOS).
+StatusOr<std::unique_ptr<Tokenizer>> ByteBpeBase(const TokenizerComponent& c, const TokenizerOptions& options) {
+  const bool gpt2 = c.kind == TokenizerFileKind::kGpt2Bpe;
+  TM_RETURN_IF_ERROR(Require(PathKey(c.kind), options.path, "the model's vocab.json"));
+  TM_RETURN_IF_ERROR(Require(MergesKey(c.kind), options.merges_file, "the model's merges.txt"));
   StatusOr<std::map<std::string, int64_t>> specials = Specials(options, c.special_tokens());
   if (!specials.ok()) return specials.status();
-  TM_RETURN_IF_ERROR(RequireSpecials(*specials, {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
+  std::vector<std::string> needed = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+  if (gpt2) needed.insert(needed.end(), {"<|im_sep|>", "<|dummy_85|>"});
+  TM_RETURN_IF_ERROR(RequireSpecials(*specials, needed,
                                      options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
-  StatusOr<ByteBpeModel> model = LoadByteBpeFiles(options.path, options.merges_file);
+  ByteBpeFileOptions files;
+  files.layout = gpt2 ? MergesLayout::kFirstAndUnterminatedLastSkipped : MergesLayout::kOptionalVersionLine;
+  files.vocab_key = PathKey(c.kind);
+  files.merges_key = MergesKey(c.kind);
+  StatusOr<ByteBpeModel> model = LoadByteBpeFiles(options.path, options.merges_file, files);
   if (!model.ok()) return model.status();
   ByteBpeOptions bpe;
   bpe.model = std::move(model).value();
   bpe.source = options.path;
-  bpe.pattern = kQwen2Pattern;
+  bpe.pattern = gpt2 ? kTorchtuneGpt2Pattern : kQwen2Pattern;
+  bpe.nfc = !gpt2;
+  bpe.split_on_added_tokens = !gpt2;
   bpe.special_tokens = *specials;
   bpe.eos_id = specials->at("<|im_end|>");
-  bpe.pad_id = specials->at("<|endoftext|>");
+  if (gpt2) bpe.bos_id = specials->at("<|endoftext|>");
+  bpe.pad_id = specials->at(gpt2 ? "<|dummy_85|>" : "<|endoftext|>");
   StatusOr<std::unique_ptr<ByteBpeTokenizer>> tok = ByteBpeTokenizer::Create(std::move(bpe));
   if (!tok.ok()) return tok.status();
   return std::unique_ptr<Tokenizer>(std::move(tok).value());
@@ -140,11 +152,18 @@ StatusOr<std::unique_ptr<Tokenizer>> HfBase(const TokenizerOptions& options) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> TokenizerFiles(const TokenizerOptions& o) {
+const char* PathKey(TokenizerFileKind kind) { return kind == TokenizerFileKind::kGpt2Bpe ? "vocab_path" : "path"; }
+
+const char* MergesKey(TokenizerFileKind kind) {
+  return kind == TokenizerFileKind::kGpt2Bpe ? "merges_path" : "merges_file";
+}
+
+std::vector<std::pair<std::string, std::string>> TokenizerFiles(const TokenizerComponent& c,
+                                                                const TokenizerOptions& o) {
   std::vector<std::pair<std::string, std::string>> files;
   for (const auto& [option, path] : std::vector<std::pair<std::string, const std::string*>>{
-           {"path", &o.path},
-           {"merges_file", &o.merges_file},
+           {PathKey(c.kind), &o.path},
+           {MergesKey(c.kind), &o.merges_file},
            {"special_tokens_path", &o.special_tokens_path},
            {"tokenizer_json_path", &o.tokenizer_json_path},
            {"tokenizer_config_json_path", &o.tokenizer_config_json_path},
@@ -210,6 +229,21 @@ std::map<std::string, int64_t> Qwen3SpecialTokens() {
   return t;
 }
 
+// torchtune.models.phi4._tokenizer.PHI4_SPECIAL_TOKENS: <|dummy_4|> .. <|dummy_87|> fill 100267 .. 100351 around
+// <|endofprompt|> (100276).
+std::map<std::string, int64_t> Phi4SpecialTokens() {
+  std::map<std::string, int64_t> t = {
+      {"<|dummy_0|>", 100256},    {"<|endoftext|>", 100257}, {"<|fim_prefix|>", 100258}, {"<|fim_middle|>", 100259},
+      {"<|fim_suffix|>", 100260}, {"<|dummy_1|>", 100261},   {"<|dummy_2|>", 100262},    {"<|dummy_3|>", 100263},
+      {"<|im_start|>", 100264},   {"<|im_end|>", 100265},    {"<|im_sep|>", 100266},     {"<|endofprompt|>", 100276},
+  };
+  int64_t dummy = 4;
+  for (int64_t id = 100267; id < 100352; ++id) {
+    if (id != 100276) t["<|dummy_" + std::to_string(dummy++) + "|>"] = id;
+  }
+  return t;
+}
+
 const std::vector<TokenizerComponent>& TokenizerComponents() {
   using K = TokenizerFileKind;
   using F = ChatFormat;
@@ -229,8 +263,8 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
       {"qwen2_tokenizer", "torchtune.models.qwen2.qwen2_tokenizer", K::kByteBpe, F::kQwen2, "", Qwen2SpecialTokens},
       {"qwen2_5_tokenizer", "torchtune.models.qwen2_5.qwen2_5_tokenizer", K::kByteBpe, F::kQwen2_5, "",
        Qwen2_5SpecialTokens},
-      {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", K::kByteBpe, F::kQwen2_5, "",
-       Qwen3SpecialTokens},
+      {"qwen3_tokenizer", "torchtune.models.qwen3.qwen3_tokenizer", K::kByteBpe, F::kQwen2_5, "", Qwen3SpecialTokens},
+      {"phi4_tokenizer", "torchtune.models.phi4.phi4_tokenizer", K::kGpt2Bpe, F::kPhi4, "", Phi4SpecialTokens},
       {"HuggingFaceBaseTokenizer", "torchtune.modules.transforms.tokenizers.HuggingFaceBaseTokenizer",
        K::kHfTokenizerJson, F::kNone, "", nullptr},
       {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", K::kNone, F::kNoSpecialTokens, "", nullptr},
@@ -264,7 +298,8 @@ StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& comp
       base = SentencePieceBase(*found, options);
       break;
     case TokenizerFileKind::kByteBpe:
-      base = QwenBase(*found, options);
+    case TokenizerFileKind::kGpt2Bpe:
+      base = ByteBpeBase(*found, options);
       break;
     case TokenizerFileKind::kHfTokenizerJson:
       base = HfBase(options);

@@ -15,6 +15,9 @@
 //   qwen2_tokenizer      vocab.json (path) + merges_file; <|endoftext|> 151643, <|im_start|>, <|im_end|>; ChatML
 //   qwen2_5_tokenizer    the same; plus tool, vision and fim tokens 151646 .. 151664; ChatML with tool calls
 //   qwen3_tokenizer      the same; plus <tool_response>, </tool_response>, <think>, </think> .. 151668
+//   phi4_tokenizer       vocab_path (vocab.json) + merges_path (merges.txt), read as torchtune's GPT2BaseTokenizer
+//                        (no NFC, no added tokens in text); <|dummy_0|> 100256 .. <|dummy_87|> 100351, BOS
+//                        <|endoftext|>, EOS <|im_end|>, pad <|dummy_85|>; <|im_start|>role<|im_sep|> turns
 //   byte_tokenizer       no file (tune_matrix.data.byte_tokenizer): bytes 0-255, BOS 256, EOS 257, PAD 258;
 //                        BOS/EOS turns like Llama 2's, no template (the tiny configs' tokenizer)
 //   HuggingFaceBaseTokenizer  tokenizer_json_path (+ tokenizer_config_json_path / generation_config_path);
@@ -34,8 +37,11 @@
 
 namespace tmx::data {
 
-// The kind of file a tokenizer reads; each kind has a shipped sample (samples.h).
-enum class TokenizerFileKind { kTiktoken, kSentencePiece, kByteBpe, kHfTokenizerJson, kNone };
+// The kind of file a tokenizer reads; each kind has a shipped sample (samples.h). kByteBpe is vocab.json (path) +
+// merges.txt (merges_file) as Hugging Face and torchtune's Qwen2Tokenizer read them; kGpt2Bpe the same files as
+// torchtune's GPT2BaseTokenizer reads them (byte_bpe.h's kTorchtuneGpt2Pattern and MergesLayout), named by its
+// builders' arguments vocab_path and merges_path.
+enum class TokenizerFileKind { kTiktoken, kSentencePiece, kByteBpe, kGpt2Bpe, kHfTokenizerJson, kNone };
 
 // torchtune's prompt_template argument: the builder's default, null, a dotpath, or a {role: [prepend, append]} map.
 struct PromptTemplateChoice {
@@ -46,9 +52,10 @@ struct PromptTemplateChoice {
 };
 
 struct TokenizerOptions {
-  // The tokenizer file: the tiktoken ranks file, the SentencePiece model, or vocab.json (byte-level BPE).
+  // The tokenizer file: the tiktoken ranks file, the SentencePiece model, or vocab.json (byte-level BPE; Phi-4's
+  // config key vocab_path).
   std::string path;
-  // merges.txt (qwen2/2.5/3). Required for those.
+  // merges.txt (qwen2/2.5/3; Phi-4's config key merges_path). Required for those.
   std::string merges_file;
   // A tokenizer.json whose added_tokens replace the family's special tokens (llama3, phi3, qwen). Empty: the
   // family's own table.
@@ -64,8 +71,10 @@ struct TokenizerOptions {
   std::string truncation_type = "right";
 };
 
-// The files `options` names that are set, as (option as configs spell it, path): what the tokenizer reads.
-std::vector<std::pair<std::string, std::string>> TokenizerFiles(const TokenizerOptions& options);
+// The config keys of TokenizerOptions::path and ::merges_file for a kind: "path" and "merges_file", or kGpt2Bpe's
+// "vocab_path" and "merges_path".
+const char* PathKey(TokenizerFileKind kind);
+const char* MergesKey(TokenizerFileKind kind);
 
 // One row per tokenizer: what differs between tokenizers is a column here, so no code compares their names.
 struct TokenizerComponent {
@@ -84,6 +93,11 @@ struct TokenizerComponent {
 // Every supported tokenizer component.
 const std::vector<TokenizerComponent>& TokenizerComponents();
 
+// The files `options` names that are set, as (option as `component`'s configs spell it, path): what the tokenizer
+// reads.
+std::vector<std::pair<std::string, std::string>> TokenizerFiles(const TokenizerComponent& component,
+                                                                const TokenizerOptions& options);
+
 // The component named `component` (dotpath or short name); NotFound with a did-you-mean and the list otherwise.
 StatusOr<TokenizerComponent> FindTokenizerComponent(const std::string& component);
 
@@ -98,5 +112,6 @@ std::map<std::string, int64_t> Phi3SpecialTokens();
 std::map<std::string, int64_t> Qwen2SpecialTokens();
 std::map<std::string, int64_t> Qwen2_5SpecialTokens();
 std::map<std::string, int64_t> Qwen3SpecialTokens();
+std::map<std::string, int64_t> Phi4SpecialTokens();
 
 }  // namespace tmx::data

@@ -65,6 +65,57 @@ TEST(TokenizerBuildersTest, MissingFileSaysWhichOptionAndWhere) {
             "qwen2_5_tokenizer: merges_file is not set; fix: set merges_file to the model's merges.txt");
 }
 
+TEST(TokenizerBuildersTest, Phi4AsTorchtune) {
+  const nlohmann::json phi4 = test::LoadFixture("torchtune_0_6_1.json")["families"]["phi4_tokenizer"];
+  EXPECT_EQ(Phi4SpecialTokens(), (phi4["special_tokens"].get<std::map<std::string, int64_t>>()));
+  EXPECT_EQ(Phi4SpecialTokens().size(), 96u);  // 100256 .. 100351
+  auto tok = BuildTokenizer("torchtune.models.phi4.phi4_tokenizer", *SampleTokenizerOptions("phi4_tokenizer", {}));
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->bos_id(), 100257);  // <|endoftext|>
+  EXPECT_EQ((*tok)->eos_id(), 100265);  // <|im_end|>
+  EXPECT_EQ((*tok)->pad_id(), 100349);  // <|dummy_85|>
+  EXPECT_EQ((*tok)->base().vocab_size(), 100352);
+  EXPECT_EQ((*tok)->format(), ChatFormat::kPhi4);
+}
+
+TEST(TokenizerBuildersTest, Phi4FileErrorsNameItsKeys) {
+  TokenizerOptions options;
+  options.path = "/nonexistent/phi-4/vocab.json";
+  auto tok = BuildTokenizer("phi4_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(tok.status().message(),
+            "phi4_tokenizer: vocab_path /nonexistent/phi-4/vocab.json does not exist; fix: put the model's vocab.json "
+            "there (e.g. tune download <model> --output-dir <dir>), or set vocab_path to where it is");
+  options.path = test::SampleTokenizerPath("tiny_bpe_vocab.json");
+  tok = BuildTokenizer("phi4_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(),
+            "phi4_tokenizer: merges_path is not set; fix: set merges_path to the model's merges.txt");
+  // vocab.json and merges.txt swapped.
+  options.merges_file = options.path;
+  options.path = test::SampleTokenizerPath("tiny_bpe_merges.txt");
+  tok = BuildTokenizer("phi4_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message().rfind("phi4_tokenizer: " + options.path + ":1:", 0), 0u) << tok.status().message();
+  test::ScratchDir dir;
+  options.path = dir.path() + "/vocab.json";
+  test::WriteTextFile(options.path, "[\"a\", \"b\"]");
+  tok = BuildTokenizer("phi4_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), "phi4_tokenizer: " + options.path +
+                                        ": expected a JSON object {\"token\": id, ...}; fix: give the tokenizer's "
+                                        "vocab.json (merges go in merges_path)");
+  options.path = test::SampleTokenizerPath("tiny_bpe_vocab.json");
+  options.merges_file = dir.path() + "/merges.txt";
+  test::WriteTextFile(options.merges_file, "#version: 0.2\nĠ t\nĠt he re\n");
+  tok = BuildTokenizer("phi4_tokenizer", options);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_EQ(tok.status().message(), "phi4_tokenizer: " + options.merges_file +
+                                        ":3: expected two symbols \"left right\", got \"Ġt he re\"; fix: give the "
+                                        "tokenizer's merges.txt (vocab goes in vocab_path)");
+}
+
 TEST(TokenizerBuildersTest, SpecialTokensPathReplacesTheTable) {
   TokenizerOptions options = *SampleTokenizerOptions("qwen2_tokenizer", {});
   options.special_tokens_path = test::SampleTokenizerPath("tiny_bpe_tokenizer.json");
@@ -115,6 +166,11 @@ TEST(TokenizerBuildersTest, SamplesStandInForMissingFiles) {
       SampleNote("tokenizer", "qwen2_5_tokenizer", "tiny_bpe_vocab.json", options.path),
       "tokenizer qwen2_5_tokenizer ran on the shipped sample tiny_bpe_vocab.json (/models/Qwen2.5-0.5B/vocab.json "
       "is absent)");
+  // Phi-4 reads the same kind of files under other keys: the same sample stands in.
+  sample = SampleTokenizerOptions("torchtune.models.phi4.phi4_tokenizer", options);
+  ASSERT_TRUE(sample.ok());
+  EXPECT_EQ(sample->path, SamplesDir() + "/tokenizers/tiny_bpe_vocab.json");
+  EXPECT_EQ(sample->merges_file, SamplesDir() + "/tokenizers/tiny_bpe_merges.txt");
   setenv("TUNE_MATRIX_SAMPLES_DIR", "/elsewhere/samples", 1);
   EXPECT_EQ(SampleTokenizerOptions("gemma_tokenizer", {})->path, "/elsewhere/samples/tokenizers/m.model");
   unsetenv("TUNE_MATRIX_SAMPLES_DIR");

@@ -13,6 +13,12 @@ namespace tmx::data {
 const char* const kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// torchtune writes r"'s|'t|'re|'ve|'m|'ll|'d| ?[\w]+| ?\d+| ?[^\s\w\d]+|\s+(?!\S)|\s+" for Python's re. There (Python
+// 3.11, Unicode 14, as PCRE2 10.42) \w is [\p{L}\p{N}_], \d is \p{Nd} and \s is [\t-\r\x1C-\x1F\x85\p{Z}], each
+// checked over every code point; PCRE2's own \w and \s differ (combining marks, U+001C-U+001F, U+0085).
+const char* const kTorchtuneGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?[\p{L}\p{N}_]+| ?\p{Nd}+| ?[^\t-\r\x{1C}-\x{1F}\x{85}\p{Z}\p{L}\p{N}_]+)"
+    R"(|[\t-\r\x{1C}-\x{1F}\x{85}\p{Z}]+(?![^\t-\r\x{1C}-\x{1F}\x{85}\p{Z}])|[\t-\r\x{1C}-\x{1F}\x{85}\p{Z}]+)";
 
 namespace {
 
@@ -122,7 +128,8 @@ const std::vector<std::string>& ByteToUnicode() {
   return *table;
 }
 
-StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path) {
+StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path,
+                                        const ByteBpeFileOptions& files) {
   StatusOr<std::string> vocab_text = ReadFile(vocab_path, TokenizerInput());
   if (!vocab_text.ok()) return vocab_text.status();
   StatusOr<std::string> merges_text = ReadFile(merges_path, TokenizerInput());
@@ -134,7 +141,8 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
   if (!vocab.is_object()) {
     return Status::InvalidArgument(vocab_path +
                                    ": expected a JSON object {\"token\": id, ...}; fix: give the "
-                                   "tokenizer's vocab.json (merges go in merges_file)");
+                                   "tokenizer's vocab.json (merges go in " +
+                                   files.merges_key + ")");
   }
   for (const auto& [token, id] : vocab.items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0) {
@@ -143,7 +151,9 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
     }
     model.vocab.emplace(token, id.get<int64_t>());
   }
-  Status parsed = ForEachLine(*merges_text, [&](int64_t line_no, std::string_view raw, size_t) {
+  const bool gpt2 = files.layout == MergesLayout::kFirstAndUnterminatedLastSkipped;
+  Status parsed = ForEachLine(*merges_text, [&](int64_t line_no, std::string_view raw, size_t offset) {
+    if (gpt2 && (line_no == 1 || offset + raw.size() == merges_text->size())) return Status::OK();
     // Python's str.strip() of ASCII whitespace, as torchtune's reader does.
     size_t first = raw.find_first_not_of(" \t\r\n\v\f");
     if (first == std::string_view::npos) return Status::OK();
@@ -154,8 +164,8 @@ StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std
       return Status::InvalidArgument(merges_path + ":" + std::to_string(line_no) +
                                      ": expected two symbols \"left "
                                      "right\", got \"" +
-                                     line.substr(0, 60) +
-                                     "\"; fix: give the tokenizer's merges.txt (vocab goes in path)");
+                                     line.substr(0, 60) + "\"; fix: give the tokenizer's merges.txt (vocab goes in " +
+                                     files.vocab_key + ")");
     }
     model.merges.emplace_back(line.substr(0, space), line.substr(space + 1));
     return Status::OK();
@@ -227,7 +237,7 @@ StatusOr<std::unique_ptr<ByteBpeTokenizer>> ByteBpeTokenizer::Create(ByteBpeOpti
     tok->token_of_[id] = text;
     tok->added_ids_.insert(id);
     tok->vocab_size_ = std::max(tok->vocab_size_, id + 1);
-    if (!text.empty()) tok->specials_longest_first_.emplace_back(text, id);
+    if (!text.empty() && options.split_on_added_tokens) tok->specials_longest_first_.emplace_back(text, id);
   }
   std::stable_sort(tok->specials_longest_first_.begin(), tok->specials_longest_first_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });

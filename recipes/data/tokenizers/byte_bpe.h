@@ -3,13 +3,15 @@
 // byte_level false it is Hugging Face's character-level BPE of SentencePiece-converted tokenizer.json files
 // (Llama 2, Mistral, Gemma): symbols are characters, unknown ones fall back to "<0xAB>" byte tokens or unk.
 //
-// Encoding: optional NFC normalization; the text is split on the special (added) tokens, whose text always
-// becomes their id; every other span is cut by the pre-tokenizer pattern, each piece's UTF-8 bytes are mapped to
-// GPT-2's printable byte alphabet and merged by merge rank (lowest first, all occurrences left to right).
-// A merged symbol missing from the vocabulary becomes unk_id (dropped when there is none, as Hugging Face does).
+// Encoding: optional NFC normalization; the text is split on the special (added) tokens, whose text becomes their
+// id (unless split_on_added_tokens is false); every other span is cut by the pre-tokenizer pattern, each piece's UTF-8
+// bytes are mapped to GPT-2's printable byte alphabet and merged by merge rank (lowest first, all occurrences left to
+// right). A merged symbol missing from the vocabulary becomes unk_id (dropped when there is none, as Hugging Face
+// does).
 //
 // Files: vocab.json is one JSON object {token: id}; merges.txt has one "left right" pair per line, optionally
-// after a "#version: ..." first line. Errors name the file and line.
+// after a "#version: ..." first line (MergesLayout says how its first and last lines are read). Errors name the file
+// and line.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,9 @@ namespace tmx::data {
 extern const char* const kQwen2Pattern;
 // GPT-2's own pattern (Hugging Face ByteLevel pre-tokenizer with use_regex: true).
 extern const char* const kGpt2Pattern;
+// torchtune's GPT2BaseTokenizer (Phi-4): GPT-2's pattern as Python's re module runs it, with \w, \d and \s spelled as
+// re defines them for str (\w: letters, numbers and '_', no combining marks; \s: also U+001C-U+001F and U+0085).
+extern const char* const kTorchtuneGpt2Pattern;
 
 struct ByteBpeModel {
   std::unordered_map<std::string, int64_t> vocab;           // byte-alphabet token -> id
@@ -76,8 +81,11 @@ struct ByteBpeOptions {
   // so its neighbours can merge. torchtune's Qwen2Tokenizer (false) keeps it in place, where it blocks merges, and
   // drops it afterwards. The two differ only for vocabularies that lack some bytes.
   bool drop_unknown_bytes_first = false;
-  // Added tokens: their text is always matched in the input and becomes their id.
+  // Added tokens: their ids decode to their text, and count in vocab_size.
   std::map<std::string, int64_t> special_tokens;
+  // Their text in the input becomes their id (true), or is ordinary text (false: torchtune's GPT2BaseTokenizer,
+  // whose encode knows no added tokens, so "<|im_start|>" in a message is encoded byte by byte).
+  bool split_on_added_tokens = true;
   // Added tokens that are not special (kept by Decode even when skip_special). Subset of special_tokens' keys.
   std::unordered_set<std::string> non_special_added;
   int64_t unk_id = kNoId;
@@ -86,9 +94,28 @@ struct ByteBpeOptions {
   int64_t pad_id = kNoId;
 };
 
+// How a reader takes merges.txt's first and last lines.
+enum class MergesLayout {
+  // Hugging Face's and torchtune's Qwen2Tokenizer: a first line starting "#version:" is skipped; every other
+  // non-blank line is a merge.
+  kOptionalVersionLine,
+  // torchtune's GPT2BaseTokenizer (Phi-4) reads text.split("\n")[1:-1]: the first line is never a merge (so a file
+  // without a "#version:" line loses its first merge), nor is a last line that no '\n' ends.
+  kFirstAndUnterminatedLastSkipped,
+};
+
+// How LoadByteBpeFiles reads the files, and the config keys that name them (in the fix of an error, which says
+// where the other file goes).
+struct ByteBpeFileOptions {
+  MergesLayout layout = MergesLayout::kOptionalVersionLine;
+  std::string vocab_key = "path";
+  std::string merges_key = "merges_file";
+};
+
 // Reads vocab.json and merges.txt. NotFound/IoError for a file; InvalidArgument "<file>:<line>: ..." for bad
 // content (not a JSON object of whole-number ids, a merge line without exactly two symbols).
-StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path);
+StatusOr<ByteBpeModel> LoadByteBpeFiles(const std::string& vocab_path, const std::string& merges_path,
+                                        const ByteBpeFileOptions& files = {});
 
 class ByteBpeTokenizer : public Tokenizer {
  public:

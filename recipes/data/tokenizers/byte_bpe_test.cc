@@ -68,6 +68,73 @@ TEST(ByteBpeTest, SpecialTokenTextBecomesItsId) {
   EXPECT_EQ(tok->vocab_size(), 151646);
 }
 
+TEST(ByteBpeTest, AddedTokensAreTextWithoutSplitOnAddedTokens) {
+  // torchtune's GPT2BaseTokenizer (Phi-4) finds no added tokens in text; their ids still decode to their text.
+  auto model = LoadByteBpeFiles(test::SampleTokenizerPath("tiny_bpe_vocab.json"),
+                                test::SampleTokenizerPath("tiny_bpe_merges.txt"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ByteBpeOptions options;
+  options.model = std::move(model).value();
+  options.special_tokens = {{"<|im_start|>", 100264}};
+  options.split_on_added_tokens = false;
+  auto tok = ByteBpeTokenizer::Create(std::move(options));
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  std::vector<int64_t> ids = (*tok)->Encode("<|im_start|>", false, false);
+  // As torchtune's GPT2BaseTokenizer: "<", "|", "im", "_", "st", "art", "|", ">".
+  EXPECT_EQ(ids, (std::vector<int64_t>{27, 91, 161, 62, 137, 320, 91, 29}));
+  EXPECT_EQ((*tok)->Decode(ids, false), "<|im_start|>");
+  EXPECT_EQ((*tok)->Decode({100264}, false), "<|im_start|>");
+  EXPECT_EQ((*tok)->Decode({100264}, true), "");
+  EXPECT_EQ((*tok)->vocab_size(), 100265);
+}
+
+TEST(ByteBpeTest, TorchtuneGpt2PatternSplitsAsPythonRe) {
+  // kTorchtuneGpt2Pattern is torchtune's GPT2BaseTokenizer pattern rewritten for PCRE2; the pieces Python's re made
+  // of the corpus and of texts where the two engines' \w and \s differ must come out the same.
+  const nlohmann::json fixture =
+      test::LoadFixture("torchtune_0_6_1.json")["families"]["phi4_tokenizer"]["pre_tokenizer"];
+  EXPECT_EQ(fixture["pattern"], R"('s|'t|'re|'ve|'m|'ll|'d| ?[\w]+| ?\d+| ?[^\s\w\d]+|\s+(?!\S)|\s+)");
+  auto regex = UnicodeRegex::Compile(kTorchtuneGpt2Pattern);
+  ASSERT_TRUE(regex.ok()) << regex.status().ToString();
+  ASSERT_GT(fixture["cases"].size(), 20u);
+  for (const auto& c : fixture["cases"]) {
+    std::string text = c["text"];
+    SCOPED_TRACE(text);
+    StatusOr<std::vector<std::string_view>> pieces = (*regex)->FindAll(text);
+    ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+    EXPECT_EQ(std::vector<std::string>(pieces->begin(), pieces->end()), c["pieces"].get<std::vector<std::string>>());
+  }
+}
+
+TEST(ByteBpeTest, Gpt2BaseTokenizerSkipsTheFirstMergesLine) {
+  // torchtune's GPT2BaseTokenizer reads merges.txt's text.split("\n")[1:-1].
+  test::ScratchDir dir;
+  std::string vocab = dir.path() + "/vocab.json", merges = dir.path() + "/merges.txt";
+  test::WriteTextFile(vocab, "{\"a\": 0, \"b\": 1}");
+  test::WriteTextFile(merges, "x y\na b\nc d");
+  ByteBpeFileOptions gpt2;
+  gpt2.layout = MergesLayout::kFirstAndUnterminatedLastSkipped;
+  using Merges = std::vector<std::pair<std::string, std::string>>;
+  auto model = LoadByteBpeFiles(vocab, merges, gpt2);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->merges, (Merges{{"a", "b"}}));  // the first line, and the last without its '\n'
+  model = LoadByteBpeFiles(vocab, merges);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->merges, (Merges{{"x", "y"}, {"a", "b"}, {"c", "d"}}));
+  test::WriteTextFile(merges, "#version: 0.2\na b\nc d\n");
+  model = LoadByteBpeFiles(vocab, merges, gpt2);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->merges, (Merges{{"a", "b"}, {"c", "d"}}));
+  // A bad line is an error, naming the keys of the files' builder.
+  test::WriteTextFile(merges, "#version: 0.2\na b c\n");
+  gpt2.vocab_key = "vocab_path";
+  model = LoadByteBpeFiles(vocab, merges, gpt2);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), merges +
+                                          ":2: expected two symbols \"left right\", got \"a b c\"; fix: give the "
+                                          "tokenizer's merges.txt (vocab goes in vocab_path)");
+}
+
 TEST(ByteBpeTest, ByteAlphabetIsGpt2s) {
   const std::vector<std::string>& table = ByteToUnicode();
   EXPECT_EQ(table[' '], "\xC4\xA0");   // Ġ
