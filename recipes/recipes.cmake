@@ -1,6 +1,7 @@
 # The recipes library: the built-in registry (components, schemas, estimates) and the single-device
 # fine-tuning recipes.
 add_library(tm_recipes
+  adamw8bit.cc
   builtin.cc
   checkpointers.cc
   components.cc
@@ -47,3 +48,4 @@ tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recip
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc loss_test.cc
             run_progress_test.cc train_setup_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc LIBS tm_recipes TORCH LABELS recipes)
