@@ -7,14 +7,24 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/config_store.h"
 #include "recipes/builtin.h"
+#include "recipes/estimate.h"
 #include "recipes/optimizers.h"
+#include "recipes/train_schema.h"
 #include "recipes/train_state.h"
 #include "tests/scratch_dir.h"
+
+#ifdef TUNE_MATRIX_HAS_CUDA
+#include <torch/cuda.h>
+#endif
 
 namespace tmx::recipes {
 namespace {
@@ -147,6 +157,233 @@ TEST(AdamW8bitTest, ThreeStepsEqualBitsandbytes) {
       }
     }
   }
+}
+
+
+DeviceInfo Device(const std::string& type) {
+  DeviceInfo d;
+  d.id = d.type = type;
+  d.bf16_matmul_backward = true;
+  return d;
+}
+
+// The problems under optimizer.* of tiny/full_single_device with `overrides`, validated for `device`.
+std::vector<Problem> OptimizerProblems(std::vector<std::string> overrides, const DeviceInfo& device) {
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<LocatedConfig> located = LocateConfig("tiny/full_single_device", registry);
+  EXPECT_TRUE(located.ok());
+  StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return {};
+  std::vector<Problem> out;
+  for (Problem& p : ValidateConfig(*c, *located->recipe, registry, &device)) {
+    if (p.key.rfind("optimizer", 0) == 0) out.push_back(p);
+  }
+  return out;
+}
+
+TEST(AdamW8bitTest, SchemasTakeBitsandbytesArgumentsAndRefuseWhatItRefuses) {
+  const DeviceInfo cpu = Device("cpu");
+  EXPECT_TRUE(OptimizerProblems({"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.betas=[0.9,0.95]",
+                                 "optimizer.min_8bit_size=1024", "optimizer.optim_bits=32"},
+                                cpu)
+                  .empty());
+  struct Case {
+    std::vector<std::string> overrides;
+    std::string key, message;
+  } cases[] = {
+      {{"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.amsgrad=True"}, "optimizer.amsgrad",
+       "bitsandbytes' AdamW8bit has no AMSGrad variant; set optimizer.amsgrad=False"},
+      {{"optimizer=bitsandbytes.optim.PagedAdamW8bit", "optimizer.optim_bits=8"}, "optimizer.optim_bits",
+       "'8' is refused: PagedAdamW8bit keeps 8-bit state whatever optim_bits says, and bitsandbytes accepts only "
+       "the default 32 here; remove optimizer.optim_bits"},
+      {{"optimizer=bitsandbytes.optim.PagedAdamW", "optimizer.optim_bits=16"}, "optimizer.optim_bits",
+       "'16' is not 8 or 32 (bits of optimizer state)"},
+      {{"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.betas=[0.9,1.5]"}, "optimizer.betas",
+       "expected two numbers in [0, 1), e.g. [0.9, 0.999]"},
+      // Paging is CUDA unified memory: refused on cpu with the override that runs the config there.
+      {{"optimizer=bitsandbytes.optim.PagedAdamW8bit"}, "optimizer._component_",
+       "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
+       "optimizer._component_=bitsandbytes.optim.AdamW8bit"},
+      {{"optimizer=bitsandbytes.optim.PagedAdamW"}, "optimizer._component_",
+       "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
+       "optimizer._component_=torch.optim.AdamW"},
+      {{"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.is_paged=True"}, "optimizer._component_",
+       "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
+       "optimizer.is_paged=False"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.overrides.back());
+    std::vector<Problem> problems;  // the paged ones on cpu also have the device's problem, checked below
+    for (const Problem& p : OptimizerProblems(c.overrides, cpu)) {
+      if (p.key == c.key) problems.push_back(p);
+    }
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].key, c.key);
+    EXPECT_EQ(problems[0].message, c.message);
+    EXPECT_EQ(problems[0].device_related, c.key == "optimizer._component_");
+  }
+#ifdef TUNE_MATRIX_HAS_CUDA
+  // The same paged configs are valid for cuda (this build can allocate unified memory).
+  EXPECT_TRUE(OptimizerProblems({"optimizer=bitsandbytes.optim.PagedAdamW8bit"}, Device("cuda")).empty());
+  EXPECT_TRUE(OptimizerProblems({"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.is_paged=True"}, Device("cuda"))
+                  .empty());
+#endif
+}
+
+TEST(AdamW8bitTest, ShardedDataParallelIsRefused) {
+  for (const char* shard : {"-1", "1"}) {
+    StatusOr<Config> c = Config::FromString(std::string("optimizer:\n  _component_: bitsandbytes.optim.AdamW8bit\n"
+                                                        "data_parallel_shard_dim: ") + shard + "\n",
+                                            "d.yaml");
+    ASSERT_TRUE(c.ok());
+    std::vector<Problem> problems = DistributedChecks(*c, BuiltinRegistry(), nullptr);
+    if (std::string(shard) == "1") {
+      EXPECT_TRUE(problems.empty()) << problems[0].ToString();
+      continue;
+    }
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].key, "data_parallel_shard_dim");
+    EXPECT_NE(problems[0].message.find("set data_parallel_shard_dim=1 (replicate), or use "
+                                       "optimizer._component_=torch.optim.AdamW"),
+              std::string::npos)
+        << problems[0].message;
+  }
+}
+
+TEST(AdamW8bitTest, MemoryEstimateCountsEightBitState) {
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<LocatedConfig> located = LocateConfig("tiny/full_single_device", registry);
+  ASSERT_TRUE(located.ok());
+  auto estimate = [&](const std::string& optimizer) {
+    StatusOr<Config> c = LoadResolvedConfig(*located, {"optimizer=" + optimizer, "dtype=bf16"}, located->recipe,
+                                            &registry);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    StatusOr<CellEstimate> e = located->recipe->estimate(*c, registry, Device("cpu"));
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    StatusOr<CheckpointBytes> saved = EstimateCheckpointBytes(*c, registry);
+    EXPECT_TRUE(saved.ok());
+    return std::make_tuple(e->peak_memory_bytes, e->trainable_parameters, saved->train_state);
+  };
+  auto [adamw, trainable, adamw_saved] = estimate("torch.optim.AdamW");
+  auto [eight_bit, trainable2, eight_bit_saved] = estimate("bitsandbytes.optim.AdamW8bit");
+  auto [paged32, trainable3, paged32_saved] = estimate("bitsandbytes.optim.PagedAdamW");
+  ASSERT_GT(trainable, 0);
+  const double n = static_cast<double>(trainable);
+  // AdamW: two bf16 moments (4 bytes); AdamW8bit: two codes and two float32 absmax per 256 (2.03125 bytes);
+  // PagedAdamW: two float32 moments (8 bytes) whatever the weights' dtype.
+  EXPECT_NEAR(static_cast<double>(adamw - eight_bit), n * (4.0 - 2.03125), 2.0);
+  EXPECT_NEAR(static_cast<double>(paged32 - adamw), n * (8.0 - 4.0), 2.0);
+  EXPECT_NEAR(static_cast<double>(adamw_saved - eight_bit_saved), n * (4.0 - 2.03125), 2.0);
+}
+
+// The fixture's optimizer over two tensors (one quantised, one under min_8bit_size), with gradients of step s.
+struct Trainee {
+  std::vector<at::Tensor> params;
+  OptimizerPtr opt;
+  Trainee() {
+    params = {LcgTensor(7, 64 * 80).reshape({64, 80}).requires_grad_(), LcgTensor(8, 10).requires_grad_()};
+    opt = BuildFromConfig(kFixtureConfig, params);
+  }
+  void Steps(int from, int to) {
+    for (int step = from; step <= to; ++step) {
+      for (size_t k = 0; k < params.size(); ++k) {
+        params[k].mutable_grad() = LcgTensor(50 * step + k, params[k].numel()).reshape(params[k].sizes());
+      }
+      opt->step();
+    }
+  }
+  NamedParameters Named() const { return {{"w", params[0]}, {"b", params[1]}}; }
+};
+
+TEST(AdamW8bitTest, SavedStateResumesToTheSameWeights) {
+  Trainee straight, interrupted, resumed;
+  straight.Steps(1, 5);
+  interrupted.Steps(1, 3);
+  test::ScratchDir dir("adamw8bit");
+  ASSERT_EQ(::mkdir((dir.path() + "/epoch_0").c_str(), 0755), 0);
+  ASSERT_TRUE(SaveTrainState(dir.path() + "/epoch_0", interrupted.Named(), *interrupted.opt, /*lora=*/true,
+                             Progress{1, 3, 5})
+                  .ok());
+  // What was saved: the codes as uint8, absmax per block, float32 moments for the small tensor.
+  StatusOr<checkpoint::LoadedSafetensors> saved =
+      checkpoint::LoadSafetensors(dir.path() + "/epoch_0/recipe_state.safetensors");
+  ASSERT_TRUE(saved.ok());
+  std::map<std::string, at::Tensor> by_name(saved->tensors.begin(), saved->tensors.end());
+  EXPECT_EQ(by_name.at("w.state1").scalar_type(), torch::kByte);
+  EXPECT_EQ(by_name.at("w.absmax2").numel(), 20);
+  EXPECT_EQ(by_name.at("b.state2").scalar_type(), torch::kFloat);
+  EXPECT_EQ(by_name.count("b.absmax1"), 0u);
+  EXPECT_EQ(saved->metadata.at("w.step"), "3");
+
+  StatusOr<Config> config = Config::FromString(kFixtureConfig, "opt.yaml");
+  ASSERT_TRUE(config.ok());
+  StatusOr<ResumePoint> point = LoadTrainState(dir.path(), *config, resumed.Named(), *resumed.opt, /*lora=*/true,
+                                               [](const std::string&) { return Status::OK(); });
+  ASSERT_TRUE(point.ok()) << point.status().ToString();
+  EXPECT_EQ(point->global_step, 3);
+  resumed.Steps(4, 5);
+  for (size_t k = 0; k < straight.params.size(); ++k) {
+    SCOPED_TRACE(k);
+    EXPECT_TRUE(torch::equal(resumed.params[k], straight.params[k]));
+    EXPECT_FALSE(torch::equal(resumed.params[k], interrupted.params[k]));  // two more steps moved it
+    const auto& a = static_cast<const BnbAdamWParamState&>(*straight.opt->state().at(straight.params[k].unsafeGetTensorImpl()));
+    const auto& b = static_cast<const BnbAdamWParamState&>(*resumed.opt->state().at(resumed.params[k].unsafeGetTensorImpl()));
+    EXPECT_EQ(b.step(), 5);
+    EXPECT_TRUE(torch::equal(a.state1(), b.state1()));
+    EXPECT_TRUE(torch::equal(a.state2(), b.state2()));
+  }
+  // State saved with float32 moments does not go into 8-bit buffers: resuming says so.
+  std::string all_8bit = kFixtureConfig;
+  all_8bit.replace(all_8bit.find("min_8bit_size: 4096"), 19, "min_8bit_size: 1");
+  Trainee other;
+  other.opt = BuildFromConfig(all_8bit, other.params);
+  StatusOr<Config> other_config = Config::FromString(all_8bit, "o.yaml");
+  ASSERT_TRUE(other_config.ok());
+  StatusOr<ResumePoint> refused = LoadTrainState(dir.path(), *other_config, other.Named(), *other.opt, /*lora=*/true,
+                                                 [](const std::string&) { return Status::OK(); });
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("b.state1: not the state this optimizer keeps for b (saved with "
+                                             "another optim_bits or min_8bit_size?)"),
+            std::string::npos)
+      << refused.status().ToString();
+}
+
+TEST(AdamW8bitTest, PagedStateLivesInUnifiedMemoryOnCuda) {
+#ifndef TUNE_MATRIX_HAS_CUDA
+  GTEST_SKIP() << "this build has no CUDA toolkit (TUNE_MATRIX_HAS_CUDA unset): no unified memory to test";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no cuda device on this machine: paged state needs one";
+  auto make = [](const char* component, std::vector<at::Tensor>& params) {
+    params = {LcgTensor(3, 400 * 300).reshape({400, 300}).to(torch::kCUDA).requires_grad_(),
+              LcgTensor(4, 5000).to(torch::kCUDA).requires_grad_()};
+    return BuildFromConfig(std::string("optimizer:\n  _component_: ") + component + "\n", params);
+  };
+  std::vector<at::Tensor> paged_params, plain_params;
+  OptimizerPtr paged = make("bitsandbytes.optim.PagedAdamW8bit", paged_params);
+  OptimizerPtr plain = make("bitsandbytes.optim.AdamW8bit", plain_params);
+  for (int step = 1; step <= 2; ++step) {
+    for (auto* set : {&paged_params, &plain_params}) {
+      for (size_t k = 0; k < set->size(); ++k) {
+        (*set)[k].mutable_grad() = LcgTensor(10 * step + k, (*set)[k].numel()).reshape((*set)[k].sizes()).to(torch::kCUDA);
+      }
+    }
+    paged->step();
+    plain->step();
+  }
+  auto state = [](const OptimizerPtr& o, const at::Tensor& p) -> const BnbAdamWParamState& {
+    return static_cast<const BnbAdamWParamState&>(*o->state().at(p.unsafeGetTensorImpl()));
+  };
+  // 120,000 elements: paged; 5,000 (under bitsandbytes' 1e5): device memory, as bitsandbytes does.
+  EXPECT_TRUE(BnbAdamW::InUnifiedMemory(state(paged, paged_params[0]).state1()));
+  EXPECT_TRUE(BnbAdamW::InUnifiedMemory(state(paged, paged_params[0]).state2()));
+  EXPECT_FALSE(BnbAdamW::InUnifiedMemory(state(paged, paged_params[1]).state1()));
+  EXPECT_FALSE(BnbAdamW::InUnifiedMemory(state(plain, plain_params[0]).state1()));
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_TRUE(torch::equal(paged_params[k], plain_params[k]));
+    EXPECT_TRUE(torch::equal(state(paged, paged_params[k]).state1(), state(plain, plain_params[k]).state1()));
+  }
+#endif
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ ComponentSpec BnbComponent(const BnbVariant& v) {
         // dtype). Tensors under min_8bit_size keep float32 state; a model's are few and small.
         const bool eight_bit = v.always_8bit || (bits.ok() && *bits == 8);
         return eight_bit ? 2.0 + 2.0 * 4.0 / static_cast<double>(kQuantBlockSize) : 8.0;
-      });
+      },
+      /*shardable=*/false);
   return c;
 }
 

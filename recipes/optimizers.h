@@ -24,7 +24,10 @@ class OptimizerComponent final : public ComponentImpl {
   // Bytes of optimizer state per trained parameter with this config, given the weights' bytes per element
   // (AdamW: two moments in the weights' dtype; AdamW8bit: two uint8 codes and an absmax per block of 256).
   using StateBytes = std::function<double(const Config& config, int64_t weight_bytes)>;
-  OptimizerComponent(Builder build, StateBytes states) : build_(std::move(build)), states_(std::move(states)) {}
+  // `shardable`: its per-parameter state can be cut into the flat shards of sharded data parallelism and
+  // gathered back (element by element); false for state quantised in blocks of each parameter.
+  OptimizerComponent(Builder build, StateBytes states, bool shardable = true)
+      : build_(std::move(build)), states_(std::move(states)), shardable_(shardable) {}
 
   StatusOr<OptimizerPtr> Build(const Config& config, const std::vector<at::Tensor>& params) const {
     return build_(config, params);
@@ -32,10 +35,12 @@ class OptimizerComponent final : public ComponentImpl {
   double StateBytesPerParameter(const Config& config, int64_t weight_bytes) const {
     return states_(config, weight_bytes);
   }
+  bool shardable() const { return shardable_; }
 
  private:
   Builder build_;
   StateBytes states_;
+  bool shardable_;
 };
 
 // AdamW and SGD (torch.optim's paths as aliases), and bitsandbytes' AdamW8bit, PagedAdamW8bit and PagedAdamW
