@@ -180,25 +180,44 @@ at::Tensor BnbAdamW::step(LossClosure closure) {
       const double step = static_cast<double>(st.step());
       const double correction1 = 1.0 - std::pow(beta1, step);
       const double correction2 = std::sqrt(1.0 - std::pow(beta2, step));
-      at::Tensor grad = p.grad().to(torch::kFloat);
-      at::Tensor weight = p.to(torch::kFloat);  // p itself for float32 weights
       if (st.quantized()) {
-        // _optimizer_update_8bit_blockwise_cpu, "adam".
+        // _optimizer_update_8bit_blockwise_cpu, "adam", a run of whole blocks at a time: elementwise but for
+        // each block's absmax, so the same result with float32 temporaries of one run, not of the tensor.
         const auto& [m1, m2] = maps_on(p.device());
-        at::Tensor s1 = Dequantize(st.state1(), st.absmax1(), m1.code);
-        at::Tensor s2 = Dequantize(st.state2(), st.absmax2(), m2.code);
-        s1.mul_(beta1).add_(grad, 1.0 - beta1);
-        s2.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
-        at::Tensor denom = (s2.sqrt() / correction2).add_(eps);
-        if (wd > 0.0) weight.mul_(1.0 - lr * wd);
-        weight.addcdiv_(s1, denom, -lr / correction1);
-        BlockwiseQuantized q1 = Quantize(s1, m1), q2 = Quantize(s2, m2);
-        st.state1().copy_(q1.codes);
-        st.absmax1().copy_(q1.absmax);
-        st.state2().copy_(q2.codes);
-        st.absmax2().copy_(q2.absmax);
+        const int64_t n = p.numel();
+        const int64_t run = std::max<int64_t>(1, o.blocks_per_pass()) * kQuantBlockSize;
+        at::Tensor weights = p.is_contiguous() ? p.view(-1) : p.contiguous().view(-1);
+        at::Tensor grads = p.grad().reshape(-1);
+        for (int64_t begin = 0; begin < n; begin += run) {
+          const int64_t end = std::min(n, begin + run);
+          const int64_t first_block = begin / kQuantBlockSize;
+          const int64_t end_block = (end + kQuantBlockSize - 1) / kQuantBlockSize;
+          at::Tensor codes1 = st.state1().view(-1).slice(0, begin, end);
+          at::Tensor codes2 = st.state2().view(-1).slice(0, begin, end);
+          at::Tensor absmax1 = st.absmax1().slice(0, first_block, end_block);
+          at::Tensor absmax2 = st.absmax2().slice(0, first_block, end_block);
+          at::Tensor grad = grads.slice(0, begin, end).to(torch::kFloat);
+          at::Tensor part = weights.slice(0, begin, end);
+          at::Tensor weight = part.to(torch::kFloat);  // the weights' own view when they are float32
+          at::Tensor s1 = Dequantize(codes1, absmax1, m1.code);
+          at::Tensor s2 = Dequantize(codes2, absmax2, m2.code);
+          s1.mul_(beta1).add_(grad, 1.0 - beta1);
+          s2.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
+          at::Tensor denom = (s2.sqrt() / correction2).add_(eps);
+          if (wd > 0.0) weight.mul_(1.0 - lr * wd);
+          weight.addcdiv_(s1, denom, -lr / correction1);
+          if (!weight.is_same(part)) part.copy_(weight);
+          BlockwiseQuantized q1 = Quantize(s1, m1), q2 = Quantize(s2, m2);
+          codes1.copy_(q1.codes);
+          absmax1.copy_(q1.absmax);
+          codes2.copy_(q2.codes);
+          absmax2.copy_(q2.absmax);
+        }
+        if (!p.is_contiguous()) p.copy_(weights.view(p.sizes()));
       } else {
         // _optimizer_update_32bit_cpu, "adam" (max_unorm 0: no update scaling).
+        at::Tensor grad = p.grad().to(torch::kFloat);
+        at::Tensor weight = p.to(torch::kFloat);  // p itself for float32 weights
         at::Tensor s1 = st.state1(), s2 = st.state2();
         s1.mul_(beta1).add_(grad, 1.0 - beta1);
         s2.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
@@ -206,8 +225,8 @@ at::Tensor BnbAdamW::step(LossClosure closure) {
         if (wd > 0.0) weight.mul_(1.0 - lr * wd);
         at::Tensor update = s1 / (s2.sqrt() + eps * correction2);
         weight.add_(update, step_size);
+        if (!weight.is_same(p)) p.copy_(weight);
       }
-      if (!weight.is_same(p)) p.copy_(weight);
     }
   }
   return loss;

@@ -56,6 +56,9 @@ struct BnbAdamWOptions : public torch::optim::OptimizerCloneableOptions<BnbAdamW
   // State in CUDA unified memory for cuda tensors of at least kPagedMinElements elements (bitsandbytes pages
   // only those; smaller ones stay in device memory). Without effect on other device types.
   TORCH_ARG(bool, paged) = false;
+  // The 8-bit step dequantises, updates and requantises this many blocks at a time: its float32 temporaries
+  // are those of 4096 blocks (1M elements), not of the largest tensor (an embedding's 262M). Same result.
+  TORCH_ARG(int64_t, blocks_per_pass) = 4096;
 };
 
 // bitsandbytes pages a state tensor only from this size (get_state_buffer: p.numel() >= 1e5).

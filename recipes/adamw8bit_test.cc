@@ -160,6 +160,28 @@ TEST(AdamW8bitTest, ThreeStepsEqualBitsandbytes) {
 }
 
 
+// The step works through a tensor a run of blocks at a time: the same codes and weights in runs of one block.
+TEST(AdamW8bitTest, StepsInRunsOfBlocksAsInOne) {
+  std::vector<at::Tensor> whole = {LcgTensor(11, 4800).reshape({48, 100}).requires_grad_()};
+  std::vector<at::Tensor> runs = {LcgTensor(11, 4800).reshape({48, 100}).requires_grad_()};
+  BnbAdamW a(whole, BnbAdamWOptions(0.01).weight_decay(0.1));
+  BnbAdamW b(runs, BnbAdamWOptions(0.01).weight_decay(0.1).blocks_per_pass(1));
+  for (int step = 1; step <= 3; ++step) {
+    whole[0].mutable_grad() = LcgTensor(20 + step, 4800).reshape({48, 100});
+    runs[0].mutable_grad() = LcgTensor(20 + step, 4800).reshape({48, 100});
+    a.step();
+    b.step();
+  }
+  const auto& sa = static_cast<const BnbAdamWParamState&>(*a.state().at(whole[0].unsafeGetTensorImpl()));
+  const auto& sb = static_cast<const BnbAdamWParamState&>(*b.state().at(runs[0].unsafeGetTensorImpl()));
+  ASSERT_TRUE(sb.quantized());
+  EXPECT_TRUE(torch::equal(sa.state1(), sb.state1()));
+  EXPECT_TRUE(torch::equal(sa.state2(), sb.state2()));
+  EXPECT_TRUE(torch::equal(sa.absmax2(), sb.absmax2()));
+  EXPECT_TRUE(torch::allclose(whole[0], runs[0], 1e-6, 1e-9));
+  EXPECT_FALSE(torch::equal(runs[0], LcgTensor(11, 4800).reshape({48, 100})));
+}
+
 DeviceInfo Device(const std::string& type) {
   DeviceInfo d;
   d.id = d.type = type;
