@@ -102,7 +102,6 @@ StatusOr<OptimizerPtr> BuildSgd(const Config& config, const std::vector<at::Tens
   return OptimizerPtr(new torch::optim::SGD(params, o));
 }
 
-
 // bitsandbytes' AdamW family (recipes/adamw8bit.h). Each takes bitsandbytes' own arguments; what it refuses (or
 // silently ignores) is refused here with the fix.
 struct BnbVariant {
