@@ -60,8 +60,8 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
                                        : static_cast<double>(args.vocab_size * args.embed_dim) * bytes;
     grads = std::min(grads, largest);
   }
-  double states =
-      static_cast<double>(e.trainable_parameters) * bytes * trained->optimizer->StateTensorsPerParameter(config);
+  double states = static_cast<double>(e.trainable_parameters) *
+                  trained->optimizer->StateBytesPerParameter(config, trained->bytes);
   if (sharding != Sharding::kNone) states = std::ceil(states / n);
   if (sharding == Sharding::kFull) {
     // A shard of everything, and one layer's weights and gradients whole at a time.
@@ -105,11 +105,12 @@ StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Re
   CountModelParameters(trained->choice, &c.parameters, &trainable);
   c.dtype = trained->dtype;
   const int64_t bytes = trained->bytes;
-  const int64_t states = trained->optimizer->StateTensorsPerParameter(config);
+  const double state_bytes = trained->optimizer->StateBytesPerParameter(config, bytes);
   const bool lora = trained->choice.lora.has_value();
   if (!lora || !*adapter_only) c.weights = c.parameters * bytes + kHeader;
   if (lora) c.adapters = trainable * bytes + kHeader;
-  c.train_state = trainable * bytes * (states + (lora ? 1 : 0)) + kHeader;
+  c.train_state = static_cast<int64_t>(std::ceil(static_cast<double>(trainable) * state_bytes)) +
+                  trainable * (lora ? bytes : 0) + kHeader;
   c.epochs = *save ? std::max<int64_t>(0, *epochs) : 0;
   return c;
 }

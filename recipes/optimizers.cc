@@ -1,8 +1,12 @@
 #include "recipes/optimizers.h"
 
+#include <tuple>
+
 #include <ATen/ops/_fused_adamw.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
+
+#include "recipes/adamw8bit.h"
 
 namespace tmx::recipes {
 namespace {
@@ -56,6 +60,17 @@ class FusedAdamW final : public torch::optim::AdamW {
   }
 };
 
+// optimizer.betas: two numbers.
+StatusOr<std::tuple<double, double>> Betas(const Config& config) {
+  YAML::Node betas = config.Find("optimizer.betas");
+  try {
+    if (betas.IsSequence() && betas.size() == 2) return std::make_tuple(betas[0].as<double>(), betas[1].as<double>());
+  } catch (const YAML::Exception&) {
+  }
+  return Status::InvalidArgument(config.OriginOf("optimizer.betas").ToString() +
+                                 ": key 'optimizer.betas': expected two numbers, e.g. [0.9, 0.999]");
+}
+
 StatusOr<OptimizerPtr> BuildAdamW(const Config& config, const std::vector<at::Tensor>& params) {
   StatusOr<double> lr = config.GetDouble("optimizer.lr");
   StatusOr<double> wd = config.GetDouble("optimizer.weight_decay");
@@ -65,19 +80,10 @@ StatusOr<OptimizerPtr> BuildAdamW(const Config& config, const std::vector<at::Te
   for (const Status& s : {lr.status(), wd.status(), eps.status(), amsgrad.status(), fused.status()}) {
     TM_RETURN_IF_ERROR(s);
   }
+  StatusOr<std::tuple<double, double>> betas = Betas(config);
+  TM_RETURN_IF_ERROR(betas.status());
   torch::optim::AdamWOptions o(*lr);
-  o.weight_decay(*wd).eps(*eps).amsgrad(*amsgrad);
-  YAML::Node betas = config.Find("optimizer.betas");
-  bool two_numbers = betas.IsSequence() && betas.size() == 2;
-  try {
-    if (two_numbers) o.betas({betas[0].as<double>(), betas[1].as<double>()});
-  } catch (const YAML::Exception&) {
-    two_numbers = false;
-  }
-  if (!two_numbers) {
-    return Status::InvalidArgument(config.OriginOf("optimizer.betas").ToString() +
-                                   ": key 'optimizer.betas': expected two numbers, e.g. [0.9, 0.999]");
-  }
+  o.weight_decay(*wd).eps(*eps).amsgrad(*amsgrad).betas(*betas);
   if (*fused) return OptimizerPtr(new FusedAdamW(params, o));
   return OptimizerPtr(new torch::optim::AdamW(params, o));
 }
@@ -94,6 +100,133 @@ StatusOr<OptimizerPtr> BuildSgd(const Config& config, const std::vector<at::Tens
   torch::optim::SGDOptions o(*lr);
   o.momentum(*momentum).weight_decay(*wd).dampening(*damp).nesterov(*nesterov);
   return OptimizerPtr(new torch::optim::SGD(params, o));
+}
+
+// bitsandbytes' AdamW family (recipes/adamw8bit.h). Each takes bitsandbytes' own arguments; what it refuses (or
+// silently ignores) is refused here with the fix.
+struct BnbVariant {
+  const char* name;
+  const char* doc;
+  bool always_8bit;     // AdamW8bit, PagedAdamW8bit: 8-bit state whatever optim_bits says (which must stay 32)
+  bool always_paged;    // the Paged* classes; AdamW8bit pages with is_paged: True
+  const char* repair;   // the override that runs the config where paging cannot (on cpu, say)
+};
+
+const std::vector<BnbVariant>& BnbVariants() {
+  static const std::vector<BnbVariant> kVariants = {
+      {"bitsandbytes.optim.AdamW8bit", "AdamW with both moments in 8 bits (blockwise dynamic quantisation)", true,
+       false, "optimizer.is_paged=False"},
+      {"bitsandbytes.optim.PagedAdamW8bit", "AdamW8bit with its state in CUDA unified memory", true, true,
+       "optimizer._component_=bitsandbytes.optim.AdamW8bit"},
+      {"bitsandbytes.optim.PagedAdamW", "AdamW (32-bit state, or 8-bit with optim_bits: 8) in CUDA unified memory",
+       false, true, "optimizer._component_=torch.optim.AdamW"},
+  };
+  return kVariants;
+}
+
+bool PagedIn(const BnbVariant& v, const YAML::Node& optimizer) {
+  if (v.always_paged) return true;
+  try {
+    return optimizer["is_paged"].IsScalar() && optimizer["is_paged"].as<bool>();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+StatusOr<OptimizerPtr> BuildBnb(const BnbVariant& v, const Config& config, const std::vector<at::Tensor>& params) {
+  StatusOr<double> lr = config.GetDouble("optimizer.lr");
+  StatusOr<double> wd = config.GetDouble("optimizer.weight_decay");
+  StatusOr<double> eps = config.GetDouble("optimizer.eps");
+  StatusOr<int64_t> bits = config.GetInt("optimizer.optim_bits");
+  StatusOr<int64_t> min_8bit = config.GetInt("optimizer.min_8bit_size");
+  StatusOr<std::tuple<double, double>> betas = Betas(config);
+  for (const Status& s : {lr.status(), wd.status(), eps.status(), bits.status(), min_8bit.status(), betas.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  const bool paged = PagedIn(v, config.Find("optimizer"));
+#ifndef TUNE_MATRIX_HAS_CUDA
+  for (const at::Tensor& p : params) {
+    if (paged && p.is_cuda()) {
+      return Status::InvalidArgument(config.OriginOf("optimizer._component_").ToString() + ": " + v.name +
+                                     ": this tune-matrix was built without the CUDA toolkit, so it cannot allocate "
+                                     "unified memory; rebuild it with the toolkit, or use " + v.repair);
+    }
+  }
+#endif
+  BnbAdamWOptions o(*lr);
+  o.betas(*betas).eps(*eps).weight_decay(*wd).min_8bit_size(*min_8bit).paged(paged);
+  o.state_bits(v.always_8bit ? 8 : *bits);
+  return OptimizerPtr(new BnbAdamW(params, o));
+}
+
+ComponentSpec BnbComponent(const BnbVariant& v) {
+  ComponentSpec c;
+  c.name = v.name;
+  c.kind = "optimizer";
+  c.doc = v.doc;
+  const std::string short_name = std::string(v.name).substr(std::string("bitsandbytes.optim.").size());
+  auto amsgrad_check = [short_name](const YAML::Node& value) -> std::string {
+    if (!value.as<bool>()) return "";
+    return "bitsandbytes' " + short_name + " has no AMSGrad variant; set optimizer.amsgrad=False";
+  };
+  auto bits_check = [v, short_name](const YAML::Node& value) -> std::string {
+    const int64_t bits = value.as<int64_t>();
+    if (v.always_8bit && bits != 32) {
+      return "'" + value.Scalar() + "' is refused: " + short_name +
+             " keeps 8-bit state whatever optim_bits says, and bitsandbytes accepts only the default 32 here; "
+             "remove optimizer.optim_bits";
+    }
+    if (bits != 8 && bits != 32) return "'" + value.Scalar() + "' is not 8 or 32 (bits of optimizer state)";
+    return "";
+  };
+  auto betas_check = [](const YAML::Node& value) -> std::string {
+    bool ok = value.IsSequence() && value.size() == 2;
+    try {
+      for (size_t i = 0; ok && i < 2; ++i) ok = value[i].as<double>() >= 0 && value[i].as<double>() < 1;
+    } catch (const YAML::Exception&) {
+      ok = false;
+    }
+    return ok ? "" : "expected two numbers in [0, 1), e.g. [0.9, 0.999]";
+  };
+  c.params = {
+      AtLeast(Field("lr", FieldType::kFloat, "1e-3", "learning rate"), 0),
+      AtLeast(Field("weight_decay", FieldType::kFloat, "1e-2", "decoupled weight decay"), 0),
+      AtLeast(Field("eps", FieldType::kFloat, "1e-8", "denominator epsilon"), 0),
+      WithValueCheck(Field("betas", FieldType::kAny, "[0.9, 0.999]", "moment decay rates"), betas_check),
+      WithValueCheck(Field("amsgrad", FieldType::kBool, "False", "accepted as False only (bitsandbytes has none)"),
+                     amsgrad_check),
+      WithValueCheck(Field("optim_bits", FieldType::kInt, "32",
+                           v.always_8bit ? "32 only (the state is 8-bit regardless)" : "bits of state: 32 or 8"),
+                     bits_check),
+      AtLeast(Field("min_8bit_size", FieldType::kInt, "4096", "tensors with fewer elements keep float32 state"), 0),
+  };
+  if (!v.always_paged) {
+    c.params.push_back(Field("is_paged", FieldType::kBool, "False", "state in CUDA unified memory (cuda only)"));
+  }
+  // Paging is CUDA unified memory: a property of this optimizer, not of a device type's traits.
+  c.device_check = [v](const YAML::Node& node, const Config&, const DeviceInfo& d) -> std::string {
+    if (!PagedIn(v, node)) return "";
+    if (d.type != "cuda") {
+      return "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not " + d.id +
+             "; use " + v.repair;
+    }
+#ifndef TUNE_MATRIX_HAS_CUDA
+    return "a paged optimizer's state lives in CUDA unified memory, and this tune-matrix was built without the CUDA "
+           "toolkit; rebuild it with the toolkit, or use " + std::string(v.repair);
+#endif
+    return "";
+  };
+  c.impl = std::make_shared<OptimizerComponent>(
+      [v](const Config& config, const std::vector<at::Tensor>& params) { return BuildBnb(v, config, params); },
+      [v](const Config& config, int64_t) {
+        StatusOr<int64_t> bits = config.GetInt("optimizer.optim_bits", 32);
+        // Two uint8 codes and two float32 absmax per block of 256, or two float32 moments (whatever the weights'
+        // dtype). Tensors under min_8bit_size keep float32 state; a model's are few and small.
+        const bool eight_bit = v.always_8bit || (bits.ok() && *bits == 8);
+        return eight_bit ? 2.0 + 2.0 * 4.0 / static_cast<double>(kQuantBlockSize) : 8.0;
+      },
+      /*shardable=*/false);
+  return c;
 }
 
 }  // namespace
@@ -114,9 +247,10 @@ void AddOptimizerComponents(std::vector<ComponentSpec>* out) {
             "one fused kernel per step (float32 arithmetic for bf16 weights); False: LibTorch's AdamW"),
       Nullable(Field("foreach", FieldType::kAny, "null", "accepted for torchtune compatibility")),
   };
-  adamw.impl = std::make_shared<OptimizerComponent>(BuildAdamW, [](const Config& c) {
+  adamw.impl = std::make_shared<OptimizerComponent>(BuildAdamW, [](const Config& c, int64_t weight_bytes) {
     StatusOr<bool> amsgrad = c.GetBool("optimizer.amsgrad", false);
-    return amsgrad.ok() && *amsgrad ? 3 : 2;  // exp_avg, exp_avg_sq (and max_exp_avg_sq)
+    // exp_avg, exp_avg_sq (and max_exp_avg_sq) in the weights' dtype
+    return static_cast<double>(weight_bytes) * (amsgrad.ok() && *amsgrad ? 3 : 2);
   });
   out->push_back(adamw);
 
@@ -132,29 +266,13 @@ void AddOptimizerComponents(std::vector<ComponentSpec>* out) {
       Field("dampening", FieldType::kFloat, "0", "dampening for momentum"),
       Field("nesterov", FieldType::kBool, "False", "Nesterov momentum"),
   };
-  sgd.impl = std::make_shared<OptimizerComponent>(BuildSgd, [](const Config& c) {
+  sgd.impl = std::make_shared<OptimizerComponent>(BuildSgd, [](const Config& c, int64_t weight_bytes) {
     StatusOr<double> momentum = c.GetDouble("optimizer.momentum", 0);
-    return momentum.ok() && *momentum != 0 ? 1 : 0;  // the momentum buffer
+    return momentum.ok() && *momentum != 0 ? static_cast<double>(weight_bytes) : 0.0;  // the momentum buffer
   });
   out->push_back(sgd);
 
-  for (const char* name : {"bitsandbytes.optim.PagedAdamW8bit", "bitsandbytes.optim.PagedAdamW",
-                           "bitsandbytes.optim.AdamW8bit"}) {
-    ComponentSpec c;
-    c.name = name;
-    c.kind = "optimizer";
-    c.unsupported_reason = "bitsandbytes is a Python CUDA extension with no LibTorch C++ API; use torch.optim.AdamW";
-    if (std::string(name).find("Paged") != std::string::npos) {
-      // bitsandbytes pages optimizer state through CUDA unified memory: a property of that library, not of a
-      // device type's traits.
-      c.device_check = [](const YAML::Node&, const Config&, const DeviceInfo& d) -> std::string {
-        if (d.type == "cuda") return "";
-        return "a paged optimizer needs a cuda device (it is built on CUDA unified memory), not " + d.id;
-      };
-    }
-    c.params = {Field("lr", FieldType::kFloat, "1e-3", "learning rate")};
-    out->push_back(c);
-  }
+  for (const BnbVariant& v : BnbVariants()) out->push_back(BnbComponent(v));
 }
 
 StatusOr<const OptimizerComponent*> OptimizerOf(const Config& config, const Registry& registry) {

@@ -21,21 +21,30 @@ class OptimizerComponent final : public ComponentImpl {
  public:
   // `config` has the schema defaults applied; its optimizer.* keys are the component's parameters.
   using Builder = std::function<StatusOr<OptimizerPtr>(const Config& config, const std::vector<at::Tensor>& params)>;
-  using StateCount = std::function<int(const Config& config)>;
-  OptimizerComponent(Builder build, StateCount states) : build_(std::move(build)), states_(std::move(states)) {}
+  // Bytes of optimizer state per trained parameter with this config, given the weights' bytes per element
+  // (AdamW: two moments in the weights' dtype; AdamW8bit: two uint8 codes and an absmax per block of 256).
+  using StateBytes = std::function<double(const Config& config, int64_t weight_bytes)>;
+  // `shardable`: its per-parameter state can be cut into the flat shards of sharded data parallelism and
+  // gathered back (element by element); false for state quantised in blocks of each parameter.
+  OptimizerComponent(Builder build, StateBytes states, bool shardable = true)
+      : build_(std::move(build)), states_(std::move(states)), shardable_(shardable) {}
 
   StatusOr<OptimizerPtr> Build(const Config& config, const std::vector<at::Tensor>& params) const {
     return build_(config, params);
   }
-  // State tensors the optimizer keeps per trained parameter with this config (AdamW: 2, SGD with momentum: 1).
-  int StateTensorsPerParameter(const Config& config) const { return states_(config); }
+  double StateBytesPerParameter(const Config& config, int64_t weight_bytes) const {
+    return states_(config, weight_bytes);
+  }
+  bool shardable() const { return shardable_; }
 
  private:
   Builder build_;
-  StateCount states_;
+  StateBytes states_;
+  bool shardable_;
 };
 
-// AdamW and SGD (torch.optim's paths as aliases), and bitsandbytes' optimizers as recognised but unsupported.
+// AdamW and SGD (torch.optim's paths as aliases), and bitsandbytes' AdamW8bit, PagedAdamW8bit and PagedAdamW
+// (recipes/adamw8bit.h).
 void AddOptimizerComponents(std::vector<ComponentSpec>* out);
 
 // The optimizer component the config's `optimizer` names. InvalidArgument naming its position when it is

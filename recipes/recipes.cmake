@@ -1,6 +1,7 @@
 # The recipes library: the built-in registry (components, schemas, estimates) and the single-device
 # fine-tuning recipes.
 add_library(tm_recipes
+  adamw8bit.cc
   builtin.cc
   checkpointers.cc
   components.cc
@@ -49,3 +50,4 @@ tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.c
             optimizer_in_backward_test.cc loss_test.cc
             run_progress_test.cc train_setup_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc LIBS tm_recipes TORCH LABELS recipes)

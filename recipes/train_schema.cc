@@ -6,6 +6,7 @@
 #include "base/text.h"
 #include "recipes/distributed/collective_backends.h"
 #include "recipes/distributed/process_group.h"
+#include "recipes/optimizers.h"
 
 namespace tmx::recipes {
 namespace {
@@ -132,7 +133,7 @@ std::vector<FieldSpec> DistributedFields() {
   };
 }
 
-std::vector<Problem> DistributedChecks(const Config& config, const Registry&, const DeviceInfo* device) {
+std::vector<Problem> DistributedChecks(const Config& config, const Registry& registry, const DeviceInfo* device) {
   std::vector<Problem> problems;
   auto add = [&](const std::string& key, const std::string& message, bool device_related = false) {
     problems.push_back({config.OriginOf(key).ToString(), key, message, device_related});
@@ -150,6 +151,13 @@ std::vector<Problem> DistributedChecks(const Config& config, const Registry&, co
   }
   const int64_t shard = int_of("data_parallel_shard_dim", -1);
   if (shard == 0 || shard < -1) add("data_parallel_shard_dim", "must be -1 (every rank), 1 (no sharding) or the rank count");
+  StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
+  if (shard != 1 && optimizer.ok() && !(*optimizer)->shardable()) {
+    add("data_parallel_shard_dim",
+        "optimizer " + config.Find("optimizer._component_").Scalar() +
+            " quantises its state in blocks of each parameter, which sharded data parallelism cannot cut into its "
+            "flat shards; set data_parallel_shard_dim=1 (replicate), or use optimizer._component_=torch.optim.AdamW");
+  }
   if (shard != 1 && int_of("data_parallel_replicate_dim", 1) > 1) {
     add("data_parallel_replicate_dim",
         "hybrid sharding (replicas of sharded groups) is not implemented; set data_parallel_replicate_dim=1 to shard "

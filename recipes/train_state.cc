@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "base/file_util.h"
+#include "recipes/adamw8bit.h"
 #include "recipes/data/sample.h"
 #include "recipes/models/lora.h"
 
@@ -32,6 +33,11 @@ StatusOr<int64_t> MetaInt(const std::map<std::string, std::string>& meta, const 
   } catch (const std::exception&) {
     return Status::InvalidArgument(path + ": metadata '" + key + "' is not a number");
   }
+}
+
+// A bitsandbytes AdamW state's tensors by checkpoint suffix (absmax undefined for float32 moments).
+std::vector<std::pair<std::string, torch::Tensor>> BnbStateTensors(const BnbAdamWParamState& s) {
+  return {{".state1", s.state1()}, {".state2", s.state2()}, {".absmax1", s.absmax1()}, {".absmax2", s.absmax2()}};
 }
 
 }  // namespace
@@ -79,6 +85,12 @@ Status SaveTrainState(const std::string& dir, const NamedParameters& trained, co
       meta[name + ".step"] = std::to_string(adamw->step());
     } else if (auto* sgd = dynamic_cast<const torch::optim::SGDParamState*>(param_state.get())) {
       if (sgd->momentum_buffer().defined()) state.emplace_back(name + ".momentum_buffer", sgd->momentum_buffer());
+    } else if (auto* bnb = dynamic_cast<const BnbAdamWParamState*>(param_state.get())) {
+      // bitsandbytes' state_dict names: the moments as stored (uint8 codes or float32) and each block's absmax.
+      for (const auto& [suffix, t] : BnbStateTensors(*bnb)) {
+        if (t.defined()) state.emplace_back(name + suffix, t);
+      }
+      meta[name + ".step"] = std::to_string(bnb->step());
     }
   }
   return checkpoint::SaveSafetensors(dir + "/" + kStateFile, state, meta);
@@ -166,6 +178,27 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
       s->exp_avg_sq(to_param(".exp_avg_sq"));
       torch::Tensor max_sq = to_param(".max_exp_avg_sq");
       if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
+      optimizer.state()[key] = std::move(s);
+    } else if (auto* bnb = dynamic_cast<BnbAdamW*>(&optimizer)) {
+      if (by_name.find(name + ".state1") == by_name.end()) continue;  // the parameter had not been stepped yet
+      std::unique_ptr<BnbAdamWParamState> s = bnb->NewState(param);
+      StatusOr<int64_t> step = MetaInt(state->metadata, name + ".step", state_path);
+      TM_RETURN_IF_ERROR(step.status());
+      s->step(*step);
+      // Into the optimizer's own buffers (unified memory when paged), as saved: the codes are not converted.
+      for (const auto& [suffix, into] : BnbStateTensors(*s)) {
+        auto it = by_name.find(name + suffix);
+        if (!into.defined() && it == by_name.end()) continue;
+        if (!into.defined() || it == by_name.end() || it->second.scalar_type() != into.scalar_type() ||
+            !it->second.sizes().equals(into.sizes())) {
+          return Status::InvalidArgument(
+              state_path + ": " + name + suffix + ": " +
+              (it == by_name.end() ? std::string("missing") : "not the state this optimizer keeps for " + name) +
+              " (saved with another optim_bits or min_8bit_size?); resume with the optimizer settings it was saved "
+              "with, or train without resuming");
+        }
+        into.copy_(it->second);
+      }
       optimizer.state()[key] = std::move(s);
     } else if (dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr) {
       torch::Tensor buf = to_param(".momentum_buffer");

@@ -4,7 +4,9 @@
 //
 // An epoch checkpoint folder <checkpointer.output_dir>/epoch_<N>/ holds the weights in the checkpointer's format
 // (checkpointers.h) and
-//   recipe_state.safetensors    optimizer state per trained parameter ("<name>.exp_avg", ...), for LoRA the
+//   recipe_state.safetensors    optimizer state per trained parameter ("<name>.exp_avg", ...; bitsandbytes'
+//                               AdamW: "<name>.state1" and ".state2", uint8 codes or float32, and ".absmax1"
+//                               and ".absmax2" per block of 256, restored as saved), for LoRA the
 //                               adapters ("adapter:<name>"), and progress (next_epoch, global_step, seed) in
 //                               the metadata
 #pragma once
