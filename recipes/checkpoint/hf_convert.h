@@ -66,8 +66,10 @@ struct PeftAdapterTensors {
 // "<linear>.magnitude") in PEFT's names and layout. A DoRA magnitude is permuted with its rows (torchtune 0.6.1
 // leaves q/k's in the interleaved order, which PEFT would apply to the wrong rows). A fused module (phi3's
 // qkv_proj) with DoRA on some of its parts needs `base` (the decoder's weights): the other parts' magnitude is
-// their weight's row norms. InvalidArgument naming an adapter on a tensor the checkpoint does not have, or a
-// weight missing from `base`.
+// their weight's row norms. Where DoRA adapts a layer with a bias (Qwen2's q/k/v), torchtune's forward (and this
+// decoder's) scales the bias by magnitude / norm and PEFT's does not, so PEFT reproduces such a model up to that
+// term. InvalidArgument naming an adapter on a tensor the checkpoint does not have, or a weight missing from
+// `base`.
 StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, const std::string& model_type,
                                                 const models::DecoderArgs& args, const NamedTensors& base = {});
 
