@@ -243,7 +243,9 @@ std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::
     const auto* linear = dynamic_cast<const LinearImpl*>(&module);
     if (linear == nullptr || !linear->has_adapter()) return;
     adapted[linear->weight().unsafeGetTensorImpl()] = [linear] { return linear->MergedWeight(); };
-    if (linear->bias().defined()) adapted[linear->bias().unsafeGetTensorImpl()] = [linear] { return linear->MergedBias(); };
+    if (linear->bias().defined()) {
+      adapted[linear->bias().unsafeGetTensorImpl()] = [linear] { return linear->MergedBias(); };
+    }
   };
   collect(m);
   ForEachSubmodule(m, [&collect](const std::string&, const torch::nn::Module& module) { collect(module); });

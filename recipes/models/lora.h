@@ -128,8 +128,8 @@ void FreezeBaseParameters(torch::nn::Module& m);
 std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch::nn::Module& m);
 
 // The state dict of `m` with every adapter folded into its base weight and bias (see LinearImpl::MergedWeight,
-// MergedBias) and the adapter entries dropped, so the names are those of the same model built without LoRA. Tensors are detached;
-// unmerged entries share storage with the parameters, merged ones are new tensors.
+// MergedBias) and the adapter entries dropped, so the names are those of the same model built without LoRA.
+// Tensors are detached; unmerged entries share storage with the parameters, merged ones are new tensors.
 std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m);
 
 }  // namespace tmx::models
