@@ -179,7 +179,8 @@ Status SaveEpochWeights(const std::string& dir, CheckpointFormat format, const M
   }
   if (lora) {
     TM_RETURN_IF_ERROR(checkpoint::SavePeftAdapter(dir, models::AdapterParameters(model), ModelType(choice), choice.args,
-                                                   *choice.lora, choice.preset->hf_checkpoint));
+                                                   *choice.lora, choice.preset->hf_checkpoint,
+                                                   checkpoint::ModuleTensors(model)));
     if (adapter_only) return Status::OK();
     return checkpoint::SaveHfCheckpoint(dir, models::MergedStateDict(model), ModelType(choice), choice.args);
   }

@@ -51,27 +51,51 @@ const Layout kLayouts[] = {{"FullShard", "fsdp_reshard_after_forward=True"},
                            {"ShardGradOp", "fsdp_reshard_after_forward=False"},
                            {"Replicated", "data_parallel_shard_dim=1"}};
 
+// `tune run` arguments of one process with batch 8 (in <dir>/one) and of 2 ranks with batch 4 each in `layout`
+// (in <dir>/two), fp32, clipped, with `more` overrides.
+std::pair<std::vector<std::string>, std::vector<std::string>> OneAndTwoRanks(bool lora, const Layout& layout,
+                                                                             const std::string& dir,
+                                                                             const std::vector<std::string>& more) {
+  const std::string kind = lora ? "lora" : "full";
+  std::vector<std::string> one = {"run",      kind + "_finetune_single_device",
+                                  "--config", "tiny/" + kind + "_single_device",
+                                  "batch_size=8", "output_dir=" + dir + "/one"};
+  std::vector<std::string> two = {"run", "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
+                                  "tiny/" + kind + "_distributed", "batch_size=4", layout.override,
+                                  "output_dir=" + dir + "/two"};
+  for (std::vector<std::string>* args : {&one, &two}) {
+    args->insert(args->end(), {"device=cpu", "dtype=fp32", "epochs=1", "clip_grad_norm=1.0", "optimizer.lr=1e-3"});
+    args->insert(args->end(), more.begin(), more.end());
+  }
+  return {one, two};
+}
+
+// Every tensor of the safetensors file `name` in <dir>/one/epoch_0 and <dir>/two/epoch_0 is the same (names in
+// order, values to fp32 reduction-order noise).
+void ExpectSameCheckpointFile(const std::string& dir, const std::string& name) {
+  SCOPED_TRACE(name);
+  StatusOr<checkpoint::LoadedSafetensors> w1 = checkpoint::LoadSafetensors(dir + "/one/epoch_0/" + name);
+  StatusOr<checkpoint::LoadedSafetensors> w2 = checkpoint::LoadSafetensors(dir + "/two/epoch_0/" + name);
+  ASSERT_TRUE(w1.ok()) << w1.status().ToString();
+  ASSERT_TRUE(w2.ok()) << w2.status().ToString();
+  ASSERT_EQ(w1->tensors.size(), w2->tensors.size());
+  for (size_t i = 0; i < w1->tensors.size(); ++i) {
+    EXPECT_EQ(w1->tensors[i].first, w2->tensors[i].first);
+    EXPECT_TRUE(torch::allclose(w1->tensors[i].second, w2->tensors[i].second, 1e-4, 1e-6))
+        << w1->tensors[i].first << ": largest difference "
+        << (w1->tensors[i].second - w2->tensors[i].second).abs().max().item<double>() << " of values up to "
+        << w1->tensors[i].second.abs().max().item<double>();
+  }
+}
+
 class DistributedRecipesTest : public ::testing::TestWithParam<std::tuple<bool, Layout>> {
  protected:
   void SetUp() override {
     std::string why_not;
     if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
   }
-  // `tune run` arguments of one process with batch 8 (in <dir>/one) and of 2 ranks with batch 4 each in this
-  // test's layout (in <dir>/two), fp32, clipped, with `more` overrides.
   std::pair<std::vector<std::string>, std::vector<std::string>> Commands(const std::vector<std::string>& more) const {
-    const std::string kind = std::get<0>(GetParam()) ? "lora" : "full";
-    std::vector<std::string> one = {"run", kind + "_finetune_single_device", "--config",
-                                    "tiny/" + kind + "_single_device", "batch_size=8",
-                                    "output_dir=" + dir_.path() + "/one"};
-    std::vector<std::string> two = {"run", "--nproc_per_node", "2", kind + "_finetune_distributed", "--config",
-                                    "tiny/" + kind + "_distributed", "batch_size=4", std::get<1>(GetParam()).override,
-                                    "output_dir=" + dir_.path() + "/two"};
-    for (std::vector<std::string>* args : {&one, &two}) {
-      args->insert(args->end(), {"device=cpu", "dtype=fp32", "epochs=1", "clip_grad_norm=1.0", "optimizer.lr=1e-3"});
-      args->insert(args->end(), more.begin(), more.end());
-    }
-    return {one, two};
+    return OneAndTwoRanks(std::get<0>(GetParam()), std::get<1>(GetParam()), dir_.path(), more);
   }
   test::ScratchDir dir_{"tm_dist"};
 };
@@ -116,20 +140,7 @@ TEST_P(DistributedRecipesTest, TheSavedCheckpointIsTheOneProcessCheckpoint) {
   ASSERT_TRUE(RunTune(one).Succeeded());
   SubprocessResult b = RunTune(two);
   ASSERT_TRUE(b.Succeeded()) << b.output_tail;
-  StatusOr<checkpoint::LoadedSafetensors> w1 =
-      checkpoint::LoadSafetensors(dir_.path() + "/one/epoch_0/model.safetensors");
-  StatusOr<checkpoint::LoadedSafetensors> w2 =
-      checkpoint::LoadSafetensors(dir_.path() + "/two/epoch_0/model.safetensors");
-  ASSERT_TRUE(w1.ok()) << w1.status().ToString();
-  ASSERT_TRUE(w2.ok()) << w2.status().ToString();
-  ASSERT_EQ(w1->tensors.size(), w2->tensors.size());
-  for (size_t i = 0; i < w1->tensors.size(); ++i) {
-    EXPECT_EQ(w1->tensors[i].first, w2->tensors[i].first);
-    EXPECT_TRUE(torch::allclose(w1->tensors[i].second, w2->tensors[i].second, 1e-4, 1e-6))
-        << w1->tensors[i].first << ": largest difference "
-        << (w1->tensors[i].second - w2->tensors[i].second).abs().max().item<double>() << " of values up to "
-        << w1->tensors[i].second.abs().max().item<double>();
-  }
+  ExpectSameCheckpointFile(dir_.path(), "model.safetensors");
 }
 
 INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest,
@@ -137,6 +148,37 @@ INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest,
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) ? "Lora" : "Full") + std::get<1>(info.param).name;
                          });
+
+// DoRA over fully sharded ranks: the magnitudes are trained weights of the layers' shards like A and B (gradients
+// reduce-scattered, stepped, gathered to save), so 2 ranks follow one process's losses and save its adapters,
+// magnitudes included, and its merged model.
+TEST(DistributedRecipesDoraTest, FullyShardedDoraTrainsAndSavesAsOneProcess) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_dora");
+  const auto [one, two] = OneAndTwoRanks(/*lora=*/true, kLayouts[0], dir.path(),
+                                         {"model.use_dora=True", "max_steps_per_epoch=3", "save_checkpoints=True"});
+  SubprocessResult a = RunTune(one);
+  ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
+  SubprocessResult b = RunTune(two);
+  ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
+  RunSummary s1 = MustReadSummary(dir.path() + "/one");
+  RunSummary s2 = MustReadSummary(dir.path() + "/two");
+  ASSERT_EQ(s1.losses.size(), 3u);
+  ASSERT_EQ(s2.losses.size(), 3u);
+  for (size_t i = 0; i < s1.losses.size(); ++i) {
+    EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << "step " << i + 1;
+  }
+  EXPECT_EQ(s1.trainable_parameters, s2.trainable_parameters);
+  ExpectSameCheckpointFile(dir.path(), "adapter_model.safetensors");
+  ExpectSameCheckpointFile(dir.path(), "model.safetensors");
+  StatusOr<checkpoint::LoadedSafetensors> adapters =
+      checkpoint::LoadSafetensors(dir.path() + "/two/epoch_0/adapter_model.safetensors");
+  ASSERT_TRUE(adapters.ok());
+  int64_t magnitudes = 0;
+  for (const auto& [name, t] : adapters->tensors) magnitudes += name.find(".magnitude") != std::string::npos;
+  EXPECT_GT(magnitudes, 0);
+}
 
 // A checkpoint of 2 fully sharded ranks holds the whole optimizer state: the run resumes on 1 rank or on 2 and
 // trains the second epoch as the uninterrupted run did.

@@ -30,6 +30,19 @@ StatusOr<Trained> TrainedOf(const Config& config, const Registry& registry) {
   return Trained{*choice, *optimizer, *dtype, *dtype == "fp32" ? 4 : 2};
 }
 
+// Elements of the largest weight `lora` adapts.
+int64_t LargestAdaptedWeight(const models::DecoderArgs& args, const models::LoraArgs& lora) {
+  const int64_t hd = args.resolved_head_dim(), dim = args.embed_dim;
+  int64_t largest = 0;
+  for (const std::string& name : lora.attn_modules) {
+    const bool kv = name == "k_proj" || name == "v_proj";
+    largest = std::max(largest, dim * (kv ? args.num_kv_heads : args.num_heads) * hd);
+  }
+  if (lora.apply_to_mlp) largest = std::max(largest, dim * args.intermediate_dim);
+  if (lora.apply_to_output) largest = std::max(largest, dim * args.output_dim());
+  return largest;
+}
+
 }  // namespace
 
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
@@ -82,9 +95,14 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   const double activations =
       recompute ? layers * b * t * static_cast<double>(args.embed_dim) * bytes + per_layer : layers * per_layer;
   const double logits = b * t * static_cast<double>(args.vocab_size) * (bytes + 4 + 4);
+  // DoRA forms each adapted layer's W + (alpha/rank) B A for its row norms, one layer at a time and without
+  // gradient: the update and the sum of the largest adapted weight live at once.
+  const double dora = choice.lora && choice.lora->use_dora
+                          ? 2 * static_cast<double>(LargestAdaptedWeight(args, *choice.lora)) * bytes
+                          : 0;
   const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
   const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
-  const double peak = (weights + grads + states + activations + logits + runtime) * (host_memory ? n : 1);
+  const double peak = (weights + grads + states + activations + logits + dora + runtime) * (host_memory ? n : 1);
   // 2^62 bytes (4 EiB) stands for "more than any machine has"; it keeps sums of predictions in range.
   e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
   const double passes = kind == TrainKind::kLora ? 2.0 : 3.0;

@@ -95,6 +95,20 @@ TEST(EstimateTest, OptimizerInBackwardHoldsOnlyTheLargestGradient) {
             Estimate("llama3_2/1B_lora_single_device", {}).peak_memory_bytes);
 }
 
+// DoRA adds a trained magnitude per output row of every adapted layer (weights, gradients and AdamW's two
+// states), and the transient W + scale * B A of the largest adapted weight (an MLP projection here), twice.
+TEST(EstimateTest, DoraCountsItsMagnitudesAndItsWeightNorms) {
+  CellEstimate lora = Estimate("llama3_2/1B_lora_single_device", {});
+  CellEstimate dora = Estimate("llama3_2/1B_lora_single_device", {"model.use_dora=True"});
+  // 16 layers of q_proj (2048 rows), v_proj (512), output_proj (2048), w1 and w3 (8192), w2 (2048).
+  const int64_t magnitudes = 16 * (2048 + 512 + 2048 + 8192 + 8192 + 2048);
+  EXPECT_EQ(dora.parameters - lora.parameters, magnitudes);
+  EXPECT_EQ(dora.trainable_parameters - lora.trainable_parameters, magnitudes);
+  const int64_t bf16 = 2;
+  EXPECT_EQ(dora.peak_memory_bytes - lora.peak_memory_bytes,
+            magnitudes * bf16 * (1 + 1 + 2) + 2 * int64_t{2048} * 8192 * bf16);
+}
+
 TEST(EstimateTest, AcceleratorsDoNotCountTheHostRuntime) {
   DeviceInfo cuda;
   cuda.id = "cuda:0";

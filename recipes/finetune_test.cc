@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "recipes/data/samples.h"
 #include "recipes/data/tokenizer_builders.h"
 #include "recipes/models/llama.h"
+#include "recipes/models/lora.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -52,6 +54,40 @@ class FinetuneTest : public ::testing::Test {
     StatusOr<std::string> text = ReadFile(out_dir + "/summary.json");
     EXPECT_TRUE(text.ok());
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+  }
+
+  // What a tiny/lora_single_device run (with model.use_dora=`dora`) saved in `epoch`, against the config's model
+  // rebuilt from its seed: that model with the saved adapters gives the logits of the saved merged model, so the
+  // base weights did not move and both files describe the same trained model. `saved` receives the saved
+  // adapters; `initial` (when set) the rebuilt model's adapters before loading them.
+  void ExpectAdaptersReproduceTheMergedModel(const std::string& epoch, bool dora, checkpoint::NamedTensors* saved,
+                                             std::map<std::string, torch::Tensor>* initial = nullptr) {
+    StatusOr<checkpoint::LoadedSafetensors> adapters =
+        checkpoint::LoadSafetensors(epoch + "/adapter_model.safetensors");
+    StatusOr<checkpoint::LoadedSafetensors> merged = checkpoint::LoadSafetensors(epoch + "/model.safetensors");
+    ASSERT_TRUE(adapters.ok()) << adapters.status().ToString();
+    ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+    *saved = adapters->tensors;
+    models::LoraArgs lora;
+    lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
+    lora.apply_to_mlp = true;
+    lora.rank = 8;
+    lora.alpha = 16;
+    lora.use_dora = dora;
+    torch::manual_seed(1234);
+    models::Llama adapted(models::LlamaTinyArgs(), lora);
+    if (initial != nullptr) {
+      for (const auto& [name, t] : models::AdapterParameters(*adapted)) (*initial)[name] = t.detach().clone();
+    }
+    ASSERT_TRUE(checkpoint::LoadIntoModule(*adapted, adapters->tensors, /*strict=*/false).ok());
+    models::Llama plain(models::LlamaTinyArgs());
+    Status loaded = checkpoint::LoadIntoModule(*plain, merged->tensors, /*strict=*/true);
+    ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+    adapted->eval();
+    plain->eval();
+    torch::NoGradGuard no_grad;
+    torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
+    EXPECT_TRUE(torch::allclose(adapted->forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
   }
 
   test::ScratchDir scratch_{"finetune_test"};
@@ -230,37 +266,85 @@ TEST_F(FinetuneTest, OptimizerInBackwardTrainsAsTheOrdinaryStepAndResumes) {
 
 TEST_F(FinetuneTest, LoraCheckpointsReloadToIdenticalOutputsAndBaseIsUnchanged) {
   Run("tiny/lora_single_device", {"output_dir=" + dir_ + "/lora", "max_steps_per_epoch=3"}, true);
-  std::string epoch = dir_ + "/lora/epoch_0";
-  StatusOr<checkpoint::LoadedSafetensors> adapters = checkpoint::LoadSafetensors(epoch + "/adapter_model.safetensors");
-  StatusOr<checkpoint::LoadedSafetensors> merged = checkpoint::LoadSafetensors(epoch + "/model.safetensors");
-  ASSERT_TRUE(adapters.ok()) << adapters.status().ToString();
-  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
-  for (const auto& [name, t] : adapters->tensors) EXPECT_NE(name.find("lora_"), std::string::npos) << name;
-
-  // The base rebuilt from the seed plus the saved adapters must equal the saved merged model: the base
-  // weights did not move, and both files describe the same trained model.
-  models::LoraArgs lora;
-  lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
-  lora.apply_to_mlp = true;
-  lora.rank = 8;
-  lora.alpha = 16;
-  torch::manual_seed(1234);
-  models::Llama adapted(models::LlamaTinyArgs(), lora);
-  ASSERT_TRUE(checkpoint::LoadIntoModule(*adapted, adapters->tensors, /*strict=*/false).ok());
-  models::Llama plain(models::LlamaTinyArgs());
-  Status loaded = checkpoint::LoadIntoModule(*plain, merged->tensors, /*strict=*/true);
-  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
-  adapted->eval();
-  plain->eval();
-  torch::NoGradGuard no_grad;
-  torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
-  EXPECT_TRUE(torch::allclose(adapted->forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+  checkpoint::NamedTensors adapters;
+  ExpectAdaptersReproduceTheMergedModel(dir_ + "/lora/epoch_0", /*dora=*/false, &adapters);
+  for (const auto& [name, t] : adapters) EXPECT_NE(name.find("lora_"), std::string::npos) << name;
   // The adapters did train: lora_b started at zero.
   double lora_b_norm = 0;
-  for (const auto& [name, t] : adapters->tensors) {
+  for (const auto& [name, t] : adapters) {
     if (name.find("lora_b") != std::string::npos) lora_b_norm += t.abs().sum().item<double>();
   }
   EXPECT_GT(lora_b_norm, 0);
+}
+
+// DoRA (model.use_dora=True): the magnitudes train with the adapters, travel in the adapter file, and the base
+// rebuilt from the seed with the saved adapters equals the saved merged model.
+TEST_F(FinetuneTest, DoraCheckpointsCarryTrainedMagnitudesAndReloadToIdenticalOutputs) {
+  nlohmann::json lora_summary =
+      Run("tiny/lora_single_device",
+          {"output_dir=" + dir_ + "/lora_count", "max_steps_per_epoch=1", "save_checkpoints=False"}, true);
+  nlohmann::json summary = Run("tiny/lora_single_device",
+                               {"output_dir=" + dir_ + "/dora", "max_steps_per_epoch=3", "model.use_dora=True"}, true);
+  const models::LlamaArgs args = models::LlamaTinyArgs();
+  // A magnitude per output row of q, v, output_proj and the three MLP projections of every layer.
+  const int64_t q = args.num_heads * args.resolved_head_dim(), v = args.num_kv_heads * args.resolved_head_dim();
+  const int64_t magnitudes = args.num_layers * (q + v + args.embed_dim + 2 * args.intermediate_dim + args.embed_dim);
+  EXPECT_EQ(summary["trainable_parameters"].get<int64_t>(),
+            lora_summary["trainable_parameters"].get<int64_t>() + magnitudes);
+
+  checkpoint::NamedTensors adapters;
+  std::map<std::string, torch::Tensor> initial;
+  ExpectAdaptersReproduceTheMergedModel(dir_ + "/dora/epoch_0", /*dora=*/true, &adapters, &initial);
+  int64_t saved_magnitudes = 0;
+  for (const auto& [name, t] : adapters) {
+    ASSERT_TRUE(initial.count(name)) << name;
+    if (name.find(".magnitude") == std::string::npos) continue;
+    saved_magnitudes += t.numel();
+    EXPECT_FALSE(torch::equal(t, initial[name])) << name << " did not train";
+  }
+  EXPECT_EQ(saved_magnitudes, magnitudes);
+}
+
+// PEFT's files of a DoRA run: use_dora in adapter_config.json and a lora_magnitude_vector per adapted module.
+TEST_F(FinetuneTest, DoraPeftAdapterSaysUseDora) {
+  Run("tiny/lora_single_device",
+      {"output_dir=" + dir_ + "/dora_hf", "max_steps_per_epoch=1", "model.use_dora=True",
+       "checkpointer._component_=tune_matrix.training.FullModelHFCheckpointer", "save_adapter_weights_only=True"},
+      true);
+  const std::string epoch = dir_ + "/dora_hf/epoch_0";
+  StatusOr<std::string> config = ReadFile(epoch + "/adapter_config.json");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(nlohmann::json::parse(*config)["use_dora"], true);
+  StatusOr<checkpoint::LoadedSafetensors> adapters = checkpoint::LoadSafetensors(epoch + "/adapter_model.safetensors");
+  ASSERT_TRUE(adapters.ok()) << adapters.status().ToString();
+  int64_t lora_a = 0, magnitudes = 0;
+  for (const auto& [name, t] : adapters->tensors) {
+    lora_a += name.find(".lora_A.weight") != std::string::npos;
+    magnitudes += name.find(".lora_magnitude_vector") != std::string::npos;
+  }
+  EXPECT_GT(lora_a, 0);
+  EXPECT_EQ(magnitudes, lora_a);
+}
+
+// A DoRA run's loss falls, and resuming it (magnitudes from the recipe state) continues as the straight run. Both
+// epochs stay within the config's 10 warmup steps, where the learning rate does not depend on the run's length
+// (the first run's cosine schedule spans 1 epoch, the straight run's 2).
+TEST_F(FinetuneTest, DoraTrainsAndResumesWhereItStopped) {
+  auto run = [&](const std::string& out, const std::string& epochs, bool resume) {
+    std::vector<std::string> o = {"output_dir=" + dir_ + "/" + out, "epochs=" + epochs, "model.use_dora=True",
+                                  "max_steps_per_epoch=4"};
+    if (resume) o.push_back("resume_from_checkpoint=True");
+    return Run("tiny/lora_single_device", o, true)["losses"].get<std::vector<double>>();
+  };
+  const std::vector<double> straight = run("dora_straight", "2", false);
+  run("dora_resumed", "1", false);
+  const std::vector<double> second = run("dora_resumed", "2", true);
+  ASSERT_EQ(straight.size(), 8u);
+  ASSERT_EQ(second.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(second[i], straight[4 + i], 1e-5) << "step " << 5 + i;
+  const double first = (straight[0] + straight[1]) / 2;
+  const double last = (straight[6] + straight[7]) / 2;
+  EXPECT_LT(last, 0.95 * first) << "first " << first << " last " << last;  // 6.90 -> 6.14 when written
 }
 
 TEST_F(FinetuneTest, ResumeContinuesWhereItStopped) {

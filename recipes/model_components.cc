@@ -34,7 +34,7 @@ FieldSpec ParamField(const models::BuilderParam& p) {
   } flags[] = {
       {"apply_lora_to_mlp", "also adapt the MLP projections"},
       {"apply_lora_to_output", "also adapt the final output projection"},
-      {"use_dora", "DoRA (weight-decomposed LoRA); only False is implemented"},
+      {"use_dora", "DoRA (weight-decomposed LoRA): a trained magnitude per output row of every adapted layer"},
       {"quantize_base", "QLoRA base quantisation; only False is implemented"},
       {"tie_word_embeddings", "the output projection shares the token embedding"},
   };
@@ -122,8 +122,10 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   StatusOr<int64_t> rank = config.GetInt("model.lora_rank");
   StatusOr<double> alpha = config.GetDouble("model.lora_alpha");
   StatusOr<double> dropout = config.GetDouble("model.lora_dropout");
+  // Builders without use_dora (lora_llama3_1_405b) are LoRA.
+  StatusOr<bool> dora = config.GetBool("model.use_dora", false);
   for (const Status& s : {modules.status(), mlp.status(), out.status(), rank.status(), alpha.status(),
-                          dropout.status()}) {
+                          dropout.status(), dora.status()}) {
     TM_RETURN_IF_ERROR(s);
   }
   lora.attn_modules = *modules;
@@ -132,6 +134,7 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   lora.rank = *rank;
   lora.alpha = *alpha;
   lora.dropout = *dropout;
+  lora.use_dora = *dora;
   choice.lora = lora;
   return choice;
 }

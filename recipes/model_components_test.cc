@@ -55,6 +55,16 @@ TEST(ModelComponentsTest, LoraArgumentsComeFromTheConfig) {
   EXPECT_EQ(choice->lora->rank, 4);
   EXPECT_EQ(choice->lora->attn_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
   EXPECT_EQ(choice->args.num_layers, 16);
+  EXPECT_FALSE(choice->lora->use_dora);  // not written: LoRA
+
+  Config dora = Parse(
+      "model:\n  _component_: torchtune.models.llama3.lora_llama3_8b\n  lora_attn_modules: [q_proj, v_proj]\n"
+      "  apply_lora_to_mlp: False\n  apply_lora_to_output: False\n  lora_rank: 8\n  lora_alpha: 16\n"
+      "  lora_dropout: 0.0\n  use_dora: True\n");
+  StatusOr<ModelChoice> dora_choice = ModelFromConfig(dora, BuiltinRegistry());
+  ASSERT_TRUE(dora_choice.ok()) << dora_choice.status().ToString();
+  ASSERT_TRUE(dora_choice->lora.has_value());
+  EXPECT_TRUE(dora_choice->lora->use_dora);
 }
 
 TEST(ModelComponentsTest, ModelsThatCannotBeBuiltAreNamed) {

@@ -227,7 +227,6 @@ std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const
     }
   }
   if (is_true("profiler.enabled")) add("profiler.enabled", "the torch profiler is not available in LibTorch C++; set profiler.enabled=False");
-  if (is_true("model.use_dora")) add("model.use_dora", "DoRA is not implemented; set model.use_dora=False");
   if (is_true("model.quantize_base")) add("model.quantize_base", "QLoRA base quantisation is not implemented; set model.quantize_base=False");
   return problems;
 }

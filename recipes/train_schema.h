@@ -25,7 +25,7 @@ std::vector<FieldSpec> DistributedFields();
 std::vector<Problem> DistributedChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
 // Checks spanning several keys, and features that are declared for torchtune compatibility but not
-// implemented (compile, packing, DoRA...), each named with its fix.
+// implemented (compile, optimizer_in_bwd, QLoRA...), each named with its fix.
 std::vector<Problem> TrainingChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
 }  // namespace tmx::recipes

@@ -133,6 +133,8 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   }
   TM_RETURN_IF_ERROR(LoadStartingWeights(config, registry, m.choice, *m.model, allow_stand_ins, stand_ins, bytes));
   if (loading) progress->End("Loaded the weights");
+  // DoRA's magnitude starts from the loaded base weights' row norms, as torchtune sets it after loading.
+  models::InitializeDoraMagnitudes(*m.model);
   if (lora) models::FreezeBaseParameters(*m.model);
   for (const auto& p : m.model->named_parameters()) {
     m.total_parameters += p.value().numel();

@@ -63,9 +63,10 @@ struct TrainableModel {
 
 // Builds the config's model (seeded from the current torch RNG) with `dtype` on `device`, loads its starting
 // weights (LoadStartingWeights: checkpointer.checkpoint_dir, or the seed's; `allow_stand_ins` and `stand_ins`
-// as there), and for LoRA freezes the base. A model whose kind does not match the recipe's (a lora_ model for
-// full fine-tuning, or the reverse) is InvalidArgument naming the fix. `progress` (when set) is told each
-// phase: building (with the parameter count and dtype), then loading the weights (bytes of the total).
+// as there), sets DoRA's magnitudes from the loaded base, and for LoRA freezes the base. A model whose kind does
+// not match the recipe's (a lora_ model for full fine-tuning, or the reverse) is InvalidArgument naming the fix.
+// `progress` (when set) is told each phase: building (with the parameter count and dtype), then loading the
+// weights (bytes of the total).
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
                                     const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
                                     std::vector<std::string>* stand_ins, RunProgress* progress = nullptr);

@@ -194,8 +194,8 @@ Status SaveHfCheckpoint(const std::string& dir, const NamedTensors& state, const
 
 Status SavePeftAdapter(const std::string& dir, const NamedTensors& adapters, const std::string& model_type,
                        const models::DecoderArgs& args, const models::LoraArgs& lora,
-                       const std::string& base_model_name_or_path) {
-  StatusOr<PeftAdapterTensors> peft = TuneAdaptersToPeft(adapters, model_type, args);
+                       const std::string& base_model_name_or_path, const NamedTensors& base) {
+  StatusOr<PeftAdapterTensors> peft = TuneAdaptersToPeft(adapters, model_type, args, base);
   if (!peft.ok()) return peft.status();
   if (peft->tensors.empty()) {
     return Status::InvalidArgument(
@@ -222,7 +222,7 @@ Status SavePeftAdapter(const std::string& dir, const NamedTensors& adapters, con
       {"inference_mode", true},
       {"init_lora_weights", true},
       {"modules_to_save", nullptr},
-      {"use_dora", false},
+      {"use_dora", lora.use_dora},
       {"use_rslora", false},
   };
   TM_RETURN_IF_ERROR(MakeDirs(dir));

@@ -55,10 +55,12 @@ Status SaveHfCheckpoint(const std::string& dir, const NamedTensors& state, const
 
 // Writes `adapters` (AdapterParameters(model)) as PEFT's adapter_model.safetensors and adapter_config.json:
 // peft_type LORA, task_type CAUSAL_LM, r and lora_alpha from `lora`, target_modules in Hugging Face names,
-// base_model_name_or_path (e.g. the preset's hf_checkpoint or a local folder), and rank_pattern / alpha_pattern
-// for Phi-3's fused modules (see PeftAdapterTensors).
+// base_model_name_or_path (e.g. the preset's hf_checkpoint or a local folder), rank_pattern / alpha_pattern
+// for Phi-3's fused modules (see PeftAdapterTensors), and use_dora with DoRA's magnitudes
+// (lora_magnitude_vector). `base` (the model's weights) is needed only for DoRA on some parts of a fused module
+// (see TuneAdaptersToPeft).
 Status SavePeftAdapter(const std::string& dir, const NamedTensors& adapters, const std::string& model_type,
                        const models::DecoderArgs& args, const models::LoraArgs& lora,
-                       const std::string& base_model_name_or_path);
+                       const std::string& base_model_name_or_path, const NamedTensors& base = {});
 
 }  // namespace tmx::checkpoint

@@ -208,6 +208,31 @@ TEST(HfCheckpointTest, PeftAdapterFilesDescribeTheAdapters) {
             "SavePeftAdapter: no LoRA adapter to save; fix: pass AdapterParameters(model) of a model built with LoRA");
 }
 
+TEST(HfCheckpointTest, PeftDoraAdapterCarriesTheMagnitudes) {
+  test::ScratchDir dir("hf_peft_dora");
+  const models::ModelPreset& p = Preset("tiny_llama3_1");
+  models::LoraArgs lora;
+  lora.attn_modules = {"q_proj", "v_proj"};
+  lora.apply_to_output = true;
+  lora.rank = 4;
+  lora.use_dora = true;
+  Decoder model(p.args, lora);
+  const Status s = SavePeftAdapter(dir.path(), models::AdapterParameters(*model), "llama", p.args, lora, "base");
+  ASSERT_TRUE(s.ok()) << s.message();
+  const json config = ReadJson(dir.path() + "/adapter_config.json");
+  EXPECT_EQ(config["use_dora"], true);
+  EXPECT_EQ(config["peft_type"], "LORA");
+  StatusOr<LoadedSafetensors> weights = LoadSafetensors(dir.path() + "/adapter_model.safetensors");
+  ASSERT_TRUE(weights.ok());
+  std::map<std::string, at::Tensor> by_name(weights->tensors.begin(), weights->tensors.end());
+  EXPECT_EQ(by_name.size(), 3u * (2 * 2 + 1));  // A, B and the magnitude of q, v per layer, and of the output
+  // v_proj's rows are not re-paired, so its magnitude is the model's as it is.
+  EXPECT_TRUE(torch::equal(by_name.at("base_model.model.model.layers.1.self_attn.v_proj.lora_magnitude_vector"),
+                           model->named_parameters()["layers.1.attn.v_proj.magnitude"]));
+  EXPECT_EQ(by_name.at("base_model.model.lm_head.lora_magnitude_vector").sizes(),
+            torch::IntArrayRef({p.args.vocab_size}));
+}
+
 TEST(HfCheckpointTest, FusedPhi3AdaptersCarryTheirRankPattern) {
   test::ScratchDir dir("hf_peft_phi3");
   const models::ModelPreset& p = Preset("tiny_phi3");

@@ -216,16 +216,18 @@ StatusOr<NamedTensors> TuneToHf(const NamedTensors& tune, const std::string& mod
 }
 
 StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, const std::string& model_type,
-                                                const DecoderArgs& args) {
-  std::map<std::string, const at::Tensor*> by_name;
+                                                const DecoderArgs& args, const NamedTensors& base) {
+  std::map<std::string, const at::Tensor*> by_name, base_by_name;
   for (const auto& [name, tensor] : adapters) by_name.emplace(name, &tensor);
+  for (const auto& [name, tensor] : base) base_by_name.emplace(name, &tensor);
   PeftAdapterTensors out;
   std::set<std::string> used, targets;
   for (const HfTensorMap& m : HfTensorMaps(model_type, args)) {
     const std::string hf_module = ModuleOfWeight(m.hf_name);
     if (hf_module.empty()) continue;  // biases carry no adapter
     std::vector<at::Tensor> a_parts, b_parts;
-    std::vector<int64_t> adapted;  // indices of the parts with an adapter
+    std::vector<at::Tensor> magnitudes(m.parts.size());  // DoRA's, in Hugging Face row order; undefined for LoRA
+    std::vector<int64_t> adapted;                        // indices of the parts with an adapter
     for (size_t i = 0; i < m.parts.size(); ++i) {
       const std::string module = ModuleOfWeight(m.parts[i].tune_name);
       auto a = by_name.find(module + ".lora_a.weight");
@@ -234,10 +236,36 @@ StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, co
       used.insert({a->first, b->first});
       adapted.push_back(static_cast<int64_t>(i));
       a_parts.push_back(a->second->detach());
+      const int64_t heads = m.parts[i].permute_heads;
       const at::Tensor lora_b = b->second->detach();
-      b_parts.push_back(m.parts[i].permute_heads > 0 ? Repair(lora_b, m.parts[i].permute_heads, false) : lora_b);
+      b_parts.push_back(heads > 0 ? Repair(lora_b, heads, false) : lora_b);
+      // A magnitude belongs to its output rows, so it is permuted as they are.
+      auto magnitude = by_name.find(module + ".magnitude");
+      if (magnitude == by_name.end()) continue;
+      used.insert(magnitude->first);
+      const at::Tensor mag = magnitude->second->detach();
+      magnitudes[i] = heads > 0 ? Repair(mag, heads, false) : mag;
     }
     if (adapted.empty()) continue;
+    const bool dora = magnitudes[static_cast<size_t>(adapted[0])].defined();
+    if (dora) {
+      // PEFT keeps one magnitude over a fused module's rows; rows without an adapter keep their weight's row
+      // norms, which scale them by exactly 1.
+      for (size_t i = 0; i < m.parts.size(); ++i) {
+        if (magnitudes[i].defined()) continue;
+        auto weight = base_by_name.find(m.parts[i].tune_name);
+        if (weight == base_by_name.end()) {
+          return Status::InvalidArgument(
+              m.parts[i].tune_name + ": DoRA on the fused " + hf_module + " needs this weight's row norms for " +
+              "the rows without an adapter (PEFT keeps one magnitude for the whole module); fix: pass the model's " +
+              "weights (ModuleTensors(model)) as the base");
+        }
+        const at::Tensor norms = at::linalg_vector_norm(weight->second->detach().to(torch::kFloat), 2, {1});
+        const int64_t heads = m.parts[i].permute_heads;
+        const at::Tensor norms_hf = heads > 0 ? Repair(norms, heads, false) : norms;
+        magnitudes[i] = norms_hf.to(magnitudes[static_cast<size_t>(adapted[0])].scalar_type());
+      }
+    }
     at::Tensor lora_a = a_parts.size() == 1 ? a_parts[0] : torch::cat(a_parts, 0);
     at::Tensor lora_b = b_parts[0];
     if (m.parts.size() > 1) {
@@ -256,6 +284,10 @@ StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, co
     }
     out.tensors.emplace_back("base_model.model." + hf_module + ".lora_A.weight", lora_a.contiguous());
     out.tensors.emplace_back("base_model.model." + hf_module + ".lora_B.weight", lora_b.contiguous());
+    if (dora) {
+      at::Tensor magnitude = magnitudes.size() == 1 ? magnitudes[0] : torch::cat(magnitudes, 0);
+      out.tensors.emplace_back("base_model.model." + hf_module + ".lora_magnitude_vector", magnitude.contiguous());
+    }
     if (targets.insert(LeafName(hf_module)).second) out.target_modules.push_back(LeafName(hf_module));
   }
   const std::string extra = FirstUnused(adapters, used, Never);

@@ -51,7 +51,8 @@ StatusOr<NamedTensors> TuneToHf(const NamedTensors& tune, const std::string& mod
 
 // LoRA adapters in PEFT's layout.
 struct PeftAdapterTensors {
-  // "base_model.model.<Hugging Face module>.lora_A.weight" / ".lora_B.weight".
+  // "base_model.model.<Hugging Face module>.lora_A.weight" / ".lora_B.weight", and with DoRA
+  // ".lora_magnitude_vector" (torchtune's name for it in PEFT's files).
   NamedTensors tensors;
   // The adapted Hugging Face module names (q_proj, o_proj, gate_proj, lm_head, qkv_proj...), in first-seen order.
   std::vector<std::string> target_modules;
@@ -61,9 +62,15 @@ struct PeftAdapterTensors {
   std::map<std::string, int64_t> rank_multiple;
 };
 
-// The adapters (AdapterParameters of a decoder: "<linear>.lora_a.weight" and "<linear>.lora_b.weight") in PEFT's
-// names and layout. InvalidArgument naming an adapter on a tensor the checkpoint does not have.
+// The adapters (AdapterParameters of a decoder: "<linear>.lora_a.weight", "<linear>.lora_b.weight" and DoRA's
+// "<linear>.magnitude") in PEFT's names and layout. A DoRA magnitude is permuted with its rows (torchtune 0.6.1
+// leaves q/k's in the interleaved order, which PEFT would apply to the wrong rows). A fused module (phi3's
+// qkv_proj) with DoRA on some of its parts needs `base` (the decoder's weights): the other parts' magnitude is
+// their weight's row norms. Where DoRA adapts a layer with a bias (Qwen2's q/k/v), torchtune's forward (and this
+// decoder's) scales the bias by magnitude / norm and PEFT's does not, so PEFT reproduces such a model up to that
+// term. InvalidArgument naming an adapter on a tensor the checkpoint does not have, or a weight missing from
+// `base`.
 StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, const std::string& model_type,
-                                                const models::DecoderArgs& args);
+                                                const models::DecoderArgs& args, const NamedTensors& base = {});
 
 }  // namespace tmx::checkpoint

@@ -175,52 +175,96 @@ TEST(HfConvertTest, MismatchesNameTheFirstTensorWithBothNames) {
             "(LoRA adapters merged) or the adapters separately with SavePeftAdapter");
 }
 
-// PEFT adds scale * B A to the Hugging Face weight; it must be the decoder's update, converted like the weight.
+// PEFT adds scale * B A to the Hugging Face weight, and with DoRA scales each row of the sum by magnitude / its
+// norm; it must be the decoder's update, converted like the weight (q/k rows re-paired, fused parts stacked).
 TEST(HfConvertTest, PeftAdaptersUpdateTheHuggingFaceWeightsAsTheDecoderDoes) {
-  for (const char* builder : {"tiny_llama3_2", "tiny_phi4", "tiny_phi3"}) {
-    SCOPED_TRACE(builder);
-    const models::ModelPreset& p = Preset(builder);
-    models::LoraArgs lora;
-    lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
-    lora.apply_to_mlp = true;
-    lora.rank = 4;
-    torch::manual_seed(1);
-    Decoder model(p.args, lora);
-    torch::NoGradGuard no_grad;
-    for (auto& [name, t] : models::AdapterParameters(*model)) t.normal_();  // B starts at zero otherwise
-    StatusOr<PeftAdapterTensors> peft = TuneAdaptersToPeft(models::AdapterParameters(*model), p.hf_model_type, p.args);
-    ASSERT_TRUE(peft.ok()) << peft.status().message();
-    const bool fused = p.hf_model_type == "phi3";
-    const std::vector<std::string> fused_targets = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
-    const std::vector<std::string> targets = {"q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-    EXPECT_EQ(peft->target_modules, fused ? fused_targets : targets);
-    if (fused) {
-      EXPECT_EQ(peft->rank_multiple, (std::map<std::string, int64_t>{{"qkv_proj", 2}, {"gate_up_proj", 2}}));
-    } else {
-      EXPECT_TRUE(peft->rank_multiple.empty());
-    }
-    auto adapters = ByName(peft->tensors);
-    StatusOr<NamedTensors> merged_hf = TuneToHf(models::MergedStateDict(*model), p.hf_model_type, p.args);
-    ASSERT_TRUE(merged_hf.ok()) << merged_hf.status().message();
-    // Unmerged base weights in Hugging Face layout: merge nothing.
-    NamedTensors plain;
-    for (const auto& item : model->named_parameters()) {
-      if (item.key().find(".lora_") == std::string::npos) plain.emplace_back(item.key(), item.value());
-    }
-    auto hf_base = ByName(*TuneToHf(plain, p.hf_model_type, p.args));
-    auto hf_merged = ByName(*merged_hf);
-    const std::string prefix = "base_model.model.";
-    for (const auto& [hf_name, merged] : hf_merged) {
-      const std::string module = hf_name.substr(0, hf_name.size() - 7);  // strip ".weight"
-      auto a = adapters.find(prefix + module + ".lora_A.weight");
-      at::Tensor expected = hf_base[hf_name];
-      if (a != adapters.end()) {
-        const at::Tensor b = adapters[prefix + module + ".lora_B.weight"];
-        expected = expected + (lora.alpha / lora.rank) * torch::matmul(b, a->second);
+  for (const bool dora : {false, true}) {
+    for (const char* builder : {"tiny_llama3_2", "tiny_phi4", "tiny_phi3"}) {
+      SCOPED_TRACE(std::string(builder) + (dora ? " DoRA" : " LoRA"));
+      const models::ModelPreset& p = Preset(builder);
+      models::LoraArgs lora;
+      lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
+      lora.apply_to_mlp = true;
+      lora.rank = 4;
+      lora.use_dora = dora;
+      torch::manual_seed(1);
+      Decoder model(p.args, lora);
+      torch::NoGradGuard no_grad;
+      for (auto& [name, t] : models::AdapterParameters(*model)) {
+        // B starts at zero and the magnitude at the row norms otherwise.
+        if (name.find("magnitude") != std::string::npos) {
+          t.mul_(1 + 0.3 * torch::rand_like(t));
+        } else {
+          t.normal_();
+        }
       }
-      EXPECT_TRUE(torch::allclose(merged, expected, 1e-4, 1e-5)) << hf_name;
+      StatusOr<PeftAdapterTensors> peft =
+          TuneAdaptersToPeft(models::AdapterParameters(*model), p.hf_model_type, p.args, ModuleTensors(*model));
+      ASSERT_TRUE(peft.ok()) << peft.status().message();
+      const bool fused = p.hf_model_type == "phi3";
+      const std::vector<std::string> fused_targets = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
+      const std::vector<std::string> targets = {"q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+      EXPECT_EQ(peft->target_modules, fused ? fused_targets : targets);
+      if (fused) {
+        EXPECT_EQ(peft->rank_multiple, (std::map<std::string, int64_t>{{"qkv_proj", 2}, {"gate_up_proj", 2}}));
+      } else {
+        EXPECT_TRUE(peft->rank_multiple.empty());
+      }
+      auto adapters = ByName(peft->tensors);
+      StatusOr<NamedTensors> merged_hf = TuneToHf(models::MergedStateDict(*model), p.hf_model_type, p.args);
+      ASSERT_TRUE(merged_hf.ok()) << merged_hf.status().message();
+      // Unmerged base weights in Hugging Face layout: merge nothing.
+      NamedTensors plain;
+      for (const auto& item : model->named_parameters()) {
+        if (item.key().find(".lora_") == std::string::npos && item.key().find(".magnitude") == std::string::npos) {
+          plain.emplace_back(item.key(), item.value());
+        }
+      }
+      auto hf_base = ByName(*TuneToHf(plain, p.hf_model_type, p.args));
+      auto hf_merged = ByName(*merged_hf);
+      const std::string prefix = "base_model.model.";
+      for (const auto& [hf_name, merged] : hf_merged) {
+        const std::string module = hf_name.substr(0, hf_name.size() - 7);  // strip ".weight"
+        auto a = adapters.find(prefix + module + ".lora_A.weight");
+        at::Tensor expected = hf_base[hf_name];
+        if (a != adapters.end()) {
+          const at::Tensor b = adapters[prefix + module + ".lora_B.weight"];
+          expected = expected + (lora.alpha / lora.rank) * torch::matmul(b, a->second);
+          auto magnitude = adapters.find(prefix + module + ".lora_magnitude_vector");
+          EXPECT_EQ(magnitude != adapters.end(), dora) << hf_name;
+          if (magnitude != adapters.end())
+            expected = expected * (magnitude->second / expected.norm(2, {1})).unsqueeze(1);
+        }
+        EXPECT_TRUE(torch::allclose(merged, expected, 1e-4, 1e-5)) << hf_name;
+      }
     }
   }
+}
+
+// PEFT keeps one magnitude over phi3's fused qkv_proj: k_proj's rows, without an adapter, take their weight's row
+// norms, which only the base weights give.
+TEST(HfConvertTest, DoraOnPartOfAFusedModuleNeedsTheBaseWeights) {
+  const models::ModelPreset& p = Preset("tiny_phi3");
+  models::LoraArgs lora;
+  lora.attn_modules = {"q_proj", "v_proj"};
+  lora.rank = 4;
+  lora.use_dora = true;
+  torch::manual_seed(2);
+  Decoder model(p.args, lora);
+  EXPECT_EQ(TuneAdaptersToPeft(models::AdapterParameters(*model), "phi3", p.args).status().message(),
+            "layers.0.attn.k_proj.weight: DoRA on the fused model.layers.0.self_attn.qkv_proj needs this weight's row "
+            "norms for the rows without an adapter (PEFT keeps one magnitude for the whole module); fix: pass the "
+            "model's weights (ModuleTensors(model)) as the base");
+  StatusOr<PeftAdapterTensors> peft =
+      TuneAdaptersToPeft(models::AdapterParameters(*model), "phi3", p.args, ModuleTensors(*model));
+  ASSERT_TRUE(peft.ok()) << peft.status().message();
+  auto adapters = ByName(peft->tensors);
+  const at::Tensor magnitude = adapters.at("base_model.model.model.layers.0.self_attn.qkv_proj.lora_magnitude_vector");
+  const int64_t q = model->args().num_heads * model->args().resolved_head_dim();
+  const int64_t kv = model->args().num_kv_heads * model->args().resolved_head_dim();
+  ASSERT_EQ(magnitude.sizes(), torch::IntArrayRef({q + 2 * kv}));
+  const at::Tensor k_weight = ByName(ModuleTensors(*model)).at("layers.0.attn.k_proj.weight");
+  EXPECT_TRUE(torch::allclose(magnitude.narrow(0, q, kv), k_weight.norm(2, {1}), 1e-6, 1e-6));
 }
 
 }  // namespace

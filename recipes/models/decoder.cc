@@ -35,7 +35,7 @@ Status NonNegativeNumber(const char* field, double value) {
 LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora) {
   LayerLora layer;
   if (!lora) return layer;
-  layer.adapter = {lora->rank, lora->alpha, lora->dropout};
+  layer.adapter = {lora->rank, lora->alpha, lora->dropout, lora->use_dora};
   for (const std::string& name : lora->attn_modules) {
     if (name == "q_proj") layer.q_proj = true;
     if (name == "k_proj") layer.k_proj = true;

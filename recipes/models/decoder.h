@@ -14,7 +14,8 @@
 //   layers.{i}.mlp_norm.scale, layers.{i}.mlp.{w1,w2,w3}.weight, layers.{i}.mlp_scale.scale,
 //   norm.scale (norm.rms_norm.scale with final soft-capping, as torchtune's Gemma2FinalNorm),
 //   output.weight (absent when tied)
-// plus <linear>.lora_a.weight / <linear>.lora_b.weight for adapted layers (see lora.h).
+// plus <linear>.lora_a.weight / <linear>.lora_b.weight for adapted layers, and <linear>.magnitude with DoRA
+// (see lora.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

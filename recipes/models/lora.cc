@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tmx::models {
@@ -74,6 +76,7 @@ std::unordered_set<const c10::TensorImpl*> AdapterTensorImpls(const torch::nn::M
     if (linear == nullptr || !linear->has_adapter()) return;
     impls.insert(linear->lora_a().unsafeGetTensorImpl());
     impls.insert(linear->lora_b().unsafeGetTensorImpl());
+    if (linear->has_dora()) impls.insert(linear->magnitude().unsafeGetTensorImpl());
   };
   collect(m);
   ForEachSubmodule(m, [&collect](const std::string&, const torch::nn::Module& module) { collect(module); });
@@ -141,13 +144,40 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOpt
     torch::NoGradGuard no_grad;
     lora_b_->weight_.zero_();
   }
+  if (has_dora()) {
+    magnitude_ = register_parameter("magnitude", torch::empty({out_features}, options));
+    if (!weight_.is_meta()) InitializeDoraMagnitude();
+  }
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   torch::Tensor out = at::linear(x, weight_, bias_);
   if (!adapter_) return out;
   torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
-  return out + adapter_scaling() * lora_b_->forward(lora_a_->forward(adapter_in));
+  torch::Tensor lora_out = lora_b_->forward(lora_a_->forward(adapter_in));
+  if (!adapter_->use_dora) return out + adapter_scaling() * lora_out;
+  // torchtune's DoRALinear, term for term: (m/|W'| - 1) * base + m/|W'| * lora * scale, plus base.
+  torch::Tensor scale = magnitude_ / WeightNorm(x.scalar_type());
+  return (scale - 1) * out + scale * lora_out * adapter_scaling() + out;
+}
+
+torch::Tensor LinearImpl::WeightNorm(c10::ScalarType dtype) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor delta = torch::matmul(lora_b().to(dtype), lora_a().to(dtype));
+  return at::linalg_vector_norm(weight_.to(dtype) + adapter_scaling() * delta, 2, {1});
+}
+
+const torch::Tensor& LinearImpl::magnitude() const {
+  TORCH_CHECK(has_dora(), "Linear::magnitude: this layer has no DoRA adapter");
+  return magnitude_;
+}
+
+void LinearImpl::InitializeDoraMagnitude() {
+  TORCH_CHECK(has_dora(), "Linear::InitializeDoraMagnitude: this layer has no DoRA adapter");
+  TORCH_CHECK(!weight_.is_meta() && !lora_a().is_meta() && !lora_b().is_meta(),
+              "Linear::InitializeDoraMagnitude: the weights are still on the meta device; load them first");
+  torch::NoGradGuard no_grad;
+  magnitude_.copy_(WeightNorm(lora_a().scalar_type()));
 }
 
 double LinearImpl::adapter_scaling() const {
@@ -168,7 +198,26 @@ torch::Tensor LinearImpl::MergedWeight() const {
   torch::NoGradGuard no_grad;
   if (!adapter_) return weight_.detach();
   torch::Tensor delta = torch::matmul(lora_b().to(torch::kFloat), lora_a().to(torch::kFloat));
-  return (weight_.to(torch::kFloat) + adapter_scaling() * delta).to(weight_.scalar_type());
+  torch::Tensor merged = weight_.to(torch::kFloat) + adapter_scaling() * delta;
+  if (has_dora()) merged = merged * DoraRowScale().unsqueeze(1);
+  return merged.to(weight_.scalar_type());
+}
+
+torch::Tensor LinearImpl::MergedBias() const {
+  torch::NoGradGuard no_grad;
+  if (!bias_.defined() || !has_dora()) return bias_.defined() ? bias_.detach() : bias_;
+  return (bias_.to(torch::kFloat) * DoraRowScale()).to(bias_.scalar_type());
+}
+
+torch::Tensor LinearImpl::DoraRowScale() const { return magnitude_.to(torch::kFloat) / WeightNorm(torch::kFloat); }
+
+void InitializeDoraMagnitudes(torch::nn::Module& m) {
+  auto init = [](torch::nn::Module& module) {
+    auto* linear = dynamic_cast<LinearImpl*>(&module);
+    if (linear != nullptr && linear->has_dora()) linear->InitializeDoraMagnitude();
+  };
+  init(m);
+  for (const auto& module : m.modules(/*include_self=*/false)) init(*module);
 }
 
 void FreezeBaseParameters(torch::nn::Module& m) {
@@ -188,11 +237,15 @@ std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m) {
-  // Base weights of adapted linears, by TensorImpl, mapped to the layer that merges them.
-  std::unordered_map<const c10::TensorImpl*, const LinearImpl*> adapted;
+  // Base weights and biases of adapted linears, by TensorImpl, with what they merge into.
+  std::unordered_map<const c10::TensorImpl*, std::function<torch::Tensor()>> adapted;
   auto collect = [&adapted](const torch::nn::Module& module) {
     const auto* linear = dynamic_cast<const LinearImpl*>(&module);
-    if (linear != nullptr && linear->has_adapter()) adapted[linear->weight().unsafeGetTensorImpl()] = linear;
+    if (linear == nullptr || !linear->has_adapter()) return;
+    adapted[linear->weight().unsafeGetTensorImpl()] = [linear] { return linear->MergedWeight(); };
+    if (linear->bias().defined()) {
+      adapted[linear->bias().unsafeGetTensorImpl()] = [linear] { return linear->MergedBias(); };
+    }
   };
   collect(m);
   ForEachSubmodule(m, [&collect](const std::string&, const torch::nn::Module& module) { collect(module); });
@@ -203,7 +256,7 @@ std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::
     const c10::TensorImpl* impl = item.value().unsafeGetTensorImpl();
     if (adapter.count(impl) > 0) continue;
     auto it = adapted.find(impl);
-    out.emplace_back(item.key(), it != adapted.end() ? it->second->MergedWeight() : item.value().detach());
+    out.emplace_back(item.key(), it != adapted.end() ? it->second() : item.value().detach());
   }
   for (const auto& item : m.named_buffers()) out.emplace_back(item.key(), item.value().detach());
   return out;

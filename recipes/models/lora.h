@@ -1,12 +1,14 @@
-// LoRA (low-rank adaptation, Hu et al. 2021) for the linear layers of the decoder (decoder.h), and the
-// helpers a fine-tuning recipe needs around it: freezing the base model, listing the adapter parameters and
-// folding the adapters back into plain weights for export.
+// LoRA (low-rank adaptation, Hu et al. 2021) and DoRA (weight-decomposed LoRA, Liu et al. 2024) for the linear
+// layers of the decoder (decoder.h), and the helpers a fine-tuning recipe needs around them: freezing the base
+// model, listing the adapter parameters and folding the adapters back into plain weights for export.
 //
-// Parameter names follow torchtune's LoRALinear so checkpoints interoperate:
+// Parameter names follow torchtune's LoRALinear and DoRALinear so checkpoints interoperate:
 //   <linear>.weight          [out, in]   the base weight
 //   <linear>.bias            [out]       only on layers built with a bias (Qwen2's q/k/v projections)
 //   <linear>.lora_a.weight   [rank, in]  kaiming-uniform initialised
 //   <linear>.lora_b.weight   [out, rank] zero initialised, so an adapted model starts equal to its base
+//   <linear>.magnitude       [out]       DoRA only: the row norms of W + (alpha/rank) B A, set from the base
+//                                        weight by InitializeDoraMagnitude (after the base weights are loaded)
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -40,6 +42,8 @@ struct LoraArgs {
   double alpha = 16;
   // Dropout probability applied to the adapter's input in training mode. In [0, 1).
   double dropout = 0.0;
+  // DoRA instead of LoRA: every adapted linear also learns a magnitude per output row (torchtune's use_dora).
+  bool use_dora = false;
 };
 
 // The attention module names LoraArgs::attn_modules accepts, in canonical order.
@@ -54,12 +58,16 @@ struct LoraAdapterOptions {
   int64_t rank = 8;      // inner dimension r; > 0
   double alpha = 16;     // output scaled by alpha / rank
   double dropout = 0.0;  // dropout on the adapter input, training mode only
+  bool use_dora = false;  // DoRA: also a trained magnitude per output row
 };
 
 // y = x W^T (+ b when built with a bias), plus (alpha/rank) * B(A(dropout(x))) when an adapter is attached.
-// Parameters are created directly with `options`, so a layer built on torch::kMeta allocates no memory.
-// Weight and bias are initialised like torch::nn::Linear (uniform in +-1/sqrt(in)), drawing from the current
-// torch RNG. The adapter never touches the bias, which stays a plain (frozen under LoRA) parameter.
+// With DoRA (torchtune's DoRALinear) the sum is scaled per output row by magnitude / ||W + (alpha/rank) B A||
+// (the row norm computed without gradient, as torchtune detaches it); like torchtune, the bias is scaled with
+// the base output. Parameters are created directly with `options`, so a layer built on torch::kMeta allocates
+// no memory. Weight and bias are initialised like torch::nn::Linear (uniform in +-1/sqrt(in)), drawing from the
+// current torch RNG, and a DoRA magnitude from them. The adapter never trains the bias, which stays a plain
+// (frozen under LoRA) parameter.
 class LinearImpl : public torch::nn::Module {
  public:
   // REQUIRES: in_features > 0, out_features > 0, adapter->rank > 0 (checked; throws c10::Error).
@@ -73,14 +81,23 @@ class LinearImpl : public torch::nn::Module {
   // Undefined when the layer has no bias.
   const torch::Tensor& bias() const { return bias_; }
   bool has_adapter() const { return adapter_.has_value(); }
+  bool has_dora() const { return adapter_.has_value() && adapter_->use_dora; }
   // alpha / rank; 0 when there is no adapter.
   double adapter_scaling() const;
   // REQUIRES: has_adapter().
   const torch::Tensor& lora_a() const;
   const torch::Tensor& lora_b() const;
-  // W + (alpha/rank) * B A, detached, in the weight's dtype (the sum is formed in float32). W itself when there
-  // is no adapter (detached, sharing its storage).
+  // REQUIRES: has_dora().
+  const torch::Tensor& magnitude() const;
+  // Sets the magnitude to the row norms of W + (alpha/rank) B A, so the layer's output equals LoRA's (torchtune's
+  // initialize_dora_magnitude). Call after the base weights are loaded. REQUIRES: has_dora(), not on meta.
+  void InitializeDoraMagnitude();
+  // LoRA: W + (alpha/rank) B A. DoRA: that times magnitude / its row norm. Detached, in the weight's dtype (formed
+  // in float32). W itself when there is no adapter (detached, sharing its storage).
   torch::Tensor MergedWeight() const;
+  // The bias the merged layer needs: DoRA scales it by magnitude / row norm as its forward does; otherwise the
+  // bias itself (detached). Undefined when the layer has no bias.
+  torch::Tensor MergedBias() const;
 
  private:
   torch::Tensor weight_;
@@ -89,20 +106,30 @@ class LinearImpl : public torch::nn::Module {
   // Plain (adapter-less) linears holding lora_a.weight and lora_b.weight; null without an adapter.
   std::shared_ptr<LinearImpl> lora_a_;
   std::shared_ptr<LinearImpl> lora_b_;
+  torch::Tensor magnitude_;  // DoRA only
+
+  // ||W + (alpha/rank) B A|| per output row, without gradient, in `dtype`.
+  torch::Tensor WeightNorm(c10::ScalarType dtype) const;
+  // DoRA's magnitude / WeightNorm in float32, what merging scales each output row by.
+  torch::Tensor DoraRowScale() const;
 };
 TORCH_MODULE(Linear);
 
-// Sets requires_grad=false on every parameter of `m` (recursively) that is not a LoRA adapter parameter, and
-// requires_grad=true on every adapter parameter.
+// Calls InitializeDoraMagnitude on every DoRA linear of `m` (recursively); nothing for LoRA. A recipe calls it
+// once the base weights are loaded, as torchtune does.
+void InitializeDoraMagnitudes(torch::nn::Module& m);
+
+// Sets requires_grad=false on every parameter of `m` (recursively) that is not a LoRA adapter parameter (A, B and
+// DoRA's magnitude), and requires_grad=true on every adapter parameter.
 void FreezeBaseParameters(torch::nn::Module& m);
 
 // The LoRA adapter parameters of `m` with their state-dict names, in registration order. The tensors are the
 // parameters themselves (not copies), so they can be handed to an optimizer.
 std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch::nn::Module& m);
 
-// The state dict of `m` with every adapter folded into its base weight (see LinearImpl::MergedWeight) and the
-// adapter entries dropped, so the names are those of the same model built without LoRA. Tensors are detached;
-// unmerged entries share storage with the parameters, merged ones are new tensors.
+// The state dict of `m` with every adapter folded into its base weight and bias (see LinearImpl::MergedWeight,
+// MergedBias) and the adapter entries dropped, so the names are those of the same model built without LoRA.
+// Tensors are detached; unmerged entries share storage with the parameters, merged ones are new tensors.
 std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m);
 
 }  // namespace tmx::models

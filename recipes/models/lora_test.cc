@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "recipes/models/llama.h"
@@ -18,7 +21,9 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool IsLoraName(const std::string& name) { return EndsWith(name, ".lora_a.weight") || EndsWith(name, ".lora_b.weight"); }
+bool IsLoraName(const std::string& name) {
+  return EndsWith(name, ".lora_a.weight") || EndsWith(name, ".lora_b.weight") || EndsWith(name, ".magnitude");
+}
 
 // Copies tensors into the same-named parameters of `dst`; every parameter of `dst` must be covered.
 void LoadByName(torch::nn::Module& dst, const std::vector<std::pair<std::string, torch::Tensor>>& src) {
@@ -35,6 +40,19 @@ std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(const torch::
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : m.named_parameters()) out.emplace_back(item.key(), item.value());
   return out;
+}
+
+// A model without adapters holding MergedStateDict(adapted), whose names are exactly the plain model's.
+Llama MergedIntoPlain(const LlamaArgs& args, const torch::nn::Module& adapted) {
+  const auto merged = MergedStateDict(adapted);
+  Llama plain(args);
+  std::vector<std::string> merged_names, plain_names;
+  for (const auto& [name, t] : merged) merged_names.push_back(name);
+  for (const auto& [name, t] : NamedParameters(*plain)) plain_names.push_back(name);
+  EXPECT_EQ(merged_names, plain_names);
+  for (const auto& [name, t] : merged) EXPECT_FALSE(t.requires_grad()) << name;
+  LoadByName(*plain, merged);
+  return plain;
 }
 
 // Trainable parameters LoRA adds to a Llama model, from its shape: rank * (in + out) per adapted linear.
@@ -215,14 +233,7 @@ TEST(LoraTest, MergedStateDictReproducesTheAdaptedModel) {
       p.normal_(0, 0.05);
     }
   }
-  const auto merged = MergedStateDict(*adapted);
-  Llama plain(args);
-  std::vector<std::string> merged_names, plain_names;
-  for (const auto& [name, t] : merged) merged_names.push_back(name);
-  for (const auto& [name, t] : NamedParameters(*plain)) plain_names.push_back(name);
-  EXPECT_EQ(merged_names, plain_names);
-  for (const auto& [name, t] : merged) EXPECT_FALSE(t.requires_grad()) << name;
-  LoadByName(*plain, merged);
+  Llama plain = MergedIntoPlain(args, *adapted);
 
   torch::NoGradGuard no_grad;
   torch::Tensor tokens = torch::randint(0, args.vocab_size, {2, 10}, torch::kLong);
@@ -268,6 +279,239 @@ TEST(LoraTest, DropoutAppliesToTheAdapterInputInTrainingOnly) {
   EXPECT_TRUE(torch::allclose(linear(x), eval_out));
   linear->train();
   EXPECT_FALSE(torch::allclose(linear(x), eval_out));
+}
+
+// --- DoRA ---
+
+// recipes/models/testdata/dora_torchtune_0_6_1.json, made by scripts/make_dora_fixtures.py from torchtune 0.6.1's
+// DoRALinear in float32.
+nlohmann::json DoraFixture() {
+  const std::string path = std::string(TM_SOURCE_DIR) + "/recipes/models/testdata/dora_torchtune_0_6_1.json";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "missing fixture " << path << "; make it with scripts/make_dora_fixtures.py";
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+}
+
+torch::Tensor FixtureTensor(const nlohmann::json& values, std::vector<int64_t> shape) {
+  std::vector<float> v = values.get<std::vector<float>>();
+  return torch::tensor(v, torch::kFloat).reshape(shape);
+}
+
+// The largest |actual - expected|, for messages.
+double MaxDiff(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return (actual.detach() - expected).abs().max().item<double>();
+}
+
+LoraAdapterOptions Dora(int64_t rank, double alpha, double dropout = 0.0) { return {rank, alpha, dropout, true}; }
+
+TEST(DoraTest, ForwardAndGradientsEqualTorchtuneDoRALinear) {
+  const nlohmann::json fixture = DoraFixture();
+  ASSERT_TRUE(fixture.contains("cases")) << "unreadable fixture";
+  ASSERT_EQ(fixture["cases"].size(), 2u);
+  constexpr double kTol = 1e-5;
+  for (const nlohmann::json& c : fixture["cases"]) {
+    const std::string name = c["name"];
+    SCOPED_TRACE(name);
+    const int64_t in = c["in_dim"], out = c["out_dim"], rank = c["rank"];
+    const bool use_bias = c["use_bias"];
+    Linear linear(in, out, c10::TensorOptions(), Dora(rank, c["alpha"].get<double>()), use_bias);
+
+    std::set<std::string> names, adapters;
+    for (const auto& item : linear->named_parameters()) names.insert(item.key());
+    for (const auto& [n, p] : AdapterParameters(*linear)) adapters.insert(n);
+    EXPECT_EQ(names, c["state_dict_keys"].get<std::set<std::string>>());
+    EXPECT_EQ(adapters, c["adapter_params"].get<std::set<std::string>>());
+
+    {
+      torch::NoGradGuard no_grad;
+      linear->weight().copy_(FixtureTensor(c["weight"], {out, in}));
+      if (use_bias) linear->bias().copy_(FixtureTensor(c["bias"], {out}));
+      linear->lora_a().copy_(FixtureTensor(c["lora_a"], {rank, in}));
+      linear->lora_b().copy_(FixtureTensor(c["lora_b"], {out, rank}));
+    }
+    linear->InitializeDoraMagnitude();
+    const torch::Tensor magnitude_init = FixtureTensor(c["magnitude_init"], {out});
+    EXPECT_LE(MaxDiff(linear->magnitude(), magnitude_init), kTol);
+    {
+      torch::NoGradGuard no_grad;
+      linear->magnitude().copy_(FixtureTensor(c["magnitude"], {out}));
+    }
+    // The fixture moved the magnitude off its initial value, so the forward's magnitude / norm is not 1.
+    EXPECT_GT(MaxDiff(linear->magnitude(), magnitude_init), 1e-3);
+    for (auto& p : linear->parameters()) p.requires_grad_(true);
+
+    std::vector<int64_t> x_shape = c["input_shape"].get<std::vector<int64_t>>();
+    std::vector<int64_t> y_shape = x_shape;
+    y_shape.back() = out;
+    torch::Tensor x = FixtureTensor(c["input"], x_shape).requires_grad_(true);
+    torch::Tensor y = linear(x);
+    EXPECT_LE(MaxDiff(y, FixtureTensor(c["output"], y_shape)), kTol);
+    (y * FixtureTensor(c["grad_output"], y_shape)).sum().backward();
+
+    const nlohmann::json& grad = c["grad"];
+    struct Grad {
+      const char* key;
+      torch::Tensor actual;
+      std::vector<int64_t> shape;
+    };
+    std::vector<Grad> grads = {{"weight", linear->weight().grad(), {out, in}},
+                               {"lora_a", linear->lora_a().grad(), {rank, in}},
+                               {"lora_b", linear->lora_b().grad(), {out, rank}},
+                               {"magnitude", linear->magnitude().grad(), {out}},
+                               {"input", x.grad(), x_shape}};
+    if (use_bias) grads.push_back({"bias", linear->bias().grad(), {out}});
+    for (const Grad& g : grads) {
+      ASSERT_TRUE(g.actual.defined()) << g.key;
+      const torch::Tensor expected = FixtureTensor(grad[g.key], g.shape);
+      EXPECT_GT(expected.abs().max().item<double>(), 1e-3) << g.key << ": a zero gradient would test nothing";
+      EXPECT_LE(MaxDiff(g.actual, expected), kTol) << g.key;
+    }
+    // torchtune's get_merged_lora_ckpt: magnitude / ||W + s B A|| * (W + s B A).
+    EXPECT_LE(MaxDiff(linear->MergedWeight(), FixtureTensor(c["merged_weight"], {out, in})), kTol);
+  }
+}
+
+TEST(DoraTest, MagnitudeIsAnAdapterParameterCountedPerOutputRow) {
+  const LlamaArgs args = Llama3_2_1BArgs();
+  LoraArgs lora{{"q_proj", "v_proj"}, /*apply_to_mlp=*/true, false, 8, 16};
+  Llama plain_lora(args, lora, kMeta);
+  lora.use_dora = true;
+  Llama dora(args, lora, kMeta);
+  FreezeBaseParameters(*plain_lora);
+  FreezeBaseParameters(*dora);
+  // Per layer a magnitude per output row of q (2048), v (8 kv heads x 64 = 512), w1 and w3 (8192) and w2 (2048).
+  const int64_t magnitudes = args.num_layers * (2048 + 512 + 8192 + 8192 + 2048);
+  EXPECT_EQ(CountParameters(*dora), CountParameters(*plain_lora) + magnitudes);
+  EXPECT_EQ(CountParameters(*dora, /*trainable_only=*/true),
+            CountParameters(*plain_lora, /*trainable_only=*/true) + magnitudes);
+  std::set<std::string> trainable;
+  for (const auto& item : dora->named_parameters()) {
+    if (item.value().requires_grad()) trainable.insert(item.key());
+  }
+  EXPECT_EQ(trainable.count("layers.0.attn.q_proj.magnitude"), 1u);
+  EXPECT_EQ(trainable.count("layers.15.mlp.w2.magnitude"), 1u);
+  EXPECT_EQ(trainable.count("layers.0.attn.k_proj.magnitude"), 0u);  // not adapted
+  EXPECT_EQ(trainable.size(), AdapterParameters(*dora).size());
+  EXPECT_EQ(trainable.size(), static_cast<size_t>(args.num_layers * 5 * 3));
+}
+
+TEST(DoraTest, AtInitTheModelEqualsItsBaseAndInitializingFollowsTheLoadedWeights) {
+  torch::manual_seed(11);
+  const LlamaArgs args = LlamaTinyArgs();
+  LoraArgs lora{{"q_proj", "k_proj", "v_proj", "output_proj"}, /*apply_to_mlp=*/true, false, 4, 8};
+  lora.use_dora = true;
+  Llama adapted(args, lora);
+  Llama base(args);
+  // Weights "loaded" after building: the magnitudes still hold the old row norms until initialised again.
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : base->parameters()) p.mul_(1.5);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> base_weights = NamedParameters(*base);
+  LoadByName(*adapted, [&] {
+    auto all = base_weights;
+    for (const auto& [name, t] : NamedParameters(*adapted)) {
+      if (IsLoraName(name)) all.emplace_back(name, t.detach().clone());
+    }
+    return all;
+  }());
+  torch::NoGradGuard no_grad;
+  torch::Tensor tokens = torch::randint(0, args.vocab_size, {2, 10}, torch::kLong);
+  const torch::Tensor expected = base(tokens);
+  EXPECT_FALSE(torch::allclose(adapted(tokens), expected, 1e-4, 1e-4));
+  InitializeDoraMagnitudes(*adapted);
+  EXPECT_TRUE(torch::allclose(adapted(tokens), expected, 1e-5, 1e-5));
+}
+
+TEST(DoraTest, DropoutAppliesToTheAdapterPathOnly) {
+  torch::manual_seed(12);
+  Linear linear(16, 8, c10::TensorOptions(), Dora(4, 8, /*dropout=*/0.5));
+  torch::NoGradGuard no_grad;
+  linear->lora_b().normal_();
+  linear->magnitude().mul_(1.2);
+  const torch::Tensor x = torch::randn({5, 16});
+  const torch::Tensor w = linear->weight() + 2.0 * torch::matmul(linear->lora_b(), linear->lora_a());
+  const torch::Tensor scale = linear->magnitude() / w.norm(2, {1});
+  auto expected = [&](const torch::Tensor& adapter_in) {
+    return scale * (torch::matmul(x, linear->weight().t()) +
+                    2.0 * torch::matmul(adapter_in, torch::matmul(linear->lora_b(), linear->lora_a()).t()));
+  };
+  linear->eval();
+  EXPECT_LE(MaxDiff(linear(x), expected(x)), 1e-5);
+  linear->train();
+  torch::manual_seed(13);
+  const torch::Tensor trained = linear(x);
+  torch::manual_seed(13);
+  const torch::Tensor dropped = torch::dropout(x, 0.5, /*train=*/true);
+  EXPECT_LE(MaxDiff(trained, expected(dropped)), 1e-5);
+  EXPECT_GT(MaxDiff(trained, expected(x)), 1e-2);
+}
+
+// A model with DoRA on every kind of layer (q/k/v with biases, as Qwen2's, output and MLP) and trained-looking
+// adapters: the merged state dict in a plain model gives the adapted model's logits.
+TEST(DoraTest, MergedStateDictReproducesTheAdaptedModel) {
+  torch::manual_seed(14);
+  LlamaArgs args = LlamaTinyArgs();
+  args.tie_word_embeddings = false;
+  args.qkv_bias = true;
+  LoraArgs lora{{"q_proj", "k_proj", "v_proj", "output_proj"}, true, /*apply_to_output=*/true, 4, 16};
+  lora.use_dora = true;
+  Llama adapted(args, lora);
+  adapted->eval();
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, p] : AdapterParameters(*adapted)) {
+      if (EndsWith(name, "lora_b.weight")) p.normal_(0, 0.05);
+      if (EndsWith(name, "magnitude")) p.mul_(1 + 0.2 * torch::rand_like(p));
+    }
+  }
+  Llama plain = MergedIntoPlain(args, *adapted);
+
+  torch::NoGradGuard no_grad;
+  torch::Tensor tokens = torch::randint(0, args.vocab_size, {2, 10}, torch::kLong);
+  const torch::Tensor expected = adapted(tokens);
+  EXPECT_LE(MaxDiff(plain(tokens), expected), 1e-4);
+  // Both the magnitude and the biases matter: merging as LoRA, or leaving the biases, gives other logits.
+  std::vector<std::pair<std::string, torch::Tensor>> unscaled_bias;
+  const auto named = NamedParameters(*adapted);
+  std::map<std::string, torch::Tensor> params(named.begin(), named.end());
+  for (const auto& [name, t] : MergedStateDict(*adapted)) {
+    unscaled_bias.emplace_back(name, EndsWith(name, ".bias") ? params.at(name).detach() : t);
+  }
+  LoadByName(*plain, unscaled_bias);
+  EXPECT_GT(MaxDiff(plain(tokens), expected), 1e-3);
+}
+
+TEST(DoraTest, TinyDecoderTrainsAndOnlyAdaptersMove) {
+  torch::manual_seed(15);
+  const LlamaArgs args = LlamaTinyArgs();
+  LoraArgs lora{{"q_proj", "v_proj", "output_proj"}, /*apply_to_mlp=*/true, false, 4, 8};
+  lora.use_dora = true;
+  Llama model(args, lora);
+  FreezeBaseParameters(*model);
+  std::map<std::string, torch::Tensor> before;
+  for (const auto& [name, t] : NamedParameters(*model)) before[name] = t.detach().clone();
+  std::vector<torch::Tensor> trained;
+  for (const auto& [name, p] : AdapterParameters(*model)) trained.push_back(p);
+  torch::optim::AdamW optimizer(trained, torch::optim::AdamWOptions(1e-2).weight_decay(0));
+  const torch::Tensor tokens = torch::randint(0, args.vocab_size, {4, 16}, torch::kLong);
+  const torch::Tensor inputs = tokens.narrow(1, 0, 15), labels = tokens.narrow(1, 1, 15);
+  std::vector<double> losses;
+  for (int step = 0; step < 8; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor logits = model(inputs);
+    torch::Tensor loss = torch::cross_entropy_loss(logits.reshape({-1, args.vocab_size}), labels.reshape({-1}));
+    loss.backward();
+    optimizer.step();
+    losses.push_back(loss.item<double>());
+  }
+  EXPECT_LT(losses.back(), losses.front() - 0.05) << losses.front() << " -> " << losses.back();
+  for (const auto& [name, t] : NamedParameters(*model)) {
+    const bool moved = !torch::equal(t.detach(), before.at(name));
+    EXPECT_EQ(moved, IsLoraName(name)) << name;
+  }
 }
 
 }  // namespace
