@@ -93,10 +93,15 @@ std::string StripGeneratedBlock(const std::string& text) {
 }
 
 std::string ConfigHash(const std::string& text) {
+  const std::string config = StripGeneratedBlock(text);
   uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : StripGeneratedBlock(text)) {
-    h ^= c;
-    h *= 1099511628211ull;
+  for (const TextLine& line : SplitTextLines(config)) {
+    // A comment line in the first column is prose, never a value (a block scalar's lines are indented).
+    if (config[line.begin] == '#') continue;
+    for (size_t i = line.begin; i < line.end; ++i) {
+      h ^= static_cast<unsigned char>(config[i]);
+      h *= 1099511628211ull;
+    }
   }
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));

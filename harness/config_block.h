@@ -47,8 +47,10 @@ std::string StripSupportBlock(const std::string& text, const SupportBlockLocatio
 // returned unchanged; ReadSupportEntries reports the damage.
 std::string StripGeneratedBlock(const std::string& text);
 
-// FNV-1a 64 of StripGeneratedBlock(text), as 16 lowercase hex digits: unchanged by write-back, changed by
-// any edit of the user's part of the config.
+// FNV-1a 64 of StripGeneratedBlock(text) less its comment lines that start in the first column, as 16
+// lowercase hex digits: unchanged by write-back and by rewording a config's prose (its header, its section
+// comments), changed by any other edit of the user's part of the config (values, keys, indentation, a comment
+// after a value). A block scalar's lines are indented, so no value is left out.
 std::string ConfigHash(const std::string& text);
 
 }  // namespace tmx

@@ -45,6 +45,12 @@ TEST(ConfigBlockTest, TheHashCoversTheUsersTextOnly) {
   EXPECT_EQ(ConfigHash("a: 1\n" + kBlock), ConfigHash("a: 1\n"));
   EXPECT_NE(ConfigHash("a: 2\n" + kBlock), ConfigHash("a: 1\n"));
   EXPECT_NE(ConfigHash("a: 1\r\n"), ConfigHash("a: 1\n"));
+  // Prose in the first column is left out; a value, an indented line or a comment after a value is not.
+  EXPECT_EQ(ConfigHash("# fetch with hf download\na: 1\n# more\n"), ConfigHash("# fetch with tune download\na: 1\n"));
+  EXPECT_EQ(ConfigHash("# header\na: 1\n"), ConfigHash("a: 1\n"));
+  EXPECT_NE(ConfigHash("a: 1  # one\n"), ConfigHash("a: 1  # two\n"));
+  EXPECT_NE(ConfigHash("a: |\n  # text\n"), ConfigHash("a: |\n  # other text\n"));
+  EXPECT_NE(ConfigHash("a: 1\n#b: 2\n"), ConfigHash("a: 1\nb: 2\n"));
 }
 
 }  // namespace
