@@ -163,7 +163,11 @@ def mirrored(root, source, name, recipe, configs_dir):
     cfg, repo = torchtune_config(root, source)
     family, stem = name.split("/")
     size = stem.split("_")[0]
-    kind = "LoRA" if recipe.startswith("lora") else "full"
+    model = cfg.get("model", {})
+    quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
+    kind = "full"
+    if recipe.startswith("lora"):
+        kind = ("QDoRA" if quantized else "DoRA") if model.get("use_dora") else ("QLoRA" if quantized else "LoRA")
     ckpt_dir = cfg.get("checkpointer", {}).get("checkpoint_dir", "")
     distributed = recipe.endswith("distributed")
     where = "across ranks (processes, one device each)" if distributed else "on one device"

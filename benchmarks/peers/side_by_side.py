@@ -186,6 +186,8 @@ def main():
     p.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--build", type=Path, default=ROOT / "build", help="CMake build folder (default: build)")
+    p.add_argument("--no-peak", action="store_true",
+                   help="skip the matmul peak (minutes on a busy machine): FLOP shares are left out (nan)")
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "side_by_side.json")
     p.add_argument("--report", type=Path, nargs="+", metavar="JSON",
                    help="run nothing: print the table of results files written by --out (several: one table)")
@@ -207,7 +209,8 @@ def main():
     pythons = {name: ensure_peer_venv(name) for name in impls if name != "tune-matrix"}
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads),
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore")
-    peak = gemm_peak(args.build, args.threads, env)
+    peak = ({"bf16": float("nan"), "fp32": float("nan")} if args.no_peak
+            else gemm_peak(args.build, args.threads, env))
     log(f"matmul peak at {args.threads} thread(s): bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s, "
         f"fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s")
     tokens = args.batch * args.seq
