@@ -32,7 +32,7 @@ class ModelComponent final : public ComponentImpl {
 };
 
 // One component per builder of every preset: the full and the lora_ builder (torchtune's names as aliases),
-// and torchtune's qlora_ builders as recognised but unsupported.
+// and torchtune's qlora_ builders (the lora_ builder with quantize_base=True).
 void AddModelComponents(std::vector<ComponentSpec>* out);
 
 // The model a config's `model` component describes.
@@ -52,7 +52,9 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
 // one the schema already refuses.
 std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
-// Total and trainable parameters of `choice`, counted on a model built on the meta device (no memory).
-void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable);
+// Total and trainable parameters of `choice`, and (when `quantized` is given) those held as NF4, counted on a
+// model built on the meta device (no memory).
+void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable,
+                          int64_t* quantized = nullptr);
 
 }  // namespace tmx::recipes

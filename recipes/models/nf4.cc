@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/autograd.h>
 
 #include <algorithm>
 
@@ -121,6 +122,38 @@ at::Tensor Nf4Tensor::Dequantize() const {
   at::Tensor repeated = scalers.unsqueeze(-1).expand({scalers.size(0), kBlockSize / 2}).flatten();
   return at::stack({first * repeated, second * repeated}, /*dim=*/-1).reshape(shape);
 }
+
+namespace {
+
+class LinearNf4Node : public torch::autograd::Function<LinearNf4Node> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const Nf4Tensor& w) {
+    ctx->saved_data["data"] = w.quantized_data;
+    ctx->saved_data["scalers"] = w.quantized_scalers;
+    ctx->saved_data["factor"] = w.quantization_factor;
+    ctx->saved_data["mean"] = w.scaler_mean;
+    ctx->saved_data["shape"] = w.shape;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(w.dtype);
+    return at::linear(x, w.Dequantize().to(x.scalar_type()));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    Nf4Tensor w;
+    w.quantized_data = ctx->saved_data["data"].toTensor();
+    w.quantized_scalers = ctx->saved_data["scalers"].toTensor();
+    w.quantization_factor = ctx->saved_data["factor"].toTensor();
+    w.scaler_mean = ctx->saved_data["mean"].toTensor();
+    w.shape = ctx->saved_data["shape"].toIntVector();
+    w.dtype = static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const at::Tensor& g = grad_out[0];
+    return {at::matmul(g, w.Dequantize().to(g.scalar_type())), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor LinearNf4(const at::Tensor& x, const Nf4Tensor& weight) { return LinearNf4Node::apply(x, weight); }
 
 double Nf4BytesPerWeight(int64_t dtype_bytes) {
   return 0.5 + 1.0 / Nf4Tensor::kBlockSize + static_cast<double>(dtype_bytes) / Nf4Tensor::kGranule;

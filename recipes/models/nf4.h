@@ -54,6 +54,10 @@ Status CheckNf4Shape(const std::string& name, at::IntArrayRef shape);
 // REQUIRES: CheckNf4Shape(name, weight.sizes()).ok() (checked: throws c10::Error with its message).
 Nf4Tensor QuantizeNf4(const at::Tensor& weight, const std::string& name = "weight");
 
+// torchao's linear_nf4: x W^T with W dequantised to x's dtype, W never saved whole: backward dequantises it
+// again for the input's gradient (grad_out W), and W gets none. Keeps only `weight`'s quantised tensors alive.
+at::Tensor LinearNf4(const at::Tensor& x, const Nf4Tensor& weight);
+
 // Bytes NF4 keeps per weight in `dtype`: half a byte of code, an int8 scale per 64 and a factor per 16384.
 double Nf4BytesPerWeight(int64_t dtype_bytes);
 
