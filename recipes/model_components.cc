@@ -74,18 +74,28 @@ ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora, bool quantized 
     if (quantized && param.name == "quantize_base") param.default_value = "True";
   }
   c.params = ParamFields(params);
-  c.impl = std::make_shared<ModelComponent>(&p, lora);
+  c.impl = std::make_shared<ModelComponent>(&p, lora, quantized);
   c.parameter_count = p.tiny ? 0 : p.published_params;
+  if (quantized && p.tiny) c.doc += " at widths NF4 holds (embed_dim 256, intermediate_dim 512)";
   return c;
 }
 
 }  // namespace
 
+models::DecoderArgs TinyNf4Widths(models::DecoderArgs args) {
+  args.embed_dim = 256;
+  args.intermediate_dim = 512;
+  // A head_dim set apart from the width (Gemma's 16, Qwen3's 32) doubles until the k/v projections, the
+  // narrowest, hold whole blocks of NF4 scales: kv_heads x head_dim x 256 a multiple of 64 x 256.
+  while (args.head_dim > 0 && args.num_kv_heads * args.head_dim % 64 != 0) args.head_dim *= 2;
+  return args;
+}
+
 void AddModelComponents(std::vector<ComponentSpec>* out) {
   for (const models::ModelPreset& p : models::ModelPresets()) {
     out->push_back(ModelSpec(p, /*lora=*/false));
-    if (!p.lora_builder.empty()) out->push_back(ModelSpec(p, /*lora=*/true));
-    if (p.tiny || p.lora_builder.empty()) continue;
+    if (p.lora_builder.empty()) continue;
+    out->push_back(ModelSpec(p, /*lora=*/true));
     out->push_back(ModelSpec(p, /*lora=*/true, /*quantized=*/true));
   }
 }
@@ -106,7 +116,7 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   ModelChoice choice;
   choice.component = spec->name;
   choice.preset = &model->preset();
-  choice.args = model->preset().args;
+  choice.args = model->qlora() && model->preset().tiny ? TinyNf4Widths(model->preset().args) : model->preset().args;
   if (!config.IsNull("model.tie_word_embeddings")) {
     StatusOr<bool> tied = config.GetBool("model.tie_word_embeddings");
     TM_RETURN_IF_ERROR(tied.status());

@@ -15,8 +15,7 @@ TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
   // carries every preset, under torchtune's builder names, with that count.
   size_t expected = 0;
   for (const models::ModelPreset& p : models::ModelPresets()) {
-    // Published sizes also have torchtune's qlora_ builder.
-    const std::string qlora = p.lora_builder.empty() || p.tiny ? "" : "q" + p.lora_builder;
+    const std::string qlora = p.lora_builder.empty() ? "" : "q" + p.lora_builder;
     expected += 1 + !p.lora_builder.empty() + !qlora.empty();
     for (const std::string& builder : {p.builder, p.lora_builder, qlora}) {
       if (builder.empty()) continue;
@@ -88,6 +87,36 @@ TEST(ModelComponentsTest, QloraBuildersQuantizeTheBaseByDefault) {
   CountModelParameters(*choice, &total, &trainable, &quantized);
   EXPECT_EQ(quantized, int64_t{32} * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096));
   EXPECT_EQ(trainable, int64_t{32} * (8 * (4096 + 4096) + 8 * (4096 + 1024) + 3 * 8 * (4096 + 14336)));
+}
+
+// The tiny widths are below one block of NF4 scales; each family's qlora_tiny_ builds at widths NF4 holds.
+TEST(ModelComponentsTest, EveryTinyFamilyHasAQloraBuilderNf4CanHold) {
+  int families = 0;
+  for (const models::ModelPreset& p : models::ModelPresets()) {
+    if (!p.tiny || p.lora_builder.empty()) continue;
+    SCOPED_TRACE(p.family);
+    ++families;
+    const std::string yaml = "model:\n  _component_: tune_matrix.models.qlora_tiny_" + p.family +
+                             "\n  lora_attn_modules: [q_proj, k_proj, v_proj, output_proj]\n  apply_lora_to_mlp: True\n"
+                             "  lora_rank: 8\n  lora_alpha: 16\n  lora_dropout: 0.0\n  quantize_base: True\n";
+    StatusOr<ModelChoice> choice = ModelFromConfig(Parse(yaml), BuiltinRegistry());
+    EXPECT_TRUE(choice.ok()) << choice.status().ToString();
+    if (!choice.ok()) continue;
+    EXPECT_TRUE(choice->lora->quantize_base);
+    EXPECT_EQ(choice->args.embed_dim, 256);
+    EXPECT_EQ(choice->args.num_layers, p.args.num_layers);
+    int64_t total = 0, trainable = 0, quantized = 0;
+    CountModelParameters(*choice, &total, &trainable, &quantized);
+    EXPECT_GT(quantized, 0);
+    // The same settings on the tiny lora_ builder name the first projection NF4 cannot hold.
+    std::string lora_yaml = yaml;
+    lora_yaml.replace(lora_yaml.find("qlora_tiny_"), 1, "");
+    StatusOr<ModelChoice> refused = ModelFromConfig(Parse(lora_yaml), BuiltinRegistry());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("quantize_base: layers.0.attn.q_proj.weight: shape"), std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_GE(families, 10);
 }
 
 TEST(ModelComponentsTest, ModelsThatCannotBeBuiltAreNamed) {
