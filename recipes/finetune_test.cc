@@ -26,6 +26,19 @@
 namespace tmx::recipes {
 namespace {
 
+// A saved merged model, loaded into a plain model of `args`, computes what `adapted` (base plus adapters) does.
+void ExpectMergedComputesTheSame(models::DecoderImpl& adapted, const models::DecoderArgs& args,
+                                 const checkpoint::NamedTensors& merged) {
+  models::Decoder plain(args);
+  Status loaded = checkpoint::LoadIntoModule(*plain, merged, /*strict=*/true);
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+  adapted.eval();
+  plain->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
+  EXPECT_TRUE(torch::allclose(adapted.forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+}
+
 class FinetuneTest : public ::testing::Test {
  protected:
   // Runs a tiny config with overrides; returns summary.json.
@@ -254,14 +267,7 @@ TEST_F(FinetuneTest, LoraCheckpointsReloadToIdenticalOutputsAndBaseIsUnchanged) 
   torch::manual_seed(1234);
   models::Llama adapted(models::LlamaTinyArgs(), lora);
   ASSERT_TRUE(checkpoint::LoadIntoModule(*adapted, adapters->tensors, /*strict=*/false).ok());
-  models::Llama plain(models::LlamaTinyArgs());
-  Status loaded = checkpoint::LoadIntoModule(*plain, merged->tensors, /*strict=*/true);
-  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
-  adapted->eval();
-  plain->eval();
-  torch::NoGradGuard no_grad;
-  torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
-  EXPECT_TRUE(torch::allclose(adapted->forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+  ExpectMergedComputesTheSame(*adapted, models::LlamaTinyArgs(), merged->tensors);
   // The adapters did train: lora_b started at zero.
   double lora_b_norm = 0;
   for (const auto& [name, t] : adapters->tensors) {
@@ -299,14 +305,7 @@ TEST_F(FinetuneTest, QloraTrainsAndSavesItsBaseDequantised) {
   ASSERT_NE(k_proj, nullptr);
   ASSERT_TRUE(k_proj->quantized());
   EXPECT_TRUE(torch::equal(saved.at("layers.0.attn.k_proj.weight"), k_proj->BaseWeight()));
-  models::Decoder plain(args);
-  Status loaded = checkpoint::LoadIntoModule(*plain, merged->tensors, /*strict=*/true);
-  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
-  qlora->eval();
-  plain->eval();
-  torch::NoGradGuard no_grad;
-  torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
-  EXPECT_TRUE(torch::allclose(qlora->forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+  ExpectMergedComputesTheSame(*qlora, args, merged->tensors);
 }
 
 TEST_F(FinetuneTest, ResumeContinuesWhereItStopped) {
