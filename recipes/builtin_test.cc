@@ -146,8 +146,7 @@ TEST(BuiltinFileTest, DidYouMeanSuggestsOnlyComponentsThatCanBeBuilt) {
   ASSERT_TRUE(c.ok());
   for (const Problem& p : ValidateConfig(*c, *registry.FindRecipe("full_finetune_single_device"), registry, nullptr)) {
     if (p.key != "model._component_") continue;
-    // qlora_gemma_2b is recognised but unsupported: the buildable lora_gemma_2b is offered instead.
-    EXPECT_NE(p.message.find("did you mean 'torchtune.models.gemma.lora_gemma_2b'"), std::string::npos) << p.message;
+    EXPECT_NE(p.message.find("did you mean 'torchtune.models.gemma.qlora_gemma_2b'"), std::string::npos) << p.message;
   }
 }
 

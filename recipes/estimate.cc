@@ -5,6 +5,7 @@
 
 #include "base/text.h"
 #include "recipes/model_components.h"
+#include "recipes/models/nf4.h"
 #include "recipes/optimizers.h"
 
 namespace tmx::recipes {
@@ -55,7 +56,8 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   for (const Status& s : {batch.status(), checkpointing.status(), max_seq_len.status()}) TM_RETURN_IF_ERROR(s);
   const ModelChoice& choice = trained->choice;
   CellEstimate e;
-  CountModelParameters(choice, &e.parameters, &e.trainable_parameters);
+  int64_t quantized = 0;
+  CountModelParameters(choice, &e.parameters, &e.trainable_parameters, &quantized);
   const models::DecoderArgs& args = choice.args;
   // In double: a hostile batch size or sequence length must give an enormous prediction (which the plan
   // and `tune validate` then report), not an overflowed, negative one.
@@ -63,7 +65,15 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   const double b = static_cast<double>(*batch);
   const double t = static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
   const double n = ranks;
-  double weights = static_cast<double>(e.parameters) * bytes;  // adapters included
+  // Adapters included. QLoRA's NF4 bases take about half a byte each (models/nf4.h), and one projection at a
+  // time is dequantised whole: its codes as indices (8 bytes a weight), the two halves and the weight.
+  const double largest_quantized =
+      quantized > 0 ? static_cast<double>(std::max(args.intermediate_dim, args.num_heads * args.resolved_head_dim()) *
+                                          args.embed_dim)
+                    : 0;
+  double weights = static_cast<double>(e.parameters - quantized) * bytes +
+                   static_cast<double>(quantized) * models::Nf4BytesPerWeight(trained->bytes) +
+                   largest_quantized * (8 + 2 * bytes);
   double grads = static_cast<double>(e.trainable_parameters) * bytes;
   StatusOr<bool> in_backward = config.GetBool("optimizer_in_bwd", false);
   if (in_backward.ok() && *in_backward) {

@@ -109,6 +109,20 @@ TEST(EstimateTest, DoraCountsItsMagnitudesAndItsWeightNorms) {
             magnitudes * bf16 * (1 + 1 + 2) + 2 * int64_t{2048} * 8192 * bf16);
 }
 
+TEST(EstimateTest, QloraHoldsItsProjectionsInAboutHalfAByteEach) {
+  CellEstimate lora = Estimate("llama3_1/8B_lora_single_device", {});
+  CellEstimate qlora = Estimate("llama3_1/8B_lora_single_device",
+                                {"model._component_=torchtune.models.llama3_1.qlora_llama3_1_8b"});
+  EXPECT_EQ(qlora.parameters, lora.parameters);
+  // 6,979,321,856 bf16 projection weights (7 in each of 32 layers) at 0.5 + 1/64 + 2/16384 bytes instead of 2,
+  // plus w1 (14336 x 4096) dequantised whole while it is used: its codes as indices and two halves.
+  const double quantized = 6979321856.0, largest = 14336.0 * 4096;
+  const double saved = quantized * (2 - (0.5 + 1.0 / 64 + 2.0 / 16384)) - largest * (8 + 2 * 2);
+  EXPECT_NEAR(static_cast<double>(lora.peak_memory_bytes - qlora.peak_memory_bytes), saved, 2);
+  // Llama 3.1 8B's QLoRA weights: about 5 GiB (embedding and output stay bf16).
+  EXPECT_LT(qlora.peak_memory_bytes, lora.peak_memory_bytes / 2);
+}
+
 TEST(EstimateTest, AcceleratorsDoNotCountTheHostRuntime) {
   DeviceInfo cuda;
   cuda.id = "cuda:0";

@@ -19,12 +19,26 @@
 #include "recipes/data/datasets.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/tokenizer_builders.h"
+#include "recipes/model_components.h"
 #include "recipes/models/llama.h"
 #include "recipes/models/lora.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
 namespace {
+
+// A saved merged model, loaded into a plain model of `args`, computes what `adapted` (base plus adapters) does.
+void ExpectMergedComputesTheSame(models::DecoderImpl& adapted, const models::DecoderArgs& args,
+                                 const checkpoint::NamedTensors& merged) {
+  models::Decoder plain(args);
+  Status loaded = checkpoint::LoadIntoModule(*plain, merged, /*strict=*/true);
+  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+  adapted.eval();
+  plain->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
+  EXPECT_TRUE(torch::allclose(adapted.forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+}
 
 class FinetuneTest : public ::testing::Test {
  protected:
@@ -80,14 +94,7 @@ class FinetuneTest : public ::testing::Test {
       for (const auto& [name, t] : models::AdapterParameters(*adapted)) (*initial)[name] = t.detach().clone();
     }
     ASSERT_TRUE(checkpoint::LoadIntoModule(*adapted, adapters->tensors, /*strict=*/false).ok());
-    models::Llama plain(models::LlamaTinyArgs());
-    Status loaded = checkpoint::LoadIntoModule(*plain, merged->tensors, /*strict=*/true);
-    ASSERT_TRUE(loaded.ok()) << loaded.ToString();
-    adapted->eval();
-    plain->eval();
-    torch::NoGradGuard no_grad;
-    torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
-    EXPECT_TRUE(torch::allclose(adapted->forward(tokens), plain->forward(tokens), 1e-4, 1e-4));
+    ExpectMergedComputesTheSame(*adapted, models::LlamaTinyArgs(), merged->tensors);
   }
 
   test::ScratchDir scratch_{"finetune_test"};
@@ -345,6 +352,38 @@ TEST_F(FinetuneTest, DoraTrainsAndResumesWhereItStopped) {
   const double first = (straight[0] + straight[1]) / 2;
   const double last = (straight[6] + straight[7]) / 2;
   EXPECT_LT(last, 0.95 * first) << "first " << first << " last " << last;  // 6.90 -> 6.14 when written
+}
+
+// QLoRA: the tiny Llama at widths NF4 holds trains with an NF4 base; the saved merged model holds the base
+// dequantised, and the seed's QLoRA model plus the saved adapters computes what it does.
+TEST_F(FinetuneTest, QloraTrainsAndSavesItsBaseDequantised) {
+  nlohmann::json s = Run("tiny/lora_single_device",
+                         {"output_dir=" + dir_ + "/qlora", "max_steps_per_epoch=4",
+                          "model._component_=tune_matrix.models.qlora_tiny_llama3_2"},
+                         true);
+  ASSERT_EQ(s["losses"].size(), 4u);
+  for (double loss : s["losses"].get<std::vector<double>>()) EXPECT_TRUE(std::isfinite(loss));
+  const std::string epoch = dir_ + "/qlora/epoch_0";
+  StatusOr<checkpoint::LoadedSafetensors> adapters = checkpoint::LoadSafetensors(epoch + "/adapter_model.safetensors");
+  StatusOr<checkpoint::LoadedSafetensors> merged = checkpoint::LoadSafetensors(epoch + "/model.safetensors");
+  ASSERT_TRUE(adapters.ok()) << adapters.status().ToString();
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+
+  models::LoraArgs lora;
+  lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
+  lora.apply_to_mlp = true;
+  lora.quantize_base = true;
+  const models::DecoderArgs args = TinyNf4Widths(models::LlamaTinyArgs());
+  torch::manual_seed(1234);
+  models::Decoder qlora(args, lora);
+  ASSERT_TRUE(checkpoint::LoadIntoModule(*qlora, adapters->tensors, /*strict=*/false).ok());
+  std::map<std::string, torch::Tensor> saved(merged->tensors.begin(), merged->tensors.end());
+  // k_proj has no adapter: saved exactly as its NF4 base dequantised, in the model's dtype (fp32 here).
+  auto* k_proj = dynamic_cast<models::LinearImpl*>(qlora->named_modules()["layers.0.attn.k_proj"].get());
+  ASSERT_NE(k_proj, nullptr);
+  ASSERT_TRUE(k_proj->quantized());
+  EXPECT_TRUE(torch::equal(saved.at("layers.0.attn.k_proj.weight"), k_proj->BaseWeight()));
+  ExpectMergedComputesTheSame(*qlora, args, merged->tensors);
 }
 
 TEST_F(FinetuneTest, ResumeContinuesWhereItStopped) {

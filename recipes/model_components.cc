@@ -35,7 +35,8 @@ FieldSpec ParamField(const models::BuilderParam& p) {
       {"apply_lora_to_mlp", "also adapt the MLP projections"},
       {"apply_lora_to_output", "also adapt the final output projection"},
       {"use_dora", "DoRA (weight-decomposed LoRA): a trained magnitude per output row of every adapted layer"},
-      {"quantize_base", "QLoRA base quantisation; only False is implemented"},
+      {"quantize_base", "QLoRA: hold the frozen base of every attention and MLP projection as NF4 (torchao's "
+                        "NF4Tensor), dequantised in forward"},
       {"tie_word_embeddings", "the output projection shares the token embedding"},
   };
   for (const Flag& f : flags) {
@@ -50,8 +51,10 @@ std::vector<FieldSpec> ParamFields(const std::vector<models::BuilderParam>& para
   return fields;
 }
 
-ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora) {
-  const std::string& builder = lora ? p.lora_builder : p.builder;
+// The full builder, its lora_ twin, or (quantized) torchtune's qlora_ builder: the lora_ builder with
+// quantize_base defaulting to True (torchtune's partial(lora_..., quantize_base=True)).
+ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora, bool quantized = false) {
+  const std::string builder = (quantized ? "q" : "") + (lora ? p.lora_builder : p.builder);
   ComponentSpec c;
   if (p.tiny) {
     c.name = "tune_matrix.models." + builder;
@@ -60,29 +63,40 @@ ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora) {
     c.aliases = {"torchtune.models." + p.family + "." + builder};
   }
   // The Llama tiny preset keeps the names the first tiny configs used.
-  if (p.tiny && p.family == "llama3_2") c.aliases = {lora ? "tune_matrix.models.lora_llama_tiny" : "tune_matrix.models.llama_tiny"};
+  if (p.tiny && p.family == "llama3_2" && !quantized) {
+    c.aliases = {lora ? "tune_matrix.models.lora_llama_tiny" : "tune_matrix.models.llama_tiny"};
+  }
   c.kind = "model";
-  c.doc = p.description + (lora ? ", with LoRA adapters" : "");
-  c.params = ParamFields(lora ? p.lora_params : p.builder_params);
-  c.impl = std::make_shared<ModelComponent>(&p, lora);
+  c.doc = p.description + (quantized ? ", with LoRA adapters over an NF4 base (QLoRA)"
+                                     : lora ? ", with LoRA adapters" : "");
+  std::vector<models::BuilderParam> params = lora ? p.lora_params : p.builder_params;
+  for (models::BuilderParam& param : params) {
+    if (quantized && param.name == "quantize_base") param.default_value = "True";
+  }
+  c.params = ParamFields(params);
+  c.impl = std::make_shared<ModelComponent>(&p, lora, quantized);
   c.parameter_count = p.tiny ? 0 : p.published_params;
+  if (quantized && p.tiny) c.doc += " at widths NF4 holds (embed_dim 256, intermediate_dim 512)";
   return c;
 }
 
 }  // namespace
 
+models::DecoderArgs TinyNf4Widths(models::DecoderArgs args) {
+  args.embed_dim = 256;
+  args.intermediate_dim = 512;
+  // A head_dim set apart from the width (Gemma's 16, Qwen3's 32) doubles until the k/v projections, the
+  // narrowest, hold whole blocks of NF4 scales: kv_heads x head_dim x 256 a multiple of 64 x 256.
+  while (args.head_dim > 0 && args.num_kv_heads * args.head_dim % 64 != 0) args.head_dim *= 2;
+  return args;
+}
+
 void AddModelComponents(std::vector<ComponentSpec>* out) {
   for (const models::ModelPreset& p : models::ModelPresets()) {
     out->push_back(ModelSpec(p, /*lora=*/false));
-    if (!p.lora_builder.empty()) out->push_back(ModelSpec(p, /*lora=*/true));
-    if (p.tiny || p.lora_builder.empty()) continue;
-    // torchtune's QLoRA builders quantise the frozen base to NF4, which LibTorch's C++ API cannot do.
-    ComponentSpec q;
-    q.name = "torchtune.models." + p.family + ".q" + p.lora_builder;
-    q.kind = "model";
-    q.unsupported_reason = "QLoRA (an NF4-quantised base) is not implemented; use torchtune.models." + p.family +
-                           "." + p.lora_builder;
-    out->push_back(q);
+    if (p.lora_builder.empty()) continue;
+    out->push_back(ModelSpec(p, /*lora=*/true));
+    out->push_back(ModelSpec(p, /*lora=*/true, /*quantized=*/true));
   }
 }
 
@@ -102,7 +116,7 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   ModelChoice choice;
   choice.component = spec->name;
   choice.preset = &model->preset();
-  choice.args = model->preset().args;
+  choice.args = model->qlora() && model->preset().tiny ? TinyNf4Widths(model->preset().args) : model->preset().args;
   if (!config.IsNull("model.tie_word_embeddings")) {
     StatusOr<bool> tied = config.GetBool("model.tie_word_embeddings");
     TM_RETURN_IF_ERROR(tied.status());
@@ -124,8 +138,9 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   StatusOr<double> dropout = config.GetDouble("model.lora_dropout");
   // Builders without use_dora (lora_llama3_1_405b) are LoRA.
   StatusOr<bool> dora = config.GetBool("model.use_dora", false);
+  StatusOr<bool> quantize = config.GetBool("model.quantize_base", false);
   for (const Status& s : {modules.status(), mlp.status(), out.status(), rank.status(), alpha.status(),
-                          dropout.status(), dora.status()}) {
+                          dropout.status(), dora.status(), quantize.status()}) {
     TM_RETURN_IF_ERROR(s);
   }
   lora.attn_modules = *modules;
@@ -135,6 +150,7 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   lora.alpha = *alpha;
   lora.dropout = *dropout;
   lora.use_dora = *dora;
+  lora.quantize_base = *quantize;
   choice.lora = lora;
   return choice;
 }
@@ -159,11 +175,12 @@ std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, 
   return {{config.OriginOf("model").ToString(), "model", valid.message()}};
 }
 
-void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable) {
+void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable, int64_t* quantized) {
   models::Decoder model(choice.args, choice.lora, c10::TensorOptions().device(c10::kMeta));
   if (choice.lora) models::FreezeBaseParameters(*model);
   *total = models::CountParameters(*model);
   *trainable = models::CountParameters(*model, /*trainable_only=*/true);
+  if (quantized != nullptr) *quantized = models::CountQuantizedParameters(*model);
 }
 
 }  // namespace tmx::recipes

@@ -22,18 +22,28 @@ namespace tmx::recipes {
 // LoRA adapters (their shape then comes from the config's model.* keys).
 class ModelComponent final : public ComponentImpl {
  public:
-  ModelComponent(const models::ModelPreset* preset, bool lora) : preset_(preset), lora_(lora) {}
+  ModelComponent(const models::ModelPreset* preset, bool lora, bool qlora = false)
+      : preset_(preset), lora_(lora), qlora_(qlora) {}
   const models::ModelPreset& preset() const { return *preset_; }
   bool lora() const { return lora_; }
+  // A qlora_ builder. A tiny preset's is built at the widths NF4 can hold (TinyNf4Widths).
+  bool qlora() const { return qlora_; }
 
  private:
   const models::ModelPreset* preset_;  // an entry of models::ModelPresets(), which lives for the process
   bool lora_;
+  bool qlora_;
 };
 
 // One component per builder of every preset: the full and the lora_ builder (torchtune's names as aliases),
-// and torchtune's qlora_ builders as recognised but unsupported.
+// and the qlora_ builder (the lora_ builder with quantize_base=True; torchtune's, and qlora_tiny_<family>).
 void AddModelComponents(std::vector<ComponentSpec>* out);
+
+// A tiny preset at the widths NF4 can hold (every projection a multiple of 64 x 256 weights, models/nf4.h):
+// embed_dim 256, intermediate_dim 512, and a head_dim set apart from the width doubled until the k/v
+// projections hold whole blocks; the tiny widths (64, 256) are below one block of NF4 scales, which torchao
+// refuses too.
+models::DecoderArgs TinyNf4Widths(models::DecoderArgs args);
 
 // The model a config's `model` component describes.
 struct ModelChoice {
@@ -52,7 +62,9 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
 // one the schema already refuses.
 std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
-// Total and trainable parameters of `choice`, counted on a model built on the meta device (no memory).
-void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable);
+// Total and trainable parameters of `choice`, and (when `quantized` is given) those held as NF4, counted on a
+// model built on the meta device (no memory).
+void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable,
+                          int64_t* quantized = nullptr);
 
 }  // namespace tmx::recipes

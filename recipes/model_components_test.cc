@@ -15,8 +15,9 @@ TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
   // carries every preset, under torchtune's builder names, with that count.
   size_t expected = 0;
   for (const models::ModelPreset& p : models::ModelPresets()) {
-    expected += p.lora_builder.empty() ? 1 : 2;
-    for (const std::string& builder : {p.builder, p.lora_builder}) {
+    const std::string qlora = p.lora_builder.empty() ? "" : "q" + p.lora_builder;
+    expected += 1 + !p.lora_builder.empty() + !qlora.empty();
+    for (const std::string& builder : {p.builder, p.lora_builder, qlora}) {
       if (builder.empty()) continue;
       std::string name = p.tiny ? "tune_matrix.models." + builder : "torchtune.models." + p.family + "." + builder;
       const ComponentSpec* c = BuiltinRegistry().FindComponent(name);
@@ -24,7 +25,7 @@ TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
       const auto* model = dynamic_cast<const ModelComponent*>(c->impl.get());
       ASSERT_NE(model, nullptr) << name;
       EXPECT_EQ(&model->preset(), &p) << name;
-      EXPECT_EQ(model->lora(), builder == p.lora_builder) << name;
+      EXPECT_EQ(model->lora(), builder != p.builder) << name;
       EXPECT_EQ(c->parameter_count, p.tiny ? 0 : p.published_params) << name;
     }
   }
@@ -32,9 +33,6 @@ TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
   for (const ComponentSpec& c : BuiltinRegistry().components()) models += c.impl && c.kind == "model";
   EXPECT_EQ(models, expected);
   EXPECT_GT(expected, 100u);
-  const ComponentSpec* qlora = BuiltinRegistry().FindComponent("torchtune.models.llama3_1.qlora_llama3_1_8b");
-  ASSERT_NE(qlora, nullptr);
-  EXPECT_NE(qlora->unsupported_reason.find("QLoRA"), std::string::npos);
 }
 
 Config Parse(const std::string& yaml) {
@@ -67,10 +65,74 @@ TEST(ModelComponentsTest, LoraArgumentsComeFromTheConfig) {
   EXPECT_TRUE(dora_choice->lora->use_dora);
 }
 
+// torchtune's qlora_ builders are its lora_ builders with quantize_base=True, which a config may still override.
+TEST(ModelComponentsTest, QloraBuildersQuantizeTheBaseByDefault) {
+  const std::string lora = "  lora_attn_modules: [q_proj, v_proj]\n  apply_lora_to_mlp: True\n"
+                           "  apply_lora_to_output: False\n  lora_rank: 8\n  lora_alpha: 16\n  lora_dropout: 0.0\n";
+  const ComponentSpec* spec = BuiltinRegistry().FindComponent("torchtune.models.llama3_1.qlora_llama3_1_8b");
+  ASSERT_NE(spec, nullptr);
+  EXPECT_EQ(spec->unsupported_reason, "");
+  EXPECT_EQ(spec->name, "tune_matrix.models.llama3_1.qlora_llama3_1_8b");
+  bool has_default = false;
+  for (const FieldSpec& f : spec->params) has_default |= f.name == "quantize_base" && f.default_yaml == "True";
+  EXPECT_TRUE(has_default);
+  struct Case {
+    std::string yaml;
+    bool quantized;
+  } cases[] = {
+      {"model:\n  _component_: torchtune.models.llama3_1.qlora_llama3_1_8b\n" + lora + "  quantize_base: True\n", true},
+      {"model:\n  _component_: torchtune.models.llama3_1.qlora_llama3_1_8b\n" + lora + "  quantize_base: False\n", false},
+      {"model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n" + lora + "  quantize_base: True\n", true},
+      {"model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n" + lora, false},
+  };
+  for (const Case& c : cases) {
+    StatusOr<ModelChoice> choice = ModelFromConfig(Parse(c.yaml), BuiltinRegistry());
+    ASSERT_TRUE(choice.ok()) << c.yaml << choice.status().ToString();
+    ASSERT_TRUE(choice->lora.has_value());
+    EXPECT_EQ(choice->lora->quantize_base, c.quantized) << c.yaml;
+  }
+  // Llama 3.1 8B: 7 projections in 32 layers held as NF4, about 6.98e9 of its 8.03e9 parameters.
+  StatusOr<ModelChoice> choice = ModelFromConfig(Parse(cases[0].yaml), BuiltinRegistry());
+  int64_t total = 0, trainable = 0, quantized = 0;
+  CountModelParameters(*choice, &total, &trainable, &quantized);
+  EXPECT_EQ(quantized, int64_t{32} * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096));
+  EXPECT_EQ(trainable, int64_t{32} * (8 * (4096 + 4096) + 8 * (4096 + 1024) + 3 * 8 * (4096 + 14336)));
+}
+
+// The tiny widths are below one block of NF4 scales; each family's qlora_tiny_ builds at widths NF4 holds.
+TEST(ModelComponentsTest, EveryTinyFamilyHasAQloraBuilderNf4CanHold) {
+  int families = 0;
+  for (const models::ModelPreset& p : models::ModelPresets()) {
+    if (!p.tiny || p.lora_builder.empty()) continue;
+    SCOPED_TRACE(p.family);
+    ++families;
+    const std::string yaml = "model:\n  _component_: tune_matrix.models.qlora_tiny_" + p.family +
+                             "\n  lora_attn_modules: [q_proj, k_proj, v_proj, output_proj]\n  apply_lora_to_mlp: True\n"
+                             "  lora_rank: 8\n  lora_alpha: 16\n  lora_dropout: 0.0\n  quantize_base: True\n";
+    StatusOr<ModelChoice> choice = ModelFromConfig(Parse(yaml), BuiltinRegistry());
+    EXPECT_TRUE(choice.ok()) << choice.status().ToString();
+    if (!choice.ok()) continue;
+    EXPECT_TRUE(choice->lora->quantize_base);
+    EXPECT_EQ(choice->args.embed_dim, 256);
+    EXPECT_EQ(choice->args.num_layers, p.args.num_layers);
+    int64_t total = 0, trainable = 0, quantized = 0;
+    CountModelParameters(*choice, &total, &trainable, &quantized);
+    EXPECT_GT(quantized, 0);
+    // The same settings on the tiny lora_ builder name the first projection NF4 cannot hold.
+    std::string lora_yaml = yaml;
+    lora_yaml.replace(lora_yaml.find("qlora_tiny_"), 1, "");
+    StatusOr<ModelChoice> refused = ModelFromConfig(Parse(lora_yaml), BuiltinRegistry());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("quantize_base: layers.0.attn.q_proj.weight: shape"), std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_GE(families, 10);
+}
+
 TEST(ModelComponentsTest, ModelsThatCannotBeBuiltAreNamed) {
-  Config c = Parse("model:\n  _component_: torchtune.models.gemma.qlora_gemma_2b\n");
+  Config c = Parse("model:\n  _component_: torchtune.models.gemma.gemma_2bb\n");
   EXPECT_EQ(ModelFromConfig(c, BuiltinRegistry()).status().message(),
-            "c.yaml:2:16: model 'torchtune.models.gemma.qlora_gemma_2b' cannot be built here (see `tune validate` for "
+            "c.yaml:2:16: model 'torchtune.models.gemma.gemma_2bb' cannot be built here (see `tune validate` for "
             "the models that can)");
   Config missing = Parse("model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n");
   EXPECT_NE(ModelFromConfig(missing, BuiltinRegistry()).status().message().find("model.lora_attn_modules' is missing"),

@@ -101,6 +101,10 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   if (kind == TrainKind::kLora) {
     f.push_back(Field("save_adapter_weights_only", FieldType::kBool, "False",
                       "save only the adapters, not the merged model"));
+    // torchtune's QLoRA configs carry it.
+    f.push_back(Field("low_cpu_ram", FieldType::kBool, "False",
+                      "torchtune writes a QLoRA model's dequantised base through an mmap'ed file (for Colab); no "
+                      "effect here"));
   }
   // torchtune's full recipe reads it; its Qwen3 LoRA configs carry it too (as False).
   f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
@@ -146,6 +150,11 @@ std::vector<Problem> DistributedChecks(const Config& config, const Registry& reg
       return fallback;
     }
   };
+  if (IsTrue(config.Find("model.quantize_base"))) {
+    // Each rank would need its share of the NF4 base; the sharded layers flatten plain tensors only.
+    add("model.quantize_base", "QLoRA in the distributed recipes is not implemented yet (the NF4 base is not "
+                               "sharded); run lora_finetune_single_device, or set model.quantize_base=False");
+  }
   if (int_of("tensor_parallel_dim", 1) > 1) {
     add("tensor_parallel_dim", "tensor parallelism is not implemented; set tensor_parallel_dim=1 (data parallel only)");
   }
@@ -227,7 +236,11 @@ std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const
     }
   }
   if (is_true("profiler.enabled")) add("profiler.enabled", "the torch profiler is not available in LibTorch C++; set profiler.enabled=False");
-  if (is_true("model.quantize_base")) add("model.quantize_base", "QLoRA base quantisation is not implemented; set model.quantize_base=False");
+  if (is_true("model.use_dora") && is_true("model.quantize_base")) {
+    // DoRA's magnitude needs the weight-norm of an NF4 base, which nothing here computes yet.
+    add("model.use_dora", "QDoRA (use_dora with quantize_base) is not implemented; set model.use_dora=False (QLoRA) "
+                          "or model.quantize_base=False (DoRA)");
+  }
   return problems;
 }
 

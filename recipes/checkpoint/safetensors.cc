@@ -15,6 +15,7 @@
 #include "base/process_info.h"
 #include "base/text.h"
 #include "recipes/checkpoint/safetensors_header.h"
+#include "recipes/models/lora.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this reader and writer copy bytes as they are");
@@ -283,8 +284,15 @@ Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bo
   }
 
   torch::NoGradGuard no_grad;
+  // An NF4 base (QLoRA) is a meta placeholder: its layer quantises the checkpoint tensor instead.
+  const auto quantized = models::QuantizedLinears(module);
   for (const Copy& c : copies) {
     try {
+      auto linear = quantized.find(c.dst.unsafeGetTensorImpl());
+      if (linear != quantized.end()) {
+        TM_RETURN_IF_ERROR(linear->second->SetBaseWeight(*c.src, *c.name));
+        continue;
+      }
       c.dst.copy_(*c.src);
     } catch (const std::exception& e) {
       // Reached only for a conversion copy_ refuses or a device failure, after the checks above.

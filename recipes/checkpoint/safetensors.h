@@ -77,7 +77,8 @@ NamedTensors ModuleTensors(const torch::nn::Module& module);
 // - when `strict`: a model tensor missing from `tensors`, or a tensor in `tensors` the model lacks.
 // When not `strict`, missing and unexpected tensors are skipped, but a checkpoint that matches none of
 // the model's tensors is still an error (it is almost always a naming mistake, e.g. a prefix).
-// A name repeated in `tensors` is an error too.
+// A name repeated in `tensors` is an error too. The NF4 base of a QLoRA linear (models::LinearImpl::quantized)
+// is quantised from its checkpoint tensor, in the model's dtype.
 Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bool strict = true);
 
 }  // namespace tmx::checkpoint

@@ -43,6 +43,7 @@ LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora) {
     if (name == "output_proj") layer.output_proj = true;
   }
   layer.mlp = lora->apply_to_mlp;
+  layer.quantize_base = lora->quantize_base;
   return layer;
 }
 
@@ -233,6 +234,18 @@ Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
         "lora.apply_to_output: this model ties its output projection to the token embedding, so there is no "
         "output layer to adapt; set apply_to_output to false");
   }
+  if (lora.quantize_base) {
+    // NF4 holds only weights of whole blocks of scales (nf4.h); the same in every layer, so layer 0 names them.
+    const int64_t q = args.num_heads * head_dim, kv = args.num_kv_heads * head_dim;
+    const std::pair<const char*, std::vector<int64_t>> shapes[] = {
+        {"layers.0.attn.q_proj.weight", {q, args.embed_dim}},
+        {"layers.0.attn.k_proj.weight", {kv, args.embed_dim}},
+        {"layers.0.mlp.w1.weight", {args.intermediate_dim, args.embed_dim}}};
+    for (const auto& [name, shape] : shapes) {
+      Status s = CheckNf4Shape(name, shape);
+      if (!s.ok()) return Status::InvalidArgument("quantize_base: " + s.message());
+    }
+  }
   return Status::OK();
 }
 
@@ -269,13 +282,17 @@ AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10
       rope_layout_(args.rope_layout) {
   const int64_t dim = args.embed_dim;
   const bool bias = args.qkv_bias;
-  q_proj_ = register_module("q_proj", Linear(dim, num_heads_ * head_dim_, options, AdapterIf(lora.q_proj, lora), bias));
+  q_proj_ = register_module("q_proj", Linear(dim, num_heads_ * head_dim_, options, AdapterIf(lora.q_proj, lora), bias,
+                                             lora.quantize_base));
   k_proj_ =
-      register_module("k_proj", Linear(dim, num_kv_heads_ * head_dim_, options, AdapterIf(lora.k_proj, lora), bias));
+      register_module("k_proj", Linear(dim, num_kv_heads_ * head_dim_, options, AdapterIf(lora.k_proj, lora), bias,
+                                       lora.quantize_base));
   v_proj_ =
-      register_module("v_proj", Linear(dim, num_kv_heads_ * head_dim_, options, AdapterIf(lora.v_proj, lora), bias));
+      register_module("v_proj", Linear(dim, num_kv_heads_ * head_dim_, options, AdapterIf(lora.v_proj, lora), bias,
+                                       lora.quantize_base));
   output_proj_ =
-      register_module("output_proj", Linear(num_heads_ * head_dim_, dim, options, AdapterIf(lora.output_proj, lora)));
+      register_module("output_proj", Linear(num_heads_ * head_dim_, dim, options, AdapterIf(lora.output_proj, lora),
+                                            /*bias=*/false, lora.quantize_base));
   if (args.qk_norm) {
     q_norm_ = register_module("q_norm", RMSNorm(head_dim_, args.norm_eps, options, args.norm_plus_one));
     k_norm_ = register_module("k_norm", RMSNorm(head_dim_, args.norm_eps, options, args.norm_plus_one));
@@ -336,9 +353,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
 FeedForwardImpl::FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options)
     : activation_(args.mlp_activation) {
   const auto adapter = AdapterIf(lora.mlp, lora);
-  w1_ = register_module("w1", Linear(args.embed_dim, args.intermediate_dim, options, adapter));
-  w2_ = register_module("w2", Linear(args.intermediate_dim, args.embed_dim, options, adapter));
-  w3_ = register_module("w3", Linear(args.embed_dim, args.intermediate_dim, options, adapter));
+  const bool nf4 = lora.quantize_base;
+  w1_ = register_module("w1", Linear(args.embed_dim, args.intermediate_dim, options, adapter, /*bias=*/false, nf4));
+  w2_ = register_module("w2", Linear(args.intermediate_dim, args.embed_dim, options, adapter, /*bias=*/false, nf4));
+  w3_ = register_module("w3", Linear(args.embed_dim, args.intermediate_dim, options, adapter, /*bias=*/false, nf4));
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {

@@ -147,6 +147,7 @@ TORCH_MODULE(RMSNorm);
 struct LayerLora {
   LoraAdapterOptions adapter;
   bool q_proj = false, k_proj = false, v_proj = false, output_proj = false, mlp = false;
+  bool quantize_base = false;  // NF4 bases for all seven projections (LoraArgs::quantize_base)
 };
 
 // Causal grouped-query self-attention with RoPE. q_proj [heads*head_dim, dim], k_proj/v_proj

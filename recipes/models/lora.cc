@@ -119,18 +119,25 @@ Status ValidateLoraArgs(const LoraArgs& lora) {
 }
 
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options,
-                       std::optional<LoraAdapterOptions> adapter, bool bias)
+                       std::optional<LoraAdapterOptions> adapter, bool bias, bool quantize_base)
     : adapter_(adapter) {
   TORCH_CHECK(in_features > 0 && out_features > 0, "Linear: expected positive sizes, got in_features=", in_features,
               ", out_features=", out_features);
   options = options.requires_grad(false);
-  weight_ = register_parameter("weight", torch::empty({out_features, in_features}, options));
+  torch::Tensor weight = torch::empty({out_features, in_features}, options);
   {
     torch::NoGradGuard no_grad;
     // torch::nn::Linear's default: kaiming_uniform(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)).
     const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-    UniformInit(weight_, -bound, bound);
+    UniformInit(weight, -bound, bound);
   }
+  if (quantize_base) {
+    // On the meta device (counting only) the NF4 tensors stay empty.
+    if (!options.device().is_meta()) nf4_ = QuantizeNf4(weight, "weight");
+    else nf4_ = Nf4Tensor{{out_features, in_features}, weight.scalar_type()};
+    weight = torch::empty({out_features, in_features}, options.device(torch::kMeta));
+  }
+  weight_ = register_parameter("weight", weight, /*requires_grad=*/!quantize_base);
   if (bias) {
     bias_ = register_parameter("bias", torch::empty({out_features}, options));
     torch::NoGradGuard no_grad;
@@ -145,13 +152,20 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOpt
     lora_b_->weight_.zero_();
   }
   if (has_dora()) {
+    TORCH_CHECK(!quantize_base, "Linear: DoRA over an NF4 base (QDoRA) is not implemented");
     magnitude_ = register_parameter("magnitude", torch::empty({out_features}, options));
     if (!weight_.is_meta()) InitializeDoraMagnitude();
   }
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor out = at::linear(x, weight_, bias_);
+  torch::Tensor out;
+  if (nf4_) {
+    out = LinearNf4(x, *nf4_);
+    if (bias_.defined()) out = out + bias_;
+  } else {
+    out = at::linear(x, weight_, bias_);
+  }
   if (!adapter_) return out;
   torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
   torch::Tensor lora_out = lora_b_->forward(lora_a_->forward(adapter_in));
@@ -194,13 +208,39 @@ const torch::Tensor& LinearImpl::lora_b() const {
   return lora_b_->weight();
 }
 
+const Nf4Tensor& LinearImpl::nf4() const {
+  TORCH_CHECK(nf4_, "Linear::nf4: this layer's base is not quantised");
+  return *nf4_;
+}
+
+torch::Tensor LinearImpl::BaseWeight() const { return nf4_ ? nf4_->Dequantize() : weight_.detach(); }
+
+Status LinearImpl::SetBaseWeight(const torch::Tensor& w, const std::string& name) {
+  if (!w.sizes().equals(weight_.sizes())) {
+    return Status::InvalidArgument(name + ": shape " + c10::str(w.sizes()) + " given, " + c10::str(weight_.sizes()) +
+                                   " in the model");
+  }
+  torch::NoGradGuard no_grad;
+  if (!nf4_) {
+    weight_.copy_(w);
+    return Status::OK();
+  }
+  TM_RETURN_IF_ERROR(CheckNf4Shape(name, w.sizes()));
+  // Quantised in the model's dtype on the layer's device, as torchtune's copy into an NF4Tensor in a model
+  // built in that dtype.
+  const c10::Device device = nf4_->quantized_data.defined() ? nf4_->quantized_data.device() : w.device();
+  nf4_ = QuantizeNf4(w.to(device, weight_.scalar_type()), name);
+  return Status::OK();
+}
+
 torch::Tensor LinearImpl::MergedWeight() const {
   torch::NoGradGuard no_grad;
-  if (!adapter_) return weight_.detach();
+  if (!adapter_) return BaseWeight();
+  torch::Tensor base = BaseWeight();
   torch::Tensor delta = torch::matmul(lora_b().to(torch::kFloat), lora_a().to(torch::kFloat));
-  torch::Tensor merged = weight_.to(torch::kFloat) + adapter_scaling() * delta;
+  torch::Tensor merged = base.to(torch::kFloat) + adapter_scaling() * delta;
   if (has_dora()) merged = merged * DoraRowScale().unsqueeze(1);
-  return merged.to(weight_.scalar_type());
+  return merged.to(base.scalar_type());
 }
 
 torch::Tensor LinearImpl::MergedBias() const {
@@ -236,14 +276,35 @@ std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch
   return out;
 }
 
+std::unordered_map<const c10::TensorImpl*, LinearImpl*> QuantizedLinears(torch::nn::Module& m) {
+  std::unordered_map<const c10::TensorImpl*, LinearImpl*> out;
+  for (const auto& item : m.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
+    if (linear != nullptr && linear->quantized()) out[linear->weight().unsafeGetTensorImpl()] = linear;
+  }
+  return out;
+}
+
+int64_t CountQuantizedParameters(const torch::nn::Module& m) {
+  int64_t total = 0;
+  auto count = [&total](const torch::nn::Module& module) {
+    const auto* linear = dynamic_cast<const LinearImpl*>(&module);
+    if (linear != nullptr && linear->quantized()) total += linear->weight().numel();
+  };
+  count(m);
+  ForEachSubmodule(m, [&count](const std::string&, const torch::nn::Module& module) { count(module); });
+  return total;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m) {
-  // Base weights and biases of adapted linears, by TensorImpl, with what they merge into.
+  // Base weights (and biases) of adapted or quantised linears, by TensorImpl, with what they merge (or
+  // dequantise) into.
   std::unordered_map<const c10::TensorImpl*, std::function<torch::Tensor()>> adapted;
   auto collect = [&adapted](const torch::nn::Module& module) {
     const auto* linear = dynamic_cast<const LinearImpl*>(&module);
-    if (linear == nullptr || !linear->has_adapter()) return;
+    if (linear == nullptr || !(linear->has_adapter() || linear->quantized())) return;
     adapted[linear->weight().unsafeGetTensorImpl()] = [linear] { return linear->MergedWeight(); };
-    if (linear->bias().defined()) {
+    if (linear->has_adapter() && linear->bias().defined()) {
       adapted[linear->bias().unsafeGetTensorImpl()] = [linear] { return linear->MergedBias(); };
     }
   };

@@ -20,10 +20,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "base/status.h"
+#include "recipes/models/nf4.h"
 
 namespace tmx::models {
 
@@ -44,6 +46,9 @@ struct LoraArgs {
   double dropout = 0.0;
   // DoRA instead of LoRA: every adapted linear also learns a magnitude per output row (torchtune's use_dora).
   bool use_dora = false;
+  // QLoRA: hold the base weights of every attention and MLP projection (adapted or not) as NF4, as torchtune's
+  // quantize_base; embeddings, norms and the output projection stay in the model's dtype.
+  bool quantize_base = false;
 };
 
 // The attention module names LoraArgs::attn_modules accepts, in canonical order.
@@ -68,16 +73,34 @@ struct LoraAdapterOptions {
 // no memory. Weight and bias are initialised like torch::nn::Linear (uniform in +-1/sqrt(in)), drawing from the
 // current torch RNG, and a DoRA magnitude from them. The adapter never trains the bias, which stays a plain
 // (frozen under LoRA) parameter.
+//
+// With `quantize_base` (QLoRA, torchtune's LoRALinear(quantize_base=True) and FrozenNF4Linear), the base weight
+// is held only as NF4 (nf4.h), quantised from its initialisation and from every SetBaseWeight, and dequantised
+// on the fly in forward (LinearNf4: the input's gradient flows, the weight gets none). The parameter "weight"
+// stays registered with its name, shape and dtype but lives on the meta device (no memory), so parameter
+// names and counts are those of the unquantised model; read the values through BaseWeight() and write them
+// through SetBaseWeight() (the checkpoint loader does). The bias stays in the model's dtype. DoRA over an NF4
+// base (QDoRA) is not implemented: the constructor refuses the pair.
 class LinearImpl : public torch::nn::Module {
  public:
   // REQUIRES: in_features > 0, out_features > 0, adapter->rank > 0 (checked; throws c10::Error).
   LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOptions options = {},
-             std::optional<LoraAdapterOptions> adapter = std::nullopt, bool bias = false);
+             std::optional<LoraAdapterOptions> adapter = std::nullopt, bool bias = false,
+             bool quantize_base = false);
 
   // x [..., in_features] -> [..., out_features].
   torch::Tensor forward(const torch::Tensor& x);
 
+  // The registered parameter: a meta placeholder when quantized().
   const torch::Tensor& weight() const { return weight_; }
+  bool quantized() const { return nf4_.has_value(); }
+  // REQUIRES: quantized().
+  const Nf4Tensor& nf4() const;
+  // The base weight's values, detached: dequantised NF4 in the model's dtype, or the parameter itself.
+  torch::Tensor BaseWeight() const;
+  // Copies `w` (same shape; any dtype and device) into the base weight, quantising it when quantized(). Returns
+  // InvalidArgument naming `name` for a shape that differs or that NF4 cannot hold.
+  Status SetBaseWeight(const torch::Tensor& w, const std::string& name);
   // Undefined when the layer has no bias.
   const torch::Tensor& bias() const { return bias_; }
   bool has_adapter() const { return adapter_.has_value(); }
@@ -102,6 +125,7 @@ class LinearImpl : public torch::nn::Module {
  private:
   torch::Tensor weight_;
   torch::Tensor bias_;
+  std::optional<Nf4Tensor> nf4_;
   std::optional<LoraAdapterOptions> adapter_;
   // Plain (adapter-less) linears holding lora_a.weight and lora_b.weight; null without an adapter.
   std::shared_ptr<LinearImpl> lora_a_;
@@ -127,9 +151,16 @@ void FreezeBaseParameters(torch::nn::Module& m);
 // parameters themselves (not copies), so they can be handed to an optimizer.
 std::vector<std::pair<std::string, torch::Tensor>> AdapterParameters(const torch::nn::Module& m);
 
+// The linears of `m` whose base is NF4, keyed by the TensorImpl of their placeholder "weight" parameter.
+std::unordered_map<const c10::TensorImpl*, LinearImpl*> QuantizedLinears(torch::nn::Module& m);
+
+// Parameters of `m` held as NF4 (counted once each).
+int64_t CountQuantizedParameters(const torch::nn::Module& m);
+
 // The state dict of `m` with every adapter folded into its base weight and bias (see LinearImpl::MergedWeight,
-// MergedBias) and the adapter entries dropped, so the names are those of the same model built without LoRA.
-// Tensors are detached; unmerged entries share storage with the parameters, merged ones are new tensors.
+// MergedBias) and the adapter entries dropped, so the names are those of the same model built without LoRA; NF4
+// bases are saved dequantised in the model's dtype (torchtune's QLoRA checkpoints hold the same). Tensors are
+// detached; unmerged entries share storage with the parameters, merged ones are new tensors.
 std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m);
 
 }  // namespace tmx::models

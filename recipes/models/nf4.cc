@@ -1,0 +1,162 @@
+#include "recipes/models/nf4.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+
+namespace tmx::models {
+namespace {
+
+constexpr int64_t kChunk = int64_t{1} << 20;  // torchao's CHUNK_SIZE
+
+std::string ShapeText(at::IntArrayRef shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+// Absmax of each block of `block` consecutive elements of the 1-D `flat`.
+at::Tensor BlockAbsmax(const at::Tensor& flat, int64_t block) {
+  return std::get<0>(flat.view({flat.numel() / block, block}).abs().max(/*dim=*/1));
+}
+
+}  // namespace
+
+int64_t Nf4Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Nf4Tensor::nbytes() const {
+  int64_t total = 0;
+  for (const at::Tensor* t : {&quantized_data, &quantized_scalers, &quantization_factor, &scaler_mean}) {
+    if (t->defined()) total += static_cast<int64_t>(t->nbytes());
+  }
+  return total;
+}
+
+at::Tensor Nf4Levels(const c10::TensorOptions& options) {
+  // torchao's Python float literals (doubles), converted to the dtype as torch.tensor(list, dtype=...) does.
+  static const std::vector<double> kLevels = {-1.0000, -0.6962, -0.5251, -0.3949, -0.2844, -0.1848,
+                                              -0.0911, 0.0000,  0.0796,  0.1609,  0.2461,  0.3379,
+                                              0.4407,  0.5626,  0.7230,  1.0000};
+  at::Tensor levels = at::tensor(kLevels, at::TensorOptions().dtype(at::kDouble));
+  return levels.to(options.device(), options.dtype().toScalarType());
+}
+
+Status CheckNf4Shape(const std::string& name, at::IntArrayRef shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (shape.size() <= 2 && n > 0 && n % Nf4Tensor::kGranule == 0) return Status::OK();
+  if (shape.size() > 2) {
+    return Status::InvalidArgument(name + ": shape " + ShapeText(shape) +
+                                   " cannot be stored as NF4 (a weight of at most 2 dimensions is); fix: set "
+                                   "model.quantize_base=False");
+  }
+  return Status::InvalidArgument(
+      name + ": shape " + ShapeText(shape) + " holds " + std::to_string(n) +
+      " weights, not a multiple of 16384 (NF4 quantises blocks of 64 weights and its scales in blocks of 256, as "
+      "torchao does); fix: set model.quantize_base=False, or use a model whose linear layers' sizes multiply to "
+      "a multiple of 16384");
+}
+
+Nf4Tensor QuantizeNf4(const at::Tensor& weight, const std::string& name) {
+  Status shape = CheckNf4Shape(name, weight.sizes());
+  TORCH_CHECK(shape.ok(), shape.message());
+  TORCH_CHECK(at::isFloatingType(weight.scalar_type()), name, ": NF4 quantises a floating weight, got ",
+              weight.scalar_type());
+  at::NoGradGuard no_grad;
+  const at::Tensor flat = weight.detach().contiguous().view({-1});
+  const int64_t numel = flat.numel();
+  Nf4Tensor q;
+  q.shape = weight.sizes().vec();
+  q.dtype = weight.scalar_type();
+
+  // Double quantisation of the per-block absmaxes.
+  at::Tensor scalers = BlockAbsmax(flat, Nf4Tensor::kBlockSize);
+  q.scaler_mean = scalers.mean();
+  scalers = scalers - q.scaler_mean;
+  const int64_t n_scaler_blocks = scalers.numel() / Nf4Tensor::kScalerBlockSize;
+  at::Tensor scaler_absmax = BlockAbsmax(scalers, Nf4Tensor::kScalerBlockSize);
+  // Python's 256 / t is t.reciprocal() * 256; [n_scaler_blocks], in the weight's dtype.
+  at::Tensor factor = scaler_absmax.mul(2).reciprocal().mul(256);
+  q.quantized_scalers = (scalers.view({n_scaler_blocks, Nf4Tensor::kScalerBlockSize}) * factor.unsqueeze(-1))
+                            .round()
+                            .clamp(-128, 127)
+                            .flatten()
+                            .to(at::kChar);
+  q.quantization_factor = factor.contiguous();
+
+  // Nearest level of each weight over its block's absmax (the undouble-quantised one, as torchao).
+  const int64_t n_blocks = numel / Nf4Tensor::kBlockSize;
+  at::Tensor block_absmax = BlockAbsmax(flat, Nf4Tensor::kBlockSize);
+  at::Tensor scaled = (flat.view({n_blocks, Nf4Tensor::kBlockSize}) / block_absmax.unsqueeze(-1)).flatten();
+  const at::Tensor levels = Nf4Levels(weight.options());
+  at::Tensor codes = at::empty({numel}, weight.options().dtype(at::kByte));
+  for (int64_t start = 0; start < numel; start += kChunk) {
+    const int64_t len = std::min(kChunk, numel - start);
+    at::Tensor diff = (scaled.narrow(0, start, len).unsqueeze(-1) - levels).abs();
+    codes.narrow(0, start, len).copy_(std::get<1>(diff.min(/*dim=*/-1)));
+  }
+  // [a, b, c, d] -> [ab, cd]: the even element in the high nibble.
+  at::Tensor pairs = codes.view({numel / 2, 2});
+  q.quantized_data = pairs.select(1, 0).bitwise_left_shift(4).bitwise_or(pairs.select(1, 1)).contiguous();
+  return q;
+}
+
+at::Tensor Nf4Tensor::Dequantize() const {
+  at::NoGradGuard no_grad;
+  const at::Tensor levels = Nf4Levels(quantized_data.options().dtype(dtype));
+  // The scales: int8 over the factor (promoted to the dtype), then the mean added back.
+  const int64_t n_scaler_blocks = quantization_factor.numel();
+  at::Tensor scalers =
+      (quantized_scalers.view({n_scaler_blocks, kScalerBlockSize}) / quantization_factor.unsqueeze(-1))
+          .flatten()
+          .to(dtype) +
+      scaler_mean;
+  at::Tensor first = levels.index({quantized_data.bitwise_right_shift(4).to(at::kLong)});
+  at::Tensor second = levels.index({quantized_data.bitwise_and(0xF).to(at::kLong)});
+  at::Tensor repeated = scalers.unsqueeze(-1).expand({scalers.size(0), kBlockSize / 2}).flatten();
+  return at::stack({first * repeated, second * repeated}, /*dim=*/-1).reshape(shape);
+}
+
+namespace {
+
+class LinearNf4Node : public torch::autograd::Function<LinearNf4Node> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const Nf4Tensor& w) {
+    ctx->saved_data["data"] = w.quantized_data;
+    ctx->saved_data["scalers"] = w.quantized_scalers;
+    ctx->saved_data["factor"] = w.quantization_factor;
+    ctx->saved_data["mean"] = w.scaler_mean;
+    ctx->saved_data["shape"] = w.shape;
+    ctx->saved_data["dtype"] = static_cast<int64_t>(w.dtype);
+    return at::linear(x, w.Dequantize().to(x.scalar_type()));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    Nf4Tensor w;
+    w.quantized_data = ctx->saved_data["data"].toTensor();
+    w.quantized_scalers = ctx->saved_data["scalers"].toTensor();
+    w.quantization_factor = ctx->saved_data["factor"].toTensor();
+    w.scaler_mean = ctx->saved_data["mean"].toTensor();
+    w.shape = ctx->saved_data["shape"].toIntVector();
+    w.dtype = static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt());
+    const at::Tensor& g = grad_out[0];
+    return {at::matmul(g, w.Dequantize().to(g.scalar_type())), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor LinearNf4(const at::Tensor& x, const Nf4Tensor& weight) { return LinearNf4Node::apply(x, weight); }
+
+double Nf4BytesPerWeight(int64_t dtype_bytes) {
+  return 0.5 + 1.0 / Nf4Tensor::kBlockSize + static_cast<double>(dtype_bytes) / Nf4Tensor::kGranule;
+}
+
+}  // namespace tmx::models
