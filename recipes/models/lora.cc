@@ -152,7 +152,10 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOpt
     lora_b_->weight_.zero_();
   }
   if (has_dora()) {
-    TORCH_CHECK(!quantize_base, "Linear: DoRA over an NF4 base (QDoRA) is not implemented");
+    // Counted on the meta device like any layer (a QDoRA config is refused by the recipe's checks, and its
+    // size still predicted); built for real, refused.
+    TORCH_CHECK(!quantize_base || options.device().is_meta(),
+                "Linear: DoRA over an NF4 base (QDoRA) is not implemented");
     magnitude_ = register_parameter("magnitude", torch::empty({out_features}, options));
     if (!weight_.is_meta()) InitializeDoraMagnitude();
   }
