@@ -169,7 +169,7 @@ TEST_F(CliTest, BadInputsExitTwoWithOneClearMessageAndChangeNoFile) {
       // Never the whole catalogue: a few close names and where the rest are listed.
       {{kTune, "validate", "tiny/lora_single_device", "model=torchtune.models.llama3_2_vision.llama3_2_vision_11b"},
        "; did you mean 'torchtune.models.llama3_2.llama3_2_1b', 'torchtune.models.llama3_2.lora_llama3_2_1b' or "
-       "'torchtune.models.llama3_2.llama3_2_3b'? (`tune ls --components model` lists all "},
+       "'torchtune.models.llama3_2.qlora_llama3_2_1b'? (`tune ls --components model` lists all "},
       {{kTune, "cat", "tiny/lora_single_device", "nokey"}, "override 'nokey': expected key=value"},
       {{kTune, "run", "lora_finetune_single_devise", "--config", "tiny/lora_single_device"},
        "unknown recipe 'lora_finetune_single_devise'; did you mean 'lora_finetune_single_device'?"},
@@ -532,8 +532,11 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
     }
   }
   ASSERT_TRUE(WriteFileAtomically(dir_ + "/broken.jsonl", broken).ok());
-  ASSERT_TRUE(WriteFileAtomically(configs_ + "/tiny/full_single_device.yaml",
-                                  "# edited\n" + Config("tiny/full_single_device")).ok());
+  // A value edited (a comment line in the first column would not count: it is prose, outside the hash).
+  std::string edited = Config("tiny/full_single_device");
+  ASSERT_NE(edited.find("\nbatch_size: 8\n"), std::string::npos);
+  edited.replace(edited.find("\nbatch_size: 8\n"), 15, "\nbatch_size: 4\n");
+  ASSERT_TRUE(WriteFileAtomically(configs_ + "/tiny/full_single_device.yaml", edited).ok());
   Result failing = Matrix({"check", dir_ + "/merged.jsonl", dir_ + "/broken.jsonl", "--reports-dir", dir_ + "/reports"});
   EXPECT_EQ(failing.code, 1) << failing.output;
   EXPECT_NE(failing.output.find("newly broken (1):\n  " + configs_ + "/tiny/lora_single_device.yaml:"),
