@@ -10,6 +10,7 @@
 #include "base/folder.h"
 #include "harness/config_manifest.h"
 #include "harness/config_store.h"
+#include "harness/device.h"
 #include "recipes/model_components.h"
 #include "recipes/models/presets.h"
 #include "tests/scratch_dir.h"
@@ -116,6 +117,38 @@ TEST_F(SchemaTest, OptimizerInBackwardRefusesAccumulationClippingAndRanksAsTorch
       "override 'optimizer_in_bwd=True': optimizer_in_bwd: optimizer_in_bwd across ranks is not implemented "
       "(gradients are reduced over the ranks after backward); set optimizer_in_bwd=False"};
   EXPECT_EQ(Problems(*ranks), across);
+}
+
+// Activation offloading (single device, with checkpointing): accepted for a device type that has memory of
+// its own to offload from, refused on cpu and in the distributed recipes, each with the fix.
+TEST_F(SchemaTest, ActivationOffloadingNeedsCheckpointingAnAcceleratorAndOneDevice) {
+  StatusOr<Config> c = Load("tiny/full_single_device",
+                            {"enable_activation_offloading=True", "enable_activation_checkpointing=True"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const DeviceInfo cuda = NominalDeviceInfo(*ParseDeviceSelector("cuda"));
+  EXPECT_TRUE(ValidateConfig(*c, *recipe_, BuiltinRegistry(), &cuda).empty());
+  const DeviceInfo cpu = NominalDeviceInfo(*ParseDeviceSelector("cpu"));
+  std::vector<std::string> on_cpu;
+  for (const Problem& p : ValidateConfig(*c, *recipe_, BuiltinRegistry(), &cpu)) on_cpu.push_back(p.message);
+  EXPECT_EQ(on_cpu, std::vector<std::string>{
+                        "activation offloading moves activations from an accelerator's memory to page-locked host "
+                        "memory (cuda, xpu); on cpu they are in host memory already; set "
+                        "enable_activation_offloading=False"});
+
+  StatusOr<Config> alone = Load("tiny/full_single_device", {"enable_activation_offloading=True",
+                                                            "enable_activation_checkpointing=False"});
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(Problems(*alone), std::vector<std::string>{
+                                  "override 'enable_activation_offloading=True': enable_activation_offloading: "
+                                  "activation offloading needs enable_activation_checkpointing=True"});
+
+  StatusOr<Config> ranks = Load("tiny/full_distributed",
+                                {"enable_activation_offloading=True", "enable_activation_checkpointing=True"});
+  ASSERT_TRUE(ranks.ok()) << ranks.status().ToString();
+  EXPECT_EQ(Problems(*ranks), std::vector<std::string>{
+                                  "override 'enable_activation_offloading=True': enable_activation_offloading: "
+                                  "activation offloading is implemented in the single-device recipes only; set "
+                                  "enable_activation_offloading=False"});
 }
 
 TEST(BuiltinFileTest, AProblemInAFileNamesItsLineAndColumn) {

@@ -102,8 +102,14 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
                            bytes;
   const double layers = static_cast<double>(args.num_layers);
   const bool recompute = *checkpointing || sharding == Sharding::kFull;  // fully sharded layers recompute
+  // Recomputing layers keep only their inputs; offloaded (single device, with checkpointing) those wait in host
+  // memory, and the device holds about two at a time: the one going out and the one coming back.
+  StatusOr<bool> offloading = config.GetBool("enable_activation_offloading", false);
+  const bool offloaded = *checkpointing && sharding == Sharding::kNone && offloading.ok() && *offloading &&
+                         device.traits().activation_offloading;
+  const double layer_input = b * t * static_cast<double>(args.embed_dim) * bytes;
   const double activations =
-      recompute ? layers * b * t * static_cast<double>(args.embed_dim) * bytes + per_layer : layers * per_layer;
+      recompute ? (offloaded ? std::min(2.0, layers) : layers) * layer_input + per_layer : layers * per_layer;
   const double logits = b * t * static_cast<double>(args.vocab_size) * (bytes + 4 + 4);
   // DoRA forms each adapted layer's W + (alpha/rank) B A for its row norms, one layer at a time and without
   // gradient: the update and the sum of the largest adapted weight live at once.

@@ -133,5 +133,19 @@ TEST(EstimateTest, AcceleratorsDoNotCountTheHostRuntime) {
             int64_t{1} << 29);
 }
 
+// Offloading keeps about two layer inputs on the device instead of one per layer (torchtune's 7B full low-memory
+// config: 32 layers of [1, kTypicalSeqLen tokens] x 4096 in bf16, so 30 of those inputs leave the device).
+TEST(EstimateTest, OffloadingTakesTheKeptLayerInputsOffTheDevice) {
+  DeviceInfo cuda;
+  cuda.id = "cuda:0";
+  cuda.type = "cuda";
+  cuda.index = 0;
+  const std::vector<std::string> kept = {"enable_activation_offloading=False", "batch_size=1"};
+  const std::vector<std::string> offloaded = {"enable_activation_offloading=True", "batch_size=1"};
+  EXPECT_EQ(Estimate("llama2/7B_full_low_memory", kept, cuda).peak_memory_bytes -
+                Estimate("llama2/7B_full_low_memory", offloaded, cuda).peak_memory_bytes,
+            int64_t{30} * kTypicalSeqLen * 4096 * 2);
+}
+
 }  // namespace
 }  // namespace tmx::recipes

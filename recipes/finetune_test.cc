@@ -70,12 +70,20 @@ class FinetuneTest : public ::testing::Test {
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
   }
 
-  // What a tiny/lora_single_device run (with model.use_dora=`dora`) saved in `epoch`, against the config's model
-  // rebuilt from its seed: that model with the saved adapters gives the logits of the saved merged model, so the
-  // base weights did not move and both files describe the same trained model. `saved` receives the saved
-  // adapters; `initial` (when set) the rebuilt model's adapters before loading them.
-  void ExpectAdaptersReproduceTheMergedModel(const std::string& epoch, bool dora, checkpoint::NamedTensors* saved,
-                                             std::map<std::string, torch::Tensor>* initial = nullptr) {
+  // The adapters of a tiny/lora_single_device run: DoRA (model.use_dora) and an NF4 base (the qlora_tiny_llama3_2
+  // builder, at the widths NF4 holds) as the run had them.
+  struct Adapters {
+    bool dora = false;
+    bool quantize_base = false;
+  };
+
+  // What such a run saved in `epoch`, against the config's model rebuilt from its seed: that model with the
+  // saved adapters gives the logits of the saved merged model, so the base weights did not move and both files
+  // describe the same trained model. `saved` receives the saved adapters; `initial` (when set) the rebuilt
+  // model's adapters before loading them; `rebuilt` (when set) the rebuilt model with the saved adapters.
+  void ExpectAdaptersReproduceTheMergedModel(const std::string& epoch, Adapters kind, checkpoint::NamedTensors* saved,
+                                             std::map<std::string, torch::Tensor>* initial = nullptr,
+                                             models::Decoder* rebuilt = nullptr) {
     StatusOr<checkpoint::LoadedSafetensors> adapters =
         checkpoint::LoadSafetensors(epoch + "/adapter_model.safetensors");
     StatusOr<checkpoint::LoadedSafetensors> merged = checkpoint::LoadSafetensors(epoch + "/model.safetensors");
@@ -87,14 +95,32 @@ class FinetuneTest : public ::testing::Test {
     lora.apply_to_mlp = true;
     lora.rank = 8;
     lora.alpha = 16;
-    lora.use_dora = dora;
+    lora.use_dora = kind.dora;
+    lora.quantize_base = kind.quantize_base;
+    const models::DecoderArgs args =
+        kind.quantize_base ? TinyNf4Widths(models::LlamaTinyArgs()) : models::LlamaTinyArgs();
     torch::manual_seed(1234);
-    models::Llama adapted(models::LlamaTinyArgs(), lora);
+    models::Decoder adapted(args, lora);
     if (initial != nullptr) {
       for (const auto& [name, t] : models::AdapterParameters(*adapted)) (*initial)[name] = t.detach().clone();
     }
     ASSERT_TRUE(checkpoint::LoadIntoModule(*adapted, adapters->tensors, /*strict=*/false).ok());
-    ExpectMergedComputesTheSame(*adapted, models::LlamaTinyArgs(), merged->tensors);
+    ExpectMergedComputesTheSame(*adapted, args, merged->tensors);
+    if (rebuilt != nullptr) *rebuilt = adapted;
+  }
+
+  // The saved magnitudes (adapter tensors named *.magnitude) all trained: each differs from the rebuilt model's
+  // initial one. Returns how many values they hold.
+  int64_t ExpectTrainedMagnitudes(const checkpoint::NamedTensors& saved,
+                                  const std::map<std::string, torch::Tensor>& initial) {
+    int64_t values = 0;
+    for (const auto& [name, t] : saved) {
+      EXPECT_TRUE(initial.count(name)) << name;
+      if (name.find(".magnitude") == std::string::npos || !initial.count(name)) continue;
+      values += t.numel();
+      EXPECT_FALSE(torch::equal(t, initial.at(name))) << name << " did not train";
+    }
+    return values;
   }
 
   test::ScratchDir scratch_{"finetune_test"};
@@ -274,7 +300,7 @@ TEST_F(FinetuneTest, OptimizerInBackwardTrainsAsTheOrdinaryStepAndResumes) {
 TEST_F(FinetuneTest, LoraCheckpointsReloadToIdenticalOutputsAndBaseIsUnchanged) {
   Run("tiny/lora_single_device", {"output_dir=" + dir_ + "/lora", "max_steps_per_epoch=3"}, true);
   checkpoint::NamedTensors adapters;
-  ExpectAdaptersReproduceTheMergedModel(dir_ + "/lora/epoch_0", /*dora=*/false, &adapters);
+  ExpectAdaptersReproduceTheMergedModel(dir_ + "/lora/epoch_0", {}, &adapters);
   for (const auto& [name, t] : adapters) EXPECT_NE(name.find("lora_"), std::string::npos) << name;
   // The adapters did train: lora_b started at zero.
   double lora_b_norm = 0;
@@ -301,15 +327,8 @@ TEST_F(FinetuneTest, DoraCheckpointsCarryTrainedMagnitudesAndReloadToIdenticalOu
 
   checkpoint::NamedTensors adapters;
   std::map<std::string, torch::Tensor> initial;
-  ExpectAdaptersReproduceTheMergedModel(dir_ + "/dora/epoch_0", /*dora=*/true, &adapters, &initial);
-  int64_t saved_magnitudes = 0;
-  for (const auto& [name, t] : adapters) {
-    ASSERT_TRUE(initial.count(name)) << name;
-    if (name.find(".magnitude") == std::string::npos) continue;
-    saved_magnitudes += t.numel();
-    EXPECT_FALSE(torch::equal(t, initial[name])) << name << " did not train";
-  }
-  EXPECT_EQ(saved_magnitudes, magnitudes);
+  ExpectAdaptersReproduceTheMergedModel(dir_ + "/dora/epoch_0", {/*dora=*/true}, &adapters, &initial);
+  EXPECT_EQ(ExpectTrainedMagnitudes(adapters, initial), magnitudes);
 }
 
 // PEFT's files of a DoRA run: use_dora in adapter_config.json and a lora_magnitude_vector per adapted module.
@@ -363,27 +382,40 @@ TEST_F(FinetuneTest, QloraTrainsAndSavesItsBaseDequantised) {
                          true);
   ASSERT_EQ(s["losses"].size(), 4u);
   for (double loss : s["losses"].get<std::vector<double>>()) EXPECT_TRUE(std::isfinite(loss));
-  const std::string epoch = dir_ + "/qlora/epoch_0";
-  StatusOr<checkpoint::LoadedSafetensors> adapters = checkpoint::LoadSafetensors(epoch + "/adapter_model.safetensors");
-  StatusOr<checkpoint::LoadedSafetensors> merged = checkpoint::LoadSafetensors(epoch + "/model.safetensors");
-  ASSERT_TRUE(adapters.ok()) << adapters.status().ToString();
+  checkpoint::NamedTensors adapters;
+  models::Decoder qlora{nullptr};
+  ExpectAdaptersReproduceTheMergedModel(dir_ + "/qlora/epoch_0", {/*dora=*/false, /*quantize_base=*/true}, &adapters,
+                                        nullptr, &qlora);
+  ASSERT_FALSE(qlora.is_empty());
+  StatusOr<checkpoint::LoadedSafetensors> merged = checkpoint::LoadSafetensors(dir_ + "/qlora/epoch_0/model.safetensors");
   ASSERT_TRUE(merged.ok()) << merged.status().ToString();
-
-  models::LoraArgs lora;
-  lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
-  lora.apply_to_mlp = true;
-  lora.quantize_base = true;
-  const models::DecoderArgs args = TinyNf4Widths(models::LlamaTinyArgs());
-  torch::manual_seed(1234);
-  models::Decoder qlora(args, lora);
-  ASSERT_TRUE(checkpoint::LoadIntoModule(*qlora, adapters->tensors, /*strict=*/false).ok());
   std::map<std::string, torch::Tensor> saved(merged->tensors.begin(), merged->tensors.end());
   // k_proj has no adapter: saved exactly as its NF4 base dequantised, in the model's dtype (fp32 here).
   auto* k_proj = dynamic_cast<models::LinearImpl*>(qlora->named_modules()["layers.0.attn.k_proj"].get());
   ASSERT_NE(k_proj, nullptr);
   ASSERT_TRUE(k_proj->quantized());
   EXPECT_TRUE(torch::equal(saved.at("layers.0.attn.k_proj.weight"), k_proj->BaseWeight()));
-  ExpectMergedComputesTheSame(*qlora, args, merged->tensors);
+}
+
+// QDoRA (use_dora over an NF4 base, torchtune's llama3/8B_qdora_single_device): the magnitudes train from the
+// dequantised base's row norms, and the saved merged model (base dequantised, DoRA's row scale applied) computes
+// what the seed's QDoRA model with the saved adapters does.
+TEST_F(FinetuneTest, QdoraTrainsItsMagnitudesOverTheNf4Base) {
+  nlohmann::json s = Run("tiny/lora_single_device",
+                         {"output_dir=" + dir_ + "/qdora", "max_steps_per_epoch=4", "model.use_dora=True",
+                          "model._component_=tune_matrix.models.qlora_tiny_llama3_2"},
+                         true);
+  ASSERT_EQ(s["losses"].size(), 4u);
+  for (double loss : s["losses"].get<std::vector<double>>()) EXPECT_TRUE(std::isfinite(loss));
+  checkpoint::NamedTensors adapters;
+  std::map<std::string, torch::Tensor> initial;
+  models::Decoder qdora{nullptr};
+  ExpectAdaptersReproduceTheMergedModel(dir_ + "/qdora/epoch_0", {/*dora=*/true, /*quantize_base=*/true}, &adapters,
+                                        &initial, &qdora);
+  EXPECT_GT(ExpectTrainedMagnitudes(adapters, initial), 0);
+  auto* q_proj = dynamic_cast<models::LinearImpl*>(qdora->named_modules()["layers.0.attn.q_proj"].get());
+  ASSERT_NE(q_proj, nullptr);
+  EXPECT_TRUE(q_proj->quantized() && q_proj->has_dora());
 }
 
 TEST_F(FinetuneTest, ResumeContinuesWhereItStopped) {

@@ -32,8 +32,9 @@ std::string OffloadCheck(const YAML::Node& v, const Config&, const DeviceInfo& d
   for (const DeviceTypeTraits& t : DeviceTypes()) {
     if (t.activation_offloading) able.push_back(t.name);
   }
-  return "activation offloading needs a device type that overlaps copies to pinned host memory with compute on a "
-         "side stream (" + JoinStrings(able, ", ") + "), not " + d.id + "; set enable_activation_offloading=False";
+  return "activation offloading moves activations from an accelerator's memory to page-locked host memory (" +
+         JoinStrings(able, ", ") + "); on " + d.id + " they are in host memory already; set "
+         "enable_activation_offloading=False";
 }
 
 // An output_dir that is the file system's root, a system folder or the home folder itself: a run writes
@@ -155,6 +156,11 @@ std::vector<Problem> DistributedChecks(const Config& config, const Registry& reg
     add("model.quantize_base", "QLoRA in the distributed recipes is not implemented yet (the NF4 base is not "
                                "sharded); run lora_finetune_single_device, or set model.quantize_base=False");
   }
+  if (IsTrue(config.Find("enable_activation_offloading"))) {
+    // The fully sharded layers recompute through their own runner, which keeps its inputs on the device.
+    add("enable_activation_offloading", "activation offloading is implemented in the single-device recipes only; set "
+                                        "enable_activation_offloading=False");
+  }
   if (int_of("tensor_parallel_dim", 1) > 1) {
     add("tensor_parallel_dim", "tensor parallelism is not implemented; set tensor_parallel_dim=1 (data parallel only)");
   }
@@ -229,18 +235,8 @@ std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const
     if (!is_true("enable_activation_checkpointing")) {
       add("enable_activation_offloading", "activation offloading needs enable_activation_checkpointing=True");
     }
-    if (device != nullptr && device->traits().activation_offloading) {
-      add("enable_activation_offloading",
-          "activation offloading is not implemented yet in the C++ recipes; set enable_activation_offloading=False",
-          true);
-    }
   }
   if (is_true("profiler.enabled")) add("profiler.enabled", "the torch profiler is not available in LibTorch C++; set profiler.enabled=False");
-  if (is_true("model.use_dora") && is_true("model.quantize_base")) {
-    // DoRA's magnitude needs the weight-norm of an NF4 base, which nothing here computes yet.
-    add("model.use_dora", "QDoRA (use_dora with quantize_base) is not implemented; set model.use_dora=False (QLoRA) "
-                          "or model.quantize_base=False (DoRA)");
-  }
   return problems;
 }
 

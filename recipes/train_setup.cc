@@ -58,6 +58,7 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
                                     {"save_checkpoints", &s.save_checkpoints},
                                     {"log_peak_memory_stats", &s.log_peak_memory},
                                     {"enable_activation_checkpointing", &s.activation_checkpointing},
+                                    {"enable_activation_offloading", &s.activation_offloading},
                                     {"resume_from_checkpoint", &s.resume},
                                     {"optimizer_in_bwd", &s.optimizer_in_bwd}},
                                    get_bool));
@@ -115,6 +116,7 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   }
   m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
+  m.model->set_activation_offloading(settings.activation_offloading);
   if (progress != nullptr) progress->End("Built the model");
   // The load's first report (its header read) begins the phase, so a run from the seed or a stand-in says
   // nothing of loading.

@@ -42,6 +42,7 @@ struct TrainingSettings {
   double num_cycles = 0.5;     // lr_scheduler.num_cycles
   bool shuffle = true, save_checkpoints = true, save_adapter_weights_only = false, log_peak_memory = true;
   bool activation_checkpointing = false, resume = false;
+  bool activation_offloading = false;  // checkpointed layer inputs wait in host memory (Decoder)
   bool optimizer_in_bwd = false;  // step each trained tensor inside backward (recipes/optimizer_in_backward.h)
   uint64_t seed = 0;           // the config's seed, or a random one when it is null
   // Data-parallel ranks (set by the distributed recipes, not read from the config): each reads shard `rank` of

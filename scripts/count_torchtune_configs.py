@@ -7,7 +7,8 @@
 Each config is validated with device=cpu (this machine), then, if that fails, device=cuda (checked against the
 device table's traits when the machine has no GPU). A config counts when either passes. For the rest, the
 problems `tune validate` printed for cuda are tallied by their message (paths and line numbers left out), so
-the table says which missing piece blocks how many configs.
+the table says which missing piece blocks how many configs; a second table lists the configs that one missing
+piece alone blocks (what removing it would gain).
 """
 import argparse
 import collections
@@ -44,6 +45,7 @@ def main():
         sys.exit(f"{args.configs}: no .yaml files; give torchtune's recipes/configs folder")
     passed = {"cpu": [], "cuda": []}
     blockers = collections.Counter()
+    alone = collections.defaultdict(list)  # the configs whose one problem this is
     failing = []
     for f in files:
         code, _ = validate(args.tune, f, "cpu")
@@ -55,14 +57,20 @@ def main():
             passed["cuda"].append(f)
             continue
         failing.append(f)
-        for problem in set(problems(out)):
+        found = set(problems(out))
+        for problem in found:
             blockers[problem] += 1
+        if len(found) == 1:
+            alone[found.pop()].append(f.relative_to(args.configs).with_suffix("").as_posix())
     total = len(passed["cpu"]) + len(passed["cuda"])
     print(f"{total} of {len(files)} configs validate unchanged: {len(passed['cpu'])} on cpu, "
           f"{len(passed['cuda'])} more on cuda (device table traits)")
     print(f"\n{len(failing)} do not; their problems on cuda, by how many configs each blocks:\n")
     for problem, n in blockers.most_common():
         print(f"{n:4d}  {problem}")
+    print(f"\n{sum(map(len, alone.values()))} are blocked by one problem alone:\n")
+    for problem, names in sorted(alone.items(), key=lambda item: -len(item[1])):
+        print(f"{len(names):4d}  {problem}\n      {' '.join(sorted(names))}")
 
 
 if __name__ == "__main__":

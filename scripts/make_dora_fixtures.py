@@ -4,8 +4,12 @@ fixed input, its magnitude as initialize_dora_magnitude sets it, the forward out
 loss with respect to every parameter and the input, and torchtune's merged weight (get_merged_lora_ckpt). The C++
 test (recipes/models/lora_test.cc, DoraTest) loads the same weights into its DoRA linear and compares to 1e-5.
 
-Cases: one layer without a bias, and one with a bias (torchtune's forward scales the bias with the base output by
-magnitude / weight_norm). lora_b is drawn non-zero (a fresh layer's is zero, which would hide lora_a's gradient and
+Cases: one layer without a bias, one with a bias (torchtune's forward scales the bias with the base output by
+magnitude / weight_norm), and QDoRA: DoRALinear(quantize_base=True), whose base torchtune holds as torchao's NF4Tensor
+and dequantises for the row norms (the smallest weight NF4 holds, 128 x 128). For that case "weight" is the
+layer's weight before quantisation (the C++ test quantises it as the checkpoint loader does; nf4_test.cc checks that
+quantisation byte for byte), written with the 9 significant digits that give back its float32 values, and the base
+has no gradient. lora_b is drawn non-zero (a fresh layer's is zero, which would hide lora_a's gradient and
 the adapter's part of the norm), and the magnitude is moved off its initial value after recording it, so the
 forward's magnitude / weight_norm is not 1. Dropout is 0: its mask is the C++ side's own RNG draw (tested there).
 
@@ -25,10 +29,11 @@ from torchtune.modules.peft._utils import get_merged_lora_ckpt
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "recipes", "models", "testdata", "dora_torchtune_0_6_1.json")
 
-# name, in_dim, out_dim, rank, alpha, use_bias, input shape
+# name, in_dim, out_dim, rank, alpha, use_bias, input shape, quantize_base
 CASES = [
-    ("no_bias", 12, 10, 4, 8.0, False, [2, 3, 12]),
-    ("bias", 8, 6, 2, 5.0, True, [4, 8]),
+    ("no_bias", 12, 10, 4, 8.0, False, [2, 3, 12], False),
+    ("bias", 8, 6, 2, 5.0, True, [4, 8], False),
+    ("nf4_base", 128, 128, 4, 8.0, False, [3, 128], True),
 ]
 
 
@@ -36,9 +41,16 @@ def values(t):
     return t.detach().to(torch.float64).reshape(-1).tolist()
 
 
-def make_case(seed, name, in_dim, out_dim, rank, alpha, use_bias, x_shape):
+def float32_values(t):
+    return [float("%.9g" % v) for v in t.detach().to(torch.float32).reshape(-1).tolist()]
+
+
+def make_case(seed, name, in_dim, out_dim, rank, alpha, use_bias, x_shape, quantize_base):
+    # DoRALinear draws its base from nn.Linear's initialisation first: the same draw gives the unquantised weight.
     torch.manual_seed(seed)
-    layer = DoRALinear(in_dim, out_dim, rank, alpha, dropout=0.0, use_bias=use_bias)
+    base_weight = torch.nn.Linear(in_dim, out_dim, bias=use_bias).weight.detach().clone()
+    torch.manual_seed(seed)
+    layer = DoRALinear(in_dim, out_dim, rank, alpha, dropout=0.0, use_bias=use_bias, quantize_base=quantize_base)
     with torch.no_grad():
         layer.lora_b.weight.normal_(0, 0.2)
     layer.initialize_dora_magnitude()
@@ -50,10 +62,6 @@ def make_case(seed, name, in_dim, out_dim, rank, alpha, use_bias, x_shape):
     out = layer(x)
     (out * grad_out).sum().backward()
 
-    # get_merged_lora_ckpt finds modules by the name before ".lora_a.weight": give the layer one.
-    state = {"layer." + k: v.detach().clone() for k, v in layer.state_dict().items()}
-    merged = get_merged_lora_ckpt(state, rank=rank, alpha=alpha)
-
     case = {
         "name": name,
         "in_dim": in_dim,
@@ -62,7 +70,8 @@ def make_case(seed, name, in_dim, out_dim, rank, alpha, use_bias, x_shape):
         "alpha": alpha,
         "use_bias": use_bias,
         "input_shape": x_shape,
-        "weight": values(layer.weight),
+        "quantize_base": quantize_base,
+        "weight": float32_values(base_weight) if quantize_base else values(layer.weight),
         "lora_a": values(layer.lora_a.weight),
         "lora_b": values(layer.lora_b.weight),
         "magnitude_init": values(magnitude_init),
@@ -71,16 +80,22 @@ def make_case(seed, name, in_dim, out_dim, rank, alpha, use_bias, x_shape):
         "grad_output": values(grad_out),
         "output": values(out),
         "grad": {
-            "weight": values(layer.weight.grad),
             "lora_a": values(layer.lora_a.weight.grad),
             "lora_b": values(layer.lora_b.weight.grad),
             "magnitude": values(layer.magnitude.grad),
             "input": values(x.grad),
         },
-        "merged_weight": values(merged["layer.weight"]),
         "state_dict_keys": sorted(layer.state_dict().keys()),
         "adapter_params": layer.adapter_params(),
     }
+    if quantize_base:
+        assert layer.weight.grad is None
+    else:
+        assert torch.equal(base_weight, layer.weight.detach())
+        case["grad"]["weight"] = values(layer.weight.grad)
+        # get_merged_lora_ckpt finds modules by the name before ".lora_a.weight": give the layer one.
+        state = {"layer." + k: v.detach().clone() for k, v in layer.state_dict().items()}
+        case["merged_weight"] = values(get_merged_lora_ckpt(state, rank=rank, alpha=alpha)["layer.weight"])
     if use_bias:
         case["bias"] = values(layer.bias)
         case["grad"]["bias"] = values(layer.bias.grad)

@@ -54,7 +54,20 @@ namespace {
 struct CheckpointState : torch::CustomClassHolder {
   CheckpointFunction fn;
   RngStates rng;
+  bool offload = false;
+  // With offload: the input's host copy, its device and whether it required grad.
+  at::Tensor offloaded;
+  at::Device input_device = at::kCPU;
+  bool input_requires_grad = false;
 };
+
+// A host copy of `t`: page-locked and copied without waiting when `t` is on an accelerator.
+at::Tensor ToHost(const at::Tensor& t) {
+  if (t.device().is_cpu()) return t.detach().clone();
+  at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true).requires_grad(false));
+  host.copy_(t.detach(), /*non_blocking=*/true);
+  return host;
+}
 
 class CheckpointNode : public torch::autograd::Function<CheckpointNode> {
  public:
@@ -68,7 +81,13 @@ class CheckpointNode : public torch::autograd::Function<CheckpointNode> {
       torch::NoGradGuard no_grad;
       output = state->fn(input);
     }
-    std::vector<at::Tensor> saved{input};
+    // Slot 0 is the input; offloaded, it stays empty here and lives in the state's host copy.
+    std::vector<at::Tensor> saved{state->offload ? at::Tensor() : input};
+    if (state->offload) {
+      state->offloaded = ToHost(input);
+      state->input_device = input.device();
+      state->input_requires_grad = input.requires_grad();
+    }
     saved.insert(saved.end(), params.begin(), params.end());
     ctx->save_for_backward(std::move(saved));
     ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
@@ -81,7 +100,11 @@ class CheckpointNode : public torch::autograd::Function<CheckpointNode> {
     auto state = c10::static_intrusive_pointer_cast<CheckpointState>(ctx->saved_data["state"].toCapsule());
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
 
-    at::Tensor input = saved[0].detach().requires_grad_(saved[0].requires_grad());
+    at::Tensor input =
+        state->offload
+            ? state->offloaded.to(state->input_device, /*non_blocking=*/true).requires_grad_(state->input_requires_grad)
+            : saved[0].detach().requires_grad_(saved[0].requires_grad());
+    state->offloaded = at::Tensor();  // the host copy is not needed again (the copy back is ordered before reuse)
     at::Tensor output;
     {
       ScopedRngReplay replay(state->rng, input.device());
@@ -110,7 +133,8 @@ class CheckpointNode : public torch::autograd::Function<CheckpointNode> {
 
 }  // namespace
 
-at::Tensor Checkpoint(CheckpointFunction fn, const at::Tensor& input, const std::vector<at::Tensor>& params) {
+at::Tensor Checkpoint(CheckpointFunction fn, const at::Tensor& input, const std::vector<at::Tensor>& params,
+                      bool offload_input) {
   std::vector<at::Tensor> trainable;
   for (const at::Tensor& p : params) {
     if (p.requires_grad()) trainable.push_back(p);
@@ -118,6 +142,7 @@ at::Tensor Checkpoint(CheckpointFunction fn, const at::Tensor& input, const std:
   if (!torch::GradMode::is_enabled() || (!input.requires_grad() && trainable.empty())) return fn(input);
   auto state = c10::make_intrusive<CheckpointState>();
   state->fn = std::move(fn);
+  state->offload = offload_input;
   return CheckpointNode::apply(std::move(state), input, at::TensorList(trainable));
 }
 

@@ -53,6 +53,14 @@ using CheckpointFunction = std::function<at::Tensor(const at::Tensor& input)>;
 //  - Everything fn captures lives until backward has run.
 // When grad mode is off, or neither `input` nor any of `params` requires grad, this is just fn(input).
 // Supports backward() and autograd::grad(); does not support double backward (create_graph=true).
-at::Tensor Checkpoint(CheckpointFunction fn, const at::Tensor& input, const std::vector<at::Tensor>& params);
+//
+// With `offload_input` (torchtune's enable_activation_offloading, which it too applies with checkpointing), the
+// saved input is kept in host memory instead of on its device: copied out as forward returns (page-locked
+// memory and a copy that does not wait, when the input is on an accelerator), so the device's copy is freed
+// with its last other reference, and copied back for the recompute. Both copies run on the device's current
+// stream, ordered with the computation but not overlapped with it (torchtune overlaps them on a side stream).
+// A CPU input is copied to another CPU tensor, which saves nothing and exists to test the path.
+at::Tensor Checkpoint(CheckpointFunction fn, const at::Tensor& input, const std::vector<at::Tensor>& params,
+                      bool offload_input = false);
 
 }  // namespace tmx::models

@@ -49,6 +49,20 @@ void ExpectSameGrads(const std::map<std::string, torch::Tensor>& a, const std::m
   }
 }
 
+// A tiny LoRA model with adapter dropout in training mode, its base frozen and its adapters drawn non-zero
+// (lora_b so lora_a and dropout matter), from the current torch RNG.
+Llama TinyLoraWithDropout() {
+  LoraArgs lora{{"q_proj", "v_proj", "output_proj"}, /*apply_to_mlp=*/true, false, 4, 8, /*dropout=*/0.25};
+  Llama model(LlamaTinyArgs(), lora);
+  FreezeBaseParameters(*model);
+  for (const auto& [name, p] : AdapterParameters(*model)) {
+    torch::NoGradGuard no_grad;
+    p.normal_(0, 0.1);
+  }
+  model->train();
+  return model;
+}
+
 TEST(CheckpointingTest, FunctionGradientsMatchDirectEvaluation) {
   torch::manual_seed(0);
   torch::Tensor w = torch::randn({5, 5}, torch::requires_grad());
@@ -130,14 +144,7 @@ TEST(CheckpointingTest, TinyLlamaGradientsUnchanged) {
 // LoRA with a frozen base: the layer inputs do not require grad, and adapter dropout must replay identically.
 TEST(CheckpointingTest, TinyLoraWithDropoutGradientsUnchanged) {
   torch::manual_seed(3);
-  LoraArgs lora{{"q_proj", "v_proj", "output_proj"}, /*apply_to_mlp=*/true, false, 4, 8, /*dropout=*/0.25};
-  Llama model(LlamaTinyArgs(), lora);
-  FreezeBaseParameters(*model);
-  for (const auto& [name, p] : AdapterParameters(*model)) {
-    torch::NoGradGuard no_grad;
-    p.normal_(0, 0.1);  // non-zero lora_b so lora_a and dropout matter
-  }
-  model->train();
+  Llama model = TinyLoraWithDropout();
   torch::Tensor tokens = torch::randint(0, 512, {2, 16}, torch::kLong);
   torch::Tensor labels = Labels(tokens);
   const auto plain = StepGrads(model, tokens, labels, /*checkpointing=*/false);
@@ -149,6 +156,55 @@ TEST(CheckpointingTest, TinyLoraWithDropoutGradientsUnchanged) {
   const auto other = StepGrads(model, tokens, labels, /*checkpointing=*/true, /*seed=*/99);
   const std::string name = "layers.0.attn.q_proj.lora_a.weight";
   EXPECT_FALSE(torch::allclose(other.at(name), plain.at(name), 1e-3, 0));
+}
+
+// Offloading: the checkpoint keeps no reference to its input's storage (the host copy stands in for it), and
+// the gradients are those of the kept input. On a CUDA device too, where the machine has one.
+void ExpectOffloadedInputIsReleasedAndGradientsUnchanged(const torch::Device& device) {
+  SCOPED_TRACE(device.str());
+  torch::manual_seed(4);
+  torch::Tensor w = torch::randn({6, 6}, torch::TensorOptions().device(device).requires_grad(true));
+  auto fn = [w](const torch::Tensor& in) { return torch::tanh(torch::matmul(in, w)).pow(2); };
+  torch::Tensor x0 = torch::randn({4, 6}, torch::TensorOptions().device(device));
+  auto grads = [&](bool offload, bool drop_input_first) {
+    w.mutable_grad() = torch::Tensor();
+    torch::Tensor x = (x0 * 1.0).requires_grad_(false);  // a fresh storage of our own
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage(x.storage().getWeakStorageImpl());
+    torch::Tensor y = Checkpoint(fn, x, {w}, offload);
+    if (drop_input_first) {
+      x = torch::Tensor();
+      // Offloaded, nothing holds the input's storage any more; kept, the checkpoint does.
+      EXPECT_EQ(storage.expired(), offload);
+    }
+    y.sum().backward();
+    return w.grad().clone();
+  };
+  const torch::Tensor kept = grads(/*offload=*/false, true);
+  const torch::Tensor offloaded = grads(/*offload=*/true, true);
+  EXPECT_GT(kept.abs().max().item<double>(), 1e-3);
+  EXPECT_TRUE(torch::equal(kept.cpu(), offloaded.cpu()));
+}
+
+TEST(CheckpointingTest, OffloadedInputIsReleasedAndGradientsUnchanged) {
+  ExpectOffloadedInputIsReleasedAndGradientsUnchanged(torch::kCPU);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no cuda device on this machine: checked on cpu only";
+  ExpectOffloadedInputIsReleasedAndGradientsUnchanged(torch::Device(torch::kCUDA, 0));
+}
+
+// The decoder passes offloading to every checkpointed layer: a tiny LoRA model with dropout (replayed) gets
+// the gradients it gets with the inputs kept, and offloading without checkpointing changes nothing.
+TEST(CheckpointingTest, TinyLoraOffloadedGradientsUnchanged) {
+  torch::manual_seed(5);
+  Llama model = TinyLoraWithDropout();
+  torch::Tensor tokens = torch::randint(0, 512, {2, 16}, torch::kLong);
+  torch::Tensor labels = Labels(tokens);
+  const auto kept = StepGrads(model, tokens, labels, /*checkpointing=*/true);
+  model->set_activation_offloading(true);
+  EXPECT_TRUE(model->activation_offloading());
+  const auto offloaded = StepGrads(model, tokens, labels, /*checkpointing=*/true);
+  ExpectSameGrads(kept, offloaded);
+  const auto plain = StepGrads(model, tokens, labels, /*checkpointing=*/false);
+  ExpectSameGrads(kept, plain);
 }
 
 }  // namespace

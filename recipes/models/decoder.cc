@@ -483,7 +483,7 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
     } else if (checkpoint) {
       std::shared_ptr<TransformerLayerImpl> impl = layer.ptr();
       h = Checkpoint([impl, cos, sin, docs](const torch::Tensor& x) { return impl->forward(x, cos, sin, docs); },
-                     h, impl->parameters());
+                     h, impl->parameters(), activation_offloading_);
     } else {
       h = layer->forward(h, cos, sin, docs);
     }

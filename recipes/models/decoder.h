@@ -233,6 +233,11 @@ class DecoderImpl : public torch::nn::Module {
   // backward (see checkpointing.h); gradients are unchanged. Off by default.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
+  // With activation checkpointing on, each layer's kept input waits for backward in host memory instead of on
+  // the device (Checkpoint's offload_input; torchtune's enable_activation_offloading). Off by default; has no
+  // effect without checkpointing or under a layer runner.
+  void set_activation_offloading(bool on) { activation_offloading_ = on; }
+  bool activation_offloading() const { return activation_offloading_; }
 
   // Runs transformer layer `index` on `x` in place of the layer's own forward (and of activation
   // checkpointing): a fully sharded data-parallel run gathers the layer's weights around it
@@ -249,6 +254,7 @@ class DecoderImpl : public torch::nn::Module {
   DecoderArgs args_;
   std::optional<LoraArgs> lora_;
   bool activation_checkpointing_ = false;
+  bool activation_offloading_ = false;
   LayerRunner layer_runner_;
   torch::Tensor inv_freq_;  // [head_dim/2] float32 on CPU; deliberately not a buffer (meta builds stay valid)
   Embedding tok_embeddings_{nullptr};

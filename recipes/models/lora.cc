@@ -152,12 +152,8 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, c10::TensorOpt
     lora_b_->weight_.zero_();
   }
   if (has_dora()) {
-    // Counted on the meta device like any layer (a QDoRA config is refused by the recipe's checks, and its
-    // size still predicted); built for real, refused.
-    TORCH_CHECK(!quantize_base || options.device().is_meta(),
-                "Linear: DoRA over an NF4 base (QDoRA) is not implemented");
     magnitude_ = register_parameter("magnitude", torch::empty({out_features}, options));
-    if (!weight_.is_meta()) InitializeDoraMagnitude();
+    if (!options.device().is_meta()) InitializeDoraMagnitude();
   }
 }
 
@@ -181,7 +177,7 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
 torch::Tensor LinearImpl::WeightNorm(c10::ScalarType dtype) const {
   torch::NoGradGuard no_grad;
   torch::Tensor delta = torch::matmul(lora_b().to(dtype), lora_a().to(dtype));
-  return at::linalg_vector_norm(weight_.to(dtype) + adapter_scaling() * delta, 2, {1});
+  return at::linalg_vector_norm(BaseWeight().to(dtype) + adapter_scaling() * delta, 2, {1});
 }
 
 const torch::Tensor& LinearImpl::magnitude() const {
@@ -191,7 +187,8 @@ const torch::Tensor& LinearImpl::magnitude() const {
 
 void LinearImpl::InitializeDoraMagnitude() {
   TORCH_CHECK(has_dora(), "Linear::InitializeDoraMagnitude: this layer has no DoRA adapter");
-  TORCH_CHECK(!weight_.is_meta() && !lora_a().is_meta() && !lora_b().is_meta(),
+  const bool base_on_meta = nf4_ ? !nf4_->quantized_data.defined() : weight_.is_meta();
+  TORCH_CHECK(!base_on_meta && !lora_a().is_meta() && !lora_b().is_meta(),
               "Linear::InitializeDoraMagnitude: the weights are still on the meta device; load them first");
   torch::NoGradGuard no_grad;
   magnitude_.copy_(WeightNorm(lora_a().scalar_type()));

@@ -80,7 +80,8 @@ struct LoraAdapterOptions {
 // stays registered with its name, shape and dtype but lives on the meta device (no memory), so parameter
 // names and counts are those of the unquantised model; read the values through BaseWeight() and write them
 // through SetBaseWeight() (the checkpoint loader does). The bias stays in the model's dtype. DoRA over an NF4
-// base (QDoRA) is not implemented: the constructor refuses the pair.
+// base (QDoRA) takes its row norms, and initial magnitude, from the dequantised base, as torchtune's DoRALinear
+// does with quantize_base.
 class LinearImpl : public torch::nn::Module {
  public:
   // REQUIRES: in_features > 0, out_features > 0, adapter->rank > 0 (checked; throws c10::Error).
@@ -112,8 +113,9 @@ class LinearImpl : public torch::nn::Module {
   const torch::Tensor& lora_b() const;
   // REQUIRES: has_dora().
   const torch::Tensor& magnitude() const;
-  // Sets the magnitude to the row norms of W + (alpha/rank) B A, so the layer's output equals LoRA's (torchtune's
-  // initialize_dora_magnitude). Call after the base weights are loaded. REQUIRES: has_dora(), not on meta.
+  // Sets the magnitude to the row norms of W + (alpha/rank) B A (W dequantised when quantized()), so the layer's
+  // output equals LoRA's (torchtune's initialize_dora_magnitude). Call after the base weights are loaded.
+  // REQUIRES: has_dora(), not on meta.
   void InitializeDoraMagnitude();
   // LoRA: W + (alpha/rank) B A. DoRA: that times magnitude / its row norm. Detached, in the weight's dtype (formed
   // in float32). W itself when there is no adapter (detached, sharing its storage).

@@ -309,14 +309,15 @@ LoraAdapterOptions Dora(int64_t rank, double alpha, double dropout = 0.0) { retu
 TEST(DoraTest, ForwardAndGradientsEqualTorchtuneDoRALinear) {
   const nlohmann::json fixture = DoraFixture();
   ASSERT_TRUE(fixture.contains("cases")) << "unreadable fixture";
-  ASSERT_EQ(fixture["cases"].size(), 2u);
+  ASSERT_EQ(fixture["cases"].size(), 3u);  // no bias, bias, and QDoRA (an NF4 base)
   constexpr double kTol = 1e-5;
   for (const nlohmann::json& c : fixture["cases"]) {
     const std::string name = c["name"];
     SCOPED_TRACE(name);
     const int64_t in = c["in_dim"], out = c["out_dim"], rank = c["rank"];
-    const bool use_bias = c["use_bias"];
-    Linear linear(in, out, c10::TensorOptions(), Dora(rank, c["alpha"].get<double>()), use_bias);
+    const bool use_bias = c["use_bias"], quantize_base = c["quantize_base"];
+    Linear linear(in, out, c10::TensorOptions(), Dora(rank, c["alpha"].get<double>()), use_bias, quantize_base);
+    ASSERT_EQ(linear->quantized(), quantize_base);
 
     std::set<std::string> names, adapters;
     for (const auto& item : linear->named_parameters()) names.insert(item.key());
@@ -326,7 +327,8 @@ TEST(DoraTest, ForwardAndGradientsEqualTorchtuneDoRALinear) {
 
     {
       torch::NoGradGuard no_grad;
-      linear->weight().copy_(FixtureTensor(c["weight"], {out, in}));
+      // QDoRA: the weight before quantisation, quantised here as torchtune's to_nf4 does (nf4_test.cc).
+      ASSERT_TRUE(linear->SetBaseWeight(FixtureTensor(c["weight"], {out, in}), "weight").ok());
       if (use_bias) linear->bias().copy_(FixtureTensor(c["bias"], {out}));
       linear->lora_a().copy_(FixtureTensor(c["lora_a"], {rank, in}));
       linear->lora_b().copy_(FixtureTensor(c["lora_b"], {out, rank}));
@@ -340,7 +342,9 @@ TEST(DoraTest, ForwardAndGradientsEqualTorchtuneDoRALinear) {
     }
     // The fixture moved the magnitude off its initial value, so the forward's magnitude / norm is not 1.
     EXPECT_GT(MaxDiff(linear->magnitude(), magnitude_init), 1e-3);
-    for (auto& p : linear->parameters()) p.requires_grad_(true);
+    for (auto& p : linear->parameters()) {
+      if (!p.is_meta()) p.requires_grad_(true);
+    }
 
     std::vector<int64_t> x_shape = c["input_shape"].get<std::vector<int64_t>>();
     std::vector<int64_t> y_shape = x_shape;
@@ -356,17 +360,30 @@ TEST(DoraTest, ForwardAndGradientsEqualTorchtuneDoRALinear) {
       torch::Tensor actual;
       std::vector<int64_t> shape;
     };
-    std::vector<Grad> grads = {{"weight", linear->weight().grad(), {out, in}},
-                               {"lora_a", linear->lora_a().grad(), {rank, in}},
+    std::vector<Grad> grads = {{"lora_a", linear->lora_a().grad(), {rank, in}},
                                {"lora_b", linear->lora_b().grad(), {out, rank}},
                                {"magnitude", linear->magnitude().grad(), {out}},
                                {"input", x.grad(), x_shape}};
     if (use_bias) grads.push_back({"bias", linear->bias().grad(), {out}});
+    // An NF4 base is frozen: its forward passes the input's gradient and none to the weight (torchtune's too).
+    if (!quantize_base) grads.push_back({"weight", linear->weight().grad(), {out, in}});
+    EXPECT_EQ(grad.contains("weight"), !quantize_base);
     for (const Grad& g : grads) {
       ASSERT_TRUE(g.actual.defined()) << g.key;
       const torch::Tensor expected = FixtureTensor(grad[g.key], g.shape);
       EXPECT_GT(expected.abs().max().item<double>(), 1e-3) << g.key << ": a zero gradient would test nothing";
       EXPECT_LE(MaxDiff(g.actual, expected), kTol) << g.key;
+    }
+    if (quantize_base) {
+      // torchtune 0.6.1 merges no NF4 base; the merged layer must compute what the QDoRA layer does.
+      Linear merged(in, out);
+      {
+        torch::NoGradGuard no_grad;
+        merged->weight().copy_(linear->MergedWeight());
+      }
+      torch::NoGradGuard no_grad;
+      EXPECT_LE(MaxDiff(merged(x), y), kTol);
+      continue;
     }
     // torchtune's get_merged_lora_ckpt: magnitude / ||W + s B A|| * (W + s B A).
     EXPECT_LE(MaxDiff(linear->MergedWeight(), FixtureTensor(c["merged_weight"], {out, in})), kTol);
