@@ -7,7 +7,8 @@
 #
 #   DIR    where the pack goes, inside the checkout (default: .prebuilt; add it to .git/info/exclude)
 #   TEST   test programs of build/tests/ to take along (default: the ones with device-only cases:
-#          recipes_adamw8bit_test harness_device_hooks_test checkpoint_safetensors_test)
+#          recipes_adamw8bit_test harness_device_hooks_test checkpoint_safetensors_test
+#          models_checkpointing_test)
 #
 # DIR/bin holds tune, tune-matrix and the tests, stripped; DIR/lib the shared libraries they load from this
 # machine's system folders, except the C and C++ runtimes (run_prebuilt.sh uses one only where that machine
@@ -18,7 +19,8 @@ cd "$(dirname "$0")/.."
 DIR="${1:-.prebuilt}"
 shift || true
 tests=("$@")
-[ "${#tests[@]}" -gt 0 ] || tests=(recipes_adamw8bit_test harness_device_hooks_test checkpoint_safetensors_test)
+[ "${#tests[@]}" -gt 0 ] || tests=(recipes_adamw8bit_test harness_device_hooks_test checkpoint_safetensors_test
+                                           models_checkpointing_test)
 BUILD_DIR="${BUILD_DIR:-build}"
 
 for f in "$BUILD_DIR/bin/tune" "$BUILD_DIR/bin/tune-matrix"; do
