@@ -151,6 +151,25 @@ TEST_F(SchemaTest, ActivationOffloadingNeedsCheckpointingAnAcceleratorAndOneDevi
                                   "enable_activation_offloading=False"});
 }
 
+// torchtune's QLoRA configs carry `fsdp: {cpu_offload: False}`, which its recipe never reads: accepted while it
+// changes nothing, refused naming the real switch where it would (torchtune ignores it silently).
+TEST_F(SchemaTest, TorchtunesFsdpBlockIsAcceptedWhenItChangesNothing) {
+  StatusOr<Config> ok = Load("tiny/lora_distributed", {"fsdp.cpu_offload=False"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_TRUE(Problems(*ok).empty());
+  StatusOr<Config> both = Load("tiny/lora_distributed", {"fsdp.cpu_offload=True", "fsdp_cpu_offload=True"});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_TRUE(Problems(*both).empty());
+  StatusOr<Config> c = Load("tiny/lora_distributed", {"fsdp.cpu_offload=True", "fsdp.mixed_precision=bf16"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(Problems(*c),
+            (std::vector<std::string>{
+                "override 'fsdp.cpu_offload=True': fsdp.cpu_offload: fsdp.cpu_offload is not read (torchtune's recipe "
+                "ignores it too); set fsdp_cpu_offload=True to keep the shards and their optimizer state in CPU memory",
+                "override 'fsdp.mixed_precision=bf16': fsdp.mixed_precision: unknown FSDP option; the recipe's FSDP "
+                "settings are fsdp_cpu_offload and fsdp_reshard_after_forward"}));
+}
+
 TEST(BuiltinFileTest, AProblemInAFileNamesItsLineAndColumn) {
   test::ScratchDir dir("builtin_test");
   StatusOr<std::string> text = ReadFile(BuiltinConfigPath("tiny/lora_single_device"));

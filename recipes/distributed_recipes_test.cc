@@ -149,6 +149,29 @@ INSTANTIATE_TEST_SUITE_P(FullAndLora, DistributedRecipesTest,
                            return std::string(std::get<0>(info.param) ? "Lora" : "Full") + std::get<1>(info.param).name;
                          });
 
+// 2 fully sharded LoRA ranks (batch 4 each) with `more` follow one process (batch 8): the same losses over
+// `steps` steps, the same trainable count, and the same adapters and merged model saved.
+void ExpectFullyShardedLoraRanksFollowOneProcess(const std::string& dir, const std::vector<std::string>& more,
+                                                 size_t steps) {
+  std::vector<std::string> all = more;
+  all.insert(all.end(), {"max_steps_per_epoch=" + std::to_string(steps), "save_checkpoints=True"});
+  const auto [one, two] = OneAndTwoRanks(/*lora=*/true, kLayouts[0], dir, all);
+  SubprocessResult a = RunTune(one);
+  ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
+  SubprocessResult b = RunTune(two);
+  ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
+  RunSummary s1 = MustReadSummary(dir + "/one");
+  RunSummary s2 = MustReadSummary(dir + "/two");
+  ASSERT_EQ(s1.losses.size(), steps);
+  ASSERT_EQ(s2.losses.size(), steps);
+  for (size_t i = 0; i < s1.losses.size(); ++i) {
+    EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << "step " << i + 1;
+  }
+  EXPECT_EQ(s1.trainable_parameters, s2.trainable_parameters);
+  ExpectSameCheckpointFile(dir, "adapter_model.safetensors");
+  ExpectSameCheckpointFile(dir, "model.safetensors");
+}
+
 // DoRA over fully sharded ranks: the magnitudes are trained weights of the layers' shards like A and B (gradients
 // reduce-scattered, stepped, gathered to save), so 2 ranks follow one process's losses and save its adapters,
 // magnitudes included, and its merged model.
@@ -156,22 +179,7 @@ TEST(DistributedRecipesDoraTest, FullyShardedDoraTrainsAndSavesAsOneProcess) {
   std::string why_not;
   if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
   test::ScratchDir dir("tm_dist_dora");
-  const auto [one, two] = OneAndTwoRanks(/*lora=*/true, kLayouts[0], dir.path(),
-                                         {"model.use_dora=True", "max_steps_per_epoch=3", "save_checkpoints=True"});
-  SubprocessResult a = RunTune(one);
-  ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
-  SubprocessResult b = RunTune(two);
-  ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
-  RunSummary s1 = MustReadSummary(dir.path() + "/one");
-  RunSummary s2 = MustReadSummary(dir.path() + "/two");
-  ASSERT_EQ(s1.losses.size(), 3u);
-  ASSERT_EQ(s2.losses.size(), 3u);
-  for (size_t i = 0; i < s1.losses.size(); ++i) {
-    EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << "step " << i + 1;
-  }
-  EXPECT_EQ(s1.trainable_parameters, s2.trainable_parameters);
-  ExpectSameCheckpointFile(dir.path(), "adapter_model.safetensors");
-  ExpectSameCheckpointFile(dir.path(), "model.safetensors");
+  ExpectFullyShardedLoraRanksFollowOneProcess(dir.path(), {"model.use_dora=True"}, 3);
   StatusOr<checkpoint::LoadedSafetensors> adapters =
       checkpoint::LoadSafetensors(dir.path() + "/two/epoch_0/adapter_model.safetensors");
   ASSERT_TRUE(adapters.ok());
@@ -179,6 +187,25 @@ TEST(DistributedRecipesDoraTest, FullyShardedDoraTrainsAndSavesAsOneProcess) {
   for (const auto& [name, t] : adapters->tensors) magnitudes += name.find(".magnitude") != std::string::npos;
   EXPECT_GT(magnitudes, 0);
 }
+
+// QLoRA and QDoRA over ranks (torchtune's llama2/7B_qlora and llama3_3/70B_qlora run lora_finetune_distributed):
+// each rank holds the whole NF4 base and shards the rest, so 2 fully sharded ranks follow one process's losses
+// and save its adapters and its merged model, the base dequantised.
+class DistributedRecipesQloraTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DistributedRecipesQloraTest, FullyShardedRanksTrainAndSaveAsOneProcess) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  const bool dora = GetParam();
+  test::ScratchDir dir(dora ? "tm_dist_qdora" : "tm_dist_qlora");
+  ExpectFullyShardedLoraRanksFollowOneProcess(
+      dir.path(),
+      {"model._component_=tune_matrix.models.qlora_tiny_llama3_2", std::string("model.use_dora=") + (dora ? "True" : "False")},
+      3);
+}
+
+INSTANTIATE_TEST_SUITE_P(QloraAndQdora, DistributedRecipesQloraTest, ::testing::Bool(),
+                         [](const auto& info) { return std::string(info.param ? "Qdora" : "Qlora"); });
 
 // A checkpoint of 2 fully sharded ranks holds the whole optimizer state: the run resumes on 1 rank or on 2 and
 // trains the second epoch as the uninterrupted run did.

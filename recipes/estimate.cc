@@ -71,9 +71,10 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
       quantized > 0 ? static_cast<double>(std::max(args.intermediate_dim, args.num_heads * args.resolved_head_dim()) *
                                           args.embed_dim)
                     : 0;
-  double weights = static_cast<double>(e.parameters - quantized) * bytes +
-                   static_cast<double>(quantized) * models::Nf4BytesPerWeight(trained->bytes) +
-                   largest_quantized * (8 + 2 * bytes);
+  double weights = static_cast<double>(e.parameters - quantized) * bytes;
+  // Every rank holds the whole NF4 base (recipes/distributed/sharded_layers.h): never divided by the ranks.
+  const double nf4_weights =
+      static_cast<double>(quantized) * models::Nf4BytesPerWeight(trained->bytes) + largest_quantized * (8 + 2 * bytes);
   double grads = static_cast<double>(e.trainable_parameters) * bytes;
   StatusOr<bool> in_backward = config.GetBool("optimizer_in_bwd", false);
   if (in_backward.ok() && *in_backward) {
@@ -118,7 +119,8 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
                           : 0;
   const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
   const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
-  const double peak = (weights + grads + states + activations + logits + dora + runtime) * (host_memory ? n : 1);
+  const double peak =
+      (weights + nf4_weights + grads + states + activations + logits + dora + runtime) * (host_memory ? n : 1);
   // 2^62 bytes (4 EiB) stands for "more than any machine has"; it keeps sums of predictions in range.
   e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
   const double passes = kind == TrainKind::kLora ? 2.0 : 3.0;

@@ -124,6 +124,9 @@ std::vector<FieldSpec> DistributedFields() {
       Field("tensor_parallel_plan", FieldType::kAny, "", "how layers split across ranks (unused at dim 1)"),
       Field("fsdp_cpu_offload", FieldType::kBool, "False",
             "keep each rank's shard and its optimizer state in CPU memory and step it there"),
+      Field("fsdp", FieldType::kAny, "",
+            "torchtune's older place for FSDP options ({cpu_offload: False} in its QLoRA configs), which its recipe "
+            "does not read; accepted when it changes nothing (fsdp_cpu_offload is the switch)"),
       Field("fsdp_reshard_after_forward", FieldType::kBool, "True",
             "accepted; parameters stay whole on every rank here, so there is nothing to reshard"),
       Nullable(ElementsFrom(Field("custom_sharded_layers", FieldType::kStringList, "null",
@@ -151,10 +154,23 @@ std::vector<Problem> DistributedChecks(const Config& config, const Registry& reg
       return fallback;
     }
   };
-  if (IsTrue(config.Find("model.quantize_base"))) {
-    // Each rank would need its share of the NF4 base; the sharded layers flatten plain tensors only.
-    add("model.quantize_base", "QLoRA in the distributed recipes is not implemented yet (the NF4 base is not "
-                               "sharded); run lora_finetune_single_device, or set model.quantize_base=False");
+  // `fsdp: {cpu_offload: ...}`: torchtune's recipes read fsdp_cpu_offload and ignore this block; rather than
+  // ignore a request silently, refuse what it would change.
+  if (YAML::Node fsdp = config.Find("fsdp"); fsdp && !fsdp.IsNull()) {
+    if (!fsdp.IsMap()) {
+      add("fsdp", "must be a mapping such as {cpu_offload: False} (torchtune's older place for FSDP options)");
+    } else {
+      for (const auto& item : fsdp) {
+        const std::string key = item.first.as<std::string>("");
+        if (key != "cpu_offload") {
+          add("fsdp." + key, "unknown FSDP option; the recipe's FSDP settings are fsdp_cpu_offload and "
+                             "fsdp_reshard_after_forward");
+        } else if (IsTrue(item.second) && !IsTrue(config.Find("fsdp_cpu_offload"))) {
+          add("fsdp.cpu_offload", "fsdp.cpu_offload is not read (torchtune's recipe ignores it too); set "
+                                  "fsdp_cpu_offload=True to keep the shards and their optimizer state in CPU memory");
+        }
+      }
+    }
   }
   if (IsTrue(config.Find("enable_activation_offloading"))) {
     // The fully sharded layers recompute through their own runner, which keeps its inputs on the device.

@@ -148,6 +148,9 @@ ShardedLayers::ShardedLayers(ProcessGroup* group, models::Decoder model) : group
     unit->layer = layer.ptr();
     std::vector<at::Tensor> trained, frozen;
     for (const at::Tensor& p : layer->parameters()) {
+      // An NF4 base's placeholder (models::LinearImpl with quantize_base): its codes live in the layer, whole
+      // on every rank, and are never gathered.
+      if (p.is_meta()) continue;
       (p.requires_grad() ? trained : frozen).push_back(p);
       owned_.push_back(p.unsafeGetTensorImpl());
     }

@@ -6,7 +6,9 @@
 // layer it is computing (plus the weights outside the layers: embeddings, final norm, output), and 1/N of
 // every layer's weights, gradients and optimizer state.
 //
-// The weights outside the layers stay whole on every rank and go through DataParallel (data_parallel.h).
+// The weights outside the layers stay whole on every rank and go through DataParallel (data_parallel.h), and so
+// does a QLoRA layer's NF4 base (models::LinearImpl holds it outside its parameters): each rank keeps the whole
+// 4-bit base, where torchtune's FSDP shards it.
 // Recomputing replays the generator states (models::RngStates: the CPU's and the layer's device's own), so
 // dropout masks repeat.
 #pragma once
