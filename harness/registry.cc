@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <charconv>
+#include <exception>
 
 #include "base/text.h"
 
@@ -403,6 +404,17 @@ Status Registry::AddComponent(ComponentSpec component) {
   for (const std::string& n : names) component_index_[n] = components_.size();
   components_.push_back(std::move(component));
   return Status::OK();
+}
+
+StatusOr<CellEstimate> RecipeSpec::Estimate(const Config& config, const Registry& registry,
+                                            const DeviceInfo& device) const {
+  if (!estimate) return CellEstimate();
+  try {
+    return estimate(config, registry, device);
+  } catch (const std::exception& e) {
+    return Status::Internal("recipe " + name + " could not estimate this config on " + device.id + " (" + e.what() +
+                            "); a bug of the estimate, not of the config: the cell runs unpredicted");
+  }
 }
 
 int RecipeSpec::CellRanks(const DeviceTypeTraits& traits) const {

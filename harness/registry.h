@@ -155,6 +155,10 @@ struct RecipeSpec {
   // device= and output_dir= (which every recipe takes). Empty: cells run the config as written.
   std::function<std::vector<std::string>(int steps)> cell_overrides;
 
+  // `estimate` of the config on `device`, made safe to call: a recipe without one predicts nothing (an empty
+  // CellEstimate), and an exception escaping it (a bug of the estimate, never a verdict on the config) becomes
+  // Internal naming the recipe and the error, so a plan treats the cell as unpredicted and runs it.
+  StatusOr<CellEstimate> Estimate(const Config& config, const Registry& registry, const DeviceInfo& device) const;
   // Whether `tune run` starts ranks of it (--nproc_per_node).
   bool launches_ranks() const { return launch == RecipeLaunch::kRanks; }
   // The processes a matrix cell of this recipe trains with on one device of type `traits`: 1, or the type's

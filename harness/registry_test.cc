@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 namespace tmx {
 namespace {
 
@@ -67,6 +69,33 @@ TEST(RegistryTest, DuplicatesAreRejected) {
   EXPECT_EQ(s.message(), "component 'torch.optim.AdamW' is registered twice");
   EXPECT_EQ(r.FindComponent("torch.optim.AdamW")->name, "tune_matrix.optim.AdamW");
   EXPECT_EQ(r.RecipeForConfig("tiny/lora")->name, "lora_finetune_single_device");
+}
+
+// An estimate that throws (a bug in it) is reported, never propagated: `tune-matrix plan` and `run` would die on it.
+TEST(RegistryTest, AnEstimateThatThrowsBecomesAnInternalStatus) {
+  Registry r = MakeRegistry();
+  RecipeSpec recipe = *r.FindRecipe("lora_finetune_single_device");
+  DeviceInfo cpu;
+  cpu.id = cpu.type = "cpu";
+  const Config config = Load("batch_size: 2\n");
+  StatusOr<CellEstimate> none = recipe.Estimate(config, r, cpu);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->peak_memory_bytes, 0);
+  recipe.estimate = [](const Config& c, const Registry&, const DeviceInfo&) -> StatusOr<CellEstimate> {
+    CellEstimate e;
+    e.peak_memory_bytes = *c.GetInt("batch_size") << 30;
+    return e;
+  };
+  EXPECT_EQ(recipe.Estimate(config, r, cpu)->peak_memory_bytes, int64_t{2} << 30);
+  recipe.estimate = [](const Config&, const Registry&, const DeviceInfo&) -> StatusOr<CellEstimate> {
+    throw std::runtime_error("shape '[0, 64]' is invalid");
+  };
+  StatusOr<CellEstimate> thrown = recipe.Estimate(config, r, cpu);
+  ASSERT_FALSE(thrown.ok());
+  EXPECT_EQ(thrown.status().code(), Status::Code::kInternal);
+  EXPECT_EQ(thrown.status().message(),
+            "recipe lora_finetune_single_device could not estimate this config on cpu (shape '[0, 64]' is invalid); a "
+            "bug of the estimate, not of the config: the cell runs unpredicted");
 }
 
 TEST(RegistryTest, ValidConfigHasNoProblems) {

@@ -289,7 +289,8 @@ void WarnIfTooLarge(const Config& config, const RecipeSpec& recipe, const Regist
                     const DeviceCheckResult& check, std::ostream& err) {
   const DeviceInfo& device = check.device;
   if (recipe.estimate && check.device_available && device.total_memory_bytes > 0) {
-    StatusOr<CellEstimate> estimate = recipe.estimate(config, registry, device);
+    StatusOr<CellEstimate> estimate = recipe.Estimate(config, registry, device);
+    if (!estimate.ok()) err << "warning: " << estimate.status().message() << "\n";
     if (estimate.ok() && estimate->peak_memory_bytes > device.total_memory_bytes) {
       err << "warning: predicted peak memory " << FormatBytes(estimate->peak_memory_bytes) << " is more than "
           << device.id << "'s " << FormatBytes(device.total_memory_bytes)

@@ -268,9 +268,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       r.device_memory_bytes = device->total_memory_bytes;
       r.world_size = recipe.CellRanks(device->traits());
       // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
-      // below) predicts nothing and is planned as free work.
-      StatusOr<CellEstimate> estimate =
-          recipe.estimate ? recipe.estimate(*config, registry, *device) : StatusOr<CellEstimate>(CellEstimate());
+      // below, an estimate's own failure is no verdict) predicts nothing and is planned as free work.
+      StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, *device);
       if (estimate.ok()) {
         cell.predicted_memory_bytes = estimate->peak_memory_bytes;
         work.push_back(estimate->work);
