@@ -1,10 +1,13 @@
 #include "recipes/models/nf4.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 namespace tmx::models {
 namespace {
@@ -63,6 +66,66 @@ Status CheckNf4Shape(const std::string& name, at::IntArrayRef shape) {
       "a multiple of 16384");
 }
 
+namespace {
+
+// torchao's choice of level for each x: the first of the 16 with the smallest |x - level|, the difference rounded
+// to the dtype T (float or bfloat16; ATen subtracts in float and rounds). In one pass instead of torchao's
+// 16 differences a weight: the level nearest in exact arithmetic comes from the 15 midpoints, and the rounding
+// of a difference (under 2^-8 of it) can only move the choice to a neighbour, since any other level is at least
+// 0.079 farther; so the first minimum over the nearest and its two neighbours is torchao's. A non-finite x (an
+// all-zero block's 0/0) differs from every level alike, and torchao then takes level 0.
+template <typename T>
+void NearestLevelsOf(const T* x, int64_t n, const float* levels, uint8_t* codes) {
+  float mid[15];
+  for (int i = 0; i < 15; ++i) mid[i] = (levels[i] + levels[i + 1]) / 2;
+  at::parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = static_cast<float>(x[i]);
+      if (!std::isfinite(v)) {
+        codes[i] = 0;
+        continue;
+      }
+      int k = 0;
+      while (k < 15 && v > mid[k]) ++k;
+      int best = -1;
+      float best_diff = 0;
+      for (int j = std::max(k - 1, 0); j <= std::min(k + 1, 15); ++j) {
+        const float d = std::fabs(static_cast<float>(static_cast<T>(v - levels[j])));
+        if (best < 0 || d < best_diff) {
+          best = j;
+          best_diff = d;
+        }
+      }
+      codes[i] = static_cast<uint8_t>(best);
+    }
+  });
+}
+
+// The level code of each element of `scaled` (contiguous), as uint8: the one-pass loop for float and bfloat16 on
+// the CPU, torchao's 16 differences (in chunks) elsewhere, where a device's elementwise kernels do them fast.
+at::Tensor NearestLevels(const at::Tensor& scaled, const at::Tensor& levels) {
+  at::Tensor codes = at::empty({scaled.numel()}, scaled.options().dtype(at::kByte));
+  const bool bf16 = scaled.scalar_type() == at::kBFloat16;
+  if (scaled.device().is_cpu() && (bf16 || scaled.scalar_type() == at::kFloat)) {
+    const at::Tensor levels_f = levels.to(at::kCPU, at::kFloat).contiguous();
+    if (bf16) {
+      NearestLevelsOf(scaled.data_ptr<at::BFloat16>(), scaled.numel(), levels_f.data_ptr<float>(),
+                      codes.data_ptr<uint8_t>());
+    } else {
+      NearestLevelsOf(scaled.data_ptr<float>(), scaled.numel(), levels_f.data_ptr<float>(), codes.data_ptr<uint8_t>());
+    }
+    return codes;
+  }
+  for (int64_t start = 0; start < scaled.numel(); start += kChunk) {
+    const int64_t len = std::min(kChunk, scaled.numel() - start);
+    at::Tensor diff = (scaled.narrow(0, start, len).unsqueeze(-1) - levels).abs();
+    codes.narrow(0, start, len).copy_(std::get<1>(diff.min(/*dim=*/-1)));
+  }
+  return codes;
+}
+
+}  // namespace
+
 Nf4Tensor QuantizeNf4(const at::Tensor& weight, const std::string& name) {
   Status shape = CheckNf4Shape(name, weight.sizes());
   TORCH_CHECK(shape.ok(), shape.message());
@@ -94,13 +157,7 @@ Nf4Tensor QuantizeNf4(const at::Tensor& weight, const std::string& name) {
   const int64_t n_blocks = numel / Nf4Tensor::kBlockSize;
   at::Tensor block_absmax = BlockAbsmax(flat, Nf4Tensor::kBlockSize);
   at::Tensor scaled = (flat.view({n_blocks, Nf4Tensor::kBlockSize}) / block_absmax.unsqueeze(-1)).flatten();
-  const at::Tensor levels = Nf4Levels(weight.options());
-  at::Tensor codes = at::empty({numel}, weight.options().dtype(at::kByte));
-  for (int64_t start = 0; start < numel; start += kChunk) {
-    const int64_t len = std::min(kChunk, numel - start);
-    at::Tensor diff = (scaled.narrow(0, start, len).unsqueeze(-1) - levels).abs();
-    codes.narrow(0, start, len).copy_(std::get<1>(diff.min(/*dim=*/-1)));
-  }
+  at::Tensor codes = NearestLevels(scaled.contiguous(), Nf4Levels(weight.options()));
   // [a, b, c, d] -> [ab, cd]: the even element in the high nibble.
   at::Tensor pairs = codes.view({numel / 2, 2});
   q.quantized_data = pairs.select(1, 0).bitwise_left_shift(4).bitwise_or(pairs.select(1, 1)).contiguous();
