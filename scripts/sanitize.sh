@@ -16,7 +16,7 @@ TARGETS=(
   shard_test subprocess_test runner_test fuzzer_test history_test compare_test speed_test publish_test
   tokenizers_byte_bpe_test tokenizers_sentencepiece_test tokenizers_tiktoken_test tokenizers_unicode_test
   tokenizers_hf_tokenizer_test tokenizers_sentencepiece_model_test data_records_test data_sources_test
-  data_packing_test checkpoint_safetensors_header_test
+  data_packing_test checkpoint_safetensors_header_test harness_hub_download_test
 )
 SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 start=$(date +%s)
