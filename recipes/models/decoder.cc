@@ -61,9 +61,11 @@ bool UseNativeGqa(const torch::Tensor& q) {
 }
 
 // [T, T] bool, true where query i may attend to key j: j <= i and, with a window, i - j < window.
-torch::Tensor AllowedPositions(int64_t t, int64_t window, const torch::Device& device) {
-  torch::Tensor pos = torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(device));
-  torch::Tensor distance = pos.unsqueeze(1) - pos.unsqueeze(0);
+// [T, S] booleans: query i (position S - T + i) may attend to key j (position j): j is not later and, with a
+// window, fewer than `window` positions earlier.
+torch::Tensor AllowedPositions(int64_t t, int64_t s, int64_t window, const torch::Device& device) {
+  const auto options = torch::TensorOptions().dtype(torch::kLong).device(device);
+  torch::Tensor distance = torch::arange(s - t, s, options).unsqueeze(1) - torch::arange(s, options).unsqueeze(0);
   torch::Tensor allowed = distance >= 0;
   if (window > 0) allowed = allowed & (distance < window);
   return allowed;
@@ -300,7 +302,7 @@ AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                                     const torch::Tensor& document_ids) {
+                                     const torch::Tensor& document_ids, LayerKvCache* cache, int64_t start) {
   const int64_t b = x.size(0);
   const int64_t t = x.size(1);
   torch::Tensor q = q_proj_(x).view({b, t, num_heads_, head_dim_});
@@ -313,6 +315,16 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   // [B, T, heads, head_dim] -> RoPE -> [B, heads, T, head_dim]
   q = ApplyRotaryEmbedding(q, cos, sin, rope_layout_).transpose(1, 2);
   k = ApplyRotaryEmbedding(k, cos, sin, rope_layout_).transpose(1, 2);
+  // Keys run over s positions: the cached ones before these t, then these.
+  int64_t s = t;
+  if (cache != nullptr) {
+    TORCH_CHECK(!document_ids.defined(), "Attention: a KV cache holds whole sequences, not packed documents");
+    s = start + t;
+    cache->k.narrow(2, start, t).copy_(k);
+    cache->v.narrow(2, start, t).copy_(v);
+    k = cache->k.narrow(2, 0, s);
+    v = cache->v.narrow(2, 0, s);
+  }
   const bool grouped = num_heads_ != num_kv_heads_;
   const bool native_gqa = grouped && softcap_ == 0 && UseNativeGqa(q);
   if (grouped && !native_gqa) {
@@ -320,11 +332,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     k = k.repeat_interleave(num_heads_ / num_kv_heads_, /*dim=*/1);
     v = v.repeat_interleave(num_heads_ / num_kv_heads_, /*dim=*/1);
   }
-  const bool windowed = window_ > 0 && window_ < t;
-  // [T, T], or [B, 1, T, T] when packed documents must not see each other.
+  const bool windowed = window_ > 0 && window_ < s;
+  // [T, S], or [B, 1, T, T] when packed documents must not see each other.
   torch::Tensor allowed;
   if (document_ids.defined()) {
-    allowed = (AllowedPositions(t, windowed ? window_ : 0, x.device()) &
+    allowed = (AllowedPositions(t, t, windowed ? window_ : 0, x.device()) &
                (document_ids.unsqueeze(2) == document_ids.unsqueeze(1)))
                   .unsqueeze(1);
   }
@@ -332,7 +344,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   if (softcap_ > 0) {
     // Soft-capping acts on the scores themselves, which no fused kernel exposes: the scores, in float32.
     torch::Tensor scores = SoftCap(torch::matmul(q, k.transpose(-2, -1)).to(torch::kFloat) * scale_, softcap_);
-    if (!allowed.defined()) allowed = AllowedPositions(t, windowed ? window_ : 0, x.device());
+    if (!allowed.defined()) allowed = AllowedPositions(t, s, windowed ? window_ : 0, x.device());
     scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
     out = torch::matmul(torch::softmax(scores, -1).to(v.scalar_type()), v);
   } else {
@@ -341,11 +353,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     std::optional<torch::Tensor> mask;
     if (allowed.defined()) {
       mask = allowed;
-    } else if (windowed) {
-      mask = AllowedPositions(t, window_, x.device());
+    } else if (windowed || (s > t && t > 1)) {
+      mask = AllowedPositions(t, s, windowed ? window_ : 0, x.device());
     }
-    out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/!mask.has_value(),
-                                           scale, /*enable_gqa=*/native_gqa);
+    // Unmasked: causal when queries and keys are the same positions; a single new query sees every cached key.
+    const bool causal = !mask.has_value() && s == t;
+    out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, causal, scale,
+                                           /*enable_gqa=*/native_gqa);
   }
   return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
@@ -387,8 +401,9 @@ TransformerLayerImpl::TransformerLayerImpl(const DecoderArgs& args, const LayerL
 }
 
 torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& cos,
-                                            const torch::Tensor& sin, const torch::Tensor& document_ids) {
-  torch::Tensor attn = attn_(sa_norm_(x), cos, sin, document_ids);
+                                            const torch::Tensor& sin, const torch::Tensor& document_ids,
+                                            LayerKvCache* cache, int64_t start) {
+  torch::Tensor attn = attn_->forward(sa_norm_(x), cos, sin, document_ids, cache, start);
   torch::Tensor h = x + (sa_scale_ ? sa_scale_(attn) : attn);
   torch::Tensor mlp = mlp_(mlp_norm_(h));
   return h + (mlp_scale_ ? mlp_scale_(mlp) : mlp);
@@ -452,6 +467,17 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
   const int64_t t = tokens.size(1);
   TORCH_CHECK(t >= 1 && t <= args_.max_seq_len, "Decoder: sequence length ", t,
               " is outside [1, max_seq_len=", args_.max_seq_len, "]");
+  const bool cached = caches_enabled();
+  const int64_t start = cache_position_;
+  if (cached) {
+    TORCH_CHECK(!input_pos.defined() && !document_ids.defined(),
+                "Decoder: with the KV cache on, positions follow the cache; pass no input_pos or document_ids");
+    TORCH_CHECK(!layer_runner_, "Decoder: the KV cache does not work under a layer runner (sharded layers)");
+    TORCH_CHECK(tokens.size(0) == kv_caches_.front().k.size(0), "Decoder: the KV cache was set up for batch ",
+                kv_caches_.front().k.size(0), ", got tokens ", tokens.sizes());
+    TORCH_CHECK(start + t <= cache_capacity(), "Decoder: ", t, " more tokens after position ", start,
+                " pass the KV cache's capacity of ", cache_capacity(), " positions");
+  }
 
   torch::Tensor h = tok_embeddings_(tokens);
   if (args_.scale_embeddings) {
@@ -468,7 +494,8 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
   if (input_pos.defined()) {
     angles = input_pos.to(h.device(), torch::kFloat).unsqueeze(-1) * inv_freq_.to(h.device());
   } else {
-    torch::Tensor positions = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
+    torch::Tensor positions =
+        torch::arange(start, start + t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
     angles = torch::outer(positions, inv_freq_.to(h.device()));
   }
   const torch::Tensor docs = document_ids.defined() ? document_ids.to(h.device()) : document_ids;
@@ -478,7 +505,9 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
   const bool checkpoint = activation_checkpointing_ && torch::GradMode::is_enabled();
   for (size_t i = 0; i < layer_list_.size(); ++i) {
     TransformerLayer& layer = layer_list_[i];
-    if (layer_runner_) {
+    if (cached) {
+      h = layer->forward(h, cos, sin, docs, &kv_caches_[i], start);
+    } else if (layer_runner_) {
       h = layer_runner_(i, h, cos, sin, docs);
     } else if (checkpoint) {
       std::shared_ptr<TransformerLayerImpl> impl = layer.ptr();
@@ -488,7 +517,26 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
       h = layer->forward(h, cos, sin, docs);
     }
   }
+  if (cached) cache_position_ += t;
   return norm_(h);
+}
+
+void DecoderImpl::SetupCaches(int64_t batch_size, int64_t capacity) {
+  TORCH_CHECK(batch_size >= 1, "Decoder: KV cache batch size must be at least 1, got ", batch_size);
+  TORCH_CHECK(capacity >= 1 && capacity <= args_.max_seq_len, "Decoder: KV cache capacity ", capacity,
+              " is outside [1, max_seq_len=", args_.max_seq_len, "]");
+  const c10::TensorOptions options = tok_embeddings_->weight().options().requires_grad(false);
+  const std::vector<int64_t> shape = {batch_size, args_.num_kv_heads, capacity, args_.resolved_head_dim()};
+  kv_caches_.clear();
+  for (size_t i = 0; i < layer_list_.size(); ++i) {
+    kv_caches_.push_back({torch::zeros(shape, options), torch::zeros(shape, options)});
+  }
+  cache_position_ = 0;
+}
+
+void DecoderImpl::ClearCaches() {
+  kv_caches_.clear();
+  cache_position_ = 0;
 }
 
 StatusOr<Decoder> MakeDecoder(const DecoderArgs& args, std::optional<LoraArgs> lora, c10::TensorOptions options) {

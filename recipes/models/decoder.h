@@ -143,6 +143,13 @@ class RMSNormImpl : public torch::nn::Module {
 };
 TORCH_MODULE(RMSNorm);
 
+// The keys and values one attention layer has computed so far, for incremental decoding (DecoderImpl::
+// SetupCaches): k and v [batch, kv_heads, capacity, head_dim] in the model's dtype and device, filled from
+// position 0 up to the decoder's cache_position().
+struct LayerKvCache {
+  torch::Tensor k, v;
+};
+
 // Which projections of one layer carry a LoRA adapter, and its shape.
 struct LayerLora {
   LoraAdapterOptions adapter;
@@ -158,9 +165,10 @@ class AttentionImpl : public torch::nn::Module {
   AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {}, int64_t layer = 0);
   // x [B, T, dim], cos/sin [T, head_dim/2] (or [B, T, head_dim/2]) -> [B, T, dim]. Position t attends to
   // positions max(0, t - window + 1) .. t; with `document_ids` [B, T] (packed samples), only to those of its
-  // own document.
+  // own document. With a `cache`, x holds positions start .. start+T-1: their keys and values are written into
+  // the cache there, and they attend to the cached positions before them too (no document_ids then).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& document_ids = {});
+                        const torch::Tensor& document_ids = {}, LayerKvCache* cache = nullptr, int64_t start = 0);
 
   int64_t sliding_window() const { return window_; }
 
@@ -192,8 +200,9 @@ class TransformerLayerImpl : public torch::nn::Module {
  public:
   TransformerLayerImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {},
                        int64_t layer = 0);
+  // `cache` and `start` as AttentionImpl::forward.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                        const torch::Tensor& document_ids = {});
+                        const torch::Tensor& document_ids = {}, LayerKvCache* cache = nullptr, int64_t start = 0);
 
  private:
   RMSNorm sa_norm_{nullptr};
@@ -229,6 +238,22 @@ class DecoderImpl : public torch::nn::Module {
   // adapter, no bias, no soft-cap), so a loss may fuse the projection (recipes/loss.h); else undefined.
   torch::Tensor PlainOutputWeight() const;
 
+  // KV cache for incremental decoding (recipes/generation.h), as torchtune's setup_caches: after
+  // SetupCaches(batch, capacity), each forward() takes the next tokens [batch, T] of every sequence (the prompt,
+  // then one token at a time), places them at positions cache_position() .. cache_position()+T-1, lets them
+  // attend to every earlier token of their sequence through the cache, and appends their keys and values, so the
+  // logits equal those of one forward() over the whole sequence. input_pos and document_ids must be left empty
+  // then, and cache_position() + T may not exceed `capacity` (at most max_seq_len). The cache takes
+  // 2 x layers x batch x capacity x kv_heads x head_dim elements of the model's dtype, on its device.
+  // ResetCaches() starts again at position 0 (same size); ClearCaches() frees the cache and turns it off.
+  // Not under a layer runner (sharded layers).
+  void SetupCaches(int64_t batch_size, int64_t capacity);
+  void ResetCaches() { cache_position_ = 0; }
+  void ClearCaches();
+  bool caches_enabled() const { return !kv_caches_.empty(); }
+  int64_t cache_position() const { return cache_position_; }
+  int64_t cache_capacity() const { return kv_caches_.empty() ? 0 : kv_caches_.front().k.size(2); }
+
   // When on (and grad mode is on), each layer keeps only its input during forward and is recomputed in
   // backward (see checkpointing.h); gradients are unchanged. Off by default.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
@@ -256,6 +281,8 @@ class DecoderImpl : public torch::nn::Module {
   bool activation_checkpointing_ = false;
   bool activation_offloading_ = false;
   LayerRunner layer_runner_;
+  std::vector<LayerKvCache> kv_caches_;  // one per layer while caches are on; empty otherwise
+  int64_t cache_position_ = 0;
   torch::Tensor inv_freq_;  // [head_dim/2] float32 on CPU; deliberately not a buffer (meta builds stay valid)
   Embedding tok_embeddings_{nullptr};
   torch::nn::ModuleList layers_{nullptr};

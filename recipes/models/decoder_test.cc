@@ -139,6 +139,46 @@ TEST_P(TinyFamilyTest, PackedDocumentsGetTheLogitsTheyGetAlone) {
   EXPECT_GT((unpacked.index({Slice(), Slice(9, None)}) - alone_b).abs().max().item<double>(), 1e-3);
 }
 
+TEST_P(TinyFamilyTest, KvCacheGivesTheLogitsOfOneForward) {
+  torch::manual_seed(11);
+  Decoder model(Tiny(GetParam()));
+  torch::NoGradGuard no_grad;
+  // 48 tokens: past every tiny sliding window (16 and 32), so the cache must hide the positions beyond it.
+  torch::Tensor tokens = torch::randint(model->args().vocab_size, {2, 48}, torch::kLong);
+  torch::Tensor whole = model->forward(tokens);
+  model->SetupCaches(2, 48);
+  // A prompt, a chunk of several new tokens (queries that see part of the cache), then one token at a time.
+  std::vector<torch::Tensor> parts = {model->forward(tokens.index({Slice(), Slice(0, 20)})),
+                                      model->forward(tokens.index({Slice(), Slice(20, 25)}))};
+  for (int64_t i = 25; i < 48; ++i) parts.push_back(model->forward(tokens.index({Slice(), Slice(i, i + 1)})));
+  EXPECT_EQ(model->cache_position(), 48);
+  EXPECT_LT((torch::cat(parts, 1) - whole).abs().max().item<double>(), 1e-4);
+  // Full: one more token is refused, naming the capacity; a reset starts again at position 0.
+  EXPECT_THROW(model->forward(tokens.index({Slice(), Slice(0, 1)})), c10::Error);
+  model->ResetCaches();
+  EXPECT_LT((model->forward(tokens.index({Slice(), Slice(0, 30)})) - whole.index({Slice(), Slice(0, 30)}))
+                .abs().max().item<double>(),
+            1e-4);
+  model->ClearCaches();
+  EXPECT_FALSE(model->caches_enabled());
+  EXPECT_LT((model->forward(tokens) - whole).abs().max().item<double>(), 1e-6);
+}
+
+TEST(DecoderTest, KvCacheRefusesWhatItCannotServe) {
+  torch::manual_seed(0);
+  Decoder model(Tiny("llama3"));
+  torch::NoGradGuard no_grad;
+  EXPECT_THROW(model->SetupCaches(1, model->args().max_seq_len + 1), c10::Error);
+  model->SetupCaches(1, 8);
+  EXPECT_EQ(model->cache_capacity(), 8);
+  torch::Tensor tokens = torch::randint(model->args().vocab_size, {1, 4}, torch::kLong);
+  // Another batch size, explicit positions and packed documents do not fit a cache of whole sequences.
+  EXPECT_THROW(model->forward(torch::cat({tokens, tokens})), c10::Error);
+  EXPECT_THROW(model->forward(tokens, torch::arange(4).unsqueeze(0)), c10::Error);
+  EXPECT_THROW(model->forward(tokens.repeat({1, 3})), c10::Error);  // 12 > capacity 8
+  EXPECT_EQ(model->cache_position(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, TinyFamilyTest, ::testing::ValuesIn(TinyFamilies()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
