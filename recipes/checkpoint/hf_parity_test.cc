@@ -12,6 +12,11 @@
 // Here each folder goes through the Hugging Face checkpoint loader (config.json -> DecoderArgs, safetensors ->
 // names, q/k permutation, fused-projection splitting, tied embeddings) into the decoder, whose float32 logits must
 // match within 1e-4 (max absolute difference).
+// Greedy decoding: scripts/make_generation_fixtures.py (same pins) loads each committed model and runs
+// transformers' generate (greedy, its KV cache, no stop token) for 20 new tokens from a 7-token prompt, chosen so
+// that every step's top two logits differ by at least 1e-3; generated.safetensors holds the prompt and the tokens.
+// Here the decoder's KV-cached greedy generation (models/generation.h) must pick the same 20 tokens. (Gemma and
+// Gemma 2's random models repeat one token from every prompt tried, so their fixtures check less.)
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -20,6 +25,7 @@
 
 #include "recipes/checkpoint/hf_checkpoint.h"
 #include "recipes/checkpoint/hf_config.h"
+#include "recipes/models/generation.h"
 #include "recipes/models/presets.h"
 
 namespace tmx::checkpoint {
@@ -71,6 +77,25 @@ TEST_P(HfParityTest, LogitsMatchTransformers) {
   RecordProperty("max_abs_diff", std::to_string(max_abs_diff));
   EXPECT_LT(max_abs_diff, 1e-4);
   EXPECT_GT(scale, 1.0) << "logits this small would hide differences";
+}
+
+TEST_P(HfParityTest, GreedyGenerationMatchesTransformers) {
+  const std::string dir = FixtureDir(GetParam());
+  StatusOr<HfModelConfig> config = ReadHfConfig(dir);
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  models::Decoder model(config->args);
+  const Status loaded = LoadHfCheckpoint(dir, config->model_type, *model);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  StatusOr<LoadedSafetensors> expected = LoadSafetensors(dir + "/generated.safetensors");
+  ASSERT_TRUE(expected.ok()) << expected.status().message();
+  std::map<std::string, at::Tensor> e(expected->tensors.begin(), expected->tensors.end());
+  ASSERT_EQ(e.count("prompt") + e.count("tokens"), 2u);
+  models::GenerationOptions options;
+  options.max_new_tokens = e["tokens"].size(1);
+  options.sampling.temperature = 0;
+  const models::Generated generated = models::Generate(*model, e["prompt"], options);
+  EXPECT_TRUE(torch::equal(generated.tokens, e["tokens"])) << "generated " << generated.tokens << "\ntransformers "
+                                                           << e["tokens"];
 }
 
 const std::vector<std::string> kFamilies = {"llama2",   "code_llama2", "llama3", "llama3_1", "llama3_2",

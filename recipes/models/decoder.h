@@ -238,7 +238,7 @@ class DecoderImpl : public torch::nn::Module {
   // adapter, no bias, no soft-cap), so a loss may fuse the projection (recipes/loss.h); else undefined.
   torch::Tensor PlainOutputWeight() const;
 
-  // KV cache for incremental decoding (recipes/generation.h), as torchtune's setup_caches: after
+  // KV cache for incremental decoding (generation.h), as torchtune's setup_caches: after
   // SetupCaches(batch, capacity), each forward() takes the next tokens [batch, T] of every sequence (the prompt,
   // then one token at a time), places them at positions cache_position() .. cache_position()+T-1, lets them
   // attend to every earlier token of their sequence through the cache, and appends their keys and values, so the

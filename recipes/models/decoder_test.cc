@@ -108,14 +108,6 @@ TEST_P(TinyFamilyTest, ActivationCheckpointingKeepsTheGradients) {
   }
 }
 
-std::vector<std::string> TinyFamilies() {
-  std::vector<std::string> families;
-  for (const ModelPreset& p : ModelPresets()) {
-    if (p.tiny) families.push_back(p.family);
-  }
-  return families;
-}
-
 // A pack of two documents (data/packing.h) gives each the logits it gets alone: positions restart per
 // document and attention stays within it, through every family's attention path (soft-capping, windows).
 TEST_P(TinyFamilyTest, PackedDocumentsGetTheLogitsTheyGetAlone) {

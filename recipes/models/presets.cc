@@ -353,6 +353,14 @@ const std::vector<ModelPreset>& ModelPresets() {
   return table;
 }
 
+std::vector<std::string> TinyFamilies() {
+  std::vector<std::string> families;
+  for (const ModelPreset& p : ModelPresets()) {
+    if (p.tiny) families.push_back(p.family);
+  }
+  return families;
+}
+
 const ModelPreset* FindModelPreset(std::string_view name) {
   std::string_view family, builder;
   SplitComponent(name, &family, &builder);

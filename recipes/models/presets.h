@@ -46,6 +46,8 @@ struct ModelPreset {
 
 // Every preset: the published sizes grouped by family in torchtune's order, then the tiny ones.
 const std::vector<ModelPreset>& ModelPresets();
+// The families that have a tiny preset ("tiny_<family>"), in ModelPresets() order.
+std::vector<std::string> TinyFamilies();
 
 // The preset whose builder or lora_builder is `name`; `name` may also be a dotted component path ending in one,
 // "torchtune.models.<family>.<builder>" (the family must then match). nullptr when none.
