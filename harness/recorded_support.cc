@@ -12,14 +12,16 @@ RecordedSupport ReadRecordedSupport(const YAML::Node& entry) {
   for (const auto& kv : entry) {
     if (!kv.first.IsScalar() || !kv.second.IsScalar()) continue;
     const std::string& key = kv.first.Scalar();
-    std::string* field = key == "status"              ? &r.status
-                         : key == "reason"            ? &r.reason
-                         : key == "verified_at"       ? &r.verified_at
-                         : key == "host"              ? &r.host
-                         : key == "commit"            ? &r.commit
-                         : key == "tokens_per_second" ? &r.tokens_per_second
-                         : key == "peak_memory_gib"   ? &r.peak_memory_gib
-                                                      : nullptr;
+    std::string* field = key == "status"                      ? &r.status
+                         : key == "reason"                    ? &r.reason
+                         : key == "verified_at"               ? &r.verified_at
+                         : key == "host"                      ? &r.host
+                         : key == "commit"                    ? &r.commit
+                         : key == "tokens_per_second"         ? &r.tokens_per_second
+                         : key == "time_to_first_token_s"     ? &r.time_to_first_token_s
+                         : key == "prefill_tokens_per_second" ? &r.prefill_tokens_per_second
+                         : key == "peak_memory_gib"           ? &r.peak_memory_gib
+                                                              : nullptr;
     if (field != nullptr) *field = kv.second.Scalar();
   }
   return r;
@@ -27,7 +29,12 @@ RecordedSupport ReadRecordedSupport(const YAML::Node& entry) {
 
 std::string DescribeRecordedSupport(const RecordedSupport& entry) {
   std::string line = entry.status;
-  if (!entry.tokens_per_second.empty()) line += " · " + entry.tokens_per_second + " tok/s";
+  bool generation = !entry.time_to_first_token_s.empty();
+  if (!entry.tokens_per_second.empty()) {
+    line += " · " + entry.tokens_per_second + (generation ? " decode tok/s" : " tok/s");
+  }
+  if (generation) line += " · " + entry.time_to_first_token_s + " s to first token";
+  if (!entry.prefill_tokens_per_second.empty()) line += " · " + entry.prefill_tokens_per_second + " prefill tok/s";
   if (!entry.peak_memory_gib.empty()) line += " · " + entry.peak_memory_gib + " GiB peak";
   if (!entry.reason.empty()) line += ": " + entry.reason;
   std::vector<std::string> where;

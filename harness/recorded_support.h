@@ -16,7 +16,10 @@ struct RecordedSupport {
   std::string verified_at;
   std::string host;
   std::string commit;
-  std::string tokens_per_second;
+  std::string tokens_per_second;  // a generation's: decode tokens/s
+  // A generation's prefill: "" for training.
+  std::string time_to_first_token_s;
+  std::string prefill_tokens_per_second;
   std::string peak_memory_gib;
 
   bool recorded() const { return !status.empty(); }
@@ -28,7 +31,9 @@ struct RecordedSupport {
 RecordedSupport ReadRecordedSupport(const YAML::Node& entry);
 
 // The entry in a line: "runs · 38087 tok/s · 0.54 GiB peak (2026-12-03T13:08:45Z, vm, 0123456789ab)", a
-// reason after the status where there is one, the commit cut to 12 hex digits.
+// reason after the status where there is one, the commit cut to 12 hex digits. A generation's entry (one with
+// a time to first token) names its speed decode and adds its prefill: "runs · 812.5 decode tok/s · 0.0523 s to
+// first token · 4100.0 prefill tok/s · 0.54 GiB peak (...)".
 std::string DescribeRecordedSupport(const RecordedSupport& entry);
 
 }  // namespace tmx

@@ -17,6 +17,21 @@ TEST(RecordedSupportTest, ReadsTheScalarFieldsAndDescribesThemInOneLine) {
   EXPECT_EQ(DescribeRecordedSupport(r), "runs · 38087 tok/s · 0.54 GiB peak (2026-12-03T13:08:45Z, vm, 0123456789ab)");
 }
 
+TEST(RecordedSupportTest, AGenerationEntryNamesItsSpeedDecodeAndAddsItsPrefill) {
+  RecordedSupport r = ReadRecordedSupport(
+      YAML::Load("status: runs\ntokens_per_second: 812.5\ntime_to_first_token_s: 0.05234\n"
+                 "prefill_tokens_per_second: 4100.0\npeak_memory_gib: 0.54\nhost: vm\n"));
+  EXPECT_EQ(r.time_to_first_token_s, "0.05234");
+  EXPECT_EQ(r.prefill_tokens_per_second, "4100.0");
+  EXPECT_EQ(DescribeRecordedSupport(r),
+            "runs · 812.5 decode tok/s · 0.05234 s to first token · 4100.0 prefill tok/s · 0.54 GiB peak (vm)");
+  // A training entry has neither: its speed keeps its plain name.
+  r = ReadRecordedSupport(YAML::Load("status: runs\ntokens_per_second: 38087\n"));
+  EXPECT_EQ(r.time_to_first_token_s, "");
+  EXPECT_EQ(r.prefill_tokens_per_second, "");
+  EXPECT_EQ(DescribeRecordedSupport(r), "runs · 38087 tok/s");
+}
+
 TEST(RecordedSupportTest, AReasonFollowsTheStatusAndMissingFieldsAreLeftOut) {
   RecordedSupport r = ReadRecordedSupport(YAML::Load("status: too_large\nreason: 54 GiB predicted\n"));
   EXPECT_TRUE(r.blocks());

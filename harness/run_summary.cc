@@ -76,6 +76,8 @@ json RunSummaryToJson(const RunSummary& s) {
   if (s.step_time_median_s) j["step_time_median_s"] = NumberToJson(*s.step_time_median_s);
   if (s.step_time_spread_s) j["step_time_spread_s"] = NumberToJson(*s.step_time_spread_s);
   if (s.tokens_per_second) j["tokens_per_second"] = NumberToJson(*s.tokens_per_second);
+  if (s.time_to_first_token_s) j["time_to_first_token_s"] = NumberToJson(*s.time_to_first_token_s);
+  if (s.prefill_tokens_per_second) j["prefill_tokens_per_second"] = NumberToJson(*s.prefill_tokens_per_second);
   return j;
 }
 
@@ -112,13 +114,20 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     if (j.contains("step_time_median_s")) s.step_time_median_s = FromNumber(j["step_time_median_s"]);
     if (j.contains("step_time_spread_s")) s.step_time_spread_s = FromNumber(j["step_time_spread_s"]);
     if (j.contains("tokens_per_second")) s.tokens_per_second = FromNumber(j["tokens_per_second"]);
+    if (j.contains("time_to_first_token_s")) s.time_to_first_token_s = FromNumber(j["time_to_first_token_s"]);
+    if (j.contains("prefill_tokens_per_second")) {
+      s.prefill_tokens_per_second = FromNumber(j["prefill_tokens_per_second"]);
+    }
   } catch (const json::exception& e) {
     return Status::InvalidArgument(where + ": run summary field missing or of the wrong type (" + e.what() + ")");
   }
-  if (s.step_tokens.size() != s.step_times_s.size() || s.losses.size() != s.step_times_s.size()) {
+  // A run without a loss (generation) records none; a training run one per step.
+  bool losses_match = s.losses.empty() || s.losses.size() == s.step_times_s.size();
+  if (s.step_tokens.size() != s.step_times_s.size() || !losses_match) {
     return Status::InvalidArgument(where + ": run summary has " + std::to_string(s.step_times_s.size()) +
                                    " step times but " + std::to_string(s.step_tokens.size()) + " token counts and " +
-                                   std::to_string(s.losses.size()) + " losses");
+                                   std::to_string(s.losses.size()) +
+                                   " losses; fix: record one token count per step, and one loss per step or none");
   }
   return s;
 }

@@ -1,7 +1,7 @@
-// The run summary: the one contract between a training recipe and whoever reads its result (tune-matrix's
-// scheduler). The recipe writes <output_dir>/summary.json at the end of a run, failed or not; the reader
-// takes it as written. Statistics (median step time, its spread, tokens/s) are computed once, by Finish(),
-// on the recipe's side, so the two sides cannot disagree on them.
+// The run summary: the one contract between a recipe (training or generation) and whoever reads its result
+// (tune-matrix's scheduler). The recipe writes <output_dir>/summary.json at the end of a run, failed or not;
+// the reader takes it as written. Statistics (median step time, its spread, tokens/s) are computed once, by
+// Finish(), on the recipe's side, so the two sides cannot disagree on them.
 //
 // The file is versioned like leveldb's tagged records: a reader refuses a newer version, and a field changes
 // meaning only with a version bump.
@@ -31,9 +31,11 @@ struct RunSummary {
   std::string error_kind;   // "non_finite_loss", "out_of_memory", "error"; "" when ok
   uint64_t seed = 0;
   double init_time_s = 0;   // from the start to the first step: model, data, optimizer, checkpoint load
-  std::vector<double> step_times_s;   // per optimizer step, device synchronised
-  std::vector<double> losses;         // per optimizer step
-  std::vector<int64_t> step_tokens;   // non-padding tokens processed per optimizer step
+  // A step is an optimizer step of training, or a decode step of generation (one new token for each sequence
+  // of the batch; the prompt's forward is the prefill below, not a step).
+  std::vector<double> step_times_s;   // per step, device synchronised
+  std::vector<double> losses;         // per optimizer step; empty for a run without a loss (generation)
+  std::vector<int64_t> step_tokens;   // non-padding tokens processed per step (generation: new tokens)
   int warmup_steps = 1;               // leading steps left out of the statistics below
   std::optional<int64_t> peak_memory_bytes;
   std::string peak_memory_source;     // "cuda_allocator", "process_rss", ...; "" when not measured
@@ -49,18 +51,24 @@ struct RunSummary {
   // What stood in for an input this machine lacks, one line each ("tokenizer llama3_tokenizer ran on the
   // shipped sample tiktoken_small.model (path /tmp/x is absent)"); empty when the run used the real inputs.
   std::vector<std::string> stand_ins;
+  // A generation run's prefill (nullopt for training; optional in the file): the time from the start of the
+  // prompt's forward to the first new token, device synchronised, and the prompt tokens of every sequence over
+  // the prefill's time.
+  std::optional<double> time_to_first_token_s;
+  std::optional<double> prefill_tokens_per_second;
 
   // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
   std::optional<double> step_time_median_s;
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times
-  std::optional<double> tokens_per_second;   // median of per-step tokens / step time
+  std::optional<double> tokens_per_second;   // median of per-step tokens / step time (generation: decode tok/s)
 
   // Computes the statistics above. Call once the steps are recorded.
   void Finish();
 };
 
 nlohmann::json RunSummaryToJson(const RunSummary& summary);
-// InvalidArgument, prefixed by `where`, for a summary of another version or with missing or ill-typed fields.
+// InvalidArgument, prefixed by `where`, for a summary of another version, with missing or ill-typed fields, or
+// with step times, token counts and losses that disagree (losses are one per step, or none).
 StatusOr<RunSummary> RunSummaryFromJson(const nlohmann::json& j, const std::string& where);
 
 // Writes <dir>/summary.json atomically. Bytes that are not UTF-8 (an error message quoting a file name, a config

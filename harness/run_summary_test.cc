@@ -92,6 +92,63 @@ TEST(RunSummaryTest, AnUnreadableFileIsAnErrorNamingItsPosition) {
             0u);
 }
 
+// A generation run: each step is one decode step (a new token for each of 2 sequences), no loss, and the
+// prefill's two measurements.
+RunSummary Generation() {
+  RunSummary s = ThreeSteps();
+  s.recipe = "generate";
+  s.config = "tiny/generation";
+  s.step_times_s = {0.5, 0.25, 0.5, 0.25};
+  s.step_tokens = {2, 2, 2, 2};
+  s.losses.clear();
+  s.time_to_first_token_s = 0.125;
+  s.prefill_tokens_per_second = 2048;
+  return s;
+}
+
+TEST(RunSummaryTest, AGenerationRunRoundTripsItsPrefillWithoutLosses) {
+  test::ScratchDir dir("run_summary_test");
+  RunSummary s = Generation();
+  s.Finish();
+  EXPECT_DOUBLE_EQ(*s.tokens_per_second, 8.0);  // decode: 8, 4, 8 new tokens/s after warm-up
+  ASSERT_TRUE(WriteRunSummary(dir.path(), s).ok());
+  StatusOr<RunSummary> back = ReadRunSummary(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->losses.empty());
+  EXPECT_EQ(back->step_tokens, s.step_tokens);
+  EXPECT_DOUBLE_EQ(*back->tokens_per_second, 8.0);
+  ASSERT_TRUE(back->time_to_first_token_s.has_value());
+  EXPECT_DOUBLE_EQ(*back->time_to_first_token_s, 0.125);
+  ASSERT_TRUE(back->prefill_tokens_per_second.has_value());
+  EXPECT_DOUBLE_EQ(*back->prefill_tokens_per_second, 2048);
+}
+
+// The prefill's fields came after version 1 was first written: a summary without them (a training run, or a
+// file of an earlier build) reads them as unknown, and a training run writes neither.
+TEST(RunSummaryTest, APrefillLeftOutReadsUnknown) {
+  nlohmann::json j = RunSummaryToJson(ThreeSteps());
+  EXPECT_FALSE(j.contains("time_to_first_token_s"));
+  EXPECT_FALSE(j.contains("prefill_tokens_per_second"));
+  StatusOr<RunSummary> back = RunSummaryFromJson(j, "s.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->time_to_first_token_s.has_value());
+  EXPECT_FALSE(back->prefill_tokens_per_second.has_value());
+}
+
+TEST(RunSummaryTest, RefusesAPrefillThatIsNoNumber) {
+  for (const char* key : {"time_to_first_token_s", "prefill_tokens_per_second"}) {
+    nlohmann::json j = RunSummaryToJson(Generation());
+    j[key] = "fast";
+    Status s = RunSummaryFromJson(j, "s.json").status();
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << key;
+    EXPECT_NE(s.message().find("s.json: run summary field missing or of the wrong type"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("expected a number, got \"fast\""), std::string::npos) << s.message();
+    j[key] = nlohmann::json::array();
+    EXPECT_EQ(RunSummaryFromJson(j, "s.json").status().code(), Status::Code::kInvalidArgument) << key;
+  }
+}
+
 TEST(RunSummaryTest, RefusesOtherVersionsAndMismatchedSteps) {
   nlohmann::json j = RunSummaryToJson(ThreeSteps());
   j["version"] = kRunSummaryVersion + 1;
@@ -100,7 +157,16 @@ TEST(RunSummaryTest, RefusesOtherVersionsAndMismatchedSteps) {
   j = RunSummaryToJson(ThreeSteps());
   j["step_tokens"] = {1};
   EXPECT_EQ(RunSummaryFromJson(j, "s.json").status().message(),
-            "s.json: run summary has 4 step times but 1 token counts and 4 losses");
+            "s.json: run summary has 4 step times but 1 token counts and 4 losses; fix: record one token count per "
+            "step, and one loss per step or none");
+  // No loss at all is a run without one (generation); some but not one per step is refused.
+  j = RunSummaryToJson(ThreeSteps());
+  j["losses"] = nlohmann::json::array();
+  EXPECT_TRUE(RunSummaryFromJson(j, "s.json").ok());
+  j["losses"] = {1.5, 1.25};
+  EXPECT_EQ(RunSummaryFromJson(j, "s.json").status().message(),
+            "s.json: run summary has 4 step times but 4 token counts and 2 losses; fix: record one token count per "
+            "step, and one loss per step or none");
   j = RunSummaryToJson(ThreeSteps());
   j.erase("seed");
   EXPECT_NE(RunSummaryFromJson(j, "s.json").status().message().find("field missing or of the wrong type"),

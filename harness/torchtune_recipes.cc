@@ -1,6 +1,7 @@
 #include "harness/torchtune_recipes.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 namespace tmx {
@@ -39,13 +40,17 @@ RecipeHint RecipeHintForFile(const std::string& path, const std::string& text, c
   auto recognised = [&](const std::string& name) {
     return FindTorchtuneRecipe(name) != nullptr || std::find(known.begin(), known.end(), name) != known.end();
   };
+  // A `tune run <recipe>` line names the recipe that launches the config; "... in <recipe>.py" only the file
+  // it was written for (torchtune's 70B generation configs say dev/generate_v2.py and launch
+  // dev/generate_v2_distributed), so the first kind wins over the second.
+  std::optional<RecipeHint> launched, written_for;
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(in, line) && !launched) {
     size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
     if (line[first] != '#') break;  // only the comment block before the first key
-    std::string found;
+    const RecipeHint hint_of_line{"", "its comment `" + line.substr(first) + "`"};
     size_t run = line.find("tune run ");
     if (run != std::string::npos) {
       // The first word that is not a launcher option: tune run --nproc_per_node 2 <recipe> --config ...
@@ -53,18 +58,21 @@ RecipeHint RecipeHintForFile(const std::string& path, const std::string& text, c
       std::string w;
       while (words >> w) {
         if (w.rfind("--", 0) != 0) {
-          found = w;
+          if (recognised(w)) launched = RecipeHint{w, hint_of_line.source};
           break;
         }
         if (w.find('=') == std::string::npos) words >> w;  // the option's value
       }
     }
-    for (size_t at = line.find("in "); found.empty() && at != std::string::npos; at = line.find("in ", at + 1)) {
+    for (size_t at = line.find("in "); !written_for && at != std::string::npos; at = line.find("in ", at + 1)) {
       std::string word = WordAt(line, at + 3);
-      if (!word.empty() && line.compare(at + 3 + word.size(), 3, ".py") == 0) found = word;
+      if (!word.empty() && line.compare(at + 3 + word.size(), 3, ".py") == 0 && recognised(word)) {
+        written_for = RecipeHint{word, hint_of_line.source};
+      }
     }
-    if (!found.empty() && recognised(found)) return {found, "its comment `" + line.substr(first) + "`"};
   }
+  if (launched) return *launched;
+  if (written_for) return *written_for;
   std::string name = ConfigNameOf(path);
   for (const TorchtuneRecipe& r : TorchtuneRecipes()) {
     if (std::find(r.configs.begin(), r.configs.end(), name) != r.configs.end()) {

@@ -31,6 +31,11 @@ TEST(TorchtuneRecipesTest, TheRecipeComesFromTheCommentThenFromTheRegistry) {
       {"x.yaml", "a: 1\n# tune run lora_finetune_single_device\n", ""},
       {"x.yaml", "# tune run my_script --config x\n", ""},
       {"x.yaml", "# tune run my_recipe --config x\n", "my_recipe"},  // known to the caller
+      // The recipe that launches it wins over the file it was written for (torchtune's 70B generation configs).
+      {"x.yaml",
+       "# Config for running the InferenceRecipe in dev/generate_v2.py\n"
+       "#    tune run --nproc_per_node 8 dev/generate_v2_distributed --config x\n",
+       "dev/generate_v2_distributed"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(RecipeHintForFile(c.path, c.text, {"my_recipe"}).recipe, c.recipe) << c.path << ": " << c.text;

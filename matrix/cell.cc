@@ -293,6 +293,10 @@ JournalBounds Bytes() {
   return Range(0, static_cast<double>(kMaxMemoryBytes), "bytes from 0 to " + std::to_string(kMaxMemoryBytes));
 }
 JournalBounds Seconds() { return Range(0, kMaxSeconds, "seconds from 0 to " + FormatNumber(kMaxSeconds)); }
+JournalBounds TokensPerSecond() {
+  return Range(0, std::numeric_limits<double>::infinity(),
+               "tokens per second from 0 (inf for a step too short to time)");
+}
 JournalBounds Check(Status (*check)(const CellResult&, const std::string&, int64_t)) { return {0, 0, "", check}; }
 
 // The object holding `key`'s value: the record, or the nested object its prefix names.
@@ -304,7 +308,6 @@ const std::vector<JournalField>& JournalFields() {
   using R = CellResult;
   constexpr JournalKind kRequired = JournalKind::kRequired;
   constexpr JournalKind kOptional = JournalKind::kOptional;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   static const std::vector<JournalField> fields = {
       {"config", kRequired, Slot<&R::key, &CellKey::config>(), Check(CheckConfigNamed)},
       {"device", kRequired, Slot<&R::key, &CellKey::device>(), Check(CheckDevice)},  // and device_type
@@ -323,8 +326,7 @@ const std::vector<JournalField>& JournalFields() {
       {"warmup_steps", kRequired, Slot<&R::warmup_steps>(), Check(CheckWarmup)},
       {"step_time_median_s", kOptional, Slot<&R::step_time_median_s>(), Seconds()},
       {"step_time_spread_s", kOptional, Slot<&R::step_time_spread_s>(), Seconds()},
-      {"tokens_per_second", kOptional, Slot<&R::tokens_per_second>(),
-       Range(0, kInf, "tokens per second from 0 (inf for a step too short to time)")},
+      {"tokens_per_second", kOptional, Slot<&R::tokens_per_second>(), TokensPerSecond()},
       {"first_loss", kOptional, Slot<&R::first_loss>(), {}},  // a loss may be anything, NaN included
       {"last_loss", kOptional, Slot<&R::last_loss>(), {}},
       {"wall_time_s", kRequired, Slot<&R::wall_time_s>(), Seconds()},
@@ -339,6 +341,8 @@ const std::vector<JournalField>& JournalFields() {
       {"others_cpu_share", kOptional, Slot<&R::others_cpu_share>(), Range(0, 1, "a share from 0 to 1")},
       {"steal_share", kOptional, Slot<&R::steal_share>(), Range(0, 1, "a share from 0 to 1")},
       {"disturbed", kOptional, Slot<&R::disturbed>(), {}},
+      {"time_to_first_token_s", kOptional, Slot<&R::time_to_first_token_s>(), Seconds()},
+      {"prefill_tokens_per_second", kOptional, Slot<&R::prefill_tokens_per_second>(), TokensPerSecond()},
       {"provenance.host", kRequired, Slot<&R::provenance, &Provenance::host>(), {}},
       {"provenance.job", kRequired, Slot<&R::provenance, &Provenance::job>(), {}},
       {"provenance.commit", kRequired, Slot<&R::provenance, &Provenance::commit>(), {}},

@@ -99,8 +99,12 @@ struct CellResult {
   int warmup_steps = 0;
   std::optional<double> step_time_median_s;  // over steps after warm-up
   std::optional<double> step_time_spread_s;  // median absolute deviation over the same steps
-  std::optional<double> tokens_per_second;
-  std::optional<double> first_loss;
+  std::optional<double> tokens_per_second;  // a generation cell's: decode tokens/s
+  // A generation cell's prefill (RunSummary's): from the prompt's forward to the first new token, and the prompt
+  // tokens of every sequence over that time. Unknown for training.
+  std::optional<double> time_to_first_token_s;
+  std::optional<double> prefill_tokens_per_second;
+  std::optional<double> first_loss;  // unknown for a run without a loss (generation)
   std::optional<double> last_loss;
   double wall_time_s = 0;
 
@@ -194,10 +198,11 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
 // "<where>: cell record ...; fix: ...":
 //   config is not empty (merge checks it and the recipe against the registry); device is a device string
 //   (not "auto") and device_type is its type; memory sizes are 0 to 2^60 bytes; durations (init, wall, each
-//   step, median, spread) are finite, 0 to 1e9 s; warmup_steps is 0 to the number of step times; exit_code
-//   is 0 to 255 and term_signal 1 to 127; world_size is 1 to 65536; tokens_per_second is 0 or more (inf allowed: a step too short to
-//   time); losses may be anything; provenance.verified_at is a real UTC time "YYYY-MM-DDTHH:MM:SSZ" at most
-//   kMaxClockSkewSeconds after `now`.
+//   step, median, spread, time to first token) are finite, 0 to 1e9 s; warmup_steps is 0 to the number of
+//   step times; exit_code is 0 to 255 and term_signal 1 to 127; world_size is 1 to 65536; tokens_per_second
+//   and prefill_tokens_per_second are 0 or more (inf allowed: a step too short to time); losses may be
+//   anything, or absent (a run without a loss); provenance.verified_at is a real UTC time
+//   "YYYY-MM-DDTHH:MM:SSZ" at most kMaxClockSkewSeconds after `now`.
 Status ValidateCellResult(const CellResult& r, const std::string& where, int64_t now);
 
 }  // namespace tmx::matrix

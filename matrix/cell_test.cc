@@ -34,6 +34,8 @@ CellResult FullCell() {
   r.step_time_median_s = 0.30625;
   r.step_time_spread_s = 0.00625;
   r.tokens_per_second = 812.4;
+  r.time_to_first_token_s = 0.0625;
+  r.prefill_tokens_per_second = 4096.5;
   r.first_loss = 2.5;
   r.last_loss = 1.75;
   r.wall_time_s = 12.5;
@@ -149,7 +151,7 @@ TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   json j = ToJson(in);
   for (const char* key : {"peak_memory_bytes", "init_time_s", "startup_time_s", "step_time_median_s", "step_time_spread_s",
                           "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal", "stand_in",
-                          "world_size"}) {
+                          "world_size", "time_to_first_token_s", "prefill_tokens_per_second"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.dump(),
@@ -164,6 +166,37 @@ TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   EXPECT_FALSE(out->peak_memory_bytes.has_value());
   EXPECT_FALSE(out->tokens_per_second.has_value());
   EXPECT_FALSE(out->exit_code.has_value());
+}
+
+// A generation cell: decode steps with no loss, and the prefill's time to first token and tokens/s.
+TEST(CellJsonTest, AGenerationRecordRoundTripsItsPrefillWithoutLosses) {
+  CellResult in = FullCell();
+  in.status = CellStatus::kRuns;
+  in.reason.clear();
+  in.first_loss.reset();
+  in.last_loss.reset();
+  in.time_to_first_token_s = 0.125;
+  in.prefill_tokens_per_second = 2048.25;
+  json j = ToJson(in);
+  EXPECT_FALSE(j.contains("first_loss"));
+  EXPECT_FALSE(j.contains("last_loss"));
+  EXPECT_EQ(j["time_to_first_token_s"], 0.125);
+  EXPECT_EQ(j["prefill_tokens_per_second"], 2048.25);
+  StatusOr<CellResult> out = CellResultFromJson(json::parse(j.dump()), "j:1");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectSameCell(in, *out);
+  EXPECT_FALSE(out->first_loss.has_value());
+  EXPECT_FALSE(out->last_loss.has_value());
+  EXPECT_EQ(out->time_to_first_token_s, std::optional<double>(0.125));
+  EXPECT_EQ(out->prefill_tokens_per_second, std::optional<double>(2048.25));
+  // Ill-typed, each is refused naming the field.
+  for (const char* key : {"time_to_first_token_s", "prefill_tokens_per_second"}) {
+    json bad = j;
+    bad[key] = "fast";
+    EXPECT_EQ(CellResultFromJson(bad, "j:1").status().message(),
+              std::string("j:1: cell record field \"") + key +
+                  "\" must be a number (or \"nan\", \"inf\", \"-inf\"), not string");
+  }
 }
 
 TEST(CellJsonTest, NonFiniteNumbersSurvive) {
@@ -280,6 +313,16 @@ TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
        "field \"tokens_per_second\" is -3, expected tokens per second from 0 (inf for a step too short to time)"},
       {"nan tokens", [](json& j) { j["tokens_per_second"] = "nan"; },
        "field \"tokens_per_second\" is nan, expected tokens per second from 0 (inf for a step too short to time)"},
+      {"negative time to first token", [](json& j) { j["time_to_first_token_s"] = -0.5; },
+       "field \"time_to_first_token_s\" is -0.5, expected seconds from 0 to 1e+09"},
+      {"infinite time to first token", [](json& j) { j["time_to_first_token_s"] = "inf"; },
+       "field \"time_to_first_token_s\" is inf, expected seconds from 0 to 1e+09"},
+      {"negative prefill", [](json& j) { j["prefill_tokens_per_second"] = -1; },
+       "field \"prefill_tokens_per_second\" is -1, expected tokens per second from 0 (inf for a step too short "
+       "to time)"},
+      {"nan prefill", [](json& j) { j["prefill_tokens_per_second"] = "nan"; },
+       "field \"prefill_tokens_per_second\" is nan, expected tokens per second from 0 (inf for a step too short "
+       "to time)"},
       {"no config", [](json& j) { j["config"] = ""; }, "field \"config\" is empty"},
       {"device not a device", [](json& j) { j["device"] = "gpu0"; },
        "field \"device\" is \"gpu0\", not a device such as cpu or cuda:0"},

@@ -347,6 +347,32 @@ TEST_F(CheckTest, ThePageMustBeWhatConfigsAndHistoryRenderToAndHistoryMustHoldTh
       << p[0].message;
 }
 
+// A generation cell (decode tokens/s, a prefill, no loss) merges into the config's block with its prefill,
+// its reports check clean, an agreeing observation passes and a slower decode is flagged like any speed.
+TEST_F(CheckTest, AGenerationCellWithoutLossesIsPublishedWithItsPrefillAndChecked) {
+  auto generation = [&](const std::string& verified_at, double tps) {
+    CellResult r = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, verified_at, tps);
+    r.time_to_first_token_s = 0.25;
+    r.prefill_tokens_per_second = 2048;
+    return r;
+  };
+  Record({generation(old_, 1000)});
+  EXPECT_NE(co_.Read("tiny/lora").find("      tokens_per_second: 1000.0\n      time_to_first_token_s: 0.25\n"
+                                       "      prefill_tokens_per_second: 2048.0\n"),
+            std::string::npos)
+      << co_.Read("tiny/lora");
+  StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(co_.registry);
+  ASSERT_TRUE(configs.ok()) << configs.status().ToString();
+  for (const ConfigSupport& c : *configs) {
+    if (c.config == "tiny/lora") EXPECT_EQ(c.entries.at("cpu").time_to_first_token_s, std::optional<double>(0.25));
+  }
+  EXPECT_TRUE(CheckReports(*configs, co_.dir() + "/reports").empty());
+  EXPECT_TRUE(Check({generation("2026-12-02T12:00:00Z", 990)}).empty()) << printed_;
+  std::vector<CheckProblem> p = Check({generation("2026-12-02T12:00:00Z", 850)});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kSlower);
+}
+
 TEST_F(CheckTest, ADamagedBlockIsAnErrorNamingTheLine) {
   co_.Write("tiny/full", std::string("lr: 1\n") + kSupportBlockBegin + "\nmetadata: [\n" + kSupportBlockEnd + "\n");
   StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(co_.registry);

@@ -127,6 +127,31 @@ TEST(CompareTest, ADisturbedSpeedIsNotCompared) {
   EXPECT_EQ(c.changes[0].kind, ChangeKind::kNewlyBroken);
 }
 
+// Generation cells (no loss, a prefill) compare by their decode tokens/s like any cell, read from journals.
+TEST(CompareTest, GenerationCellsWithoutLossesCompareByTheirDecodeSpeed) {
+  auto generation = [](double tps, bool after) {
+    CellResult r = Rec("gen", "cpu", CellStatus::kRuns, tps, after);
+    r.recipe = "generate";
+    r.first_loss.reset();
+    r.last_loss.reset();
+    r.time_to_first_token_s = 0.25;
+    r.prefill_tokens_per_second = 2048;
+    return r;
+  };
+  test::ScratchDir dir("compare_test");
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/a.jsonl", Text({generation(1000, false)})).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.path() + "/b.jsonl", Text({generation(700, true)})).ok());
+  StatusOr<CompareSide> a = LoadCompareSide(dir.path() + "/a.jsonl", dir.path(), "reports/journal.jsonl");
+  StatusOr<CompareSide> b = LoadCompareSide(dir.path() + "/b.jsonl", dir.path(), "reports/journal.jsonl");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  Comparison c = CompareRecords(a->records, b->records, {});
+  ASSERT_EQ(c.changes.size(), 1u);
+  EXPECT_EQ(c.changes[0].kind, ChangeKind::kSlower);
+  EXPECT_FALSE(c.changes[0].after->first_loss.has_value());
+  EXPECT_EQ(c.changes[0].after->time_to_first_token_s, std::optional<double>(0.25));
+}
+
 TEST(CompareTest, LoadsJournalFilesAndCommits) {
   testing::GitRepo repo;
   std::vector<CellResult> first = {Rec("a", "cpu", CellStatus::kRuns)};

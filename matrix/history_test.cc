@@ -93,6 +93,23 @@ TEST_F(HistoryTest, AddsEachMeasurementOnceInTimeOrder) {
   EXPECT_FALSE(InHistory(*h, Record("tiny/lora", "cpu", "2026-11-23T00:00:00Z")));
 }
 
+// A generation measurement keeps its prefill in history and reads back without a loss.
+TEST_F(HistoryTest, AGenerationMeasurementKeepsItsPrefill) {
+  CellResult generated = Record("tiny/generation", "cpu", "2026-11-22T00:00:00Z", CellStatus::kRuns, 812.5);
+  generated.time_to_first_token_s = 0.0625;
+  generated.prefill_tokens_per_second = 4096.5;
+  EXPECT_EQ(Add({generated}), 1);
+  EXPECT_EQ(Text("tiny/generation", "cpu"), JournalLine(generated) + "\n");
+  StatusOr<History> h = ReadHistory(dir(), {{"tiny/generation", "cpu"}});
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  const CellResult& back = h->at({"tiny/generation", "cpu"}).at(0);
+  EXPECT_EQ(back.tokens_per_second, std::optional<double>(812.5));
+  EXPECT_EQ(back.time_to_first_token_s, std::optional<double>(0.0625));
+  EXPECT_EQ(back.prefill_tokens_per_second, std::optional<double>(4096.5));
+  EXPECT_FALSE(back.first_loss.has_value());
+  EXPECT_FALSE(back.last_loss.has_value());
+}
+
 TEST_F(HistoryTest, AUnionMergedFileReadsInOrderWithoutDuplicates) {
   // What git's merge=union leaves when two branches each appended: both sides' lines, out of order, and the
   // line both had twice.

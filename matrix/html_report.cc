@@ -54,7 +54,7 @@ std::optional<double> Gib(std::optional<int64_t> bytes) {
 // One measurement of a cell's history, as the trend charts and the measurements table use it.
 ordered_json HistoryPoint(const CellResult& r) {
   const std::string& reason = r.reason;
-  return {
+  ordered_json point = {
       {"verified_at", r.provenance.verified_at},
       {"device", r.key.device},
       {"status", CellStatusName(r.status)},
@@ -68,6 +68,10 @@ ordered_json HistoryPoint(const CellResult& r) {
       {"commit", r.provenance.commit},
       {"host", r.provenance.host},
       {"job", r.provenance.job}};
+  // A generation's prefill, only where measured: the points of training cells keep their bytes.
+  if (r.time_to_first_token_s) point["time_to_first_token_s"] = Number(r.time_to_first_token_s, 4);
+  if (r.prefill_tokens_per_second) point["prefill_tokens_per_second"] = Number(r.prefill_tokens_per_second, 1);
+  return point;
 }
 
 // The measurement in `history` the entry was made from, null when history does not hold it.
@@ -391,7 +395,10 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
          "<footer>Open a cell (click, or Enter) for its details and trends. Columns sort when their heading is "
          "clicked. Tokens/s and step times come from each cell's short budget (by default 3 optimizer steps, "
          "the first left out of the timings). "
-      << HtmlEscape(PeakMemorySentence(columns)) << "</footer>\n";
+      << HtmlEscape(PeakMemorySentence(columns));
+  std::string generation = GenerationSentence(sorted, columns);
+  if (!generation.empty()) out << " " << HtmlEscape(generation);
+  out << "</footer>\n";
 
   out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))
       << "</script>\n<script>\n"

@@ -4,7 +4,9 @@
 // recipe, status, device), a search box, sortable columns, and per cell a details panel: status and reason
 // with the last lines of output, speed, memory predicted vs measured, where and when it was measured, and
 // the cell's trends over its history (tokens/s and peak memory per measurement as inline SVG, status
-// changes marked).
+// changes marked). A generation cell (one with a time to first token) shows its speed as decode tokens/s with
+// its time to first token and prefill tokens/s, in the matrix and the details, and a trend of its time to
+// first token; the data of other cells holds no prefill keys, so their page is as before.
 //
 // The page leads with what changed at each cell's newest measurement (ChangesSincePrevious), each line a link
 // that opens its cell; a cell that does not run shows its reason, shortened, in the matrix, and a cell

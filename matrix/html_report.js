@@ -361,7 +361,15 @@
     // Measurements a cell that never started does not have are left out rather than shown empty.
     const dl = el('dl');
     const started = startedWith(entry.status);
-    if (isNumber(entry.tokens_per_second)) field(dl, 'tokens/s', fmt(entry.tokens_per_second, 1));
+    // A generation cell (one with a time to first token): its tokens/s is its decode speed, then its prefill.
+    const generation = isNumber(entry.time_to_first_token_s);
+    if (isNumber(entry.tokens_per_second)) {
+      field(dl, generation ? 'decode tokens/s' : 'tokens/s', fmt(entry.tokens_per_second, 1));
+    }
+    if (generation) field(dl, 'time to first token', seconds(entry.time_to_first_token_s));
+    if (isNumber(entry.prefill_tokens_per_second)) {
+      field(dl, 'prefill tokens/s', fmt(entry.prefill_tokens_per_second, 1));
+    }
     if (isNumber(entry.step_time_s)) {
       field(dl, 'step time', seconds(entry.step_time_s) +
         (isNumber(entry.step_time_spread_s) ? ' ± ' + seconds(entry.step_time_spread_s) + ' (median ± MAD)' : ''));
@@ -397,8 +405,13 @@
       : el('p', {class: 'none'}, !record ? 'Not recorded: this entry\'s measurement is not in reports/history.'
         : started ? 'The cell printed nothing.' : 'None: the cell was not started (' + entry.status + ').');
 
+    const measuredFirstToken = history.some((p) => isNumber(p.time_to_first_token_s));
     const trends = history.length
-      ? [chart(history, 'tokens/s', 'tok/s', 1, (p) => p.tokens_per_second),
+      ? [chart(history, generation ? 'decode tokens/s' : 'tokens/s', 'tok/s', 1, (p) => p.tokens_per_second),
+        measuredFirstToken
+          ? chart(history, 'time to first token (ms)', 'ms', 1,
+            (p) => (isNumber(p.time_to_first_token_s) ? 1000 * p.time_to_first_token_s : null))
+          : null,
         chart(history, 'peak memory (GiB)', 'GiB', 2, (p) => p.peak_memory_gib, (p) => p.predicted_memory_gib),
         historyTable(history)]
       : [el('p', {class: 'none'}, 'No measurements in reports/history for this cell yet.')];

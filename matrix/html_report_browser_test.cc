@@ -239,6 +239,22 @@ class HtmlReportBrowserTest : public ::testing::Test {
     EXPECT_EQ(Seen(r, "first_column_sticks"), "true");
   }
 
+  // `f`'s page opened with `fragment` in its URL (a view to restore), its screenshot saved as <build>/<png>.
+  BrowserResult OpenView(const testing::ReportFixture& f, const std::string& png, const std::string& fragment) const {
+    std::ostringstream page;
+    HtmlReporter(f.history).Report(f.configs, {}, page);
+    return LoadInChromium(chromium_, page.str(), std::string(TM_BINARY_DIR) + "/" + png, {fragment});
+  }
+
+  // What every page opened with a view shows: no error, and the view restored without an exception.
+  static void ExpectARestoredView(const BrowserResult& r) {
+    ASSERT_EQ(r.failure, "");
+    EXPECT_EQ(r.console, "");
+    EXPECT_EQ(Seen(r, "errors"), "0");
+    EXPECT_EQ(Seen(r, "exception_restore"), "(missing)");
+    EXPECT_EQ(Seen(r, "mode"), "restore");
+  }
+
   std::string chromium_;
 };
 
@@ -284,16 +300,9 @@ TEST_F(HtmlReportBrowserTest, FiltersSortsAndOpensACellsDetails) {
 
 // A link to a view (filters and an open cell in the fragment) opens that view.
 TEST_F(HtmlReportBrowserTest, AViewIsRestoredFromTheUrl) {
-  testing::ReportFixture f = testing::MakeReportFixture();
-  std::ostringstream page;
-  HtmlReporter(f.history).Report(f.configs, {}, page);
-  BrowserResult r = LoadInChromium(chromium_, page.str(), std::string(TM_BINARY_DIR) + "/report-restored.png",
-                                   {"#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu"});
-  ASSERT_EQ(r.failure, "");
-  EXPECT_EQ(r.console, "");
-  EXPECT_EQ(Seen(r, "errors"), "0");
-  EXPECT_EQ(Seen(r, "exception_restore"), "(missing)");
-  EXPECT_EQ(Seen(r, "mode"), "restore");
+  BrowserResult r = OpenView(testing::MakeReportFixture(), "report-restored.png",
+                             "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu");
+  ExpectARestoredView(r);
   EXPECT_EQ(Seen(r, "restored_search"), "LORA tiny");
   EXPECT_EQ(Seen(r, "restored_status"), "runs");
   EXPECT_EQ(Seen(r, "restored_family"), "");
@@ -301,6 +310,24 @@ TEST_F(HtmlReportBrowserTest, AViewIsRestoredFromTheUrl) {
   EXPECT_EQ(Seen(r, "restored_open"), "tiny/lora_single_device on cpu");
   EXPECT_EQ(Seen(r, "restored_selected"), "1");
   EXPECT_EQ(Seen(r, "restored_permalink"), "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu");
+}
+
+// A generation cell's details name its speed decode and show its time to first token and prefill speed, with
+// a trend of the time to first token; it has no loss to show.
+TEST_F(HtmlReportBrowserTest, AGenerationCellsDetailsShowItsPrefill) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  testing::AddGenerationCell(&f);
+  BrowserResult r = OpenView(f, "report-generation.png", "#open=tiny%2Fgeneration%40cpu");
+  ExpectARestoredView(r);
+  EXPECT_EQ(Seen(r, "restored_open"), "tiny/generation on cpu");
+  const std::string fields = Seen(r, "restored_fields");
+  for (const char* shown : {"decode tokens/s: 812.4 | time to first token: 52.3 ms | prefill tokens/s: 4,100.2 | "
+                            "step time: ",
+                            "ended: exit code 0"}) {
+    EXPECT_NE(fields.find(shown), std::string::npos) << shown << " in " << fields;
+  }
+  EXPECT_EQ(fields.find("loss"), std::string::npos) << fields;
+  EXPECT_EQ(Seen(r, "restored_charts"), "decode tokens/s,time to first token (ms),peak memory (GiB)");
 }
 
 // A phone's width (390 px): the same checks, and the status column stays on screen.

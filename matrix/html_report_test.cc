@@ -140,6 +140,49 @@ TEST(HtmlReporterTest, TheDataHoldsEachCellsEntryRecordAndHistory) {
   EXPECT_EQ(odd["history"], nlohmann::json::array());
 }
 
+// A generation cell shows its decode speed, time to first token and prefill speed in the matrix, and its
+// entry and trend points carry them for the details; it has no loss. Training cells' data is as before.
+TEST(HtmlReporterTest, AGenerationCellShowsItsDecodeSpeedAndPrefill) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  testing::AddGenerationCell(&f);
+  std::string page = Render(f);
+  EXPECT_NE(page.find("<td class=\"cell st-runs\" data-device=\"cpu\" data-status=\"runs\" data-tps=\"812.4\" "
+                      "tabindex=\"0\" role=\"button\" title=\"open tiny/generation on cpu\"><span class=\"status\">"
+                      "runs</span><span class=\"measured\">812 decode tok/s · 52.3 ms to first token · 4100 prefill "
+                      "tok/s · 0.25 GiB</span></td>"),
+            std::string::npos)
+      << page;
+  const std::string footer_note = " A generation cell&apos;s tok/s is its decode speed";
+  size_t footer = page.find("<footer>");
+  ASSERT_NE(footer, std::string::npos);
+  std::string footer_text = page.substr(footer, page.find("</footer>", footer) - footer);
+  EXPECT_NE(footer_text.find("." + footer_note), std::string::npos) << footer_text;
+  EXPECT_EQ(Render(testing::MakeReportFixture()).find(footer_note), std::string::npos);
+
+  nlohmann::json data = Data(page);
+  const nlohmann::json* generation = nullptr;
+  for (const nlohmann::json& c : data["configs"]) {
+    if (c["config"] == "tiny/generation") generation = &c;
+  }
+  ASSERT_NE(generation, nullptr);
+  const nlohmann::json& cell = (*generation)["cells"]["cpu"];
+  EXPECT_EQ(cell["entry"]["tokens_per_second"], 812.4);
+  EXPECT_EQ(cell["entry"]["time_to_first_token_s"], 0.0523);
+  EXPECT_EQ(cell["entry"]["prefill_tokens_per_second"], 4100.2);
+  EXPECT_EQ(cell["record"]["first_loss"], nullptr);
+  EXPECT_EQ(cell["record"]["last_loss"], nullptr);
+  ASSERT_EQ(cell["history"].size(), 2u);
+  EXPECT_EQ(cell["history"][0]["time_to_first_token_s"], 0.0581);
+  EXPECT_EQ(cell["history"][0]["prefill_tokens_per_second"], 3900.5);
+  EXPECT_EQ(cell["history"][1]["tokens_per_second"], 812.4);
+  // A training cell's entry and points have no prefill keys (the committed page keeps its bytes).
+  ASSERT_EQ(data["configs"][6]["config"], "tiny/lora_single_device");
+  const nlohmann::json& training = data["configs"][6]["cells"]["cpu"];
+  EXPECT_FALSE(training["entry"].contains("time_to_first_token_s"));
+  EXPECT_FALSE(training["history"][0].contains("time_to_first_token_s"));
+  EXPECT_FALSE(training["history"][0].contains("prefill_tokens_per_second"));
+}
+
 TEST(HtmlReporterTest, GivenDeviceTypesAreTheColumns) {
   std::string page = Render(testing::MakeReportFixture(), {"cuda"});
   EXPECT_EQ(Count(page, "<td class=\"cell "), 6u);

@@ -58,6 +58,45 @@ TEST_F(JournalTest, AppendsOneLinePerCellAndReadsThemBack) {
   EXPECT_EQ((*cells)[1].reason, "line1\nline2 \"q\"");
 }
 
+// A generation cell beside a training one: its prefill is written and read back, its missing losses stay
+// missing, and the training cell's line has neither prefill field.
+TEST_F(JournalTest, AGenerationCellKeepsItsPrefillAndHasNoLosses) {
+  CellResult train = Cell("tiny/lora_single_device", "cpu", "2026-12-01T10:00:00Z");
+  train.tokens_per_second = 38000;
+  train.first_loss = 10.5;
+  train.last_loss = 10.25;
+  CellResult generate = Cell("tiny/generation", "cpu", "2026-12-01T10:05:00Z");
+  generate.recipe = "generate";
+  generate.step_times_s = {0.02, 0.01, 0.01};
+  generate.warmup_steps = 1;
+  generate.tokens_per_second = 200;
+  generate.time_to_first_token_s = 0.0375;
+  generate.prefill_tokens_per_second = 6826.5;
+  ASSERT_TRUE(AppendToJournal(path_, train).ok());
+  ASSERT_TRUE(AppendToJournal(path_, generate).ok());
+  std::string text = Contents();
+  std::string first_line = text.substr(0, text.find('\n'));
+  EXPECT_EQ(first_line.find("first_token"), std::string::npos) << first_line;
+  EXPECT_EQ(first_line.find("prefill"), std::string::npos) << first_line;
+  EXPECT_NE(text.find("\"time_to_first_token_s\":0.0375"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"prefill_tokens_per_second\":6826.5"), std::string::npos) << text;
+
+  StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  ASSERT_EQ(cells->size(), 2u);
+  const CellResult& train_back = (*cells)[0];
+  const CellResult& back = (*cells)[1];
+  EXPECT_FALSE(train_back.time_to_first_token_s.has_value());
+  EXPECT_FALSE(train_back.prefill_tokens_per_second.has_value());
+  EXPECT_EQ(train_back.first_loss, std::optional<double>(10.5));
+  EXPECT_EQ(back.time_to_first_token_s, std::optional<double>(0.0375));
+  EXPECT_EQ(back.prefill_tokens_per_second, std::optional<double>(6826.5));
+  EXPECT_EQ(back.tokens_per_second, std::optional<double>(200));
+  EXPECT_FALSE(back.first_loss.has_value());
+  EXPECT_FALSE(back.last_loss.has_value());
+  EXPECT_EQ(Line(back), Line(generate));
+}
+
 TEST_F(JournalTest, MissingFileIsNotFound) {
   StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
   EXPECT_EQ(cells.status().code(), Status::Code::kNotFound);

@@ -53,6 +53,25 @@ RuntimeError: x &lt; y</failure>
 )");
 }
 
+// A generation cell's output names its speed decode and adds its time to first token and prefill speed; a
+// cell with no speed measured writes what it has, with no leading separator.
+TEST(JUnitTest, AGenerationCellReportsItsDecodeSpeedAndPrefill) {
+  CellResult generate = Cell("tiny/generation", "cpu", CellStatus::kRuns, "", 2.5);
+  generate.tokens_per_second = 812.4;
+  generate.time_to_first_token_s = 0.0523;
+  generate.prefill_tokens_per_second = 4100.25;
+  generate.peak_memory_bytes = 2048;
+  CellResult unmeasured = Cell("tiny/lora", "cpu", CellStatus::kRuns, "", 1);
+  unmeasured.peak_memory_bytes = 1024;
+  std::ostringstream out;
+  WriteJUnit({generate, unmeasured}, out);
+  EXPECT_NE(out.str().find("<system-out>812.400 decode tokens/s, time to first token 0.052 s, prefill 4100.250 "
+                           "tokens/s, peak memory 2048 bytes</system-out>"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("<system-out>peak memory 1024 bytes</system-out>"), std::string::npos) << out.str();
+}
+
 TEST(JUnitTest, NoCellsIsAnEmptyButValidDocument) {
   std::ostringstream out;
   WriteJUnit({}, out);

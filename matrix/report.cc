@@ -35,13 +35,24 @@ std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs
   return OrderDeviceTypes(std::move(found));
 }
 
+std::string FormatLatency(double seconds) {
+  if (seconds < 1) return FormatNumber(seconds * 1000, 1) + " ms";
+  return FormatNumber(seconds, seconds < 10 ? 2 : seconds < 100 ? 1 : 0) + " s";
+}
+
 std::string Measurements(const SupportEntry& s) {
   std::vector<std::string> parts;
   if (!IsRunsStatus(s.status)) return "";
-  if (s.tokens_per_second && std::isfinite(*s.tokens_per_second)) {
-    parts.push_back(FormatNumber(*s.tokens_per_second, 0) + " tok/s");
+  auto finite = [](const std::optional<double>& v) { return v && std::isfinite(*v); };
+  const bool generation = s.time_to_first_token_s.has_value();
+  if (finite(s.tokens_per_second)) {
+    parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
   }
-  if (s.peak_memory_gib && std::isfinite(*s.peak_memory_gib)) {
+  if (finite(s.time_to_first_token_s)) parts.push_back(FormatLatency(*s.time_to_first_token_s) + " to first token");
+  if (finite(s.prefill_tokens_per_second)) {
+    parts.push_back(FormatNumber(*s.prefill_tokens_per_second, 0) + " prefill tok/s");
+  }
+  if (finite(s.peak_memory_gib)) {
     parts.push_back(FormatNumber(*s.peak_memory_gib, 2) + " GiB");
   }
   return JoinStrings(parts, " · ");
@@ -77,6 +88,20 @@ std::string PeakMemorySentence(const std::vector<std::string>& columns) {
   std::vector<std::string> parts;
   for (const auto& [meaning, types] : meanings) parts.push_back("the " + meaning + " on " + JoinStrings(types, ", "));
   return "Peak memory is " + JoinAlternatives(parts, "and") + ".";
+}
+
+std::string GenerationSentence(const std::vector<const ConfigSupport*>& configs,
+                               const std::vector<std::string>& columns) {
+  for (const ConfigSupport* c : configs) {
+    for (const std::string& type : columns) {
+      auto it = c->entries.find(type);
+      if (it == c->entries.end() || !it->second.time_to_first_token_s) continue;
+      return "A generation cell's tok/s is its decode speed (one new token per sequence per step); its time to "
+             "first token runs from the start of the prompt's forward to the first new token, and its prefill tok/s "
+             "counts the prompt tokens of every sequence over that time.";
+    }
+  }
+  return "";
 }
 
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
@@ -162,6 +187,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   }
   std::string peak = PeakMemorySentence(columns);
   if (!peak.empty()) out << "\n" << peak << "\n";
+  std::string generation = GenerationSentence(sorted, columns);
+  if (!generation.empty()) out << "\n" << generation << "\n";
 
   out << "\n## Cells that do not run\n\n";
   std::string rows;

@@ -50,8 +50,13 @@ std::vector<const ConfigSupport*> SortedByConfig(const std::vector<ConfigSupport
 // OrderDeviceTypes order.
 std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs,
                                        const std::vector<std::string>& device_types);
-// What a cell that runs measured, e.g. "812 tok/s · 0.42 GiB"; "" for a cell that does not run.
+// What a cell that runs measured, e.g. "812 tok/s · 0.42 GiB"; "" for a cell that does not run. A generation
+// cell (one with a time to first token) names its speed decode and adds its prefill: "812 decode tok/s · 52.3 ms
+// to first token · 4100 prefill tok/s · 0.42 GiB".
 std::string Measurements(const SupportEntry& entry);
+
+// A short time as the page's details show one: "52.3 ms" under a second, then "2.51 s", "12.3 s", "123 s".
+std::string FormatLatency(double seconds);
 
 // What a peak memory reading is on `device_type`, from the device table (DeviceTypeTraits::peak_memory):
 // "high-water mark of resident memory summed over the cell's processes" where the device's memory is the
@@ -62,6 +67,10 @@ std::string PeakMemoryMeaning(const std::string& device_type);
 // "Peak memory is the high-water mark of resident memory summed over the cell's processes on cpu and the
 // device allocator's peak of the largest rank on cuda." for `columns` (types sharing a meaning are listed together), "" when none has one.
 std::string PeakMemorySentence(const std::vector<std::string>& columns);
+// What a generation cell's speeds mean, one sentence for SUPPORT.md and the page; "" when no entry of `columns`
+// has a time to first token, so reports without generation cells say nothing of it.
+std::string GenerationSentence(const std::vector<const ConfigSupport*>& configs,
+                               const std::vector<std::string>& columns);
 // The days ("2026-12-02") the entries in `columns` were verified on.
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
                                        const std::vector<std::string>& columns);

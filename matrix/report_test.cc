@@ -215,6 +215,21 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
 )");
 }
 
+TEST(JsonReporterTest, AGenerationEntryHasItsPrefillAfterItsSpeed) {
+  SupportEntry generate = Entry("runs", "2026-12-02T11:30:00Z");
+  generate.tokens_per_second = 812.4;
+  generate.time_to_first_token_s = 0.0625;
+  generate.prefill_tokens_per_second = 4100.5;
+  std::ostringstream out;
+  JsonReporter().Report({{"tiny/generation", "generate", {{"cpu", generate}}}}, {"cpu"}, out);
+  EXPECT_NE(out.str().find("          \"tokens_per_second\": 812.4,\n"
+                           "          \"time_to_first_token_s\": 0.0625,\n"
+                           "          \"prefill_tokens_per_second\": 4100.5,\n"
+                           "          \"step_time_s\": null,\n"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(JsonReporterTest, EmptyInput) {
   std::ostringstream out;
   JsonReporter().Report({}, {}, out);
@@ -250,6 +265,66 @@ TEST(FormatProgressLineTest, Lines) {
     EXPECT_EQ(FormatProgressLine(c.i, c.n, c.device, "llama3_2/1B_lora_single_device", c.elapsed, c.eta),
               c.expected);
   }
+}
+
+// A generation cell shows decode tokens/s, then its time to first token and prefill tokens/s; a training cell
+// beside it renders as before; the note on what the speeds mean is added only where a generation cell is shown.
+TEST(MarkdownReporterTest, AGenerationCellShowsDecodeSpeedTimeToFirstTokenAndPrefill) {
+  SupportEntry generate = Entry("runs", "2026-12-02T11:30:00Z");
+  generate.tokens_per_second = 812.4;
+  generate.time_to_first_token_s = 0.05234;
+  generate.prefill_tokens_per_second = 4100.2;
+  generate.peak_memory_gib = 0.42;
+  SupportEntry train = Entry("runs", "2026-12-02T11:30:00Z");
+  train.tokens_per_second = 38000;
+  std::vector<ConfigSupport> configs = {{"tiny/generation", "generate", {{"cpu", generate}}},
+                                        {"tiny/lora_single_device", "lora_finetune_single_device", {{"cpu", train}}}};
+  std::ostringstream out;
+  MarkdownReporter().Report(configs, {"cpu"}, out);
+  const std::string table =
+      "| `tiny/generation` | `generate` | ✅ runs · 812 decode tok/s · 52.3 ms to first token · 4100 prefill tok/s · "
+      "0.42 GiB |\n"
+      "| `tiny/lora_single_device` | `lora_finetune_single_device` | ✅ runs · 38000 tok/s |\n"
+      "\n"
+      "Peak memory is the high-water mark of resident memory summed over the cell's processes on cpu.\n"
+      "\n"
+      "A generation cell's tok/s is its decode speed (one new token per sequence per step); its time to first "
+      "token runs from the start of the prompt's forward to the first new token, and its prefill tok/s counts the "
+      "prompt tokens of every sequence over that time.\n"
+      "\n"
+      "## Cells that do not run\n";
+  EXPECT_NE(out.str().find(table), std::string::npos) << out.str();
+
+  // Without a generation cell there is no note.
+  configs.erase(configs.begin());
+  std::ostringstream training;
+  MarkdownReporter().Report(configs, {"cpu"}, training);
+  EXPECT_EQ(training.str().find("generation"), std::string::npos) << training.str();
+  EXPECT_EQ(GenerationSentence({}, {"cpu"}), "");
+}
+
+TEST(MeasurementsTest, NamesAGenerationSpeedDecodeAndLeavesOutWhatIsUnknown) {
+  SupportEntry e;
+  e.status = "runs";
+  e.tokens_per_second = 200;
+  e.time_to_first_token_s = 1.5;
+  EXPECT_EQ(Measurements(e), "200 decode tok/s · 1.50 s to first token");
+  e.prefill_tokens_per_second = std::numeric_limits<double>::infinity();  // a prefill too short to time
+  EXPECT_EQ(Measurements(e), "200 decode tok/s · 1.50 s to first token");
+  e.time_to_first_token_s.reset();
+  e.prefill_tokens_per_second.reset();
+  EXPECT_EQ(Measurements(e), "200 tok/s");
+  e.status = "fails";
+  e.time_to_first_token_s = 1.5;
+  EXPECT_EQ(Measurements(e), "");
+}
+
+TEST(FormatLatencyTest, MillisecondsUnderASecondThenFewerDecimalsAsItGrows) {
+  EXPECT_EQ(FormatLatency(0), "0.0 ms");
+  EXPECT_EQ(FormatLatency(0.0523), "52.3 ms");
+  EXPECT_EQ(FormatLatency(2.514), "2.51 s");
+  EXPECT_EQ(FormatLatency(12.34), "12.3 s");
+  EXPECT_EQ(FormatLatency(123.4), "123 s");
 }
 
 // Peak memory is named from the device table, one way in SUPPORT.md and on the page.

@@ -67,10 +67,12 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.step_time_median_s = summary->step_time_median_s;
     r.step_time_spread_s = summary->step_time_spread_s;
     r.tokens_per_second = summary->tokens_per_second;
+    r.time_to_first_token_s = summary->time_to_first_token_s;
+    r.prefill_tokens_per_second = summary->prefill_tokens_per_second;
     r.stand_in = JoinStrings(summary->stand_ins, "; ");
     r.world_size = summary->world_size;
     if (summary->threads > 0) r.threads = summary->threads;
-    if (!summary->losses.empty()) {
+    if (!summary->losses.empty()) {  // a run without a loss (generation) records none
       r.first_loss = summary->losses.front();
       r.last_loss = summary->losses.back();
     }
@@ -150,7 +152,11 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
     progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
              << CellStatusName(r.status);
-    if (r.tokens_per_second) progress << "  " << static_cast<int64_t>(*r.tokens_per_second) << " tok/s";
+    if (r.tokens_per_second) {
+      progress << "  " << static_cast<int64_t>(*r.tokens_per_second)
+               << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
+    }
+    if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
     if (r.startup_time_s && r.wall_time_s > 0) {
       progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
                << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";

@@ -112,6 +112,46 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   EXPECT_NE(progress.str().find("start-up 6s (58%)"), std::string::npos) << progress.str();
 }
 
+// A generation run's summary: decode steps with no loss, and its prefill. The cell takes the decode tokens/s,
+// the time to first token and the prefill tokens/s as the recipe wrote them, and records no loss.
+TEST_F(SchedulerTest, AGenerationCellTakesItsPrefillFromTheSummaryAndHasNoLoss) {
+  std::vector<PlannedCell> cells = {Cell("gen", "cpu"), Cell("train", "cpu")};
+  cells[0].recipe = "generate";
+  RunSummary generated;
+  generated.ok = true;
+  generated.step_times_s = {0.5, 0.25, 0.25, 0.5};  // one new token for each of 4 sequences per step
+  generated.step_tokens = {4, 4, 4, 4};
+  generated.warmup_steps = 1;
+  generated.time_to_first_token_s = 0.375;
+  generated.prefill_tokens_per_second = 5461.5;
+  WriteSummary(cells[0], generated);
+  WriteSummary(cells[1], Ran({3.0, 2.5, 2.0}, 1000));
+  FakeRunner runner;
+  runner.outcomes["gen"] = Exited(0);
+  runner.outcomes["train"] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{"host", "job", "abc", "", "", ""}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 2u);
+  const CellResult& gen = (*journal)[0];
+  EXPECT_EQ(gen.key.config, "gen");
+  EXPECT_EQ(gen.status, CellStatus::kRuns);
+  EXPECT_DOUBLE_EQ(*gen.tokens_per_second, 16.0);  // decode: median of 16, 16, 8 new tokens/s
+  EXPECT_DOUBLE_EQ(*gen.time_to_first_token_s, 0.375);
+  EXPECT_DOUBLE_EQ(*gen.prefill_tokens_per_second, 5461.5);
+  EXPECT_FALSE(gen.first_loss.has_value());
+  EXPECT_FALSE(gen.last_loss.has_value());
+  const CellResult& train = (*journal)[1];
+  EXPECT_FALSE(train.time_to_first_token_s.has_value());
+  EXPECT_FALSE(train.prefill_tokens_per_second.has_value());
+  EXPECT_DOUBLE_EQ(*train.first_loss, 3.0);
+  EXPECT_NE(progress.str().find("  runs  16 decode tok/s  first token 375.0 ms\n"), std::string::npos)
+      << progress.str();
+  EXPECT_NE(progress.str().find("  runs  100 tok/s\n"), std::string::npos) << progress.str();
+}
+
 TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
   std::vector<PlannedCell> cells = {Cell("crash", "cpu"), Cell("hang", "cpu"), Cell("oom", "cpu"),
                                     Cell("nan", "cpu"), Cell("bad", "cpu")};

@@ -37,6 +37,10 @@ SupportField Text(const char* name, std::string SupportEntry::*member) { return 
 SupportField Number(const char* name, std::optional<double> SupportEntry::*member, std::string (*format)(double)) {
   return {name, nullptr, member, format};
 }
+// A number added after support.json was first published: left out of it where absent.
+SupportField AddedNumber(const char* name, std::optional<double> SupportEntry::*member, std::string (*format)(double)) {
+  return {name, nullptr, member, format, true};
+}
 
 }  // namespace
 
@@ -45,6 +49,8 @@ const std::vector<SupportField>& SupportFields() {
       Text("status", &SupportEntry::status),
       Text("reason", &SupportEntry::reason),
       Number("tokens_per_second", &SupportEntry::tokens_per_second, TenthsOf),
+      AddedNumber("time_to_first_token_s", &SupportEntry::time_to_first_token_s, FourDigits),
+      AddedNumber("prefill_tokens_per_second", &SupportEntry::prefill_tokens_per_second, TenthsOf),
       Number("step_time_s", &SupportEntry::step_time_s, FourDigits),
       Number("step_time_spread_s", &SupportEntry::step_time_spread_s, FourDigits),
       Number("peak_memory_gib", &SupportEntry::peak_memory_gib, Thousandths),
@@ -76,7 +82,9 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
       j[f.name] = entry.*f.text;
     } else {
       const std::optional<double>& v = entry.*f.number;
-      j[f.name] = v && std::isfinite(*v) ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+      bool measured = v && std::isfinite(*v);
+      if (!measured && f.omitted_when_absent) continue;
+      j[f.name] = measured ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
     }
   }
   return j;
@@ -85,7 +93,8 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
 void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
   for (std::optional<double> SupportEntry::*speed :
        {&SupportEntry::tokens_per_second, &SupportEntry::step_time_s, &SupportEntry::step_time_spread_s,
-        &SupportEntry::wall_time_s, &SupportEntry::startup_time_s}) {
+        &SupportEntry::wall_time_s, &SupportEntry::startup_time_s, &SupportEntry::time_to_first_token_s,
+        &SupportEntry::prefill_tokens_per_second}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -95,6 +104,8 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.status = CellStatusName(cell.status);
   s.reason = cell.reason;
   s.tokens_per_second = cell.tokens_per_second;
+  s.time_to_first_token_s = cell.time_to_first_token_s;
+  s.prefill_tokens_per_second = cell.prefill_tokens_per_second;
   s.step_time_s = cell.step_time_median_s;
   s.step_time_spread_s = cell.step_time_spread_s;
   if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;

@@ -21,7 +21,10 @@ namespace tmx::matrix {
 struct SupportEntry {
   std::string status;  // a CellStatusName (a name in CellStatuses()), e.g. "runs"
   std::string reason;  // one line; empty for "runs"
-  std::optional<double> tokens_per_second;
+  std::optional<double> tokens_per_second;  // a generation cell's: decode tokens/s
+  // A generation cell's prefill (CellResult's); absent for training, and then left out of support.json too.
+  std::optional<double> time_to_first_token_s;
+  std::optional<double> prefill_tokens_per_second;
   std::optional<double> step_time_s;         // median step time after warm-up
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times (noise)
   std::optional<double> peak_memory_gib;     // measured peak, GiB (2^30 bytes)
@@ -49,27 +52,33 @@ struct SupportEntry {
 };
 
 // One field of SupportEntry: its name in the block and in support.json, and where it lives. Exactly one of
-// `text` and `number` is set. `status` is written plain; other text fields double-quoted and left out when
-// empty; numbers written by `format` and left out when absent or not finite.
+// `text` and `number` is set. In the block `status` is written plain; other text fields double-quoted and
+// left out when empty; numbers written by `format` and left out when absent or not finite.
 struct SupportField {
   const char* name;
   std::string SupportEntry::*text;
   std::optional<double> SupportEntry::*number;
   std::string (*format)(double);
+  // In support.json a number not measured is null, except in a field added after reports without it were
+  // published (only some cells measure it): left out, so the entries of the others keep their bytes.
+  bool omitted_when_absent = false;
 };
 // status, reason, the numbers, then the provenance strings: the order entries are written in.
 const std::vector<SupportField>& SupportFields();
 
-// `entry` as support.json writes it: every field in SupportFields order, null for a number not measured.
+// `entry` as support.json writes it: every field in SupportFields order, null for a number not measured (or
+// left out: SupportField::omitted_when_absent).
 nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry);
 
-// The entry a cell contributes to its config's metadata (status, reason, median step time, tokens/s, peak
-// memory in GiB, provenance), stored under cell.device_type.
+// The entry a cell contributes to its config's metadata (status, reason, median step time, tokens/s, a
+// generation's time to first token and prefill tokens/s, peak memory in GiB, provenance), stored under
+// cell.device_type.
 SupportEntry SupportFromCell(const CellResult& cell);
 
 // For a cell measured beside other work (CellResult::disturbed): its timings (tokens/s, step time and spread,
-// wall and start-up time) are the machine's load, not the device's speed, so `entry` takes `previous`'s
-// (the config's entry before this write-back; null: none, and the timings are left out).
+// wall and start-up time, time to first token, prefill tokens/s) are the machine's load, not the device's
+// speed, so `entry` takes `previous`'s (the config's entry before this write-back; null: none, and the
+// timings are left out).
 void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry);
 
 // One built-in config and what its generated block claims.

@@ -56,7 +56,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 17u);
+  EXPECT_EQ(names.size(), 19u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -74,6 +74,81 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
                       "\"step_time_spread_s\":null,\"peak_memory_gib\":null,\"wall_time_s\":null,\"startup_time_s\":null,\"ranks\":null,\"device_name\":\"\","
                       "\"torch_version\":\"\",\"verified_at\":\"\",\"config_hash\":\"\",\"host\":\"\",\"job\":\"\","
                       "\"commit\":\"\",\"stand_in\":\"\"}");
+}
+
+SupportEntry GenerationEntry() {
+  SupportEntry e = Entry("runs");
+  e.tokens_per_second = 812.46;
+  e.time_to_first_token_s = 0.052349;
+  e.prefill_tokens_per_second = 4100.26;
+  e.peak_memory_gib = 0.5;
+  e.verified_at = "2026-12-02T11:30:00Z";
+  return e;
+}
+
+TEST(SupportFromCellTest, AGenerationCellCarriesItsPrefill) {
+  CellResult cell;
+  cell.status = CellStatus::kRuns;
+  cell.tokens_per_second = 812.5;
+  cell.time_to_first_token_s = 0.0625;
+  cell.prefill_tokens_per_second = 4096;
+  SupportEntry e = SupportFromCell(cell);
+  EXPECT_EQ(e.tokens_per_second, std::optional<double>(812.5));
+  EXPECT_EQ(e.time_to_first_token_s, std::optional<double>(0.0625));
+  EXPECT_EQ(e.prefill_tokens_per_second, std::optional<double>(4096));
+  cell.time_to_first_token_s.reset();
+  cell.prefill_tokens_per_second.reset();
+  e = SupportFromCell(cell);
+  EXPECT_FALSE(e.time_to_first_token_s.has_value());
+  EXPECT_FALSE(e.prefill_tokens_per_second.has_value());
+}
+
+// support.json was published before generation cells: a training entry keeps its bytes (no prefill keys,
+// not even null), and a generation entry has both after its tokens/s.
+TEST(SupportEntryTest, ThePrefillIsInSupportJsonOnlyWhereMeasured) {
+  nlohmann::ordered_json training = SupportEntryToJson(Entry("runs"));
+  EXPECT_FALSE(training.contains("time_to_first_token_s"));
+  EXPECT_FALSE(training.contains("prefill_tokens_per_second"));
+  EXPECT_TRUE(training["step_time_s"].is_null());
+  nlohmann::ordered_json j = SupportEntryToJson(GenerationEntry());
+  const std::string start =
+      "{\"status\":\"runs\",\"reason\":\"\",\"tokens_per_second\":812.46,\"time_to_first_token_s\":0.052349,"
+      "\"prefill_tokens_per_second\":4100.26,\"step_time_s\":null,";
+  EXPECT_EQ(j.dump().substr(0, start.size()), start);
+}
+
+TEST(SupportEntryTest, AGenerationEntryRoundTripsThroughTheBlock) {
+  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{"cpu", GenerationEntry()}}, "c.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("      tokens_per_second: 812.5\n      time_to_first_token_s: 0.05235\n"
+                       "      prefill_tokens_per_second: 4100.3\n      peak_memory_gib: 0.5\n"),
+            std::string::npos)
+      << *text;
+  StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  const SupportEntry& back = read->at("cpu");
+  EXPECT_EQ(back.time_to_first_token_s, std::optional<double>(0.05235));
+  EXPECT_EQ(back.prefill_tokens_per_second, std::optional<double>(4100.3));
+  // A training entry's block has neither.
+  text = RenderWithSupport("lr: 1\n", {{"cpu", Entry("runs")}}, "c.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_EQ(text->find("first_token"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("prefill"), std::string::npos) << *text;
+}
+
+// A disturbed generation cell's prefill is a speed too: the previous entry's stays, or none.
+TEST(SupportEntryTest, ADisturbedCellKeepsThePreviousPrefill) {
+  SupportEntry previous = GenerationEntry();
+  SupportEntry busy = GenerationEntry();
+  busy.time_to_first_token_s = 0.5;
+  busy.prefill_tokens_per_second = 400;
+  KeepPreviousSpeeds(&previous, &busy);
+  EXPECT_EQ(busy.time_to_first_token_s, previous.time_to_first_token_s);
+  EXPECT_EQ(busy.prefill_tokens_per_second, previous.prefill_tokens_per_second);
+  KeepPreviousSpeeds(nullptr, &busy);
+  EXPECT_FALSE(busy.time_to_first_token_s.has_value());
+  EXPECT_FALSE(busy.prefill_tokens_per_second.has_value());
+  EXPECT_EQ(busy.peak_memory_gib, std::optional<double>(0.5));  // memory is no speed
 }
 
 TEST(SupportEntryTest, AStandInIsWrittenOnlyWhenASampleStoodInForTheData) {

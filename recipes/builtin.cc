@@ -4,6 +4,7 @@
 #include "recipes/checkpointers.h"
 #include "recipes/components.h"
 #include "recipes/finetune.h"
+#include "recipes/generate.h"
 #include "recipes/model_components.h"
 #include "recipes/optimizers.h"
 
@@ -22,6 +23,7 @@ Status RegisterBuiltins(Registry* registry) {
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kFull, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kLora, launch)));
   }
+  for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
   // A config listed for a recipe that is not registered would be silently left out.
   for (const ManifestEntry& e : BuiltinConfigManifest()) {
     if (registry->FindRecipe(e.recipe) == nullptr) {

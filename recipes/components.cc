@@ -46,6 +46,14 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
                Field("ignore_index", FieldType::kInt, "-100", "label value excluded from the loss")};
   out->push_back(ce);
 
+  ComponentSpec tp;
+  tp.name = "tune_matrix.models.tensor_parallel_plan";
+  tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan"};
+  tp.kind = "tensor_parallel_plan";
+  tp.doc = "each layer's attention heads and MLP width split over the ranks (q/k/v, w1, w3 by rows; output_proj, "
+           "w2 by columns, their outputs summed); embeddings, norms and the output projection whole on every rank";
+  out->push_back(tp);
+
   ComponentSpec disk;
   disk.name = "tune_matrix.training.metric_logging.DiskLogger";
   disk.aliases = {"torchtune.training.metric_logging.DiskLogger", "torchtune.training.metric_logging.StdoutLogger"};

@@ -1,5 +1,6 @@
 // The distributed recipes end to end, through the `tune` program: `tune run --nproc_per_node 2` against one
-// process with the same global batch, a rank killed mid-run, and the checkpoint the ranks write.
+// process with the same global batch, a rank killed mid-run, the checkpoint the ranks write, and tensor-parallel
+// generation against one process.
 #include <dirent.h>
 #include <signal.h>
 
@@ -353,6 +354,56 @@ TEST(DistributedRecipesKillTest, AKilledRankEndsTheRunInBoundedTimeNamingTheRank
   EXPECT_EQ(s.error_kind, "rank_failed");
   EXPECT_EQ(s.error.rfind("rank 1 of 2 was killed by signal 9", 0), 0u) << s.error;
   EXPECT_EQ(s.world_size, 2);
+}
+
+// The line after "Prompt: ..." in a generation run's output: the text it generated.
+std::string GeneratedText(const std::string& output) {
+  const size_t prompt = output.find("Prompt: ");
+  if (prompt == std::string::npos) return "";
+  const size_t start = output.find('\n', prompt) + 1;
+  return output.substr(start, output.find('\n', start) - start);
+}
+
+// dev/generate_v2_distributed: 2 tensor-parallel ranks answer with one process's greedy tokens (fp32), and the
+// summary counts both ranks.
+TEST(DistributedRecipesGenerateTest, TwoTensorParallelRanksGenerateWhatOneProcessDoes) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_generate");
+  const std::vector<std::string> same = {"device=cpu", "dtype=fp32", "temperature=0", "max_new_tokens=40"};
+  std::vector<std::string> one = {"run", "dev/generate_v2", "--config", "tiny/llama3_2_generation_v2",
+                                  "model._component_=tune_matrix.models.tiny_llama3", "output_dir=" + dir.path() + "/one"};
+  std::vector<std::string> two = {"run", "--nproc_per_node", "2", "dev/generate_v2_distributed", "--config",
+                                  "tiny/llama3_generation_distributed", "output_dir=" + dir.path() + "/two"};
+  for (std::vector<std::string>* args : {&one, &two}) args->insert(args->end(), same.begin(), same.end());
+  SubprocessResult a = RunTune(one);
+  SubprocessResult b = RunTune(two);
+  ASSERT_EQ(a.exit_code, 0) << a.output_tail;
+  ASSERT_EQ(b.exit_code, 0) << b.output_tail;
+  EXPECT_NE(b.output_tail.find("Tensor parallel over 2 ranks: each holds 2 of 4 heads and 128 of 256 MLP units"),
+            std::string::npos)
+      << b.output_tail;
+  EXPECT_FALSE(GeneratedText(a.output_tail).empty()) << a.output_tail;
+  EXPECT_EQ(GeneratedText(a.output_tail), GeneratedText(b.output_tail));
+  const RunSummary s = MustReadSummary(dir.path() + "/two");
+  EXPECT_TRUE(s.ok) << s.error;
+  EXPECT_EQ(s.world_size, 2);
+  EXPECT_EQ(s.step_times_s.size(), MustReadSummary(dir.path() + "/one").step_times_s.size());
+  ASSERT_TRUE(s.time_to_first_token_s.has_value());
+  ASSERT_TRUE(s.tokens_per_second.has_value());
+}
+
+TEST(DistributedRecipesGenerateTest, AModelTheRanksCannotSplitEvenlyIsRefused) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_generate_gemma");
+  // Gemma's single kv head cannot be split over 2 ranks.
+  SubprocessResult r = RunTune({"run", "--nproc_per_node", "2", "dev/generate_v2_distributed", "--config",
+                                "tiny/llama3_generation_distributed", "model._component_=tune_matrix.models.tiny_gemma",
+                                "device=cpu", "output_dir=" + dir.path()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output_tail.find("splits the model's num_kv_heads (1) evenly, which it cannot"), std::string::npos)
+      << r.output_tail;
 }
 
 TEST(DistributedRecipesUsageTest, NprocPerNodeIsRefusedForASingleDeviceRecipe) {

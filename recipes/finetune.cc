@@ -32,19 +32,6 @@
 namespace tmx::recipes {
 namespace {
 
-// ATen's CPU threads: one per core this process may use (affinity and cgroup quota, base/cpu_usage.h; a
-// container given 2 of 16 cores must not run 16 threads), unless OMP_NUM_THREADS chose (the launcher sets it
-// per rank). Returns the line that says which.
-std::string ChooseThreads() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp != nullptr && *omp != '\0') {
-    return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")";
-  }
-  const UsableCores cores = ReadUsableCores();
-  at::set_num_threads(cores.count);
-  return "Threads: " + std::to_string(cores.count) + ", one per core this process may use: " + cores.Describe();
-}
-
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -66,12 +53,6 @@ std::string RecipeName(TrainKind kind, bool distributed) {
   return std::string(kind == TrainKind::kLora ? "lora_finetune_" : "full_finetune_") +
          (distributed ? "distributed" : "single_device");
 }
-
-// Discards what is written to it: the progress lines of ranks other than 0.
-class NullStream : public std::ostream {
- public:
-  NullStream() : std::ostream(nullptr) {}
-};
 
 class Trainer {
  public:
@@ -419,78 +400,22 @@ Status Trainer::Run(RunSummary* summary) {
 }  // namespace
 
 Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed) {
-  RunSummary summary;
-  summary.recipe = RecipeName(kind, distributed);
-  summary.config = context.config_name;
-  summary.device = context.device.id;
-  summary.device_name = context.device.name;
-  summary.torch_version = TorchVersion();
-  Status s;
-  int rank = 0;
-  std::optional<int64_t> ranks_peak;
-  {
-    try {
-      StatusOr<std::unique_ptr<Parallelism>> parallel =
-          distributed ? JoinRanks(context) : StatusOr<std::unique_ptr<Parallelism>>(SingleDevice());
-      s = parallel.status();
-      if (!s.ok()) summary.error_kind = "rendezvous";
-      if (s.ok()) {
-        Trainer trainer(config, context, kind, parallel->get());
-        s = trainer.Run(&summary);
-        rank = (*parallel)->rank();
-        // The run's peak memory: each rank reads its own, and on an accelerator the largest counts, on the host
-        // (ranks sharing its memory) their sum; only while the group works.
-        std::optional<MemoryReading> peak = PeakMemory(context.device);
-        const bool shared_host =
-            context.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
-        if (s.ok() && peak) {
-          const double own = static_cast<double>(peak->bytes);
-          ranks_peak = static_cast<int64_t>(shared_host ? (*parallel)->Sum(own) : (*parallel)->Max(own));
-        }
-      }
-    } catch (const c10::OutOfMemoryError& e) {
-      summary.error_kind = "out_of_memory";
-      std::string what = e.what();
-      s = Status::Internal("out of memory on " + context.device.id + ": " + what.substr(0, what.find('\n')) +
-                           "; lower batch_size or enable_activation_checkpointing=True");
-    } catch (const std::exception& e) {
-      std::string what = e.what();
-      s = Status::Internal(summary.recipe + " failed on " + context.device.id + ": " + what.substr(0, what.find('\n')));
-    }
-  }
-  summary.ok = s.ok();
-  if (!s.ok()) {
-    summary.error = s.message();
-    if (summary.error_kind.empty()) summary.error_kind = "error";
-  }
-  summary.Finish();
-  std::optional<MemoryReading> peak = PeakMemory(context.device);
-  if (peak) {
-    summary.peak_memory_bytes = std::max(peak->bytes, ranks_peak.value_or(0));
-    summary.peak_memory_source = peak->source;
-  }
-  if (rank != 0) {
-    // Rank 0 writes the summary and the progress; the others report only their own failure.
-    if (!s.ok()) s = Status::Internal("rank " + std::to_string(rank) + ": " + s.message());
-    return s;
-  }
-  StatusOr<std::string> out = config.GetString("output_dir", "");
-  if (out.ok() && !out->empty()) {
-    Status w = WriteRunSummary(*out, summary);
-    if (!w.ok() && s.ok()) s = w;
-  }
-  if (s.ok() && context.out != nullptr) {
-    *context.out << "Finished: " << summary.losses.size() << (summary.losses.size() == 1 ? " step" : " steps");
-    if (!summary.losses.empty()) {
-      *context.out << ", first loss " << summary.losses.front() << ", last loss " << summary.losses.back();
-    }
+  auto train = [&](Parallelism& parallel, RunSummary* summary) {
+    Trainer trainer(config, context, kind, &parallel);
+    return trainer.Run(summary);
+  };
+  auto report = [&](const RunSummary& summary) {
+    std::ostream& out = *context.out;
+    out << "Finished: " << summary.losses.size() << (summary.losses.size() == 1 ? " step" : " steps");
+    if (!summary.losses.empty()) out << ", first loss " << summary.losses.front() << ", last loss " << summary.losses.back();
     if (summary.peak_memory_bytes) {
-      *context.out << ", peak memory " << static_cast<double>(*summary.peak_memory_bytes) / (1 << 30) << " GiB ("
-                   << summary.peak_memory_source << ")";
+      out << ", peak memory " << static_cast<double>(*summary.peak_memory_bytes) / (1 << 30) << " GiB ("
+          << summary.peak_memory_source << ")";
     }
-    *context.out << "\n";
-  }
-  return s;
+    out << "\n";
+  };
+  return RunInProcessOrRanks(config, context, RecipeName(kind, distributed), distributed,
+                             "lower batch_size or enable_activation_checkpointing=True", train, report);
 }
 
 RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {

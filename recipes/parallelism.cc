@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/device_hooks.h"
 #include "recipes/distributed/data_parallel.h"
 #include "recipes/distributed/optimizer_state.h"
 #include "recipes/distributed/process_group.h"
@@ -100,6 +101,7 @@ class Ranks : public Parallelism {
   void AfterStep() override { data_parallel_->GatherParameters(); }
   double Sum(double v) const override { return group_->AllReduceScalar(v); }
   double Max(double v) const override { return group_->AllReduceScalar(v, ProcessGroup::ReduceOp::kMax); }
+  void AllReduce(at::Tensor& tensor) const override { group_->AllReduce(tensor); }
 
   void LoadOptimizerState(torch::optim::Optimizer& per_param, torch::optim::Optimizer* optimizer) override {
     if (!ShardsOptimizerState()) return MoveState(per_param, optimizer);  // the same tensors
@@ -146,6 +148,69 @@ StatusOr<std::unique_ptr<Parallelism>> JoinRanks(const RunContext& context) {
       ProcessGroup::Connect(*env, context.device.traits().distributed_backend);
   TM_RETURN_IF_ERROR(group.status());
   return std::unique_ptr<Parallelism>(std::make_unique<Ranks>(*env, std::move(*group)));
+}
+
+Status RunInProcessOrRanks(const Config& config, const RunContext& context, const std::string& recipe,
+                           bool distributed, const std::string& out_of_memory_fix,
+                           const std::function<Status(Parallelism& parallel, RunSummary* summary)>& work,
+                           const std::function<void(const RunSummary& summary)>& report) {
+  RunSummary summary;
+  summary.recipe = recipe;
+  summary.config = context.config_name;
+  summary.device = context.device.id;
+  summary.device_name = context.device.name;
+  summary.torch_version = TorchVersion();
+  Status s;
+  int rank = 0;
+  std::optional<int64_t> ranks_peak;
+  try {
+    StatusOr<std::unique_ptr<Parallelism>> parallel =
+        distributed ? JoinRanks(context) : StatusOr<std::unique_ptr<Parallelism>>(SingleDevice());
+    s = parallel.status();
+    if (!s.ok()) summary.error_kind = "rendezvous";
+    if (s.ok()) {
+      s = work(**parallel, &summary);
+      rank = (*parallel)->rank();
+      // Each rank reads its own peak; on an accelerator the largest counts, on the host (ranks sharing its
+      // memory) their sum; only while the group works.
+      std::optional<MemoryReading> peak = PeakMemory(context.device);
+      const bool shared_host = context.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+      if (s.ok() && peak) {
+        const double own = static_cast<double>(peak->bytes);
+        ranks_peak = static_cast<int64_t>(shared_host ? (*parallel)->Sum(own) : (*parallel)->Max(own));
+      }
+    }
+  } catch (const c10::OutOfMemoryError& e) {
+    summary.error_kind = "out_of_memory";
+    const std::string what = e.what();
+    s = Status::Internal("out of memory on " + context.device.id + ": " + what.substr(0, what.find('\n')) + "; " +
+                         out_of_memory_fix);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    s = Status::Internal(recipe + " failed on " + context.device.id + ": " + what.substr(0, what.find('\n')));
+  }
+  summary.ok = s.ok();
+  if (!s.ok()) {
+    summary.error = s.message();
+    if (summary.error_kind.empty()) summary.error_kind = "error";
+  }
+  summary.Finish();
+  if (std::optional<MemoryReading> peak = PeakMemory(context.device)) {
+    summary.peak_memory_bytes = std::max(peak->bytes, ranks_peak.value_or(0));
+    summary.peak_memory_source = peak->source;
+  }
+  if (rank != 0) {
+    // Rank 0 writes the summary and the last lines; the others report only their own failure.
+    if (!s.ok()) s = Status::Internal("rank " + std::to_string(rank) + ": " + s.message());
+    return s;
+  }
+  StatusOr<std::string> out = config.GetString("output_dir", "");
+  if (out.ok() && !out->empty()) {
+    Status w = WriteRunSummary(*out, summary);
+    if (!w.ok() && s.ok()) s = w;
+  }
+  if (s.ok() && context.out != nullptr) report(summary);
+  return s;
 }
 
 }  // namespace tmx::recipes

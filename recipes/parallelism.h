@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
+#include "harness/run_summary.h"
 #include "recipes/optimizers.h"
 #include "recipes/train_setup.h"
 
@@ -48,6 +50,8 @@ class Parallelism {
   // A number summed (or its maximum) over the ranks; every rank must call it.
   virtual double Sum(double v) const { return v; }
   virtual double Max(double v) const { return v; }
+  // A tensor summed over the ranks in place (tensor parallelism's partial sums); every rank must call it.
+  virtual void AllReduce(at::Tensor& /*tensor*/) const {}
 
   // Resuming: `per_param`'s state (an optimizer over the model's trained tensors, read from a checkpoint) into
   // `optimizer` (the one over Wrap's tensors).
@@ -67,5 +71,17 @@ std::unique_ptr<Parallelism> SingleDevice();
 // This process's rank of a run launched with torchrun's environment, joined over the device type's
 // collective backend. Unavailable (rendezvous) when the group cannot form.
 StatusOr<std::unique_ptr<Parallelism>> JoinRanks(const RunContext& context);
+
+// What every recipe's run does around its work, in one place: a summary named after `recipe`, the config, the
+// device and torch; one device or (`distributed`) this process's rank, joined here; `work` on it; an exception
+// becomes the run's error (out of memory as error kind "out_of_memory", its message ending with
+// `out_of_memory_fix`), a failed rendezvous error kind "rendezvous"; then the statistics (RunSummary::Finish)
+// and the peak memory (each rank's own; over ranks the largest on an accelerator, their sum on the shared
+// host). Rank 0 writes <output_dir>/summary.json, failed or not, and, when the run succeeded, calls `report`
+// with the finished summary (its last lines); another rank returns only its own failure, naming the rank.
+Status RunInProcessOrRanks(const Config& config, const RunContext& context, const std::string& recipe,
+                           bool distributed, const std::string& out_of_memory_fix,
+                           const std::function<Status(Parallelism& parallel, RunSummary* summary)>& work,
+                           const std::function<void(const RunSummary& summary)>& report);
 
 }  // namespace tmx::recipes

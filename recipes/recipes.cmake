@@ -7,6 +7,7 @@ add_library(tm_recipes
   components.cc
   estimate.cc
   finetune.cc
+  generate.cc
   loss.cc
   model_components.cc
   optimizer_in_backward.cc
@@ -45,6 +46,7 @@ if(TUNE_MATRIX_BUILD_TESTS)
   target_compile_definitions(recipes_distributed_test PRIVATE TM_TUNE_PATH="$<TARGET_FILE:tune>")
   add_dependencies(recipes_distributed_test tune)
 endif()
+tm_add_test(recipes_generate_test SOURCES generate_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc
             optimizer_in_backward_test.cc loss_test.cc

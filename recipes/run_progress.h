@@ -12,6 +12,13 @@
 
 namespace tmx::recipes {
 
+// Discards what is written to it: the lines of ranks other than 0, whose progress only rank 0 prints.
+class NullStream : public std::ostream {
+ public:
+  NullStream() : std::ostream(nullptr) {}
+};
+
+
 class RunProgress {
  public:
   using Clock = std::function<double()>;  // seconds on a monotonic clock

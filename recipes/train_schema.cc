@@ -59,17 +59,39 @@ std::string TrainsCheck(const YAML::Node&, const Config&, const DeviceInfo& d) {
 
 }  // namespace
 
+FieldSpec OutputDirField(std::string doc) {
+  return WithValueCheck(Required(NonEmpty(Field("output_dir", FieldType::kString, "", std::move(doc)))),
+                        OutputDirCheck);
+}
+
+FieldSpec SeedField() {
+  return Nullable(AtLeast(Field("seed", FieldType::kInt, "null", "random seed; null picks one and logs it"), 0));
+}
+
+FieldSpec LogLevelField() {
+  return Choices(Field("log_level", FieldType::kString, "INFO", "verbosity"), {"DEBUG", "INFO", "WARN", "WARNING", "ERROR"});
+}
+
+FieldSpec DeviceField() {
+  return WithCheck(Field("device", FieldType::kString, "cuda", "cpu, cuda, cuda:N, xpu, xpu:N, mps or auto"),
+                   TrainsCheck);
+}
+
+FieldSpec DtypeField() {
+  return WithCheck(Choices(Field("dtype", FieldType::kString, "bf16", "the model's dtype: fp32 or bf16"),
+                           {"fp32", "bf16", "fp16"}),
+                   DtypeCheck);
+}
+
 std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   std::vector<FieldSpec> f = {
-      WithValueCheck(Required(NonEmpty(Field("output_dir", FieldType::kString, "",
-                                             "folder for checkpoints, metrics and the run summary"))),
-                     OutputDirCheck),
+      OutputDirField("folder for checkpoints, metrics and the run summary"),
       ComponentField("model", "model", "the model to fine-tune"),
       ComponentField("tokenizer", "tokenizer", "the tokenizer"),
       ComponentField("checkpointer", "checkpointer", "where weights are loaded from and saved to", false),
       Field("resume_from_checkpoint", FieldType::kBool, "False", "continue the run saved in output_dir"),
       ComponentField("dataset", "dataset", "the training data"),
-      Nullable(AtLeast(Field("seed", FieldType::kInt, "null", "random seed; null picks one and logs it"), 0)),
+      SeedField(),
       Field("shuffle", FieldType::kBool, "True", "shuffle the data each epoch"),
       AtLeast(Field("batch_size", FieldType::kInt, "2", "samples per micro-batch"), 1),
       ComponentField("optimizer", "optimizer", "the optimizer"),
@@ -86,12 +108,9 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind) {
       AtLeast(Field("log_every_n_steps", FieldType::kInt, "1", "log every this many optimizer steps"), 1),
       Field("log_peak_memory_stats", FieldType::kBool, "True",
             "log peak memory (allocator statistics on accelerators, peak resident memory on cpu)"),
-      Choices(Field("log_level", FieldType::kString, "INFO", "verbosity"), {"DEBUG", "INFO", "WARN", "WARNING", "ERROR"}),
-      WithCheck(Field("device", FieldType::kString, "cuda", "cpu, cuda, cuda:N, xpu, xpu:N, mps or auto"),
-                TrainsCheck),
-      WithCheck(Choices(Field("dtype", FieldType::kString, "bf16", "training dtype: fp32 or bf16"),
-                        {"fp32", "bf16", "fp16"}),
-                DtypeCheck),
+      LogLevelField(),
+      DeviceField(),
+      DtypeField(),
       Field("enable_activation_checkpointing", FieldType::kBool, "False", "recompute activations in backward"),
       WithCheck(Field("enable_activation_offloading", FieldType::kBool, "False", "move activations to host memory"),
                 OffloadCheck),

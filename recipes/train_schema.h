@@ -3,6 +3,7 @@
 // distributed) start from these fields and add their own.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "harness/registry.h"
@@ -11,6 +12,15 @@ namespace tmx::recipes {
 
 // What a recipe trains: every weight, or LoRA adapters over a frozen base.
 enum class TrainKind { kFull, kLora };
+
+// Keys every recipe here shares, defined once: output_dir (required; never a system or the home folder), seed
+// (null: a random one, logged), log_level, device (default cuda as torchtune's; a device that cannot train
+// is refused, with the fix) and dtype (bf16 by default; bf16 only where its matmul probe passed).
+FieldSpec OutputDirField(std::string doc);
+FieldSpec SeedField();
+FieldSpec LogLevelField();
+FieldSpec DeviceField();
+FieldSpec DtypeField();
 
 // The recipe keys of a single-device fine-tuning recipe of `kind`, torchtune's names and defaults.
 std::vector<FieldSpec> TrainingFields(TrainKind kind);

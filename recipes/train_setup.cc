@@ -1,11 +1,14 @@
 #include "recipes/train_setup.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
 #include <set>
 
+#include <ATen/Parallel.h>
 #include <c10/core/TensorOptions.h>
 
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/output_folder.h"
 #include "base/text.h"
@@ -32,6 +35,13 @@ Status ReadAll(std::initializer_list<std::pair<const char*, T*>> fields, Getter 
 }
 
 }  // namespace
+
+StatusOr<uint64_t> ReadSeed(const Config& config) {
+  if (config.IsNull("seed")) return static_cast<uint64_t>(std::random_device{}());
+  StatusOr<int64_t> seed = config.GetInt("seed");
+  TM_RETURN_IF_ERROR(seed.status());
+  return static_cast<uint64_t>(*seed);
+}
 
 StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind) {
   TrainingSettings s;
@@ -84,14 +94,20 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
     s.warmup_steps = *warmup;
     s.num_cycles = *cycles;
   }
-  if (config.IsNull("seed")) {
-    s.seed = std::random_device{}();
-  } else {
-    StatusOr<int64_t> seed = config.GetInt("seed");
-    TM_RETURN_IF_ERROR(seed.status());
-    s.seed = static_cast<uint64_t>(*seed);
-  }
+  StatusOr<uint64_t> seed = ReadSeed(config);
+  TM_RETURN_IF_ERROR(seed.status());
+  s.seed = *seed;
   return s;
+}
+
+std::string ChooseThreads() {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp != nullptr && *omp != '\0') {
+    return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")";
+  }
+  const UsableCores cores = ReadUsableCores();
+  at::set_num_threads(cores.count);
+  return "Threads: " + std::to_string(cores.count) + ", one per core this process may use: " + cores.Describe();
 }
 
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
@@ -172,7 +188,7 @@ const char* kStandInHint = "; to train on the shipped sample of the same kind in
 
 }  // namespace
 
-std::vector<Problem> MissingInputs(const Config& config, const Registry& registry) {
+std::vector<Problem> MissingModelInputs(const Config& config, const Registry& registry) {
   std::vector<Problem> problems = MissingCheckpointFiles(config, registry);
   StatusOr<data::TokenizerConfig> tokenizer = data::TokenizerFromConfig(config);
   StatusOr<data::TokenizerComponent> component =
@@ -189,6 +205,11 @@ std::vector<Problem> MissingInputs(const Config& config, const Registry& registr
                               hub + " --output-dir " + RepoFolderOf(path) + "`), or set " + key + " to where it is"});
     }
   }
+  return problems;
+}
+
+std::vector<Problem> MissingInputs(const Config& config, const Registry& registry) {
+  std::vector<Problem> problems = MissingModelInputs(config, registry);
   std::vector<std::string> datasets = {"dataset"};
   if (!config.IsNull("run_val_every_n_steps") && !config.IsNull("dataset_val")) datasets.push_back("dataset_val");
   for (const std::string& key : datasets) {
@@ -249,9 +270,9 @@ std::vector<Problem> OutputProblems(const Config& config, const Registry& regist
   return problems;
 }
 
-StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
-                                     const models::DecoderArgs& model, bool allow_stand_ins,
-                                     std::vector<std::string>* stand_ins, const std::string& dataset_key) {
+StatusOr<std::unique_ptr<data::ModelTokenizer>> SetupTokenizer(const Config& config, const models::DecoderArgs& model,
+                                                                bool allow_stand_ins,
+                                                                std::vector<std::string>* stand_ins) {
   StatusOr<data::TokenizerConfig> tokenizer_config = data::TokenizerFromConfig(config);
   TM_RETURN_IF_ERROR(tokenizer_config.status());
   data::TokenizerOptions options = tokenizer_config->options;
@@ -268,6 +289,13 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
     std::string file = sample->path.empty() ? sample->tokenizer_json_path : sample->path;
     stand_ins->push_back(data::SampleNote("tokenizer", (*tokenizer)->name(), Basename(file), missing));
   }
+  return tokenizer;
+}
+
+StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
+                                     const models::DecoderArgs& model, bool allow_stand_ins,
+                                     std::vector<std::string>* stand_ins, const std::string& dataset_key) {
+  StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer = SetupTokenizer(config, model, allow_stand_ins, stand_ins);
   TM_RETURN_IF_ERROR(tokenizer.status());
   const data::Tokenizer& base = (*tokenizer)->base();
 

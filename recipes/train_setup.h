@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
+#include "recipes/data/chat_format.h"
 #include "recipes/data/loader.h"
 #include "recipes/estimate.h"
 #include "recipes/model_components.h"
@@ -50,7 +52,15 @@ struct TrainingSettings {
   int64_t world_size = 1, rank = 0;
 };
 
+// The config's seed, or a random one when it is null.
+StatusOr<uint64_t> ReadSeed(const Config& config);
+
 StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind);
+
+// ATen's CPU threads: one per core this process may use (affinity and cgroup quota, base/cpu_usage.h; a
+// container given 2 of 16 cores must not run 16 threads), unless OMP_NUM_THREADS chose (the launcher sets it
+// per rank). Returns the line that says which.
+std::string ChooseThreads();
 
 // The model a recipe trains, on its device, with the parameters that train.
 struct TrainableModel {
@@ -72,6 +82,13 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
                                     const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
                                     std::vector<std::string>* stand_ins, RunProgress* progress = nullptr);
 
+// The config's tokenizer component, for a model of `model`'s vocabulary: its max_seq_len, or the model's (at most
+// 2048) when it sets none. A missing tokenizer file is NotFound naming it, unless `allow_stand_ins`: then the
+// shipped sample of the same kind is used and a line saying so is added to `stand_ins`.
+StatusOr<std::unique_ptr<data::ModelTokenizer>> SetupTokenizer(const Config& config, const models::DecoderArgs& model,
+                                                                bool allow_stand_ins,
+                                                                std::vector<std::string>* stand_ins);
+
 // The config's tokenizer and dataset components, tokenized and batched (seeded by settings.seed). Samples are
 // cut at the tokenizer's max_seq_len, or at the model's (at most 2048) when it sets none. A tokenizer whose
 // ids do not fit the model's vocabulary is InvalidArgument. A missing tokenizer file or dataset is NotFound
@@ -81,6 +98,10 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins, const std::string& dataset_key = "dataset");
+
+// The model's input files this machine lacks, found without building or reading anything: the starting
+// weights (MissingCheckpointFiles) and the tokenizer's files, each problem naming the key and the fix.
+std::vector<Problem> MissingModelInputs(const Config& config, const Registry& registry);
 
 // Every input file a fine-tuning run of `config` reads that this machine lacks, found without building or
 // reading anything (RecipeSpec::missing_inputs): the starting weights (MissingCheckpointFiles), the tokenizer's

@@ -17,6 +17,7 @@ survives until the next matrix run replaces it. Only values are taken from torch
 import os
 import re
 import sys
+import textwrap
 
 import yaml
 
@@ -60,7 +61,9 @@ SECTIONS = [
                       "custom_sharded_layers"]),
     ("Validation", ["dataset_val", "run_val_every_n_steps", "batch_size_val"]),
     ("Profiling", ["profiler"]),
+    ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
 ]
+GENERATION_RECIPES = ("generate", "dev/generate_v2", "dev/generate_v2_distributed")
 # Our own one-line notes on keys a reader most often changes.
 KEY_NOTES = {
     "lora_rank": "adapter rank: higher trains more parameters",
@@ -72,6 +75,9 @@ KEY_NOTES = {
     "packed": "True: several samples per sequence",
     "device": "any device type or id: cpu, cuda, cuda:1, xpu, mps",
     "max_seq_len": "null: the longest sample sets the length",
+    "max_new_tokens": "stops earlier at one of the tokenizer's stop tokens",
+    "temperature": "0: always the most likely token (greedy)",
+    "enable_kv_cache": "False: recompute the whole sequence for every token",
 }
 PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 BEGIN = "# --- BEGIN tune-matrix support metadata"
@@ -95,7 +101,8 @@ def scalar(v):
     return s
 
 
-def emit(key, value, indent, out, note=None):
+def emit(key, value, indent, out, note=None, notes=None):
+    notes = KEY_NOTES if notes is None else notes
     pad = "  " * indent
     tail = "  # " + note if note else ""
     if isinstance(value, dict):
@@ -105,16 +112,22 @@ def emit(key, value, indent, out, note=None):
             out.append(f"{pad}  _component_: {scalar(comp)}")
         for k, v in value.items():
             if k != "_component_":
-                emit(k, v, indent + 1, out, KEY_NOTES.get(k))
+                emit(k, v, indent + 1, out, notes.get(k), notes)
     elif isinstance(value, list):
         out.append(f"{pad}{key}: [{', '.join(scalar(x) for x in value)}]{tail}")
     else:
         out.append(f"{pad}{key}: {scalar(value)}{tail}")
 
 
-def body(cfg):
+# What a generation config's notes say instead.
+GENERATION_NOTES = {**KEY_NOTES, "max_seq_len": "null: no limit on the prompt's tokens"}
+
+
+def body(cfg, generation=False):
+    notes = GENERATION_NOTES if generation else KEY_NOTES
     out = []
-    emit("output_dir", cfg["output_dir"], 0, out, "checkpoints, logs and summary.json go here")
+    emit("output_dir", cfg["output_dir"], 0, out,
+         "summary.json goes here" if generation else "checkpoints, logs and summary.json go here")
     done = {"output_dir"}
     for title, keys in SECTIONS:
         present = [k for k in keys if k in cfg]
@@ -123,14 +136,14 @@ def body(cfg):
         out.append("")
         out.append(f"# {title}")
         for k in present:
-            emit(k, cfg[k], 0, out, KEY_NOTES.get(k))
+            emit(k, cfg[k], 0, out, notes.get(k), notes)
             done.add(k)
     rest = [k for k in cfg if k not in done]
     if rest:
         out.append("")
         out.append("# Other settings")
         for k in rest:
-            emit(k, cfg[k], 0, out, KEY_NOTES.get(k))
+            emit(k, cfg[k], 0, out, notes.get(k), notes)
     return "\n".join(out) + "\n"
 
 
@@ -159,11 +172,45 @@ def torchtune_config(root, name):
     return cfg, (m.group(1) if m else None)
 
 
+def generation_head(title, what, name, recipe, repo, ckpt_dir):
+    """The comment at the top of a generation config."""
+    launch = "tune run --nproc_per_node 2 " if recipe.endswith("_distributed") else "tune run "
+    fetch = [
+        "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
+        f"# them first, for example: tune download {repo or '<model>'} --output-dir {ckpt_dir.rstrip('/')}",
+        "# A matrix cell runs without them (--allow-stand-ins): the seed's weights and a shipped sample tokenizer",
+        "# stand in, and the cell's record says so.",
+    ] if repo is not None else [
+        "# Weights start from `seed`; tokens are bytes.",
+    ]
+    return ["# " + line for line in textwrap.wrap(f"{title}: {what}", 114)] + [
+        "# It prints the answer, the time to the first token, prefill and decode tokens/s, and peak memory.",
+        "#",
+    ] + fetch + [
+        "#",
+        "# Run it:",
+        f"#   {launch}{recipe} --config {name}",
+        "# Any field can be overridden on the command line, the device and the prompt too:",
+        f"#   {launch}{recipe} --config {name} device=cpu prompt.user=\"Why is the sky blue?\" temperature=0",
+        "",
+    ]
+
+
 def mirrored(root, source, name, recipe, configs_dir):
     cfg, repo = torchtune_config(root, source)
+    model = cfg.get("model", {})
+    if recipe in GENERATION_RECIPES:
+        # torchtune.models.llama2.llama2_7b -> Llama 2 7B
+        family, builder = model["_component_"].split(".")[-2:]
+        title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"
+        where = ("across ranks, each holding a share of every layer (tensor parallel)"
+                 if recipe.endswith("_distributed") else "on one device")
+        what = f"text generation {where}, with the values of torchtune's {source} config."
+        head = generation_head(title, what, name, recipe, repo, cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
+        write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
+        return
     family, stem = name.split("/")
     size = stem.split("_")[0]
-    model = cfg.get("model", {})
     quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
     kind = "full"
     if recipe.startswith("lora"):
@@ -190,7 +237,32 @@ def mirrored(root, source, name, recipe, configs_dir):
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
 
 
+def tiny_generation(family, name, recipe, configs_dir):
+    cfg = {
+        "output_dir": f"/tmp/tune_matrix/{name}",
+        "model": {"_component_": f"tune_matrix.models.tiny_{family}"},
+        "tokenizer": {"_component_": "tune_matrix.data.byte_tokenizer", "max_seq_len": None},
+        "checkpointer": {"_component_": "tune_matrix.training.FullModelCheckpointer", "checkpoint_dir": None,
+                         "checkpoint_files": ["model.safetensors"], "recipe_checkpoint": None,
+                         "output_dir": "${output_dir}"},
+        "seed": 1234, "log_level": "INFO", "device": "cuda", "dtype": "bf16",
+        "prompt": {"system": None, "user": "Tell me a joke."},
+        "max_new_tokens": 64, "temperature": 0.6, "top_k": 300,
+    }
+    if recipe == "generate":
+        cfg.update({"enable_kv_cache": True, "quantizer": None})
+    if recipe.endswith("_distributed"):
+        cfg["tensor_parallel_plan"] = {"_component_": "torchtune.models.llama3.base_llama_tp_plan"}
+    what = ("text generation at a few hundred thousand parameters, so every device is checked in seconds" +
+            (", tensor parallel over ranks." if recipe.endswith("_distributed") else "."))
+    head = generation_head(f"A tiny {FAMILY_TITLE[family]}-shaped model", what, name, recipe, None, "")
+    write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
+
+
 def tiny(family, name, recipe, configs_dir):
+    if recipe in GENERATION_RECIPES:
+        tiny_generation(family, name, recipe, configs_dir)
+        return
     lora = recipe.startswith("lora_")
     distributed = recipe.endswith("_distributed")
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}

@@ -71,7 +71,8 @@ TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
-                          "lora_finetune_single_device, full_finetune_distributed, lora_finetune_distributed)"),
+                          "lora_finetune_single_device, full_finetune_distributed, lora_finetune_distributed, generate, "
+                          "dev/generate_v2, dev/generate_v2_distributed)"),
             std::string::npos)
       << r.output;
   r = Exec({kTune, "validate", distributed, "--recipe", "knowledge_distillation_distributed"});

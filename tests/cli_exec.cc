@@ -15,6 +15,7 @@ Result Exec(std::vector<std::string> argv, std::vector<std::pair<std::string, st
   o.timeout_s = timeout_s;
   o.env = std::move(env);
   o.env.emplace_back("OMP_NUM_THREADS", "1");
+  o.tail_bytes = 1 << 20;  // whole listings (`tune ls --verbose` is tens of KB), not the runner's 16 KB tail
   StatusOr<Subprocess*> child = set.Add(o);
   EXPECT_TRUE(child.ok()) << child.status().ToString();
   while (set.running() > 0) set.DoWork(1000);

@@ -9,7 +9,7 @@ namespace tmx::test {
 
 struct Result {
   int code = -1;       // the exit code; -1 when a signal ended the program
-  std::string output;  // the last of its merged stdout and stderr
+  std::string output;  // its merged stdout and stderr (the last MiB)
 };
 
 // Runs `argv` with OMP_NUM_THREADS=1 and `env` added, and waits (at most `timeout_s`) for it to end.

@@ -60,6 +60,11 @@
       put('restored_open', openedCell());
       put('restored_selected', document.querySelectorAll('#matrix td.cell.selected').length);
       put('restored_permalink', $('#permalink').getAttribute('href'));
+      // The open cell's details: each field as "name: value", and the titles of its trend charts.
+      put('restored_fields', Array.from(details().querySelectorAll('dt'))
+        .map((dt) => dt.textContent + ': ' + dt.nextElementSibling.textContent).join(' | '));
+      put('restored_charts', Array.from(details().querySelectorAll('svg.chart text.title'))
+        .map((t) => t.textContent).join(','));
     } catch (e) {
       put('exception_restore', e && e.stack ? e.stack : e);
     }

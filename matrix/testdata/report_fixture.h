@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "matrix/history.h"
@@ -123,6 +124,27 @@ inline ReportFixture MakeReportFixture() {
   odd.verified_at = "2026-12-04T10:00:00Z";
   f.configs.back().entries["cuda"] = odd;
   return f;
+}
+
+// Adds a generation cell, tiny/generation on cpu (recipe "generate"), measured twice: decode tokens/s, a time
+// to first token and prefill tokens/s, and no loss. Left out of MakeReportFixture, whose counts the page tests
+// check; the tests of generation cells add it.
+inline void AddGenerationCell(ReportFixture* f) {
+  std::vector<CellResult> records;
+  for (const auto& [day, tps, ttft, prefill] :
+       std::vector<std::tuple<std::string, double, double, double>>{{"3", 790.5, 0.0581, 3900.5},
+                                                                   {"4", 812.4, 0.0523, 4100.2}}) {
+    const std::string verified_at = "2026-12-0" + day + "T10:00:00Z";
+    CellResult r = FixtureRecord("tiny/generation", "generate", "cpu", CellStatus::kRuns, verified_at, tps, 0.25,
+                                 std::string(40, '5'));
+    r.time_to_first_token_s = ttft;
+    r.prefill_tokens_per_second = prefill;
+    r.first_loss.reset();
+    r.last_loss.reset();
+    r.output_tail = "Generating tiny/generation on cpu\nFinished: 8 new tokens per sequence\n";
+    records.push_back(r);
+  }
+  AddCell(f, "tiny/generation", "generate", records);
 }
 
 }  // namespace tmx::matrix::testing

@@ -1,5 +1,7 @@
 #include "recipes/data/chat_format.h"
 
+#include <algorithm>
+
 namespace tmx::data {
 namespace {
 
@@ -42,6 +44,20 @@ void ModelTokenizer::TruncateBoth(TokenizedMessages* out, std::optional<int64_t>
   int64_t max = *options_.max_seq_len;
   out->tokens = Truncate(std::move(out->tokens), max, options_.truncate_left, eos);
   out->mask = Truncate(std::move(out->mask), max, options_.truncate_left, eos_mask);
+}
+
+std::vector<int64_t> ModelTokenizer::StopTokens() const {
+  std::vector<int64_t> ids = {base_->eos_id()};
+  if (format_ == ChatFormat::kLlama3) {
+    ids.push_back(base_->SpecialId("<|eot_id|>"));
+    ids.push_back(base_->SpecialId("<|eom_id|>"));
+  }
+  if (format_ == ChatFormat::kQwen2 || format_ == ChatFormat::kQwen2_5) ids.push_back(base_->pad_id());
+  std::vector<int64_t> out;
+  for (int64_t id : ids) {
+    if (id != kNoId && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  }
+  return out;
 }
 
 StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<Message>& messages,

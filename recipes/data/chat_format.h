@@ -73,6 +73,10 @@ class ModelTokenizer {
   int64_t bos_id() const { return base_->bos_id(); }
   int64_t eos_id() const { return base_->eos_id(); }
 
+  // The ids that end a generated answer, as torchtune's tokenizers' stop_tokens: EOS; Llama 3's also <|eot_id|>
+  // and <|eom_id|>; Qwen's also the padding id (<|endoftext|>). Ids the tokenizer lacks are left out.
+  std::vector<int64_t> StopTokens() const;
+
   // torchtune's truncate(): the first (or, `left`, last) max_seq_len items; when `last` is given and the kept
   // items do not end with it, the last kept item is replaced by it.
   template <typename T>

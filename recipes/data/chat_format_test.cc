@@ -130,6 +130,23 @@ TEST(ChatFormatTest, Llama3InferenceLeavesTheLastTurnOpen) {
   EXPECT_EQ(infer->tokens, std::vector<int64_t>(train->tokens.begin(), train->tokens.end() - 2));
 }
 
+// torchtune's stop_tokens: [eos_id, eot_id, eom_id] (Llama 3), [eos_id, pad_id] (Qwen 2/2.5), [eos_id] (others).
+TEST(ChatFormatTest, StopTokensAreTorchtunes) {
+  const nlohmann::json plain{{"max_seq_len", nullptr}, {"prompt_template", nullptr}};
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> cases = {
+      {"llama3_tokenizer", {128001, 128009, 128008}},
+      {"qwen2_tokenizer", {151645, 151643}},  // <|im_end|>, <|endoftext|>
+      {"qwen3_tokenizer", {151645, 151643}},
+      {"llama2_tokenizer", {2}},
+      {"phi3_mini_tokenizer", {32000}},
+  };
+  for (const auto& [component, stops] : cases) {
+    auto tok = Build(component, plain);
+    ASSERT_NE(tok, nullptr) << component;
+    EXPECT_EQ(tok->StopTokens(), stops) << component;
+  }
+}
+
 TEST(ChatFormatTest, MistralRefusesSystemPrompts) {
   auto tok = Build("mistral_tokenizer", nlohmann::json{{"max_seq_len", nullptr}, {"prompt_template", nullptr}});
   ASSERT_NE(tok, nullptr);

@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "base/text.h"
 #include "harness/device_hooks.h"
 #include "recipes/models/checkpointing.h"
 #include "recipes/models/init.h"
@@ -404,8 +405,10 @@ torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch:
                                             const torch::Tensor& sin, const torch::Tensor& document_ids,
                                             LayerKvCache* cache, int64_t start) {
   torch::Tensor attn = attn_->forward(sa_norm_(x), cos, sin, document_ids, cache, start);
+  if (partial_sum_) attn = partial_sum_(attn);
   torch::Tensor h = x + (sa_scale_ ? sa_scale_(attn) : attn);
   torch::Tensor mlp = mlp_(mlp_norm_(h));
+  if (partial_sum_) mlp = partial_sum_(mlp);
   return h + (mlp_scale_ ? mlp_scale_(mlp) : mlp);
 }
 
@@ -519,6 +522,54 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
   }
   if (cached) cache_position_ += t;
   return norm_(h);
+}
+
+void DecoderImpl::set_partial_sum(std::function<torch::Tensor(const torch::Tensor&)> sum) {
+  for (TransformerLayer& layer : layer_list_) layer->set_partial_sum(sum);
+}
+
+StatusOr<DecoderArgs> TensorParallelArgs(const DecoderArgs& args, int64_t ranks) {
+  if (ranks < 1) return Status::InvalidArgument("tensor parallelism needs at least 1 rank, got " + Str(ranks));
+  for (const auto& [name, size] : {std::pair<const char*, int64_t>{"num_heads", args.num_heads},
+                                   {"num_kv_heads", args.num_kv_heads},
+                                   {"intermediate_dim", args.intermediate_dim}}) {
+    if (size % ranks != 0) {
+      return Status::InvalidArgument("tensor parallelism over " + Str(ranks) + " ranks splits the model's " + name +
+                                     " (" + Str(size) + ") evenly, which it cannot; use a number of ranks that "
+                                     "divides num_heads, num_kv_heads and intermediate_dim");
+    }
+  }
+  DecoderArgs local = args;
+  local.head_dim = args.resolved_head_dim();
+  local.num_heads /= ranks;
+  local.num_kv_heads /= ranks;
+  local.intermediate_dim /= ranks;
+  return local;
+}
+
+void CopyTensorParallelShard(const DecoderImpl& full, int64_t rank, int64_t ranks, DecoderImpl& shard) {
+  TORCH_CHECK(!full.lora() && !shard.lora(), "CopyTensorParallelShard: models with adapters are not split");
+  torch::NoGradGuard no_grad;
+  const auto whole = full.named_parameters();
+  for (auto& item : shard.named_parameters()) {
+    const std::string& name = item.key();
+    const torch::Tensor* source = whole.find(name);
+    TORCH_CHECK(source != nullptr, "CopyTensorParallelShard: the whole model has no ", name);
+    torch::Tensor part = *source;
+    const bool rows = EndsWith(name, "q_proj.weight") || EndsWith(name, "k_proj.weight") ||
+                      EndsWith(name, "v_proj.weight") || EndsWith(name, "q_proj.bias") ||
+                      EndsWith(name, "k_proj.bias") || EndsWith(name, "v_proj.bias") ||
+                      EndsWith(name, "mlp.w1.weight") || EndsWith(name, "mlp.w3.weight");
+    const bool columns = EndsWith(name, "output_proj.weight") || EndsWith(name, "mlp.w2.weight");
+    if (rows || columns) {
+      const int64_t dim = rows ? 0 : 1;
+      const int64_t size = item.value().size(dim);
+      TORCH_CHECK(size * ranks == source->size(dim), "CopyTensorParallelShard: ", name, " of the shard is ",
+                  item.value().sizes(), ", not 1/", ranks, " of ", source->sizes());
+      part = source->narrow(dim, rank * size, size);
+    }
+    item.value().copy_(part);
+  }
 }
 
 void DecoderImpl::SetupCaches(int64_t batch_size, int64_t capacity) {

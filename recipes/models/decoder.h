@@ -204,7 +204,12 @@ class TransformerLayerImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                         const torch::Tensor& document_ids = {}, LayerKvCache* cache = nullptr, int64_t start = 0);
 
+  // Tensor parallelism (DecoderImpl::set_partial_sum): applied to the attention's and the MLP's outputs before
+  // their residual adds (and post-norms). Empty: none.
+  void set_partial_sum(std::function<torch::Tensor(const torch::Tensor&)> sum) { partial_sum_ = std::move(sum); }
+
  private:
+  std::function<torch::Tensor(const torch::Tensor&)> partial_sum_;
   RMSNorm sa_norm_{nullptr};
   Attention attn_{nullptr};
   RMSNorm sa_scale_{nullptr};  // null without post_norms
@@ -254,6 +259,12 @@ class DecoderImpl : public torch::nn::Module {
   int64_t cache_position() const { return cache_position_; }
   int64_t cache_capacity() const { return kv_caches_.empty() ? 0 : kv_caches_.front().k.size(2); }
 
+  // Tensor parallelism: this model holds one rank's share of each layer (heads, kv heads and MLP width divided
+  // by the ranks; TensorParallelArgs), so the outputs of output_proj and w2 are partial sums, which `sum`
+  // completes (an all-reduce over the ranks) before each residual add. Embeddings, norms and the output
+  // projection are whole on every rank.
+  void set_partial_sum(std::function<torch::Tensor(const torch::Tensor&)> sum);
+
   // When on (and grad mode is on), each layer keeps only its input during forward and is recomputed in
   // backward (see checkpointing.h); gradients are unchanged. Off by default.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
@@ -291,6 +302,14 @@ class DecoderImpl : public torch::nn::Module {
   Linear output_{nullptr};  // null when tie_word_embeddings
 };
 TORCH_MODULE(Decoder);
+
+// One rank's share of `args` in a tensor-parallel model of `ranks` ranks: num_heads, num_kv_heads and
+// intermediate_dim divided by `ranks`, head_dim kept. InvalidArgument naming the size that `ranks` does not divide.
+StatusOr<DecoderArgs> TensorParallelArgs(const DecoderArgs& args, int64_t ranks);
+// Copies rank `rank`'s share of each of `full`'s weights (TensorParallelArgs) into `shard`: the rows of q_proj,
+// k_proj, v_proj (and their biases), w1 and w3 that its heads and MLP width compute, the matching columns of
+// output_proj and w2, every other tensor whole. REQUIRES: neither has adapters.
+void CopyTensorParallelShard(const DecoderImpl& full, int64_t rank, int64_t ranks, DecoderImpl& shard);
 
 // Validates, then builds. InvalidArgument for bad args; FailedPrecondition when the device runs out of memory.
 StatusOr<Decoder> MakeDecoder(const DecoderArgs& args, std::optional<LoraArgs> lora = std::nullopt,

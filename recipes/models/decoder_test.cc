@@ -4,10 +4,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "recipes/models/presets.h"
 
@@ -169,6 +172,69 @@ TEST(DecoderTest, KvCacheRefusesWhatItCannotServe) {
   EXPECT_THROW(model->forward(tokens, torch::arange(4).unsqueeze(0)), c10::Error);
   EXPECT_THROW(model->forward(tokens.repeat({1, 3})), c10::Error);  // 12 > capacity 8
   EXPECT_EQ(model->cache_position(), 0);
+}
+
+// An all-reduce for ranks played by threads: every rank's tensor is added up, and each gets the sum once all
+// have given theirs (in arrival order; the tolerance below absorbs the order).
+class ThreadSum {
+ public:
+  explicit ThreadSum(int ranks) : ranks_(ranks) {}
+  torch::Tensor operator()(const torch::Tensor& part) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return read_ == 0; });  // the previous sum has been read by every rank
+    sum_ = added_ == 0 ? part.clone() : sum_ + part;
+    if (++added_ == ranks_) cv_.notify_all();
+    cv_.wait(lock, [&] { return added_ == ranks_; });
+    torch::Tensor out = sum_.clone();
+    if (++read_ == ranks_) {
+      added_ = 0;
+      read_ = 0;
+      cv_.notify_all();
+    }
+    return out;
+  }
+
+ private:
+  int ranks_, added_ = 0, read_ = 0;
+  torch::Tensor sum_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+TEST_P(TinyFamilyTest, TensorParallelShardsGiveTheWholeModelsLogits) {
+  torch::manual_seed(13);
+  Decoder whole(Tiny(GetParam()));
+  torch::NoGradGuard no_grad;
+  torch::Tensor tokens = torch::randint(whole->args().vocab_size, {2, 40}, torch::kLong);
+  const torch::Tensor expected = whole->forward(tokens);
+  constexpr int kRanks = 2;
+  StatusOr<DecoderArgs> local = TensorParallelArgs(whole->args(), kRanks);
+  if (whole->args().num_kv_heads % kRanks != 0) {
+    ASSERT_FALSE(local.ok());
+    EXPECT_NE(local.status().message().find("num_kv_heads (1) evenly"), std::string::npos) << local.status().message();
+    return;
+  }
+  ASSERT_TRUE(local.ok()) << local.status().message();
+  EXPECT_EQ(local->num_heads * kRanks, whole->args().num_heads);
+  EXPECT_EQ(local->resolved_head_dim(), whole->args().resolved_head_dim());
+  ThreadSum sum(kRanks);
+  std::vector<torch::Tensor> logits(kRanks);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      torch::NoGradGuard rank_no_grad;
+      Decoder shard(*local);
+      CopyTensorParallelShard(*whole, r, kRanks, *shard);
+      shard->set_partial_sum([&](const torch::Tensor& t) { return sum(t); });
+      // Through the KV cache too: the prompt, then one token at a time.
+      shard->SetupCaches(2, 40);
+      std::vector<torch::Tensor> parts = {shard->forward(tokens.index({Slice(), Slice(0, 30)}))};
+      for (int64_t i = 30; i < 40; ++i) parts.push_back(shard->forward(tokens.index({Slice(), Slice(i, i + 1)})));
+      logits[r] = torch::cat(parts, 1);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_LT((logits[r] - expected).abs().max().item<double>(), 1e-4) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TinyFamilyTest, ::testing::ValuesIn(TinyFamilies()),

@@ -1,0 +1,404 @@
+#include "recipes/generate.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "base/file_util.h"
+#include "base/output_folder.h"
+#include "base/text.h"
+#include "harness/config_manifest.h"
+#include "harness/device_hooks.h"
+#include "harness/run_summary.h"
+#include "recipes/builtin.h"
+#include "recipes/estimate.h"
+#include "recipes/model_components.h"
+#include "recipes/models/generation.h"
+#include "recipes/parallelism.h"
+#include "recipes/run_progress.h"
+#include "recipes/train_schema.h"
+#include "recipes/train_setup.h"
+
+namespace tmx::recipes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// The fewest decode steps a matrix cell makes.
+constexpr int kCellDecodeSteps = 32;
+
+// `prompt`: a mapping of system (a string or null) and user (a string, or {text: ...}); nothing else.
+std::string PromptCheck(const YAML::Node& v) {
+  const std::string shape =
+      "; fix: write prompt: {system: <text or null>, user: <text>} (or user: {text: <text>})";
+  if (!v.IsMap()) return "must be a mapping of system and user" + shape;
+  for (const auto& item : v) {
+    const std::string role = item.first.Scalar();
+    const YAML::Node& content = item.second;
+    if (role != "system" && role != "user") return "has role '" + role + "', not system or user" + shape;
+    if (content.IsNull()) {
+      if (role == "user") return "user is null: there is nothing to answer" + shape;
+      continue;
+    }
+    if (content.IsScalar()) continue;
+    if (!content.IsMap() || !content["text"] || !content["text"].IsScalar()) {
+      return role + " must be a text, or a mapping with a text" + shape;
+    }
+    for (const auto& part : content) {
+      if (part.first.Scalar() != "text") {
+        return role + "." + part.first.Scalar() + ": only text prompts can be generated from here (" +
+               (part.first.Scalar() == "image" ? "images need a vision model, which tune-matrix does not build"
+                                               : "unknown part") +
+               ")" + shape;
+      }
+    }
+  }
+  if (!v["user"]) return "has no user message" + shape;
+  return "";
+}
+
+std::string QuantizerCheck(const YAML::Node& v) {
+  if (v.IsNull()) return "";
+  return "generating from a quantised model needs the checkpoint the quantize recipe writes, which tune-matrix "
+         "does not implement yet; set quantizer=null to generate from the checkpoint's own weights";
+}
+
+enum class Flavor { kGenerate, kV2, kV2Distributed };
+
+Flavor FlavorOf(const std::string& name) {
+  return name == "generate" ? Flavor::kGenerate : name == "dev/generate_v2" ? Flavor::kV2 : Flavor::kV2Distributed;
+}
+
+std::vector<FieldSpec> GenerateFields(Flavor flavor) {
+  const bool v2 = flavor != Flavor::kGenerate;
+  std::vector<FieldSpec> f = {
+      OutputDirField("folder for the run summary (summary.json)"),
+      ComponentField("model", "model", "the model to generate with"),
+      ComponentField("checkpointer", "checkpointer", "where the weights are loaded from", false),
+      ComponentField("tokenizer", "tokenizer", "the tokenizer, with its chat format and prompt template"),
+      DeviceField(),
+      DtypeField(),
+      SeedField(),
+      LogLevelField(),
+      WithValueCheck(Required(Field("prompt", FieldType::kAny, "",
+                                    "the prompt: {system: <text or null>, user: <text or {text: <text>}>}")),
+                     PromptCheck),
+      AtLeast(Field("max_new_tokens", FieldType::kInt, "300", "tokens to generate at most"), 1),
+      AtLeast(Field("temperature", FieldType::kFloat, "0.6",
+                    "logits are divided by it before sampling; 0 picks the most likely token (greedy)"),
+              0),
+      Nullable(AtLeast(Field("top_k", FieldType::kInt, "null", "sample only among the k most likely tokens; null: all"),
+                       1)),
+  };
+  if (flavor == Flavor::kV2Distributed) {
+    f.push_back(ComponentField("tensor_parallel_plan", "tensor_parallel_plan",
+                               "how each layer splits over the ranks (every rank takes an equal share)", false));
+  }
+  if (!v2) {
+    f.push_back(Field("enable_kv_cache", FieldType::kBool, "True",
+                      "keep each position's keys and values (False: recompute the whole sequence for each token)"));
+    f.push_back(WithValueCheck(
+        Nullable(Field("quantizer", FieldType::kAny, "null", "torchao quantizer of a quantised checkpoint; only null")),
+        QuantizerCheck));
+  }
+  return f;
+}
+
+c10::ScalarType DtypeOf(const std::string& name) {
+  return name == "bf16" ? c10::kBFloat16 : name == "fp16" ? c10::kHalf : c10::kFloat;
+}
+
+// What stops the run from writing its summary, found without creating anything.
+std::vector<Problem> OutputDirProblems(const Config& config) {
+  StatusOr<std::string> out = config.GetString("output_dir");
+  if (!out.ok()) return {};
+  const std::string cause = FolderWriteProblem(*out);
+  if (cause.empty()) return {};
+  return {{config.OriginOf("output_dir").ToString(), "output_dir",
+           "output_dir " + *out + " cannot be created or written: " + cause +
+               "; fix: pass another output_dir=... (a folder this user may write)"}};
+}
+
+class Generator {
+ public:
+  Generator(const Config& config, const RunContext& context, const Parallelism& parallel)
+      : config_(config),
+        context_(context),
+        parallel_(parallel),
+        hooks_(HooksFor(context.device.type)),
+        device_(parallel.LocalDevice(torch::Device(context.device.id))),
+        out_(parallel.lead() ? context.out : &null_out_),
+        progress_(out_) {}
+
+  Status Run(RunSummary* summary);
+
+ private:
+  void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
+  // The model, whole, or this rank's share of each layer over several ranks (tensor parallelism).
+  StatusOr<models::Decoder> SetupDecoder(const TrainingSettings& settings, RunSummary* summary);
+
+  const Config& config_;
+  const RunContext& context_;
+  const Parallelism& parallel_;
+  const DeviceHooks& hooks_;
+  torch::Device device_;
+  NullStream null_out_;
+  std::ostream* out_;
+  RunProgress progress_;
+};
+
+StatusOr<models::Decoder> Generator::SetupDecoder(const TrainingSettings& settings, RunSummary* summary) {
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<ModelChoice> choice = ModelFromConfig(config_, registry);
+  TM_RETURN_IF_ERROR(choice.status());
+  const TrainKind kind = choice->lora ? TrainKind::kLora : TrainKind::kFull;
+  const int ranks = parallel_.world_size();
+  if (ranks == 1) {
+    StatusOr<TrainableModel> model = SetupModel(config_, registry, kind, settings, device_, context_.allow_stand_ins,
+                                                &summary->stand_ins, &progress_);
+    TM_RETURN_IF_ERROR(model.status());
+    summary->total_parameters = model->total_parameters;
+    return model->model;
+  }
+  if (choice->lora) {
+    return Status::InvalidArgument(config_.OriginOf("model._component_").ToString() + ": model '" + choice->component +
+                                   "' has LoRA adapters, which tensor parallelism does not split; generate from the "
+                                   "merged model a LoRA run saves (model.safetensors) with the plain model builder");
+  }
+  StatusOr<models::DecoderArgs> local = models::TensorParallelArgs(choice->args, ranks);
+  if (!local.ok()) return Status::InvalidArgument(config_.OriginOf("model").ToString() + ": " + local.status().message());
+  // As torchtune's recipe, every rank reads the whole checkpoint (into host memory), then keeps its share.
+  StatusOr<TrainableModel> whole = SetupModel(config_, registry, kind, settings, torch::Device(torch::kCPU),
+                                              context_.allow_stand_ins, &summary->stand_ins, &progress_);
+  TM_RETURN_IF_ERROR(whole.status());
+  summary->total_parameters = whole->total_parameters;
+  models::Decoder shard(*local, std::nullopt, c10::TensorOptions().dtype(settings.dtype).device(device_));
+  models::CopyTensorParallelShard(*whole->model, parallel_.rank(), ranks, *shard);
+  const Parallelism* parallel = &parallel_;
+  shard->set_partial_sum([parallel](const torch::Tensor& part) {
+    torch::Tensor sum = part.contiguous();
+    parallel->AllReduce(sum);
+    return sum;
+  });
+  progress_.Line("Tensor parallel over " + std::to_string(ranks) + " ranks: each holds " +
+                 std::to_string(local->num_heads) + " of " + std::to_string(choice->args.num_heads) +
+                 " heads and " + std::to_string(local->intermediate_dim) + " of " +
+                 std::to_string(choice->args.intermediate_dim) + " MLP units of every layer");
+  return shard;
+}
+
+Status Generator::Run(RunSummary* summary) {
+  const Clock::time_point start = Clock::now();
+  std::ostream& out = *out_;
+  out << ChooseThreads() << "\n";
+  summary->world_size = parallel_.world_size();
+  summary->threads = at::get_num_threads();
+  StatusOr<std::string> output_dir = config_.GetString("output_dir");
+  StatusOr<std::string> dtype = config_.GetString("dtype");
+  StatusOr<int64_t> max_new_tokens = config_.GetInt("max_new_tokens");
+  StatusOr<double> temperature = config_.GetDouble("temperature");
+  StatusOr<bool> kv_cache = config_.GetBool("enable_kv_cache", true);
+  for (const Status& s : {output_dir.status(), dtype.status(), max_new_tokens.status(), temperature.status(),
+                          kv_cache.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  std::vector<Problem> problems = OutputDirProblems(config_);
+  if (!problems.empty()) return Status::InvalidArgument(problems.front().ToString());
+  TM_RETURN_IF_ERROR(MakeDirs(*output_dir));
+
+  TrainingSettings settings;
+  settings.dtype = DtypeOf(*dtype);
+  StatusOr<uint64_t> seed = ReadSeed(config_);
+  TM_RETURN_IF_ERROR(seed.status());
+  settings.seed = *seed;
+  summary->seed = settings.seed;
+  torch::manual_seed(settings.seed);
+
+  StatusOr<models::Decoder> model = SetupDecoder(settings, summary);
+  TM_RETURN_IF_ERROR(model.status());
+  models::DecoderImpl& decoder = **model;
+  StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer =
+      SetupTokenizer(config_, decoder.args(), context_.allow_stand_ins, &summary->stand_ins);
+  TM_RETURN_IF_ERROR(tokenizer.status());
+  const data::ModelTokenizer& tok = **tokenizer;
+
+  StatusOr<std::vector<data::Message>> messages = PromptMessages(config_);
+  TM_RETURN_IF_ERROR(messages.status());
+  StatusOr<data::TokenizedMessages> prompt = tok.TokenizeMessages(*messages, /*add_end_tokens=*/false);
+  TM_RETURN_IF_ERROR(prompt.status());
+  const int64_t vocab = decoder.args().vocab_size;
+  for (int64_t id : prompt->tokens) {
+    if (id < 0 || id >= vocab) {
+      return Status::InvalidArgument(config_.OriginOf("tokenizer").ToString() + ": tokenizer " + tok.name() +
+                                     " gives the prompt id " + std::to_string(id) + " (" + tok.base().Piece(id) +
+                                     "), outside the model's vocabulary of " + std::to_string(vocab) +
+                                     " ids; fix: use the model family's own tokenizer");
+    }
+  }
+  const int64_t length = static_cast<int64_t>(prompt->tokens.size());
+  if (length + *max_new_tokens > decoder.args().max_seq_len) {
+    return Status::InvalidArgument(config_.OriginOf("max_new_tokens").ToString() + ": max_new_tokens: the prompt's " +
+                                   std::to_string(length) + " tokens and max_new_tokens=" +
+                                   std::to_string(*max_new_tokens) + " pass the model's max_seq_len of " +
+                                   std::to_string(decoder.args().max_seq_len) + "; fix: lower max_new_tokens to " +
+                                   std::to_string(std::max<int64_t>(1, decoder.args().max_seq_len - length)));
+  }
+
+  models::GenerationOptions options;
+  options.max_new_tokens = *max_new_tokens;
+  options.sampling.temperature = *temperature;
+  if (!config_.IsNull("top_k")) {
+    StatusOr<int64_t> top_k = config_.GetInt("top_k");
+    TM_RETURN_IF_ERROR(top_k.status());
+    options.sampling.top_k = *top_k;
+  }
+  options.stop_tokens = tok.StopTokens();
+  options.pad_id = std::max<int64_t>(0, tok.pad_id());
+  options.kv_cache = *kv_cache;
+  options.synchronize = [this] { Synchronize(); };
+  out << "Prompt: " << length << " tokens (" << tok.name() << "); generating up to " << *max_new_tokens
+      << " tokens, temperature " << *temperature
+      << (options.sampling.top_k ? ", top_k " + std::to_string(*options.sampling.top_k) : std::string()) << ", "
+      << (options.kv_cache ? "with" : "without") << " the KV cache\n";
+  torch::Tensor ids = torch::tensor(prompt->tokens, torch::TensorOptions().dtype(torch::kLong)).unsqueeze(0).to(device_);
+  summary->init_time_s = Seconds(start, Clock::now());
+  const models::Generated generated = models::Generate(decoder, ids, options);
+
+  std::vector<int64_t> tokens(generated.tokens.size(1));
+  torch::Tensor row = generated.tokens[0].to(torch::kCPU);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = row[static_cast<int64_t>(i)].item<int64_t>();
+  out << tok.base().Decode(tokens, /*skip_special=*/true) << "\n";
+
+  summary->step_times_s = generated.decode_step_s;
+  summary->step_tokens.assign(generated.decode_step_s.size(), ids.size(0));
+  summary->warmup_steps = 1;
+  summary->time_to_first_token_s = generated.prefill_s;
+  summary->prefill_tokens_per_second = static_cast<double>(ids.numel()) / std::max(generated.prefill_s, 1e-9);
+  return Status::OK();
+}
+
+Status RunGenerate(const Config& config, const RunContext& context, const std::string& recipe) {
+  auto generate = [&](Parallelism& parallel, RunSummary* summary) {
+    Generator generator(config, context, parallel);
+    return generator.Run(summary);
+  };
+  auto report = [&](const RunSummary& summary) {
+    // The decode rate is Finish's: the median over the steps after the first (a step: one token per sequence).
+    char line[160];
+    std::snprintf(line, sizeof(line), "Generated %zu tokens: time to first token %.3f s (prefill %.1f tokens/s)",
+                  summary.step_times_s.size() + 1, summary.time_to_first_token_s.value_or(0),
+                  summary.prefill_tokens_per_second.value_or(0));
+    *context.out << line;
+    if (summary.tokens_per_second) {
+      std::snprintf(line, sizeof(line), ", decode %.2f tokens/s", *summary.tokens_per_second);
+      *context.out << line;
+    }
+    if (summary.peak_memory_bytes) {
+      *context.out << ", peak memory " << FormatBytes(*summary.peak_memory_bytes) << " (" << summary.peak_memory_source
+                   << (summary.world_size > 1 ? ", all ranks" : "") << ")";
+    }
+    *context.out << "\n";
+  };
+  return RunInProcessOrRanks(config, context, recipe, FlavorOf(recipe) == Flavor::kV2Distributed,
+                             "lower max_new_tokens or use a smaller dtype", generate, report);
+}
+
+}  // namespace
+
+StatusOr<std::vector<data::Message>> PromptMessages(const Config& config) {
+  const YAML::Node prompt = config.Find("prompt");
+  const std::string problem = PromptCheck(prompt);
+  if (!problem.empty()) {
+    return Status::InvalidArgument(config.OriginOf("prompt").ToString() + ": prompt " + problem);
+  }
+  std::vector<data::Message> messages;
+  for (const char* role : {"system", "user"}) {
+    const YAML::Node content = prompt[role];
+    if (!content || content.IsNull()) continue;
+    messages.emplace_back(role, content.IsScalar() ? content.Scalar() : content["text"].Scalar());
+  }
+  messages.emplace_back("assistant", "");
+  return messages;
+}
+
+StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                        int ranks) {
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+  StatusOr<std::string> dtype = config.GetString("dtype");
+  StatusOr<int64_t> max_new_tokens = config.GetInt("max_new_tokens");
+  StatusOr<int64_t> prompt = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
+  for (const Status& s : {choice.status(), dtype.status(), max_new_tokens.status(), prompt.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  const models::DecoderArgs& args = choice->args;
+  CellEstimate e;
+  CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
+  e.trainable_parameters = 0;
+  const double bytes = static_cast<double>(c10::elementSize(DtypeOf(*dtype)));
+  // In double, as EstimateFinetune: hostile sizes give an enormous prediction, never an overflow.
+  const double positions = static_cast<double>(std::min(*prompt, kTypicalSeqLen)) + static_cast<double>(*max_new_tokens);
+  const double weights = static_cast<double>(e.parameters) * bytes;
+  const double cache = 2 * static_cast<double>(args.num_layers) * positions *
+                       static_cast<double>(args.num_kv_heads * args.resolved_head_dim()) * bytes;
+  // The prompt's forward: one layer's activations at a time, and its logits in the model dtype and in fp32.
+  const double layer = positions *
+                       (4 * static_cast<double>(args.embed_dim) + 4 * static_cast<double>(args.num_heads *
+                                                                                          args.resolved_head_dim()) +
+                        3 * static_cast<double>(args.intermediate_dim)) *
+                       bytes;
+  const double logits = positions * static_cast<double>(args.vocab_size) * (bytes + 4);
+  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
+  double peak = weights + cache + layer + logits + runtime;
+  if (ranks > 1) {
+    // Tensor parallel: a rank keeps 1/ranks of the layers (embeddings and output whole, counted whole here) and
+    // of the cache; but each first reads the whole model into host memory. Ranks sharing the host add up.
+    const double n = ranks;
+    const double shard = weights / n + cache / n + layer / n + logits + runtime;
+    peak = host_memory ? n * (weights + shard) : shard;
+  }
+  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
+  e.work = static_cast<double>(e.parameters);  // one pass over the parameters for the one sequence
+  return e;
+}
+
+RecipeSpec GenerateRecipe(const std::string& name) {
+  const Flavor flavor = FlavorOf(name);
+  RecipeSpec r;
+  r.name = name;
+  if (flavor == Flavor::kV2Distributed) {
+    r.doc = "generation across ranks (tune run --nproc_per_node N), tensor parallel: each rank holds a share of "
+            "every layer's heads and MLP; KV cache, greedy or sampled decoding";
+    r.launch = RecipeLaunch::kRanks;
+  } else {
+    r.doc = "generation from one prompt on one device: KV cache, greedy or sampled decoding, time to first token "
+            "and decode tokens/s";
+    r.launch = RecipeLaunch::kOneProcess;
+  }
+  r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
+  r.fields = GenerateFields(flavor);
+  r.run = [name](const Config& config, const RunContext& context) { return RunGenerate(config, context, name); };
+  r.estimate = [flavor](const Config& config, const Registry& registry, const DeviceInfo& device) {
+    return EstimateGenerate(config, registry, device,
+                            flavor == Flavor::kV2Distributed ? device.traits().matrix_ranks : 1);
+  };
+  r.missing_inputs = [](const Config& config, const Registry& registry) {
+    std::vector<Problem> problems = MissingModelInputs(config, registry);
+    for (Problem& p : OutputDirProblems(config)) problems.push_back(std::move(p));
+    return problems;
+  };
+  // A cell: the prompt, then `steps` decode steps (one new token each), and at least kCellDecodeSteps so that
+  // the decode rate is a median over enough tokens (the plan's prediction counts `steps` of them).
+  r.cell_overrides = [](int steps) -> std::vector<std::string> {
+    return {"max_new_tokens=" + std::to_string(std::max(steps, kCellDecodeSteps) + 1)};
+  };
+  return r;
+}
+
+}  // namespace tmx::recipes
