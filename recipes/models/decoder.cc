@@ -61,7 +61,6 @@ bool UseNativeGqa(const torch::Tensor& q) {
   return type != nullptr && type->native_gqa_attention;
 }
 
-// [T, T] bool, true where query i may attend to key j: j <= i and, with a window, i - j < window.
 // [T, S] booleans: query i (position S - T + i) may attend to key j (position j): j is not later and, with a
 // window, fewer than `window` positions earlier.
 torch::Tensor AllowedPositions(int64_t t, int64_t s, int64_t window, const torch::Device& device) {
