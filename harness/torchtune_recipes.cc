@@ -40,40 +40,46 @@ RecipeHint RecipeHintForFile(const std::string& path, const std::string& text, c
   auto recognised = [&](const std::string& name) {
     return FindTorchtuneRecipe(name) != nullptr || std::find(known.begin(), known.end(), name) != known.end();
   };
-  // A `tune run <recipe>` line names the recipe that launches the config; "... in <recipe>.py" only the file
-  // it was written for (torchtune's 70B generation configs say dev/generate_v2.py and launch
-  // dev/generate_v2_distributed), so the first kind wins over the second.
-  std::optional<RecipeHint> launched, written_for;
+  // The first recognised recipe of the comment block, "tune run <recipe>" or "... in <recipe>.py", unless a later
+  // `tune run <recipe> --config <this file's name>` says which launches this very config: torchtune's KD configs
+  // first show how to fine-tune their teacher, and its 70B generation configs are "in dev/generate_v2.py" but
+  // launched by dev/generate_v2_distributed.
+  const std::string name = ConfigNameOf(path);
+  std::optional<RecipeHint> first, launches_this;
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line) && !launched) {
-    size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
-    if (line[first] != '#') break;  // only the comment block before the first key
-    const RecipeHint hint_of_line{"", "its comment `" + line.substr(first) + "`"};
+  while (std::getline(in, line) && !launches_this) {
+    size_t first_char = line.find_first_not_of(" \t\r");
+    if (first_char == std::string::npos) continue;
+    if (line[first_char] != '#') break;  // only the comment block before the first key
+    const std::string source = "its comment `" + line.substr(first_char) + "`";
+    std::string found, config;
     size_t run = line.find("tune run ");
     if (run != std::string::npos) {
-      // The first word that is not a launcher option: tune run --nproc_per_node 2 <recipe> --config ...
+      // The first word that is not a launcher option: tune run --nproc_per_node 2 <recipe> --config <name> ...
       std::istringstream words(line.substr(run + 9));
       std::string w;
       while (words >> w) {
         if (w.rfind("--", 0) != 0) {
-          if (recognised(w)) launched = RecipeHint{w, hint_of_line.source};
+          found = w;
           break;
         }
         if (w.find('=') == std::string::npos) words >> w;  // the option's value
       }
-    }
-    for (size_t at = line.find("in "); !written_for && at != std::string::npos; at = line.find("in ", at + 1)) {
-      std::string word = WordAt(line, at + 3);
-      if (!word.empty() && line.compare(at + 3 + word.size(), 3, ".py") == 0 && recognised(word)) {
-        written_for = RecipeHint{word, hint_of_line.source};
+      while (words >> w) {
+        if (w == "--config" && (words >> config)) break;
       }
     }
+    for (size_t at = line.find("in "); found.empty() && at != std::string::npos; at = line.find("in ", at + 1)) {
+      std::string word = WordAt(line, at + 3);
+      if (!word.empty() && line.compare(at + 3 + word.size(), 3, ".py") == 0) found = word;
+    }
+    if (found.empty() || !recognised(found)) continue;
+    if (!first) first = RecipeHint{found, source};
+    if (!config.empty() && config == name) launches_this = RecipeHint{found, source};
   }
-  if (launched) return *launched;
-  if (written_for) return *written_for;
-  std::string name = ConfigNameOf(path);
+  if (launches_this) return *launches_this;
+  if (first) return *first;
   for (const TorchtuneRecipe& r : TorchtuneRecipes()) {
     if (std::find(r.configs.begin(), r.configs.end(), name) != r.configs.end()) {
       return {r.name, "torchtune's registry, which lists " + name + " under it"};

@@ -25,8 +25,8 @@ struct RecipeHint {
   std::string source;  // "its comment `tune run full_finetune_distributed ...`", "torchtune's registry"
 };
 
-// The recipe a config file is for: the first `tune run <recipe>` in its leading comment lines, else the first
-// "in <recipe>.py" there, else the recipe of torchtune's registry that lists a config named like the file (its folder
+// The recipe a config file is for: the `tune run <recipe> --config <its name>` of its leading comment lines, else
+// the first `tune run <recipe>` or "in <recipe>.py" there, else the recipe of torchtune's registry that lists a config named like the file (its folder
 // and name, "llama3_2/1B_full" for .../llama3_2/1B_full.yaml). Recipe names found in comments count only when
 // they are torchtune's or in `known`.
 RecipeHint RecipeHintForFile(const std::string& path, const std::string& text, const std::vector<std::string>& known);

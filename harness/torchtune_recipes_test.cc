@@ -31,11 +31,20 @@ TEST(TorchtuneRecipesTest, TheRecipeComesFromTheCommentThenFromTheRegistry) {
       {"x.yaml", "a: 1\n# tune run lora_finetune_single_device\n", ""},
       {"x.yaml", "# tune run my_script --config x\n", ""},
       {"x.yaml", "# tune run my_recipe --config x\n", "my_recipe"},  // known to the caller
-      // The recipe that launches it wins over the file it was written for (torchtune's 70B generation configs).
-      {"x.yaml",
+      // A later `tune run ... --config <this config>` line wins: torchtune's 70B generation configs are "in
+      // dev/generate_v2.py", and its KD configs first show how to fine-tune their teacher.
+      {"llama3/70B_generation_distributed.yaml",
        "# Config for running the InferenceRecipe in dev/generate_v2.py\n"
-       "#    tune run --nproc_per_node 8 dev/generate_v2_distributed --config x\n",
+       "#    tune run --nproc_per_node 8 dev/generate_v2_distributed --config llama3/70B_generation_distributed\n",
        "dev/generate_v2_distributed"},
+      {"configs/llama3_2/8B_to_1B_KD_lora_single_device.yaml",
+       "# Config for single device knowledge distillation (KD) in knowledge_distillation_single_device.py\n"
+       "#   tune run lora_finetune_single_device --config llama3_1/8B_lora_single_device\n"
+       "#   tune run knowledge_distillation_single_device --config llama3_2/8B_to_1B_KD_lora_single_device\n",
+       "knowledge_distillation_single_device"},
+      {"my.yaml",
+       "# in lora_finetune_single_device.py\n#   tune run full_finetune_single_device --config other\n",
+       "lora_finetune_single_device"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(RecipeHintForFile(c.path, c.text, {"my_recipe"}).recipe, c.recipe) << c.path << ": " << c.text;

@@ -285,7 +285,7 @@ PageChanges ChangesSincePrevious(const History& history, const std::vector<const
 
 std::string ConfigFamily(const std::string& config) {
   size_t slash = config.rfind('/');
-  return slash == std::string::npos ? "" : config.substr(0, slash);
+  return slash == std::string::npos ? std::string(kTopLevelFamily) : config.substr(0, slash);
 }
 
 std::string InlineJson(const ordered_json& j) {

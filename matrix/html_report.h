@@ -65,7 +65,10 @@ std::string Shortened(const std::string& text, size_t max_bytes);
 // replaced by U+FFFD.
 std::string InlineJson(const nlohmann::ordered_json& j);
 
-// The family of a config: its folder ("llama3_2" for "llama3_2/1B_lora_single_device"), "" for none.
+// The family of a config outside any folder (torchtune's `generation`), in the page's family filter, whose ""
+// means every family.
+inline constexpr const char* kTopLevelFamily = "(top level)";
+// The family of a config: its folder ("llama3_2" for "llama3_2/1B_lora_single_device"), kTopLevelFamily for none.
 std::string ConfigFamily(const std::string& config);
 
 }  // namespace tmx::matrix

@@ -307,8 +307,12 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
       want = CellSteps(*entry->second.startup_time_s, *entry->second.step_time_s, options);
     }
     EXPECT_EQ(c.steps, want) << c.key.config;
-    EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "max_steps_per_epoch=" + std::to_string(want)), c.argv.end())
-        << c.key.config;
+    // The recipe's own budget for that many steps (max_steps_per_epoch=N; generation: max_new_tokens=...).
+    const RecipeSpec* recipe = recipes::BuiltinRegistry().RecipeForConfig(c.key.config);
+    ASSERT_NE(recipe, nullptr) << c.key.config;
+    for (const std::string& o : recipe->cell_overrides(want)) {
+      EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), o), c.argv.end()) << c.key.config << ": " << o;
+    }
     extended += c.steps > options.max_steps;
   }
   // The Qwen 0.5B cells' start-up is about a sixth of their wall time at 3 steps.

@@ -22,6 +22,7 @@ Status RegisterBuiltins(Registry* registry) {
     const RecipeLaunch launch = distributed ? RecipeLaunch::kRanks : RecipeLaunch::kOneProcess;
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kFull, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kLora, launch)));
+    TM_RETURN_IF_ERROR(registry->AddRecipe(KnowledgeDistillationRecipe(launch)));
   }
   for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
   // A config listed for a recipe that is not registered would be silently left out.

@@ -13,12 +13,12 @@ const std::string& ModelType(const ModelChoice& choice) { return choice.preset->
 
 // The weight files of a torchtune-format checkpoint: checkpointer.checkpoint_files (a list), or
 // model.safetensors.
-StatusOr<std::vector<std::string>> TorchtuneFiles(const Config& config) {
-  YAML::Node listed = config.Find("checkpointer.checkpoint_files");
+StatusOr<std::vector<std::string>> TorchtuneFiles(const Config& config, const std::string& key) {
+  YAML::Node listed = config.Find(key + ".checkpoint_files");
   if (!listed.IsDefined() || listed.IsNull()) return std::vector<std::string>{"model.safetensors"};
   if (!listed.IsSequence()) {
-    return Status::InvalidArgument(config.OriginOf("checkpointer.checkpoint_files").ToString() +
-                                   ": checkpointer.checkpoint_files: a torchtune-format checkpoint lists its files, "
+    return Status::InvalidArgument(config.OriginOf(key + ".checkpoint_files").ToString() + ": " + key +
+                                   ".checkpoint_files: a torchtune-format checkpoint lists its files, "
                                    "e.g. [model.safetensors]");
   }
   std::vector<std::string> files;
@@ -91,8 +91,8 @@ void AddCheckpointerComponents(std::vector<ComponentSpec>* out) {
   out->push_back(meta);
 }
 
-CheckpointFormat CheckpointFormatOf(const Config& config, const Registry& registry) {
-  YAML::Node node = config.Find("checkpointer._component_");
+CheckpointFormat CheckpointFormatOf(const Config& config, const Registry& registry, const std::string& key) {
+  YAML::Node node = config.Find(key + "._component_");
   const ComponentSpec* spec = registry.FindComponent(node.IsScalar() ? node.Scalar() : "");
   const auto* impl = spec == nullptr ? nullptr : dynamic_cast<const CheckpointerComponent*>(spec->impl.get());
   return impl == nullptr ? CheckpointFormat::kTorchtune : impl->format();
@@ -100,39 +100,39 @@ CheckpointFormat CheckpointFormatOf(const Config& config, const Registry& regist
 
 namespace {
 
-// checkpointer.checkpoint_dir `dir` is missing: what to do.
-std::string MissingDirMessage(const std::string& dir, const ModelChoice& choice) {
+// <key>.checkpoint_dir `dir` is missing: what to do.
+std::string MissingDirMessage(const std::string& key, const std::string& dir, const ModelChoice& choice) {
   std::string hub = choice.preset->hf_checkpoint.empty() ? "the model" : choice.preset->hf_checkpoint;
-  return "checkpointer.checkpoint_dir " + dir + " does not exist; fix: put the weights of " + hub +
-         " there (e.g. `tune download " + hub + " --output-dir " + dir +
-         "`), set checkpointer.checkpoint_dir to where they are, or to null to start "
-         "from the seed";
+  return key + ".checkpoint_dir " + dir + " does not exist; fix: put the weights of " + hub +
+         " there (e.g. `tune download " + hub + " --output-dir " + dir + "`), set " + key +
+         ".checkpoint_dir to where they are, or to null to start from the seed";
 }
 
 }  // namespace
 
-std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry& registry) {
-  if (config.IsNull("checkpointer.checkpoint_dir")) return {};
-  StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
-  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry& registry, const std::string& key,
+                                            const std::string& model_key) {
+  if (config.IsNull(key + ".checkpoint_dir")) return {};
+  StatusOr<std::string> dir = config.GetString(key + ".checkpoint_dir");
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry, model_key);
   if (!dir.ok() || !choice.ok()) return {};  // validation reports those
   auto problem = [&](const std::string& key, const std::string& message) {
     return Problem{config.OriginOf(key).ToString(), key, message};
   };
-  if (!IsDirectory(*dir)) return {problem("checkpointer.checkpoint_dir", MissingDirMessage(*dir, *choice))};
-  if (CheckpointFormatOf(config, registry) == CheckpointFormat::kHuggingFace) {
+  if (!IsDirectory(*dir)) return {problem(key + ".checkpoint_dir", MissingDirMessage(key, *dir, *choice))};
+  if (CheckpointFormatOf(config, registry, key) == CheckpointFormat::kHuggingFace) {
     Status present = checkpoint::CheckHfWeightsPresent(*dir);
     if (present.ok()) return {};
-    return {problem("checkpointer.checkpoint_dir", present.message())};
+    return {problem(key + ".checkpoint_dir", present.message())};
   }
-  StatusOr<std::vector<std::string>> files = TorchtuneFiles(config);
+  StatusOr<std::vector<std::string>> files = TorchtuneFiles(config, key);
   if (!files.ok()) return {};
   std::vector<Problem> problems;
   for (const std::string& f : *files) {
     if (!IsRegularFile(*dir + "/" + f)) {
-      problems.push_back(problem("checkpointer.checkpoint_files",
+      problems.push_back(problem(key + ".checkpoint_files",
                                  "checkpoint file " + *dir + "/" + f + " does not exist; fix: put it there, or list "
-                                 "the files the folder holds in checkpointer.checkpoint_files"));
+                                 "the files the folder holds in " + key + ".checkpoint_files"));
     }
   }
   return problems;
@@ -140,9 +140,9 @@ std::vector<Problem> MissingCheckpointFiles(const Config& config, const Registry
 
 Status LoadStartingWeights(const Config& config, const Registry& registry, const ModelChoice& choice,
                            models::DecoderImpl& model, bool allow_stand_ins, std::vector<std::string>* stand_ins,
-                           const checkpoint::ReadProgress& progress) {
-  if (config.IsNull("checkpointer.checkpoint_dir")) return Status::OK();
-  StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
+                           const checkpoint::ReadProgress& progress, const std::string& key) {
+  if (config.IsNull(key + ".checkpoint_dir")) return Status::OK();
+  StatusOr<std::string> dir = config.GetString(key + ".checkpoint_dir");
   TM_RETURN_IF_ERROR(dir.status());
   if (!IsDirectory(*dir)) {
     if (allow_stand_ins) {
@@ -150,20 +150,20 @@ Status LoadStartingWeights(const Config& config, const Registry& registry, const
                            " is absent)");
       return Status::OK();
     }
-    return Status::NotFound(config.OriginOf("checkpointer.checkpoint_dir").ToString() + ": " +
-                            MissingDirMessage(*dir, choice) + "; to train from the seed instead, run with "
+    return Status::NotFound(config.OriginOf(key + ".checkpoint_dir").ToString() + ": " +
+                            MissingDirMessage(key, *dir, choice) + "; to train from the seed instead, run with "
                             "--allow-stand-ins");
   }
   bool lora = choice.lora.has_value();
   Status loaded;
-  if (CheckpointFormatOf(config, registry) == CheckpointFormat::kHuggingFace) {
+  if (CheckpointFormatOf(config, registry, key) == CheckpointFormat::kHuggingFace) {
     loaded = checkpoint::LoadHfCheckpoint(*dir, ModelType(choice), model, progress);
   } else {
-    StatusOr<std::vector<std::string>> files = TorchtuneFiles(config);
+    StatusOr<std::vector<std::string>> files = TorchtuneFiles(config, key);
     TM_RETURN_IF_ERROR(files.status());
     loaded = LoadTorchtune(*dir, *files, model, lora, progress);
   }
-  return loaded.ok() ? loaded : loaded.WithContext("checkpointer.checkpoint_dir " + *dir);
+  return loaded.ok() ? loaded : loaded.WithContext(key + ".checkpoint_dir " + *dir);
 }
 
 Status SaveEpochWeights(const std::string& dir, CheckpointFormat format, const ModelChoice& choice,

@@ -46,6 +46,16 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
                Field("ignore_index", FieldType::kInt, "-100", "label value excluded from the loss")};
   out->push_back(ce);
 
+  ComponentSpec kd;
+  kd.name = "tune_matrix.modules.loss.ForwardKLLoss";
+  kd.aliases = {"torchtune.modules.loss.ForwardKLWithChunkedOutputLoss", "torchtune.modules.loss.ForwardKLLoss"};
+  kd.kind = "kd_loss";
+  kd.doc = "forward KL from the teacher's next-token distribution to the student's, averaged over the trained "
+           "tokens (torchtune's; chunking changes its memory, not its value)";
+  kd.params = {AtLeast(Field("num_output_chunks", FieldType::kInt, "8", "accepted for torchtune compatibility"), 1),
+               Field("ignore_index", FieldType::kInt, "-100", "label value excluded from the loss")};
+  out->push_back(kd);
+
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";
   tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan"};

@@ -356,6 +356,31 @@ TEST(DistributedRecipesKillTest, AKilledRankEndsTheRunInBoundedTimeNamingTheRank
   EXPECT_EQ(s.world_size, 2);
 }
 
+// knowledge_distillation_distributed: the teacher whole on each rank, the student fully sharded; 2 ranks of batch 4
+// follow 1 process of batch 8 (fp32).
+TEST(DistributedRecipesDistillationTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_kd");
+  const std::vector<std::string> same = {"device=cpu", "dtype=fp32", "epochs=1", "max_steps_per_epoch=3",
+                                         "save_checkpoints=False", "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
+  std::vector<std::string> one = {"run", "knowledge_distillation_single_device", "--config", "tiny/kd_single_device",
+                                  "batch_size=8", "output_dir=" + dir.path() + "/one"};
+  std::vector<std::string> two = {"run", "--nproc_per_node", "2", "knowledge_distillation_distributed", "--config",
+                                  "tiny/kd_distributed", "batch_size=4", "output_dir=" + dir.path() + "/two"};
+  for (std::vector<std::string>* args : {&one, &two}) args->insert(args->end(), same.begin(), same.end());
+  SubprocessResult a = RunTune(one);
+  ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
+  SubprocessResult b = RunTune(two);
+  ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
+  const RunSummary s1 = MustReadSummary(dir.path() + "/one");
+  const RunSummary s2 = MustReadSummary(dir.path() + "/two");
+  ASSERT_EQ(s1.losses.size(), 3u);
+  ASSERT_EQ(s2.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << i;
+  EXPECT_EQ(s2.recipe, "knowledge_distillation_distributed");
+}
+
 // The line after "Prompt: ..." in a generation run's output: the text it generated.
 std::string GeneratedText(const std::string& output) {
   const size_t prompt = output.find("Prompt: ");

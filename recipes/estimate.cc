@@ -128,6 +128,32 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   return e;
 }
 
+StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                       int ranks) {
+  StatusOr<ModelChoice> teacher = ModelFromConfig(config, registry, "teacher_model");
+  StatusOr<std::string> dtype = config.GetString("dtype");
+  StatusOr<int64_t> batch = config.GetInt("batch_size");
+  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
+  for (const Status& s : {teacher.status(), dtype.status(), batch.status(), max_seq_len.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  CellEstimate e;
+  CountModelParameters(*teacher, &e.parameters, &e.trainable_parameters);
+  e.trainable_parameters = 0;
+  const double bytes = *dtype == "bf16" ? 2 : 4;
+  const double tokens = static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
+  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  // The teacher's logits and their float32 softmax; the student's float32 logits, log-softmax, its product with
+  // the teacher's and that product masked, and the log-softmax's gradient (the fused cross-entropy that
+  // EstimateFinetune counted cannot serve distillation, which needs the student's whole distribution).
+  const double per_rank = static_cast<double>(e.parameters) * bytes +
+                          tokens * static_cast<double>(teacher->args.vocab_size) * (bytes + 4 + 5 * 4);
+  const double peak = per_rank * (host_memory ? ranks : 1);
+  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
+  e.work = static_cast<double>(e.parameters) * tokens * ranks;  // one forward pass
+  return e;
+}
+
 StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Registry& registry) {
   StatusOr<Trained> trained = TrainedOf(config, registry);
   if (!trained.ok()) return trained.status();

@@ -34,6 +34,13 @@ enum class Sharding { kNone, kGradients, kFull };
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
                                         TrainKind kind, int ranks = 1, Sharding sharding = Sharding::kNone);
 
+// A distillation teacher's share of a cell (knowledge_distillation_*): its weights (teacher_model, in the
+// config's dtype, whole on every rank; ranks on the host add up), its logits in the model dtype and their float32
+// softmax, the distillation loss's float32 [tokens, vocab] temporaries, and its forward pass over the step's
+// tokens as work.
+StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                       int ranks = 1);
+
 // What the epoch checkpoints of a fine-tuning run of `config` write (recipes/train_state.h's layout), counted
 // without building anything and on the safe side: every epoch's folder is kept (nothing deletes one), each
 // file is counted with 1 MiB for its header, and the merged LoRA model is counted with its adapters.

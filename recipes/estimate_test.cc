@@ -173,5 +173,16 @@ TEST(EstimateTest, EveryRankHoldsTheWholeNf4Base) {
   EXPECT_NEAR(lora_saves - qlora_saves, quantized * 2 * 7 / 8, 16);
 }
 
+TEST(EstimateTest, ADistillationTeacherAddsItsWeightsLogitsAndForwardPass) {
+  // Llama 3.1 8B teaching a LoRA Llama 3.2 1B in bf16: 16 GB of teacher weights beside the student.
+  const CellEstimate kd = Estimate("llama3_2/8B_to_1B_KD_lora_single_device", {});
+  const CellEstimate student = Estimate("llama3_2/8B_to_1B_KD_lora_single_device", {"kd_ratio=0"});
+  EXPECT_EQ(kd.peak_memory_bytes, student.peak_memory_bytes) << "the teacher is loaded whatever kd_ratio says";
+  const CellEstimate lora = Estimate("llama3_2/1B_lora_single_device", {"batch_size=4"});
+  EXPECT_GT(kd.peak_memory_bytes, lora.peak_memory_bytes + int64_t{16} * 1000 * 1000 * 1000);
+  EXPECT_NEAR(static_cast<double>(kd.parameters - lora.parameters), 8.03e9, 0.01e9);
+  EXPECT_GT(kd.work, lora.work * 2);  // a forward over 8B parameters outweighs the 1B student's step
+}
+
 }  // namespace
 }  // namespace tmx::recipes

@@ -49,17 +49,19 @@ std::string FormatLr(double lr) {
   return s.str();
 }
 
-std::string RecipeName(TrainKind kind, bool distributed) {
+std::string RecipeName(TrainKind kind, bool distributed, bool distill) {
+  if (distill) return std::string("knowledge_distillation_") + (distributed ? "distributed" : "single_device");
   return std::string(kind == TrainKind::kLora ? "lora_finetune_" : "full_finetune_") +
          (distributed ? "distributed" : "single_device");
 }
 
 class Trainer {
  public:
-  Trainer(const Config& config, const RunContext& context, TrainKind kind, Parallelism* parallel)
+  Trainer(const Config& config, const RunContext& context, TrainKind kind, Parallelism* parallel, bool distill)
       : config_(config),
         context_(context),
         kind_(kind),
+        distill_(distill),
         parallel_(*parallel),
         hooks_(HooksFor(context.device.type)),
         device_(parallel->LocalDevice(torch::Device(context.device.id))),
@@ -76,12 +78,23 @@ class Trainer {
   // The mean loss over every token of the validation data (every rank's share), without training.
   double ValidationLoss();
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
-  // The model's next-token loss on `batch`, on the trainer's device (recipes/loss.h).
+  // Knowledge distillation: the frozen teacher (teacher_model from teacher_checkpointer) on the trainer's device.
+  Status SetupTeacher(RunSummary* summary);
+  // The model's next-token loss on `batch`, on the trainer's device (recipes/loss.h); with a teacher,
+  // torchtune's (1 - kd_ratio) x cross-entropy + kd_ratio x forward KL to the teacher's next-token distribution.
   torch::Tensor Loss(const data::Batch& batch) {
     // Packed batches carry each token's position in its document and the document ids (else undefined).
     torch::Tensor input_pos = batch.input_pos.defined() ? batch.input_pos.to(device_) : batch.input_pos;
     torch::Tensor docs = batch.document_ids.defined() ? batch.document_ids.to(device_) : batch.document_ids;
-    return ModelNextTokenLoss(*model_.model, batch.tokens.to(device_), batch.labels.to(device_), input_pos, docs);
+    const torch::Tensor tokens = batch.tokens.to(device_), labels = batch.labels.to(device_);
+    if (!teacher_) return ModelNextTokenLoss(*model_.model, tokens, labels, input_pos, docs);
+    const torch::Tensor logits = model_.model->forward(tokens, input_pos, docs);
+    torch::Tensor teacher_logits;
+    {
+      torch::NoGradGuard no_grad;
+      teacher_logits = teacher_->forward(tokens, input_pos, docs);
+    }
+    return NextTokenDistillationLoss(logits, teacher_logits, labels, kd_ratio_);
   }
   // The tokens the loss averages over: every label but the first of each row, and not masked.
   static double LossTokens(const data::Batch& batch) {
@@ -92,6 +105,9 @@ class Trainer {
   const Config& config_;
   const RunContext& context_;
   TrainKind kind_;
+  bool distill_;
+  models::Decoder teacher_{nullptr};  // with distill_
+  double kd_ratio_ = 0;
   Parallelism& parallel_;
   const DeviceHooks& hooks_;
   torch::Device device_;
@@ -145,6 +161,7 @@ Status Trainer::Setup(RunSummary* summary) {
   model_ = std::move(*model);
   summary->total_parameters = model_.total_parameters;
   summary->trainable_parameters = model_.trainable_parameters;
+  if (distill_) TM_RETURN_IF_ERROR(SetupTeacher(summary));
 
   auto component = [this](const char* key) {
     YAML::Node node = config_.Find(std::string(key) + "._component_");
@@ -209,6 +226,32 @@ Status Trainer::Setup(RunSummary* summary) {
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
+  return Status::OK();
+}
+
+Status Trainer::SetupTeacher(RunSummary* summary) {
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<double> ratio = config_.GetDouble("kd_ratio");
+  TM_RETURN_IF_ERROR(ratio.status());
+  kd_ratio_ = *ratio;
+  StatusOr<ModelChoice> choice = ModelFromConfig(config_, registry, "teacher_model");
+  TM_RETURN_IF_ERROR(choice.status());
+  if (choice->args.vocab_size != model_.choice.args.vocab_size) {
+    return Status::InvalidArgument(
+        config_.OriginOf("teacher_model._component_").ToString() + ": teacher_model: '" + choice->component +
+        "' has a vocabulary of " + std::to_string(choice->args.vocab_size) + " ids and the student '" +
+        model_.choice.component + "' one of " + std::to_string(model_.choice.args.vocab_size) +
+        "; the forward KL compares their distributions id by id, so use a teacher of the student's family");
+  }
+  int64_t total = 0, trainable = 0;
+  CountModelParameters(*choice, &total, &trainable);
+  progress_.Begin("Building teacher " + choice->component + " (" + FormatCount(total) + " parameters)");
+  teacher_ = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings_.dtype).device(device_));
+  progress_.End("Built the teacher");
+  TM_RETURN_IF_ERROR(LoadStartingWeights(config_, registry, *choice, *teacher_, context_.allow_stand_ins,
+                                         &summary->stand_ins, {}, "teacher_checkpointer"));
+  teacher_->eval();
+  summary->total_parameters += total;
   return Status::OK();
 }
 
@@ -399,9 +442,9 @@ Status Trainer::Run(RunSummary* summary) {
 
 }  // namespace
 
-Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed) {
+Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed, bool distill) {
   auto train = [&](Parallelism& parallel, RunSummary* summary) {
-    Trainer trainer(config, context, kind, &parallel);
+    Trainer trainer(config, context, kind, &parallel, distill);
     return trainer.Run(summary);
   };
   auto report = [&](const RunSummary& summary) {
@@ -414,7 +457,7 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
     }
     out << "\n";
   };
-  return RunInProcessOrRanks(config, context, RecipeName(kind, distributed), distributed,
+  return RunInProcessOrRanks(config, context, RecipeName(kind, distributed, distill), distributed,
                              "lower batch_size or enable_activation_checkpointing=True", train, report);
 }
 
@@ -422,7 +465,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   const bool distributed = launch == RecipeLaunch::kRanks;
   RecipeSpec r;
   bool lora = kind == TrainKind::kLora;
-  r.name = std::string(lora ? "lora_finetune_" : "full_finetune_") + (distributed ? "distributed" : "single_device");
+  r.name = RecipeName(kind, distributed, /*distill=*/false);
   if (distributed) {
     r.doc = lora ? "LoRA fine-tuning across ranks (tune run --nproc_per_node N): data parallel, adapters' gradients "
                    "and optimizer state sharded"
@@ -463,6 +506,57 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   r.cell_overrides = [](int steps) -> std::vector<std::string> {
     return {"epochs=1",          "max_steps_per_epoch=" + std::to_string(steps), "gradient_accumulation_steps=1",
             "log_every_n_steps=1", "save_checkpoints=False",                      "resume_from_checkpoint=False"};
+  };
+  return r;
+}
+
+RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch) {
+  const bool distributed = launch == RecipeLaunch::kRanks;
+  RecipeSpec r = FinetuneRecipe(TrainKind::kLora, launch);
+  r.name = RecipeName(TrainKind::kLora, distributed, /*distill=*/true);
+  r.doc = std::string("knowledge distillation") + (distributed ? " across ranks" : " on one device") +
+          ": LoRA adapters of a student trained on (1 - kd_ratio) x cross-entropy + kd_ratio x the forward KL to a "
+          "frozen teacher's next-token distribution";
+  r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
+  r.fields.push_back(ComponentField("teacher_model", "model", "the frozen teacher; its vocabulary is the student's"));
+  r.fields.push_back(
+      ComponentField("teacher_checkpointer", "checkpointer", "where the teacher's weights are loaded from", false));
+  r.fields.push_back(ComponentField("kd_loss", "kd_loss", "the distillation loss (torchtune's forward KL)"));
+  r.fields.push_back(AtMost(AtLeast(Field("kd_ratio", FieldType::kFloat, "0.5",
+                                          "weight of the distillation loss; the cross-entropy gets 1 - kd_ratio"),
+                                    0),
+                            1));
+  r.checks.push_back([](const Config& config, const Registry& registry, const DeviceInfo*) -> std::vector<Problem> {
+    StatusOr<ModelChoice> student = ModelFromConfig(config, registry);
+    StatusOr<ModelChoice> teacher = ModelFromConfig(config, registry, "teacher_model");
+    if (!student.ok() || !teacher.ok() || student->args.vocab_size == teacher->args.vocab_size) return {};
+    return {{config.OriginOf("teacher_model").ToString(), "teacher_model",
+             "the teacher's vocabulary (" + std::to_string(teacher->args.vocab_size) + " ids) is not the student's (" +
+                 std::to_string(student->args.vocab_size) +
+                 "); the forward KL compares their distributions id by id, so use a teacher of the student's family"}};
+  });
+  r.missing_inputs = [](const Config& config, const Registry& registry) {
+    std::vector<Problem> problems = MissingInputs(config, registry);
+    for (Problem& p : MissingCheckpointFiles(config, registry, "teacher_checkpointer", "teacher_model")) {
+      problems.push_back(std::move(p));
+    }
+    for (Problem& p : OutputProblems(config, registry, TrainKind::kLora)) problems.push_back(std::move(p));
+    return problems;
+  };
+  const CellEstimator student = r.estimate;
+  r.estimate = [student, distributed](const Config& config, const Registry& registry, const DeviceInfo& device) {
+    StatusOr<CellEstimate> e = student(config, registry, device);
+    if (!e.ok()) return e;
+    StatusOr<CellEstimate> teacher =
+        EstimateTeacher(config, registry, device, distributed ? device.traits().matrix_ranks : 1);
+    if (!teacher.ok()) return teacher;
+    e->peak_memory_bytes += teacher->peak_memory_bytes;
+    e->work += teacher->work;
+    e->parameters += teacher->parameters;
+    return e;
+  };
+  r.run = [distributed](const Config& config, const RunContext& context) {
+    return RunFinetune(config, context, TrainKind::kLora, distributed, /*distill=*/true);
   };
   return r;
 }

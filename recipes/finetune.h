@@ -1,5 +1,5 @@
-// The fine-tuning recipes: full_finetune_single_device, lora_finetune_single_device, full_finetune_distributed
-// and lora_finetune_distributed.
+// The fine-tuning recipes: full_finetune_single_device, lora_finetune_single_device, full_finetune_distributed,
+// lora_finetune_distributed, and knowledge distillation (knowledge_distillation_single_device / _distributed).
 //
 // One training loop serves all four (TrainKind tells them apart: what trains and what is saved); the setup is
 // train_setup.h's steps, spread over devices by parallelism.h. Every logged step goes to stdout and to the metrics file; at the end, or on
@@ -19,10 +19,17 @@ namespace tmx::recipes {
 // global batch; gradients are summed over the ranks (recipes/distributed/data_parallel.h), sharded unless
 // data_parallel_shard_dim=1. Rank 0 alone prints progress and writes metrics, checkpoints and summary.json
 // (whose peak memory is the largest rank's and tokens those of every rank).
-Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed = false);
+// `distill`: knowledge distillation (the knowledge_distillation_* recipes): a frozen teacher (teacher_model,
+// loaded from teacher_checkpointer) beside the LoRA student, whose loss is (1 - kd_ratio) x cross-entropy +
+// kd_ratio x the forward KL to the teacher (recipes/loss.h), as torchtune's recipes compute it.
+Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed = false,
+                   bool distill = false);
 
 // The recipe's registry entry: name, doc, its configs (configs/MANIFEST), schema and checks, how it runs, how a
 // matrix cell is estimated and budgeted. builtin.cc registers the four.
 RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch);
+// knowledge_distillation_single_device or _distributed: FinetuneRecipe's LoRA recipe plus the teacher's keys
+// (teacher_model, teacher_checkpointer, kd_loss, kd_ratio), its vocabulary check, missing files and estimate.
+RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch);
 
 }  // namespace tmx::recipes

@@ -569,5 +569,86 @@ TEST_F(FinetuneTest, AnOutputFolderThatCannotBeMadeStopsTheRunBeforeBuilding) {
   EXPECT_EQ(out.find("Building model"), std::string::npos) << out;
 }
 
+// ----- Knowledge distillation -----
+
+class DistillationTest : public ::testing::Test {
+ protected:
+  // Runs tiny/kd_single_device (fp32, 6 steps) with `overrides`, as distillation or (`distill` false) as plain
+  // LoRA fine-tuning of the same student; returns summary.json.
+  nlohmann::json Run(std::vector<std::string> overrides, bool distill = true, Status* status = nullptr) {
+    overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=6", "save_checkpoints=False",
+                                         "output_dir=" + scratch_.path() + "/" + std::to_string(runs_++)});
+    const Registry& registry = BuiltinRegistry();
+    StatusOr<LocatedConfig> located = LocateConfig("tiny/kd_single_device", registry);
+    EXPECT_TRUE(located.ok()) << located.status().ToString();
+    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    RunContext context;
+    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
+    context.config_name = "tiny/kd_single_device";
+    std::ostringstream out;
+    context.out = &out;
+    Status s = RunFinetune(*c, context, TrainKind::kLora, /*distributed=*/false, distill);
+    if (status != nullptr) {
+      *status = s;
+    } else {
+      EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << out.str();
+    }
+    StatusOr<std::string> text = ReadFile(c->Find("output_dir").Scalar() + "/summary.json");
+    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+  }
+
+  test::ScratchDir scratch_{"tm_distillation_test"};
+  int runs_ = 0;
+};
+
+TEST_F(DistillationTest, WithKdRatioZeroTheStudentTrainsAsInLoraFineTuning) {
+  const nlohmann::json kd = Run({"kd_ratio=0"});
+  const nlohmann::json lora = Run({}, /*distill=*/false);
+  ASSERT_EQ(kd["losses"].size(), 6u);
+  ASSERT_EQ(lora["losses"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(kd["losses"][i].get<double>(), lora["losses"][i].get<double>(), 1e-4) << i;
+  // The teacher's parameters are counted beside the student's.
+  EXPECT_GT(kd["total_parameters"].get<int64_t>(), lora["total_parameters"].get<int64_t>());
+  EXPECT_EQ(kd["trainable_parameters"], lora["trainable_parameters"]);
+}
+
+TEST_F(DistillationTest, TheForwardKlFallsAsTheStudentLearnsTheTeacher) {
+  // kd_ratio=1: the loss is the forward KL alone, which training lowers.
+  const nlohmann::json kd = Run({"kd_ratio=1", "optimizer.lr=0.01", "lr_scheduler.num_warmup_steps=0"});
+  ASSERT_EQ(kd["losses"].size(), 6u);
+  EXPECT_LT(kd["losses"][5].get<double>(), kd["losses"][0].get<double>() - 0.05) << kd["losses"];
+  EXPECT_EQ(kd["recipe"], "knowledge_distillation_single_device");
+}
+
+TEST_F(DistillationTest, ATeacherOfAnotherVocabularyIsRefusedNamingBoth) {
+  Status status;
+  Run({"teacher_model.vocab_size=600"}, /*distill=*/true, &status);
+  EXPECT_EQ(status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(status.message().find("has a vocabulary of 600 ids and the student 'tune_matrix.models.lora_tiny_llama3_2' "
+                                  "one of 512"),
+            std::string::npos)
+      << status.message();
+  // Validation says so first, on the teacher's key.
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<Config> c = LoadResolvedConfig(*LocateConfig("tiny/kd_single_device", registry),
+                                          {"teacher_model.vocab_size=600"},
+                                          registry.FindRecipe("knowledge_distillation_single_device"), &registry);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<Problem> problems =
+      ValidateConfig(*c, *registry.FindRecipe("knowledge_distillation_single_device"), registry, nullptr);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].key, "teacher_model");
+}
+
+TEST_F(DistillationTest, AMissingTeacherCheckpointIsNamedByItsOwnKey) {
+  Status status;
+  Run({"teacher_checkpointer.checkpoint_dir=/nonexistent/teacher"}, /*distill=*/true, &status);
+  EXPECT_EQ(status.code(), Status::Code::kNotFound);
+  EXPECT_NE(status.message().find("teacher_checkpointer.checkpoint_dir /nonexistent/teacher does not exist"),
+            std::string::npos)
+      << status.message();
+}
+
 }  // namespace
 }  // namespace tmx::recipes

@@ -82,4 +82,49 @@ torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor
   return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels);
 }
 
+namespace {
+
+// The forward KL's mean over the kept rows from the student's float32 log-probabilities `log_probs` [N, V].
+torch::Tensor ForwardKlOfLogProbs(const torch::Tensor& log_probs, const torch::Tensor& student_logits,
+                                  const torch::Tensor& teacher_logits, const torch::Tensor& labels) {
+  const torch::Tensor teacher = torch::softmax(teacher_logits.to(torch::kFloat), -1);
+  // A -inf student logit has probability 0: its term (0 x -inf) is left out, as torchtune masks it.
+  const torch::Tensor terms = (teacher * log_probs).masked_fill(torch::isinf(student_logits), 0);
+  const torch::Tensor kept = labels.ne(data::kIgnoreIndex).to(torch::kFloat);
+  const torch::Tensor count = kept.sum();
+  if (count.item<double>() == 0) return torch::zeros({}, log_probs.options());
+  return -(terms.sum(-1) * kept).sum() / count;
+}
+
+}  // namespace
+
+torch::Tensor ForwardKlLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                            const torch::Tensor& labels) {
+  TORCH_CHECK(student_logits.dim() == 2 && student_logits.sizes() == teacher_logits.sizes() &&
+                  labels.dim() == 1 && labels.size(0) == student_logits.size(0),
+              "ForwardKlLoss: expected student and teacher logits [N, V] and labels [N], got ", student_logits.sizes(),
+              ", ", teacher_logits.sizes(), " and ", labels.sizes());
+  return ForwardKlOfLogProbs(torch::log_softmax(student_logits.to(torch::kFloat), -1), student_logits, teacher_logits,
+                             labels);
+}
+
+torch::Tensor NextTokenDistillationLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                                        const torch::Tensor& labels, double kd_ratio) {
+  const int64_t v = student_logits.size(-1);
+  const torch::Tensor student = student_logits.slice(1, 0, -1).reshape({-1, v});
+  const torch::Tensor targets = labels.slice(1, 1).reshape({-1});
+  const torch::Tensor log_probs = torch::log_softmax(student.to(torch::kFloat), -1);
+  const torch::Tensor ce = torch::nll_loss(log_probs, targets, {}, at::Reduction::Mean, data::kIgnoreIndex);
+  const torch::Tensor kl =
+      ForwardKlOfLogProbs(log_probs, student, teacher_logits.slice(1, 0, -1).reshape({-1, v}), targets);
+  return (1 - kd_ratio) * ce + kd_ratio * kl;
+}
+
+torch::Tensor NextTokenForwardKlLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                                     const torch::Tensor& labels) {
+  const int64_t v = student_logits.size(-1);
+  return ForwardKlLoss(student_logits.slice(1, 0, -1).reshape({-1, v}), teacher_logits.slice(1, 0, -1).reshape({-1, v}),
+                       labels.slice(1, 1).reshape({-1}));
+}
+
 }  // namespace tmx::recipes

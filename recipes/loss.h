@@ -1,5 +1,5 @@
-// The training loss: next-token cross-entropy, from a model's logits, or fused with the output projection so
-// the logits of a whole batch never exist at once.
+// The training losses: next-token cross-entropy, from a model's logits, or fused with the output projection so
+// the logits of a whole batch never exist at once; and knowledge distillation's forward KL to a teacher.
 //
 // Both average over every position t < T-1 whose label labels[t+1] is not data::kIgnoreIndex (the logits at t
 // predict the token at t+1), in float32 whatever the model's dtype. The recipes' loop, validation and the
@@ -32,5 +32,22 @@ torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tens
 // DecoderImpl::forward takes them (undefined unless packed).
 torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor& tokens, const torch::Tensor& labels,
                                  const torch::Tensor& input_pos = {}, const torch::Tensor& document_ids = {});
+
+// Knowledge distillation's forward KL, as torchtune's ForwardKLLoss (and its chunked variant, which sums the same
+// over chunks): -sum_v softmax(teacher)_v * log_softmax(student)_v per row, in float32, with the terms where the
+// student's logit is -inf left out, averaged over the rows whose label is not data::kIgnoreIndex (0 when there is
+// none). student and teacher [N, V], labels [N]. Differentiable in the student's logits.
+torch::Tensor ForwardKlLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                            const torch::Tensor& labels);
+
+// ForwardKlLoss at the positions NextTokenLoss averages over: logits [B, T, V] of both models, labels [B, T]
+// shifted by one.
+torch::Tensor NextTokenForwardKlLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                                     const torch::Tensor& labels);
+
+// Knowledge distillation's loss: (1 - kd_ratio) x NextTokenLoss(student) + kd_ratio x NextTokenForwardKlLoss,
+// both from one float32 log-softmax of the student's logits (the same values, fewer [N, V] temporaries).
+torch::Tensor NextTokenDistillationLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
+                                        const torch::Tensor& labels, double kd_ratio);
 
 }  // namespace tmx::recipes

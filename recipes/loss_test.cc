@@ -1,9 +1,14 @@
-// The fused next-token loss against the plain one: the same value and gradients, chunked or not.
+// The fused next-token loss against the plain one: the same value and gradients, chunked or not; the forward KL
+// of knowledge distillation against torchtune's.
 #include "recipes/loss.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "base/file_util.h"
 #include "recipes/data/sample.h"
 #include "recipes/models/llama.h"
 
@@ -87,6 +92,67 @@ TEST(LossTest, TheModelsLossFusesOnlyAPlainOutputProjection) {
   EXPECT_FALSE(capped->PlainOutputWeight().defined());  // the cap acts on the logits
   EXPECT_NEAR(ModelNextTokenLoss(*capped, tokens, tokens).item<double>(),
               NextTokenLoss(capped->forward(tokens), tokens).item<double>(), 1e-6);
+}
+
+// scripts/make_kd_fixtures.py: torchtune 0.6.1's ForwardKLLoss and its gradient on fixed logits, with ignored
+// labels and -inf student logits.
+TEST(ForwardKlLossTest, EqualsTorchtunesLossAndGradient) {
+  StatusOr<std::string> text = ReadFile(std::string(TM_SOURCE_DIR) + "/recipes/testdata/kd_loss_torchtune_0_6_1.json");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  const nlohmann::json fixture = nlohmann::json::parse(*text);
+  EXPECT_EQ(fixture["torchtune"], "0.6.1");
+  auto matrix = [](const nlohmann::json& rows) {
+    std::vector<torch::Tensor> out;
+    for (const nlohmann::json& row : rows) {
+      std::vector<float> values;
+      for (const nlohmann::json& x : row) {
+        values.push_back(x.is_string() ? -std::numeric_limits<float>::infinity() : x.get<float>());
+      }
+      out.push_back(torch::tensor(values));
+    }
+    return torch::stack(out);
+  };
+  ASSERT_EQ(fixture["cases"].size(), 3u);
+  for (const nlohmann::json& c : fixture["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    torch::Tensor student = matrix(c["student"]).requires_grad_();
+    torch::Tensor labels = torch::tensor(c["labels"].get<std::vector<int64_t>>());
+    torch::Tensor loss = ForwardKlLoss(student, matrix(c["teacher"]), labels);
+    EXPECT_NEAR(loss.item<double>(), c["loss"].get<double>(), 1e-5);
+    if (!loss.requires_grad()) {
+      EXPECT_EQ(c["loss"].get<double>(), 0.0);  // every label ignored: a constant 0, as torchtune's
+      continue;
+    }
+    loss.backward();
+    EXPECT_LT((torch::nan_to_num(student.grad(), 0.0) - matrix(c["grad"])).abs().max().item<double>(), 1e-6);
+  }
+}
+
+TEST(ForwardKlLossTest, TheDistillationLossMixesCrossEntropyAndForwardKl) {
+  torch::manual_seed(4);
+  torch::Tensor student = torch::randn({2, 6, 13});
+  torch::Tensor teacher = torch::randn({2, 6, 13});
+  torch::Tensor labels = torch::randint(0, 13, {2, 6}, torch::kLong);
+  labels.index_put_({1, 3}, data::kIgnoreIndex);
+  const double ce = NextTokenLoss(student, labels).item<double>();
+  const double kl = NextTokenForwardKlLoss(student, teacher, labels).item<double>();
+  for (double ratio : {0.0, 0.5, 1.0}) {
+    EXPECT_NEAR(NextTokenDistillationLoss(student, teacher, labels, ratio).item<double>(),
+                (1 - ratio) * ce + ratio * kl, 1e-5)
+        << ratio;
+  }
+}
+
+TEST(ForwardKlLossTest, IsZeroForTheTeachersOwnLogitsOnlyUpToItsEntropy) {
+  // KL(p || q) = sum p log p - sum p log q: the loss (the second term) is the teacher's entropy at q = p, and more
+  // for any other student.
+  torch::manual_seed(3);
+  torch::Tensor teacher = torch::randn({2, 5, 9});
+  torch::Tensor labels = torch::randint(0, 9, {2, 5}, torch::kLong);
+  const torch::Tensor p = torch::softmax(teacher, -1).slice(1, 0, -1);
+  const double entropy = -(p * torch::log(p)).sum(-1).mean().item<double>();
+  EXPECT_NEAR(NextTokenForwardKlLoss(teacher, teacher, labels).item<double>(), entropy, 1e-5);
+  EXPECT_GT(NextTokenForwardKlLoss(torch::randn({2, 5, 9}), teacher, labels).item<double>(), entropy + 0.05);
 }
 
 }  // namespace

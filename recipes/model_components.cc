@@ -104,41 +104,41 @@ namespace {
 
 // The model the config names with its builder arguments and LoRA settings as written, not yet checked
 // against each other.
-StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& registry) {
-  YAML::Node node = config.Find("model._component_");
+StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& registry, const std::string& key = "model") {
+  YAML::Node node = config.Find(key + "._component_");
   std::string name = node.IsScalar() ? node.Scalar() : "";
   const ComponentSpec* spec = registry.FindComponent(name);
   const auto* model = spec == nullptr ? nullptr : dynamic_cast<const ModelComponent*>(spec->impl.get());
   if (model == nullptr) {
-    return Status::InvalidArgument(config.OriginOf("model._component_").ToString() + ": model '" + name +
+    return Status::InvalidArgument(config.OriginOf(key + "._component_").ToString() + ": " + key + " '" + name +
                                    "' cannot be built here (see `tune validate` for the models that can)");
   }
   ModelChoice choice;
   choice.component = spec->name;
   choice.preset = &model->preset();
   choice.args = model->qlora() && model->preset().tiny ? TinyNf4Widths(model->preset().args) : model->preset().args;
-  if (!config.IsNull("model.tie_word_embeddings")) {
-    StatusOr<bool> tied = config.GetBool("model.tie_word_embeddings");
+  if (!config.IsNull(key + ".tie_word_embeddings")) {
+    StatusOr<bool> tied = config.GetBool(key + ".tie_word_embeddings");
     TM_RETURN_IF_ERROR(tied.status());
     choice.args.tie_word_embeddings = *tied;
   }
-  if (model->preset().tiny && !config.IsNull("model.vocab_size")) {
-    StatusOr<int64_t> vocab = config.GetInt("model.vocab_size");
+  if (model->preset().tiny && !config.IsNull(key + ".vocab_size")) {
+    StatusOr<int64_t> vocab = config.GetInt(key + ".vocab_size");
     TM_RETURN_IF_ERROR(vocab.status());
     choice.args.vocab_size = *vocab;
   }
   if (!model->lora()) return choice;
   models::LoraArgs lora;
-  StatusOr<std::vector<std::string>> modules = config.GetStringList("model.lora_attn_modules");
-  StatusOr<bool> mlp = config.GetBool("model.apply_lora_to_mlp");
+  StatusOr<std::vector<std::string>> modules = config.GetStringList(key + ".lora_attn_modules");
+  StatusOr<bool> mlp = config.GetBool(key + ".apply_lora_to_mlp");
   // Builders without apply_lora_to_output (tied embeddings) never adapt the output.
-  StatusOr<bool> out = config.GetBool("model.apply_lora_to_output", false);
-  StatusOr<int64_t> rank = config.GetInt("model.lora_rank");
-  StatusOr<double> alpha = config.GetDouble("model.lora_alpha");
-  StatusOr<double> dropout = config.GetDouble("model.lora_dropout");
+  StatusOr<bool> out = config.GetBool(key + ".apply_lora_to_output", false);
+  StatusOr<int64_t> rank = config.GetInt(key + ".lora_rank");
+  StatusOr<double> alpha = config.GetDouble(key + ".lora_alpha");
+  StatusOr<double> dropout = config.GetDouble(key + ".lora_dropout");
   // Builders without use_dora (lora_llama3_1_405b) are LoRA.
-  StatusOr<bool> dora = config.GetBool("model.use_dora", false);
-  StatusOr<bool> quantize = config.GetBool("model.quantize_base", false);
+  StatusOr<bool> dora = config.GetBool(key + ".use_dora", false);
+  StatusOr<bool> quantize = config.GetBool(key + ".quantize_base", false);
   for (const Status& s : {modules.status(), mlp.status(), out.status(), rank.status(), alpha.status(),
                           dropout.status(), dora.status(), quantize.status()}) {
     TM_RETURN_IF_ERROR(s);
@@ -157,11 +157,11 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
 
 }  // namespace
 
-StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry) {
-  StatusOr<ModelChoice> choice = ModelAsWritten(config, registry);
+StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry, const std::string& key) {
+  StatusOr<ModelChoice> choice = ModelAsWritten(config, registry, key);
   if (!choice.ok() || !choice->lora) return choice;
   Status valid = models::ValidateLoraArgs(*choice->lora, choice->args);
-  if (!valid.ok()) return valid.WithContext(config.OriginOf("model").ToString() + ": model");
+  if (!valid.ok()) return valid.WithContext(config.OriginOf(key).ToString() + ": " + key);
   return choice;
 }
 

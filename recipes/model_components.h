@@ -55,7 +55,8 @@ struct ModelChoice {
 
 // InvalidArgument, naming the config position, for a model that cannot be built here or bad LoRA settings.
 // `config` has its schema defaults applied.
-StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry);
+StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry,
+                                      const std::string& key = "model");
 
 // The LoRA settings checked against the model's shapes (a rank above a layer's smaller side, an output
 // adapter on tied embeddings), as the problems of a recipe's cross check; none for a model without LoRA or

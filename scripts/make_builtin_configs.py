@@ -61,6 +61,7 @@ SECTIONS = [
                       "custom_sharded_layers"]),
     ("Validation", ["dataset_val", "run_val_every_n_steps", "batch_size_val"]),
     ("Profiling", ["profiler"]),
+    ("Distillation", ["teacher_model", "teacher_checkpointer", "kd_loss", "kd_ratio"]),
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
 ]
 GENERATION_RECIPES = ("generate", "dev/generate_v2", "dev/generate_v2_distributed")
@@ -211,6 +212,9 @@ def mirrored(root, source, name, recipe, configs_dir):
         return
     family, stem = name.split("/")
     size = stem.split("_")[0]
+    distill = recipe.startswith("knowledge_distillation")
+    if distill:  # 8B_to_1B_KD_lora_single_device: the teacher's size to the student's
+        size = " to ".join(stem.split("_KD")[0].split("_to_"))
     quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
     kind = "full"
     if recipe.startswith("lora"):
@@ -220,7 +224,8 @@ def mirrored(root, source, name, recipe, configs_dir):
     where = "across ranks (processes, one device each)" if distributed else "on one device"
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
-        f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning {where}, with the values of torchtune's",
+        (f"# {FAMILY_TITLE[family]} {size}: LoRA knowledge distillation {where}, with the values of torchtune's"
+         if distill else f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning {where}, with the values of torchtune's"),
         f"# {source} config (model, tokenizer, data, optimizer, schedule, memory settings).",
         "#",
         "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
@@ -263,7 +268,8 @@ def tiny(family, name, recipe, configs_dir):
     if recipe in GENERATION_RECIPES:
         tiny_generation(family, name, recipe, configs_dir)
         return
-    lora = recipe.startswith("lora_")
+    distill = recipe.startswith("knowledge_distillation")
+    lora = recipe.startswith("lora_") or distill
     distributed = recipe.endswith("_distributed")
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
     if lora:
@@ -297,11 +303,19 @@ def tiny(family, name, recipe, configs_dir):
     }
     if lora:
         cfg["save_adapter_weights_only"] = False
+    if distill:
+        # A teacher of another shape with the student's vocabulary (the tiny presets share it).
+        cfg.update({"teacher_model": {"_component_": "tune_matrix.models.tiny_llama3"},
+                    "teacher_checkpointer": {"_component_": "tune_matrix.training.FullModelCheckpointer",
+                                             "checkpoint_dir": None, "checkpoint_files": ["model.safetensors"],
+                                             "recipe_checkpoint": None, "output_dir": "${output_dir}"},
+                    "kd_loss": {"_component_": "torchtune.modules.loss.ForwardKLWithChunkedOutputLoss"},
+                    "kd_ratio": 0.5})
     if distributed:
         cfg.update({"data_parallel_shard_dim": -1, "data_parallel_replicate_dim": 1, "fsdp_cpu_offload": False})
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
-        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA' if lora else 'full'} fine-tuning): the family's operations at a",
+        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA knowledge distillation from a tiny Llama 3 teacher' if distill else 'LoRA fine-tuning' if lora else 'full fine-tuning'}): the family's operations at a",
         "# few hundred thousand parameters, so every device is checked on them in seconds.",
         "#",
         "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens.",

@@ -31,7 +31,8 @@ class CliTest : public ::testing::Test {
 TEST_F(CliTest, LsListsEveryRecipeAndConfig) {
   Result r = Exec({kTune, "ls"});
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.output.find("lora_finetune_single_device   llama2/7B_lora_single_device"), std::string::npos)
+  // The recipe column is as wide as the longest recipe name (knowledge_distillation_single_device).
+  EXPECT_NE(r.output.find("lora_finetune_single_device            llama2/7B_lora_single_device"), std::string::npos)
       << r.output;
   for (const char* c : {"llama3_2/1B_lora_single_device", "qwen2_5/0.5B_full_single_device",
                         "gemma2/2B_lora_single_device", "tiny/full_single_device", "tiny/phi3_lora_single_device"}) {
@@ -71,13 +72,14 @@ TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
-                          "lora_finetune_single_device, full_finetune_distributed, lora_finetune_distributed, generate, "
-                          "dev/generate_v2, dev/generate_v2_distributed)"),
+                          "lora_finetune_single_device, knowledge_distillation_single_device, full_finetune_distributed, "
+                          "lora_finetune_distributed, knowledge_distillation_distributed, generate, dev/generate_v2, "
+                          "dev/generate_v2_distributed)"),
             std::string::npos)
       << r.output;
-  r = Exec({kTune, "validate", distributed, "--recipe", "knowledge_distillation_distributed"});
+  r = Exec({kTune, "validate", distributed, "--recipe", "lora_dpo_single_device"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("recipe 'knowledge_distillation_distributed' is torchtune's, but tune-matrix does not implement it"),
+  EXPECT_NE(r.output.find("recipe 'lora_dpo_single_device' is torchtune's, but tune-matrix does not implement it"),
             std::string::npos)
       << r.output;
   // A copied config is checked against the recipe its comment names, and says so.
