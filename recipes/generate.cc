@@ -234,12 +234,7 @@ Status Generator::Run(RunSummary* summary) {
   TM_RETURN_IF_ERROR(prompt.status());
   const int64_t vocab = decoder.args().vocab_size;
   for (int64_t id : prompt->tokens) {
-    if (id < 0 || id >= vocab) {
-      return Status::InvalidArgument(config_.OriginOf("tokenizer").ToString() + ": tokenizer " + tok.name() +
-                                     " gives the prompt id " + std::to_string(id) + " (" + tok.base().Piece(id) +
-                                     "), outside the model's vocabulary of " + std::to_string(vocab) +
-                                     " ids; fix: use the model family's own tokenizer");
-    }
+    if (id < 0 || id >= vocab) return IdOutsideVocabulary(config_, tok, id, "the prompt", vocab);
   }
   const int64_t length = static_cast<int64_t>(prompt->tokens.size());
   if (length + *max_new_tokens > decoder.args().max_seq_len) {

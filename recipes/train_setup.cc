@@ -292,6 +292,14 @@ StatusOr<std::unique_ptr<data::ModelTokenizer>> SetupTokenizer(const Config& con
   return tokenizer;
 }
 
+Status IdOutsideVocabulary(const Config& config, const data::ModelTokenizer& tokenizer, int64_t id,
+                           const std::string& where, int64_t vocab_size) {
+  return Status::InvalidArgument(config.OriginOf("tokenizer").ToString() + ": tokenizer " + tokenizer.name() +
+                                 " gives " + where + " id " + std::to_string(id) + " (" + tokenizer.base().Piece(id) +
+                                 "), outside the model's vocabulary of " + std::to_string(vocab_size) +
+                                 " ids; fix: use the model family's own tokenizer");
+}
+
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins, const std::string& dataset_key) {
@@ -320,10 +328,7 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
   // them for text (torchtune's Llama 3 tokenizer has <|image|> at 128256 beside Llama 3.2's 128256-row
   // embedding), so the ids the data holds are checked, and the padding id.
   auto outside = [&](int64_t id, const std::string& where) {
-    return Status::InvalidArgument(config.OriginOf("tokenizer").ToString() + ": tokenizer " + (*tokenizer)->name() +
-                                   " gives " + where + " id " + std::to_string(id) + " (" + base.Piece(id) +
-                                   "), outside the model's vocabulary of " + std::to_string(model.vocab_size) +
-                                   " ids; fix: use the model family's own tokenizer");
+    return IdOutsideVocabulary(config, **tokenizer, id, where, model.vocab_size);
   };
   const int64_t pad_id = data::CollatePadId(base);
   if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");

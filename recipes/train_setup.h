@@ -89,6 +89,11 @@ StatusOr<std::unique_ptr<data::ModelTokenizer>> SetupTokenizer(const Config& con
                                                                 bool allow_stand_ins,
                                                                 std::vector<std::string>* stand_ins);
 
+// Why the model cannot be fed `id`, which `tokenizer` gives for `where` ("its padding", "the prompt"): outside
+// its vocabulary of `vocab_size` ids; InvalidArgument at the config's tokenizer, naming the id's piece and the fix.
+Status IdOutsideVocabulary(const Config& config, const data::ModelTokenizer& tokenizer, int64_t id,
+                           const std::string& where, int64_t vocab_size);
+
 // The config's tokenizer and dataset components, tokenized and batched (seeded by settings.seed). Samples are
 // cut at the tokenizer's max_seq_len, or at the model's (at most 2048) when it sets none. A tokenizer whose
 // ids do not fit the model's vocabulary is InvalidArgument. A missing tokenizer file or dataset is NotFound
