@@ -70,19 +70,25 @@ def serialize(named):
     return struct.pack("<Q", len(text)) + text.encode() + b"".join(blobs)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def write_or_check(out, make_tensors, description):
+    """The command line of a safetensors fixture script: writes `out` from make_tensors(), or with --check exits 1
+    when the committed file differs from what it makes."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="exit 1 when the committed file differs")
     args = parser.parse_args()
-    data = serialize(tensors())
+    data = serialize(make_tensors())
     if args.check:
-        with open(OUT, "rb") as f:
+        with open(out, "rb") as f:
             same = f.read() == data
-        print(OUT + (": up to date" if same else ": differs from what the script makes"))
+        print(out + (": up to date" if same else ": differs from what the script makes"))
         sys.exit(0 if same else 1)
-    with open(OUT, "wb") as f:
+    with open(out, "wb") as f:
         f.write(data)
-    print("wrote " + OUT + " (" + str(len(data)) + " bytes)")
+    print("wrote " + out + " (" + str(len(data)) + " bytes)")
+
+
+def main():
+    write_or_check(OUT, tensors, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include "recipes/models/lora.h"
 
+#include "recipes/models/fake_quant.h"
 #include "recipes/models/init.h"
 
 #include <torch/torch.h>
@@ -162,6 +163,8 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   if (nf4_) {
     out = LinearNf4(x, *nf4_);
     if (bias_.defined()) out = out + bias_;
+  } else if (fake_quant_enabled()) {
+    out = at::linear(FakeQuantizeInt8PerToken(x), FakeQuantizeInt4PerGroup(weight_, fake_quant_group_size_), bias_);
   } else {
     out = at::linear(x, weight_, bias_);
   }
@@ -192,6 +195,15 @@ void LinearImpl::InitializeDoraMagnitude() {
               "Linear::InitializeDoraMagnitude: the weights are still on the meta device; load them first");
   torch::NoGradGuard no_grad;
   magnitude_.copy_(WeightNorm(lora_a().scalar_type()));
+}
+
+void LinearImpl::SetFakeQuantization(int64_t group_size) {
+  TORCH_CHECK(!quantized(), "Linear::SetFakeQuantization: an NF4 base cannot also be fake-quantised");
+  TORCH_CHECK(!has_dora(), "Linear::SetFakeQuantization: DoRA layers are not fake-quantised");
+  TORCH_CHECK(Int4GroupsFit(weight_.size(1), group_size), "Linear::SetFakeQuantization: in_features ",
+              weight_.size(1), " is not a multiple of the group size ", group_size);
+  fake_quant_group_size_ = group_size;
+  fake_quant_enabled_ = true;
 }
 
 double LinearImpl::adapter_scaling() const {
@@ -294,6 +306,50 @@ int64_t CountQuantizedParameters(const torch::nn::Module& m) {
   count(m);
   ForEachSubmodule(m, [&count](const std::string&, const torch::nn::Module& module) { count(module); });
   return total;
+}
+
+StatusOr<int64_t> AttachFakeQuantization(torch::nn::Module& m, int64_t group_size, FakeQuantScope scope) {
+  if (group_size < 2) {
+    return Status::InvalidArgument("quantizer.groupsize: " + std::to_string(group_size) +
+                                   " is too small; int4 weight groups need at least 2 inputs (torchtune uses 256)");
+  }
+  std::vector<std::pair<std::string, LinearImpl*>> chosen;
+  for (const auto& item : m.named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
+    const std::string& name = item.key();
+    if (linear == nullptr) continue;
+    const auto ends_with = [&name](const char* tail) {
+      const std::string t = tail;
+      return name.size() >= t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0;
+    };
+    if (ends_with("lora_a") || ends_with("lora_b")) continue;  // an adapter's own factors train unquantised
+    const int64_t in = linear->weight().size(1);
+    if (scope == FakeQuantScope::kAdaptedLinears) {
+      if (!linear->has_adapter()) continue;
+      if (!Int4GroupsFit(in, group_size)) {
+        return Status::InvalidArgument("quantizer.groupsize: " + std::to_string(group_size) + " does not divide " +
+                                       name + "'s " + std::to_string(in) +
+                                       " inputs; choose a group size that divides every adapted layer's input "
+                                       "width (the model's dim and hidden_dim)");
+      }
+    } else if (!Int4GroupsFit(in, group_size)) {
+      continue;  // torchao leaves it plain
+    }
+    if (linear->quantized() || linear->has_dora()) {
+      return Status::InvalidArgument(name + ": quantisation-aware training fake-quantises plain or LoRA linears, not " +
+                                     std::string(linear->quantized() ? "an NF4 base (QLoRA)" : "DoRA") +
+                                     "; set model.quantize_base=False / use_dora=False");
+    }
+    chosen.emplace_back(name, linear);
+  }
+  for (auto& [name, linear] : chosen) linear->SetFakeQuantization(group_size);
+  return static_cast<int64_t>(chosen.size());
+}
+
+void EnableFakeQuantization(torch::nn::Module& m, bool enabled) {
+  for (const auto& item : m.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    if (auto* linear = dynamic_cast<LinearImpl*>(item.value().get())) linear->EnableFakeQuantization(enabled);
+  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::nn::Module& m) {

@@ -124,6 +124,18 @@ class LinearImpl : public torch::nn::Module {
   // bias itself (detached). Undefined when the layer has no bias.
   torch::Tensor MergedBias() const;
 
+  // Quantisation-aware training (fake_quant.h): the base path computes with FakeQuantizeInt8PerToken(x) and
+  // FakeQuantizeInt4PerGroup(W, group_size), as torchao's Int8DynActInt4WeightQATLinear; with a LoRA adapter as
+  // torchtune's QATLoRALinear, whose adapter still reads x itself. Unlike QATLoRALinear (torchtune 0.6.1), a bias
+  // is kept. REQUIRES: not quantized(), no DoRA, Int4GroupsFit(in_features, group_size) (checked; throws).
+  void SetFakeQuantization(int64_t group_size);
+  // The group size attached by SetFakeQuantization; 0 when none.
+  int64_t fake_quant_group_size() const { return fake_quant_group_size_; }
+  // Whether forward fake-quantises now: attached and not switched off (torchtune's fake_quant_after_n_steps
+  // switches it off for the first steps).
+  bool fake_quant_enabled() const { return fake_quant_group_size_ > 0 && fake_quant_enabled_; }
+  void EnableFakeQuantization(bool enabled) { fake_quant_enabled_ = enabled; }
+
  private:
   torch::Tensor weight_;
   torch::Tensor bias_;
@@ -133,6 +145,8 @@ class LinearImpl : public torch::nn::Module {
   std::shared_ptr<LinearImpl> lora_a_;
   std::shared_ptr<LinearImpl> lora_b_;
   torch::Tensor magnitude_;  // DoRA only
+  int64_t fake_quant_group_size_ = 0;  // QAT: 0 = none
+  bool fake_quant_enabled_ = true;
 
   // ||W + (alpha/rank) B A|| per output row, without gradient, in `dtype`.
   torch::Tensor WeightNorm(c10::ScalarType dtype) const;
@@ -158,6 +172,25 @@ std::unordered_map<const c10::TensorImpl*, LinearImpl*> QuantizedLinears(torch::
 
 // Parameters of `m` held as NF4 (counted once each).
 int64_t CountQuantizedParameters(const torch::nn::Module& m);
+
+// Which linears quantisation-aware training fake-quantises (LinearImpl::SetFakeQuantization).
+enum class FakeQuantScope {
+  // torchao's Int8DynActInt4WeightQATQuantizer.prepare (torchtune's full QAT recipes): every linear whose
+  // in_features the group size divides, the output projection included; the others stay plain, as torchao skips
+  // them.
+  kEveryLinear,
+  // torchtune's swap_lora_linear_with_qat (qat_lora_finetune_distributed): the LoRA-adapted linears only; one the
+  // group size does not divide is an error, as torchtune raises.
+  kAdaptedLinears,
+};
+
+// Attaches fake quantisation in groups of `group_size` to the linears of `m` in `scope`. Returns how many linears
+// got it, or InvalidArgument naming the first adapted linear (kAdaptedLinears) whose in_features `group_size` does
+// not divide, or a linear that cannot take it (NF4 base, DoRA), with the fix.
+StatusOr<int64_t> AttachFakeQuantization(torch::nn::Module& m, int64_t group_size, FakeQuantScope scope);
+
+// Switches every attached fake quantisation of `m` on or off.
+void EnableFakeQuantization(torch::nn::Module& m, bool enabled);
 
 // The state dict of `m` with every adapter folded into its base weight and bias (see LinearImpl::MergedWeight,
 // MergedBias) and the adapter entries dropped, so the names are those of the same model built without LoRA; NF4
