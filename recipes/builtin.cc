@@ -23,7 +23,10 @@ Status RegisterBuiltins(Registry* registry) {
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kFull, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kLora, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(KnowledgeDistillationRecipe(launch)));
+    TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kFull, launch)));
   }
+  // torchtune has QAT with LoRA across ranks only.
+  TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kLora, RecipeLaunch::kRanks)));
   for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
   // A config listed for a recipe that is not registered would be silently left out.
   for (const ManifestEntry& e : BuiltinConfigManifest()) {

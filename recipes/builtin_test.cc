@@ -270,7 +270,8 @@ TEST(BuiltinManifestTest, RecipesTakeTheirConfigsFromIt) {
     StatusOr<std::string> model = c->GetString("model._component_");
     ASSERT_TRUE(model.ok()) << e.name;
     // Distillation trains a LoRA student.
-    const bool lora = e.recipe.rfind("lora_", 0) == 0 || e.recipe.rfind("knowledge_distillation_", 0) == 0;
+    const bool lora = e.recipe.rfind("lora_", 0) == 0 || e.recipe.rfind("knowledge_distillation_", 0) == 0 ||
+                      e.recipe.rfind("qat_lora_", 0) == 0;
     EXPECT_EQ(*model, "tune_matrix.models." + std::string(lora ? "lora_" : "") + "tiny_" + e.tiny_family) << e.name;
   }
 }

@@ -56,6 +56,17 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
                Field("ignore_index", FieldType::kInt, "-100", "label value excluded from the loss")};
   out->push_back(kd);
 
+  ComponentSpec qat;
+  qat.name = "tune_matrix.training.quantization.Int8DynActInt4WeightQATQuantizer";
+  qat.aliases = {"torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer",
+                 "torchtune.training.quantization.Int8DynActInt4WeightQATQuantizerModuleSwap",
+                 "torchao.quantization.qat.Int8DynActInt4WeightQATQuantizer"};
+  qat.kind = "qat_quantizer";
+  qat.doc = "fake quantisation for QAT: int8 dynamic per-token activations, int4 per-group symmetric weights "
+            "(torchao's 8da4w numerics, models/fake_quant.h)";
+  qat.params = {AtLeast(Field("groupsize", FieldType::kInt, "256", "weights per int4 scale, along each row"), 2)};
+  out->push_back(qat);
+
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";
   tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan"};

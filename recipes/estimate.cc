@@ -33,14 +33,10 @@ StatusOr<Trained> TrainedOf(const Config& config, const Registry& registry) {
 
 // Elements of the largest weight `lora` adapts.
 int64_t LargestAdaptedWeight(const models::DecoderArgs& args, const models::LoraArgs& lora) {
-  const int64_t hd = args.resolved_head_dim(), dim = args.embed_dim;
   int64_t largest = 0;
-  for (const std::string& name : lora.attn_modules) {
-    const bool kv = name == "k_proj" || name == "v_proj";
-    largest = std::max(largest, dim * (kv ? args.num_kv_heads : args.num_heads) * hd);
+  for (const models::LinearShape& l : models::LinearShapes(args)) {
+    if (models::Adapts(lora, l.name)) largest = std::max(largest, l.in_features * l.out_features);
   }
-  if (lora.apply_to_mlp) largest = std::max(largest, dim * args.intermediate_dim);
-  if (lora.apply_to_output) largest = std::max(largest, dim * args.output_dim());
   return largest;
 }
 
@@ -184,6 +180,38 @@ std::string CheckpointBytes::Describe() const {
   parts += "optimizer state " + FormatBytes(train_state);
   return std::to_string(epochs) + " epoch" + (epochs == 1 ? "" : "s") + " x " + FormatBytes(per_epoch()) + " (" +
          parts + ")";
+}
+
+StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Registry& registry,
+                                               const DeviceInfo& device, TrainKind kind, int ranks) {
+  StatusOr<Trained> trained = TrainedOf(config, registry);
+  if (!trained.ok()) return trained.status();
+  StatusOr<int64_t> group = config.GetInt("quantizer.groupsize");
+  StatusOr<int64_t> batch = config.GetInt("batch_size");
+  StatusOr<bool> checkpointing = config.GetBool("enable_activation_checkpointing");
+  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
+  for (const Status& s : {group.status(), batch.status(), checkpointing.status(), max_seq_len.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  const models::DecoderArgs& args = trained->choice.args;
+  const auto scope = kind == TrainKind::kLora ? models::FakeQuantScope::kAdaptedLinears
+                                              : models::FakeQuantScope::kEveryLinear;
+  const double tokens = static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
+  double layer = 0, output = 0, largest = 0;  // bytes held for backward; elements of the largest weight
+  for (const models::LinearShape& l : models::LinearShapes(args)) {
+    const bool adapted = trained->choice.lora && models::Adapts(*trained->choice.lora, l.name);
+    if (!models::FakeQuantizes(scope, adapted, l.in_features, *group)) continue;
+    const double weight = static_cast<double>(l.in_features) * static_cast<double>(l.out_features);
+    const double held = (weight + tokens * static_cast<double>(l.in_features)) * static_cast<double>(trained->bytes);
+    (l.name == "output" ? output : layer) += held;
+    largest = std::max(largest, weight);
+  }
+  // Recomputed layers (activation checkpointing) hold one layer's copies at a time.
+  const double layers = *checkpointing ? 1.0 : static_cast<double>(args.num_layers);
+  // Quantising the largest weight: its float32 quotient and rounded copy, and the integer codes.
+  const double temporaries = largest * (4 + 4 + 4);
+  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  return (layers * layer + output + temporaries) * (host_memory ? static_cast<double>(ranks) : 1.0);
 }
 
 }  // namespace tmx::recipes

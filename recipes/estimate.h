@@ -41,6 +41,14 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
 StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& registry, const DeviceInfo& device,
                                        int ranks = 1);
 
+// Quantisation-aware training's addition to a fine-tuning cell (qat_*): every fake-quantised linear (the
+// quantizer's groupsize; every linear it fits for full training, the adapted ones for LoRA) keeps its
+// fake-quantised weight and input for backward (one layer's when layers recompute), and quantising the largest
+// weight needs float32 temporaries. Ranks on the host add up. Its work is a few elementwise passes over the
+// weights, small beside a step's products, and is not counted.
+StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Registry& registry,
+                                               const DeviceInfo& device, TrainKind kind, int ranks);
+
 // What the epoch checkpoints of a fine-tuning run of `config` write (recipes/train_state.h's layout), counted
 // without building anything and on the safe side: every epoch's folder is kept (nothing deletes one), each
 // file is counted with 1 MiB for its header, and the merged LoRA model is counted with its adapters.

@@ -49,6 +49,12 @@ std::string FormatLr(double lr) {
   return s.str();
 }
 
+// torchtune's QAT recipes: qat_single_device and qat_distributed (full), qat_lora_finetune_distributed.
+std::string QatRecipeName(TrainKind kind, bool distributed) {
+  if (kind == TrainKind::kLora) return "qat_lora_finetune_distributed";
+  return distributed ? "qat_distributed" : "qat_single_device";
+}
+
 std::string RecipeName(TrainKind kind, bool distributed, bool distill) {
   if (distill) return std::string("knowledge_distillation_") + (distributed ? "distributed" : "single_device");
   return std::string(kind == TrainKind::kLora ? "lora_finetune_" : "full_finetune_") +
@@ -329,6 +335,15 @@ Status Trainer::Train(RunSummary* summary) {
   model_.model->train();
   for (int64_t epoch = start_epoch_; epoch < s.epochs; ++epoch) {
     for (int64_t step = 0; step < steps_per_epoch_; ++step) {
+      if (s.fake_quant_after_n_steps) {  // torchtune's fake_quant_after_n_steps: plain steps first
+        const bool on = global_step >= *s.fake_quant_after_n_steps;
+        models::EnableFakeQuantization(*model_.model, on);
+        if (global_step == first_step || global_step == *s.fake_quant_after_n_steps) {
+          progress_.Line("step " + std::to_string(global_step + 1) + ": fake quantisation " +
+                         (on ? "on" : "off until step " + std::to_string(*s.fake_quant_after_n_steps + 1)) +
+                         " (fake_quant_after_n_steps=" + std::to_string(*s.fake_quant_after_n_steps) + ")");
+        }
+      }
       double lr = base_lr_ * (s.has_schedule ? ScheduleFactor(global_step, total_steps, s.warmup_steps, s.num_cycles)
                                              : 1.0);
       SetLearningRate(*optimizer_, lr);
@@ -436,6 +451,12 @@ Status Trainer::Run(RunSummary* summary) {
         << parallel_.Describe()
         << (in_backward_ ? ", optimizer stepped inside backward (optimizer_in_bwd: gradients freed as they arrive)" : "")
         << std::endl;
+  if (settings_.fake_quant_group_size > 0) {
+    progress_.Line("Quantisation-aware training: " + std::to_string(model_.fake_quantized_linears) +
+                   " linears compute with int8 per-token activations and int4 weights in groups of " +
+                   std::to_string(settings_.fake_quant_group_size) + " (fake-quantised, trained in " +
+                   (settings_.dtype == c10::kBFloat16 ? "bf16" : "fp32") + ")");
+  }
   progress_.Line(DescribeSteps(steps_));
   return Train(summary);
 }
@@ -457,7 +478,10 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
     }
     out << "\n";
   };
-  return RunInProcessOrRanks(config, context, RecipeName(kind, distributed, distill), distributed,
+  // Only the QAT recipes' schemas have a quantizer key.
+  const std::string name =
+      config.IsNull("quantizer") ? RecipeName(kind, distributed, distill) : QatRecipeName(kind, distributed);
+  return RunInProcessOrRanks(config, context, name, distributed,
                              "lower batch_size or enable_activation_checkpointing=True", train, report);
 }
 
@@ -557,6 +581,36 @@ RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch) {
   };
   r.run = [distributed](const Config& config, const RunContext& context) {
     return RunFinetune(config, context, TrainKind::kLora, distributed, /*distill=*/true);
+  };
+  return r;
+}
+
+RecipeSpec QatRecipe(TrainKind kind, RecipeLaunch launch) {
+  const bool distributed = launch == RecipeLaunch::kRanks;
+  RecipeSpec r = FinetuneRecipe(kind, launch);
+  r.name = QatRecipeName(kind, distributed);
+  r.doc = std::string("quantisation-aware training: ") +
+          (kind == TrainKind::kLora ? "LoRA fine-tuning whose adapted linears" : "full fine-tuning whose linears") +
+          " compute with fake-quantised int8 activations and int4 weights (torchao's 8da4w), " +
+          (distributed ? "across ranks" : "on one device") + "; the saved model is unquantised";
+  r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
+  r.fields.push_back(ComponentField("quantizer", "qat_quantizer",
+                                    "the fake quantisation (torchao's Int8DynActInt4WeightQATQuantizer)"));
+  r.fields.push_back(Nullable(AtLeast(Field("fake_quant_after_n_steps", FieldType::kInt, "null",
+                                            "optimizer steps trained without fake quantisation first; null: none"),
+                                      0)));
+  r.checks.push_back([kind](const Config& config, const Registry& registry, const DeviceInfo*) {
+    return FakeQuantizationProblems(config, registry, kind == TrainKind::kLora);
+  });
+  const CellEstimator base = r.estimate;
+  r.estimate = [base, kind, distributed](const Config& config, const Registry& registry, const DeviceInfo& device) {
+    StatusOr<CellEstimate> e = base(config, registry, device);
+    if (!e.ok()) return e;
+    StatusOr<double> extra = EstimateFakeQuantizationBytes(config, registry, device, kind,
+                                                           distributed ? device.traits().matrix_ranks : 1);
+    if (!extra.ok()) return StatusOr<CellEstimate>(extra.status());
+    e->peak_memory_bytes += static_cast<int64_t>(std::min(*extra, 0x1p61));
+    return e;
   };
   return r;
 }

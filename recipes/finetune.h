@@ -31,5 +31,10 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch);
 // knowledge_distillation_single_device or _distributed: FinetuneRecipe's LoRA recipe plus the teacher's keys
 // (teacher_model, teacher_checkpointer, kd_loss, kd_ratio), its vocabulary check, missing files and estimate.
 RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch);
+// torchtune's quantisation-aware training recipes: qat_single_device (full, one device), qat_distributed
+// (full, ranks) and qat_lora_finetune_distributed (LoRA, ranks): FinetuneRecipe plus the quantizer
+// (Int8DynActInt4WeightQATQuantizer, groupsize) and fake_quant_after_n_steps, checked against the model's widths
+// (FakeQuantizationProblems) and estimated with the fake-quantised copies (EstimateFakeQuantizationBytes).
+RecipeSpec QatRecipe(TrainKind kind, RecipeLaunch launch);
 
 }  // namespace tmx::recipes

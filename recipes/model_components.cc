@@ -175,6 +175,30 @@ std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, 
   return {{config.OriginOf("model").ToString(), "model", valid.message()}};
 }
 
+std::vector<Problem> FakeQuantizationProblems(const Config& config, const Registry& registry, bool lora) {
+  StatusOr<ModelChoice> choice = ModelAsWritten(config, registry);
+  StatusOr<int64_t> group = config.GetInt("quantizer.groupsize");
+  if (!choice.ok() || !group.ok() || *group < 2) return {};  // the schema's problems
+  if (lora != choice->lora.has_value()) return {};  // the recipe's model check names it
+  if (choice->lora && !models::ValidateLoraArgs(*choice->lora, choice->args).ok()) return {};  // LoraChecks
+  models::Decoder model(choice->args, choice->lora, c10::TensorOptions().device(c10::kMeta));
+  StatusOr<int64_t> attached = models::AttachFakeQuantization(
+      *model, *group,
+      lora ? models::FakeQuantScope::kAdaptedLinears : models::FakeQuantScope::kEveryLinear);
+  const std::string key = "quantizer.groupsize";
+  if (!attached.ok()) {
+    const std::string& message = attached.status().message();
+    const std::string prefix = key + ": ";
+    if (message.rfind(prefix, 0) != 0) return {{config.OriginOf("model").ToString(), "model", message}};
+    return {{config.OriginOf(key).ToString(), key, message.substr(prefix.size())}};
+  }
+  if (*attached > 0) return {};
+  return {{config.OriginOf(key).ToString(), key,
+           std::to_string(*group) + " divides the inputs of no linear of '" + choice->component + "' (width " +
+               std::to_string(choice->args.embed_dim) + ", hidden " + std::to_string(choice->args.intermediate_dim) +
+               "), so nothing would be fake-quantised; use a power of two that divides them (torchtune uses 256)"}};
+}
+
 void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable, int64_t* quantized) {
   models::Decoder model(choice.args, choice.lora, c10::TensorOptions().device(c10::kMeta));
   if (choice.lora) models::FreezeBaseParameters(*model);

@@ -63,6 +63,11 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
 // one the schema already refuses.
 std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
+// A QAT recipe's quantizer against the model (the adapted linears' scope with `lora`, else every linear; models::AttachFakeQuantization on a meta-device
+// model): a group size that an adapted linear's inputs do not divide (LoRA), an NF4 or DoRA model, or one that
+// fits no linear at all, each naming quantizer.groupsize or the model and the fix.
+std::vector<Problem> FakeQuantizationProblems(const Config& config, const Registry& registry, bool lora);
+
 // Total and trainable parameters of `choice`, and (when `quantized` is given) those held as NF4, counted on a
 // model built on the meta device (no memory).
 void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable,

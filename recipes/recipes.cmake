@@ -40,6 +40,7 @@ if(TUNE_MATRIX_USE_JEMALLOC AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize")
 endif()
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_qat_test SOURCES qat_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm_recipes tm_process TORCH
             LABELS recipes)
 if(TUNE_MATRIX_BUILD_TESTS)

@@ -94,6 +94,16 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
     s.warmup_steps = *warmup;
     s.num_cycles = *cycles;
   }
+  if (!config.IsNull("quantizer")) {  // only the QAT recipes' schemas have the key
+    StatusOr<int64_t> group = config.GetInt("quantizer.groupsize");
+    TM_RETURN_IF_ERROR(group.status());
+    s.fake_quant_group_size = *group;
+    if (!config.IsNull("fake_quant_after_n_steps")) {
+      StatusOr<int64_t> after = config.GetInt("fake_quant_after_n_steps");
+      TM_RETURN_IF_ERROR(after.status());
+      s.fake_quant_after_n_steps = *after;
+    }
+  }
   StatusOr<uint64_t> seed = ReadSeed(config);
   TM_RETURN_IF_ERROR(seed.status());
   s.seed = *seed;
@@ -154,6 +164,13 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   // DoRA's magnitude starts from the loaded base weights' row norms, as torchtune sets it after loading.
   models::InitializeDoraMagnitudes(*m.model);
   if (lora) models::FreezeBaseParameters(*m.model);
+  if (settings.fake_quant_group_size > 0) {
+    StatusOr<int64_t> attached = models::AttachFakeQuantization(
+        *m.model, settings.fake_quant_group_size,
+        lora ? models::FakeQuantScope::kAdaptedLinears : models::FakeQuantScope::kEveryLinear);
+    if (!attached.ok()) return Status::InvalidArgument(config.OriginOf("quantizer").ToString() + ": " + attached.status().message());
+    m.fake_quantized_linears = *attached;
+  }
   for (const auto& p : m.model->named_parameters()) {
     m.total_parameters += p.value().numel();
     if (p.value().requires_grad()) {

@@ -46,6 +46,12 @@ struct TrainingSettings {
   bool activation_checkpointing = false, resume = false;
   bool activation_offloading = false;  // checkpointed layer inputs wait in host memory (Decoder)
   bool optimizer_in_bwd = false;  // step each trained tensor inside backward (recipes/optimizer_in_backward.h)
+  // Quantisation-aware training (the qat_* recipes' quantizer): int4 weight groups of this size, int8 activations
+  // (models/fake_quant.h); 0 without a quantizer.
+  int64_t fake_quant_group_size = 0;
+  // fake_quant_after_n_steps: fake quantisation starts once this many optimizer steps are done; none: from the
+  // first step.
+  std::optional<int64_t> fake_quant_after_n_steps;
   uint64_t seed = 0;           // the config's seed, or a random one when it is null
   // Data-parallel ranks (set by the distributed recipes, not read from the config): each reads shard `rank` of
   // `world_size` of the data, batch_size samples per micro-batch (so the global batch is batch_size x world_size).
@@ -70,11 +76,14 @@ struct TrainableModel {
   std::vector<at::Tensor> trained_tensors; // the same tensors, as the optimizer and clipping take them
   int64_t total_parameters = 0;
   int64_t trainable_parameters = 0;
+  int64_t fake_quantized_linears = 0;  // with a QAT quantizer (settings.fake_quant_group_size)
 };
 
 // Builds the config's model (seeded from the current torch RNG) with `dtype` on `device`, loads its starting
 // weights (LoadStartingWeights: checkpointer.checkpoint_dir, or the seed's; `allow_stand_ins` and `stand_ins`
-// as there), sets DoRA's magnitudes from the loaded base, and for LoRA freezes the base. A model whose kind does
+// as there), sets DoRA's magnitudes from the loaded base, and for LoRA freezes the base. With a QAT quantizer
+// (settings.fake_quant_group_size) it attaches fake quantisation as torchtune's QAT recipes do: every linear the
+// group size fits for full training, the adapted linears for LoRA (models::AttachFakeQuantization). A model whose kind does
 // not match the recipe's (a lora_ model for full fine-tuning, or the reverse) is InvalidArgument naming the fix.
 // `progress` (when set) is told each phase: building (with the parameter count and dtype), then loading the
 // weights (bytes of the total).

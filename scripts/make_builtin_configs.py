@@ -63,6 +63,7 @@ SECTIONS = [
     ("Profiling", ["profiler"]),
     ("Distillation", ["teacher_model", "teacher_checkpointer", "kd_loss", "kd_ratio"]),
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
+    ("Quantisation-aware training", ["quantizer", "fake_quant_after_n_steps"]),
 ]
 GENERATION_RECIPES = ("generate", "dev/generate_v2", "dev/generate_v2_distributed")
 # Our own one-line notes on keys a reader most often changes.
@@ -79,6 +80,8 @@ KEY_NOTES = {
     "max_new_tokens": "stops earlier at one of the tokenizer's stop tokens",
     "temperature": "0: always the most likely token (greedy)",
     "enable_kv_cache": "False: recompute the whole sequence for every token",
+    "groupsize": "weights per int4 scale; must divide the layers' input widths",
+    "fake_quant_after_n_steps": "train this many steps unquantised first; null: fake-quantise from the start",
 }
 PLAIN_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 BEGIN = "# --- BEGIN tune-matrix support metadata"
@@ -131,6 +134,8 @@ def body(cfg, generation=False):
          "summary.json goes here" if generation else "checkpoints, logs and summary.json go here")
     done = {"output_dir"}
     for title, keys in SECTIONS:
+        if title == ("Quantisation-aware training" if generation else "Generation"):
+            continue  # both have a quantizer: generation configs' loads a quantised model, QAT's fake-quantises
         present = [k for k in keys if k in cfg]
         if not present:
             continue
@@ -217,15 +222,17 @@ def mirrored(root, source, name, recipe, configs_dir):
         size = " to ".join(stem.split("_KD")[0].split("_to_"))
     quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
     kind = "full"
-    if recipe.startswith("lora"):
+    if recipe.startswith("lora") or recipe.startswith("qat_lora"):
         kind = ("QDoRA" if quantized else "DoRA") if model.get("use_dora") else ("QLoRA" if quantized else "LoRA")
+    training = ("quantisation-aware training (int8 activations, int4 weights)" if recipe.startswith("qat")
+                else "fine-tuning")
     ckpt_dir = cfg.get("checkpointer", {}).get("checkpoint_dir", "")
     distributed = recipe.endswith("distributed")
     where = "across ranks (processes, one device each)" if distributed else "on one device"
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
         (f"# {FAMILY_TITLE[family]} {size}: LoRA knowledge distillation {where}, with the values of torchtune's"
-         if distill else f"# {FAMILY_TITLE[family]} {size}: {kind} fine-tuning {where}, with the values of torchtune's"),
+         if distill else f"# {FAMILY_TITLE[family]} {size}: {kind} {training} {where}, with the values of torchtune's"),
         f"# {source} config (model, tokenizer, data, optimizer, schedule, memory settings).",
         "#",
         "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
@@ -269,7 +276,8 @@ def tiny(family, name, recipe, configs_dir):
         tiny_generation(family, name, recipe, configs_dir)
         return
     distill = recipe.startswith("knowledge_distillation")
-    lora = recipe.startswith("lora_") or distill
+    qat = recipe.startswith("qat")
+    lora = recipe.startswith("lora_") or recipe.startswith("qat_lora") or distill
     distributed = recipe.endswith("_distributed")
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
     if lora:
@@ -311,11 +319,16 @@ def tiny(family, name, recipe, configs_dir):
                                              "recipe_checkpoint": None, "output_dir": "${output_dir}"},
                     "kd_loss": {"_component_": "torchtune.modules.loss.ForwardKLWithChunkedOutputLoss"},
                     "kd_ratio": 0.5})
+    if qat:
+        # The tiny presets are 64 wide with 128-wide MLPs: groups of 32 fit every layer.
+        cfg.update({"quantizer": {"_component_": "torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer",
+                                  "groupsize": 32},
+                    "fake_quant_after_n_steps": None})
     if distributed:
         cfg.update({"data_parallel_shard_dim": -1, "data_parallel_replicate_dim": 1, "fsdp_cpu_offload": False})
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
-        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA knowledge distillation from a tiny Llama 3 teacher' if distill else 'LoRA fine-tuning' if lora else 'full fine-tuning'}): the family's operations at a",
+        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA knowledge distillation from a tiny Llama 3 teacher' if distill else ('LoRA' if lora else 'full') + ' quantisation-aware training' if qat else 'LoRA fine-tuning' if lora else 'full fine-tuning'}): the family's operations at a",
         "# few hundred thousand parameters, so every device is checked on them in seconds.",
         "#",
         "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens.",

@@ -611,4 +611,17 @@ int64_t CountParameters(const torch::nn::Module& m, bool trainable_only) {
   return total;
 }
 
+std::vector<LinearShape> LinearShapes(const DecoderArgs& args) {
+  const int64_t dim = args.embed_dim, hd = args.resolved_head_dim();
+  std::vector<LinearShape> shapes = {{"q_proj", dim, args.num_heads * hd},
+                                     {"k_proj", dim, args.num_kv_heads * hd},
+                                     {"v_proj", dim, args.num_kv_heads * hd},
+                                     {"output_proj", args.num_heads * hd, dim},
+                                     {"w1", dim, args.intermediate_dim},
+                                     {"w2", args.intermediate_dim, dim},
+                                     {"w3", dim, args.intermediate_dim}};
+  if (!args.tie_word_embeddings) shapes.push_back({"output", dim, args.output_dim()});
+  return shapes;
+}
+
 }  // namespace tmx::models

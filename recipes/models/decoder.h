@@ -311,6 +311,16 @@ StatusOr<DecoderArgs> TensorParallelArgs(const DecoderArgs& args, int64_t ranks)
 // output_proj and w2, every other tensor whole. REQUIRES: neither has adapters.
 void CopyTensorParallelShard(const DecoderImpl& full, int64_t rank, int64_t ranks, DecoderImpl& shard);
 
+// One linear layer of the decoder as `args` shapes it: its module name within a layer ("q_proj", "k_proj",
+// "v_proj", "output_proj", "w1", "w2", "w3"; LoRA's names) or "output" for the output projection.
+struct LinearShape {
+  std::string name;
+  int64_t in_features = 0, out_features = 0;
+};
+// The seven linears of every layer, then "output" unless the embeddings are tied. For estimates and checks that
+// must not build the model.
+std::vector<LinearShape> LinearShapes(const DecoderArgs& args);
+
 // Validates, then builds. InvalidArgument for bad args; FailedPrecondition when the device runs out of memory.
 StatusOr<Decoder> MakeDecoder(const DecoderArgs& args, std::optional<LoraArgs> lora = std::nullopt,
                               c10::TensorOptions options = {});

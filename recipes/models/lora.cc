@@ -308,6 +308,17 @@ int64_t CountQuantizedParameters(const torch::nn::Module& m) {
   return total;
 }
 
+bool Adapts(const LoraArgs& lora, const std::string& name) {
+  if (name == "w1" || name == "w2" || name == "w3") return lora.apply_to_mlp;
+  if (name == "output") return lora.apply_to_output;
+  return std::find(lora.attn_modules.begin(), lora.attn_modules.end(), name) != lora.attn_modules.end();
+}
+
+bool FakeQuantizes(FakeQuantScope scope, bool adapted, int64_t in_features, int64_t group_size) {
+  // torchao leaves a linear the group size does not fit plain; torchtune's QAT LoRA layers refuse it.
+  return scope == FakeQuantScope::kAdaptedLinears ? adapted : Int4GroupsFit(in_features, group_size);
+}
+
 StatusOr<int64_t> AttachFakeQuantization(torch::nn::Module& m, int64_t group_size, FakeQuantScope scope) {
   if (group_size < 2) {
     return Status::InvalidArgument("quantizer.groupsize: " + std::to_string(group_size) +
@@ -324,16 +335,14 @@ StatusOr<int64_t> AttachFakeQuantization(torch::nn::Module& m, int64_t group_siz
     };
     if (ends_with("lora_a") || ends_with("lora_b")) continue;  // an adapter's own factors train unquantised
     const int64_t in = linear->weight().size(1);
+    if (!FakeQuantizes(scope, linear->has_adapter(), in, group_size)) continue;
     if (scope == FakeQuantScope::kAdaptedLinears) {
-      if (!linear->has_adapter()) continue;
       if (!Int4GroupsFit(in, group_size)) {
         return Status::InvalidArgument("quantizer.groupsize: " + std::to_string(group_size) + " does not divide " +
                                        name + "'s " + std::to_string(in) +
                                        " inputs; choose a group size that divides every adapted layer's input "
                                        "width (the model's dim and hidden_dim)");
       }
-    } else if (!Int4GroupsFit(in, group_size)) {
-      continue;  // torchao leaves it plain
     }
     if (linear->quantized() || linear->has_dora()) {
       return Status::InvalidArgument(name + ": quantisation-aware training fake-quantises plain or LoRA linears, not " +

@@ -184,6 +184,14 @@ enum class FakeQuantScope {
   kAdaptedLinears,
 };
 
+// Whether a linear named `name` (a layer's "q_proj" ... "w3", or "output") gets an adapter under `lora`.
+bool Adapts(const LoraArgs& lora, const std::string& name);
+
+// Whether fake quantisation in `scope` takes a linear of `in_features` inputs that is (or is not) `adapted`, with
+// groups of `group_size`. kAdaptedLinears takes every adapted one (a group size that does not fit it is an error
+// there); kEveryLinear those the group size fits.
+bool FakeQuantizes(FakeQuantScope scope, bool adapted, int64_t in_features, int64_t group_size);
+
 // Attaches fake quantisation in groups of `group_size` to the linears of `m` in `scope`. Returns how many linears
 // got it, or InvalidArgument naming the first adapted linear (kAdaptedLinears) whose in_features `group_size` does
 // not divide, or a linear that cannot take it (NF4 base, DoRA), with the fix.
