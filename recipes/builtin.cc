@@ -7,6 +7,7 @@
 #include "recipes/generate.h"
 #include "recipes/model_components.h"
 #include "recipes/optimizers.h"
+#include "recipes/quantize.h"
 
 namespace tmx::recipes {
 
@@ -28,6 +29,7 @@ Status RegisterBuiltins(Registry* registry) {
   // torchtune has QAT with LoRA across ranks only.
   TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kLora, RecipeLaunch::kRanks)));
   for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
+  TM_RETURN_IF_ERROR(registry->AddRecipe(QuantizeRecipe()));
   // A config listed for a recipe that is not registered would be silently left out.
   for (const ManifestEntry& e : BuiltinConfigManifest()) {
     if (registry->FindRecipe(e.recipe) == nullptr) {

@@ -67,6 +67,15 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   qat.params = {AtLeast(Field("groupsize", FieldType::kInt, "256", "weights per int4 scale, along each row"), 2)};
   out->push_back(qat);
 
+  ComponentSpec ptq;
+  ptq.name = "tune_matrix.training.quantization.Int8DynActInt4WeightQuantizer";
+  ptq.aliases = {"torchtune.training.quantization.Int8DynActInt4WeightQuantizer"};
+  ptq.kind = "quantizer";
+  ptq.doc = "post-training 8da4w: int4 weights per group (int8 codes, float32 scales), int8 dynamic per-token "
+            "activations (the quantize recipe writes it; generation loads it)";
+  ptq.params = qat.params;
+  out->push_back(ptq);
+
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";
   tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan"};

@@ -63,12 +63,6 @@ std::string PromptCheck(const YAML::Node& v) {
   return "";
 }
 
-std::string QuantizerCheck(const YAML::Node& v) {
-  if (v.IsNull()) return "";
-  return "generating from a quantised model needs the checkpoint the quantize recipe writes, which tune-matrix "
-         "does not implement yet; set quantizer=null to generate from the checkpoint's own weights";
-}
-
 enum class Flavor { kGenerate, kV2, kV2Distributed };
 
 Flavor FlavorOf(const std::string& name) {
@@ -103,26 +97,14 @@ std::vector<FieldSpec> GenerateFields(Flavor flavor) {
   if (!v2) {
     f.push_back(Field("enable_kv_cache", FieldType::kBool, "True",
                       "keep each position's keys and values (False: recompute the whole sequence for each token)"));
-    f.push_back(WithValueCheck(
-        Nullable(Field("quantizer", FieldType::kAny, "null", "torchao quantizer of a quantised checkpoint; only null")),
-        QuantizerCheck));
+    f.push_back(ComponentField("quantizer", "quantizer",
+                               "null, or the quantizer the quantize recipe wrote the checkpoint with (8da4w)", false));
   }
   return f;
 }
 
 c10::ScalarType DtypeOf(const std::string& name) {
   return name == "bf16" ? c10::kBFloat16 : name == "fp16" ? c10::kHalf : c10::kFloat;
-}
-
-// What stops the run from writing its summary, found without creating anything.
-std::vector<Problem> OutputDirProblems(const Config& config) {
-  StatusOr<std::string> out = config.GetString("output_dir");
-  if (!out.ok()) return {};
-  const std::string cause = FolderWriteProblem(*out);
-  if (cause.empty()) return {};
-  return {{config.OriginOf("output_dir").ToString(), "output_dir",
-           "output_dir " + *out + " cannot be created or written: " + cause +
-               "; fix: pass another output_dir=... (a folder this user may write)"}};
 }
 
 class Generator {
@@ -214,6 +196,11 @@ Status Generator::Run(RunSummary* summary) {
 
   TrainingSettings settings;
   settings.dtype = DtypeOf(*dtype);
+  if (!config_.IsNull("quantizer")) {  // only generate's schema has the key
+    StatusOr<int64_t> group = config_.GetInt("quantizer.groupsize");
+    TM_RETURN_IF_ERROR(group.status());
+    settings.int4_group_size = *group;
+  }
   StatusOr<uint64_t> seed = ReadSeed(config_);
   TM_RETURN_IF_ERROR(seed.status());
   settings.seed = *seed;

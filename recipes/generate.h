@@ -2,7 +2,9 @@
 // holds, its tokens written out with how fast they came.
 //
 // The model and its weights come as in fine-tuning (SetupModel: checkpointer.checkpoint_dir, or the seed's
-// with stand-ins), so a fine-tuned run's merged output folder generates as the base model does. The prompt
+// with stand-ins), so a fine-tuned run's merged output folder generates as the base model does. With generate's
+// `quantizer` (Int8DynActInt4WeightQuantizer) the linears are int4-quantised before the weights load, so the
+// checkpoint the quantize recipe wrote (recipes/quantize.h) generates with int4 weights and int8 activations. The prompt
 // (`prompt: {system, user}`, user a string or {text: ...}) becomes a system message when set, a user message and
 // an open assistant turn, written in the tokenizer's chat format and prompt template. Tokens are drawn with
 // `temperature` and `top_k` (models/generation.h), through the KV cache unless enable_kv_cache=False, until a

@@ -8,6 +8,7 @@ add_library(tm_recipes
   estimate.cc
   finetune.cc
   generate.cc
+  quantize.cc
   loss.cc
   model_components.cc
   optimizer_in_backward.cc
@@ -41,6 +42,7 @@ endif()
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_qat_test SOURCES qat_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_quantize_test SOURCES quantize_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm_recipes tm_process TORCH
             LABELS recipes)
 if(TUNE_MATRIX_BUILD_TESTS)

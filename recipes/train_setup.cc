@@ -143,6 +143,12 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
   m.model->set_activation_offloading(settings.activation_offloading);
+  if (settings.int4_group_size > 0) {
+    StatusOr<int64_t> quantized = models::QuantizeInt4Linears(*m.model, settings.int4_group_size);
+    if (!quantized.ok()) {
+      return Status::InvalidArgument(config.OriginOf("quantizer").ToString() + ": " + quantized.status().message());
+    }
+  }
   if (progress != nullptr) progress->End("Built the model");
   // The load's first report (its header read) begins the phase, so a run from the seed or a stand-in says
   // nothing of loading.
@@ -253,6 +259,16 @@ std::optional<Problem> DiskSpaceProblem(const Config& config, const std::string&
                  key + " " + folder + ": the checkpoints this run writes need about " + FormatBytes(need.total()) +
                      " (" + need.Describe() + ") and its filesystem has " + FormatBytes(free_bytes) +
                      " free, so a checkpoint would fail (No space left on device); fix: " + fix};
+}
+
+std::vector<Problem> OutputDirProblems(const Config& config) {
+  StatusOr<std::string> out = config.GetString("output_dir");
+  if (!out.ok()) return {};
+  const std::string cause = FolderWriteProblem(*out);
+  if (cause.empty()) return {};
+  return {{config.OriginOf("output_dir").ToString(), "output_dir",
+           "output_dir " + *out + " cannot be created or written: " + cause +
+               "; fix: pass another output_dir=... (a folder this user may write)"}};
 }
 
 std::vector<Problem> OutputProblems(const Config& config, const Registry& registry, TrainKind kind) {

@@ -52,6 +52,9 @@ struct TrainingSettings {
   // fake_quant_after_n_steps: fake quantisation starts once this many optimizer steps are done; none: from the
   // first step.
   std::optional<int64_t> fake_quant_after_n_steps;
+  // Post-training int4 weights (generation with an Int8DynActInt4WeightQuantizer): the linears are quantised in
+  // groups of this size before the checkpoint, which the quantize recipe wrote, loads; 0: plain weights.
+  int64_t int4_group_size = 0;
   uint64_t seed = 0;           // the config's seed, or a random one when it is null
   // Data-parallel ranks (set by the distributed recipes, not read from the config): each reads shard `rank` of
   // `world_size` of the data, batch_size samples per micro-batch (so the global batch is batch_size x world_size).
@@ -83,7 +86,8 @@ struct TrainableModel {
 // weights (LoadStartingWeights: checkpointer.checkpoint_dir, or the seed's; `allow_stand_ins` and `stand_ins`
 // as there), sets DoRA's magnitudes from the loaded base, and for LoRA freezes the base. With a QAT quantizer
 // (settings.fake_quant_group_size) it attaches fake quantisation as torchtune's QAT recipes do: every linear the
-// group size fits for full training, the adapted linears for LoRA (models::AttachFakeQuantization). A model whose kind does
+// group size fits for full training, the adapted linears for LoRA (models::AttachFakeQuantization). With
+// settings.int4_group_size the linears are quantised (models::QuantizeInt4Linears) before the weights load. A model whose kind does
 // not match the recipe's (a lora_ model for full fine-tuning, or the reverse) is InvalidArgument naming the fix.
 // `progress` (when set) is told each phase: building (with the parameter count and dtype), then loading the
 // weights (bytes of the total).
@@ -121,6 +125,10 @@ std::vector<Problem> MissingModelInputs(const Config& config, const Registry& re
 // reading anything (RecipeSpec::missing_inputs): the starting weights (MissingCheckpointFiles), the tokenizer's
 // files, and the dataset's (and dataset_val's, when validation runs). Each problem names the key and the fix.
 std::vector<Problem> MissingInputs(const Config& config, const Registry& registry);
+
+// What stops a run that writes only into output_dir (generation's summary, quantize's checkpoint) from writing
+// there, found without creating anything: output_dir named with the cause and the fix.
+std::vector<Problem> OutputDirProblems(const Config& config);
 
 // What stops a fine-tuning run of `config` from writing its outputs, found without creating anything: an
 // output folder (output_dir, checkpointer.output_dir, metric_logger.log_dir) this process cannot create or

@@ -63,7 +63,7 @@ SECTIONS = [
     ("Profiling", ["profiler"]),
     ("Distillation", ["teacher_model", "teacher_checkpointer", "kd_loss", "kd_ratio"]),
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
-    ("Quantisation-aware training", ["quantizer", "fake_quant_after_n_steps"]),
+    ("Quantisation", ["quantizer", "fake_quant_after_n_steps"]),
 ]
 GENERATION_RECIPES = ("generate", "dev/generate_v2", "dev/generate_v2_distributed")
 # Our own one-line notes on keys a reader most often changes.
@@ -134,7 +134,7 @@ def body(cfg, generation=False):
          "summary.json goes here" if generation else "checkpoints, logs and summary.json go here")
     done = {"output_dir"}
     for title, keys in SECTIONS:
-        if title == ("Quantisation-aware training" if generation else "Generation"):
+        if title == ("Quantisation" if generation else "Generation"):
             continue  # both have a quantizer: generation configs' loads a quantised model, QAT's fake-quantises
         present = [k for k in keys if k in cfg]
         if not present:
@@ -202,9 +202,39 @@ def generation_head(title, what, name, recipe, repo, ckpt_dir):
     ]
 
 
+def quantize_head(title, name, repo, ckpt_dir):
+    """The comment at the top of a quantize config."""
+    fetch = [
+        "# Weights are read from checkpointer.checkpoint_dir; fetch them first, for example:",
+        f"#   tune download {repo} --output-dir {ckpt_dir.rstrip('/')}",
+        "# A matrix cell runs without them (--allow-stand-ins): the seed's weights stand in, and its record says so.",
+    ] if repo is not None else ["# Weights start from `seed`."]
+    return [
+        f"# {title}: post-training quantisation to int4 weights in groups of quantizer.groupsize and int8 dynamic",
+        "# activations (8da4w). It writes <output_dir>/<first checkpoint file's stem>-8da4w.safetensors, which the",
+        "# generate recipe loads with the same quantizer (quantizer=<this quantizer>, checkpointer.checkpoint_dir=",
+        "# <output_dir>, checkpointer.checkpoint_files=[<that file>]).",
+        "#",
+    ] + fetch + [
+        "#",
+        "# Run it:",
+        f"#   tune run quantize --config {name}",
+        "# Any field can be overridden on the command line, the device too:",
+        f"#   tune run quantize --config {name} device=cpu quantizer.groupsize=128",
+        "",
+    ]
+
+
 def mirrored(root, source, name, recipe, configs_dir):
     cfg, repo = torchtune_config(root, source)
     model = cfg.get("model", {})
+    if recipe == "quantize":
+        family, builder = model["_component_"].split(".")[-2:]
+        title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"
+        head = quantize_head(title, name, repo or "meta-llama/Llama-2-7b-hf",
+                             cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
+        write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
+        return
     if recipe in GENERATION_RECIPES:
         # torchtune.models.llama2.llama2_7b -> Llama 2 7B
         family, builder = model["_component_"].split(".")[-2:]
@@ -274,6 +304,20 @@ def tiny_generation(family, name, recipe, configs_dir):
 def tiny(family, name, recipe, configs_dir):
     if recipe in GENERATION_RECIPES:
         tiny_generation(family, name, recipe, configs_dir)
+        return
+    if recipe == "quantize":
+        cfg = {
+            "output_dir": f"/tmp/tune_matrix/{name}",
+            "model": {"_component_": f"tune_matrix.models.tiny_{family}"},
+            "checkpointer": {"_component_": "tune_matrix.training.FullModelCheckpointer", "checkpoint_dir": None,
+                             "checkpoint_files": ["model.safetensors"], "recipe_checkpoint": None,
+                             "output_dir": "${output_dir}"},
+            "device": "cuda", "dtype": "bf16", "seed": 1234,
+            "quantizer": {"_component_": "torchtune.training.quantization.Int8DynActInt4WeightQuantizer",
+                          "groupsize": 32},
+        }
+        head = quantize_head(f"A tiny {FAMILY_TITLE[family]}-shaped model", name, None, "")
+        write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
         return
     distill = recipe.startswith("knowledge_distillation")
     qat = recipe.startswith("qat")

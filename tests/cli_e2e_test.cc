@@ -75,7 +75,7 @@ TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
                           "lora_finetune_single_device, knowledge_distillation_single_device, qat_single_device, "
                           "full_finetune_distributed, lora_finetune_distributed, knowledge_distillation_distributed, "
                           "qat_distributed, qat_lora_finetune_distributed, generate, dev/generate_v2, "
-                          "dev/generate_v2_distributed)"),
+                          "dev/generate_v2_distributed, quantize)"),
             std::string::npos)
       << r.output;
   r = Exec({kTune, "validate", ppo, "--recipe", "ppo_full_finetune_single_device"});

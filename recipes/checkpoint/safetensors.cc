@@ -267,11 +267,25 @@ Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bo
                                      " in the model; fix: build the model with the configuration the checkpoint "
                                      "was saved from");
     }
+    if (!c10::isFloatingType(dst.scalar_type()) && c10::isFloatingType(src.scalar_type())) {
+      // Integer model tensors are quantised codes (models::LinearImpl::QuantizeInt4): values would be truncated.
+      return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
+                                     " values in the checkpoint, quantised " +
+                                     std::string(c10::toString(dst.scalar_type())) +
+                                     " codes in the model; fix: load the checkpoint the quantize recipe wrote "
+                                     "(tune run quantize), or set quantizer=null to load the unquantised weights");
+    }
     copies.push_back({&name, dst, &src});
   }
   if (strict) {
     for (const auto& [name, tensor] : tensors) {
       if (model_names.count(name) == 0) {
+        const std::string scales = ".scales";
+        if (name.size() > scales.size() && name.compare(name.size() - scales.size(), scales.size(), scales) == 0) {
+          return Status::InvalidArgument(name + ": the checkpoint holds int4-quantised weights (the quantize "
+                                                "recipe's) and the model plain ones; fix: set quantizer to the "
+                                                "quantizer it was written with");
+        }
         return Status::InvalidArgument(name + ": in the checkpoint but not in the model; fix: load a checkpoint "
                                               "of this model, or load with strict=false to ignore it");
       }

@@ -45,19 +45,35 @@ at::Tensor WithStraightThroughGradient(const at::Tensor& input, const at::Tensor
 
 }  // namespace
 
+Int4Weight QuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size) {
+  TORCH_CHECK(w.dim() == 2, "int4 weight quantisation needs a [out, in] weight, got ", w.sizes());
+  TORCH_CHECK(group_size > 1 && w.size(1) % group_size == 0, "int4 weight quantisation: in_features ", w.size(1),
+              " is not a multiple of the group size ", group_size);
+  torch::NoGradGuard no_grad;
+  const at::Tensor groups = w.detach().reshape({w.size(0), w.size(1) / group_size, group_size});
+  // max(-min(w, 0), max(w, 0)) = max |w| over the group, 0 for an all-zero group (then the epsilon).
+  const at::Tensor range = torch::maximum(groups.amin(-1, true).clamp_max(0).neg(), groups.amax(-1, true).clamp_min(0));
+  const at::Tensor scale =
+      (range / (static_cast<double>(kInt4Max - kInt4Min) / 2)).clamp_min(Epsilon(w.scalar_type())).to(torch::kFloat);
+  const at::Tensor codes = torch::clamp(torch::round(groups * scale.reciprocal()), kInt4Min, kInt4Max);
+  return {codes.to(torch::kChar).reshape(w.sizes()), scale.squeeze(-1)};
+}
+
+at::Tensor DequantizeInt4PerGroup(const at::Tensor& codes, const at::Tensor& scales, c10::ScalarType dtype) {
+  TORCH_CHECK(codes.dim() == 2 && scales.dim() == 2 && codes.size(0) == scales.size(0) && scales.size(1) > 0 &&
+                  codes.size(1) % scales.size(1) == 0,
+              "int4 weight: codes ", codes.sizes(), " and scales ", scales.sizes(), " do not belong together");
+  const int64_t groups = scales.size(1);
+  const at::Tensor grouped = codes.reshape({codes.size(0), groups, codes.size(1) / groups});
+  return (grouped.to(torch::kInt).to(dtype) * scales.unsqueeze(-1)).to(dtype).reshape(codes.sizes());
+}
+
 at::Tensor FakeQuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size) {
-  TORCH_CHECK(w.dim() == 2, "int4 weight fake quantisation needs a [out, in] weight, got ", w.sizes());
-  TORCH_CHECK(group_size > 1 && w.size(1) % group_size == 0, "int4 weight fake quantisation: in_features ",
-              w.size(1), " is not a multiple of the group size ", group_size);
+  const Int4Weight q = QuantizeInt4PerGroup(w, group_size);
   at::Tensor quantized;
   {
     torch::NoGradGuard no_grad;
-    const at::Tensor groups = w.detach().reshape({w.size(0), w.size(1) / group_size, group_size});
-    // max(-min(w, 0), max(w, 0)) = max |w| over the group, 0 for an all-zero group (then the epsilon).
-    const at::Tensor range = torch::maximum(groups.amin(-1, true).clamp_max(0).neg(), groups.amax(-1, true).clamp_min(0));
-    const at::Tensor scale =
-        (range / (static_cast<double>(kInt4Max - kInt4Min) / 2)).clamp_min(Epsilon(w.scalar_type())).to(torch::kFloat);
-    quantized = QuantizeDequantize(groups, scale, torch::zeros_like(scale), kInt4Min, kInt4Max).reshape(w.sizes());
+    quantized = DequantizeInt4PerGroup(q.codes, q.scales, w.scalar_type());
   }
   return WithStraightThroughGradient(w, quantized);
 }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 
@@ -26,8 +27,22 @@ constexpr int64_t kInt4Max = 7;
 constexpr int64_t kInt8Min = -128;
 constexpr int64_t kInt8Max = 127;
 
-// Int4 per-group symmetric fake quantisation of a weight [out, in]: each row in groups of `group_size`
-// consecutive inputs, one scale a group. REQUIRES: w.dim() == 2, group_size > 1, in % group_size == 0 (checked).
+// A weight quantised to int4 per group: what the quantize recipe saves and generation computes with
+// (torchao's Int8DynActInt4WeightLinear holds the same: int8 storage of the int4 codes, float32 scales; its zero
+// points are all 0).
+struct Int4Weight {
+  at::Tensor codes;   // int8 [out, in], each in [kInt4Min, kInt4Max]
+  at::Tensor scales;  // float32 [out, in / group_size]
+};
+
+// The int4 codes and scales of a weight [out, in]: each row in groups of `group_size` consecutive inputs, one
+// scale a group. No gradient. REQUIRES: w.dim() == 2, group_size > 1, in % group_size == 0 (checked).
+Int4Weight QuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size);
+// codes x scales, rounded to `dtype`. REQUIRES: a weight made by QuantizeInt4PerGroup (its shapes are checked).
+at::Tensor DequantizeInt4PerGroup(const at::Tensor& codes, const at::Tensor& scales, c10::ScalarType dtype);
+
+// Int4 per-group symmetric fake quantisation: DequantizeInt4PerGroup(QuantizeInt4PerGroup(w)) in w's dtype,
+// gradients passing straight through. REQUIRES as QuantizeInt4PerGroup.
 at::Tensor FakeQuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size);
 
 // Int8 dynamic per-token asymmetric fake quantisation of activations [..., in]: one scale and zero point per

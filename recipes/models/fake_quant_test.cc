@@ -190,5 +190,54 @@ TEST(FakeQuantTest, AdaptedScopeTakesTheLoraLayersOnlyAndNamesOneItCannotGroup) 
   EXPECT_FALSE(AttachFakeQuantization(**mlp, 1, FakeQuantScope::kEveryLinear).ok());
 }
 
+TEST(Int4LinearTest, ComputesWhatQatTrainedForValueForValue) {
+  // A post-training int4 linear (the quantize recipe's) computes the QAT forward of the same weight exactly, so a
+  // model trained with fake quantisation behaves the same once quantised.
+  torch::manual_seed(6);
+  const auto options = torch::TensorOptions().dtype(torch::kBFloat16);
+  Linear qat(64, 24, options, std::nullopt, /*bias=*/true);
+  Linear int4(64, 24, options, std::nullopt, /*bias=*/true);
+  {
+    torch::NoGradGuard no_grad;
+    int4->weight().copy_(qat->weight());
+    int4->bias().copy_(qat->bias());
+  }
+  qat->SetFakeQuantization(32);
+  int4->QuantizeInt4(32);
+  EXPECT_TRUE(int4->int4());
+  EXPECT_EQ(int4->weight().scalar_type(), torch::kChar);
+  EXPECT_FALSE(int4->weight().requires_grad());
+  EXPECT_GE(int4->weight().min().item<int>(), kInt4Min);
+  EXPECT_LE(int4->weight().max().item<int>(), kInt4Max);
+  const auto buffers = int4->named_buffers();
+  ASSERT_TRUE(buffers.contains("scales"));
+  EXPECT_EQ(buffers["scales"].sizes(), (std::vector<int64_t>{24, 2}));
+  EXPECT_EQ(buffers["scales"].scalar_type(), torch::kFloat);
+  const torch::Tensor x = torch::randn({3, 5, 64}).to(torch::kBFloat16);
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(int4->forward(x), qat->forward(x)));
+}
+
+TEST(Int4LinearTest, QuantisesEveryLinearTheGroupFitsAndRefusesAdapters) {
+  StatusOr<Decoder> model = MakeDecoder(SmallArgs());
+  ASSERT_TRUE(model.ok());
+  StatusOr<int64_t> quantized = QuantizeInt4Linears(**model, 64);
+  ASSERT_TRUE(quantized.ok()) << quantized.status().ToString();
+  EXPECT_EQ(*quantized, 2 * 6 + 1);  // w2's 96 inputs stay plain, as torchao skips them
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ((*model)->forward(torch::randint(0, 96, {1, 6})).sizes(), (std::vector<int64_t>{1, 6, 96}));
+
+  LoraArgs lora;
+  lora.attn_modules = {"q_proj"};
+  StatusOr<Decoder> adapted = MakeDecoder(SmallArgs(), lora);
+  ASSERT_TRUE(adapted.ok());
+  StatusOr<int64_t> refused = QuantizeInt4Linears(**adapted, 64);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("layers.0.attn.q_proj: int4 quantisation takes plain linears, not LoRA "
+                                            "adapters; quantise the merged model"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 }  // namespace
 }  // namespace tmx::models

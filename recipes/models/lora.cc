@@ -163,6 +163,8 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   if (nf4_) {
     out = LinearNf4(x, *nf4_);
     if (bias_.defined()) out = out + bias_;
+  } else if (int4()) {
+    out = at::linear(FakeQuantizeInt8PerToken(x), DequantizeInt4PerGroup(weight_, int4_scales_, x.scalar_type()), bias_);
   } else if (fake_quant_enabled()) {
     out = at::linear(FakeQuantizeInt8PerToken(x), FakeQuantizeInt4PerGroup(weight_, fake_quant_group_size_), bias_);
   } else {
@@ -204,6 +206,18 @@ void LinearImpl::SetFakeQuantization(int64_t group_size) {
               weight_.size(1), " is not a multiple of the group size ", group_size);
   fake_quant_group_size_ = group_size;
   fake_quant_enabled_ = true;
+}
+
+void LinearImpl::QuantizeInt4(int64_t group_size) {
+  TORCH_CHECK(!quantized() && !has_adapter() && !int4(), "Linear::QuantizeInt4: only a plain linear is quantised");
+  TORCH_CHECK(Int4GroupsFit(weight_.size(1), group_size), "Linear::QuantizeInt4: in_features ", weight_.size(1),
+              " is not a multiple of the group size ", group_size);
+  Int4Weight q = QuantizeInt4PerGroup(weight_, group_size);
+  torch::NoGradGuard no_grad;
+  weight_.requires_grad_(false);
+  weight_.set_data(q.codes);
+  int4_scales_ = register_buffer("scales", q.scales);
+  fake_quant_group_size_ = 0;
 }
 
 double LinearImpl::adapter_scaling() const {
@@ -352,6 +366,26 @@ StatusOr<int64_t> AttachFakeQuantization(torch::nn::Module& m, int64_t group_siz
     chosen.emplace_back(name, linear);
   }
   for (auto& [name, linear] : chosen) linear->SetFakeQuantization(group_size);
+  return static_cast<int64_t>(chosen.size());
+}
+
+StatusOr<int64_t> QuantizeInt4Linears(torch::nn::Module& m, int64_t group_size) {
+  if (group_size < 2) {
+    return Status::InvalidArgument("quantizer.groupsize: " + std::to_string(group_size) +
+                                   " is too small; int4 weight groups need at least 2 inputs (torchtune uses 256)");
+  }
+  std::vector<LinearImpl*> chosen;
+  for (const auto& item : m.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
+    if (linear == nullptr) continue;
+    if (linear->has_adapter() || linear->quantized()) {
+      return Status::InvalidArgument(item.key() + ": int4 quantisation takes plain linears, not " +
+                                     (linear->quantized() ? "an NF4 base" : "LoRA adapters") +
+                                     "; quantise the merged model (the fine-tuning recipes save it merged)");
+    }
+    if (Int4GroupsFit(linear->weight().size(1), group_size)) chosen.push_back(linear);
+  }
+  for (LinearImpl* linear : chosen) linear->QuantizeInt4(group_size);
   return static_cast<int64_t>(chosen.size());
 }
 

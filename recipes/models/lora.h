@@ -136,6 +136,14 @@ class LinearImpl : public torch::nn::Module {
   bool fake_quant_enabled() const { return fake_quant_group_size_ > 0 && fake_quant_enabled_; }
   void EnableFakeQuantization(bool enabled) { fake_quant_enabled_ = enabled; }
 
+  // Post-training 8da4w quantisation (the quantize recipe, and generation from its checkpoint): the parameter
+  // "weight" becomes the int8-held int4 codes of the current weight (not trained) and a buffer "scales" [out,
+  // in / group_size] is added, as torchao's Int8DynActInt4WeightLinear holds them (fake_quant.h). Forward computes
+  // FakeQuantizeInt8PerToken(x) times the weight dequantised in x's dtype: the QAT forward of the same weight,
+  // value for value. REQUIRES: no adapter, not NF4, Int4GroupsFit(in_features, group_size) (checked; throws).
+  void QuantizeInt4(int64_t group_size);
+  bool int4() const { return int4_scales_.defined(); }
+
  private:
   torch::Tensor weight_;
   torch::Tensor bias_;
@@ -146,6 +154,7 @@ class LinearImpl : public torch::nn::Module {
   std::shared_ptr<LinearImpl> lora_b_;
   torch::Tensor magnitude_;  // DoRA only
   int64_t fake_quant_group_size_ = 0;  // QAT: 0 = none
+  torch::Tensor int4_scales_;          // QuantizeInt4: weight_ holds the codes
   bool fake_quant_enabled_ = true;
 
   // ||W + (alpha/rank) B A|| per output row, without gradient, in `dtype`.
@@ -196,6 +205,11 @@ bool FakeQuantizes(FakeQuantScope scope, bool adapted, int64_t in_features, int6
 // got it, or InvalidArgument naming the first adapted linear (kAdaptedLinears) whose in_features `group_size` does
 // not divide, or a linear that cannot take it (NF4 base, DoRA), with the fix.
 StatusOr<int64_t> AttachFakeQuantization(torch::nn::Module& m, int64_t group_size, FakeQuantScope scope);
+
+// LinearImpl::QuantizeInt4 on every linear of `m` whose in_features `group_size` divides (torchao's quantize_
+// with int8_dynamic_activation_int4_weight skips the others), the output projection included. Returns how many,
+// or InvalidArgument for a group size below 2 or a model with adapters or an NF4 base (merge it first).
+StatusOr<int64_t> QuantizeInt4Linears(torch::nn::Module& m, int64_t group_size);
 
 // Switches every attached fake quantisation of `m` on or off.
 void EnableFakeQuantization(torch::nn::Module& m, bool enabled);
