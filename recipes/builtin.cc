@@ -23,6 +23,9 @@ Status RegisterBuiltins(Registry* registry) {
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kFull, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kLora, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(KnowledgeDistillationRecipe(launch)));
+    TM_RETURN_IF_ERROR(registry->AddRecipe(DpoRecipe(TrainKind::kLora, launch)));
+    // torchtune has no full_dpo_single_device.
+    if (distributed) TM_RETURN_IF_ERROR(registry->AddRecipe(DpoRecipe(TrainKind::kFull, launch)));
   }
   for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
   // A config listed for a recipe that is not registered would be silently left out.
