@@ -59,27 +59,28 @@ TEST_F(CliTest, ValidateBuiltinConfigsOnCpu) {
 
 TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
   // A torchtune config of a recipe tune-matrix lacks is named as such, not checked against another recipe.
-  std::string distributed = dir_ + "/7B_lora_dpo.yaml";
+  std::string distributed = dir_ + "/3B_full_grpo.yaml";
   ASSERT_TRUE(WriteFileAtomically(distributed,
                                   "# To launch on 2 devices, run the following command from root:\n"
-                                  "#   tune run --nnodes 1 --nproc_per_node 2 lora_dpo_distributed --config "
-                                  "llama2/7B_lora_dpo\noutput_dir: /tmp/x\n")
+                                  "#   tune run --nnodes 1 --nproc_per_node 2 dev/grpo_full_finetune_distributed --config "
+                                  "dev/3B_full_grpo\noutput_dir: /tmp/x\n")
                   .ok());
   Result r = Exec({kTune, "validate", distributed});
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'lora_dpo_distributed' (from its comment "
-                          "`#   tune run --nnodes 1 --nproc_per_node 2 lora_dpo_distributed"),
+  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'dev/grpo_full_finetune_distributed' (from its comment "
+                          "`#   tune run --nnodes 1 --nproc_per_node 2 dev/grpo_full_finetune_distributed"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
-                          "lora_finetune_single_device, knowledge_distillation_single_device, full_finetune_distributed, "
-                          "lora_finetune_distributed, knowledge_distillation_distributed, generate, dev/generate_v2, "
+                          "lora_finetune_single_device, knowledge_distillation_single_device, lora_dpo_single_device, "
+                          "full_finetune_distributed, lora_finetune_distributed, knowledge_distillation_distributed, "
+                          "lora_dpo_distributed, full_dpo_distributed, generate, dev/generate_v2, "
                           "dev/generate_v2_distributed)"),
             std::string::npos)
       << r.output;
-  r = Exec({kTune, "validate", distributed, "--recipe", "lora_dpo_single_device"});
+  r = Exec({kTune, "validate", distributed, "--recipe", "ppo_full_finetune_single_device"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("recipe 'lora_dpo_single_device' is torchtune's, but tune-matrix does not implement it"),
+  EXPECT_NE(r.output.find("recipe 'ppo_full_finetune_single_device' is torchtune's, but tune-matrix does not implement it"),
             std::string::npos)
       << r.output;
   // A copied config is checked against the recipe its comment names, and says so.
