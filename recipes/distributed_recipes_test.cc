@@ -391,12 +391,13 @@ TEST(DistributedRecipesDpoTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   const std::vector<std::string> same = {"device=cpu", "dtype=fp32", "epochs=1", "max_steps_per_epoch=3",
                                          "save_checkpoints=False", "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
   struct Case {
-    std::string one_recipe, recipe, config;
+    std::string one_recipe, one_config, recipe, config;
   };
-  for (const Case& c : {Case{"lora_dpo_single_device", "lora_dpo_distributed", "tiny/lora_dpo_distributed"},
-                        Case{"full_dpo_distributed", "full_dpo_distributed", "tiny/full_dpo_distributed"}}) {
+  for (const Case& c :
+       {Case{"lora_dpo_single_device", "tiny/lora_dpo_single_device", "lora_dpo_distributed", "tiny/lora_dpo_distributed"},
+        Case{"full_dpo_distributed", "tiny/full_dpo_distributed", "full_dpo_distributed", "tiny/full_dpo_distributed"}}) {
     SCOPED_TRACE(c.recipe);
-    std::vector<std::string> one = {"run", c.one_recipe, "--config", c.config, "batch_size=8",
+    std::vector<std::string> one = {"run", c.one_recipe, "--config", c.one_config, "batch_size=8",
                                     "output_dir=" + dir.path() + "/" + c.recipe + "_one"};
     std::vector<std::string> two = {"run", "--nproc_per_node", "2", c.recipe, "--config", c.config, "batch_size=4",
                                     "output_dir=" + dir.path() + "/" + c.recipe + "_two"};
