@@ -25,6 +25,9 @@ Status RegisterBuiltins(Registry* registry) {
     TM_RETURN_IF_ERROR(registry->AddRecipe(FinetuneRecipe(TrainKind::kLora, launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(KnowledgeDistillationRecipe(launch)));
     TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kFull, launch)));
+    TM_RETURN_IF_ERROR(registry->AddRecipe(DpoRecipe(TrainKind::kLora, launch)));
+    // torchtune has no full_dpo_single_device.
+    if (distributed) TM_RETURN_IF_ERROR(registry->AddRecipe(DpoRecipe(TrainKind::kFull, launch)));
   }
   // torchtune has QAT with LoRA across ranks only.
   TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kLora, RecipeLaunch::kRanks)));

@@ -76,6 +76,23 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   ptq.params = qat.params;
   out->push_back(ptq);
 
+  ComponentSpec dpo;
+  dpo.name = "tune_matrix.rlhf.loss.DPOLoss";
+  // torchtune 0.6's place, and its older torchtune.modules.rlhf.loss.
+  dpo.aliases = {"torchtune.rlhf.loss.DPOLoss", "torchtune.modules.rlhf.loss.DPOLoss"};
+  dpo.kind = "preference_loss";
+  dpo.doc = "direct preference optimization: -log sigmoid(beta x ((policy - reference) log-ratio of chosen over "
+            "rejected)), averaged over the pairs (torchtune's DPOLoss)";
+  dpo.params = {AtLeast(Field("beta", FieldType::kFloat, "0.1",
+                              "temperature of the implicit reward; higher trusts the preferences more against "
+                              "staying near the reference"),
+                        0),
+                AtMost(AtLeast(Field("label_smoothing", FieldType::kFloat, "0.0",
+                                     "assumed probability that a pair's preference is flipped (conservative DPO)"),
+                               0),
+                       1)};
+  out->push_back(dpo);
+
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";
   tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan"};

@@ -381,6 +381,52 @@ TEST(DistributedRecipesDistillationTest, TwoRanksMatchOneProcessWithTheSameGloba
   EXPECT_EQ(s2.recipe, "knowledge_distillation_distributed");
 }
 
+// lora_dpo_distributed and full_dpo_distributed: 2 ranks of 4 pairs follow 1 process of 8 pairs (fp32); the loss
+// averages over every rank's pairs, and the logged rewards are every rank's. LoRA's single-device recipe is the
+// one process; full DPO's one process is its distributed recipe without a launcher (one rank).
+TEST(DistributedRecipesDpoTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  test::ScratchDir dir("tm_dist_dpo");
+  const std::vector<std::string> same = {"device=cpu", "dtype=fp32", "epochs=1", "max_steps_per_epoch=3",
+                                         "save_checkpoints=False", "clip_grad_norm=1.0", "optimizer.lr=1e-3"};
+  struct Case {
+    std::string one_recipe, one_config, recipe, config;
+  };
+  for (const Case& c :
+       {Case{"lora_dpo_single_device", "tiny/lora_dpo_single_device", "lora_dpo_distributed", "tiny/lora_dpo_distributed"},
+        Case{"full_dpo_distributed", "tiny/full_dpo_distributed", "full_dpo_distributed", "tiny/full_dpo_distributed"}}) {
+    SCOPED_TRACE(c.recipe);
+    std::vector<std::string> one = {"run", c.one_recipe, "--config", c.one_config, "batch_size=8",
+                                    "output_dir=" + dir.path() + "/" + c.recipe + "_one"};
+    std::vector<std::string> two = {"run", "--nproc_per_node", "2", c.recipe, "--config", c.config, "batch_size=4",
+                                    "output_dir=" + dir.path() + "/" + c.recipe + "_two"};
+    for (std::vector<std::string>* args : {&one, &two}) args->insert(args->end(), same.begin(), same.end());
+    SubprocessResult a = RunTune(one);
+    ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
+    SubprocessResult b = RunTune(two);
+    ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
+    const RunSummary s1 = MustReadSummary(dir.path() + "/" + c.recipe + "_one");
+    const RunSummary s2 = MustReadSummary(dir.path() + "/" + c.recipe + "_two");
+    ASSERT_EQ(s1.losses.size(), 3u);
+    ASSERT_EQ(s2.losses.size(), 3u);
+    EXPECT_NEAR(s1.losses[0], std::log(2.0), 1e-6);
+    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << i;
+    EXPECT_EQ(s2.recipe, c.recipe);
+    EXPECT_EQ(s2.world_size, 2);
+    // Every rank's pairs in the logged rewards: the last step's margins agree.
+    StatusOr<std::string> m1 = ReadFile(dir.path() + "/" + c.recipe + "_one/logs/metrics.jsonl");
+    StatusOr<std::string> m2 = ReadFile(dir.path() + "/" + c.recipe + "_two/logs/metrics.jsonl");
+    ASSERT_TRUE(m1.ok() && m2.ok());
+    auto last = [](const std::string& text) {
+      std::string body = text.substr(0, text.find_last_not_of('\n') + 1);
+      return nlohmann::json::parse(body.substr(body.find_last_of('\n') + 1));
+    };
+    EXPECT_NEAR(last(*m1)["rewards/margins"].get<double>(), last(*m2)["rewards/margins"].get<double>(), 1e-5);
+    EXPECT_EQ(last(*m1)["rewards/accuracies"], last(*m2)["rewards/accuracies"]);
+  }
+}
+
 // qat_distributed and qat_lora_finetune_distributed: fake quantisation is per token and per weight group, so 2
 // fully sharded ranks of batch 4 follow 1 process of batch 8 (fp32) for full and LoRA QAT. The first step's loss
 // agrees to float rounding; once full QAT has updated the weights, the ranks' other summation order can move a

@@ -150,6 +150,34 @@ StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& reg
   return e;
 }
 
+StatusOr<CellEstimate> EstimateDpoReference(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                            bool own_weights, int ranks) {
+  StatusOr<ModelChoice> model = ModelFromConfig(config, registry);
+  StatusOr<std::string> dtype = config.GetString("dtype");
+  StatusOr<int64_t> batch = config.GetInt("batch_size");
+  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
+  for (const Status& s : {model.status(), dtype.status(), batch.status(), max_seq_len.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  CellEstimate e;
+  int64_t total = 0, trainable = 0;
+  CountModelParameters(*model, &total, &trainable);
+  e.trainable_parameters = 0;
+  const double bytes = *dtype == "bf16" ? 2 : 4;
+  const double rows = 2 * static_cast<double>(*batch);  // chosen and rejected
+  const double tokens = rows * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
+  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const double weights = own_weights ? static_cast<double>(total) * bytes : 0;
+  if (own_weights) e.parameters = total;
+  // The reference's logits and float32 log-softmax (no gradient), and the policy's float32 log-softmax and its
+  // gradient beyond the fused cross-entropy's.
+  const double per_rank = weights + tokens * static_cast<double>(model->args.vocab_size) * (bytes + 4 + 2 * 4);
+  const double peak = per_rank * (host_memory ? ranks : 1);
+  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
+  e.work = static_cast<double>(total) * tokens * ranks;  // one forward pass
+  return e;
+}
+
 StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Registry& registry) {
   StatusOr<Trained> trained = TrainedOf(config, registry);
   if (!trained.ok()) return trained.status();

@@ -49,6 +49,14 @@ StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& reg
 StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Registry& registry,
                                                const DeviceInfo& device, TrainKind kind, int ranks);
 
+// DPO's reference share of a cell (the *_dpo_* recipes; the policy's own share is EstimateFinetune's with the
+// pairs' 2 x batch_size rows): the reference's forward over those rows as work, the float32 log-probabilities of
+// its logits and of the policy's (DPO needs every row's whole distribution, which the fused cross-entropy counted
+// by EstimateFinetune avoids), and with `own_weights` (full DPO) a second copy of the model's weights in the
+// config's dtype, whole on every rank (ranks on the host add up).
+StatusOr<CellEstimate> EstimateDpoReference(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                            bool own_weights, int ranks = 1);
+
 // What the epoch checkpoints of a fine-tuning run of `config` write (recipes/train_state.h's layout), counted
 // without building anything and on the safe side: every epoch's folder is kept (nothing deletes one), each
 // file is counted with 1 MiB for its header, and the merged LoRA model is counted with its adapters.

@@ -24,6 +24,7 @@
 #include "recipes/estimate.h"
 #include "recipes/loss.h"
 #include "recipes/model_components.h"
+#include "recipes/models/adapters_off.h"
 #include "recipes/optimizer_in_backward.h"
 #include "recipes/parallelism.h"
 #include "recipes/run_progress.h"
@@ -55,19 +56,49 @@ std::string QatRecipeName(TrainKind kind, bool distributed) {
   return distributed ? "qat_distributed" : "qat_single_device";
 }
 
-std::string RecipeName(TrainKind kind, bool distributed, bool distill) {
-  if (distill) return std::string("knowledge_distillation_") + (distributed ? "distributed" : "single_device");
+std::string RecipeName(TrainKind kind, bool distributed, TrainObjective objective) {
+  const std::string where = distributed ? "distributed" : "single_device";
+  if (objective == TrainObjective::kDistill) return "knowledge_distillation_" + where;
+  if (objective == TrainObjective::kDpo) return std::string(kind == TrainKind::kLora ? "lora_dpo_" : "full_dpo_") + where;
   return std::string(kind == TrainKind::kLora ? "lora_finetune_" : "full_finetune_") +
          (distributed ? "distributed" : "single_device");
 }
 
+// DPO's logged statistics over a step: sums over its pairs (one rank's, then every rank's), and their means under
+// torchtune's names.
+struct DpoSums {
+  double pairs = 0, chosen = 0, rejected = 0, accurate = 0, chosen_logps = 0, rejected_logps = 0;
+
+  template <typename Step>
+  void Add(const Step& d) {
+    pairs += static_cast<double>(d.terms.chosen_rewards.size(0));
+    chosen += d.terms.chosen_rewards.sum().template item<double>();
+    rejected += d.terms.rejected_rewards.sum().template item<double>();
+    accurate += (d.terms.chosen_rewards > d.terms.rejected_rewards).sum().template item<double>();
+    chosen_logps += d.policy_chosen.sum().template item<double>();
+    rejected_logps += d.policy_rejected.sum().template item<double>();
+  }
+  // Every rank must call it.
+  DpoSums OverRanks(const Parallelism& parallel) const {
+    return {parallel.Sum(pairs),    parallel.Sum(chosen),       parallel.Sum(rejected),
+            parallel.Sum(accurate), parallel.Sum(chosen_logps), parallel.Sum(rejected_logps)};
+  }
+  std::vector<std::pair<const char*, double>> Means() const {
+    const double n = std::max(pairs, 1.0);
+    return {{"rewards/chosen", chosen / n},          {"rewards/rejected", rejected / n},
+            {"rewards/accuracies", accurate / n},    {"rewards/margins", (chosen - rejected) / n},
+            {"log_probs/chosen", chosen_logps / n}, {"log_probs/rejected", rejected_logps / n}};
+  }
+};
+
 class Trainer {
  public:
-  Trainer(const Config& config, const RunContext& context, TrainKind kind, Parallelism* parallel, bool distill)
+  Trainer(const Config& config, const RunContext& context, TrainKind kind, Parallelism* parallel,
+          TrainObjective objective)
       : config_(config),
         context_(context),
         kind_(kind),
-        distill_(distill),
+        objective_(objective),
         parallel_(*parallel),
         hooks_(HooksFor(context.device.type)),
         device_(parallel->LocalDevice(torch::Device(context.device.id))),
@@ -86,6 +117,36 @@ class Trainer {
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
   // Knowledge distillation: the frozen teacher (teacher_model from teacher_checkpointer) on the trainer's device.
   Status SetupTeacher(RunSummary* summary);
+  // DPO: the frozen reference (the policy with its adapters off for LoRA, else a second model from
+  // ref_checkpointer) and the loss's options.
+  Status SetupReference(RunSummary* summary);
+  // DPO on a preference batch: one forward of the policy over its 2 x pairs rows, one of the reference without
+  // gradient, and the DPO terms per pair (recipes/loss.h) with the policy's log-probabilities.
+  struct DpoStep {
+    DpoTerms terms;
+    torch::Tensor policy_chosen, policy_rejected;  // detached, [pairs]
+  };
+  DpoStep Dpo(const data::Batch& batch) {
+    const torch::Tensor tokens = batch.tokens.to(device_), labels = batch.labels.to(device_);
+    const torch::Tensor policy = SequenceLogProbs(model_.model->forward(tokens), labels);
+    torch::Tensor reference;
+    {
+      torch::NoGradGuard no_grad;
+      if (reference_) {
+        reference = SequenceLogProbs(reference_->forward(tokens), labels);
+      } else {
+        models::AdaptersOff off(*model_.model);
+        reference = SequenceLogProbs(model_.model->forward(tokens), labels);
+      }
+    }
+    const int64_t n = batch.pairs;
+    DpoStep step;
+    step.terms = DpoLoss(policy.narrow(0, 0, n), policy.narrow(0, n, n), reference.narrow(0, 0, n),
+                         reference.narrow(0, n, n), dpo_);
+    step.policy_chosen = policy.narrow(0, 0, n).detach();
+    step.policy_rejected = policy.narrow(0, n, n).detach();
+    return step;
+  }
   // The model's next-token loss on `batch`, on the trainer's device (recipes/loss.h); with a teacher,
   // torchtune's (1 - kd_ratio) x cross-entropy + kd_ratio x forward KL to the teacher's next-token distribution.
   torch::Tensor Loss(const data::Batch& batch) {
@@ -111,9 +172,11 @@ class Trainer {
   const Config& config_;
   const RunContext& context_;
   TrainKind kind_;
-  bool distill_;
-  models::Decoder teacher_{nullptr};  // with distill_
+  TrainObjective objective_;
+  models::Decoder teacher_{nullptr};  // with kDistill
   double kd_ratio_ = 0;
+  models::Decoder reference_{nullptr};  // full DPO's frozen reference (LoRA DPO turns the adapters off instead)
+  DpoLossOptions dpo_;
   Parallelism& parallel_;
   const DeviceHooks& hooks_;
   torch::Device device_;
@@ -167,7 +230,8 @@ Status Trainer::Setup(RunSummary* summary) {
   model_ = std::move(*model);
   summary->total_parameters = model_.total_parameters;
   summary->trainable_parameters = model_.trainable_parameters;
-  if (distill_) TM_RETURN_IF_ERROR(SetupTeacher(summary));
+  if (objective_ == TrainObjective::kDistill) TM_RETURN_IF_ERROR(SetupTeacher(summary));
+  if (objective_ == TrainObjective::kDpo) TM_RETURN_IF_ERROR(SetupReference(summary));
 
   auto component = [this](const char* key) {
     YAML::Node node = config_.Find(std::string(key) + "._component_");
@@ -175,7 +239,9 @@ Status Trainer::Setup(RunSummary* summary) {
   };
   progress_.Begin("Loading the data (" + component("tokenizer") + ", " + component("dataset") + ")");
   StatusOr<data::DataLoader> loader =
-      SetupData(config_, settings_, model_.choice.args, context_.allow_stand_ins, &summary->stand_ins);
+      objective_ == TrainObjective::kDpo
+          ? SetupPreferenceData(config_, settings_, model_.choice.args, context_.allow_stand_ins, &summary->stand_ins)
+          : SetupData(config_, settings_, model_.choice.args, context_.allow_stand_ins, &summary->stand_ins);
   TM_RETURN_IF_ERROR(loader.status());
   loader_.emplace(std::move(*loader));
   steps_.samples = loader_->num_samples();
@@ -187,7 +253,8 @@ Status Trainer::Setup(RunSummary* summary) {
   steps_.gradient_accumulation_steps = settings_.gradient_accumulation_steps;
   steps_.max_steps_per_epoch = settings_.max_steps_per_epoch;
   steps_.epochs = settings_.epochs;
-  progress_.End("Loaded " + std::to_string(steps_.samples) + (steps_.packed ? " packed rows" : " samples"));
+  progress_.End("Loaded " + std::to_string(steps_.samples) +
+                (loader_->preference() ? " preference pairs" : steps_.packed ? " packed rows" : " samples"));
   steps_per_epoch_ = steps_.steps_per_epoch();
   if (steps_per_epoch_ < 1) {
     return Status::InvalidArgument("the dataset has " + std::to_string(loader_->size()) +
@@ -258,6 +325,30 @@ Status Trainer::SetupTeacher(RunSummary* summary) {
                                          &summary->stand_ins, {}, "teacher_checkpointer"));
   teacher_->eval();
   summary->total_parameters += total;
+  return Status::OK();
+}
+
+Status Trainer::SetupReference(RunSummary* summary) {
+  StatusOr<double> beta = config_.GetDouble("loss.beta");
+  StatusOr<double> smoothing = config_.GetDouble("loss.label_smoothing");
+  TM_RETURN_IF_ERROR(beta.status());
+  TM_RETURN_IF_ERROR(smoothing.status());
+  dpo_.beta = *beta;
+  dpo_.label_smoothing = *smoothing;
+  if (kind_ == TrainKind::kLora) return Status::OK();  // the policy with its adapters off
+  const Registry& registry = BuiltinRegistry();
+  const ModelChoice& choice = model_.choice;
+  progress_.Begin("Building the reference " + choice.component + " (" + FormatCount(model_.total_parameters) +
+                  " parameters)");
+  // Drawn as the policy was (from the seed), so without a checkpoint the reference starts as the policy does.
+  torch::manual_seed(settings_.seed);
+  reference_ = models::Decoder(choice.args, choice.lora, c10::TensorOptions().dtype(settings_.dtype).device(device_));
+  progress_.End("Built the reference");
+  TM_RETURN_IF_ERROR(LoadStartingWeights(config_, registry, choice, *reference_, context_.allow_stand_ins,
+                                         &summary->stand_ins, {}, "ref_checkpointer"));
+  for (torch::Tensor& p : reference_->parameters()) p.set_requires_grad(false);
+  reference_->eval();
+  summary->total_parameters += model_.total_parameters;
   return Status::OK();
 }
 
@@ -352,12 +443,14 @@ Status Trainer::Train(RunSummary* summary) {
       parallel_.ZeroGrad(*optimizer_);
       double loss_sum = 0;
       int64_t tokens = 0;
+      DpoSums dpo;  // this rank's, over the step's micro-batches
       for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
         int64_t batch_index = epoch * loader_->size() + step * s.gradient_accumulation_steps + micro;
         data::Batch batch = loader_->BatchAtStep(batch_index);
-        // The tokens the loss is averaged over, on every rank: each rank's share of the mean is its token sum
-        // over the global count.
-        const double local_count = LossTokens(batch);
+        // What the loss is averaged over (tokens; DPO: pairs), on every rank: each rank's share of the mean is
+        // its count over the global count.
+        const bool pairs = objective_ == TrainObjective::kDpo;
+        const double local_count = pairs ? static_cast<double>(batch.pairs) : LossTokens(batch);
         const double global_count = SumOverRanks(local_count);
         if (global_count == 0) {
           // The loss of a batch with nothing to learn is 0/0; say why instead of reporting a NaN.
@@ -367,7 +460,14 @@ Status Trainer::Train(RunSummary* summary) {
               "token to train on (prompts longer than tokenizer.max_seq_len leave no response); fix: raise " +
               "tokenizer.max_seq_len or set dataset.train_on_input=True");
         }
-        torch::Tensor loss = Loss(batch);
+        torch::Tensor loss;
+        if (pairs) {
+          DpoStep d = Dpo(batch);
+          loss = d.terms.losses.mean();
+          dpo.Add(d);
+        } else {
+          loss = Loss(batch);
+        }
         if (local_count > 0) {
           const double share = local_count / global_count;
           (loss * (share / static_cast<double>(s.gradient_accumulation_steps))).backward();
@@ -384,6 +484,7 @@ Status Trainer::Train(RunSummary* summary) {
         return Status::Internal("non-finite loss (" + std::to_string(loss_value) + ") at step " +
                                 std::to_string(global_step + 1) + "; lower optimizer.lr or use dtype=fp32");
       }
+      if (objective_ == TrainObjective::kDpo) dpo = dpo.OverRanks(parallel_);  // every rank, logged or not
       std::optional<double> grad_norm;
       if (in_backward_ == nullptr) {  // else every tensor was stepped, and its gradient freed, inside backward
         grad_norm = parallel_.ReduceAndClip(s.clip_grad_norm);
@@ -403,6 +504,9 @@ Status Trainer::Train(RunSummary* summary) {
                                  {"tokens", tokens},     {"tokens_per_second", tokens / step_time},
                                  {"step_time_s", step_time}};
         if (grad_norm) record["grad_norm"] = *grad_norm;
+        if (objective_ == TrainObjective::kDpo) {
+          for (const auto& [name, value] : dpo.Means()) record[name] = value;
+        }
         std::optional<MemoryReading> peak = s.log_peak_memory ? PeakMemory(context_.device) : std::nullopt;
         if (peak) record["peak_memory_gib"] = static_cast<double>(peak->bytes) / (1 << 30);
         TM_RETURN_IF_ERROR(AppendLineDurably(s.metrics_path, DumpJson(record)));
@@ -410,6 +514,9 @@ Status Trainer::Train(RunSummary* summary) {
         line << "epoch " << epoch + 1 << " step " << global_step << " | loss " << std::fixed << std::setprecision(4)
              << loss_value << " | lr " << FormatLr(lr) << " | tok/s " << std::setprecision(0) << tokens / step_time;
         if (grad_norm) line << " | grad_norm " << std::setprecision(3) << *grad_norm;
+        if (objective_ == TrainObjective::kDpo) {
+          for (const auto& [name, value] : dpo.Means()) line << " | " << name << " " << std::setprecision(4) << value;
+        }
         if (peak) {
           line << " | peak_mem " << std::setprecision(3) << static_cast<double>(peak->bytes) / (1 << 30) << " GiB";
         }
@@ -463,9 +570,10 @@ Status Trainer::Run(RunSummary* summary) {
 
 }  // namespace
 
-Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed, bool distill) {
+Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed,
+                   TrainObjective objective) {
   auto train = [&](Parallelism& parallel, RunSummary* summary) {
-    Trainer trainer(config, context, kind, &parallel, distill);
+    Trainer trainer(config, context, kind, &parallel, objective);
     return trainer.Run(summary);
   };
   auto report = [&](const RunSummary& summary) {
@@ -480,7 +588,7 @@ Status RunFinetune(const Config& config, const RunContext& context, TrainKind ki
   };
   // Only the QAT recipes' schemas have a quantizer key.
   const std::string name =
-      config.IsNull("quantizer") ? RecipeName(kind, distributed, distill) : QatRecipeName(kind, distributed);
+      config.IsNull("quantizer") ? RecipeName(kind, distributed, objective) : QatRecipeName(kind, distributed);
   return RunInProcessOrRanks(config, context, name, distributed,
                              "lower batch_size or enable_activation_checkpointing=True", train, report);
 }
@@ -489,7 +597,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   const bool distributed = launch == RecipeLaunch::kRanks;
   RecipeSpec r;
   bool lora = kind == TrainKind::kLora;
-  r.name = RecipeName(kind, distributed, /*distill=*/false);
+  r.name = RecipeName(kind, distributed, TrainObjective::kNextToken);
   if (distributed) {
     r.doc = lora ? "LoRA fine-tuning across ranks (tune run --nproc_per_node N): data parallel, adapters' gradients "
                    "and optimizer state sharded"
@@ -537,7 +645,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
 RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch) {
   const bool distributed = launch == RecipeLaunch::kRanks;
   RecipeSpec r = FinetuneRecipe(TrainKind::kLora, launch);
-  r.name = RecipeName(TrainKind::kLora, distributed, /*distill=*/true);
+  r.name = RecipeName(TrainKind::kLora, distributed, TrainObjective::kDistill);
   r.doc = std::string("knowledge distillation") + (distributed ? " across ranks" : " on one device") +
           ": LoRA adapters of a student trained on (1 - kd_ratio) x cross-entropy + kd_ratio x the forward KL to a "
           "frozen teacher's next-token distribution";
@@ -580,7 +688,80 @@ RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch) {
     return e;
   };
   r.run = [distributed](const Config& config, const RunContext& context) {
-    return RunFinetune(config, context, TrainKind::kLora, distributed, /*distill=*/true);
+    return RunFinetune(config, context, TrainKind::kLora, distributed, TrainObjective::kDistill);
+  };
+  return r;
+}
+
+RecipeSpec DpoRecipe(TrainKind kind, RecipeLaunch launch) {
+  const bool distributed = launch == RecipeLaunch::kRanks;
+  const bool lora = kind == TrainKind::kLora;
+  RecipeSpec r = FinetuneRecipe(kind, launch);
+  r.name = RecipeName(kind, distributed, TrainObjective::kDpo);
+  r.doc = std::string(lora ? "LoRA" : "full") + " direct preference optimization (DPO)" +
+          (distributed ? " across ranks" : " on one device") +
+          ": chosen/rejected pairs of a preference dataset, the policy's log-probabilities against a frozen " +
+          (lora ? "reference (the model with its adapters off)" : "reference (ref_checkpointer)");
+  r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
+  // No validation pass (torchtune's DPO recipes have none); the data are pairs and the loss is DPO's.
+  std::vector<FieldSpec> fields;
+  for (FieldSpec& f : r.fields) {
+    if (f.name == "dataset_val" || f.name == "run_val_every_n_steps" || f.name == "batch_size_val") continue;
+    if (f.name == "dataset") {
+      f = ComponentField("dataset", "preference_dataset",
+                         "the preference data: chosen and rejected responses to each prompt (hh_rlhf_helpful_dataset, "
+                         "stack_exchange_paired_dataset)");
+    } else if (f.name == "loss") {
+      f = ComponentField("loss", "preference_loss", "the preference loss (torchtune's rlhf.loss.DPOLoss)");
+    } else if (f.name == "batch_size") {
+      f.doc = "preference pairs per micro-batch (each pair is two rows: chosen and rejected)";
+    }
+    fields.push_back(std::move(f));
+  }
+  r.fields = std::move(fields);
+  if (!lora) {
+    r.fields.push_back(ComponentField(
+        "ref_checkpointer", "checkpointer",
+        "the frozen reference's weights, the model component's (full DPO compares the policy with it; usually "
+        "the same checkpoint_dir and files as checkpointer)"));
+  }
+  r.missing_inputs = [kind](const Config& config, const Registry& registry) {
+    std::vector<Problem> problems = MissingInputs(config, registry);
+    if (kind == TrainKind::kFull) {
+      for (Problem& p : MissingCheckpointFiles(config, registry, "ref_checkpointer", "model")) {
+        problems.push_back(std::move(p));
+      }
+    }
+    for (Problem& p : OutputProblems(config, registry, kind)) problems.push_back(std::move(p));
+    return problems;
+  };
+  r.estimate = [kind, distributed](const Config& config, const Registry& registry, const DeviceInfo& device) {
+    // The policy trains on 2 x batch_size rows a micro-batch.
+    Config pairs = config;
+    StatusOr<int64_t> batch = config.GetInt("batch_size");
+    if (!batch.ok()) return StatusOr<CellEstimate>(batch.status());
+    Status doubled = pairs.ApplyOverrides({"batch_size=" + std::to_string(2 * *batch)});
+    if (!doubled.ok()) return StatusOr<CellEstimate>(doubled);
+    const int ranks = distributed ? device.traits().matrix_ranks : 1;
+    StatusOr<CellEstimate> e = EstimateFinetune(pairs, registry, device, kind);
+    if (distributed) {
+      StatusOr<int64_t> shard_dim = config.GetInt("data_parallel_shard_dim");
+      StatusOr<bool> reshard = config.GetBool("fsdp_reshard_after_forward");
+      if (!shard_dim.ok()) return StatusOr<CellEstimate>(shard_dim.status());
+      if (!reshard.ok()) return StatusOr<CellEstimate>(reshard.status());
+      const Sharding sharding = *shard_dim == 1 ? Sharding::kNone : *reshard ? Sharding::kFull : Sharding::kGradients;
+      e = EstimateFinetune(pairs, registry, device, kind, ranks, sharding);
+    }
+    if (!e.ok()) return e;
+    StatusOr<CellEstimate> reference = EstimateDpoReference(config, registry, device, kind == TrainKind::kFull, ranks);
+    if (!reference.ok()) return reference;
+    e->peak_memory_bytes += reference->peak_memory_bytes;
+    e->work += reference->work;
+    e->parameters += reference->parameters;
+    return e;
+  };
+  r.run = [kind, distributed](const Config& config, const RunContext& context) {
+    return RunFinetune(config, context, kind, distributed, TrainObjective::kDpo);
   };
   return r;
 }

@@ -588,7 +588,8 @@ class DistillationTest : public ::testing::Test {
     context.config_name = "tiny/kd_single_device";
     std::ostringstream out;
     context.out = &out;
-    Status s = RunFinetune(*c, context, TrainKind::kLora, /*distributed=*/false, distill);
+    Status s = RunFinetune(*c, context, TrainKind::kLora, /*distributed=*/false,
+                           distill ? TrainObjective::kDistill : TrainObjective::kNextToken);
     if (status != nullptr) {
       *status = s;
     } else {
@@ -648,6 +649,159 @@ TEST_F(DistillationTest, AMissingTeacherCheckpointIsNamedByItsOwnKey) {
   EXPECT_NE(status.message().find("teacher_checkpointer.checkpoint_dir /nonexistent/teacher does not exist"),
             std::string::npos)
       << status.message();
+}
+
+// ----- Direct preference optimization -----
+
+class DpoTest : public ::testing::Test {
+ protected:
+  // Runs a tiny DPO config (fp32, 6 steps, lr 0.01 without warm-up unless overridden) in this process (the
+  // distributed recipes as one rank); returns summary.json, and each logged step's metrics in `metrics`.
+  nlohmann::json Run(const std::string& config, TrainKind kind, std::vector<std::string> overrides,
+                     Status* status = nullptr, std::vector<nlohmann::json>* metrics = nullptr) {
+    const std::string out_dir = scratch_.path() + "/" + std::to_string(runs_++);
+    overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=6", "save_checkpoints=False",
+                                         "optimizer.lr=0.01", "lr_scheduler.num_warmup_steps=0",
+                                         "output_dir=" + out_dir});
+    const Registry& registry = BuiltinRegistry();
+    StatusOr<LocatedConfig> located = LocateConfig(config, registry);
+    EXPECT_TRUE(located.ok()) << located.status().ToString();
+    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    if (!c.ok()) return nlohmann::json();
+    RunContext context;
+    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
+    context.config_name = config;
+    std::ostringstream out;
+    context.out = &out;
+    const bool distributed = located->recipe->launch == RecipeLaunch::kRanks;
+    Status s = RunFinetune(*c, context, kind, distributed, TrainObjective::kDpo);
+    if (status != nullptr) {
+      *status = s;
+    } else {
+      EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << out.str();
+    }
+    if (metrics != nullptr) {
+      StatusOr<std::string> lines = ReadFile(out_dir + "/logs/metrics.jsonl");
+      std::istringstream in(lines.ok() ? *lines : "");
+      for (std::string line; std::getline(in, line);) metrics->push_back(nlohmann::json::parse(line));
+    }
+    StatusOr<std::string> text = ReadFile(out_dir + "/summary.json");
+    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+  }
+
+  test::ScratchDir scratch_{"tm_dpo_test"};
+  int runs_ = 0;
+};
+
+TEST_F(DpoTest, LoraStartsAtItsReferenceAndTheRewardMarginGrows) {
+  std::vector<nlohmann::json> metrics;
+  const nlohmann::json s = Run("tiny/lora_dpo_single_device", TrainKind::kLora, {}, nullptr, &metrics);
+  ASSERT_EQ(s["losses"].size(), 6u);
+  EXPECT_EQ(s["recipe"], "lora_dpo_single_device");
+  // The adapters start at zero, so the policy is its reference: every pair's loss is log 2 and no reward.
+  EXPECT_NEAR(s["losses"][0].get<double>(), std::log(2.0), 1e-6);
+  ASSERT_EQ(metrics.size(), 6u);
+  for (const char* key : {"rewards/chosen", "rewards/rejected", "rewards/margins", "rewards/accuracies"}) {
+    EXPECT_EQ(metrics[0][key].get<double>(), 0.0) << key;
+  }
+  EXPECT_LT(metrics[0]["log_probs/chosen"].get<double>(), 0.0);
+  EXPECT_LT(metrics[0]["log_probs/rejected"].get<double>(), 0.0);
+  // From then on the policy prefers the chosen answers more than its reference does: every later step's margin
+  // is positive (each step sees other pairs, so the margin and the loss move with them), and over steps 2-6 the
+  // margin averages clearly above 0 and the loss below log 2.
+  double margins = 0, losses = 0;
+  for (size_t i = 1; i < 6; ++i) {
+    EXPECT_GT(metrics[i]["rewards/margins"].get<double>(), 0.0) << metrics[i];
+    margins += metrics[i]["rewards/margins"].get<double>() / 5;
+    losses += s["losses"][i].get<double>() / 5;
+  }
+  EXPECT_GT(margins, 0.02);
+  EXPECT_LT(losses, std::log(2.0) - 0.01) << s["losses"];
+  for (const nlohmann::json& m : metrics) {
+    EXPECT_NEAR(m["rewards/margins"].get<double>(),
+                m["rewards/chosen"].get<double>() - m["rewards/rejected"].get<double>(), 1e-9);
+  }
+}
+
+TEST_F(DpoTest, FullDpoComparesThePolicyWithTheReferenceCheckpoint) {
+  // A first run saves a trained model; a second starts its policy from the seed and its reference from it.
+  const std::string trained = scratch_.path() + "/0/epoch_0";
+  Run("tiny/full_dpo_distributed", TrainKind::kFull, {"max_steps_per_epoch=3", "save_checkpoints=True"});
+  std::vector<nlohmann::json> metrics;
+  const nlohmann::json other = Run("tiny/full_dpo_distributed", TrainKind::kFull,
+                                   {"ref_checkpointer.checkpoint_dir=" + trained}, nullptr, &metrics);
+  ASSERT_EQ(other["losses"].size(), 6u);
+  EXPECT_EQ(other["recipe"], "full_dpo_distributed");
+  EXPECT_GT(std::abs(other["losses"][0].get<double>() - std::log(2.0)), 1e-3) << other["losses"];
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_NE(metrics[0]["rewards/chosen"].get<double>(), 0.0);
+  // Policy and reference from the same checkpoint: log 2 and no reward at the first step.
+  metrics.clear();
+  const nlohmann::json same =
+      Run("tiny/full_dpo_distributed", TrainKind::kFull,
+          {"ref_checkpointer.checkpoint_dir=" + trained, "checkpointer.checkpoint_dir=" + trained}, nullptr, &metrics);
+  ASSERT_EQ(same["losses"].size(), 6u);
+  EXPECT_NEAR(same["losses"][0].get<double>(), std::log(2.0), 1e-6);
+  EXPECT_EQ(metrics[0]["rewards/margins"].get<double>(), 0.0);
+  // The reference's parameters are counted beside the policy's; only the policy's train.
+  EXPECT_EQ(same["total_parameters"].get<int64_t>(), 2 * same["trainable_parameters"].get<int64_t>());
+}
+
+TEST_F(DpoTest, AMissingReferenceCheckpointIsNamedByItsOwnKey) {
+  Status status;
+  Run("tiny/full_dpo_distributed", TrainKind::kFull, {"ref_checkpointer.checkpoint_dir=/nonexistent/reference"},
+      &status);
+  EXPECT_EQ(status.code(), Status::Code::kNotFound);
+  EXPECT_NE(status.message().find("ref_checkpointer.checkpoint_dir /nonexistent/reference does not exist"),
+            std::string::npos)
+      << status.message();
+}
+
+TEST_F(DpoTest, BadConfigsAreRefusedNamingTheKey) {
+  const Registry& registry = BuiltinRegistry();
+  // Full DPO without ref_checkpointer.
+  const RecipeSpec* full = registry.FindRecipe("full_dpo_distributed");
+  ASSERT_NE(full, nullptr);
+  StatusOr<std::string> text = ReadFile(std::string(TM_SOURCE_DIR) + "/configs/tiny/full_dpo_distributed.yaml");
+  ASSERT_TRUE(text.ok());
+  const size_t begin = text->find("\nref_checkpointer:");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = text->find("\n\n", begin + 1);
+  std::string without = text->substr(0, begin + 1) + (end == std::string::npos ? "" : text->substr(end + 1));
+  StatusOr<Config> c = Config::FromString(without, "no_ref.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<Problem> problems = ValidateConfig(*c, *full, registry, nullptr);
+  bool named = false;
+  for (const Problem& p : problems) named |= p.key == "ref_checkpointer" && p.message.find("missing required key") == 0;
+  EXPECT_TRUE(named) << (problems.empty() ? "no problem" : problems[0].ToString());
+  // An instruction dataset where the pairs go.
+  // An instruction dataset where the pairs go, and the DPO loss where the cross-entropy goes.
+  struct Case {
+    const char* config;
+    const char* recipe;
+    const char* override_arg;
+    const char* message;
+  };
+  for (const Case& k : {Case{"tiny/lora_dpo_single_device", "lora_dpo_single_device",
+                             "dataset._component_=torchtune.datasets.alpaca_dataset",
+                             "'torchtune.datasets.alpaca_dataset' is a dataset component; dataset needs a "
+                             "preference_dataset"},
+                        Case{"tiny/lora_single_device", "lora_finetune_single_device",
+                             "loss._component_=torchtune.rlhf.loss.DPOLoss",
+                             "'torchtune.rlhf.loss.DPOLoss' is a preference_loss component; loss needs a loss"}}) {
+    SCOPED_TRACE(k.override_arg);
+    const RecipeSpec* recipe = registry.FindRecipe(k.recipe);
+    ASSERT_NE(recipe, nullptr);
+    StatusOr<Config> bad = LoadResolvedConfig(*LocateConfig(k.config, registry), {k.override_arg}, recipe, &registry);
+    std::string found = bad.ok() ? "" : bad.status().message();
+    if (bad.ok()) {
+      for (const Problem& p : ValidateConfig(*bad, *recipe, registry, nullptr)) {
+        if (p.key == "dataset._component_" || p.key == "loss._component_") found += p.ToString();
+      }
+    }
+    EXPECT_NE(found.find(k.message), std::string::npos) << found;
+  }
 }
 
 }  // namespace

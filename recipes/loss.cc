@@ -127,4 +127,32 @@ torch::Tensor NextTokenForwardKlLoss(const torch::Tensor& student_logits, const 
                        labels.slice(1, 1).reshape({-1}));
 }
 
+torch::Tensor SequenceLogProbs(const torch::Tensor& logits, const torch::Tensor& labels) {
+  TORCH_CHECK(logits.dim() == 3 && labels.dim() == 2 && logits.sizes().slice(0, 2) == labels.sizes(),
+              "SequenceLogProbs: expected logits [B, T, V] and labels [B, T], got ", logits.sizes(), " and ",
+              labels.sizes());
+  const torch::Tensor targets = labels.slice(1, 1);
+  const torch::Tensor kept = targets.ne(data::kIgnoreIndex);
+  const torch::Tensor log_probs = torch::log_softmax(logits.slice(1, 0, -1).to(torch::kFloat), -1);
+  // Ignored labels gather any class (0) and are then zeroed, as torchtune multiplies by the mask.
+  const torch::Tensor picked =
+      log_probs.gather(2, targets.masked_fill(kept.logical_not(), 0).unsqueeze(2)).squeeze(2);
+  return (picked * kept.to(torch::kFloat)).sum(-1);
+}
+
+DpoTerms DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
+                 const torch::Tensor& ref_chosen, const torch::Tensor& ref_rejected, const DpoLossOptions& options) {
+  TORCH_CHECK(policy_chosen.dim() == 1 && policy_chosen.sizes() == policy_rejected.sizes() &&
+                  policy_chosen.sizes() == ref_chosen.sizes() && policy_chosen.sizes() == ref_rejected.sizes(),
+              "DpoLoss: expected four log-probabilities [B] of one size, got ", policy_chosen.sizes(), ", ",
+              policy_rejected.sizes(), ", ", ref_chosen.sizes(), " and ", ref_rejected.sizes());
+  const double beta = options.beta, smoothing = options.label_smoothing;
+  const torch::Tensor logits = (policy_chosen - policy_rejected) - (ref_chosen - ref_rejected);
+  DpoTerms t;
+  t.losses = -torch::log_sigmoid(beta * logits) * (1 - smoothing) - torch::log_sigmoid(-beta * logits) * smoothing;
+  t.chosen_rewards = beta * (policy_chosen - ref_chosen).detach();
+  t.rejected_rewards = beta * (policy_rejected - ref_rejected).detach();
+  return t;
+}
+
 }  // namespace tmx::recipes

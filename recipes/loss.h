@@ -1,5 +1,6 @@
 // The training losses: next-token cross-entropy, from a model's logits, or fused with the output projection so
-// the logits of a whole batch never exist at once; and knowledge distillation's forward KL to a teacher.
+// the logits of a whole batch never exist at once; knowledge distillation's forward KL to a teacher; and DPO's
+// preference loss over sequence log-probabilities.
 //
 // Both average over every position t < T-1 whose label labels[t+1] is not data::kIgnoreIndex (the logits at t
 // predict the token at t+1), in float32 whatever the model's dtype. The recipes' loop, validation and the
@@ -49,5 +50,33 @@ torch::Tensor NextTokenForwardKlLoss(const torch::Tensor& student_logits, const 
 // both from one float32 log-softmax of the student's logits (the same values, fewer [N, V] temporaries).
 torch::Tensor NextTokenDistillationLoss(const torch::Tensor& student_logits, const torch::Tensor& teacher_logits,
                                         const torch::Tensor& labels, double kd_ratio);
+
+// Each row's summed log-probability of its labels, as torchtune's rlhf.get_batch_log_probs: sum over t < T-1 of
+// log_softmax(logits[b, t])[labels[b, t+1]] where labels[b, t+1] is not data::kIgnoreIndex (0 for a row with no
+// such label). logits [B, T, V] (any float dtype; the log-softmax is taken in float32), labels [B, T]; returns
+// [B] float32, differentiable in the logits.
+torch::Tensor SequenceLogProbs(const torch::Tensor& logits, const torch::Tensor& labels);
+
+// Direct Preference Optimization's loss (torchtune's rlhf.loss.DPOLoss), per pair.
+struct DpoLossOptions {
+  // Temperature of the implicit reward: larger trusts the preference more against staying near the reference.
+  double beta = 0.1;
+  // Assumed probability that a pair's preference is flipped (conservative DPO); 0 is plain DPO.
+  double label_smoothing = 0.0;
+};
+
+struct DpoTerms {
+  torch::Tensor losses;            // [B]: -logsigmoid(beta x) (1 - ls) - logsigmoid(-beta x) ls, x the logit below
+  torch::Tensor chosen_rewards;    // [B]: beta (policy_chosen - ref_chosen), detached
+  torch::Tensor rejected_rewards;  // [B]: beta (policy_rejected - ref_rejected), detached
+};
+
+// The DPO terms from summed sequence log-probabilities [B] (SequenceLogProbs) of the policy and the frozen
+// reference on the chosen and rejected responses; the logit of pair b is (policy_chosen - policy_rejected) -
+// (ref_chosen - ref_rejected). Differentiable in the policy's log-probabilities; the recipes train on
+// losses.mean().
+DpoTerms DpoLoss(const torch::Tensor& policy_chosen, const torch::Tensor& policy_rejected,
+                 const torch::Tensor& ref_chosen, const torch::Tensor& ref_rejected,
+                 const DpoLossOptions& options = {});
 
 }  // namespace tmx::recipes

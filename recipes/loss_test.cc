@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -153,6 +154,76 @@ TEST(ForwardKlLossTest, IsZeroForTheTeachersOwnLogitsOnlyUpToItsEntropy) {
   const double entropy = -(p * torch::log(p)).sum(-1).mean().item<double>();
   EXPECT_NEAR(NextTokenForwardKlLoss(teacher, teacher, labels).item<double>(), entropy, 1e-5);
   EXPECT_GT(NextTokenForwardKlLoss(torch::randn({2, 5, 9}), teacher, labels).item<double>(), entropy + 0.05);
+}
+
+// scripts/make_dpo_fixtures.py: torchtune 0.6.1's DPOLoss (losses, rewards, the gradient of their mean) on fixed
+// log-probabilities, and its get_batch_log_probs (and gradient) on fixed logits with masked labels.
+class DpoFixtureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StatusOr<std::string> text =
+        ReadFile(std::string(TM_SOURCE_DIR) + "/recipes/testdata/dpo_loss_torchtune_0_6_1.json");
+    ASSERT_TRUE(text.ok()) << text.status().ToString();
+    fixture_ = nlohmann::json::parse(*text);
+    EXPECT_EQ(fixture_["torchtune"], "0.6.1");
+  }
+  static torch::Tensor Floats(const nlohmann::json& v) { return torch::tensor(v.get<std::vector<float>>()); }
+  static double MaxDiff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+  nlohmann::json fixture_;
+};
+
+TEST_F(DpoFixtureTest, LossRewardsAndGradientEqualTorchtunes) {
+  ASSERT_EQ(fixture_["loss"].size(), 3u);
+  for (const nlohmann::json& c : fixture_["loss"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    torch::Tensor chosen = Floats(c["policy_chosen"]).requires_grad_();
+    torch::Tensor rejected = Floats(c["policy_rejected"]).requires_grad_();
+    DpoLossOptions options;
+    options.beta = c["beta"].get<double>();
+    options.label_smoothing = c["label_smoothing"].get<double>();
+    DpoTerms t = DpoLoss(chosen, rejected, Floats(c["ref_chosen"]), Floats(c["ref_rejected"]), options);
+    EXPECT_LT(MaxDiff(t.losses, Floats(c["losses"])), 1e-6);
+    EXPECT_LT(MaxDiff(t.chosen_rewards, Floats(c["chosen_rewards"])), 1e-6);
+    EXPECT_LT(MaxDiff(t.rejected_rewards, Floats(c["rejected_rewards"])), 1e-6);
+    EXPECT_FALSE(t.chosen_rewards.requires_grad());
+    t.losses.mean().backward();
+    EXPECT_LT(MaxDiff(chosen.grad(), Floats(c["grad_policy_chosen"])), 1e-7);
+    EXPECT_LT(MaxDiff(rejected.grad(), Floats(c["grad_policy_rejected"])), 1e-7);
+  }
+}
+
+TEST_F(DpoFixtureTest, SequenceLogProbsEqualTorchtunesGetBatchLogProbs) {
+  ASSERT_EQ(fixture_["log_probs"].size(), 1u);
+  const nlohmann::json& c = fixture_["log_probs"][0];
+  std::vector<torch::Tensor> rows;
+  for (const nlohmann::json& row : c["logits"]) {
+    std::vector<torch::Tensor> steps;
+    for (const nlohmann::json& step : row) steps.push_back(Floats(step));
+    rows.push_back(torch::stack(steps));
+  }
+  torch::Tensor logits = torch::stack(rows).requires_grad_();
+  std::vector<torch::Tensor> label_rows;
+  for (const nlohmann::json& row : c["labels"]) label_rows.push_back(torch::tensor(row.get<std::vector<int64_t>>()));
+  const torch::Tensor labels = torch::stack(label_rows);
+  torch::Tensor log_probs = SequenceLogProbs(logits, labels);
+  EXPECT_LT(MaxDiff(log_probs, Floats(c["log_probs"])), 1e-5);
+  EXPECT_EQ(log_probs[3].item<double>(), 0.0);  // nothing left to score in row 3
+  log_probs.sum().backward();
+  std::vector<torch::Tensor> grad_rows;
+  for (const nlohmann::json& row : c["grad"]) {
+    std::vector<torch::Tensor> steps;
+    for (const nlohmann::json& step : row) steps.push_back(Floats(step));
+    grad_rows.push_back(torch::stack(steps));
+  }
+  EXPECT_LT(MaxDiff(logits.grad(), torch::stack(grad_rows)), 1e-6);
+}
+
+TEST(DpoLossTest, EqualPolicyAndReferenceGiveLog2AndNoReward) {
+  const torch::Tensor chosen = torch::tensor({-12.5f, -3.0f}), rejected = torch::tensor({-9.0f, -30.0f});
+  DpoTerms t = DpoLoss(chosen, rejected, chosen, rejected);
+  EXPECT_LT((t.losses - std::log(2.0)).abs().max().item<double>(), 1e-7);
+  EXPECT_EQ(t.chosen_rewards.abs().max().item<double>(), 0.0);
+  EXPECT_EQ(t.rejected_rewards.abs().max().item<double>(), 0.0);
 }
 
 }  // namespace

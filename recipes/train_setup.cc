@@ -387,4 +387,47 @@ StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& regi
   return (*optimizer)->Build(config, tensors);
 }
 
+StatusOr<data::DataLoader> SetupPreferenceData(const Config& config, const TrainingSettings& settings,
+                                               const models::DecoderArgs& model, bool allow_stand_ins,
+                                               std::vector<std::string>* stand_ins) {
+  StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer = SetupTokenizer(config, model, allow_stand_ins, stand_ins);
+  TM_RETURN_IF_ERROR(tokenizer.status());
+  StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config, "dataset");
+  TM_RETURN_IF_ERROR(dataset_config.status());
+  StatusOr<std::vector<data::PreferenceSample>> pairs =
+      data::LoadPreferenceDataset(dataset_config->component, dataset_config->options, **tokenizer);
+  if (pairs.status().code() == Status::Code::kNotFound) {
+    if (!allow_stand_ins) return Status::NotFound(pairs.status().message() + kStandInHint);
+    StatusOr<data::DatasetOptions> sample = data::SampleDatasetOptions(dataset_config->component, dataset_config->options);
+    TM_RETURN_IF_ERROR(sample.status());
+    std::string missing = data::DescribeSource({dataset_config->options.source, dataset_config->options.data_files,
+                                                dataset_config->options.data_dir, dataset_config->options.split});
+    pairs = data::LoadPreferenceDataset(dataset_config->component, *sample, **tokenizer);
+    TM_RETURN_IF_ERROR(pairs.status());
+    std::string file = sample->data_files.empty() ? sample->source : Basename(sample->data_files.front());
+    stand_ins->push_back(data::SampleNote("dataset", dataset_config->component, file, missing));
+  }
+  if (!pairs.ok()) return pairs.status().WithContext(config.OriginOf("dataset._component_").ToString() + ": dataset");
+  auto outside = [&](int64_t id, const std::string& where) {
+    return IdOutsideVocabulary(config, **tokenizer, id, where, model.vocab_size);
+  };
+  const int64_t pad_id = data::CollatePadId((*tokenizer)->base());
+  if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");
+  for (size_t i = 0; i < pairs->size(); ++i) {
+    for (const data::Sample* s : {&(*pairs)[i].chosen, &(*pairs)[i].rejected}) {
+      for (int64_t id : s->tokens) {
+        if (id < 0 || id >= model.vocab_size) return outside(id, "pair " + std::to_string(i) + " the");
+      }
+    }
+  }
+  data::DataLoaderOptions loader;
+  loader.batch_size = settings.batch_size;
+  loader.shuffle = settings.shuffle;
+  loader.seed = settings.seed;
+  loader.pad_id = pad_id;
+  loader.num_shards = settings.world_size;
+  loader.shard = settings.rank;
+  return data::DataLoader::CreatePreference(std::move(pairs).value(), loader);
+}
+
 }  // namespace tmx::recipes

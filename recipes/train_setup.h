@@ -117,6 +117,13 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins, const std::string& dataset_key = "dataset");
 
+// SetupData for the preference recipes (DPO): the config's preference dataset (`dataset`, e.g.
+// hh_rlhf_helpful_dataset) as chosen/rejected pairs, in a DataLoader::CreatePreference loader. The same
+// tokenizer, vocabulary checks and stand-ins as SetupData.
+StatusOr<data::DataLoader> SetupPreferenceData(const Config& config, const TrainingSettings& settings,
+                                               const models::DecoderArgs& model, bool allow_stand_ins,
+                                               std::vector<std::string>* stand_ins);
+
 // The model's input files this machine lacks, found without building or reading anything: the starting
 // weights (MissingCheckpointFiles) and the tokenizer's files, each problem naming the key and the fix.
 std::vector<Problem> MissingModelInputs(const Config& config, const Registry& registry);

@@ -62,6 +62,7 @@ SECTIONS = [
     ("Validation", ["dataset_val", "run_val_every_n_steps", "batch_size_val"]),
     ("Profiling", ["profiler"]),
     ("Distillation", ["teacher_model", "teacher_checkpointer", "kd_loss", "kd_ratio"]),
+    ("Preference (DPO)", ["ref_checkpointer"]),
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
     ("Quantisation", ["quantizer", "fake_quant_after_n_steps"]),
 ]
@@ -252,6 +253,7 @@ def mirrored(root, source, name, recipe, configs_dir):
         size = " to ".join(stem.split("_KD")[0].split("_to_"))
     quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
     kind = "full"
+    dpo = "_dpo_" in recipe
     if recipe.startswith("lora") or recipe.startswith("qat_lora"):
         kind = ("QDoRA" if quantized else "DoRA") if model.get("use_dora") else ("QLoRA" if quantized else "LoRA")
     training = ("quantisation-aware training (int8 activations, int4 weights)" if recipe.startswith("qat")
@@ -262,7 +264,8 @@ def mirrored(root, source, name, recipe, configs_dir):
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
         (f"# {FAMILY_TITLE[family]} {size}: LoRA knowledge distillation {where}, with the values of torchtune's"
-         if distill else f"# {FAMILY_TITLE[family]} {size}: {kind} {training} {where}, with the values of torchtune's"),
+         if distill else f"# {FAMILY_TITLE[family]} {size}: {kind} DPO (direct preference optimization) {where}, with the values of torchtune's"
+         if dpo else f"# {FAMILY_TITLE[family]} {size}: {kind} {training} {where}, with the values of torchtune's"),
         f"# {source} config (model, tokenizer, data, optimizer, schedule, memory settings).",
         "#",
         "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
@@ -321,6 +324,7 @@ def tiny(family, name, recipe, configs_dir):
         return
     distill = recipe.startswith("knowledge_distillation")
     qat = recipe.startswith("qat")
+    dpo = "_dpo_" in recipe
     lora = recipe.startswith("lora_") or recipe.startswith("qat_lora") or distill
     distributed = recipe.endswith("_distributed")
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
@@ -368,14 +372,23 @@ def tiny(family, name, recipe, configs_dir):
         cfg.update({"quantizer": {"_component_": "torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer",
                                   "groupsize": 32},
                     "fake_quant_after_n_steps": None})
+    if dpo:
+        # Pairs of the shipped instruction set's answers and near misses; the reference is the starting model
+        # (LoRA: adapters off; full: ref_checkpointer, the seed's weights like the policy's).
+        cfg["dataset"] = {"_component_": "torchtune.datasets.hh_rlhf_helpful_dataset",
+                          "source": "tune-matrix/tiny_preference", "train_on_input": False}
+        cfg["loss"] = {"_component_": "torchtune.rlhf.loss.DPOLoss", "beta": 0.1, "label_smoothing": 0.0}
+        if not lora:
+            cfg["ref_checkpointer"] = dict(cfg["checkpointer"])
     if distributed:
         cfg.update({"data_parallel_shard_dim": -1, "data_parallel_replicate_dim": 1, "fsdp_cpu_offload": False})
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
-        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA knowledge distillation from a tiny Llama 3 teacher' if distill else ('LoRA' if lora else 'full') + ' quantisation-aware training' if qat else 'LoRA fine-tuning' if lora else 'full fine-tuning'}): the family's operations at a",
+        f"# A tiny {FAMILY_TITLE[family]}-shaped model ({'LoRA knowledge distillation from a tiny Llama 3 teacher' if distill else ('LoRA' if lora else 'full') + ' DPO on preference pairs' if dpo else ('LoRA' if lora else 'full') + ' quantisation-aware training' if qat else 'LoRA fine-tuning' if lora else 'full fine-tuning'}): the family's operations at a",
         "# few hundred thousand parameters, so every device is checked on them in seconds.",
         "#",
-        "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens.",
+        ("# Weights start from `seed`; data: the preference pairs shipped with tune-matrix, byte-level tokens." if dpo else
+         "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens."),
         "#",
         "# Run it:",
         f"#   {launch}{recipe} --config {name} device=cpu",

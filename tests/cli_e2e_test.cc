@@ -73,8 +73,9 @@ TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
       << r.output;
   EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
                           "lora_finetune_single_device, knowledge_distillation_single_device, qat_single_device, "
-                          "full_finetune_distributed, lora_finetune_distributed, knowledge_distillation_distributed, "
-                          "qat_distributed, qat_lora_finetune_distributed, generate, dev/generate_v2, "
+                          "lora_dpo_single_device, full_finetune_distributed, lora_finetune_distributed, "
+                          "knowledge_distillation_distributed, qat_distributed, lora_dpo_distributed, "
+                          "full_dpo_distributed, qat_lora_finetune_distributed, generate, dev/generate_v2, "
                           "dev/generate_v2_distributed, quantize)"),
             std::string::npos)
       << r.output;

@@ -60,6 +60,62 @@ Batch Collate(const std::vector<const Sample*>& samples, const std::vector<int64
   return batch;
 }
 
+Batch CollatePreference(const std::vector<const PreferenceSample*>& pairs, const std::vector<int64_t>& indices,
+                        int64_t pad_id) {
+  std::vector<const Sample*> rows;
+  rows.reserve(2 * pairs.size());
+  for (const PreferenceSample* p : pairs) rows.push_back(&p->chosen);
+  for (const PreferenceSample* p : pairs) rows.push_back(&p->rejected);
+  Batch batch = Collate(rows, indices, pad_id);
+  batch.pairs = static_cast<int64_t>(pairs.size());
+  return batch;
+}
+
+namespace {
+
+// Checks shared by both loaders: batch size, drop_last leaving a batch, the shard.
+Status CheckLoaderOptions(int64_t n, const DataLoaderOptions& options) {
+  if (options.drop_last && n < options.batch_size) {
+    return Status::InvalidArgument("data loader: drop_last with batch_size " + std::to_string(options.batch_size) +
+                                   " and only " + std::to_string(n) +
+                                   " samples leaves no batch; fix: lower batch_size or set drop_last to false");
+  }
+  if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
+    return Status::InvalidArgument("data loader: shard " + std::to_string(options.shard) + " of " +
+                                   std::to_string(options.num_shards) + " does not exist");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<DataLoader> DataLoader::CreatePreference(std::vector<PreferenceSample> pairs, const DataLoaderOptions& options) {
+  if (options.batch_size < 1) {
+    return Status::InvalidArgument("data loader: batch_size is " + std::to_string(options.batch_size) +
+                                   "; fix: set it to at least 1");
+  }
+  if (pairs.empty()) {
+    return Status::InvalidArgument(
+        "data loader: there are no preference pairs; fix: load a preference dataset with at least one record");
+  }
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    for (const auto& [side, s] : {std::make_pair("chosen", &pairs[i].chosen), std::make_pair("rejected", &pairs[i].rejected)}) {
+      if (s->tokens.empty() || s->tokens.size() != s->labels.size()) {
+        return Status::InvalidArgument("data loader: the " + std::string(side) + " response of pair " +
+                                       std::to_string(i) + " has " + std::to_string(s->tokens.size()) +
+                                       " tokens and " + std::to_string(s->labels.size()) +
+                                       " labels; fix: give every response as many labels as tokens, at least one");
+      }
+      if (s->packed()) {
+        return Status::InvalidArgument("data loader: the " + std::string(side) + " response of pair " +
+                                       std::to_string(i) + " is packed; fix: preference pairs are never packed");
+      }
+    }
+  }
+  TM_RETURN_IF_ERROR(CheckLoaderOptions(static_cast<int64_t>(pairs.size()), options));
+  return DataLoader({}, std::move(pairs), options);
+}
+
 StatusOr<DataLoader> DataLoader::Create(std::vector<Sample> samples, const DataLoaderOptions& options) {
   if (options.batch_size < 1) {
     return Status::InvalidArgument("data loader: batch_size is " + std::to_string(options.batch_size) +
@@ -92,23 +148,15 @@ StatusOr<DataLoader> DataLoader::Create(std::vector<Sample> samples, const DataL
                                      "with PackSamples");
     }
   }
-  int64_t n = static_cast<int64_t>(samples.size());
-  if (options.drop_last && n < options.batch_size) {
-    return Status::InvalidArgument("data loader: drop_last with batch_size " + std::to_string(options.batch_size) +
-                                   " and only " + std::to_string(n) +
-                                   " samples leaves no batch; fix: lower batch_size or set drop_last to false");
-  }
-  if (options.num_shards < 1 || options.shard < 0 || options.shard >= options.num_shards) {
-    return Status::InvalidArgument("data loader: shard " + std::to_string(options.shard) + " of " +
-                                   std::to_string(options.num_shards) + " does not exist");
-  }
-  return DataLoader(std::move(samples), options);
+  TM_RETURN_IF_ERROR(CheckLoaderOptions(static_cast<int64_t>(samples.size()), options));
+  return DataLoader(std::move(samples), {}, options);
 }
 
-DataLoader::DataLoader(std::vector<Sample> samples, const DataLoaderOptions& options)
-    : samples_(std::move(samples)), options_(options) {
+DataLoader::DataLoader(std::vector<Sample> samples, std::vector<PreferenceSample> pairs,
+                       const DataLoaderOptions& options)
+    : samples_(std::move(samples)), pairs_(std::move(pairs)), options_(options) {
   // The samples of one shard: ceil(n / num_shards) (the order is padded to a multiple of num_shards).
-  int64_t n = (static_cast<int64_t>(samples_.size()) + options_.num_shards - 1) / options_.num_shards;
+  int64_t n = (num_samples() + options_.num_shards - 1) / options_.num_shards;
   num_batches_ = options_.drop_last ? n / options_.batch_size : (n + options_.batch_size - 1) / options_.batch_size;
   epoch_ = -1;
   SetEpoch(0);
@@ -117,7 +165,7 @@ DataLoader::DataLoader(std::vector<Sample> samples, const DataLoaderOptions& opt
 void DataLoader::SetEpoch(int64_t epoch) {
   if (epoch == epoch_) return;
   epoch_ = epoch;
-  int64_t n = static_cast<int64_t>(samples_.size());
+  int64_t n = num_samples();
   if (options_.shuffle) {
     order_ = SeededPermutation(n, options_.seed + static_cast<uint64_t>(epoch));
   } else {
@@ -140,13 +188,15 @@ Batch DataLoader::GetBatch(int64_t index) const {
   int64_t n = static_cast<int64_t>(order_.size());
   int64_t begin = index * options_.batch_size;
   int64_t end = std::min(begin + options_.batch_size, n);
-  std::vector<const Sample*> picked;
   std::vector<int64_t> indices;
-  for (int64_t k = begin; k < end; ++k) {
-    int64_t i = order_[static_cast<size_t>(k)];
-    indices.push_back(i);
-    picked.push_back(&samples_[static_cast<size_t>(i)]);
+  for (int64_t k = begin; k < end; ++k) indices.push_back(order_[static_cast<size_t>(k)]);
+  if (preference()) {
+    std::vector<const PreferenceSample*> picked;
+    for (int64_t i : indices) picked.push_back(&pairs_[static_cast<size_t>(i)]);
+    return CollatePreference(picked, indices, options_.pad_id);
   }
+  std::vector<const Sample*> picked;
+  for (int64_t i : indices) picked.push_back(&samples_[static_cast<size_t>(i)]);
   return Collate(picked, indices, options_.pad_id);
 }
 

@@ -1,6 +1,7 @@
 // DataLoader: seeded, reproducible batching of tokenized samples with padding collation. Works with the samples of
 // any tokenizer (pad with its pad id: CollatePadId) and with packed samples (packing.h), whose per-token positions
-// and document ids are batched alongside so attention can stay within each document.
+// and document ids are batched alongside so attention can stay within each document; and with preference pairs
+// (the DPO recipes), collated as torchtune's padded_collate_dpo.
 #pragma once
 
 #include <cstdint>
@@ -57,23 +58,39 @@ struct Batch {
   // and Sample::document_ids (-1 where a row is padded).
   at::Tensor input_pos;
   at::Tensor document_ids;
+  // Preference batches only (CollatePreference): the pairs in the batch; rows 0..pairs-1 are their chosen
+  // responses and rows pairs..2*pairs-1 their rejected ones, in the same order. 0 for other batches.
+  int64_t pairs = 0;
 };
 
 // Pads `samples` (in this order) into one Batch; `indices` is copied into the batch as is.
 // REQUIRES: samples non-empty; each sample's tokens and labels have the same length; all samples packed or none.
 Batch Collate(const std::vector<const Sample*>& samples, const std::vector<int64_t>& indices, int64_t pad_id);
 
-// Owns its samples. Not thread-safe: SetEpoch and BatchAtStep change which order GetBatch reads.
+// Pads the chosen responses of `pairs` and then their rejected ones (in this order) together into one Batch of
+// 2 x pairs rows, as torchtune's padded_collate_dpo: tokens padded with `pad_id`, labels with kIgnoreIndex
+// (prompts stay masked as the dataset masked them); Batch::pairs is set. REQUIRES: pairs non-empty; each
+// response's tokens and labels have the same length; none is packed.
+Batch CollatePreference(const std::vector<const PreferenceSample*>& pairs, const std::vector<int64_t>& indices,
+                        int64_t pad_id);
+
+// Owns its samples (or preference pairs). Not thread-safe: SetEpoch and BatchAtStep change which order GetBatch reads.
 class DataLoader {
  public:
   // InvalidArgument when batch_size < 1, `samples` is empty, a sample is empty or its tokens and labels
   // differ in length, packed and unpacked samples are mixed, a packed sample's positions or document ids differ
   // in length from its tokens, or drop_last leaves no batch at all.
   static StatusOr<DataLoader> Create(std::vector<Sample> samples, const DataLoaderOptions& options);
+  // A loader of preference pairs: the same order, sharding and batch counts, a pair counting as one sample;
+  // batches come from CollatePreference. InvalidArgument as above for an empty or mismatched response (naming
+  // the pair and which), and for a packed one.
+  static StatusOr<DataLoader> CreatePreference(std::vector<PreferenceSample> pairs, const DataLoaderOptions& options);
 
   // Batches per epoch (of this shard).
   int64_t size() const { return num_batches_; }
-  int64_t num_samples() const { return static_cast<int64_t>(samples_.size()); }
+  // Samples, or pairs for a preference loader.
+  int64_t num_samples() const { return preference() ? static_cast<int64_t>(pairs_.size()) : static_cast<int64_t>(samples_.size()); }
+  bool preference() const { return !pairs_.empty(); }
   const DataLoaderOptions& options() const { return options_; }
 
   // Selects the sample order of `epoch` (epoch 0 is selected on creation).
@@ -91,9 +108,10 @@ class DataLoader {
   Batch BatchAtStep(int64_t global_step);
 
  private:
-  DataLoader(std::vector<Sample> samples, const DataLoaderOptions& options);
+  DataLoader(std::vector<Sample> samples, std::vector<PreferenceSample> pairs, const DataLoaderOptions& options);
 
-  std::vector<Sample> samples_;
+  std::vector<Sample> samples_;          // empty for a preference loader
+  std::vector<PreferenceSample> pairs_;  // empty otherwise
   DataLoaderOptions options_;
   int64_t num_batches_ = 0;
   int64_t epoch_ = 0;

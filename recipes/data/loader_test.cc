@@ -252,5 +252,79 @@ TEST(DataLoaderTest, CollatePadIdFromTheTokenizer) {
   EXPECT_EQ(CollatePadId((*hf)->base()), 0);  // no pad token: 0
 }
 
+// A [rows, cols] int64 tensor of `values`.
+torch::Tensor Grid(std::vector<int64_t> values, int64_t rows, int64_t cols) {
+  return torch::tensor(values, torch::kLong).view({rows, cols});
+}
+
+// torchtune's padded_collate_dpo docstring example: chosen rows, then rejected rows, padded together.
+TEST(PreferenceCollateTest, ChosenRowsThenRejectedRowsPaddedTogetherAsTorchtune) {
+  const PreferenceSample a{{{1, 2, 3}, {6, 7, 8}}, {{4, 5}, {9, 10}}};
+  const PreferenceSample b{{{11, 12}, {16, 17}}, {{13, 14, 15}, {18, 19, 20}}};
+  Batch batch = CollatePreference({&a, &b}, {7, 3}, /*pad_id=*/0);
+  EXPECT_EQ(batch.pairs, 2);
+  EXPECT_TRUE(torch::equal(batch.tokens, Grid({1, 2, 3, 11, 12, 0, 4, 5, 0, 13, 14, 15}, 4, 3)));
+  EXPECT_TRUE(torch::equal(batch.labels, Grid({6, 7, 8, 16, 17, kIgnoreIndex, 9, 10, kIgnoreIndex, 18, 19, 20}, 4, 3)));
+  EXPECT_EQ(batch.num_tokens, 10);  // every response token, none of the padding
+  EXPECT_EQ(batch.indices, (std::vector<int64_t>{7, 3}));
+  EXPECT_FALSE(batch.input_pos.defined());
+}
+
+TEST(PreferenceCollateTest, MaskedPromptsStayMaskedAndPaddingUsesThePadId) {
+  // A response whose prompt the dataset masked keeps those labels; padding takes pad_id and kIgnoreIndex.
+  const PreferenceSample p{{{5, 6, 7, 8}, {kIgnoreIndex, kIgnoreIndex, 7, 8}}, {{5, 6, 9}, {kIgnoreIndex, kIgnoreIndex, 9}}};
+  Batch batch = CollatePreference({&p}, {0}, /*pad_id=*/2);
+  EXPECT_TRUE(torch::equal(batch.tokens, Grid({5, 6, 7, 8, 5, 6, 9, 2}, 2, 4)));
+  EXPECT_TRUE(torch::equal(batch.labels, Grid({kIgnoreIndex, kIgnoreIndex, 7, 8, kIgnoreIndex, kIgnoreIndex, 9, kIgnoreIndex}, 2, 4)));
+}
+
+// Pair i: chosen i % 3 + 1 tokens equal to i, rejected i % 2 + 1 tokens equal to 100 + i.
+std::vector<PreferenceSample> MakePairs(int64_t n) {
+  std::vector<PreferenceSample> pairs;
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t c = static_cast<size_t>(i % 3 + 1), r = static_cast<size_t>(i % 2 + 1);
+    pairs.push_back({{std::vector<int64_t>(c, i), std::vector<int64_t>(c, i)},
+                     {std::vector<int64_t>(r, 100 + i), std::vector<int64_t>(r, 100 + i)}});
+  }
+  return pairs;
+}
+
+TEST(PreferenceLoaderTest, OrdersAndShardsPairsLikeSamples) {
+  DataLoaderOptions options;
+  options.batch_size = 2;
+  options.seed = 5;
+  StatusOr<DataLoader> pairs = DataLoader::CreatePreference(MakePairs(10), options);
+  ASSERT_TRUE(pairs.ok()) << pairs.status().ToString();
+  StatusOr<DataLoader> samples = DataLoader::Create(MakeSamples(10), options);
+  ASSERT_TRUE(samples.ok());
+  EXPECT_TRUE(pairs->preference());
+  EXPECT_EQ(pairs->num_samples(), 10);
+  EXPECT_EQ(pairs->size(), 5);
+  EXPECT_EQ(AllIndices(*pairs, 2), AllIndices(*samples, 2));  // the same order as a loader of as many samples
+  Batch batch = pairs->GetBatch(1);
+  ASSERT_EQ(batch.pairs, 2);
+  ASSERT_EQ(batch.tokens.size(0), 4);
+  for (int64_t k = 0; k < 2; ++k) {  // row k is pair k's chosen response, row 2 + k its rejected one
+    EXPECT_EQ(batch.tokens[k][0].item<int64_t>(), batch.indices[static_cast<size_t>(k)]);
+    EXPECT_EQ(batch.tokens[2 + k][0].item<int64_t>(), 100 + batch.indices[static_cast<size_t>(k)]);
+  }
+  options.num_shards = 2;
+  options.shard = 1;
+  StatusOr<DataLoader> shard = DataLoader::CreatePreference(MakePairs(10), options);
+  ASSERT_TRUE(shard.ok());
+  EXPECT_EQ(shard->size(), 3);
+  EXPECT_EQ(shard->GetBatch(0).pairs, 2);
+}
+
+TEST(PreferenceLoaderTest, RejectsAnEmptyOrMismatchedResponseNamingThePair) {
+  std::vector<PreferenceSample> pairs = MakePairs(3);
+  pairs[2].rejected.labels.pop_back();
+  StatusOr<DataLoader> loader = DataLoader::CreatePreference(std::move(pairs), DataLoaderOptions{});
+  ASSERT_FALSE(loader.ok());
+  EXPECT_NE(loader.status().message().find("the rejected response of pair 2"), std::string::npos)
+      << loader.status().ToString();
+  EXPECT_FALSE(DataLoader::CreatePreference(std::vector<PreferenceSample>{}, DataLoaderOptions{}).ok());
+}
+
 }  // namespace
 }  // namespace tmx::data

@@ -170,7 +170,7 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   } else {
     out = at::linear(x, weight_, bias_);
   }
-  if (!adapter_) return out;
+  if (!adapter_ || !adapter_enabled_) return out;
   torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
   torch::Tensor lora_out = lora_b_->forward(lora_a_->forward(adapter_in));
   if (!adapter_->use_dora) return out + adapter_scaling() * lora_out;

@@ -105,6 +105,10 @@ class LinearImpl : public torch::nn::Module {
   // Undefined when the layer has no bias.
   const torch::Tensor& bias() const { return bias_; }
   bool has_adapter() const { return adapter_.has_value(); }
+  // While off, forward is the base layer alone: the adapter (and DoRA's magnitude) is kept but not applied, as
+  // torchtune's disable_adapter. On by default; see adapters_off.h for a scoped switch over a whole model.
+  void set_adapter_enabled(bool on) { adapter_enabled_ = on; }
+  bool adapter_enabled() const { return adapter_enabled_; }
   bool has_dora() const { return adapter_.has_value() && adapter_->use_dora; }
   // alpha / rank; 0 when there is no adapter.
   double adapter_scaling() const;
@@ -149,6 +153,7 @@ class LinearImpl : public torch::nn::Module {
   torch::Tensor bias_;
   std::optional<Nf4Tensor> nf4_;
   std::optional<LoraAdapterOptions> adapter_;
+  bool adapter_enabled_ = true;
   // Plain (adapter-less) linears holding lora_a.weight and lora_b.weight; null without an adapter.
   std::shared_ptr<LinearImpl> lora_a_;
   std::shared_ptr<LinearImpl> lora_b_;
