@@ -122,16 +122,14 @@ RecipeSpec QuantizeRecipe() {
     CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
     e.trainable_parameters = 0;
     const double bytes = *dtype == "fp32" ? 4 : 2;
-    // The model in its dtype, its codes (a byte a weight, its float32 quantisation temporaries for the largest
-    // linear), the host copy written out, and the runtime.
-    const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+    // The model in its dtype; each linear's weight gives way to its codes as it is quantised, so besides it only
+    // the largest linear's float32 quotient, rounded copy and scales, and its codes; and the runtime.
     double largest = 0;
     for (const models::LinearShape& l : models::LinearShapes(choice->args)) {
       largest = std::max(largest, static_cast<double>(l.in_features) * static_cast<double>(l.out_features));
     }
     const double parameters = static_cast<double>(e.parameters);
-    const double peak = parameters * (bytes + 1) + largest * 12 + (host_memory ? 0 : parameters) +
-                        static_cast<double>(int64_t{1} << 30);
+    const double peak = parameters * bytes + largest * (4 + 4 + 4 + 1) + static_cast<double>(int64_t{1} << 30);
     e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
     e.work = parameters;
     return e;
