@@ -26,7 +26,7 @@ Status NotRegular(const std::string& path, mode_t mode, const std::string& fix) 
   return Status::InvalidArgument(path + ": is " + DescribeFileKind(mode) + ", not a regular file; fix: " + fix);
 }
 
-Status WriteAll(int fd, const std::string& data, const std::string& path) {
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -97,6 +97,10 @@ std::string DescribeFileKind(mode_t mode) {
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  return WriteFileAtomically(path, std::vector<std::string_view>{contents});
+}
+
+Status WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& pieces) {
   StatusOr<std::string> resolved = ResolveSymlinks(path);
   if (!resolved.ok()) return resolved.status();
   const std::string& target = *resolved;
@@ -114,7 +118,10 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
   }
   if (fd < 0) return Status::IoError(path + ": cannot create temporary file " + tmp + " (" + ErrnoText() + ")");
   if (exists) ::fchmod(fd, st.st_mode & 07777);
-  Status s = WriteAll(fd, contents, path);
+  Status s;
+  for (std::string_view piece : pieces) {
+    if (s.ok()) s = WriteAll(fd, piece, path);
+  }
   if (s.ok() && ::fsync(fd) != 0) s = Status::IoError(path + ": fsync failed (" + ErrnoText() + ")");
   ::close(fd);
   if (s.ok() && ::rename(tmp.c_str(), target.c_str()) != 0) {

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -23,6 +25,9 @@ StatusOr<std::string> ReadFile(const std::string& path);
 // The temporary file is named by AtomicWriteTempName; a writer killed before the rename leaves it behind
 // for RemoveStaleTempFiles (base/folder.h).
 Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// The same for contents given as pieces written one after the other, so a large file (a checkpoint) need not be
+// assembled in memory first. The pieces must stay valid until the call returns.
+Status WriteFileAtomically(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // ".<name>.tm-tmp.<pid>.<n>": the name of WriteFileAtomically's temporary file for the file `name`, written
 // by process `pid` (n tells apart several writes by one process).

@@ -98,6 +98,15 @@ TEST_F(FileUtilFilesTest, WritingThroughASymlinkReplacesItsTargetAndKeepsTheLink
   EXPECT_EQ(ReadFile(Path("real/new.yaml")).value(), "x\n");
 }
 
+TEST_F(FileUtilFilesTest, PiecesAreWrittenInOrderAsOneFile) {
+  const std::string big(3 << 20, 'b');  // larger than one write may take
+  ASSERT_TRUE(WriteFileAtomically(Path("pieces"), std::vector<std::string_view>{"head:", "", big, ":tail"}).ok());
+  EXPECT_EQ(ReadFile(Path("pieces")).value(), "head:" + big + ":tail");
+  ASSERT_TRUE(WriteFileAtomically(Path("pieces"), std::vector<std::string_view>{}).ok());
+  EXPECT_EQ(ReadFile(Path("pieces")).value(), "");
+  EXPECT_TRUE(TempFiles(dir_.path()).empty());
+}
+
 TEST_F(FileUtilFilesTest, WritingOverALinkLoopOrANonRegularFileChangesNothing) {
   ASSERT_EQ(::symlink("b", Path("a").c_str()), 0);
   ASSERT_EQ(::symlink("a", Path("b").c_str()), 0);

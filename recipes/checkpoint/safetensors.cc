@@ -134,14 +134,15 @@ Status SaveSafetensors(const std::string& path, const NamedTensors& tensors,
   std::string header_text = DumpJson(header);
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
 
-  std::string file;
-  file.reserve(8 + header_text.size() + offset);
-  AppendLittleEndian64(&file, header_text.size());
-  file += header_text;
+  // Written piece by piece: the tensors are not copied into one buffer (a 7B model would need its size again).
+  std::string head;
+  AppendLittleEndian64(&head, header_text.size());
+  head += header_text;
+  std::vector<std::string_view> pieces = {head};
   for (size_t i : order) {
-    if (cpu[i].nbytes() > 0) file.append(static_cast<const char*>(cpu[i].data_ptr()), cpu[i].nbytes());
+    if (cpu[i].nbytes() > 0) pieces.emplace_back(static_cast<const char*>(cpu[i].data_ptr()), cpu[i].nbytes());
   }
-  return WriteFileAtomically(path, file);
+  return WriteFileAtomically(path, pieces);
 }
 
 Status CheckTensorsFitInMemory(const std::string& path, uint64_t data_bytes, int64_t memory_bytes) {
