@@ -28,7 +28,7 @@ StatusOr<Trained> TrainedOf(const Config& config, const Registry& registry) {
   if (!optimizer.ok()) return optimizer.status();
   StatusOr<std::string> dtype = config.GetString("dtype");
   if (!dtype.ok()) return dtype.status();
-  return Trained{*choice, *optimizer, *dtype, *dtype == "fp32" ? 4 : 2};
+  return Trained{*choice, *optimizer, *dtype, static_cast<int64_t>(c10::elementSize(DtypeNamed(*dtype)))};
 }
 
 // Elements of the largest weight `lora` adapts.
@@ -136,7 +136,7 @@ StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& reg
   CellEstimate e;
   CountModelParameters(*teacher, &e.parameters, &e.trainable_parameters);
   e.trainable_parameters = 0;
-  const double bytes = *dtype == "bf16" ? 2 : 4;
+  const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   const double tokens = static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
   const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
   // The teacher's logits and their float32 softmax; the student's float32 logits, log-softmax, its product with
@@ -163,7 +163,7 @@ StatusOr<CellEstimate> EstimateDpoReference(const Config& config, const Registry
   int64_t total = 0, trainable = 0;
   CountModelParameters(*model, &total, &trainable);
   e.trainable_parameters = 0;
-  const double bytes = *dtype == "bf16" ? 2 : 4;
+  const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   const double rows = 2 * static_cast<double>(*batch);  // chosen and rejected
   const double tokens = rows * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
   const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;

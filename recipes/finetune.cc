@@ -562,7 +562,7 @@ Status Trainer::Run(RunSummary* summary) {
     progress_.Line("Quantisation-aware training: " + std::to_string(model_.fake_quantized_linears) +
                    " linears compute with int8 per-token activations and int4 weights in groups of " +
                    std::to_string(settings_.fake_quant_group_size) + " (fake-quantised, trained in " +
-                   (settings_.dtype == c10::kBFloat16 ? "bf16" : "fp32") + ")");
+                   DtypeConfigName(settings_.dtype) + ")");
   }
   progress_.Line(DescribeSteps(steps_));
   return Train(summary);

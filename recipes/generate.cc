@@ -103,10 +103,6 @@ std::vector<FieldSpec> GenerateFields(Flavor flavor) {
   return f;
 }
 
-c10::ScalarType DtypeOf(const std::string& name) {
-  return name == "bf16" ? c10::kBFloat16 : name == "fp16" ? c10::kHalf : c10::kFloat;
-}
-
 class Generator {
  public:
   Generator(const Config& config, const RunContext& context, const Parallelism& parallel)
@@ -195,7 +191,7 @@ Status Generator::Run(RunSummary* summary) {
   TM_RETURN_IF_ERROR(MakeDirs(*output_dir));
 
   TrainingSettings settings;
-  settings.dtype = DtypeOf(*dtype);
+  settings.dtype = DtypeNamed(*dtype);
   if (!config_.IsNull("quantizer")) {  // only generate's schema has the key
     StatusOr<int64_t> group = config_.GetInt("quantizer.groupsize");
     TM_RETURN_IF_ERROR(group.status());
@@ -322,7 +318,7 @@ StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& re
   CellEstimate e;
   CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
   e.trainable_parameters = 0;
-  const double bytes = static_cast<double>(c10::elementSize(DtypeOf(*dtype)));
+  const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   // In double, as EstimateFinetune: hostile sizes give an enormous prediction, never an overflow.
   const double positions = static_cast<double>(std::min(*prompt, kTypicalSeqLen)) + static_cast<double>(*max_new_tokens);
   const double weights = static_cast<double>(e.parameters) * bytes;

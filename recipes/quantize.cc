@@ -43,7 +43,7 @@ Status Quantize(const Config& config, const RunContext& context, RunSummary* sum
   TM_RETURN_IF_ERROR(MakeDirs(ParentDir(path)));
 
   TrainingSettings settings;
-  settings.dtype = *dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
+  settings.dtype = DtypeNamed(*dtype);
   settings.seed = *seed;
   summary->seed = *seed;
   torch::manual_seed(settings.seed);
@@ -121,7 +121,7 @@ RecipeSpec QuantizeRecipe() {
     CellEstimate e;
     CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
     e.trainable_parameters = 0;
-    const double bytes = *dtype == "fp32" ? 4 : 2;
+    const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
     // The model in its dtype; each linear's weight gives way to its codes as it is quantised, so besides it only
     // the largest linear's float32 quotient, rounded copy and scales, and its codes; and the runtime.
     double largest = 0;

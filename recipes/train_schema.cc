@@ -83,6 +83,14 @@ FieldSpec DtypeField() {
                    DtypeCheck);
 }
 
+c10::ScalarType DtypeNamed(const std::string& name) {
+  return name == "bf16" ? c10::kBFloat16 : name == "fp16" ? c10::kHalf : c10::kFloat;
+}
+
+std::string DtypeConfigName(c10::ScalarType dtype) {
+  return dtype == c10::kBFloat16 ? "bf16" : dtype == c10::kHalf ? "fp16" : "fp32";
+}
+
 std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   std::vector<FieldSpec> f = {
       OutputDirField("folder for checkpoints, metrics and the run summary"),

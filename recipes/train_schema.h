@@ -3,6 +3,8 @@
 // distributed) start from these fields and add their own.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,10 @@ FieldSpec SeedField();
 FieldSpec LogLevelField();
 FieldSpec DeviceField();
 FieldSpec DtypeField();
+// The torch dtype a `dtype` value names: fp32, bf16 or fp16 (DtypeField's choices; anything else is fp32).
+c10::ScalarType DtypeNamed(const std::string& name);
+// The reverse: "fp32", "bf16" or "fp16" for the dtype a model is built in.
+std::string DtypeConfigName(c10::ScalarType dtype);
 
 // The recipe keys of a single-device fine-tuning recipe of `kind`, torchtune's names and defaults.
 std::vector<FieldSpec> TrainingFields(TrainKind kind);

@@ -55,7 +55,7 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
   for (const Status& st : {ckpt.status(), log_dir.status(), log_file.status(), dtype.status()}) TM_RETURN_IF_ERROR(st);
   s.checkpoint_dir = *ckpt;
   s.metrics_path = *log_dir + "/" + *log_file;
-  s.dtype = *dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
+  s.dtype = DtypeNamed(*dtype);
 
   auto get_int = [&](const char* key) { return config.GetInt(key); };
   TM_RETURN_IF_ERROR(ReadAll<int64_t>({{"batch_size", &s.batch_size},
@@ -138,7 +138,7 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
     int64_t total = 0, trainable = 0;
     CountModelParameters(m.choice, &total, &trainable);  // on the meta device: no memory, no time
     progress->Begin("Building model " + m.choice.component + " (" + FormatCount(total) + " parameters, " +
-                    (settings.dtype == c10::kBFloat16 ? "bf16" : "fp32") + ")");
+                    DtypeConfigName(settings.dtype) + ")");
   }
   m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
