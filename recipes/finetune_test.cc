@@ -22,6 +22,7 @@
 #include "recipes/model_components.h"
 #include "recipes/models/llama.h"
 #include "recipes/models/lora.h"
+#include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -47,27 +48,17 @@ class FinetuneTest : public ::testing::Test {
   nlohmann::json Run(const std::string& config, std::vector<std::string> overrides, bool lora,
                      Status* status = nullptr, std::string* output = nullptr) {
     overrides.push_back("log_every_n_steps=1");
-    const Registry& registry = BuiltinRegistry();
-    StatusOr<LocatedConfig> located = LocateConfig(config, registry);
-    EXPECT_TRUE(located.ok()) << located.status().ToString();
-    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    RunContext context;
-    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-    context.config_name = config;
-    std::ostringstream out;
-    context.out = &out;
-    Status s = RunFinetune(*c, context, lora ? TrainKind::kLora : TrainKind::kFull);
-    if (output != nullptr) *output = out.str();
+    const InProcessRun run = RunInProcess(config, overrides, [lora](const Config& c, const RunContext& context) {
+      return RunFinetune(c, context, lora ? TrainKind::kLora : TrainKind::kFull);
+    });
+    if (output != nullptr) *output = run.printed;
     if (status != nullptr) {
-      *status = s;
+      *status = run.status;
     } else {
-      EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << out.str();
+      EXPECT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
     }
-    std::string out_dir = c->Find("output_dir").Scalar();
-    StatusOr<std::string> text = ReadFile(out_dir + "/summary.json");
-    EXPECT_TRUE(text.ok());
-    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+    EXPECT_FALSE(run.summary.is_null());
+    return run.summary;
   }
 
   // The adapters of a tiny/lora_single_device run: DoRA (model.use_dora) and an NF4 base (the qlora_tiny_llama3_2
@@ -545,20 +536,12 @@ TEST_F(FinetuneTest, AShortEpochIsExplained) {
 // model when it cannot write its outputs.
 TEST_F(FinetuneTest, AnOutputFolderThatCannotBeMadeStopsTheRunBeforeBuilding) {
   ASSERT_TRUE(WriteFileAtomically(dir_ + "/file", "x").ok());
-  const Registry& registry = BuiltinRegistry();
-  StatusOr<LocatedConfig> located = LocateConfig("tiny/lora_single_device", registry);
-  ASSERT_TRUE(located.ok()) << located.status().ToString();
-  StatusOr<Config> config =
-      LoadResolvedConfig(*located, {"output_dir=" + dir_ + "/file/run"}, located->recipe, &registry);
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  RunContext context;
-  context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-  context.config_name = "tiny/lora_single_device";
-  std::ostringstream printed;
-  context.out = &printed;
-  context.allow_stand_ins = true;
-  const Status status = RunFinetune(*config, context, TrainKind::kLora);
-  const std::string out = printed.str();
+  const InProcessRun run = RunInProcess(
+      "tiny/lora_single_device", {"output_dir=" + dir_ + "/file/run"},
+      [](const Config& c, const RunContext& context) { return RunFinetune(c, context, TrainKind::kLora); },
+      /*stand_ins=*/true);
+  const Status& status = run.status;
+  const std::string& out = run.printed;
   EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << status.ToString();
   EXPECT_EQ(status.ExitCode(), 2);
   EXPECT_NE(status.message().find("output_dir " + dir_ + "/file/run cannot be created or written: " + dir_ +
@@ -578,25 +561,17 @@ class DistillationTest : public ::testing::Test {
   nlohmann::json Run(std::vector<std::string> overrides, bool distill = true, Status* status = nullptr) {
     overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=6", "save_checkpoints=False",
                                          "output_dir=" + scratch_.path() + "/" + std::to_string(runs_++)});
-    const Registry& registry = BuiltinRegistry();
-    StatusOr<LocatedConfig> located = LocateConfig("tiny/kd_single_device", registry);
-    EXPECT_TRUE(located.ok()) << located.status().ToString();
-    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    RunContext context;
-    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-    context.config_name = "tiny/kd_single_device";
-    std::ostringstream out;
-    context.out = &out;
-    Status s = RunFinetune(*c, context, TrainKind::kLora, /*distributed=*/false,
-                           distill ? TrainObjective::kDistill : TrainObjective::kNextToken);
+    const InProcessRun run =
+        RunInProcess("tiny/kd_single_device", overrides, [distill](const Config& c, const RunContext& context) {
+          return RunFinetune(c, context, TrainKind::kLora, /*distributed=*/false,
+                             distill ? TrainObjective::kDistill : TrainObjective::kNextToken);
+        });
     if (status != nullptr) {
-      *status = s;
+      *status = run.status;
     } else {
-      EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << out.str();
+      EXPECT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
     }
-    StatusOr<std::string> text = ReadFile(c->Find("output_dir").Scalar() + "/summary.json");
-    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+    return run.summary;
   }
 
   test::ScratchDir scratch_{"tm_distillation_test"};
@@ -663,31 +638,22 @@ class DpoTest : public ::testing::Test {
     overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=6", "save_checkpoints=False",
                                          "optimizer.lr=0.01", "lr_scheduler.num_warmup_steps=0",
                                          "output_dir=" + out_dir});
-    const Registry& registry = BuiltinRegistry();
-    StatusOr<LocatedConfig> located = LocateConfig(config, registry);
-    EXPECT_TRUE(located.ok()) << located.status().ToString();
-    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (!c.ok()) return nlohmann::json();
-    RunContext context;
-    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-    context.config_name = config;
-    std::ostringstream out;
-    context.out = &out;
-    const bool distributed = located->recipe->launch == RecipeLaunch::kRanks;
-    Status s = RunFinetune(*c, context, kind, distributed, TrainObjective::kDpo);
+    const InProcessRun run = RunInProcess(config, overrides, [kind](const Config& c, const RunContext& context) {
+      // The distributed recipes as one rank.
+      const bool distributed = BuiltinRegistry().RecipeForConfig(context.config_name)->launch == RecipeLaunch::kRanks;
+      return RunFinetune(c, context, kind, distributed, TrainObjective::kDpo);
+    });
     if (status != nullptr) {
-      *status = s;
+      *status = run.status;
     } else {
-      EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << out.str();
+      EXPECT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
     }
     if (metrics != nullptr) {
       StatusOr<std::string> lines = ReadFile(out_dir + "/logs/metrics.jsonl");
       std::istringstream in(lines.ok() ? *lines : "");
       for (std::string line; std::getline(in, line);) metrics->push_back(nlohmann::json::parse(line));
     }
-    StatusOr<std::string> text = ReadFile(out_dir + "/summary.json");
-    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+    return run.summary;
   }
 
   test::ScratchDir scratch_{"tm_dpo_test"};

@@ -9,7 +9,7 @@
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
 #include "recipes/builtin.h"
-#include "recipes/finetune.h"
+#include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -42,20 +42,11 @@ class GenerateRecipeTest : public ::testing::Test {
   Generation Generate(const std::string& config, std::vector<std::string> overrides) {
     overrides.push_back("device=cpu");
     overrides.push_back("output_dir=" + scratch_.path() + "/" + std::to_string(runs_++));
+    const InProcessRun done = RunInProcess(config, overrides);
     Generation run;
-    StatusOr<Config> c = Load(config, overrides);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (!c.ok()) return run;
-    const Registry& registry = BuiltinRegistry();
-    RunContext context;
-    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-    context.config_name = config;
-    std::ostringstream out;
-    context.out = &out;
-    run.status = registry.RecipeForConfig(config)->run(*c, context);
-    run.output = out.str();
-    StatusOr<std::string> text = ReadFile(c->Find("output_dir").Scalar() + "/summary.json");
-    if (text.ok()) run.summary = nlohmann::json::parse(*text);
+    run.status = done.status;
+    run.output = done.printed;
+    run.summary = done.summary;
     return run;
   }
 
@@ -110,16 +101,10 @@ TEST_F(GenerateRecipeTest, GeneratesFromAFineTunedCheckpoint) {
   // A full fine-tuning run of the same tiny model writes epoch_0 in the checkpointer's format; generation reads
   // it like any checkpoint, and the trained weights answer differently from the seed's.
   const std::string trained = scratch_.path() + "/trained";
-  StatusOr<Config> train = Load("tiny/llama3_full_single_device",
-                                {"device=cpu", "output_dir=" + trained, "max_steps_per_epoch=3", "optimizer.lr=0.05"});
-  ASSERT_TRUE(train.ok()) << train.status().ToString();
-  RunContext context;
-  context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-  context.config_name = "tiny/llama3_full_single_device";
-  std::ostringstream out;
-  context.out = &out;
-  const Status trained_ok = RunFinetune(*train, context, TrainKind::kFull);
-  ASSERT_TRUE(trained_ok.ok()) << trained_ok.ToString() << out.str();
+  const InProcessRun train = RunInProcess(
+      "tiny/llama3_full_single_device",
+      {"device=cpu", "output_dir=" + trained, "max_steps_per_epoch=3", "optimizer.lr=0.05"});
+  ASSERT_TRUE(train.status.ok()) << train.status.ToString() << train.printed;
   Generation seed = Generate("tiny/llama3_generation", {"max_new_tokens=16", "temperature=0"});
   Generation tuned = Generate("tiny/llama3_generation",
                        {"max_new_tokens=16", "temperature=0", "checkpointer.checkpoint_dir=" + trained + "/epoch_0"});

@@ -13,6 +13,7 @@
 #include "recipes/builtin.h"
 #include "recipes/estimate.h"
 #include "recipes/finetune.h"
+#include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -27,24 +28,17 @@ class QatTest : public ::testing::Test {
     return LoadResolvedConfig(*located, overrides, located->recipe, &registry);
   }
 
-  // Runs a tiny config for 4 steps in fp32 on the cpu; returns summary.json (and what it printed).
+  // Runs a tiny config for 4 steps in fp32 on the cpu, in one process; returns summary.json (and what it printed).
   nlohmann::json Run(const std::string& name, bool lora, std::vector<std::string> overrides,
                      std::string* printed = nullptr) {
     overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=4", "save_checkpoints=False",
                                          "output_dir=" + scratch_.path() + "/" + std::to_string(runs_++)});
-    StatusOr<Config> c = Load(name, overrides);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    if (!c.ok()) return {};
-    RunContext context;
-    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-    context.config_name = name;
-    std::ostringstream out;
-    context.out = &out;
-    Status s = RunFinetune(*c, context, lora ? TrainKind::kLora : TrainKind::kFull);
-    EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << out.str();
-    if (printed != nullptr) *printed = out.str();
-    StatusOr<std::string> text = ReadFile(c->Find("output_dir").Scalar() + "/summary.json");
-    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+    const InProcessRun run = RunInProcess(name, overrides, [lora](const Config& c, const RunContext& context) {
+      return RunFinetune(c, context, lora ? TrainKind::kLora : TrainKind::kFull);
+    });
+    EXPECT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
+    if (printed != nullptr) *printed = run.printed;
+    return run.summary;
   }
 
   std::vector<Problem> Problems(const std::string& name, const std::vector<std::string>& overrides) {

@@ -2,19 +2,16 @@
 // quantisation-aware training trained for, and that generation loads it.
 #include "recipes/quantize.h"
 
-#include <sstream>
-
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "base/file_util.h"
-#include "harness/config_store.h"
-#include "harness/device_hooks.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/decoder.h"
 #include "recipes/models/lora.h"
 #include "recipes/models/presets.h"
+#include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -25,19 +22,9 @@ class QuantizeTest : public ::testing::Test {
   // Runs the built-in config `name`'s recipe with `overrides` on the cpu; returns its status and what it printed.
   Status Run(const std::string& name, std::vector<std::string> overrides, std::string* printed = nullptr) {
     overrides.insert(overrides.begin(), "device=cpu");
-    const Registry& registry = BuiltinRegistry();
-    StatusOr<LocatedConfig> located = LocateConfig(name, registry);
-    EXPECT_TRUE(located.ok()) << located.status().ToString();
-    StatusOr<Config> c = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
-    if (!c.ok()) return c.status();
-    RunContext context;
-    context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
-    context.config_name = name;
-    std::ostringstream out;
-    context.out = &out;
-    Status s = located->recipe->run(*c, context);
-    if (printed != nullptr) *printed = out.str();
-    return s;
+    const InProcessRun run = RunInProcess(name, overrides);
+    if (printed != nullptr) *printed = run.printed;
+    return run.status;
   }
 
   const models::DecoderArgs& Args() { return models::FindModelPreset("tiny_llama3_2")->args; }
