@@ -294,11 +294,20 @@ def tiny_generation(family, name, recipe, configs_dir):
         "prompt": {"system": None, "user": "Tell me a joke."},
         "max_new_tokens": 64, "temperature": 0.6, "top_k": 300,
     }
+    int4 = name.endswith("_8da4w")
     if recipe == "generate":
         cfg.update({"enable_kv_cache": True, "quantizer": None})
+    if int4:
+        # The quantize recipe's int4 model: without its checkpoint (a matrix cell) the seed's weights are
+        # quantised the same way.
+        cfg["checkpointer"]["checkpoint_files"] = ["model-8da4w.safetensors"]
+        cfg["quantizer"] = {"_component_": "torchtune.training.quantization.Int8DynActInt4WeightQuantizer",
+                            "groupsize": 32}
     if recipe.endswith("_distributed"):
         cfg["tensor_parallel_plan"] = {"_component_": "torchtune.models.llama3.base_llama_tp_plan"}
     what = ("text generation at a few hundred thousand parameters, so every device is checked in seconds" +
+            (", from int4 weights and int8 activations (the checkpoint `tune run quantize --config tiny/quantize` "
+             "writes; set checkpointer.checkpoint_dir to its output_dir)" if int4 else "") +
             (", tensor parallel over ranks." if recipe.endswith("_distributed") else "."))
     head = generation_head(f"A tiny {FAMILY_TITLE[family]}-shaped model", what, name, recipe, None, "")
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
