@@ -1,6 +1,6 @@
 // One optimizer step (forward, loss, backward, gradient clipping, optimizer step) of the tiny Llama-shaped
 // model as the built-in tiny/lora_single_device and tiny/full_single_device configs build it, on the CPU in
-// fp32.
+// fp32, and as the tiny QAT configs build it (bf16) with fake quantisation on and off.
 //
 // The model and optimizer come from the project's own code: LocateConfig + LoadResolvedConfig read the
 // built-in config, the recipes' own setup steps (recipes/train_setup.h) build the model and the optimizer.
@@ -32,6 +32,7 @@
 #include "harness/device_hooks.h"
 #include "recipes/builtin.h"
 #include "recipes/loss.h"
+#include "recipes/models/lora.h"
 #include "recipes/train_setup.h"
 
 namespace tmx::bench {
@@ -45,6 +46,11 @@ enum Variant : int64_t {
   kLora = 0,               // tiny/lora_single_device
   kFull = 1,               // tiny/full_single_device
   kLoraCheckpointing = 2,  // tiny/lora_single_device enable_activation_checkpointing=True
+  kQatFull = 3,            // tiny/qat_distributed as one process: fake quantisation on every linear
+  kQatFullOff = 4,         // the same model with fake quantisation off (fake_quant_after_n_steps not reached)
+  kQatLora = 5,            // tiny/qat_lora_distributed: fake quantisation on the adapted linears
+  kQatLoraOff = 6,         // the same with it off
+  kVariants = 7,
 };
 
 struct VariantSpec {
@@ -63,6 +69,12 @@ const VariantSpec& SpecOf(Variant v) {
        {"dtype=fp32", "enable_activation_checkpointing=False"}},
       {"lora_checkpointing", "tiny/lora_single_device", recipes::TrainKind::kLora,
        {"dtype=fp32", "enable_activation_checkpointing=True"}},
+      // QAT trains in the configs' bf16, where its extra passes matter; off: the same model, fake quantisation
+      // switched off as the recipe does before fake_quant_after_n_steps.
+      {"qat_full", "tiny/qat_distributed", recipes::TrainKind::kFull, {}},
+      {"qat_full_off", "tiny/qat_distributed", recipes::TrainKind::kFull, {"fake_quant_after_n_steps=1000000"}},
+      {"qat_lora", "tiny/qat_lora_distributed", recipes::TrainKind::kLora, {}},
+      {"qat_lora_off", "tiny/qat_lora_distributed", recipes::TrainKind::kLora, {"fake_quant_after_n_steps=1000000"}},
   };
   return kSpecs[v];
 }
@@ -99,6 +111,10 @@ class TrainStep {
     StatusOr<recipes::TrainableModel> model = recipes::SetupModel(*config, registry, kind, *settings, torch::kCPU, /*allow_stand_ins=*/false, nullptr);
     if (!model.ok()) return model.status();
     step->model_ = std::move(*model);
+    step->dtype_ = settings->dtype;
+    if (settings->fake_quant_after_n_steps) {  // as the recipe's first step: off until that many steps are done
+      models::EnableFakeQuantization(*step->model_.model, *settings->fake_quant_after_n_steps <= 0);
+    }
     StatusOr<recipes::OptimizerPtr> optimizer = recipes::SetupOptimizer(*config, registry, step->model_.trained_tensors);
     if (!optimizer.ok()) return optimizer.status();
     step->optimizer_ = std::move(*optimizer);
@@ -128,6 +144,7 @@ class TrainStep {
   int64_t tokens_per_step() const { return tokens_.numel(); }
   int64_t batch_size() const { return batch_size_; }
   int64_t trainable_params() const { return model_.trainable_parameters; }
+  c10::ScalarType dtype() const { return dtype_; }
 
  private:
   TrainStep() = default;
@@ -137,6 +154,7 @@ class TrainStep {
   torch::Tensor tokens_, labels_;
   std::optional<double> clip_;
   int64_t batch_size_ = 0;
+  c10::ScalarType dtype_ = c10::kFloat;
 };
 
 // The variant's TrainStep, built (and warmed up) on first use and kept for the rest of the process, so that
@@ -158,7 +176,8 @@ std::string Label(Variant v, const TrainStep& step) {
   const VariantSpec& spec = SpecOf(v);
   std::string label = spec.config;
   if (v == kLoraCheckpointing) label += " +checkpointing";
-  return label + ", fp32, " + std::to_string(step.batch_size()) + "x" + std::to_string(kSeqLen) + " tokens, " +
+  if (v == kQatFullOff || v == kQatLoraOff) label += " fake quantisation off";
+  return label + ", " + recipes::DtypeConfigName(step.dtype()) + ", " + std::to_string(step.batch_size()) + "x" + std::to_string(kSeqLen) + " tokens, " +
          std::to_string(torch::get_num_threads()) + " thread(s)";
 }
 
@@ -191,20 +210,20 @@ double Median(std::vector<double> v) {
 void BM_Ratios(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
   std::string error;
-  TrainStep* steps[3];
-  for (Variant v : {kLora, kFull, kLoraCheckpointing}) {
-    steps[v] = GetStep(v, &error);
+  TrainStep* steps[kVariants];
+  for (int64_t v = 0; v < kVariants; ++v) {
+    steps[v] = GetStep(static_cast<Variant>(v), &error);
     if (steps[v] == nullptr) {
       state.SkipWithError(error.c_str());
       return;
     }
   }
-  std::vector<double> lora_over_full, checkpointing_over_plain;
+  std::vector<double> lora_over_full, checkpointing_over_plain, qat_full_over_plain, qat_lora_over_plain;
   int64_t rotation = 0;
   for (auto _ : state) {
-    double seconds[3];
-    for (int64_t k = 0; k < 3; ++k) {
-      int64_t v = (rotation + k) % 3;
+    double seconds[kVariants];
+    for (int64_t k = 0; k < kVariants; ++k) {
+      int64_t v = (rotation + k) % kVariants;
       auto t0 = Clock::now();
       benchmark::DoNotOptimize(steps[v]->Step());
       seconds[v] = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -212,18 +231,24 @@ void BM_Ratios(benchmark::State& state) {
     ++rotation;
     lora_over_full.push_back(seconds[kLora] / seconds[kFull]);
     checkpointing_over_plain.push_back(seconds[kLoraCheckpointing] / seconds[kLora]);
+    qat_full_over_plain.push_back(seconds[kQatFull] / seconds[kQatFullOff]);
+    qat_lora_over_plain.push_back(seconds[kQatLora] / seconds[kQatLoraOff]);
   }
   state.counters["lora_over_full_step_time"] = Median(lora_over_full);
   state.counters["checkpointing_over_plain_step_time"] = Median(checkpointing_over_plain);
+  state.counters["qat_full_over_plain_step_time"] = Median(qat_full_over_plain);
+  state.counters["qat_lora_over_plain_step_time"] = Median(qat_lora_over_plain);
   state.counters["torch_threads"] = torch::get_num_threads();
-  state.SetLabel("median of per-iteration ratios; checkpointing: tiny/lora_single_device on vs off, " +
+  state.SetLabel("median of per-iteration ratios; checkpointing: tiny/lora_single_device on vs off; qat: fake "
+                 "quantisation on vs off, bf16; " +
                  std::to_string(torch::get_num_threads()) + " thread(s)");
 }
 
 // Registered here rather than with BENCHMARK() so the names read BM_TrainStep/<variant> and the ratios run
 // last.
 void RegisterBenchmarks() {
-  for (Variant v : {kLora, kFull, kLoraCheckpointing}) {
+  for (int64_t i = 0; i < kVariants; ++i) {
+    const Variant v = static_cast<Variant>(i);
     benchmark::RegisterBenchmark((std::string("BM_TrainStep/") + SpecOf(v).name).c_str(), BM_TrainStep, v)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
