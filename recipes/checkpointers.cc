@@ -102,9 +102,11 @@ namespace {
 
 // <key>.checkpoint_dir `dir` is missing: what to do.
 std::string MissingDirMessage(const std::string& key, const std::string& dir, const ModelChoice& choice) {
-  std::string hub = choice.preset->hf_checkpoint.empty() ? "the model" : choice.preset->hf_checkpoint;
-  return key + ".checkpoint_dir " + dir + " does not exist; fix: put the weights of " + hub +
-         " there (e.g. `tune download " + hub + " --output-dir " + dir + "`), set " + key +
+  const std::string& hub = choice.preset->hf_checkpoint;
+  const std::string fetch = hub.empty() ? "put the model's weights there (e.g. `tune download <its hub id> --output-dir " + dir + "`)"
+                                        : "put the weights of " + hub + " there (e.g. `tune download " + hub +
+                                              " --output-dir " + dir + "`)";
+  return key + ".checkpoint_dir " + dir + " does not exist; fix: " + fetch + ", set " + key +
          ".checkpoint_dir to where they are, or to null to start from the seed";
 }
 

@@ -610,7 +610,7 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   r.launch = launch;
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = TrainingFields(kind);
-  r.checks = {TrainingChecks};
+  r.checks = {TrainingChecks, ModelSizeChecks};
   if (kind == TrainKind::kLora) r.checks.push_back(LoraChecks);
   // Every input it lacks and every output it cannot write, named together before anything is built.
   r.missing_inputs = [kind](const Config& config, const Registry& registry) {

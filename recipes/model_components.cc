@@ -28,6 +28,29 @@ FieldSpec ParamField(const models::BuilderParam& p) {
   if (p.name == "lora_dropout") {
     return Below(AtLeast(Field(p.name, FieldType::kFloat, d, "dropout on the adapter input"), 0), 1);
   }
+  // The sizes of a builder that takes them (torchtune's llama2).
+  struct Size {
+    const char* name;
+    const char* doc;
+  } sizes[] = {{"num_layers", "transformer layers"},
+               {"num_heads", "query heads"},
+               {"num_kv_heads", "key/value heads; divides num_heads"},
+               {"embed_dim", "model width"},
+               {"max_seq_len", "longest sequence the model accepts"}};
+  for (const Size& size : sizes) {
+    if (p.name == size.name) return Required(AtLeast(Field(p.name, FieldType::kInt, d, size.doc), 1));
+  }
+  if (p.name == "intermediate_dim") {
+    return Nullable(AtLeast(Field(p.name, FieldType::kInt, "null",
+                                  "MLP width; null: torchtune's scale_hidden_dim_for_mlp(embed_dim)"),
+                            1));
+  }
+  if (p.name == "attn_dropout") {
+    return AtMost(AtLeast(Field(p.name, FieldType::kFloat, d, "attention dropout; only 0.0 (torchtune's default)"), 0),
+                  0);
+  }
+  if (p.name == "norm_eps") return Above(Field(p.name, FieldType::kFloat, d, "RMSNorm epsilon"), 0);
+  if (p.name == "rope_base") return Above(Field(p.name, FieldType::kFloat, d, "RoPE theta"), 0);
   struct Flag {
     const char* name;
     const char* doc;
@@ -98,6 +121,7 @@ void AddModelComponents(std::vector<ComponentSpec>* out) {
     out->push_back(ModelSpec(p, /*lora=*/true));
     out->push_back(ModelSpec(p, /*lora=*/true, /*quantized=*/true));
   }
+  out->push_back(ModelSpec(models::SizedLlama2Preset(), /*lora=*/false));
 }
 
 namespace {
@@ -117,6 +141,37 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   choice.component = spec->name;
   choice.preset = &model->preset();
   choice.args = model->qlora() && model->preset().tiny ? TinyNf4Widths(model->preset().args) : model->preset().args;
+  if (model->preset().sized_by_config) {
+    models::DecoderArgs& a = choice.args;
+    for (auto [name, field] : {std::pair<const char*, int64_t*>{"vocab_size", &a.vocab_size},
+                               {"num_layers", &a.num_layers},
+                               {"num_heads", &a.num_heads},
+                               {"num_kv_heads", &a.num_kv_heads},
+                               {"embed_dim", &a.embed_dim},
+                               {"max_seq_len", &a.max_seq_len}}) {
+      if (config.IsNull(key + "." + name)) {
+        return Status::InvalidArgument(config.OriginOf(key).ToString() + ": " + key + "." + name + ": '" + spec->name +
+                                       "' takes the model's sizes from the config; set " + key + "." + name);
+      }
+      StatusOr<int64_t> v = config.GetInt(key + "." + name);
+      TM_RETURN_IF_ERROR(v.status());
+      *field = *v;
+    }
+    StatusOr<double> eps = config.GetDouble(key + ".norm_eps", a.norm_eps);
+    StatusOr<double> base = config.GetDouble(key + ".rope_base", a.rope_base);
+    TM_RETURN_IF_ERROR(eps.status());
+    TM_RETURN_IF_ERROR(base.status());
+    a.norm_eps = *eps;
+    a.rope_base = *base;
+    a.intermediate_dim = models::ScaleHiddenDimForMlp(a.embed_dim);
+    if (!config.IsNull(key + ".intermediate_dim")) {
+      StatusOr<int64_t> hidden = config.GetInt(key + ".intermediate_dim");
+      TM_RETURN_IF_ERROR(hidden.status());
+      a.intermediate_dim = *hidden;
+    }
+    Status valid = models::ValidateDecoderArgs(a);
+    if (!valid.ok()) return valid.WithContext(config.OriginOf(key).ToString() + ": " + key);
+  }
   if (!config.IsNull(key + ".tie_word_embeddings")) {
     StatusOr<bool> tied = config.GetBool(key + ".tie_word_embeddings");
     TM_RETURN_IF_ERROR(tied.status());
@@ -163,6 +218,21 @@ StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& regi
   Status valid = models::ValidateLoraArgs(*choice->lora, choice->args);
   if (!valid.ok()) return valid.WithContext(config.OriginOf(key).ToString() + ": " + key);
   return choice;
+}
+
+std::vector<Problem> ModelSizeChecks(const Config& config, const Registry& registry, const DeviceInfo*) {
+  const ComponentSpec* spec = registry.FindComponent(config.Find("model._component_").IsScalar()
+                                                         ? config.Find("model._component_").Scalar()
+                                                         : std::string());
+  const auto* model = spec == nullptr ? nullptr : dynamic_cast<const ModelComponent*>(spec->impl.get());
+  if (model == nullptr || !model->preset().sized_by_config) return {};
+  StatusOr<ModelChoice> choice = ModelAsWritten(config, registry);
+  if (choice.ok()) return {};
+  // The message starts with the position of `model`; the problem carries it apart.
+  const std::string origin = config.OriginOf("model").ToString() + ": model: ";
+  std::string message = choice.status().message();
+  if (message.rfind(origin, 0) == 0) message = message.substr(origin.size());
+  return {{config.OriginOf("model").ToString(), "model", message}};
 }
 
 std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, const DeviceInfo*) {

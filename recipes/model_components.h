@@ -58,6 +58,11 @@ struct ModelChoice {
 StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry,
                                       const std::string& key = "model");
 
+// The model's sizes from a builder that takes them from the config (torchtune's llama2): a size left out, or
+// sizes that do not make a model (heads that do not divide the width...), as a problem at `model`; none for a
+// model of fixed sizes.
+std::vector<Problem> ModelSizeChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
+
 // The LoRA settings checked against the model's shapes (a rank above a layer's smaller side, an output
 // adapter on tied embeddings), as the problems of a recipe's cross check; none for a model without LoRA or
 // one the schema already refuses.

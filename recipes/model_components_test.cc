@@ -31,7 +31,7 @@ TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
   }
   size_t models = 0;
   for (const ComponentSpec& c : BuiltinRegistry().components()) models += c.impl && c.kind == "model";
-  EXPECT_EQ(models, expected);
+  EXPECT_EQ(models, expected + 1);  // and torchtune's llama2 builder, sized by the config
   EXPECT_GT(expected, 100u);
 }
 
@@ -63,6 +63,40 @@ TEST(ModelComponentsTest, LoraArgumentsComeFromTheConfig) {
   ASSERT_TRUE(dora_choice.ok()) << dora_choice.status().ToString();
   ASSERT_TRUE(dora_choice->lora.has_value());
   EXPECT_TRUE(dora_choice->lora->use_dora);
+}
+
+TEST(ModelComponentsTest, TorchtunesLlama2BuilderTakesItsSizesFromTheConfig) {
+  // TinyLlama 1.1B as torchtune's llama2/1B_qat_single_device builds it: no intermediate_dim, so torchtune's
+  // scale_hidden_dim_for_mlp(2048) = 5632; 1,100,048,384 parameters as transformers counts TinyLlama-1.1B.
+  const std::string sizes = "  vocab_size: 32000\n  num_layers: 22\n  num_heads: 32\n  num_kv_heads: 4\n"
+                            "  embed_dim: 2048\n  max_seq_len: 2048\n  norm_eps: 1e-5\n";
+  StatusOr<ModelChoice> choice =
+      ModelFromConfig(Parse("model:\n  _component_: torchtune.models.llama2.llama2\n" + sizes), BuiltinRegistry());
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  EXPECT_EQ(choice->component, "tune_matrix.models.llama2.llama2");
+  EXPECT_EQ(choice->args.intermediate_dim, 5632);
+  EXPECT_EQ(choice->args.num_kv_heads, 4);
+  EXPECT_EQ(choice->args.rope_base, 10000);
+  int64_t total = 0, trainable = 0;
+  CountModelParameters(*choice, &total, &trainable);
+  EXPECT_EQ(total, 1'100'048'384);
+  EXPECT_EQ(models::ScaleHiddenDimForMlp(4096), 11008);  // Llama 2 7B's
+
+  // A size left out, or sizes that make no model, are named at `model`.
+  Config missing = Parse("model:\n  _component_: torchtune.models.llama2.llama2\n  vocab_size: 32000\n");
+  StatusOr<ModelChoice> refused = ModelFromConfig(missing, BuiltinRegistry());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("model.num_layers: 'tune_matrix.models.llama2.llama2' takes the model's "
+                                            "sizes from the config; set model.num_layers"),
+            std::string::npos)
+      << refused.status().message();
+  std::string three = sizes;
+  three.replace(three.find("num_kv_heads: 4"), 15, "num_kv_heads: 3");
+  Config odd = Parse("model:\n  _component_: torchtune.models.llama2.llama2\n" + three);
+  std::vector<Problem> problems = ModelSizeChecks(odd, BuiltinRegistry(), nullptr);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].key, "model");
+  EXPECT_EQ(problems[0].message, "num_kv_heads: must divide num_heads (32), got 3");
 }
 
 // torchtune's qlora_ builders are its lora_ builders with quantize_base=True, which a config may still override.

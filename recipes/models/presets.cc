@@ -387,4 +387,25 @@ std::vector<std::string> ModelFamilies() {
   return families;
 }
 
+const ModelPreset& SizedLlama2Preset() {
+  static const ModelPreset preset = [] {
+    ModelPreset p = Preset("llama2", "llama2", Llama2(DecoderArgs{}), 0, "llama", "",
+                           "Llama 2 architecture at the sizes the config gives (torchtune's llama2 builder)");
+    p.lora_builder.clear();  // torchtune's lora_llama2 takes the sizes too; no config here uses it
+    p.lora_params.clear();
+    p.sized_by_config = true;
+    p.builder_params = {{"vocab_size", ""},      {"num_layers", ""},        {"num_heads", ""},
+                        {"num_kv_heads", ""},    {"embed_dim", ""},         {"max_seq_len", ""},
+                        {"attn_dropout", "0.0"}, {"intermediate_dim", "None"}, {"norm_eps", "1e-5"},
+                        {"rope_base", "10000.0"}};
+    return p;
+  }();
+  return preset;
+}
+
+int64_t ScaleHiddenDimForMlp(int64_t dim, int64_t multiple_of) {
+  const int64_t hidden = 4 * (2 * dim / 3);
+  return multiple_of * ((hidden + multiple_of - 1) / multiple_of);
+}
+
 }  // namespace tmx::models

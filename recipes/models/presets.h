@@ -40,6 +40,9 @@ struct ModelPreset {
   std::string hf_checkpoint;
   // A tiny preset: the family's operations at a few hundred thousand parameters, vocab 512.
   bool tiny = false;
+  // The builder takes the sizes from the config (torchtune's generic llama2 builder); `args` holds the family's
+  // fixed traits and the defaults of the optional arguments, and published_params is 0.
+  bool sized_by_config = false;
   // One line for listings, e.g. "Qwen2.5 1.5B Instruct".
   std::string description;
 };
@@ -55,6 +58,15 @@ const ModelPreset* FindModelPreset(std::string_view name);
 
 // True when `name` (plain or dotted, as FindModelPreset) names the preset's LoRA builder.
 bool IsLoraBuilder(const ModelPreset& preset, std::string_view name);
+
+// torchtune's llama2 builder, torchtune.models.llama2.llama2: the Llama 2 architecture at the sizes a config
+// gives (vocab_size, num_layers, num_heads, num_kv_heads, embed_dim, max_seq_len; intermediate_dim, norm_eps,
+// rope_base optional), as TinyLlama's configs use it. Not in ModelPresets(): it has no sizes of its own.
+const ModelPreset& SizedLlama2Preset();
+
+// torchtune's scale_hidden_dim_for_mlp: 4 x floor(2 dim / 3), rounded up to a multiple of `multiple_of`, the MLP
+// width of a Llama 2 model built without intermediate_dim.
+int64_t ScaleHiddenDimForMlp(int64_t dim, int64_t multiple_of = 256);
 
 // The families in table order, each once.
 std::vector<std::string> ModelFamilies();
