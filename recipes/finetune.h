@@ -1,6 +1,7 @@
 // The fine-tuning recipes: full_finetune_single_device, lora_finetune_single_device, full_finetune_distributed,
-// lora_finetune_distributed, knowledge distillation (knowledge_distillation_single_device / _distributed) and
-// direct preference optimization (lora_dpo_single_device, lora_dpo_distributed, full_dpo_distributed).
+// lora_finetune_distributed, knowledge distillation (knowledge_distillation_single_device / _distributed),
+// direct preference optimization (lora_dpo_single_device, lora_dpo_distributed, full_dpo_distributed) and
+// quantisation-aware training (qat_single_device, qat_distributed, qat_lora_finetune_distributed).
 //
 // One training loop serves them all (TrainKind tells them apart: what trains and what is saved); the setup is
 // train_setup.h's steps, spread over devices by parallelism.h. Every logged step goes to stdout and to the metrics file; at the end, or on
@@ -15,11 +16,6 @@
 
 namespace tmx::recipes {
 
-// `distributed`: the *_finetune_distributed recipes. The rank, the world size and the rendezvous come from the
-// environment (DistEnv); without a launcher the run is one rank. Each rank trains batch_size samples of every
-// global batch; gradients are summed over the ranks (recipes/distributed/data_parallel.h), sharded unless
-// data_parallel_shard_dim=1. Rank 0 alone prints progress and writes metrics, checkpoints and summary.json
-// (whose peak memory is the largest rank's and tokens those of every rank).
 // What the training loop optimizes.
 enum class TrainObjective {
   // Next-token cross-entropy (the *_finetune_* recipes).
@@ -40,11 +36,18 @@ enum class TrainObjective {
   kDpo,
 };
 
+// `distributed`: the *_finetune_distributed recipes. The rank, the world size and the rendezvous come from the
+// environment (DistEnv); without a launcher the run is one rank. Each rank trains batch_size samples of every
+// global batch; gradients are summed over the ranks (recipes/distributed/data_parallel.h), sharded unless
+// data_parallel_shard_dim=1. Rank 0 alone prints progress and writes metrics, checkpoints and summary.json
+// (whose peak memory is the largest rank's and tokens those of every rank).
+// With a quantizer in `config` (the qat_* recipes' schemas have one) the model's linears are fake-quantised
+// (train_setup.h SetupModel) and the run is named for its QAT recipe.
 Status RunFinetune(const Config& config, const RunContext& context, TrainKind kind, bool distributed = false,
                    TrainObjective objective = TrainObjective::kNextToken);
 
 // The recipe's registry entry: name, doc, its configs (configs/MANIFEST), schema and checks, how it runs, how a
-// matrix cell is estimated and budgeted. builtin.cc registers the four.
+// matrix cell is estimated and budgeted. builtin.cc registers the four fine-tuning recipes.
 RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch);
 // knowledge_distillation_single_device or _distributed: FinetuneRecipe's LoRA recipe plus the teacher's keys
 // (teacher_model, teacher_checkpointer, kd_loss, kd_ratio), its vocabulary check, missing files and estimate.
