@@ -207,6 +207,18 @@ std::string RepoFolderOf(const std::string& path) {
   return Basename(dir) == "original" ? ParentDir(dir) : dir;
 }
 
+// The loader of `settings`' batches, seeded order and data-parallel shard, padding with `pad_id`.
+data::DataLoaderOptions LoaderOptions(const TrainingSettings& settings, int64_t pad_id) {
+  data::DataLoaderOptions loader;
+  loader.batch_size = settings.batch_size;
+  loader.shuffle = settings.shuffle;
+  loader.seed = settings.seed;
+  loader.pad_id = pad_id;
+  loader.num_shards = settings.world_size;
+  loader.shard = settings.rank;
+  return loader;
+}
+
 const char* kStandInHint = "; to train on the shipped sample of the same kind instead, run with --allow-stand-ins";
 
 }  // namespace
@@ -370,14 +382,7 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
       if (id < 0 || id >= model.vocab_size) return outside(id, "sample " + std::to_string(i) + " the");
     }
   }
-  data::DataLoaderOptions loader;
-  loader.batch_size = settings.batch_size;
-  loader.shuffle = settings.shuffle;
-  loader.seed = settings.seed;
-  loader.pad_id = pad_id;
-  loader.num_shards = settings.world_size;
-  loader.shard = settings.rank;
-  return data::DataLoader::Create(std::move(dataset->samples), loader);
+  return data::DataLoader::Create(std::move(dataset->samples), LoaderOptions(settings, pad_id));
 }
 
 StatusOr<OptimizerPtr> SetupOptimizer(const Config& config, const Registry& registry,
@@ -420,14 +425,7 @@ StatusOr<data::DataLoader> SetupPreferenceData(const Config& config, const Train
       }
     }
   }
-  data::DataLoaderOptions loader;
-  loader.batch_size = settings.batch_size;
-  loader.shuffle = settings.shuffle;
-  loader.seed = settings.seed;
-  loader.pad_id = pad_id;
-  loader.num_shards = settings.world_size;
-  loader.shard = settings.rank;
-  return data::DataLoader::CreatePreference(std::move(pairs).value(), loader);
+  return data::DataLoader::CreatePreference(std::move(pairs).value(), LoaderOptions(settings, pad_id));
 }
 
 }  // namespace tmx::recipes
