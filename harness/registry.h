@@ -93,6 +93,9 @@ struct ComponentSpec {
   DeviceCheck device_check;           // requirement of the component as a whole
   std::shared_ptr<const ComponentImpl> impl;  // what building it takes; null for unsupported components
   int64_t parameter_count = 0;        // models: parameters of the built model (0 for other kinds)
+  // Models: transformer layers of the built model (harness/proxy.h cuts them); 0 for other kinds and for a
+  // model sized by the config (its `num_layers` says).
+  int64_t layers = 0;
 };
 
 // One validation finding, printed as "<where>: <key>: <message>".

@@ -51,6 +51,14 @@ class FieldReader {
     return Status::OK();
   }
 
+  Status Read(const char* name, bool* out) const {
+    const json* v;
+    TM_RETURN_IF_ERROR(Find(name, &v));
+    if (!v->is_boolean()) return TypeError(name, "true or false", *v);
+    *out = v->get<bool>();
+    return Status::OK();
+  }
+
   Status Read(const char* name, int64_t* out) const {
     const json* v;
     TM_RETURN_IF_ERROR(Find(name, &v));
@@ -155,6 +163,7 @@ std::pair<std::string, std::string> SplitKey(const char* key) {
 json ValueToJson(const std::string& v) { return v; }
 json ValueToJson(const std::vector<std::string>& v) { return v; }
 json ValueToJson(CellStatus v) { return CellStatusName(v); }
+json ValueToJson(bool v) { return v; }
 json ValueToJson(int64_t v) { return v; }
 json ValueToJson(int v) { return v; }
 json ValueToJson(double v) { return NumberToJson(v); }
@@ -343,6 +352,17 @@ const std::vector<JournalField>& JournalFields() {
       {"disturbed", kOptional, Slot<&R::disturbed>(), {}},
       {"time_to_first_token_s", kOptional, Slot<&R::time_to_first_token_s>(), Seconds()},
       {"prefill_tokens_per_second", kOptional, Slot<&R::prefill_tokens_per_second>(), TokensPerSecond()},
+      {"proxy_layers", kOptional, Slot<&R::proxy_layers>(), Range(1, 65536, "1 to 65536 layers")},
+      {"real_layers", kOptional, Slot<&R::real_layers>(), Range(0, 65536, "0 to 65536 layers")},
+      {"proxy_cut", kOptional, Slot<&R::proxy_cut>(), {}},
+      {"proxy_step_times_s", kOptional, Slot<&R::proxy_step_times_s>(), Seconds()},
+      {"proxy_peak_memory_bytes", kOptional, Slot<&R::proxy_peak_memory_bytes>(), Bytes()},
+      {"proxy_tokens_per_second", kOptional, Slot<&R::proxy_tokens_per_second>(), TokensPerSecond()},
+      {"extrapolated_step_time_s", kOptional, Slot<&R::extrapolated_step_time_s>(), Seconds()},
+      {"extrapolated_tokens_per_second", kOptional, Slot<&R::extrapolated_tokens_per_second>(), TokensPerSecond()},
+      {"extrapolated_peak_memory_bytes", kOptional, Slot<&R::extrapolated_peak_memory_bytes>(), Bytes()},
+      {"ops_verified", kOptional, Slot<&R::ops_verified>(), {}},
+      {"proxy_note", kOptional, Slot<&R::proxy_note>(), {}},
       {"provenance.host", kRequired, Slot<&R::provenance, &Provenance::host>(), {}},
       {"provenance.job", kRequired, Slot<&R::provenance, &Provenance::job>(), {}},
       {"provenance.commit", kRequired, Slot<&R::provenance, &Provenance::commit>(), {}},

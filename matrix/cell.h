@@ -117,6 +117,28 @@ struct CellResult {
   // Processes (ranks) the cell trained with: 1, or a distributed recipe's ranks (RunSummary::world_size).
   int world_size = 1;
 
+  // A proxy cell (matrix/proxy_cell.h): the config was too large or too slow for the device, so copies of it
+  // with only their models' layers cut ran instead, the shallowest model at each of `proxy_layers` of its
+  // `real_layers` layers. Each proxy's median step time, peak memory and tokens/s are recorded beside its
+  // depth, and the real depth's are extrapolated from them: predictions from measurements, never measurements
+  // of the config (peak_memory_bytes, tokens_per_second and the step times stay unknown). Empty proxy_layers:
+  // no proxy ran.
+  std::vector<double> proxy_layers;
+  int real_layers = 0;
+  std::string proxy_cut;  // what the deepest proxy cut: "model.num_layers 2 of 16, teacher_model.num_layers 4 of 32"
+  std::vector<double> proxy_step_times_s;
+  std::vector<double> proxy_peak_memory_bytes;
+  std::vector<double> proxy_tokens_per_second;
+  std::optional<double> extrapolated_step_time_s;
+  std::optional<double> extrapolated_tokens_per_second;
+  std::optional<int64_t> extrapolated_peak_memory_bytes;
+  // Whether every operation, dtype and shape of the config ran on the device: true when every proxy finished,
+  // false when one failed (the cell is then `fails`, with the proxy's error); unknown without proxies.
+  std::optional<bool> ops_verified;
+  // Why a too_large or too_slow cell has no proxy measurements (nothing to cut, a proxy too large or too
+  // slow itself, a proxy stopped at the limit); "" otherwise.
+  std::string proxy_note;
+
   // Whether the cell had the machine to itself (base/cpu_usage.h), measured around its process tree: the CPU
   // time the tree got, and the shares of the machine's CPU that other processes and the hypervisor (steal)
   // took while it ran. `disturbed` says why the speed is not the device's ("" when it is): such a cell's status
@@ -148,14 +170,14 @@ struct JournalSlot {
   const T& (*get)(const CellResult&);
   T& (*set)(CellResult&);
 };
-// The value's C++ type says its JSON form: a string, an array of strings, a status name, an integer (read
+// The value's C++ type says its JSON form: a string, a boolean, an array of strings, a status name, an integer (read
 // into an int only within its range), a number (NaN and the infinities as "nan", "inf", "-inf", which JSON
 // lacks), an array of such numbers; a std::optional holds a value that may be unknown.
 using JournalValue =
     std::variant<JournalSlot<std::string>, JournalSlot<std::vector<std::string>>, JournalSlot<CellStatus>,
                  JournalSlot<int64_t>, JournalSlot<int>, JournalSlot<std::optional<int64_t>>,
                  JournalSlot<std::optional<int>>, JournalSlot<double>, JournalSlot<std::optional<double>>,
-                 JournalSlot<std::vector<double>>>;
+                 JournalSlot<std::vector<double>>, JournalSlot<std::optional<bool>>>;
 
 enum class JournalKind {
   kRequired,  // always written; a record without it is refused

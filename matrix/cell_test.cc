@@ -49,6 +49,17 @@ CellResult FullCell() {
   r.others_cpu_share = 0.375;
   r.steal_share = 0.0625;
   r.disturbed = "other processes used 38% of the machine's CPU while it ran (more than 25%)";
+  r.proxy_layers = {1, 2};
+  r.real_layers = 16;
+  r.proxy_cut = "model.num_layers 2 of 16";
+  r.proxy_step_times_s = {0.25, 0.375};
+  r.proxy_peak_memory_bytes = {1e9, 1.5e9};
+  r.proxy_tokens_per_second = {1000, 750};
+  r.extrapolated_step_time_s = 2.125;
+  r.extrapolated_tokens_per_second = 125.5;
+  r.extrapolated_peak_memory_bytes = 8'500'000'000;
+  r.ops_verified = false;
+  r.proxy_note = "the proxy of 2 of its 16 layers stopped (timeout)";
   r.provenance = {"host1", "ci-gpu", "abc123", "2.11.0", "NVIDIA H200", "2026-11-22T11:30:00Z"};
   return r;
 }

@@ -175,6 +175,9 @@ void Cell(const ConfigSupport& c, const std::string& type, const History& histor
   }
   if (disturbed) out << "<span class=\"disturbed-mark\">⚠ disturbed</span>";
   if (!e.stand_in.empty()) out << "<span class=\"stand-in\">sample data</span>";
+  if (!e.proxy.empty()) {
+    out << "<span class=\"proxy-mark\" title=\"" << Attr("proxies of " + e.proxy) << "\">proxy</span>";
+  }
   out << "</td>";
 }
 
@@ -398,6 +401,8 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
       << HtmlEscape(PeakMemorySentence(columns));
   std::string generation = GenerationSentence(sorted, columns);
   if (!generation.empty()) out << " " << HtmlEscape(generation);
+  std::string proxy = ProxySentence(sorted, columns);
+  if (!proxy.empty()) out << " " << HtmlEscape(proxy);
   out << "</footer>\n";
 
   out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))

@@ -71,7 +71,7 @@ std::string DeviceProblem(const std::string& device) {
   return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
 
-const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back"};
+const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies"};
 const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
                                               "budget",          "journal", "job",     "work-dir",    "tune",
                                               "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share"};
@@ -117,6 +117,7 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
     options->shard_count = shard->count;
   }
   *write_back = !parsed.Has("no-write-back");
+  options->proxies = !parsed.Has("no-proxies");
   if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
   if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
@@ -214,26 +215,40 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, *devices, options);
   if (!cells.ok()) return Fail(err, cells.status());
   for (const PlannedCell& c : *cells) {
-    std::string what = c.runnable ? "run" : CellStatusName(c.preset.status);
+    const bool proxied = !c.proxies.empty();
+    std::string what = proxied ? "proxy" : c.runnable ? "run" : CellStatusName(c.preset.status);
     out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
-    if (c.runnable) out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
+    if (proxied) {
+      // What the whole config would need, then each proxy: the cell records the planned status with them.
+      std::vector<std::string> runs;
+      for (const ProxyRun& p : c.proxies) {
+        runs.push_back(std::to_string(p.layers) + (p.layers == 1 ? " layer " : " layers ") +
+                       FormatBytes(p.predicted_memory_bytes));
+      }
+      out << " (" << CellStatusName(c.preset.status) << "); proxies of " << JoinStrings(runs, ", ") << " of "
+          << c.preset.real_layers << ", " << c.steps << " steps each, about " << FormatDuration(c.expected_duration_s);
+    } else if (c.runnable) {
+      out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
+    }
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
     out << "\n";
   }
   // Totals: what a run would do, and how long the cells it starts are predicted to take one after another.
   std::map<std::string, int> recorded;  // cells recorded without running, by status
-  int to_run = 0;
+  int to_run = 0, proxied = 0;
   double seconds = 0;
   for (const PlannedCell& c : *cells) {
     if (c.runnable) {
       ++to_run;
+      proxied += !c.proxies.empty();
       seconds += c.expected_duration_s;
     } else {
       ++recorded[CellStatusName(c.preset.status)];
     }
   }
-  std::vector<std::string> parts = {std::to_string(to_run) + " to run"};
+  std::vector<std::string> parts = {std::to_string(to_run) + " to run" +
+                                    (proxied > 0 ? " (" + std::to_string(proxied) + " as proxies)" : "")};
   for (const auto& [status, n] : recorded) parts.push_back(std::to_string(n) + " " + status);
   out << cells->size() << " cells: " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
       << FormatDuration(seconds) << " in all\n";
@@ -664,6 +679,10 @@ std::string RunHelp() {
     "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
     "                           too_slow, not started (default 150; 0: no budget)\n"
     "  --memory-fraction F      share of device memory a cell may use (default 0.85)\n"
+    "  --no-proxies             record too_large and too_slow cells from the prediction alone; by default\n"
+    "                           each runs proxies of its config with the models cut to 1 and 2 layers\n"
+    "                           (when they fit), records whether every operation ran, and extrapolates\n"
+    "                           step time, tokens/s and peak memory to the real depth\n"
     "  --journal PATH           journal file (default reports/journal.jsonl)\n"
     "  --resume                 run only the cells missing from the journal\n"
     "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"

@@ -11,6 +11,7 @@
 #include "base/input_file.h"
 #include "base/text.h"
 #include "harness/config_store.h"
+#include "harness/proxy.h"
 #include "matrix/journal.h"
 #include "matrix/shard.h"
 #include "matrix/support_block.h"
@@ -117,6 +118,85 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
   return rates;
 }
 
+// The most memory a cell may be predicted to need on `device` and still start: the cell's share of it
+// (MatrixOptions::memory_fraction) plus kMemoryPredictionTolerance; 0 when the device's memory is unknown.
+int64_t StartLimit(const DeviceInfo& device, const MatrixOptions& options) {
+  if (device.total_memory_bytes <= 0) return 0;
+  return static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
+                              static_cast<double>(device.total_memory_bytes));
+}
+
+// How a cell's config was found and the overrides its own run has: what its proxies start from.
+struct CellSource {
+  LocatedConfig located;
+  std::vector<std::string> launch;  // `tune run` up to the overrides
+};
+
+// The proxies of a cell too large or too slow for its device (kProxyLayers), or why it has none (`*note`,
+// starting "no proxy: "): a config without a model to cut, a proxy the recipe refuses, one predicted over the
+// memory limit, or one predicted over the cell budget (judged only when `measured_rates`: the rates were
+// fitted to cells of the device type, as for the cell itself). Each proxy is its own run, so each is judged
+// against the budget alone.
+std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& source, const Registry& registry,
+                                  const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
+                                  int* real_layers, std::string* note) {
+  const RecipeSpec& recipe = *source.located.recipe;
+  std::vector<ProxyRun> runs;
+  for (int64_t layers : kProxyLayers) {
+    ProxyRun run;
+    run.layers = layers;
+    run.output_dir = cell.output_dir + "__proxy" + std::to_string(layers);
+    std::vector<std::string> overrides = CellOverrides(recipe, cell.device.id, cell.steps, run.output_dir);
+    StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+    if (!config.ok()) {
+      *note = "no proxy: " + config.status().message();
+      return {};
+    }
+    StatusOr<ProxyCut> cut = ProxyOf(*config, registry, layers);
+    if (!cut.ok()) {
+      *note = "no proxy: " + cut.status().message();
+      return {};
+    }
+    *real_layers = static_cast<int>(cut->real_layers);
+    run.cut = cut->description;
+    for (const std::string& o : cut->overrides) overrides.push_back(o);
+    // The proxies must train the same batches, or their difference is the data's, not the layers': a config
+    // that leaves its seed to chance (torchtune's `seed: null`) gets one for both.
+    if (config->Find("seed").IsDefined() && config->IsNull("seed")) overrides.push_back("seed=0");
+    config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+    std::vector<Problem> problems;
+    if (config.ok()) problems = ValidateConfig(*config, recipe, registry, &cell.device);
+    if (!config.ok() || !problems.empty()) {
+      *note = "no proxy: the recipe refuses the proxy of " + std::to_string(layers) + " layers (" + run.cut + "): " +
+              (config.ok() ? problems.front().key + ": " + problems.front().message : config.status().message());
+      return {};
+    }
+    StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, cell.device);
+    if (estimate.ok()) {
+      run.predicted_memory_bytes = estimate->peak_memory_bytes;
+      run.expected_duration_s = rates.Predict(static_cast<double>(estimate->parameters), estimate->work, cell.steps);
+    }
+    const int64_t limit = StartLimit(cell.device, options);
+    if (limit > 0 && run.predicted_memory_bytes > limit) {
+      *note = "no proxy: even " + std::to_string(layers) + " layers (" + run.cut + ") are predicted to need " +
+              FormatBytes(run.predicted_memory_bytes) + ", over " +
+              std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id + "'s " +
+              FormatBytes(cell.device.total_memory_bytes) + "; the embeddings and output alone do not fit";
+      return {};
+    }
+    if (measured_rates && options.cell_budget_s > 0 && run.expected_duration_s > options.cell_budget_s) {
+      *note = "no proxy: even " + std::to_string(layers) + " layers (" + run.cut + ") are predicted to take " +
+              FormatDuration(run.expected_duration_s) + ", over the cell budget of " +
+              FormatDuration(options.cell_budget_s);
+      return {};
+    }
+    run.argv = source.launch;
+    run.argv.insert(run.argv.end(), overrides.begin(), overrides.end());
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
 // Whether --recipes and --configs select the built-in `config` of `recipe` (the one selection rule of
 // CheckSelection and PlanCells). A run of user configs selects no built-in one.
 bool Selected(const MatrixOptions& options, const RecipeSpec& recipe, const std::string& config) {
@@ -217,6 +297,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
   // few configs predicts them from every measured cell of the device type), then left out.
   std::vector<bool> selected;
+  std::vector<CellSource> sources;                   // how each cell's config was found and is launched
   std::vector<PlanConfig> configs;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
@@ -249,6 +330,10 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     if (!recorded.ok()) return recorded.status();
     for (const DeviceInfo* device : chosen) {
       selected.push_back(planned.selected);
+      CellSource source{located, {options.tune_path, "run"}};
+      for (const std::string& a : recipe.CellLaunchArgs(device->traits())) source.launch.push_back(a);
+      source.launch.insert(source.launch.end(), {recipe.name, "--config", located.name, "--force", "--allow-stand-ins"});
+      sources.push_back(source);
       PlannedCell cell;
       cell.key = {name, device->id};
       cell.recipe = recipe.name;
@@ -305,10 +390,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         r.status = CellStatus::kInvalid;
         for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
         r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
-      } else if (device->total_memory_bytes > 0 &&
-                 judged_memory >
-                     static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
-                                          static_cast<double>(device->total_memory_bytes))) {
+      } else if (StartLimit(*device, options) > 0 && judged_memory > StartLimit(*device, options)) {
         r.status = CellStatus::kTooLarge;
         r.reason = std::string(judged_memory > cell.predicted_memory_bytes ? "measured" : "predicted") +
                    " peak memory " + FormatBytes(judged_memory) + " exceeds " +
@@ -318,10 +400,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         cell.runnable = true;
         // --force: the cell runs even when the config's metadata records an earlier failure here;
         // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
-        cell.argv = {options.tune_path, "run"};
-        for (const std::string& a : recipe.CellLaunchArgs(device->traits())) cell.argv.push_back(a);
-        cell.argv.insert(cell.argv.end(), {recipe.name, "--config", located.name, "--force", "--allow-stand-ins"});
         // The overrides follow once the cell's steps are chosen (below).
+        cell.argv = source.launch;
       }
       cells.push_back(std::move(cell));
     }
@@ -382,6 +462,28 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     for (std::string& o : CellOverrides(recipe, cells[i].device.id, cells[i].steps, cells[i].output_dir)) {
       cells[i].argv.push_back(std::move(o));
     }
+  }
+  // A selected cell too large or too slow for its device runs proxies instead, where they fit.
+  for (size_t i = 0; i < cells.size() && options.proxies; ++i) {
+    PlannedCell& cell = cells[i];
+    const CellStatus status = cell.preset.status;
+    if (!selected[i] || cell.runnable || (status != CellStatus::kTooLarge && status != CellStatus::kTooSlow)) continue;
+    auto rate = rates.find(cell.device_type);
+    int real_layers = 0;
+    std::string note;
+    cell.steps = options.max_steps;
+    cell.proxies = PlanProxies(cell, sources[i], registry, options,
+                               rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real_layers,
+                               &note);
+    cell.preset.real_layers = real_layers;
+    cell.preset.proxy_note = note;
+    if (cell.proxies.empty()) {
+      if (!note.empty()) cell.preset.reason += "; " + note;
+      continue;
+    }
+    cell.runnable = true;
+    cell.expected_duration_s = 0;
+    for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
   }
   std::vector<PlannedCell> chosen_cells;
   for (size_t i = 0; i < cells.size(); ++i) {

@@ -78,6 +78,26 @@ struct MatrixOptions {
   int shard_count = 1;
   // JUnit XML of the run's cells (matrix/junit.h); empty: none.
   std::string junit_path;
+  // Run a depth-reduced proxy (kProxyLayers) of each cell too large or too slow for its device, where the
+  // proxies fit the memory and together the cell budget, so the cell records whether the config's operations
+  // work there and its extrapolated speed and memory (matrix/proxy_cell.h). Off: such cells are recorded
+  // from the prediction alone.
+  bool proxies = true;
+};
+
+// The proxy depths a cell too large or too slow for its device runs at (matrix/proxy_cell.h): the
+// shallowest model's layers at each, shallowest first. Two depths separate the per-layer cost from the fixed
+// part (embeddings, output, optimizer, process).
+inline constexpr int64_t kProxyLayers[] = {1, 2};
+
+// One proxy run of a cell: its config with the models' layers cut (harness/proxy.h), as a child of its own.
+struct ProxyRun {
+  int64_t layers = 0;        // the shallowest model's layers
+  std::string cut;           // ProxyCut::description
+  std::vector<std::string> argv;
+  std::string output_dir;
+  int64_t predicted_memory_bytes = 0;
+  double expected_duration_s = 0;
 };
 
 // A cell and how it will be (or was not) run.
@@ -93,9 +113,15 @@ struct PlannedCell {
   double expected_duration_s = 0;
   // Optimizer steps the cell trains: MatrixOptions::max_steps, or more by MatrixOptions::startup_share.
   int steps = 0;
+  // Whether children start for the cell: its own run (argv), or its proxies.
   bool runnable = false;
-  CellResult preset;               // the recorded result when !runnable (invalid, too_large or too_slow)
-  std::vector<std::string> argv;   // the child command when runnable
+  // The recorded result when nothing starts (invalid, too_large or too_slow), and the status a proxied cell
+  // keeps when its proxies run (too_large or too_slow, with proxy_note when no proxy is possible).
+  CellResult preset;
+  std::vector<std::string> argv;   // the child command when the cell runs in full
+  // A too_large or too_slow cell whose proxies fit (MatrixOptions::proxies): runnable, with no argv; its
+  // proxies run one after the other, shallowest first, and ResultFromProxies makes its record.
+  std::vector<ProxyRun> proxies;
   std::string output_dir;
 };
 

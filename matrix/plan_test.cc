@@ -296,7 +296,7 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   int extended = 0;
   for (const PlannedCell& c : *cells) {
-    if (!c.runnable) continue;
+    if (!c.runnable || !c.proxies.empty()) continue;  // a proxied cell trains max_steps per proxy
     SupportEntries recorded = ReadSupportEntries(ReadFile(c.config_path).value(), c.config_path).value();
     auto entry = recorded.find("cpu");
     if (entry == recorded.end()) continue;  // never measured: its steps follow a predicted start-up
@@ -324,6 +324,59 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
   for (const PlannedCell& c : *cells) {
     if (c.runnable) EXPECT_EQ(c.steps, 3) << c.key.config;
   }
+}
+
+// A cell too large for its device runs proxies of its config instead: the same `tune run` with the model cut to
+// 1 and then 2 layers, each in its own output folder; the cell keeps its too_large status and reason for the
+// record. --no-proxies records it from the prediction alone, and a proxy that would not fit either is named.
+TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.config_globs = {"llama3_1/8B_lora_single_device"};
+  options.cell_budget_s = 0;
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 12)}, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  ASSERT_EQ(cells->size(), 1u);
+  const PlannedCell& c = cells->front();
+  EXPECT_EQ(c.preset.status, CellStatus::kTooLarge) << c.preset.reason;
+  EXPECT_TRUE(c.runnable) << c.preset.reason;
+  EXPECT_TRUE(c.argv.empty());
+  EXPECT_EQ(c.preset.real_layers, 32);
+  ASSERT_EQ(c.proxies.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const ProxyRun& p = c.proxies[i];
+    EXPECT_EQ(p.layers, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(p.cut, "model.num_layers " + std::to_string(i + 1) + " of 32");
+    EXPECT_EQ(p.output_dir, c.output_dir + "__proxy" + std::to_string(i + 1));
+    // The config's own launch and overrides, then the cut.
+    EXPECT_EQ(std::vector<std::string>(p.argv.begin(), p.argv.begin() + 5),
+              (std::vector<std::string>{"/bin/tune", "run", "lora_finetune_single_device", "--config",
+                                        "llama3_1/8B_lora_single_device"}));
+    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "output_dir=" + p.output_dir), p.argv.end());
+    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "model.num_layers=" + std::to_string(i + 1)), p.argv.end());
+    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "device=cpu"), p.argv.end());
+    EXPECT_GT(p.predicted_memory_bytes, 0);
+    EXPECT_LT(p.predicted_memory_bytes, c.predicted_memory_bytes / 3);
+  }
+  EXPECT_LT(c.proxies[0].predicted_memory_bytes, c.proxies[1].predicted_memory_bytes);
+
+  options.proxies = false;
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 12)}, options);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_FALSE(cells->front().runnable);
+  EXPECT_TRUE(cells->front().proxies.empty());
+
+  // On 1 GiB not even one layer with its embeddings fits: the reason says so.
+  options.proxies = true;
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 1)}, options);
+  ASSERT_TRUE(cells.ok());
+  const PlannedCell& small = cells->front();
+  EXPECT_FALSE(small.runnable);
+  EXPECT_EQ(small.preset.status, CellStatus::kTooLarge);
+  EXPECT_NE(small.preset.reason.find("; no proxy: even 1 layers (model.num_layers 1 of 32) are predicted to need "),
+            std::string::npos)
+      << small.preset.reason;
+  EXPECT_EQ(small.preset.reason.substr(small.preset.reason.find("; no proxy") + 2), small.preset.proxy_note);
 }
 
 // A user's config file is planned like a built-in one, under its own name and path, and only it; what it

@@ -42,8 +42,18 @@ std::string FormatLatency(double seconds) {
 
 std::string Measurements(const SupportEntry& s) {
   std::vector<std::string> parts;
-  if (!IsRunsStatus(s.status)) return "";
   auto finite = [](const std::optional<double>& v) { return v && std::isfinite(*v); };
+  if (!IsRunsStatus(s.status)) {
+    // A cell too large or too slow whose proxies ran: what they verified, and the real depth's extrapolations.
+    if (s.ops_verified != "yes") return "";
+    parts.push_back("ops verified by proxy");
+    if (finite(s.extrapolated_tokens_per_second)) {
+      parts.push_back("≈" + FormatNumber(*s.extrapolated_tokens_per_second, *s.extrapolated_tokens_per_second < 10 ? 1 : 0) +
+                      " tok/s");
+    }
+    if (finite(s.extrapolated_peak_memory_gib)) parts.push_back("≈" + FormatNumber(*s.extrapolated_peak_memory_gib, 2) + " GiB");
+    return JoinStrings(parts, " · ");
+  }
   const bool generation = s.time_to_first_token_s.has_value();
   if (finite(s.tokens_per_second)) {
     parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
@@ -99,6 +109,20 @@ std::string GenerationSentence(const std::vector<const ConfigSupport*>& configs,
       return "A generation cell's tok/s is its decode speed (one new token per sequence per step); its time to "
              "first token runs from the start of the prompt's forward to the first new token, and its prefill tok/s "
              "counts the prompt tokens of every sequence over that time.";
+    }
+  }
+  return "";
+}
+
+std::string ProxySentence(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns) {
+  for (const ConfigSupport* c : configs) {
+    for (const std::string& type : columns) {
+      auto it = c->entries.find(type);
+      if (it == c->entries.end() || it->second.proxy.empty()) continue;
+      return "A cell too large or too slow for its device ran proxies instead: the config with its models cut to 1 "
+             "and 2 layers, everything else as written. \"ops verified by proxy\" says every operation, dtype and "
+             "shape of the config ran there forward and backward; the ≈ numbers are the real depth's tok/s and peak "
+             "memory extrapolated along the line through the two proxies, predictions rather than measurements.";
     }
   }
   return "";
@@ -189,6 +213,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   if (!peak.empty()) out << "\n" << peak << "\n";
   std::string generation = GenerationSentence(sorted, columns);
   if (!generation.empty()) out << "\n" << generation << "\n";
+  std::string proxy = ProxySentence(sorted, columns);
+  if (!proxy.empty()) out << "\n" << proxy << "\n";
 
   out << "\n## Cells that do not run\n\n";
   std::string rows;

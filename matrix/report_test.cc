@@ -41,6 +41,29 @@ std::vector<ConfigSupport> Sample() {
   };
 }
 
+// A too_large cell whose proxies ran shows what they verified and the real depth's extrapolations (marked
+// ≈), and the report says once what those mean; one whose proxy never ran shows its status alone.
+TEST(MarkdownReporterTest, AProxiedCellShowsItsExtrapolationsMarkedAsSuch) {
+  SupportEntry proxied = Entry("too_large", "2026-12-05T05:00:00Z", "predicted 30 GiB");
+  proxied.ops_verified = "yes";
+  proxied.proxy = "1 and 2 of 32 layers (model.num_layers 2 of 32)";
+  proxied.extrapolated_tokens_per_second = 12.4;
+  proxied.extrapolated_peak_memory_gib = 16.014;
+  SupportEntry unproxied = Entry("too_slow", "2026-12-05T05:00:00Z", "predicted 10m");
+  std::vector<ConfigSupport> configs = {{"llama3_1/8B_lora_single_device", "lora_finetune_single_device",
+                                         {{"cpu", proxied}}},
+                                        {"llama3_1/70B_lora", "lora_finetune_distributed", {{"cpu", unproxied}}}};
+  std::ostringstream out;
+  MarkdownReporter().Report(configs, {"cpu"}, out);
+  EXPECT_NE(out.str().find("| ⛔ too_large · ops verified by proxy · ≈12 tok/s · ≈16.01 GiB |"), std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("| 🐢 too_slow |"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("\nA cell too large or too slow for its device ran proxies instead"), std::string::npos);
+  std::ostringstream plain;
+  MarkdownReporter().Report({configs[1]}, {"cpu"}, plain);
+  EXPECT_EQ(plain.str().find("ran proxies instead"), std::string::npos);
+}
+
 TEST(MarkdownReporterTest, WritesTheSupportTable) {
   std::ostringstream out;
   MarkdownReporter().Report(Sample(), {"cpu", "cuda", "mps"}, out);

@@ -12,6 +12,7 @@
 #include "harness/env_failure.h"
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
+#include "matrix/proxy_cell.h"
 #include "matrix/report.h"
 
 namespace tmx::matrix {
@@ -157,6 +158,13 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
                << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
     }
     if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
+    if (r.ops_verified) {
+      progress << "  proxies of " << r.real_layers << " layers: " << (*r.ops_verified ? "ops verified" : "failed");
+      if (r.extrapolated_tokens_per_second) {
+        progress << ", about " << static_cast<int64_t>(*r.extrapolated_tokens_per_second) << " tok/s";
+      }
+      if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
+    }
     if (r.startup_time_s && r.wall_time_s > 0) {
       progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
                << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";
@@ -168,27 +176,34 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     return Status::OK();
   };
 
-  std::map<CellKey, const PlannedCell*> running;
-  std::vector<const PlannedCell*> queue;
+  // A child to start: a cell's own run, or one of its proxies (which run one after the other).
+  struct Child {
+    const PlannedCell* cell;
+    size_t proxy = 0;
+  };
+  std::map<CellKey, Child> running;
+  std::map<CellKey, std::vector<CellResult>> proxy_runs;  // the finished proxies of each proxied cell
+  std::vector<Child> queue;
   for (const PlannedCell* c : pending) {
     if (!c->runnable) {
       TM_RETURN_IF_ERROR(record(c->preset, *c));
     } else {
-      queue.push_back(c);
+      queue.push_back({c});
     }
   }
   while (!queue.empty() || !running.empty()) {
     for (auto it = queue.begin(); it != queue.end();) {
-      const PlannedCell* c = *it;
+      const PlannedCell* c = it->cell;
       if (!runner.CanStart(c->key.device)) {
         ++it;
         continue;
       }
+      const PlannedCell child = c->proxies.empty() ? *c : ProxyView(*c, it->proxy);
       CellCommand cmd;
       cmd.key = c->key;
       cmd.lane = c->key.device;
-      cmd.argv = c->argv;
-      cmd.log_path = c->output_dir + ".log";
+      cmd.argv = child.argv;
+      cmd.log_path = child.output_dir + ".log";
       cmd.timeout_s = options.cell_timeout_s;
       bool host_memory = c->device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
       if (host_memory && c->device.total_memory_bytes > 0) {
@@ -197,7 +212,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       }
       Status s = runner.Start(cmd);
       if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
-      running[c->key] = c;
+      running[c->key] = *it;
       it = queue.erase(it);
     }
     if (running.empty()) break;
@@ -212,17 +227,36 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     }
     auto found = running.find(outcome.key);
     if (found == running.end()) return Status::Internal("the runner reported an unknown cell");
-    const PlannedCell* cell = found->second;
+    const Child finished_child = found->second;
+    const PlannedCell* cell = finished_child.cell;
     running.erase(found);
-    CellResult result = ResultFromOutcome(*cell, outcome.result, options);
+    const PlannedCell child = cell->proxies.empty() ? *cell : ProxyView(*cell, finished_child.proxy);
+    CellResult result = ResultFromOutcome(child, outcome.result, options);
     AddCpuAccounting(outcome, &result);
     std::optional<std::string> environment =
         result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
     if (environment) {
+      result = cell->preset;  // the cell as planned, for the message; nothing of it is recorded
       result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
-      progress << "ERROR " << cell->key.config << " on " << cell->key.device << ": " << result.reason << std::endl;
+      progress << "ERROR " << cell->key.config << " on " << cell->key.device
+               << (cell->proxies.empty() ? "" : " (proxy of " + std::to_string(cell->proxies[finished_child.proxy].layers) +
+                                                      " layers)")
+               << ": " << result.reason << std::endl;
+      proxy_runs.erase(cell->key);
       run.environment_errors.push_back(std::move(result));
       continue;
+    }
+    if (!cell->proxies.empty()) {
+      std::vector<CellResult>& done_runs = proxy_runs[cell->key];
+      const bool ran = result.status == CellStatus::kRuns;
+      done_runs.push_back(std::move(result));
+      // The next proxy starts at once, ahead of other cells, while this one's stay unfinished.
+      if (ran && finished_child.proxy + 1 < cell->proxies.size()) {
+        queue.insert(queue.begin(), Child{cell, finished_child.proxy + 1});
+        continue;
+      }
+      result = ResultFromProxies(*cell, done_runs);
+      proxy_runs.erase(cell->key);
     }
     TM_RETURN_IF_ERROR(record(std::move(result), *cell));
   }

@@ -41,6 +41,10 @@ SupportField Number(const char* name, std::optional<double> SupportEntry::*membe
 SupportField AddedNumber(const char* name, std::optional<double> SupportEntry::*member, std::string (*format)(double)) {
   return {name, nullptr, member, format, true};
 }
+// A text added after support.json was first published: left out of it where empty.
+SupportField AddedText(const char* name, std::string SupportEntry::*member) {
+  return {name, member, nullptr, nullptr, true};
+}
 
 }  // namespace
 
@@ -57,6 +61,11 @@ const std::vector<SupportField>& SupportFields() {
       Number("wall_time_s", &SupportEntry::wall_time_s, TenthsOf),
       Number("startup_time_s", &SupportEntry::startup_time_s, TenthsOf),
       Number("ranks", &SupportEntry::ranks, Whole),
+      AddedText("ops_verified", &SupportEntry::ops_verified),
+      AddedText("proxy", &SupportEntry::proxy),
+      AddedNumber("extrapolated_tokens_per_second", &SupportEntry::extrapolated_tokens_per_second, TenthsOf),
+      AddedNumber("extrapolated_step_time_s", &SupportEntry::extrapolated_step_time_s, FourDigits),
+      AddedNumber("extrapolated_peak_memory_gib", &SupportEntry::extrapolated_peak_memory_gib, Thousandths),
       Text("device_name", &SupportEntry::device_name),
       Text("torch_version", &SupportEntry::torch_version),
       Text("verified_at", &SupportEntry::verified_at),
@@ -79,6 +88,7 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   for (const SupportField& f : SupportFields()) {
     if (f.text) {
+      if (f.omitted_when_absent && (entry.*f.text).empty()) continue;
       j[f.name] = entry.*f.text;
     } else {
       const std::optional<double>& v = entry.*f.number;
@@ -94,7 +104,8 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
   for (std::optional<double> SupportEntry::*speed :
        {&SupportEntry::tokens_per_second, &SupportEntry::step_time_s, &SupportEntry::step_time_spread_s,
         &SupportEntry::wall_time_s, &SupportEntry::startup_time_s, &SupportEntry::time_to_first_token_s,
-        &SupportEntry::prefill_tokens_per_second}) {
+        &SupportEntry::prefill_tokens_per_second, &SupportEntry::extrapolated_tokens_per_second,
+        &SupportEntry::extrapolated_step_time_s}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -120,6 +131,20 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.commit = cell.provenance.commit;
   s.stand_in = cell.stand_in;
   if (cell.world_size > 1) s.ranks = cell.world_size;
+  if (cell.ops_verified) s.ops_verified = *cell.ops_verified ? "yes" : "no";
+  if (!cell.proxy_layers.empty()) {
+    std::string depths;
+    for (size_t i = 0; i < cell.proxy_layers.size(); ++i) {
+      depths += (i == 0 ? "" : i + 1 == cell.proxy_layers.size() ? " and " : ", ") +
+                std::to_string(static_cast<int64_t>(cell.proxy_layers[i]));
+    }
+    s.proxy = depths + " of " + std::to_string(cell.real_layers) + " layers (" + cell.proxy_cut + ")";
+  }
+  s.extrapolated_tokens_per_second = cell.extrapolated_tokens_per_second;
+  s.extrapolated_step_time_s = cell.extrapolated_step_time_s;
+  if (cell.extrapolated_peak_memory_bytes) {
+    s.extrapolated_peak_memory_gib = static_cast<double>(*cell.extrapolated_peak_memory_bytes) / (1 << 30);
+  }
   return s;
 }
 

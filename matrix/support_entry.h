@@ -46,6 +46,15 @@ struct SupportEntry {
   // Ranks a distributed recipe's cell trained with (tokens/s counts all of them, peak memory is the largest
   // rank's on an accelerator and their sum on cpu); absent for one process.
   std::optional<double> ranks;
+  // A proxied cell (CellResult's proxy fields, matrix/proxy_cell.h): whether every operation of the config
+  // ran here ("yes": every proxy ran; "no": one failed; "": no proxy ran), which proxies ("1 and 2 of 32
+  // layers (model.num_layers 2 of 32)"), and the real depth's numbers extrapolated from theirs: predictions
+  // from measurements, kept apart from the measured fields above.
+  std::string ops_verified;
+  std::string proxy;
+  std::optional<double> extrapolated_tokens_per_second;
+  std::optional<double> extrapolated_step_time_s;
+  std::optional<double> extrapolated_peak_memory_gib;
 
   bool operator==(const SupportEntry& o) const;
   bool operator!=(const SupportEntry& o) const { return !(*this == o); }
@@ -60,7 +69,8 @@ struct SupportField {
   std::optional<double> SupportEntry::*number;
   std::string (*format)(double);
   // In support.json a number not measured is null, except in a field added after reports without it were
-  // published (only some cells measure it): left out, so the entries of the others keep their bytes.
+  // published (only some cells measure it): left out, so the entries of the others keep their bytes. Such a
+  // text field is left out when empty.
   bool omitted_when_absent = false;
 };
 // status, reason, the numbers, then the provenance strings: the order entries are written in.
@@ -76,7 +86,7 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry);
 SupportEntry SupportFromCell(const CellResult& cell);
 
 // For a cell measured beside other work (CellResult::disturbed): its timings (tokens/s, step time and spread,
-// wall and start-up time, time to first token, prefill tokens/s) are the machine's load, not the device's
+// wall and start-up time, time to first token, prefill tokens/s, the extrapolated tokens/s and step time) are the machine's load, not the device's
 // speed, so `entry` takes `previous`'s (the config's entry before this write-back; null: none, and the
 // timings are left out).
 void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry);

@@ -97,6 +97,16 @@ ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora, bool quantized 
     if (quantized && param.name == "quantize_base") param.default_value = "True";
   }
   c.params = ParamFields(params);
+  if (!p.sized_by_config) {
+    // Not torchtune's: how a matrix proxy (harness/proxy.h) builds the first layers of a preset.
+    c.params.push_back(AtMost(Nullable(AtLeast(Field("num_layers", FieldType::kInt, "null",
+                                                     "tune-matrix: build only the first N of the " +
+                                                         std::to_string(p.args.num_layers) +
+                                                         " layers (a matrix proxy); null: all"),
+                                               1)),
+                              static_cast<double>(p.args.num_layers)));
+    c.layers = p.args.num_layers;
+  }
   c.impl = std::make_shared<ModelComponent>(&p, lora, quantized);
   c.parameter_count = p.tiny ? 0 : p.published_params;
   if (quantized && p.tiny) c.doc += " at widths NF4 holds (embed_dim 256, intermediate_dim 512)";
@@ -171,6 +181,19 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
     }
     Status valid = models::ValidateDecoderArgs(a);
     if (!valid.ok()) return valid.WithContext(config.OriginOf(key).ToString() + ": " + key);
+  }
+  if (!model->preset().sized_by_config && !config.IsNull(key + ".num_layers")) {
+    StatusOr<int64_t> layers = config.GetInt(key + ".num_layers");
+    TM_RETURN_IF_ERROR(layers.status());
+    if (*layers < 1 || *layers > choice.args.num_layers) {
+      return Status::InvalidArgument(config.OriginOf(key + ".num_layers").ToString() + ": " + key +
+                                     ".num_layers: " + std::to_string(*layers) + " is not 1 to the " +
+                                     std::to_string(choice.args.num_layers) + " layers of '" + spec->name + "'");
+    }
+    if (*layers < choice.args.num_layers) {
+      choice.args.layers_cut_from = choice.args.num_layers;
+      choice.args.num_layers = *layers;
+    }
   }
   if (!config.IsNull(key + ".tie_word_embeddings")) {
     StatusOr<bool> tied = config.GetBool(key + ".tie_word_embeddings");

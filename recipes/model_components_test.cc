@@ -41,6 +41,46 @@ Config Parse(const std::string& yaml) {
   return *c;
 }
 
+// tune-matrix's num_layers (harness/proxy.h) builds the first layers of a preset: the depth the registry
+// entry carries is the preset's, a cut model remembers it for the checkpoint, and the schema refuses more
+// layers than the preset has.
+TEST(ModelComponentsTest, NumLayersCutsAPresetForAProxy) {
+  const ComponentSpec* spec = BuiltinRegistry().FindComponent("torchtune.models.llama3_2.llama3_2_1b");
+  ASSERT_NE(spec, nullptr);
+  EXPECT_EQ(spec->layers, 16);
+  EXPECT_EQ(BuiltinRegistry().FindComponent("torchtune.models.llama2.llama2")->layers, 0);  // sized by the config
+  StatusOr<ModelChoice> whole =
+      ModelFromConfig(Parse("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n  num_layers: null\n"),
+                      BuiltinRegistry());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->args.num_layers, 16);
+  EXPECT_EQ(whole->args.layers_cut_from, 0);
+  StatusOr<ModelChoice> cut =
+      ModelFromConfig(Parse("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n  num_layers: 2\n"),
+                      BuiltinRegistry());
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(cut->args.num_layers, 2);
+  EXPECT_EQ(cut->args.layers_cut_from, 16);
+  int64_t total = 0, trainable = 0;
+  CountModelParameters(*cut, &total, &trainable);
+  int64_t whole_total = 0;
+  CountModelParameters(*whole, &whole_total, &trainable);
+  EXPECT_LT(total, whole_total);
+  const RecipeSpec* recipe = BuiltinRegistry().FindRecipe("full_finetune_single_device");
+  ASSERT_NE(recipe, nullptr);
+  StatusOr<Config> config = Config::FromString(
+      "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n  num_layers: 17\n", "c.yaml");
+  ASSERT_TRUE(config.ok());
+  bool named = false;
+  for (const Problem& p : ValidateConfig(*config, *recipe, BuiltinRegistry(), nullptr)) {
+    if (p.key == "model.num_layers") {
+      named = true;
+      EXPECT_NE(p.message.find("16"), std::string::npos) << p.message;
+    }
+  }
+  EXPECT_TRUE(named);
+}
+
 TEST(ModelComponentsTest, LoraArgumentsComeFromTheConfig) {
   Config c = Parse(
       "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n  lora_attn_modules: [q_proj, v_proj]\n"

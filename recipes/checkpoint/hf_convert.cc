@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <cctype>
 #include <set>
 #include <sstream>
 
@@ -110,7 +111,19 @@ class MapBuilder {
   std::vector<HfTensorMap> maps_;
 };
 
+// Whether `name` (after `prefix`, e.g. "model.layers.") is of a layer at or past `layers`.
+bool OfLayerFrom(const std::string& name, const std::string& prefix, int64_t layers) {
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  size_t end = prefix.size();
+  int64_t index = 0;
+  while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) index = index * 10 + (name[end++] - '0');
+  return end > prefix.size() && end < name.size() && name[end] == '.' && index >= layers;
+}
+
+// A checkpoint tensor a model of `args` leaves alone: RoPE's cached frequencies, a tied output, and the layers
+// a proxy cut off (DecoderArgs::layers_cut_from).
 bool Ignorable(const std::string& hf_name, const DecoderArgs& args) {
+  if (args.layers_cut_from > args.num_layers && OfLayerFrom(hf_name, "model.layers.", args.num_layers)) return true;
   const std::string rotary = "rotary_emb.inv_freq";
   if (hf_name.size() >= rotary.size() && hf_name.compare(hf_name.size() - rotary.size(), rotary.size(), rotary) == 0) {
     return true;

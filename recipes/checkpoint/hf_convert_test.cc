@@ -168,6 +168,13 @@ TEST(HfConvertTest, MismatchesNameTheFirstTensorWithBothNames) {
             "/ckpt: model.layers.2.mlp.gate_proj.weight: in the checkpoint, but a qwen2 model with this configuration "
             "has no such tensor; fix: build the model from the checkpoint's config.json, or choose the preset the "
             "checkpoint was published for");
+  // A proxy cut from 3 layers to 2 (DecoderArgs::layers_cut_from) skips the checkpoint's third layer, and only
+  // a layer at or past its depth: a layer named like one ("model.layers.20x") is still refused.
+  DecoderArgs cut = p.args;
+  cut.layers_cut_from = 3;
+  EXPECT_TRUE(HfToTune(extra, "qwen2", cut, "/ckpt").ok());
+  extra.emplace_back("model.layers.2x.mlp.gate_proj.weight", torch::ones({256, 64}));
+  EXPECT_FALSE(HfToTune(extra, "qwen2", cut, "/ckpt").ok());
   NamedTensors with_adapter = RandomState(p.args);
   with_adapter.emplace_back("layers.0.attn.q_proj.lora_a.weight", torch::ones({8, 64}));
   EXPECT_EQ(TuneToHf(with_adapter, "qwen2", p.args).status().message(),

@@ -87,6 +87,9 @@ struct DecoderArgs {
   // 0: the output projection produces vocab_size logits. > 0: it produces num_classes scores per position
   // instead (torchtune's reward/classifier builders); such a model cannot tie its embeddings.
   int64_t num_classes = 0;
+  // A proxy (harness/proxy.h): the depth of the model these args were cut from, whose checkpoint has layers
+  // from num_layers on that the cut model skips when loading. 0: not cut (every checkpoint tensor is used).
+  int64_t layers_cut_from = 0;
 
   // embed_dim / num_heads unless head_dim is set.
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : (num_heads > 0 ? embed_dim / num_heads : 0); }

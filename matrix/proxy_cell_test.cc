@@ -1,0 +1,212 @@
+// Proxy cells: the extrapolation, the record made of the proxies' records, and the scheduler running a cell's
+// proxies one after the other (against the fake runner).
+#include "matrix/proxy_cell.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/run_summary.h"
+#include "matrix/journal.h"
+#include "matrix/scheduler.h"
+#include "matrix/testdata/fake_runner.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::matrix {
+namespace {
+
+TEST(ProxyCellTest, ExtrapolatesTheLineThroughTheProxiesToTheRealDepth) {
+  // 1 layer 3 s, 2 layers 5 s: 1 s fixed and 2 s a layer, so 16 layers take 33 s.
+  EXPECT_DOUBLE_EQ(ExtrapolateToDepth({1, 2}, {3, 5}, 16), 33);
+  EXPECT_DOUBLE_EQ(ExtrapolateToDepth({1, 2, 4}, {3, 5, 9}, 8), 17);
+  // A deeper proxy measured faster (noise over a tiny per-layer cost) extrapolates to its own value, never below.
+  EXPECT_DOUBLE_EQ(ExtrapolateToDepth({1, 2}, {5, 4.9}, 32), 4.9);
+}
+
+PlannedCell ProxiedCell(const std::string& dir) {
+  PlannedCell c;
+  c.key = {"llama3_1/8B_lora_single_device", "cpu"};
+  c.recipe = "lora_finetune_single_device";
+  c.device.id = "cpu";
+  c.device.type = "cpu";
+  c.device_type = "cpu";
+  c.runnable = true;
+  c.steps = 3;
+  c.output_dir = dir + "/cell";
+  c.preset.key = c.key;
+  c.preset.recipe = c.recipe;
+  c.preset.device_type = "cpu";
+  c.preset.status = CellStatus::kTooLarge;
+  c.preset.reason = "predicted peak memory 30 GiB exceeds 85% of cpu's 23 GiB";
+  c.preset.real_layers = 32;
+  for (int64_t layers : kProxyLayers) {
+    ProxyRun run;
+    run.layers = layers;
+    run.cut = "model.num_layers " + std::to_string(layers) + " of 32";
+    run.argv = {"tune", "run", "model.num_layers=" + std::to_string(layers)};
+    run.output_dir = c.output_dir + "__proxy" + std::to_string(layers);
+    c.proxies.push_back(run);
+  }
+  return c;
+}
+
+CellResult ProxyRan(double step_s, double tokens_per_s, int64_t peak) {
+  CellResult r;
+  r.status = CellStatus::kRuns;
+  r.step_time_median_s = step_s;
+  r.tokens_per_second = tokens_per_s;
+  r.peak_memory_bytes = peak;
+  r.wall_time_s = 10;
+  r.cpu_time_s = 15;
+  r.provenance.torch_version = "2.11.0";
+  return r;
+}
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+TEST(ProxyCellTest, EveryProxyRanKeepsTheStatusAndRecordsExtrapolations) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  // 1 layer: 2 s a step, 3 GiB; 2 layers: 2.5 s, 3.5 GiB. 32 layers: 17.5 s and 18.5 GiB.
+  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2)});
+  EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_EQ(r.ops_verified, true);
+  EXPECT_EQ(r.proxy_layers, (std::vector<double>{1, 2}));
+  EXPECT_EQ(r.real_layers, 32);
+  EXPECT_EQ(r.proxy_cut, "model.num_layers 2 of 32");
+  EXPECT_EQ(r.proxy_step_times_s, (std::vector<double>{2, 2.5}));
+  EXPECT_DOUBLE_EQ(*r.extrapolated_step_time_s, 17.5);
+  // 1000 tokens a step (400 tok/s x 2.5 s) over 17.5 s.
+  EXPECT_NEAR(*r.extrapolated_tokens_per_second, 1000 / 17.5, 1e-9);
+  EXPECT_EQ(*r.extrapolated_peak_memory_bytes, 37 * kGiB / 2);
+  // Nothing of the config itself was measured.
+  EXPECT_FALSE(r.peak_memory_bytes);
+  EXPECT_FALSE(r.tokens_per_second);
+  EXPECT_TRUE(r.step_times_s.empty());
+  EXPECT_DOUBLE_EQ(r.wall_time_s, 20);
+  EXPECT_DOUBLE_EQ(*r.cpu_time_s, 30);
+  EXPECT_EQ(r.reason,
+            "predicted peak memory 30 GiB exceeds 85% of cpu's 23 GiB; proxies of 1 and 2 of its 32 layers ran every "
+            "operation, extrapolated 18.50 GiB peak, 57.1 tok/s, 18s a step");
+}
+
+TEST(ProxyCellTest, AFailingProxyMakesTheCellFailWithItsError) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  CellResult failed;
+  failed.status = CellStatus::kFails;
+  failed.reason = "aten::_scaled_dot_product_attention: not implemented for 'Half'";
+  failed.exit_code = 1;
+  failed.output_tail = "RuntimeError: not implemented";
+  CellResult r = ResultFromProxies(cell, {failed});
+  EXPECT_EQ(r.status, CellStatus::kFails);
+  EXPECT_EQ(r.ops_verified, false);
+  EXPECT_EQ(r.reason,
+            "the proxy of 1 of its 32 layers (model.num_layers 1 of 32) failed, so the config cannot run here with any "
+            "memory or time: aten::_scaled_dot_product_attention: not implemented for 'Half'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.output_tail, "RuntimeError: not implemented");
+  EXPECT_TRUE(r.proxy_layers.empty());
+}
+
+TEST(ProxyCellTest, AProxyStoppedAtTheLimitVerifiesNothing) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  CellResult slow;
+  slow.status = CellStatus::kTimeout;
+  slow.reason = "killed at the wall-clock limit of 15m";
+  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), slow});
+  EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_FALSE(r.ops_verified);
+  EXPECT_EQ(r.reason, cell.preset.reason + "; " + r.proxy_note);
+  EXPECT_EQ(r.proxy_note,
+            "the proxy of 2 of its 32 layers (model.num_layers 2 of 32) stopped (timeout): killed at the wall-clock "
+            "limit of 15m");
+  EXPECT_EQ(r.proxy_layers, (std::vector<double>{1}));
+  EXPECT_FALSE(r.extrapolated_step_time_s);
+}
+
+TEST(ProxyCellTest, TheProxyFieldsRoundTripThroughTheJournal) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2)});
+  r.provenance.verified_at = "2026-12-01T05:00:00Z";
+  r.config_hash = "abc";
+  StatusOr<CellResult> back = CellResultFromJson(ToJson(r), "j:1");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ops_verified, true);
+  EXPECT_EQ(back->proxy_layers, r.proxy_layers);
+  EXPECT_EQ(back->real_layers, 32);
+  EXPECT_EQ(back->proxy_cut, r.proxy_cut);
+  EXPECT_EQ(back->proxy_peak_memory_bytes, r.proxy_peak_memory_bytes);
+  EXPECT_EQ(back->extrapolated_peak_memory_bytes, r.extrapolated_peak_memory_bytes);
+  EXPECT_EQ(back->extrapolated_tokens_per_second, r.extrapolated_tokens_per_second);
+  // A record without proxies writes none of their fields.
+  CellResult plain;
+  plain.key = cell.key;
+  plain.device_type = "cpu";
+  plain.provenance.verified_at = "2026-12-01T05:00:00Z";
+  nlohmann::json j = ToJson(plain);
+  EXPECT_FALSE(j.contains("ops_verified"));
+  EXPECT_FALSE(j.contains("proxy_layers"));
+  j["ops_verified"] = "yes";
+  EXPECT_EQ(CellResultFromJson(j, "j:2").status().message(),
+            "j:2: cell record field \"ops_verified\" must be true or false, not string");
+}
+
+TEST(ProxyCellTest, TheSchedulerRunsTheProxiesInOrderAndRecordsOneCell) {
+  test::ScratchDir scratch("proxy_cell_test");
+  MatrixOptions options;
+  options.journal_path = scratch.path() + "/journal.jsonl";
+  PlannedCell cell = ProxiedCell(scratch.path());
+  FakeRunner runner;
+  std::vector<std::vector<std::string>> argvs;
+  runner.on_start = [&](const CellCommand& cmd) {
+    argvs.push_back(cmd.argv);
+    const bool deeper = cmd.log_path.find("__proxy2") != std::string::npos;
+    RunSummary s;
+    s.ok = true;
+    s.step_times_s = deeper ? std::vector<double>{3, 2.5, 2.5} : std::vector<double>{3, 2, 2};
+    s.step_tokens = {1000, 1000, 1000};
+    s.losses = {2, 1.9, 1.8};
+    s.peak_memory_bytes = deeper ? 7 * kGiB / 2 : 3 * kGiB;
+    s.torch_version = "2.11.0";
+    s.Finish();
+    ASSERT_TRUE(WriteRunSummary(cell.output_dir + (deeper ? "__proxy2" : "__proxy1"), s).ok());
+  };
+  runner.outcomes[cell.key.config].exit_code = 0;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({cell}, {}, runner, options, Provenance{}, progress, [] {
+    return std::string("2026-12-01T05:00:00Z");
+  });
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(argvs.size(), 2u);
+  EXPECT_EQ(argvs[0].back(), "model.num_layers=1");
+  EXPECT_EQ(argvs[1].back(), "model.num_layers=2");
+  ASSERT_EQ(run->recorded.size(), 1u);
+  const CellResult& r = run->recorded[0];
+  EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_EQ(r.ops_verified, true);
+  EXPECT_DOUBLE_EQ(*r.extrapolated_step_time_s, 17.5);
+  EXPECT_EQ(*r.extrapolated_peak_memory_bytes, 37 * kGiB / 2);
+  EXPECT_NE(progress.str().find("too_large  proxies of 32 layers: ops verified, about 57 tok/s, about 18.50 GiB"),
+            std::string::npos)
+      << progress.str();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_EQ((*journal)[0].proxy_layers, (std::vector<double>{1, 2}));
+}
+
+TEST(ProxyCellTest, AnEnvironmentFailureOfAProxyRecordsNothing) {
+  test::ScratchDir scratch("proxy_cell_env_test");
+  MatrixOptions options;
+  options.journal_path = scratch.path() + "/journal.jsonl";
+  PlannedCell cell = ProxiedCell(scratch.path());
+  FakeRunner runner;
+  runner.outcomes[cell.key.config].exit_code = 1;
+  runner.outcomes[cell.key.config].output_tail = "error: No space left on device";
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({cell}, {}, runner, options, Provenance{}, progress);
+  ASSERT_TRUE(run.ok());
+  EXPECT_TRUE(run->recorded.empty());
+  ASSERT_EQ(run->environment_errors.size(), 1u);
+  EXPECT_EQ(runner.started.size(), 1u);  // the second proxy never starts
+}
+
+}  // namespace
+}  // namespace tmx::matrix
