@@ -125,7 +125,7 @@ struct CellResult {
   // no proxy ran.
   std::vector<double> proxy_layers;
   int real_layers = 0;
-  std::string proxy_cut;  // what the deepest proxy cut: "model.num_layers 2 of 16, teacher_model.num_layers 4 of 32"
+  std::string proxy_cut;  // what the deepest proxy cut: "model.num_layers 4 of 16, teacher_model.num_layers 8 of 32"
   std::vector<double> proxy_step_times_s;
   std::vector<double> proxy_peak_memory_bytes;
   std::vector<double> proxy_tokens_per_second;

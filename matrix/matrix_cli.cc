@@ -21,6 +21,7 @@
 #include "base/text.h"
 #include "harness/cli.h"
 #include "harness/config_store.h"
+#include "matrix/calibration.h"
 #include "matrix/check.h"
 #include "matrix/compare.h"
 #include "matrix/ctest_cells.h"
@@ -71,7 +72,7 @@ std::string DeviceProblem(const std::string& device) {
   return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
 
-const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies"};
+const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies", "calibrate"};
 const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
                                               "budget",          "journal", "job",     "work-dir",    "tune",
                                               "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share"};
@@ -118,6 +119,7 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   }
   *write_back = !parsed.Has("no-write-back");
   options->proxies = !parsed.Has("no-proxies");
+  options->calibrate = parsed.Has("calibrate");
   if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
   if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
@@ -340,6 +342,15 @@ int Report(const Registry& registry, const std::vector<std::string>& args, std::
   Status s = WriteReports(registry, dir);
   if (!s.ok()) return Fail(err, s);
   out << "Wrote " << ReportFileList(dir + "/", "and") << "\n";
+  return kExitOk;
+}
+
+int Calibration(const Registry& registry, const std::vector<std::string>& args, std::ostream& out,
+                std::ostream& err) {
+  if (!args.empty()) return UsageError(err, "calibration", "takes no arguments");
+  StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(registry);
+  if (!configs.ok()) return Fail(err, configs.status());
+  WriteCalibrationTable(CalibrationRows(*configs), out);
   return kExitOk;
 }
 
@@ -680,9 +691,11 @@ std::string RunHelp() {
     "                           too_slow, not started (default 150; 0: no budget)\n"
     "  --memory-fraction F      share of device memory a cell may use (default 0.85)\n"
     "  --no-proxies             record too_large and too_slow cells from the prediction alone; by default\n"
-    "                           each runs proxies of its config with the models cut to 1 and 2 layers\n"
+    "                           each runs proxies of its config with the models cut to 1 and 4 layers\n"
     "                           (when they fit), records whether every operation ran, and extrapolates\n"
     "                           step time, tokens/s and peak memory to the real depth\n"
+    "  --calibrate              also run the proxies of cells that run in full, so each records the\n"
+    "                           extrapolation beside the measurement (`tune-matrix calibration`)\n"
     "  --journal PATH           journal file (default reports/journal.jsonl)\n"
     "  --resume                 run only the cells missing from the journal\n"
     "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"
@@ -727,6 +740,11 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
       {"report", "report [--reports-dir DIR]",
        "Regenerate " + ReportFileList("", "and") + " from the configs' metadata and history", "",
        [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
+      {"calibration", "calibration",
+       "Print how far proxies' extrapolations lie from the full runs of the cells calibrated (run --calibrate)",
+       "A Markdown table per cell (step time and peak memory: measured, extrapolated, error) and the median and "
+       "largest error of each, from the configs' metadata.",
+       [r](const auto& a, auto& o, auto& e) { return Calibration(*r, a, o, e); }},
       {"compare", "compare A B [options]", "Print what changed between two journals or commits", kCompareHelp,
        [](const auto& a, auto& o, auto& e) { return Compare(a, o, e); }},
   };

@@ -132,69 +132,94 @@ struct CellSource {
   std::vector<std::string> launch;  // `tune run` up to the overrides
 };
 
-// The proxies of a cell too large or too slow for its device (kProxyLayers), or why it has none (`*note`,
-// starting "no proxy: "): a config without a model to cut, a proxy the recipe refuses, one predicted over the
-// memory limit, or one predicted over the cell budget (judged only when `measured_rates`: the rates were
-// fitted to cells of the device type, as for the cell itself). Each proxy is its own run, so each is judged
-// against the budget alone.
+// One proxy of a cell, cut to `layers`: false, with `*note` (starting "no proxy: ") saying why, for a config
+// without a model to cut, a proxy the recipe refuses, one predicted over the memory limit (`*over_memory`), or
+// one predicted over the wall-clock limit of a cell (judged only when `measured_rates`: the rates were fitted
+// to cells of the device type, as for the cell itself). Not the cell budget: the rates, fitted to whole
+// models, overestimate a proxy several times (Llama 3.1 8B LoRA's pair: 99 s predicted, 28 s measured), and a
+// proxy that does run long is stopped at the limit and says so.
+bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Registry& registry,
+                  const MatrixOptions& options, const DeviceRates& rates, bool measured_rates, int64_t layers,
+                  ProxyRun* run, int* real_layers, std::string* note, bool* over_memory) {
+  const RecipeSpec& recipe = *source.located.recipe;
+  *over_memory = false;
+  run->layers = layers;
+  run->output_dir = cell.output_dir + "__proxy" + std::to_string(layers);
+  std::vector<std::string> overrides = CellOverrides(recipe, cell.device.id, cell.steps, run->output_dir);
+  StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+  if (!config.ok()) {
+    *note = "no proxy: " + config.status().message();
+    return false;
+  }
+  StatusOr<ProxyCut> cut = ProxyOf(*config, registry, layers);
+  if (!cut.ok()) {
+    *note = "no proxy: " + cut.status().message();
+    return false;
+  }
+  *real_layers = static_cast<int>(cut->real_layers);
+  run->cut = cut->description;
+  for (const std::string& o : cut->overrides) overrides.push_back(o);
+  // The proxies must train the same batches, or their difference is the data's, not the layers': a config
+  // that leaves its seed to chance (torchtune's `seed: null`) gets one for both.
+  if (config->Find("seed").IsDefined() && config->IsNull("seed")) overrides.push_back("seed=0");
+  config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+  std::vector<Problem> problems;
+  if (config.ok()) problems = ValidateConfig(*config, recipe, registry, &cell.device);
+  if (!config.ok() || !problems.empty()) {
+    *note = "no proxy: the recipe refuses the proxy of " + std::to_string(layers) + " layers (" + run->cut + "): " +
+            (config.ok() ? problems.front().key + ": " + problems.front().message : config.status().message());
+    return false;
+  }
+  StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, cell.device);
+  if (estimate.ok()) {
+    run->predicted_memory_bytes = estimate->peak_memory_bytes;
+    run->expected_duration_s = rates.Predict(static_cast<double>(estimate->parameters), estimate->work, cell.steps);
+  }
+  const int64_t limit = StartLimit(cell.device, options);
+  if (limit > 0 && run->predicted_memory_bytes > limit) {
+    *over_memory = true;
+    *note = "no proxy: even " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + " (" + run->cut +
+            ") " + (layers == 1 ? "is" : "are") + " predicted to need " + FormatBytes(run->predicted_memory_bytes) +
+            ", over " + std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
+            "'s " + FormatBytes(cell.device.total_memory_bytes) +
+            (layers == 1 ? "; the embeddings and output alone do not fit" : "");
+    return false;
+  }
+  if (measured_rates && options.cell_timeout_s > 0 && run->expected_duration_s > options.cell_timeout_s) {
+    *note = "no proxy: even " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + " (" + run->cut +
+            ") " + (layers == 1 ? "is" : "are") + " predicted to take " + FormatDuration(run->expected_duration_s) +
+            ", over the wall-clock limit of " + FormatDuration(options.cell_timeout_s);
+    return false;
+  }
+  run->argv = source.launch;
+  run->argv.insert(run->argv.end(), overrides.begin(), overrides.end());
+  return true;
+}
+
+// The proxies of a cell (kProxyLayers, or kProxyFallbackLayers as the deeper where that is all that fits), or
+// none with `*note` saying why (PlanProxyRun).
 std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& source, const Registry& registry,
                                   const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
                                   int* real_layers, std::string* note) {
-  const RecipeSpec& recipe = *source.located.recipe;
-  std::vector<ProxyRun> runs;
-  for (int64_t layers : kProxyLayers) {
-    ProxyRun run;
-    run.layers = layers;
-    run.output_dir = cell.output_dir + "__proxy" + std::to_string(layers);
-    std::vector<std::string> overrides = CellOverrides(recipe, cell.device.id, cell.steps, run.output_dir);
-    StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
-    if (!config.ok()) {
-      *note = "no proxy: " + config.status().message();
-      return {};
-    }
-    StatusOr<ProxyCut> cut = ProxyOf(*config, registry, layers);
-    if (!cut.ok()) {
-      *note = "no proxy: " + cut.status().message();
-      return {};
-    }
-    *real_layers = static_cast<int>(cut->real_layers);
-    run.cut = cut->description;
-    for (const std::string& o : cut->overrides) overrides.push_back(o);
-    // The proxies must train the same batches, or their difference is the data's, not the layers': a config
-    // that leaves its seed to chance (torchtune's `seed: null`) gets one for both.
-    if (config->Find("seed").IsDefined() && config->IsNull("seed")) overrides.push_back("seed=0");
-    config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
-    std::vector<Problem> problems;
-    if (config.ok()) problems = ValidateConfig(*config, recipe, registry, &cell.device);
-    if (!config.ok() || !problems.empty()) {
-      *note = "no proxy: the recipe refuses the proxy of " + std::to_string(layers) + " layers (" + run.cut + "): " +
-              (config.ok() ? problems.front().key + ": " + problems.front().message : config.status().message());
-      return {};
-    }
-    StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, cell.device);
-    if (estimate.ok()) {
-      run.predicted_memory_bytes = estimate->peak_memory_bytes;
-      run.expected_duration_s = rates.Predict(static_cast<double>(estimate->parameters), estimate->work, cell.steps);
-    }
-    const int64_t limit = StartLimit(cell.device, options);
-    if (limit > 0 && run.predicted_memory_bytes > limit) {
-      *note = "no proxy: even " + std::to_string(layers) + " layers (" + run.cut + ") are predicted to need " +
-              FormatBytes(run.predicted_memory_bytes) + ", over " +
-              std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id + "'s " +
-              FormatBytes(cell.device.total_memory_bytes) + "; the embeddings and output alone do not fit";
-      return {};
-    }
-    if (measured_rates && options.cell_budget_s > 0 && run.expected_duration_s > options.cell_budget_s) {
-      *note = "no proxy: even " + std::to_string(layers) + " layers (" + run.cut + ") are predicted to take " +
-              FormatDuration(run.expected_duration_s) + ", over the cell budget of " +
-              FormatDuration(options.cell_budget_s);
-      return {};
-    }
-    run.argv = source.launch;
-    run.argv.insert(run.argv.end(), overrides.begin(), overrides.end());
-    runs.push_back(std::move(run));
+  ProxyRun shallow, deep;
+  bool over_memory = false;
+  if (!PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0], &shallow, real_layers,
+                    note, &over_memory)) {
+    return {};
   }
-  return runs;
+  if (PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[1], &deep, real_layers, note,
+                   &over_memory)) {
+    return {shallow, deep};
+  }
+  if (!over_memory) return {};
+  std::string deeper_note = *note;
+  if (PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyFallbackLayers, &deep, real_layers,
+                   note, &over_memory)) {
+    note->clear();
+    return {shallow, deep};
+  }
+  *note = deeper_note;
+  return {};
 }
 
 // Whether --recipes and --configs select the built-in `config` of `recipe` (the one selection rule of
@@ -384,7 +409,12 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       if (entry != recorded->end() && entry->second.peak_memory_gib) {
         recorded_peak = static_cast<int64_t>(*entry->second.peak_memory_gib * static_cast<double>(int64_t{1} << 30));
       }
-      const int64_t judged_memory = std::max(cell.predicted_memory_bytes, recorded_peak);
+      // A cell whose proxies ran (and that never ran in full) is judged by their extrapolation instead of the
+      // recipe's estimate: a measurement of the config's own operations, sequences and allocator at two depths.
+      int64_t judged_memory = std::max(cell.predicted_memory_bytes, recorded_peak);
+      if (recorded_peak == 0 && entry != recorded->end() && entry->second.extrapolated_peak_memory_gib) {
+        judged_memory = static_cast<int64_t>(*entry->second.extrapolated_peak_memory_gib * static_cast<double>(int64_t{1} << 30));
+      }
       std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
       if (!problems.empty()) {
         r.status = CellStatus::kInvalid;
@@ -392,7 +422,10 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
       } else if (StartLimit(*device, options) > 0 && judged_memory > StartLimit(*device, options)) {
         r.status = CellStatus::kTooLarge;
-        r.reason = std::string(judged_memory > cell.predicted_memory_bytes ? "measured" : "predicted") +
+        const bool extrapolated = recorded_peak == 0 && judged_memory != cell.predicted_memory_bytes;
+        r.reason = std::string(extrapolated                                 ? "extrapolated (from its proxies)"
+                               : judged_memory > cell.predicted_memory_bytes ? "measured"
+                                                                              : "predicted") +
                    " peak memory " + FormatBytes(judged_memory) + " exceeds " +
                    std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
                    FormatBytes(device->total_memory_bytes);
@@ -483,6 +516,19 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     }
     cell.runnable = true;
     cell.expected_duration_s = 0;
+    for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
+  }
+  // With --calibrate, a selected cell that runs in full runs its proxies first, where it has any.
+  for (size_t i = 0; i < cells.size() && options.calibrate; ++i) {
+    PlannedCell& cell = cells[i];
+    if (!selected[i] || !cell.runnable || !cell.proxies.empty()) continue;
+    auto rate = rates.find(cell.device_type);
+    int real_layers = 0;
+    std::string note;
+    cell.proxies = PlanProxies(cell, sources[i], registry, options,
+                               rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real_layers,
+                               &note);
+    cell.preset.real_layers = real_layers;
     for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
   }
   std::vector<PlannedCell> chosen_cells;

@@ -83,12 +83,21 @@ struct MatrixOptions {
   // work there and its extrapolated speed and memory (matrix/proxy_cell.h). Off: such cells are recorded
   // from the prediction alone.
   bool proxies = true;
+  // Also run the proxies of cells that run in full (real-size ones: a model deeper than the proxies), before
+  // the full run, so each records the extrapolation beside the measurement (matrix/calibration.h).
+  bool calibrate = false;
 };
 
 // The proxy depths a cell too large or too slow for its device runs at (matrix/proxy_cell.h): the
 // shallowest model's layers at each, shallowest first. Two depths separate the per-layer cost from the fixed
-// part (embeddings, output, optimizer, process).
-inline constexpr int64_t kProxyLayers[] = {1, 2};
+// part (embeddings, output, optimizer, process); three layers apart, so the noise of a reading (a cpu peak
+// moves by 0.1 to 0.3 GiB from run to run) is multiplied by (depth - 4) / 3 on the way to the real depth,
+// not by depth - 2 as with 1 and 2 layers (measured: Qwen2.5 3B LoRA's 2-layer proxy peaked 0.12 GiB below
+// its 1-layer one).
+inline constexpr int64_t kProxyLayers[] = {1, 4};
+// The deeper proxy where kProxyLayers' does not fit the memory: closer to the shallow one, so noisier, but
+// measured.
+inline constexpr int64_t kProxyFallbackLayers = 2;
 
 // One proxy run of a cell: its config with the models' layers cut (harness/proxy.h), as a child of its own.
 struct ProxyRun {
@@ -120,7 +129,8 @@ struct PlannedCell {
   CellResult preset;
   std::vector<std::string> argv;   // the child command when the cell runs in full
   // A too_large or too_slow cell whose proxies fit (MatrixOptions::proxies): runnable, with no argv; its
-  // proxies run one after the other, shallowest first, and ResultFromProxies makes its record.
+  // proxies run one after the other, shallowest first, and ResultFromProxies makes its record. With argv too
+  // (MatrixOptions::calibrate), the proxies run first and then the cell, whose record CalibratedResult makes.
   std::vector<ProxyRun> proxies;
   std::string output_dir;
 };

@@ -198,6 +198,7 @@ TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeas
   MatrixOptions options;
   options.tune_path = "/bin/tune";
   options.config_globs = {"llama3_2/*_lora_single_device"};
+  options.proxies = false;  // ACellTooLargeForItsDeviceRunsProxiesThatFit has them
   std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
   // The committed configs hold cpu measurements and none on cuda.
   options.cell_budget_s = 0.001;
@@ -327,7 +328,7 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
 }
 
 // A cell too large for its device runs proxies of its config instead: the same `tune run` with the model cut to
-// 1 and then 2 layers, each in its own output folder; the cell keeps its too_large status and reason for the
+// 1 and then 4 layers (kProxyLayers), each in its own output folder; the cell keeps its too_large status and reason for the
 // record. --no-proxies records it from the prediction alone, and a proxy that would not fit either is named.
 TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
   MatrixOptions options;
@@ -345,20 +346,22 @@ TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
   ASSERT_EQ(c.proxies.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     const ProxyRun& p = c.proxies[i];
-    EXPECT_EQ(p.layers, static_cast<int64_t>(i + 1));
-    EXPECT_EQ(p.cut, "model.num_layers " + std::to_string(i + 1) + " of 32");
-    EXPECT_EQ(p.output_dir, c.output_dir + "__proxy" + std::to_string(i + 1));
+    const std::string depth = std::to_string(kProxyLayers[i]);
+    EXPECT_EQ(p.layers, kProxyLayers[i]);
+    EXPECT_EQ(p.cut, "model.num_layers " + depth + " of 32");
+    EXPECT_EQ(p.output_dir, c.output_dir + "__proxy" + depth);
     // The config's own launch and overrides, then the cut.
     EXPECT_EQ(std::vector<std::string>(p.argv.begin(), p.argv.begin() + 5),
               (std::vector<std::string>{"/bin/tune", "run", "lora_finetune_single_device", "--config",
                                         "llama3_1/8B_lora_single_device"}));
     EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "output_dir=" + p.output_dir), p.argv.end());
-    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "model.num_layers=" + std::to_string(i + 1)), p.argv.end());
+    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "model.num_layers=" + depth), p.argv.end());
     EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "device=cpu"), p.argv.end());
     EXPECT_GT(p.predicted_memory_bytes, 0);
     EXPECT_LT(p.predicted_memory_bytes, c.predicted_memory_bytes / 3);
   }
   EXPECT_LT(c.proxies[0].predicted_memory_bytes, c.proxies[1].predicted_memory_bytes);
+  const int64_t deep = c.proxies[1].predicted_memory_bytes;  // `c` dangles once `cells` is planned again
 
   options.proxies = false;
   cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 12)}, options);
@@ -373,10 +376,41 @@ TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
   const PlannedCell& small = cells->front();
   EXPECT_FALSE(small.runnable);
   EXPECT_EQ(small.preset.status, CellStatus::kTooLarge);
-  EXPECT_NE(small.preset.reason.find("; no proxy: even 1 layers (model.num_layers 1 of 32) are predicted to need "),
+  EXPECT_NE(small.preset.reason.find("; no proxy: even 1 layer (model.num_layers 1 of 32) is predicted to need "),
             std::string::npos)
       << small.preset.reason;
   EXPECT_EQ(small.preset.reason.substr(small.preset.reason.find("; no proxy") + 2), small.preset.proxy_note);
+
+  // Memory for the 1-layer proxy but not the 4-layer one: the deeper proxy is kProxyFallbackLayers deep.
+  DeviceInfo tight = Device("cpu", 12);
+  tight.total_memory_bytes = static_cast<int64_t>(static_cast<double>(deep - 1) /
+                                                  ((1 + kMemoryPredictionTolerance) * options.memory_fraction));
+  cells = PlanCells(recipes::BuiltinRegistry(), {tight}, options);
+  ASSERT_TRUE(cells.ok());
+  ASSERT_EQ(cells->front().proxies.size(), 2u) << cells->front().preset.reason;
+  EXPECT_EQ(cells->front().proxies[1].layers, kProxyFallbackLayers);
+  EXPECT_EQ(cells->front().preset.proxy_note, "");
+}
+
+// --calibrate: a real-size cell that runs in full runs its proxies first (the argv stays the cell's own); a tiny
+// one, whose two layers leave nothing to cut, runs alone.
+TEST(PlanTest, CalibrationRunsTheProxiesOfCellsThatRunInFull) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.cell_budget_s = 0;
+  options.calibrate = true;
+  options.config_globs = {"qwen2_5/0.5B_full_single_device", "tiny/lora_single_device"};
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  const PlannedCell& real = Find(*cells, "qwen2_5/0.5B_full_single_device", "cpu");
+  ASSERT_TRUE(real.runnable);
+  EXPECT_FALSE(real.argv.empty());
+  ASSERT_EQ(real.proxies.size(), 2u);
+  EXPECT_EQ(real.preset.real_layers, 24);
+  EXPECT_EQ(real.proxies[1].cut, "model.num_layers 4 of 24");
+  const PlannedCell& tiny = Find(*cells, "tiny/lora_single_device", "cpu");
+  EXPECT_TRUE(tiny.runnable);
+  EXPECT_TRUE(tiny.proxies.empty());
 }
 
 // A user's config file is planned like a built-in one, under its own name and path, and only it; what it
@@ -418,6 +452,18 @@ TEST(PlanTest, AUserConfigIsPlannedAloneFromItsFileAndItsJournal) {
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
   EXPECT_NE(cells->front().preset.reason.find("measured peak memory 30.00 GiB"), std::string::npos)
+      << cells->front().preset.reason;
+
+  // A record of proxies only (never run in full here): the plan believes their extrapolation over the estimate.
+  r.status = CellStatus::kTooLarge;
+  r.peak_memory_bytes.reset();
+  r.extrapolated_peak_memory_bytes = int64_t{40} << 30;
+  ASSERT_TRUE(WriteFileAtomically(options.journal_path, JournalLine(r) + "\n").ok());
+  cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
+  EXPECT_NE(cells->front().preset.reason.find("extrapolated (from its proxies) peak memory 40.00 GiB"),
+            std::string::npos)
       << cells->front().preset.reason;
 
   // Built-in patterns and files in one run: refused, naming both.

@@ -10,7 +10,7 @@ namespace {
 
 std::string Layers(double layers) { return std::to_string(static_cast<int64_t>(layers)); }
 
-// "1 and 2 of its 16 layers"
+// "1 and 4 of its 16 layers"
 std::string DepthsText(const std::vector<double>& layers, int real) {
   std::vector<std::string> parts;
   for (double l : layers) parts.push_back(Layers(l));
@@ -44,9 +44,66 @@ PlannedCell ProxyView(const PlannedCell& cell, size_t index) {
   return view;
 }
 
+namespace {
+
+// The proxies' numbers that ran (shallowest first, up to the first that did not), and the real depth's
+// extrapolations when every proxy ran. Returns the index of the first proxy that did not run, or runs.size().
+size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResult>& runs, CellResult* r) {
+  r->real_layers = cell.preset.real_layers;
+  size_t i = 0;
+  for (; i < runs.size() && i < cell.proxies.size(); ++i) {
+    const CellResult& run = runs[i];
+    if (run.status != CellStatus::kRuns) break;
+    r->proxy_layers.push_back(static_cast<double>(cell.proxies[i].layers));
+    r->proxy_cut = cell.proxies[i].cut;
+    r->proxy_step_times_s.push_back(run.step_time_median_s.value_or(0));
+    r->proxy_peak_memory_bytes.push_back(static_cast<double>(run.peak_memory_bytes.value_or(0)));
+    if (run.tokens_per_second) r->proxy_tokens_per_second.push_back(*run.tokens_per_second);
+  }
+  if (i < cell.proxies.size() || r->proxy_layers.size() < 2) return i;
+  const double real = r->real_layers;
+  // A deeper proxy that read less than a shallower one says the cost per layer is below the readings' noise:
+  // any line through them would extrapolate that noise, so nothing is extrapolated and the note says why.
+  std::vector<std::string> noisy;
+  auto rising = [&](const std::vector<double>& v, const char* what) {
+    if (v.back() >= v.front()) return true;
+    noisy.push_back(what);
+    return false;
+  };
+  const bool timed =
+      std::all_of(r->proxy_step_times_s.begin(), r->proxy_step_times_s.end(), [](double t) { return t > 0; }) &&
+      rising(r->proxy_step_times_s, "step time");
+  if (timed) {
+    const double step = ExtrapolateToDepth(r->proxy_layers, r->proxy_step_times_s, real);
+    r->extrapolated_step_time_s = step;
+    // Tokens per step are the config's (its batch and sequences), the same at every depth.
+    if (r->proxy_tokens_per_second.size() == r->proxy_layers.size()) {
+      r->extrapolated_tokens_per_second = r->proxy_tokens_per_second.back() * r->proxy_step_times_s.back() / step;
+    }
+  }
+  const bool measured = std::all_of(r->proxy_peak_memory_bytes.begin(), r->proxy_peak_memory_bytes.end(),
+                                    [](double b) { return b > 0; }) &&
+                        rising(r->proxy_peak_memory_bytes, "peak memory");
+  if (measured) {
+    r->extrapolated_peak_memory_bytes =
+        static_cast<int64_t>(ExtrapolateToDepth(r->proxy_layers, r->proxy_peak_memory_bytes, real));
+  }
+  if (!noisy.empty()) {
+    r->proxy_note = "not extrapolated: the deeper proxy read less " + JoinStrings(noisy, " and ") +
+                    " than the shallower (a cost per layer below the readings' noise)";
+  }
+  return i;
+}
+
+std::string WhichProxy(const PlannedCell& cell, size_t i) {
+  return "the proxy of " + Layers(static_cast<double>(cell.proxies[i].layers)) + " of its " +
+         std::to_string(cell.preset.real_layers) + " layers (" + cell.proxies[i].cut + ")";
+}
+
+}  // namespace
+
 CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResult>& runs) {
   CellResult r = cell.preset;
-  r.real_layers = 0;
   for (size_t i = 0; i < runs.size() && i < cell.proxies.size(); ++i) {
     const CellResult& run = runs[i];
     r.wall_time_s += run.wall_time_s;
@@ -61,30 +118,21 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
     if (r.stand_in.empty()) r.stand_in = run.stand_in;
     r.world_size = run.world_size;
     if (run.threads) r.threads = run.threads;
-    if (run.status != CellStatus::kRuns) break;
-    r.proxy_layers.push_back(static_cast<double>(cell.proxies[i].layers));
-    r.proxy_cut = cell.proxies[i].cut;
-    r.proxy_step_times_s.push_back(run.step_time_median_s.value_or(0));
-    r.proxy_peak_memory_bytes.push_back(static_cast<double>(run.peak_memory_bytes.value_or(0)));
-    if (run.tokens_per_second) r.proxy_tokens_per_second.push_back(*run.tokens_per_second);
   }
-  const int real = cell.preset.real_layers;
-  r.real_layers = real;
+  const size_t stopped = AddProxyMeasurements(cell, runs, &r);
   // The first proxy that did not run says what the cell records.
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const CellResult& run = runs[i];
-    if (run.status == CellStatus::kRuns) continue;
-    const std::string which = "the proxy of " + Layers(static_cast<double>(cell.proxies[i].layers)) + " of its " +
-                              std::to_string(real) + " layers (" + cell.proxies[i].cut + ")";
+  if (stopped < runs.size()) {
+    const CellResult& run = runs[stopped];
     if (run.status == CellStatus::kFails) {
       r.status = CellStatus::kFails;
-      r.reason = which + " failed, so the config cannot run here with any memory or time: " + run.reason;
+      r.reason = WhichProxy(cell, stopped) + " failed, so the config cannot run here with any memory or time: " +
+                 run.reason;
       r.ops_verified = false;
       r.exit_code = run.exit_code;
       r.term_signal = run.term_signal;
       r.output_tail = run.output_tail;
     } else {
-      r.proxy_note = which + " stopped (" + CellStatusName(run.status) + "): " + run.reason;
+      r.proxy_note = WhichProxy(cell, stopped) + " stopped (" + CellStatusName(run.status) + "): " + run.reason;
       r.reason += "; " + r.proxy_note;
     }
     return r;
@@ -96,29 +144,28 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
     return r;
   }
   r.ops_verified = true;
-  std::string shown;
-  const bool timed = std::all_of(r.proxy_step_times_s.begin(), r.proxy_step_times_s.end(), [](double t) { return t > 0; });
-  if (r.proxy_layers.size() >= 2 && timed) {
-    const double step = ExtrapolateToDepth(r.proxy_layers, r.proxy_step_times_s, real);
-    r.extrapolated_step_time_s = step;
-    // Tokens per step are the config's (its batch and sequences), the same at every depth.
-    if (r.proxy_tokens_per_second.size() == r.proxy_layers.size()) {
-      r.extrapolated_tokens_per_second = r.proxy_tokens_per_second.back() * r.proxy_step_times_s.back() / step;
-    }
-  }
-  const bool measured =
-      std::all_of(r.proxy_peak_memory_bytes.begin(), r.proxy_peak_memory_bytes.end(), [](double b) { return b > 0; });
-  if (r.proxy_layers.size() >= 2 && measured) {
-    r.extrapolated_peak_memory_bytes =
-        static_cast<int64_t>(ExtrapolateToDepth(r.proxy_layers, r.proxy_peak_memory_bytes, real));
-  }
   std::vector<std::string> numbers;
   if (r.extrapolated_peak_memory_bytes) numbers.push_back(FormatBytes(*r.extrapolated_peak_memory_bytes) + " peak");
   if (r.extrapolated_tokens_per_second) numbers.push_back(Tenths(*r.extrapolated_tokens_per_second) + " tok/s");
   if (r.extrapolated_step_time_s) numbers.push_back(FormatDuration(*r.extrapolated_step_time_s) + " a step");
-  r.reason += "; proxies of " + DepthsText(r.proxy_layers, real) + " ran every operation" +
+  r.reason += "; proxies of " + DepthsText(r.proxy_layers, r.real_layers) + " ran every operation" +
               (numbers.empty() ? "" : ", extrapolated " + JoinStrings(numbers, ", "));
   return r;
+}
+
+CellResult CalibratedResult(const PlannedCell& cell, const std::vector<CellResult>& proxies, CellResult full) {
+  const size_t stopped = AddProxyMeasurements(cell, proxies, &full);
+  if (stopped < proxies.size()) {
+    full.proxy_note = WhichProxy(cell, stopped) + " did not run (" + CellStatusName(proxies[stopped].status) +
+                      "): " + proxies[stopped].reason;
+  } else if (proxies.size() == cell.proxies.size()) {
+    full.ops_verified = true;
+  }
+  // A proxy measured beside other work makes the extrapolation's speed the machine's load too.
+  for (const CellResult& run : proxies) {
+    if (full.disturbed.empty() && !run.disturbed.empty()) full.disturbed = "a proxy: " + run.disturbed;
+  }
+  return full;
 }
 
 }  // namespace tmx::matrix

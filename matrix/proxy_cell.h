@@ -32,4 +32,10 @@ PlannedCell ProxyView(const PlannedCell& cell, size_t index);
 // Wall time and CPU time are the proxies' sums; the cell is disturbed when one of its proxies was.
 CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResult>& runs);
 
+// Calibration (MatrixOptions::calibrate): a cell that ran in full (`full`, its own record) and its proxies too.
+// The record is the full run's, status, reason and measurements as they were, with the proxies' numbers and
+// extrapolations beside them, so the extrapolation's error is measured per cell (matrix/calibration.h). A
+// proxy that did not run leaves proxy_note, not a verdict: the full run is the cell's verdict.
+CellResult CalibratedResult(const PlannedCell& cell, const std::vector<CellResult>& proxies, CellResult full);
+
 }  // namespace tmx::matrix

@@ -37,7 +37,7 @@ PlannedCell ProxiedCell(const std::string& dir) {
   c.preset.status = CellStatus::kTooLarge;
   c.preset.reason = "predicted peak memory 30 GiB exceeds 85% of cpu's 23 GiB";
   c.preset.real_layers = 32;
-  for (int64_t layers : kProxyLayers) {
+  for (int64_t layers : {1, 2}) {  // depths of the example (the plan's are kProxyLayers)
     ProxyRun run;
     run.layers = layers;
     run.cut = "model.num_layers " + std::to_string(layers) + " of 32";
@@ -85,6 +85,19 @@ TEST(ProxyCellTest, EveryProxyRanKeepsTheStatusAndRecordsExtrapolations) {
   EXPECT_EQ(r.reason,
             "predicted peak memory 30 GiB exceeds 85% of cpu's 23 GiB; proxies of 1 and 2 of its 32 layers ran every "
             "operation, extrapolated 18.50 GiB peak, 57.1 tok/s, 18s a step");
+}
+
+// A deeper proxy that peaked lower than a shallower one: the difference is noise, and extrapolating it over 30
+// layers would publish noise times 30. The memory is not extrapolated (the step time still is).
+TEST(ProxyCellTest, ADeeperProxyReadingLessIsNotExtrapolated) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 3 * kGiB - (1 << 27))});
+  EXPECT_EQ(r.ops_verified, true);
+  EXPECT_FALSE(r.extrapolated_peak_memory_bytes);
+  EXPECT_TRUE(r.extrapolated_step_time_s);
+  EXPECT_EQ(r.proxy_note,
+            "not extrapolated: the deeper proxy read less peak memory than the shallower (a cost per layer below the "
+            "readings' noise)");
 }
 
 TEST(ProxyCellTest, AFailingProxyMakesTheCellFailWithItsError) {
@@ -190,6 +203,63 @@ TEST(ProxyCellTest, TheSchedulerRunsTheProxiesInOrderAndRecordsOneCell) {
   ASSERT_TRUE(journal.ok()) << journal.status().ToString();
   ASSERT_EQ(journal->size(), 1u);
   EXPECT_EQ((*journal)[0].proxy_layers, (std::vector<double>{1, 2}));
+}
+
+// --calibrate: a cell that runs in full runs its proxies first; the record is the full run's, with the
+// extrapolation beside its measurements.
+TEST(ProxyCellTest, ACalibratedCellRunsItsProxiesThenItselfAndKeepsItsOwnVerdict) {
+  test::ScratchDir scratch("proxy_cell_calibrate_test");
+  MatrixOptions options;
+  options.journal_path = scratch.path() + "/journal.jsonl";
+  PlannedCell cell = ProxiedCell(scratch.path());
+  cell.argv = {"tune", "run", "full"};
+  cell.preset.status = CellStatus::kFails;  // a runnable cell's preset holds no verdict
+  cell.preset.reason.clear();
+  FakeRunner runner;
+  std::vector<std::string> order;
+  runner.on_start = [&](const CellCommand& cmd) {
+    order.push_back(cmd.argv.back());
+    const std::string dir = cmd.log_path.substr(0, cmd.log_path.size() - 4);  // "<output_dir>.log"
+    const double step = cmd.argv.back() == "full" ? 17 : cmd.argv.back() == "model.num_layers=1" ? 2 : 2.5;
+    RunSummary s;
+    s.ok = true;
+    s.step_times_s = {step + 1, step, step};
+    s.step_tokens = {1000, 1000, 1000};
+    s.losses = {2, 1.9, 1.8};
+    s.peak_memory_bytes = cmd.argv.back() == "full" ? 18 * kGiB : cmd.argv.back() == "model.num_layers=1" ? 3 * kGiB : 7 * kGiB / 2;
+    s.torch_version = "2.11.0";
+    s.Finish();
+    ASSERT_TRUE(WriteRunSummary(dir, s).ok());
+  };
+  runner.outcomes[cell.key.config].exit_code = 0;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({cell}, {}, runner, options, Provenance{}, progress, [] {
+    return std::string("2026-12-01T05:00:00Z");
+  });
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(order, (std::vector<std::string>{"model.num_layers=1", "model.num_layers=2", "full"}));
+  ASSERT_EQ(run->recorded.size(), 1u);
+  const CellResult& r = run->recorded[0];
+  EXPECT_EQ(r.status, CellStatus::kRuns);
+  EXPECT_EQ(r.reason, "");
+  EXPECT_EQ(r.step_time_median_s, 17);
+  EXPECT_EQ(r.peak_memory_bytes, 18 * kGiB);
+  EXPECT_DOUBLE_EQ(*r.extrapolated_step_time_s, 17.5);
+  EXPECT_EQ(*r.extrapolated_peak_memory_bytes, 37 * kGiB / 2);
+  EXPECT_EQ(r.ops_verified, true);
+}
+
+TEST(ProxyCellTest, AProxyThatFailsBesideAFullRunIsANoteNotAVerdict) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  CellResult failed;
+  failed.status = CellStatus::kFails;
+  failed.reason = "boom";
+  CellResult full = ProxyRan(17, 60, 18 * kGiB);
+  CellResult r = CalibratedResult(cell, {ProxyRan(2, 500, 3 * kGiB), failed}, full);
+  EXPECT_EQ(r.status, CellStatus::kRuns);
+  EXPECT_FALSE(r.ops_verified);
+  EXPECT_FALSE(r.extrapolated_step_time_s);
+  EXPECT_EQ(r.proxy_note, "the proxy of 2 of its 32 layers (model.num_layers 2 of 32) did not run (fails): boom");
 }
 
 TEST(ProxyCellTest, AnEnvironmentFailureOfAProxyRecordsNothing) {

@@ -120,7 +120,7 @@ std::string ProxySentence(const std::vector<const ConfigSupport*>& configs, cons
       auto it = c->entries.find(type);
       if (it == c->entries.end() || it->second.proxy.empty()) continue;
       return "A cell too large or too slow for its device ran proxies instead: the config with its models cut to 1 "
-             "and 2 layers, everything else as written. \"ops verified by proxy\" says every operation, dtype and "
+             "and 4 layers, everything else as written. \"ops verified by proxy\" says every operation, dtype and "
              "shape of the config ran there forward and backward; the ≈ numbers are the real depth's tok/s and peak "
              "memory extrapolated along the line through the two proxies, predictions rather than measurements.";
     }

@@ -176,11 +176,14 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     return Status::OK();
   };
 
-  // A child to start: a cell's own run, or one of its proxies (which run one after the other).
+  // A child to start: one of a cell's proxies (index below proxies.size(); they run one after the other,
+  // shallowest first), or its own run (index proxies.size(), last, when it has argv).
   struct Child {
     const PlannedCell* cell;
-    size_t proxy = 0;
+    size_t index = 0;
   };
+  auto view = [](const PlannedCell& c, size_t index) { return index < c.proxies.size() ? ProxyView(c, index) : c; };
+  auto children = [](const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); };
   std::map<CellKey, Child> running;
   std::map<CellKey, std::vector<CellResult>> proxy_runs;  // the finished proxies of each proxied cell
   std::vector<Child> queue;
@@ -198,7 +201,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         ++it;
         continue;
       }
-      const PlannedCell child = c->proxies.empty() ? *c : ProxyView(*c, it->proxy);
+      const PlannedCell child = view(*c, it->index);
       CellCommand cmd;
       cmd.key = c->key;
       cmd.lane = c->key.device;
@@ -230,7 +233,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     const Child finished_child = found->second;
     const PlannedCell* cell = finished_child.cell;
     running.erase(found);
-    const PlannedCell child = cell->proxies.empty() ? *cell : ProxyView(*cell, finished_child.proxy);
+    const PlannedCell child = view(*cell, finished_child.index);
     CellResult result = ResultFromOutcome(child, outcome.result, options);
     AddCpuAccounting(outcome, &result);
     std::optional<std::string> environment =
@@ -239,23 +242,29 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       result = cell->preset;  // the cell as planned, for the message; nothing of it is recorded
       result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
       progress << "ERROR " << cell->key.config << " on " << cell->key.device
-               << (cell->proxies.empty() ? "" : " (proxy of " + std::to_string(cell->proxies[finished_child.proxy].layers) +
-                                                      " layers)")
+               << (finished_child.index < cell->proxies.size()
+                       ? " (proxy of " + std::to_string(cell->proxies[finished_child.index].layers) + " layers)"
+                       : "")
                << ": " << result.reason << std::endl;
       proxy_runs.erase(cell->key);
       run.environment_errors.push_back(std::move(result));
       continue;
     }
-    if (!cell->proxies.empty()) {
+    if (finished_child.index < cell->proxies.size()) {
       std::vector<CellResult>& done_runs = proxy_runs[cell->key];
       const bool ran = result.status == CellStatus::kRuns;
       done_runs.push_back(std::move(result));
-      // The next proxy starts at once, ahead of other cells, while this one's stay unfinished.
-      if (ran && finished_child.proxy + 1 < cell->proxies.size()) {
-        queue.insert(queue.begin(), Child{cell, finished_child.proxy + 1});
+      // The cell's next child starts at once, ahead of other cells: a proxied cell's next proxy while they
+      // run, a calibrated cell's every next child (its own run is its verdict, whatever its proxies did).
+      const bool calibrating = !cell->argv.empty();
+      if ((ran || calibrating) && finished_child.index + 1 < children(*cell)) {
+        queue.insert(queue.begin(), Child{cell, finished_child.index + 1});
         continue;
       }
       result = ResultFromProxies(*cell, done_runs);
+      proxy_runs.erase(cell->key);
+    } else if (!cell->proxies.empty()) {
+      result = CalibratedResult(*cell, proxy_runs[cell->key], std::move(result));
       proxy_runs.erase(cell->key);
     }
     TM_RETURN_IF_ERROR(record(std::move(result), *cell));

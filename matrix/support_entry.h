@@ -47,8 +47,8 @@ struct SupportEntry {
   // rank's on an accelerator and their sum on cpu); absent for one process.
   std::optional<double> ranks;
   // A proxied cell (CellResult's proxy fields, matrix/proxy_cell.h): whether every operation of the config
-  // ran here ("yes": every proxy ran; "no": one failed; "": no proxy ran), which proxies ("1 and 2 of 32
-  // layers (model.num_layers 2 of 32)"), and the real depth's numbers extrapolated from theirs: predictions
+  // ran here ("yes": every proxy ran; "no": one failed; "": no proxy ran), which proxies ("1 and 4 of 32
+  // layers (model.num_layers 4 of 32)"), and the real depth's numbers extrapolated from theirs: predictions
   // from measurements, kept apart from the measured fields above.
   std::string ops_verified;
   std::string proxy;
