@@ -430,6 +430,15 @@ std::optional<CellStatus> ParseCellStatus(const std::string& name) {
   return info->status;
 }
 
+std::string ProxyDepths(const CellResult& r) {
+  std::string depths;
+  for (size_t i = 0; i < r.proxy_layers.size(); ++i) {
+    depths += (i == 0 ? "" : i + 1 == r.proxy_layers.size() ? " and " : ", ") +
+              std::to_string(static_cast<int64_t>(r.proxy_layers[i]));
+  }
+  return depths;
+}
+
 nlohmann::json ToJson(const CellResult& r) {
   static const CellResult defaults{};
   json j = json::object();

@@ -135,6 +135,7 @@ struct CellResult {
   // Whether every operation, dtype and shape of the config ran on the device: true when every proxy finished,
   // false when one failed (the cell is then `fails`, with the proxy's error); unknown without proxies.
   std::optional<bool> ops_verified;
+  // (ProxyDepths says the depths for a reader.)
   // Why a too_large or too_slow cell has no proxy measurements (nothing to cut, a proxy too large or too
   // slow itself, a proxy stopped at the limit); "" otherwise.
   std::string proxy_note;
@@ -208,6 +209,9 @@ struct JournalField {
 // The JSON's keys are sorted, so the order does not change what is written. "schema_version" is no field:
 // every record is written with kCellSchemaVersion and the reader refuses any other before reading fields.
 const std::vector<JournalField>& JournalFields();
+
+// The depths of the proxies that ran, for a reader: "1 and 4"; "" when none ran.
+std::string ProxyDepths(const CellResult& r);
 
 nlohmann::json ToJson(const CellResult& r);
 

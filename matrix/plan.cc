@@ -175,20 +175,19 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
     run->predicted_memory_bytes = estimate->peak_memory_bytes;
     run->expected_duration_s = rates.Predict(static_cast<double>(estimate->parameters), estimate->work, cell.steps);
   }
+  const std::string even = "no proxy: even " + std::to_string(layers) + (layers == 1 ? " layer (" : " layers (") +
+                           run->cut + (layers == 1 ? ") is" : ") are") + " predicted to ";
   const int64_t limit = StartLimit(cell.device, options);
   if (limit > 0 && run->predicted_memory_bytes > limit) {
     *over_memory = true;
-    *note = "no proxy: even " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + " (" + run->cut +
-            ") " + (layers == 1 ? "is" : "are") + " predicted to need " + FormatBytes(run->predicted_memory_bytes) +
-            ", over " + std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
+    *note = even + "need " + FormatBytes(run->predicted_memory_bytes) + ", over " + std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
             "'s " + FormatBytes(cell.device.total_memory_bytes) +
             (layers == 1 ? "; the embeddings and output alone do not fit" : "");
     return false;
   }
   if (measured_rates && options.cell_timeout_s > 0 && run->expected_duration_s > options.cell_timeout_s) {
-    *note = "no proxy: even " + std::to_string(layers) + (layers == 1 ? " layer" : " layers") + " (" + run->cut +
-            ") " + (layers == 1 ? "is" : "are") + " predicted to take " + FormatDuration(run->expected_duration_s) +
-            ", over the wall-clock limit of " + FormatDuration(options.cell_timeout_s);
+    *note = even + "take " + FormatDuration(run->expected_duration_s) + ", over the wall-clock limit of " +
+            FormatDuration(options.cell_timeout_s);
     return false;
   }
   run->argv = source.launch;
@@ -420,7 +419,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         r.status = CellStatus::kInvalid;
         for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
         r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
-      } else if (StartLimit(*device, options) > 0 && judged_memory > StartLimit(*device, options)) {
+      } else if (const int64_t limit = StartLimit(*device, options); limit > 0 && judged_memory > limit) {
         r.status = CellStatus::kTooLarge;
         const bool extrapolated = recorded_peak == 0 && judged_memory != cell.predicted_memory_bytes;
         r.reason = std::string(extrapolated                                 ? "extrapolated (from its proxies)"
@@ -496,39 +495,32 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cells[i].argv.push_back(std::move(o));
     }
   }
-  // A selected cell too large or too slow for its device runs proxies instead, where they fit.
-  for (size_t i = 0; i < cells.size() && options.proxies; ++i) {
+  // Proxies of the selected cells: a cell too large or too slow for its device runs them instead, where they
+  // fit (the note says why not); with --calibrate, a cell that runs in full runs them first, where it has any.
+  for (size_t i = 0; i < cells.size(); ++i) {
     PlannedCell& cell = cells[i];
     const CellStatus status = cell.preset.status;
-    if (!selected[i] || cell.runnable || (status != CellStatus::kTooLarge && status != CellStatus::kTooSlow)) continue;
+    const bool instead = options.proxies && !cell.runnable &&
+                         (status == CellStatus::kTooLarge || status == CellStatus::kTooSlow);
+    const bool first = options.calibrate && cell.runnable;
+    if (!selected[i] || !(instead || first)) continue;
     auto rate = rates.find(cell.device_type);
     int real_layers = 0;
     std::string note;
-    cell.steps = options.max_steps;
+    if (instead) cell.steps = options.max_steps;
     cell.proxies = PlanProxies(cell, sources[i], registry, options,
                                rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real_layers,
                                &note);
     cell.preset.real_layers = real_layers;
-    cell.preset.proxy_note = note;
-    if (cell.proxies.empty()) {
-      if (!note.empty()) cell.preset.reason += "; " + note;
-      continue;
+    if (instead) {
+      cell.preset.proxy_note = note;
+      if (cell.proxies.empty()) {
+        if (!note.empty()) cell.preset.reason += "; " + note;
+        continue;
+      }
+      cell.runnable = true;
+      cell.expected_duration_s = 0;
     }
-    cell.runnable = true;
-    cell.expected_duration_s = 0;
-    for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
-  }
-  // With --calibrate, a selected cell that runs in full runs its proxies first, where it has any.
-  for (size_t i = 0; i < cells.size() && options.calibrate; ++i) {
-    PlannedCell& cell = cells[i];
-    if (!selected[i] || !cell.runnable || !cell.proxies.empty()) continue;
-    auto rate = rates.find(cell.device_type);
-    int real_layers = 0;
-    std::string note;
-    cell.proxies = PlanProxies(cell, sources[i], registry, options,
-                               rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real_layers,
-                               &note);
-    cell.preset.real_layers = real_layers;
     for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
   }
   std::vector<PlannedCell> chosen_cells;

@@ -6,26 +6,6 @@
 #include "base/text.h"
 
 namespace tmx::matrix {
-namespace {
-
-std::string Layers(double layers) { return std::to_string(static_cast<int64_t>(layers)); }
-
-// "1 and 4 of its 16 layers"
-std::string DepthsText(const std::vector<double>& layers, int real) {
-  std::vector<std::string> parts;
-  for (double l : layers) parts.push_back(Layers(l));
-  std::string joined = parts.size() <= 1 ? JoinStrings(parts, "")
-                                         : JoinStrings({parts.begin(), parts.end() - 1}, ", ") + " and " + parts.back();
-  return joined + " of its " + std::to_string(real) + " layers";
-}
-
-std::string Tenths(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
-
-}  // namespace
 
 double ExtrapolateToDepth(const std::vector<double>& layers, const std::vector<double>& values, double real) {
   const double l0 = layers.front(), l1 = layers.back(), v0 = values.front(), v1 = values.back();
@@ -96,7 +76,7 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
 }
 
 std::string WhichProxy(const PlannedCell& cell, size_t i) {
-  return "the proxy of " + Layers(static_cast<double>(cell.proxies[i].layers)) + " of its " +
+  return "the proxy of " + std::to_string(cell.proxies[i].layers) + " of its " +
          std::to_string(cell.preset.real_layers) + " layers (" + cell.proxies[i].cut + ")";
 }
 
@@ -146,9 +126,9 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
   r.ops_verified = true;
   std::vector<std::string> numbers;
   if (r.extrapolated_peak_memory_bytes) numbers.push_back(FormatBytes(*r.extrapolated_peak_memory_bytes) + " peak");
-  if (r.extrapolated_tokens_per_second) numbers.push_back(Tenths(*r.extrapolated_tokens_per_second) + " tok/s");
+  if (r.extrapolated_tokens_per_second) numbers.push_back(FormatNumber(*r.extrapolated_tokens_per_second, 1) + " tok/s");
   if (r.extrapolated_step_time_s) numbers.push_back(FormatDuration(*r.extrapolated_step_time_s) + " a step");
-  r.reason += "; proxies of " + DepthsText(r.proxy_layers, r.real_layers) + " ran every operation" +
+  r.reason += "; proxies of " + ProxyDepths(r) + " of its " + std::to_string(r.real_layers) + " layers ran every operation" +
               (numbers.empty() ? "" : ", extrapolated " + JoinStrings(numbers, ", "));
   return r;
 }
