@@ -16,6 +16,8 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cpu.distributed_backend = "gloo";
   cpu.matrix_ranks = 2;
   cpu.peak_memory = DeviceTypeTraits::PeakMemory::kProcessRss;
+  cpu.fused_adamw = true;
+  cpu.numeric_reference = true;
   cpu.report_rank = 0;
   cpu.doc = "the host processor; peak memory is the process's peak resident set size";
   cpu.also_called = {"host"};
@@ -29,6 +31,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cuda.own_generator = true;
   cuda.native_gqa_attention = true;
   cuda.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
+  cuda.fused_adamw = true;
   cuda.report_rank = 1;
   cuda.doc = "NVIDIA GPUs (and ROCm GPUs in a HIP build of LibTorch)";
   cuda.also_called = {"gpu", "nvidia", "rocm", "hip"};
@@ -41,6 +44,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   xpu.activation_offloading = true;
   xpu.own_generator = true;
   xpu.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
+  xpu.fused_adamw = true;
   xpu.report_rank = 3;
   xpu.doc = "Intel GPUs";
   xpu.also_called = {"intel"};
@@ -49,6 +53,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   mps.name = "mps";
   mps.auto_rank = 2;
   mps.distributed_backend = "gloo";
+  mps.fused_adamw = true;
   mps.report_rank = 2;
   mps.doc = "Apple GPUs (Metal); memory is shared with the host";
   mps.also_called = {"metal", "apple"};

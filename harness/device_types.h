@@ -55,6 +55,12 @@ struct DeviceTypeTraits {
   // Whether SDPA's grouped-query attention is a fused kernel on this type in half precision (flash
   // attention). Where it is not, the decoder repeats k/v itself so the other fused kernels stay usable.
   bool native_gqa_attention = false;
+  // Whether ATen has a fused AdamW kernel for the type (torch.optim's fused=True: cpu, cuda, xpu, mps), so
+  // a config moved to AdamW (a device check's repair) can take it.
+  bool fused_adamw = false;
+  // Whether the numeric check's reference runs (float32, one step) are made on this type: the one type every
+  // machine has and whose float32 kernels are the oldest and most used (cpu).
+  bool numeric_reference = false;
   // Column order of reports: ascending, then by name.
   int report_rank = 100;
   // One line for `tune devices` and error messages.

@@ -21,9 +21,22 @@ RecordedSupport ReadRecordedSupport(const YAML::Node& entry) {
                          : key == "time_to_first_token_s"     ? &r.time_to_first_token_s
                          : key == "prefill_tokens_per_second" ? &r.prefill_tokens_per_second
                          : key == "peak_memory_gib"           ? &r.peak_memory_gib
+                         : key == "device_name"               ? &r.device_name
+                         : key == "repair"                    ? &r.repair
+                         : key == "repaired_status"           ? &r.repaired_status
                                                               : nullptr;
     if (field != nullptr) *field = kv.second.Scalar();
   }
+  return r;
+}
+
+RecordedSupport RecordedRepair(const RecordedSupport& entry, const std::vector<std::string>& repair) {
+  if (entry.repaired_status.empty() || repair.empty() || entry.repair != JoinStrings(repair, " ")) return {};
+  RecordedSupport r = entry;
+  r.status = entry.repaired_status;
+  if (r.status == "runs") r.reason.clear();  // the reason says why the config as written is invalid
+  r.repair.clear();
+  r.repaired_status.clear();
   return r;
 }
 

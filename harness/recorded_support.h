@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -21,6 +22,10 @@ struct RecordedSupport {
   std::string time_to_first_token_s;
   std::string prefill_tokens_per_second;
   std::string peak_memory_gib;
+  std::string device_name;
+  // A repaired cell (invalid as written): the overrides it ran with, space-separated, and what they got.
+  std::string repair;
+  std::string repaired_status;
 
   bool recorded() const { return !status.empty(); }
   // Recorded as anything but `runs`: the config as written does not run there.
@@ -29,6 +34,11 @@ struct RecordedSupport {
 
 // The entry's fields; an empty RecordedSupport for a node that is not a map.
 RecordedSupport ReadRecordedSupport(const YAML::Node& entry);
+
+// What the entry recorded for the config run with `repair` (overrides, as a device check named them): the
+// entry as the repaired config's (status its repaired_status, the reason only when that is not "runs"), or an
+// empty RecordedSupport when the entry is of no repair or of another one.
+RecordedSupport RecordedRepair(const RecordedSupport& entry, const std::vector<std::string>& repair);
 
 // The entry in a line: "runs · 38087 tok/s · 0.54 GiB peak (2026-12-03T13:08:45Z, vm, 0123456789ab)", a
 // reason after the status where there is one, the commit cut to 12 hex digits. A generation's entry (one with

@@ -29,6 +29,14 @@ class Validator {
     problems_.push_back(std::move(p));
   }
 
+  // A device check's refusal of the value at `key`, with its repair.
+  void Refused(const std::string& key, DeviceRefusal refusal) {
+    if (refusal.reason.empty()) return;
+    Add(key, refusal.reason + (refusal.repair.empty() ? "" : "; use " + JoinStrings(refusal.repair, " ")),
+        /*device_related=*/true);
+    problems_.back().repair = std::move(refusal.repair);
+  }
+
   // Flags keys of `map` that no spec names, each with the nearest valid key.
   void CheckKeys(const YAML::Node& map, const std::string& prefix, const std::vector<FieldSpec>& specs,
                  const std::string& owner) {
@@ -153,10 +161,7 @@ class Validator {
     if (spec.type == FieldType::kComponent) {
       CheckComponent(value, key, spec.component_kind);
     }
-    if (device_ && spec.device_check) {
-      std::string reason = spec.device_check(value, config_, *device_);
-      if (!reason.empty()) Add(key, reason, /*device_related=*/true);
-    }
+    if (device_ && spec.device_check) Refused(key, spec.device_check(value, config_, *device_));
   }
 
   // Which constraint of `spec` the (well-typed) value breaks, as a message with the fix; "" when none.
@@ -236,10 +241,7 @@ class Validator {
       Add(ckey, "'" + name + "' is a " + comp->kind + " component; " + key + " needs a " + kind);
       return;
     }
-    if (device_ && comp->device_check) {
-      std::string reason = comp->device_check(node, config_, *device_);
-      if (!reason.empty()) Add(ckey, reason, /*device_related=*/true);
-    }
+    if (device_ && comp->device_check) Refused(ckey, comp->device_check(node, config_, *device_));
     if (!comp->unsupported_reason.empty()) {
       Add(ckey, "component '" + name + "' is recognised but not supported: " + comp->unsupported_reason);
       return;
@@ -386,6 +388,17 @@ const char* FieldTypeName(FieldType t) {
 }
 
 std::string Problem::ToString() const { return where + ": " + key + ": " + message; }
+
+std::vector<std::string> RepairOf(const std::vector<Problem>& problems) {
+  std::vector<std::string> repair;
+  for (const Problem& p : problems) {
+    if (p.repair.empty()) return {};
+    for (const std::string& o : p.repair) {
+      if (std::find(repair.begin(), repair.end(), o) == repair.end()) repair.push_back(o);
+    }
+  }
+  return repair;
+}
 
 Status Registry::AddRecipe(RecipeSpec recipe) {
   if (FindRecipe(recipe.name) != nullptr) {

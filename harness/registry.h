@@ -25,9 +25,16 @@ namespace tmx {
 enum class FieldType { kBool, kInt, kFloat, kString, kStringList, kComponent, kAny };
 const char* FieldTypeName(FieldType t);  // "bool", "int", ...
 
-// Returns "" when `value` works on `device`, otherwise the reason it does not (one sentence, with the fix).
+// What a value cannot do on a device. Empty `reason`: it works there. Otherwise one sentence saying why not,
+// and `repair`: the overrides ("key=value", "~key" to remove one) that make the config work there with the
+// same model, data and schedule (validation appends "; use <repair>" to the reason). No repair: the reason
+// itself says what to do (another device, a rebuild), and the config has no verified repair on that device.
+struct DeviceRefusal {
+  std::string reason;
+  std::vector<std::string> repair;
+};
 using DeviceCheck =
-    std::function<std::string(const YAML::Node& value, const Config& config, const DeviceInfo& device)>;
+    std::function<DeviceRefusal(const YAML::Node& value, const Config& config, const DeviceInfo& device)>;
 
 // Returns "" when a (well-typed) value is acceptable, otherwise what is wrong with it and the fix; for
 // constraints the declarative ones below cannot say (a prompt template's name, a mapping's shape).
@@ -104,8 +111,14 @@ struct Problem {
   std::string key;      // dotted key path
   std::string message;  // what is wrong and how to fix it
   bool device_related = false;  // the config is fine in itself but cannot run on the chosen device
+  // A device problem's overrides that remove it on that device (DeviceRefusal::repair); empty: none known.
+  std::vector<std::string> repair;
   std::string ToString() const;
 };
+
+// The overrides that remove every problem of `problems` (each problem's repair, in order, each override
+// once), or nothing when a problem has no repair: a config is repaired whole or not at all.
+std::vector<std::string> RepairOf(const std::vector<Problem>& problems);
 
 struct RunContext {
   DeviceInfo device;                 // the resolved device to run on

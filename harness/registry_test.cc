@@ -20,8 +20,9 @@ Registry MakeRegistry() {
   paged.name = "bitsandbytes.optim.PagedAdamW8bit";
   paged.kind = "optimizer";
   paged.unsupported_reason = "bitsandbytes is a Python CUDA library";
-  paged.device_check = [](const YAML::Node&, const Config&, const DeviceInfo& d) -> std::string {
-    return d.type == "cuda" ? "" : "paged optimizers need cuda";
+  paged.device_check = [](const YAML::Node&, const Config&, const DeviceInfo& d) -> DeviceRefusal {
+    if (d.type == "cuda") return {};
+    return {"paged optimizers need cuda", {"optimizer._component_=torch.optim.AdamW"}};
   };
   EXPECT_TRUE(r.AddComponent(paged).ok());
   ComponentSpec model;
@@ -33,8 +34,9 @@ Registry MakeRegistry() {
   recipe.name = "lora_finetune_single_device";
   recipe.configs = {"tiny/lora"};
   FieldSpec dtype{"dtype", FieldType::kString, "fp32", "training dtype", false, false, {"fp32", "bf16"}};
-  dtype.device_check = [](const YAML::Node& v, const Config&, const DeviceInfo& d) -> std::string {
-    return v.Scalar() == "bf16" && !d.bf16_matmul_backward ? "bf16 does not work on " + d.id : "";
+  dtype.device_check = [](const YAML::Node& v, const Config&, const DeviceInfo& d) -> DeviceRefusal {
+    if (v.Scalar() != "bf16" || d.bf16_matmul_backward) return {};
+    return {"bf16 does not work on " + d.id, {}};
   };
   recipe.fields = {
       {"batch_size", FieldType::kInt, "1", "samples per step"},
@@ -164,13 +166,30 @@ TEST(RegistryTest, DeviceRequirementsAreChecked) {
   std::vector<Problem> problems = ValidateConfig(c, r.recipes()[0], r, &cpu);
   EXPECT_EQ(Messages(problems),
             (std::vector<std::string>{
-                "c.yaml:2:16: optimizer._component_: paged optimizers need cuda",
+                "c.yaml:2:16: optimizer._component_: paged optimizers need cuda; use "
+                "optimizer._component_=torch.optim.AdamW",
                 "c.yaml:2:16: optimizer._component_: component 'bitsandbytes.optim.PagedAdamW8bit' is recognised but "
                 "not supported: bitsandbytes is a Python CUDA library",
                 "c.yaml:3:8: dtype: bf16 does not work on cpu",
             }));
   EXPECT_TRUE(problems[0].device_related);
   EXPECT_FALSE(problems[1].device_related);
+  // The refusal's repair travels with its problem; a problem without one leaves the config unrepaired.
+  EXPECT_EQ(problems[0].repair, std::vector<std::string>{"optimizer._component_=torch.optim.AdamW"});
+  EXPECT_TRUE(problems[2].repair.empty());
+  EXPECT_TRUE(RepairOf(problems).empty());
+  EXPECT_EQ(RepairOf({problems[0], problems[0]}), problems[0].repair);  // each override once
+}
+
+TEST(RegistryTest, RepairOfJoinsEveryProblemsOverrides) {
+  Problem paged{"c.yaml:2:3", "optimizer._component_", "paged", true, {"optimizer._component_=torch.optim.AdamW",
+                                                                     "~optimizer.optim_bits"}};
+  Problem offload{"c.yaml:9:1", "enable_activation_offloading", "offload", true,
+                  {"enable_activation_offloading=False"}};
+  EXPECT_EQ(RepairOf({paged, offload}),
+            (std::vector<std::string>{"optimizer._component_=torch.optim.AdamW", "~optimizer.optim_bits",
+                                      "enable_activation_offloading=False"}));
+  EXPECT_TRUE(RepairOf({}).empty());
 }
 
 TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {

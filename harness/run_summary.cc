@@ -78,6 +78,7 @@ json RunSummaryToJson(const RunSummary& s) {
   if (s.tokens_per_second) j["tokens_per_second"] = NumberToJson(*s.tokens_per_second);
   if (s.time_to_first_token_s) j["time_to_first_token_s"] = NumberToJson(*s.time_to_first_token_s);
   if (s.prefill_tokens_per_second) j["prefill_tokens_per_second"] = NumberToJson(*s.prefill_tokens_per_second);
+  if (s.first_grad_norm) j["first_grad_norm"] = NumberToJson(*s.first_grad_norm);
   return j;
 }
 
@@ -118,6 +119,7 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     if (j.contains("prefill_tokens_per_second")) {
       s.prefill_tokens_per_second = FromNumber(j["prefill_tokens_per_second"]);
     }
+    if (j.contains("first_grad_norm")) s.first_grad_norm = FromNumber(j["first_grad_norm"]);
   } catch (const json::exception& e) {
     return Status::InvalidArgument(where + ": run summary field missing or of the wrong type (" + e.what() + ")");
   }

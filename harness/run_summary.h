@@ -56,6 +56,11 @@ struct RunSummary {
   // the prefill's time.
   std::optional<double> time_to_first_token_s;
   std::optional<double> prefill_tokens_per_second;
+  // The norm of the whole trained gradient at the first optimizer step (before clipping; over every rank), for
+  // the numeric check, which compares the first step's loss and this norm with a float32 reference run's (the
+  // first step is the one whose weights both runs share). nullopt where none is taken (generation, a step inside
+  // backward). Optional in the file.
+  std::optional<double> first_grad_norm;
 
   // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
   std::optional<double> step_time_median_s;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <iomanip>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -191,6 +192,53 @@ void PrintProblems(const std::vector<Problem>& problems, std::ostream& err) {
   for (const Problem& p : problems) err << "  " << p.ToString() << "\n";
 }
 
+// A config invalid on its device whose every problem has a repair (harness/registry.h RepairOf), with the
+// repair applied after the overrides, and the check of the repaired config. No value when a problem has none.
+struct Repaired {
+  std::vector<std::string> repair;
+  Config config;
+  DeviceCheckResult check;
+};
+std::optional<Repaired> Repair(const LocatedConfig& located, const std::vector<std::string>& overrides,
+                               const RecipeSpec& recipe, const Registry& registry,
+                               const std::vector<Problem>& problems) {
+  Repaired r;
+  r.repair = RepairOf(problems);
+  if (r.repair.empty()) return std::nullopt;
+  std::vector<std::string> repaired = overrides;
+  repaired.insert(repaired.end(), r.repair.begin(), r.repair.end());
+  StatusOr<Config> config = LoadResolvedConfig(located, repaired, &recipe, &registry);
+  if (!config.ok()) return std::nullopt;
+  r.config = std::move(config).value();
+  r.check = ValidateForDevice(r.config, recipe, registry, ProbeDevice);
+  return r;
+}
+
+// Whether and where tune-matrix ran the config with `repair` on `device`'s type: "tune-matrix ran it so on cpu
+// (AMD EPYC): runs · 812.5 tok/s · 3.1 GiB peak (2026-12-05T09:00:00Z, vm, 0123456789ab)", or that it has not.
+std::string RepairRecord(const Config& config, const std::vector<std::string>& repair, const DeviceInfo& device) {
+  RecordedSupport entry = ReadRecordedSupport(config.Find("metadata.support." + device.type));
+  RecordedSupport repaired = RecordedRepair(entry, repair);
+  if (!repaired.recorded()) {
+    return "tune-matrix has not run it with this repair on " + device.type + " yet" +
+           (entry.repair.empty() ? "" : " (its record there is of " + entry.repair + ")");
+  }
+  return "tune-matrix ran it with this repair on " + device.type +
+         (repaired.device_name.empty() ? "" : " (" + repaired.device_name + ")") + ": " +
+         DescribeRecordedSupport(repaired);
+}
+
+// For a config that `check` found invalid: when every problem has a repair and the repaired config is valid,
+// the overrides, what tune-matrix recorded of them, and the flag that applies them.
+void ShowRepair(const std::optional<Repaired>& repaired, const Config& config, const std::string& command,
+                std::ostream& err) {
+  if (!repaired || !repaired->check.problems.empty()) return;
+  const DeviceInfo& device = repaired->check.device;
+  err << "repair: with " << JoinStrings(repaired->repair, " ") << " it is valid on " << device.id << "\n  "
+      << RepairRecord(config, repaired->repair, device) << "\n  pass --repair to `tune " << command
+      << "` to apply it\n";
+}
+
 // The recipe a config is checked against, and why that one.
 struct RecipeChoice {
   const RecipeSpec* recipe = nullptr;
@@ -365,7 +413,7 @@ void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const
 int Validate(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"recipe"}, &parsed, &error)) return UsageError(err, "validate", error);
+  if (!ParseArgs(args, {"repair"}, {"recipe"}, &parsed, &error)) return UsageError(err, "validate", error);
   if (parsed.positional.empty()) return UsageError(err, "validate", "expected <config> [key=value ...]");
   std::string requested = parsed.Get("recipe");
   StatusOr<LocatedConfig> located = LocateConfig(parsed.positional[0], registry, registry.FindRecipe(requested));
@@ -379,6 +427,20 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
+  std::optional<Repaired> repaired;
+  if (!check.problems.empty()) repaired = Repair(*located, overrides, *recipe, registry, check.problems);
+  if (parsed.Has("repair")) {
+    if (check.problems.empty()) {
+      out << "note: --repair: " << located->name << " is valid on " << check.device.id << " as it is; nothing to repair\n";
+    } else if (repaired && repaired->check.problems.empty()) {
+      out << "note: --repair: applied " << JoinStrings(repaired->repair, " ") << " for " << repaired->check.device.id
+          << "; " << RepairRecord(*config, repaired->repair, repaired->check.device) << "\n";
+      *config = std::move(repaired->config);
+      check = std::move(repaired->check);
+    } else {
+      err << "note: --repair: no repair is known for every problem below\n";
+    }
+  }
   if (!choice->why.empty()) (check.problems.empty() ? out : err) << "note: " << choice->why << "\n";
   const std::string twin = BuiltinTwin(registry, *located);
   if (!twin.empty()) {
@@ -398,6 +460,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
         << DeviceShown(check, *config) << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
         << "):\n";
     PrintProblems(check.problems, err);
+    ShowRepair(repaired, *config, "validate", err);
     return kExitUsage;
   }
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
@@ -486,7 +549,7 @@ int LaunchRun(const std::vector<std::string>& args, int nproc, const Config& con
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"force", "allow-stand-ins"}, {"config", "nproc_per_node"}, &parsed, &error)) {
+  if (!ParseArgs(args, {"force", "allow-stand-ins", "repair"}, {"config", "nproc_per_node"}, &parsed, &error)) {
     return UsageError(err, "run", error);
   }
   if (parsed.positional.empty()) return UsageError(err, "run", "expected <recipe> --config <config> [key=value ...]");
@@ -515,12 +578,25 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
+  // --repair: a config invalid on its device runs with every problem's repair, when that makes it valid.
+  std::optional<Repaired> repaired;
+  if (!check.problems.empty()) repaired = Repair(*located, overrides, *recipe, registry, check.problems);
+  std::vector<std::string> applied;
+  if (parsed.Has("repair") && repaired && repaired->check.problems.empty()) {
+    err << "note: --repair: applied " << JoinStrings(repaired->repair, " ") << " for " << repaired->check.device.id
+        << "; " << RepairRecord(*config, repaired->repair, repaired->check.device) << "\n";
+    applied = repaired->repair;
+    *config = std::move(repaired->config);
+    check = std::move(repaired->check);
+    repaired.reset();
+  }
   // A run needs the device itself: its absence is the first problem.
   if (check.absent) check.problems.insert(check.problems.begin(), *check.absent);
   if (!check.problems.empty()) {
     err << "error: cannot run " << recipe->name << " with " << located->name << " on " << DeviceShown(check, *config)
         << ":\n";
     PrintProblems(check.problems, err);
+    if (check.device_available) ShowRepair(repaired, *config, "run", err);
     YAML::Node recorded = config->Find("metadata.supported_devices");
     if (!check.device_available && recorded.IsSequence() && recorded.size() > 0) {
       std::vector<std::string> types;
@@ -534,6 +610,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   // describes the config as written, so it stands only when the overrides leave the config as it was.
   const std::string& type = check.device.type;
   RecordedSupport entry = ReadRecordedSupport(config->Find("metadata.support." + type));
+  // With a repair applied, what the matrix recorded of the config run with that repair (nothing: another one).
+  if (!applied.empty()) entry = RecordedRepair(entry, applied);
   const std::string& status = entry.status;
   std::vector<std::string> changed;
   if (entry.blocks()) {
@@ -652,15 +730,18 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
       {"cat", "cat <config> [key=value ...]", "Print a config with overrides and ${...} interpolation applied",
        "Overrides: a.b=v sets a key, ~a.b removes one, model=<component> replaces a component.",
        [r](const auto& a, auto& o, auto& e) { return Cat(*r, a, o, e); }},
-      {"validate", "validate <config> [--recipe <name>] [key=value ...]",
+      {"validate", "validate <config> [--recipe <name>] [--repair] [key=value ...]",
        "Check a config against its recipe's schema and its device",
        "Lists every problem: unknown keys (with the nearest valid key), wrong types, values out of range,\n"
        "unknown components, and what the config's device cannot do (bf16, paged optimizers, activation\n"
        "offloading...). The recipe is --recipe, the one listing a built-in config, or the one a file names\n"
        "(`tune run <recipe>` in its comment, or torchtune's registry for its name); a torchtune recipe\n"
-       "tune-matrix lacks is named as such. Exit status 0 when valid, 2 otherwise.",
+       "tune-matrix lacks is named as such. Exit status 0 when valid, 2 otherwise.\n"
+       "A config invalid only on its device, each problem with a known override (a paged optimizer on cpu ->\n"
+       "AdamW, activation offloading on cpu -> off), gets those overrides as its repair, with whether and where\n"
+       "tune-matrix ran it so (from the config's support entry); --repair applies them (so does `tune run`).",
        [r](const auto& a, auto& o, auto& e) { return Validate(*r, a, o, e); }},
-      {"run", "run [--nproc_per_node N] <recipe> --config <config> [--force] [--allow-stand-ins] [key=value ...]",
+      {"run", "run [--nproc_per_node N] <recipe> --config <config> [--force] [--allow-stand-ins] [--repair] [key=value ...]",
        "Run a recipe with a config",
        "Example: tune run lora_finetune_single_device --config llama3_2/1B_lora_single_device device=cpu\n"
        "A tokenizer file, dataset or checkpoint the config names but this machine lacks stops the run before\n"
@@ -670,7 +751,9 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        "It prints where its outputs go, each start-up phase with its time, and with each step the time left.\n"
        "A distributed recipe runs N ranks with --nproc_per_node N (torchrun's environment; torchrun can also\n"
        "launch `tune run` itself), e.g. tune run --nproc_per_node 2 lora_finetune_distributed --config\n"
-       "llama3_2/1B_lora device=cpu; without it, one rank.",
+       "llama3_2/1B_lora device=cpu; without it, one rank.\n"
+       "--repair runs a config that is invalid on its device with the overrides `tune validate` names as its\n"
+       "repair, e.g. tune run full_finetune_single_device --config qwen2/1.5B_full_single_device device=cpu --repair",
        [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
       {"devices", "devices [--device D] [--json]", "List this machine's devices with their probed capabilities",
        "--device probes only that device (an absent one gives an empty list).",

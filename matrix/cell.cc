@@ -275,6 +275,18 @@ Status CheckVerifiedAt(const CellResult& r, const std::string& where, int64_t no
   return Status::OK();
 }
 
+// A repaired status belongs to an invalid cell with a repair: what the config got with the repair applied.
+Status CheckRepaired(const CellResult& r, const std::string& where, int64_t) {
+  if (r.repair.empty() && !r.repaired_status) return Status::OK();
+  if (r.status != CellStatus::kInvalid || r.repair.empty() || !r.repaired_status ||
+      *r.repaired_status == CellStatus::kInvalid) {
+    return Fail(where, "has a repair without a repaired status, or a repaired status without a repair, or either on "
+                       "a cell that is not invalid as written (status \"" + std::string(CellStatusName(r.status)) +
+                       "\"); a repair is recorded with the status its run got, on an invalid cell");
+  }
+  return Status::OK();
+}
+
 // The type of the member `M` points to.
 template <typename M>
 struct MemberOf;
@@ -363,6 +375,19 @@ const std::vector<JournalField>& JournalFields() {
       {"extrapolated_peak_memory_bytes", kOptional, Slot<&R::extrapolated_peak_memory_bytes>(), Bytes()},
       {"ops_verified", kOptional, Slot<&R::ops_verified>(), {}},
       {"proxy_note", kOptional, Slot<&R::proxy_note>(), {}},
+      {"first_grad_norm", kOptional, Slot<&R::first_grad_norm>(), {}},
+      {"numeric_loss", kOptional, Slot<&R::numeric_loss>(), {}},
+      {"numeric_grad_norm", kOptional, Slot<&R::numeric_grad_norm>(), {}},
+      {"reference_loss", kOptional, Slot<&R::reference_loss>(), {}},
+      {"reference_grad_norm", kOptional, Slot<&R::reference_grad_norm>(), {}},
+      {"loss_delta", kOptional, Slot<&R::loss_delta>(), Range(0, kMaxSeconds, "a relative delta of 0 or more")},
+      {"grad_norm_delta", kOptional, Slot<&R::grad_norm_delta>(), Range(0, kMaxSeconds, "a relative delta of 0 or more")},
+      {"loss_tolerance", kOptional, Slot<&R::loss_tolerance>(), Range(0, 1, "a relative tolerance from 0 to 1")},
+      {"grad_norm_tolerance", kOptional, Slot<&R::grad_norm_tolerance>(), Range(0, 1, "a relative tolerance from 0 to 1")},
+      {"numeric_dtype", kOptional, Slot<&R::numeric_dtype>(), {}},
+      {"numeric_note", kOptional, Slot<&R::numeric_note>(), {}},
+      {"repair", kOptional, Slot<&R::repair>(), {}},
+      {"repaired_status", kOptional, Slot<&R::repaired_status>(), Check(CheckRepaired)},
       {"provenance.host", kRequired, Slot<&R::provenance, &Provenance::host>(), {}},
       {"provenance.job", kRequired, Slot<&R::provenance, &Provenance::job>(), {}},
       {"provenance.commit", kRequired, Slot<&R::provenance, &Provenance::commit>(), {}},
@@ -389,13 +414,15 @@ const std::vector<CellStatusInfo>& CellStatuses() {
   // status, name, symbol, description, started, rank, listed
   static const std::vector<CellStatusInfo> statuses = {
       {CellStatus::kRuns, "runs", "✅", "trained the budgeted steps with finite loss", true, 0, 0},
-      {CellStatus::kFails, "fails", "❌", "crashed, ran out of memory, non-finite loss or non-zero exit", true, 2, 1},
-      {CellStatus::kInvalid, "invalid", "🚫", "the recipe rejects the config on this device", false, 5, 5},
-      {CellStatus::kTooLarge, "too_large", "⛔", "predicted peak memory exceeds the device's; not started", false, 4,
-       4},
-      {CellStatus::kTimeout, "timeout", "⏱", "killed at the wall-clock limit", true, 1, 2},
+      {CellStatus::kFails, "fails", "❌", "crashed, ran out of memory, non-finite loss or non-zero exit", true, 3, 1},
+      {CellStatus::kInvalid, "invalid", "🚫", "the recipe rejects the config on this device", false, 6, 6},
+      {CellStatus::kTooLarge, "too_large", "⛔", "predicted peak memory exceeds the device's; not started", false, 5,
+       5},
+      {CellStatus::kTimeout, "timeout", "⏱", "killed at the wall-clock limit", true, 1, 3},
       {CellStatus::kTooSlow, "too_slow", "🐢",
-       "predicted to take longer than the cell budget on this device; not started", false, 3, 3},
+       "predicted to take longer than the cell budget on this device; not started", false, 4, 4},
+      {CellStatus::kWrong, "wrong", "≠",
+       "trained, but its first step disagrees with the float32 reference beyond its dtype's tolerance", true, 2, 2},
   };
   return statuses;
 }

@@ -26,6 +26,7 @@ enum class CellStatus {
   kTooLarge,  // predicted peak memory exceeds the device's memory; not started
   kTimeout,   // killed at the wall-clock limit
   kTooSlow,   // predicted wall time (at the rate measured on this device type) exceeds the cell budget; not started
+  kWrong,     // trained, but its first step disagrees with the float32 reference beyond its dtype's tolerance
 };
 
 // What is known of a status, in one table (CellStatuses) that journals, config metadata, the Markdown, JSON,
@@ -106,6 +107,7 @@ struct CellResult {
   std::optional<double> prefill_tokens_per_second;
   std::optional<double> first_loss;  // unknown for a run without a loss (generation)
   std::optional<double> last_loss;
+  std::optional<double> first_grad_norm;  // RunSummary::first_grad_norm
   double wall_time_s = 0;
 
   // How the child ended.
@@ -139,6 +141,28 @@ struct CellResult {
   // Why a too_large or too_slow cell has no proxy measurements (nothing to cut, a proxy too large or too
   // slow itself, a proxy stopped at the limit); "" otherwise.
   std::string proxy_note;
+
+  // A repaired cell: the config as written is invalid on the device (status kInvalid, its problems and
+  // reason), and each problem's device check named an override that removes it (harness/registry.h
+  // DeviceRefusal::repair). The config ran with `repair` applied (in full, or proxied where it does not fit),
+  // and `repaired_status` is what that run got; the measurements above are the repaired config's. Empty
+  // repair: the cell ran (or was recorded) as written.
+  std::vector<std::string> repair;
+  std::optional<CellStatus> repaired_status;
+
+  // The numeric check (matrix/numeric_check.h): the checked run's first step (the cell's, or its shallowest
+  // proxy's) and its float32 reference's, the relative deltas and the tolerances of the checked dtype. The note
+  // says what was compared with what, or why nothing was. Unknown where no reference ran.
+  std::optional<double> numeric_loss;
+  std::optional<double> numeric_grad_norm;
+  std::optional<double> reference_loss;
+  std::optional<double> reference_grad_norm;
+  std::optional<double> loss_delta;
+  std::optional<double> grad_norm_delta;
+  std::optional<double> loss_tolerance;
+  std::optional<double> grad_norm_tolerance;
+  std::string numeric_dtype;  // the checked run's dtype ("bf16"), which chose the tolerances
+  std::string numeric_note;
 
   // Whether the cell had the machine to itself (base/cpu_usage.h), measured around its process tree: the CPU
   // time the tree got, and the shares of the machine's CPU that other processes and the hypervisor (steal)
@@ -178,7 +202,8 @@ using JournalValue =
     std::variant<JournalSlot<std::string>, JournalSlot<std::vector<std::string>>, JournalSlot<CellStatus>,
                  JournalSlot<int64_t>, JournalSlot<int>, JournalSlot<std::optional<int64_t>>,
                  JournalSlot<std::optional<int>>, JournalSlot<double>, JournalSlot<std::optional<double>>,
-                 JournalSlot<std::vector<double>>, JournalSlot<std::optional<bool>>>;
+                 JournalSlot<std::vector<double>>, JournalSlot<std::optional<bool>>,
+                 JournalSlot<std::optional<CellStatus>>>;
 
 enum class JournalKind {
   kRequired,  // always written; a record without it is refused

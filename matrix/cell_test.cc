@@ -60,6 +60,17 @@ CellResult FullCell() {
   r.extrapolated_peak_memory_bytes = 8'500'000'000;
   r.ops_verified = false;
   r.proxy_note = "the proxy of 2 of its 16 layers stopped (timeout)";
+  r.first_grad_norm = 1.5;
+  r.numeric_loss = 2.5;
+  r.numeric_grad_norm = 1.5;
+  r.reference_loss = 2.4375;
+  r.reference_grad_norm = 1.25;
+  r.loss_delta = 0.025641;
+  r.grad_norm_delta = 0.2;
+  r.loss_tolerance = 0.02;
+  r.grad_norm_tolerance = 0.1;
+  r.numeric_dtype = "bf16";
+  r.numeric_note = "bf16 on cuda:0 against float32 on cpu: first loss off by 2.56%";
   r.provenance = {"host1", "ci-gpu", "abc123", "2.11.0", "NVIDIA H200", "2026-11-22T11:30:00Z"};
   return r;
 }
@@ -95,7 +106,7 @@ TEST(CellStatusTest, NamesRoundTrip) {
 // and distinct ranks and listing positions that cover 0..n-1 (the page sorts and lists by them).
 TEST(CellStatusTest, TheTableHasOneRowPerStatus) {
   const std::vector<CellStatusInfo>& rows = CellStatuses();
-  constexpr size_t kStatuses = static_cast<size_t>(CellStatus::kTooSlow) + 1;  // the enum's last value
+  constexpr size_t kStatuses = static_cast<size_t>(CellStatus::kWrong) + 1;  // the enum's last value
   ASSERT_EQ(rows.size(), kStatuses);
   std::set<int> ranks, listed;
   std::set<std::string> names, symbols;
@@ -126,7 +137,7 @@ TEST(CellStatusTest, TheTableHasOneRowPerStatus) {
   EXPECT_TRUE(IsRunsStatus("runs"));
   EXPECT_FALSE(IsRunsStatus("fails"));
   EXPECT_EQ(FindCellStatus("none"), nullptr);
-  EXPECT_EQ(CellStatusNames(), "runs, fails, invalid, too_large, timeout, too_slow");
+  EXPECT_EQ(CellStatusNames(), "runs, fails, invalid, too_large, timeout, too_slow, wrong");
 }
 
 TEST(CellJsonTest, FullRecordRoundTrips) {
@@ -248,7 +259,7 @@ TEST(CellJsonTest, RejectsBadRecordsNamingWhere) {
        "runs.jsonl:7: cell record field \"status\" must be a string, not number"},
       {"unknown status", [](json& j) { j["status"] = "crashed"; },
        "runs.jsonl:7: cell record field \"status\" is \"crashed\", expected one of runs, fails, invalid, "
-       "too_large, timeout, too_slow"},
+       "too_large, timeout, too_slow, wrong"},
       {"problems not strings", [](json& j) { j["problems"] = {1}; },
        "runs.jsonl:7: cell record field \"problems\" must be an array of strings, not number"},
       {"bytes as float", [](json& j) { j["predicted_memory_bytes"] = 1.5; },
@@ -395,7 +406,10 @@ json At(const json& record, const std::string& key) {
 // written with exactly the table's keys (and schema_version), and reads back equal in every row.
 TEST(JournalFieldsTest, ARecordWithEveryFieldSetRoundTrips) {
   CellResult in = FullCell();
-  in.status = CellStatus::kTimeout;  // FullCell's kFails is also the default
+  // Invalid as written (FullCell's kFails is also the default), and timed out with its repair.
+  in.status = CellStatus::kInvalid;
+  in.repair = {"optimizer._component_=torch.optim.AdamW", "~optimizer.optim_bits"};
+  in.repaired_status = CellStatus::kTimeout;
   json j = ToJson(in);
   json defaults = ToJson(CellResult{});
   std::set<std::string> rows, keys = {"schema_version"};

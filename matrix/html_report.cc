@@ -178,6 +178,9 @@ void Cell(const ConfigSupport& c, const std::string& type, const History& histor
   if (!e.proxy.empty()) {
     out << "<span class=\"proxy-mark\" title=\"" << Attr("proxies of " + e.proxy) << "\">proxy</span>";
   }
+  if (!e.repair.empty()) {
+    out << "<span class=\"repair-mark\" title=\"" << Attr("repaired with " + e.repair) << "\">repaired</span>";
+  }
   out << "</td>";
 }
 
@@ -403,6 +406,8 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   if (!generation.empty()) out << " " << HtmlEscape(generation);
   std::string proxy = ProxySentence(sorted, columns);
   if (!proxy.empty()) out << " " << HtmlEscape(proxy);
+  std::string repair = RepairSentence(sorted, columns);
+  if (!repair.empty()) out << " " << HtmlEscape(repair);
   out << "</footer>\n";
 
   out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))

@@ -367,6 +367,19 @@
       field(dl, generation ? 'decode tokens/s' : 'tokens/s', fmt(entry.tokens_per_second, 1));
     }
     if (generation) field(dl, 'time to first token', seconds(entry.time_to_first_token_s));
+    // The numeric check: the first step against its float32 reference.
+    if (entry.numeric) field(dl, 'numbers', entry.numeric);
+    // A repaired cell (invalid as written): the overrides it ran with and what they got.
+    if (entry.repair) {
+      field(dl, 'repaired', el('span', {}, entry.repaired_status + ' with ', el('span', {class: 'mono'}, entry.repair)));
+    }
+    // A proxied cell: its proxies, and the real depth's numbers extrapolated from theirs.
+    if (entry.proxy) {
+      const about = [isNumber(entry.extrapolated_tokens_per_second) ? '≈' + fmt(entry.extrapolated_tokens_per_second, 1) + ' tok/s' : '',
+        isNumber(entry.extrapolated_peak_memory_gib) ? '≈' + fmt(entry.extrapolated_peak_memory_gib, 2) + ' GiB' : '']
+        .filter(Boolean).join(' · ');
+      field(dl, 'proxies', entry.proxy + (entry.ops_verified === 'yes' ? '; ops verified' : '') + (about ? '; ' + about : ''));
+    }
     if (isNumber(entry.prefill_tokens_per_second)) {
       field(dl, 'prefill tokens/s', fmt(entry.prefill_tokens_per_second, 1));
     }

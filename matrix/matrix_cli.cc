@@ -22,6 +22,7 @@
 #include "harness/cli.h"
 #include "harness/config_store.h"
 #include "matrix/calibration.h"
+#include "matrix/numeric_check.h"
 #include "matrix/check.h"
 #include "matrix/compare.h"
 #include "matrix/ctest_cells.h"
@@ -72,7 +73,8 @@ std::string DeviceProblem(const std::string& device) {
   return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
 
-const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies", "calibrate"};
+const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies", "calibrate",
+                                            "no-repairs", "no-numeric-check"};
 const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
                                               "budget",          "journal", "job",     "work-dir",    "tune",
                                               "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share"};
@@ -120,6 +122,8 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   *write_back = !parsed.Has("no-write-back");
   options->proxies = !parsed.Has("no-proxies");
   options->calibrate = parsed.Has("calibrate");
+  options->repairs = !parsed.Has("no-repairs");
+  options->numeric_check = !parsed.Has("no-numeric-check");
   if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
   if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
   if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
@@ -233,6 +237,8 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
     } else if (c.runnable) {
       out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
     }
+    if (!c.repair.empty()) out << "; invalid as written, repaired with " << JoinStrings(c.repair, " ");
+    if (!c.reference.argv.empty()) out << "; numbers checked against float32 on " << c.reference.device;
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
     out << "\n";
   }
@@ -351,6 +357,22 @@ int Calibration(const Registry& registry, const std::vector<std::string>& args, 
   StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(registry);
   if (!configs.ok()) return Fail(err, configs.status());
   WriteCalibrationTable(CalibrationRows(*configs), out);
+  return kExitOk;
+}
+
+int Numeric(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"journal"}, &parsed, &error) || !parsed.positional.empty()) {
+    return UsageError(err, "numeric", error.empty() ? "takes no positional arguments" : error);
+  }
+  std::vector<std::string> warnings;
+  StatusOr<std::vector<CellResult>> records = ReadJournal(parsed.Get("journal", "reports/journal.jsonl"), &warnings);
+  for (const std::string& w : warnings) err << "warning: " << w << "\n";
+  if (!records.ok()) return Fail(err, records.status());
+  std::vector<CellResult> latest;
+  for (auto& [cell, record] : LatestByDeviceType(*records)) latest.push_back(std::move(record));
+  WriteNumericSpreads(NumericSpreads(latest), out);
   return kExitOk;
 }
 
@@ -577,6 +599,15 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return kExitSkipped;
   }
   device = chosen->id;
+  // The numeric check's reference runs on the reference device type (cpu), which probing one device left out.
+  if (!chosen->traits().numeric_reference) {
+    for (const DeviceTypeTraits& type : DeviceTypes()) {
+      if (!type.numeric_reference) continue;
+      StatusOr<std::vector<DeviceInfo>> reference = DiscoverDevices(options.tune_path, type.name);
+      if (reference.ok() && !reference->empty()) devices->push_back(reference->front());
+      break;
+    }
+  }
   Status made = MakeDirs(options.work_dir);
   if (!made.ok()) return Fail(err, made);
   std::string slug = config + "__" + device;
@@ -696,6 +727,14 @@ std::string RunHelp() {
     "                           step time, tokens/s and peak memory to the real depth\n"
     "  --calibrate              also run the proxies of cells that run in full, so each records the\n"
     "                           extrapolation beside the measurement (`tune-matrix calibration`)\n"
+    "  --no-repairs             record invalid cells from validation alone; by default a config whose\n"
+    "                           every device problem names its override (a paged optimizer on cpu ->\n"
+    "                           AdamW) runs with those overrides, recorded as invalid as written with\n"
+    "                           the repair and what it got\n"
+    "  --no-numeric-check       no float32 reference runs; by default each cell that trains is followed by\n"
+    "                           one step of its config (or shallowest proxy) in float32 on cpu, and a cell\n"
+    "                           whose first loss or gradient norm lies outside its dtype's tolerance of the\n"
+    "                           reference's is recorded `wrong`\n"
     "  --journal PATH           journal file (default reports/journal.jsonl)\n"
     "  --resume                 run only the cells missing from the journal\n"
     "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"
@@ -745,6 +784,12 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
        "A Markdown table per cell (step time and peak memory: measured, extrapolated, error) and the median and "
        "largest error of each, from the configs' metadata.",
        [r](const auto& a, auto& o, auto& e) { return Calibration(*r, a, o, e); }},
+      {"numeric", "numeric [--journal PATH]",
+       "Print how far the cells' first steps lay from their float32 references, per dtype",
+       "From the newest record of each cell in the journal (default reports/journal.jsonl): per dtype the cells\n"
+       "checked, the median and largest relative delta of the first loss and gradient norm, the tolerances, and\n"
+       "the cells recorded `wrong`; then the cell of each largest delta.",
+       [](const auto& a, auto& o, auto& e) { return Numeric(a, o, e); }},
       {"compare", "compare A B [options]", "Print what changed between two journals or commits", kCompareHelp,
        [](const auto& a, auto& o, auto& e) { return Compare(a, o, e); }},
   };

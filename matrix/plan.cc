@@ -130,6 +130,10 @@ int64_t StartLimit(const DeviceInfo& device, const MatrixOptions& options) {
 struct CellSource {
   LocatedConfig located;
   std::vector<std::string> launch;  // `tune run` up to the overrides
+  // What every child of the cell starts its overrides with: the repair (PlannedCell::repair), and seed=0 for a
+  // config that leaves its seed to chance (torchtune's `seed: null`), so that its proxies and its numeric check's
+  // reference train the same batches from the same weights as the cell.
+  std::vector<std::string> prefix;
 };
 
 // One proxy of a cell, cut to `layers`: false, with `*note` (starting "no proxy: ") saying why, for a config
@@ -145,7 +149,10 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   *over_memory = false;
   run->layers = layers;
   run->output_dir = cell.output_dir + "__proxy" + std::to_string(layers);
-  std::vector<std::string> overrides = CellOverrides(recipe, cell.device.id, cell.steps, run->output_dir);
+  std::vector<std::string> overrides = source.prefix;
+  for (std::string& o : CellOverrides(recipe, cell.device.id, cell.steps, run->output_dir)) {
+    overrides.push_back(std::move(o));
+  }
   StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
   if (!config.ok()) {
     *note = "no proxy: " + config.status().message();
@@ -159,9 +166,6 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   *real_layers = static_cast<int>(cut->real_layers);
   run->cut = cut->description;
   for (const std::string& o : cut->overrides) overrides.push_back(o);
-  // The proxies must train the same batches, or their difference is the data's, not the layers': a config
-  // that leaves its seed to chance (torchtune's `seed: null`) gets one for both.
-  if (config->Find("seed").IsDefined() && config->IsNull("seed")) overrides.push_back("seed=0");
   config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
   std::vector<Problem> problems;
   if (config.ok()) problems = ValidateConfig(*config, recipe, registry, &cell.device);
@@ -219,6 +223,62 @@ std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& sou
   }
   *note = deeper_note;
   return {};
+}
+
+// The numeric check's reference run of a cell that trains (ReferenceRun): the checked run's overrides (the
+// cell's own, or its shallowest proxy's) with float32, the reference device and one step. None, with the note
+// saying why, for a recipe without a loss, no reference device, or a reference the recipe refuses there or
+// predicts over the memory limit.
+ReferenceRun PlanReference(const PlannedCell& cell, const CellSource& source, const Registry& registry,
+                           const std::vector<DeviceInfo>& devices, const MatrixOptions& options) {
+  ReferenceRun ref;
+  const RecipeSpec& recipe = *source.located.recipe;
+  const bool trains = std::any_of(recipe.fields.begin(), recipe.fields.end(),
+                                  [](const FieldSpec& f) { return f.name == "loss"; });
+  if (!trains) {
+    ref.note = "not checked: " + recipe.name + " trains no loss";
+    return ref;
+  }
+  const DeviceInfo* device = nullptr;
+  for (const DeviceInfo& d : devices) {
+    if (device == nullptr && d.traits().numeric_reference) device = &d;
+  }
+  if (device == nullptr) {
+    ref.note = "not checked: this machine has no device of a reference type (cpu)";
+    return ref;
+  }
+  ref.device = device->id;
+  const std::vector<std::string>& checked = cell.argv.empty() ? cell.proxies.front().argv : cell.argv;
+  std::vector<std::string> overrides(checked.begin() + static_cast<std::ptrdiff_t>(source.launch.size()), checked.end());
+  StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+  ref.dtype = "fp32";
+  if (config.ok()) {
+    StatusOr<std::string> dtype = config->GetString("dtype", "fp32");
+    if (dtype.ok()) ref.dtype = *dtype;
+  }
+  ref.output_dir = cell.output_dir + "__reference";
+  for (std::string& o : CellOverrides(recipe, device->id, 1, ref.output_dir)) overrides.push_back(std::move(o));
+  overrides.push_back("dtype=fp32");
+  config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+  std::vector<Problem> problems;
+  if (config.ok()) problems = ValidateConfig(*config, recipe, registry, device);
+  if (!config.ok() || !problems.empty()) {
+    ref.note = "not checked: the float32 reference on " + device->id + " is refused: " +
+               (config.ok() ? problems.front().key + ": " + problems.front().message : config.status().message());
+    return ref;
+  }
+  StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, *device);
+  const int64_t limit = StartLimit(*device, options);
+  if (estimate.ok() && limit > 0 && estimate->peak_memory_bytes > limit) {
+    ref.note = "not checked: the float32 reference on " + device->id + " is predicted to need " +
+               FormatBytes(estimate->peak_memory_bytes) + ", over " +
+               std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of its " +
+               FormatBytes(device->total_memory_bytes);
+    return ref;
+  }
+  ref.argv = source.launch;
+  ref.argv.insert(ref.argv.end(), overrides.begin(), overrides.end());
+  return ref;
 }
 
 // Whether --recipes and --configs select the built-in `config` of `recipe` (the one selection rule of
@@ -357,7 +417,6 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       CellSource source{located, {options.tune_path, "run"}};
       for (const std::string& a : recipe.CellLaunchArgs(device->traits())) source.launch.push_back(a);
       source.launch.insert(source.launch.end(), {recipe.name, "--config", located.name, "--force", "--allow-stand-ins"});
-      sources.push_back(source);
       PlannedCell cell;
       cell.key = {name, device->id};
       cell.recipe = recipe.name;
@@ -376,8 +435,41 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       r.config_hash = hash;
       r.device_memory_bytes = device->total_memory_bytes;
       r.world_size = recipe.CellRanks(device->traits());
+      std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
+      if (!problems.empty()) {
+        r.status = CellStatus::kInvalid;
+        for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
+        r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+        // Invalid as written; with every problem's repair applied, the repaired config is planned instead (and
+        // RepairedResult records it as this invalid cell with its repair).
+        std::vector<std::string> repair = options.repairs ? RepairOf(problems) : std::vector<std::string>();
+        if (!repair.empty()) {
+          std::vector<std::string> repaired_overrides = repair;
+          repaired_overrides.insert(repaired_overrides.end(), overrides.begin(), overrides.end());
+          StatusOr<Config> repaired = LoadResolvedConfig(located, repaired_overrides, &recipe, &registry);
+          std::vector<Problem> left;
+          if (repaired.ok()) left = ValidateConfig(*repaired, recipe, registry, device);
+          if (repaired.ok() && left.empty()) {
+            cell.repair = repair;
+            cell.written = r;
+            source.prefix = repair;
+            config = std::move(repaired);
+            problems.clear();
+            r.status = CellStatus::kFails;
+            r.problems.clear();
+            r.reason.clear();
+          } else {
+            r.reason += "; the repair (" + JoinStrings(repair, " ") + ") leaves it invalid: " +
+                        (repaired.ok() ? left.front().key + ": " + left.front().message : repaired.status().message());
+          }
+        }
+      }
+      // The proxies must train the same batches, or their difference is the data's, not the layers'; the
+      // numeric check's reference the same batch from the same weights.
+      if (config->Find("seed").IsDefined() && config->IsNull("seed")) source.prefix.push_back("seed=0");
+      sources.push_back(source);
       // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
-      // below, an estimate's own failure is no verdict) predicts nothing and is planned as free work.
+      // above, an estimate's own failure is no verdict) predicts nothing and is planned as free work.
       StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, *device);
       if (estimate.ok()) {
         cell.predicted_memory_bytes = estimate->peak_memory_bytes;
@@ -393,7 +485,9 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       std::optional<double> seconds, step_seconds;
       std::optional<CellStatus> status;
       if (entry != recorded->end()) {
-        status = ParseCellStatus(entry->second.status);
+        // A repaired cell's timings are its repaired config's, which is what runs again.
+        status = ParseCellStatus(entry->second.repaired_status.empty() ? entry->second.status
+                                                                       : entry->second.repaired_status);
         if (status && CellStarted(*status) && entry->second.wall_time_s) seconds = entry->second.wall_time_s;
         if (status == CellStatus::kRuns) step_seconds = entry->second.step_time_s;
       }
@@ -414,11 +508,8 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       if (recorded_peak == 0 && entry != recorded->end() && entry->second.extrapolated_peak_memory_gib) {
         judged_memory = static_cast<int64_t>(*entry->second.extrapolated_peak_memory_gib * static_cast<double>(int64_t{1} << 30));
       }
-      std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
       if (!problems.empty()) {
-        r.status = CellStatus::kInvalid;
-        for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
-        r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+        // recorded as validated
       } else if (const int64_t limit = StartLimit(*device, options); limit > 0 && judged_memory > limit) {
         r.status = CellStatus::kTooLarge;
         const bool extrapolated = recorded_peak == 0 && judged_memory != cell.predicted_memory_bytes;
@@ -434,6 +525,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
         // The overrides follow once the cell's steps are chosen (below).
         cell.argv = source.launch;
+        cell.argv.insert(cell.argv.end(), source.prefix.begin(), source.prefix.end());
       }
       cells.push_back(std::move(cell));
     }
@@ -522,6 +614,11 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cell.expected_duration_s = 0;
     }
     for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
+  }
+  // The numeric check's reference of each selected cell that starts (one more child, after the cell's own).
+  for (size_t i = 0; options.numeric_check && i < cells.size(); ++i) {
+    if (!selected[i] || !cells[i].runnable) continue;
+    cells[i].reference = PlanReference(cells[i], sources[i], registry, devices, options);
   }
   std::vector<PlannedCell> chosen_cells;
   for (size_t i = 0; i < cells.size(); ++i) {

@@ -86,6 +86,13 @@ struct MatrixOptions {
   // Also run the proxies of cells that run in full (real-size ones: a model deeper than the proxies), before
   // the full run, so each records the extrapolation beside the measurement (matrix/calibration.h).
   bool calibrate = false;
+  // Run each invalid cell whose problems all have a repair with that repair (PlannedCell::repair), so the
+  // record says whether and how fast the repaired config runs. Off: invalid cells are recorded from the
+  // validation alone.
+  bool repairs = true;
+  // Check each cell that trains against a float32 run of its first step on the reference device type
+  // (matrix/numeric_check.h); a cell outside its dtype's tolerance is `wrong`. Off: no reference runs.
+  bool numeric_check = true;
 };
 
 // The proxy depths a cell too large or too slow for its device runs at (matrix/proxy_cell.h): the
@@ -107,6 +114,16 @@ struct ProxyRun {
   std::string output_dir;
   int64_t predicted_memory_bytes = 0;
   double expected_duration_s = 0;
+};
+
+// The float32 reference run of a cell's numeric check (matrix/numeric_check.h): the checked run's argv (the
+// cell's own, or its shallowest proxy's) in float32 on the reference device type, one optimizer step.
+struct ReferenceRun {
+  std::vector<std::string> argv;  // empty: no reference, and `note` says why
+  std::string output_dir;
+  std::string dtype;              // the checked run's dtype, which sets the tolerance
+  std::string device;             // the reference device's id
+  std::string note;
 };
 
 // A cell and how it will be (or was not) run.
@@ -133,6 +150,15 @@ struct PlannedCell {
   // (MatrixOptions::calibrate), the proxies run first and then the cell, whose record CalibratedResult makes.
   std::vector<ProxyRun> proxies;
   std::string output_dir;
+  // A config invalid on the device whose every problem has a repair (harness/registry.h RepairOf) that
+  // validates: the cell runs (or proxies, or is recorded too large) with `repair` applied, after the launch
+  // and before the cell's own overrides, and RepairedResult turns what that got into the record of an invalid
+  // cell with its repair; `written` is the record the config as written gets (invalid, its problems). Empty
+  // repair: the config as written.
+  std::vector<std::string> repair;
+  CellResult written;
+  // Run after the cell's own children when they trained (MatrixOptions::numeric_check).
+  ReferenceRun reference;
 };
 
 // Overrides applied to every cell's `tune run`: the device, a fresh output folder, and the recipe's own

@@ -73,13 +73,20 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   EXPECT_EQ(cells->size(), 2 * BuiltinConfigCount());
 
-  // bf16 configs are invalid on a cpu whose bf16 probe failed, with the recipe's own reason.
+  // bf16 configs are invalid on a cpu whose bf16 probe failed, with the recipe's own reason; repaired with
+  // float32, they run there.
   const PlannedCell& bf16_cpu = Find(*cells, "llama3_2/1B_lora_single_device", "cpu");
-  EXPECT_FALSE(bf16_cpu.runnable);
-  EXPECT_EQ(bf16_cpu.preset.status, CellStatus::kInvalid);
-  EXPECT_NE(bf16_cpu.preset.reason.find("dtype bf16 needs a device where bf16 matmul and backward work"),
+  EXPECT_TRUE(bf16_cpu.runnable);
+  EXPECT_EQ(bf16_cpu.repair, std::vector<std::string>{"dtype=fp32"});
+  EXPECT_EQ(bf16_cpu.written.status, CellStatus::kInvalid);
+  EXPECT_NE(bf16_cpu.written.reason.find("dtype bf16 needs a device where bf16 matmul and backward work"),
             std::string::npos)
-      << bf16_cpu.preset.reason;
+      << bf16_cpu.written.reason;
+  EXPECT_NE(std::find(bf16_cpu.argv.begin(), bf16_cpu.argv.end(), "dtype=fp32"), bf16_cpu.argv.end());
+  // The numbers of a repaired cell are checked too: float32 against float32 on cpu.
+  EXPECT_EQ(bf16_cpu.reference.dtype, "fp32");
+  EXPECT_EQ(bf16_cpu.reference.device, "cpu");
+  EXPECT_EQ(bf16_cpu.reference.argv.back(), "dtype=fp32");
   // fp32 tiny configs run there.
   EXPECT_TRUE(Find(*cells, "tiny/full_single_device", "cpu").runnable);
 
@@ -95,7 +102,26 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
   std::vector<std::string> head(lora.argv.begin(), lora.argv.begin() + 8);
   EXPECT_EQ(head, (std::vector<std::string>{"/bin/tune", "run", "lora_finetune_single_device", "--config",
                                             "llama3_2/1B_lora_single_device", "--force", "--allow-stand-ins",
-                                            "device=cuda:0"}));
+                                            "seed=0"}));  // its seed is null: pinned for its reference
+  EXPECT_EQ(lora.argv[8], "device=cuda:0");
+  // Its reference: the same argv, then float32 on cpu for one step.
+  ASSERT_GT(lora.reference.argv.size(), lora.argv.size());
+  EXPECT_EQ(std::vector<std::string>(lora.reference.argv.begin(), lora.reference.argv.begin() + 9),
+            std::vector<std::string>(lora.argv.begin(), lora.argv.begin() + 9));
+  EXPECT_EQ(lora.reference.dtype, "bf16");
+  EXPECT_NE(std::find(lora.reference.argv.begin(), lora.reference.argv.end(), "device=cpu"), lora.reference.argv.end());
+  EXPECT_NE(std::find(lora.reference.argv.begin(), lora.reference.argv.end(), "max_steps_per_epoch=1"),
+            lora.reference.argv.end());
+
+  // Without repairs the bf16 cell is recorded invalid from validation alone; without the numeric check no
+  // reference is planned.
+  options.repairs = false;
+  options.numeric_check = false;
+  StatusOr<std::vector<PlannedCell>> plain = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(Find(*plain, "llama3_2/1B_lora_single_device", "cpu").runnable);
+  EXPECT_EQ(Find(*plain, "llama3_2/1B_lora_single_device", "cpu").preset.status, CellStatus::kInvalid);
+  EXPECT_TRUE(Find(*plain, "llama3_2/1B_lora_single_device", "cuda:0").reference.argv.empty());
   // LoRA trains far fewer parameters than full fine-tuning of the same model.
   EXPECT_LT(Find(*cells, "qwen2_5/0.5B_lora_single_device", "cuda:0").predicted_memory_bytes,
             Find(*cells, "qwen2_5/0.5B_full_single_device", "cuda:0").predicted_memory_bytes);
@@ -169,6 +195,9 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
         entry == recorded.end() ? std::nullopt : ParseCellStatus(entry->second.status);
     if (!c.runnable) {
       EXPECT_EQ(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": not started";
+    } else if (c.argv.empty()) {
+      // Proxied (a bf16 config repaired to float32 for this cpu can outgrow it): its proxies' predictions.
+      EXPECT_GT(c.expected_duration_s, 0) << c.key.config << " on " << c.key.device << ": proxied";
     } else if (status == CellStatus::kRuns && entry->second.startup_time_s && entry->second.step_time_s) {
       // Its recorded start-up and steps, at the steps it is planned to train.
       EXPECT_DOUBLE_EQ(c.expected_duration_s, *entry->second.startup_time_s + c.steps * *entry->second.step_time_s)

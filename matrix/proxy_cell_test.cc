@@ -8,6 +8,7 @@
 #include "matrix/journal.h"
 #include "matrix/scheduler.h"
 #include "matrix/testdata/fake_runner.h"
+#include "matrix/testdata/planned_cell.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
@@ -22,18 +23,7 @@ TEST(ProxyCellTest, ExtrapolatesTheLineThroughTheProxiesToTheRealDepth) {
 }
 
 PlannedCell ProxiedCell(const std::string& dir) {
-  PlannedCell c;
-  c.key = {"llama3_1/8B_lora_single_device", "cpu"};
-  c.recipe = "lora_finetune_single_device";
-  c.device.id = "cpu";
-  c.device.type = "cpu";
-  c.device_type = "cpu";
-  c.runnable = true;
-  c.steps = 3;
-  c.output_dir = dir + "/cell";
-  c.preset.key = c.key;
-  c.preset.recipe = c.recipe;
-  c.preset.device_type = "cpu";
+  PlannedCell c = RunnableCpuCell("llama3_1/8B_lora_single_device", "lora_finetune_single_device", dir);
   c.preset.status = CellStatus::kTooLarge;
   c.preset.reason = "predicted peak memory 30 GiB exceeds 85% of cpu's 23 GiB";
   c.preset.real_layers = 32;

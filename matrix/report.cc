@@ -43,9 +43,12 @@ std::string FormatLatency(double seconds) {
 std::string Measurements(const SupportEntry& s) {
   std::vector<std::string> parts;
   auto finite = [](const std::optional<double>& v) { return v && std::isfinite(*v); };
-  if (!IsRunsStatus(s.status)) {
+  // A repaired cell: what the config got with its repair; the numbers that follow are that run's.
+  const bool repaired = !s.repaired_status.empty();
+  if (repaired) parts.push_back(RepairedOutcome(s.repaired_status, SplitList(s.repair, ' ').size()));
+  if (!IsRunsStatus(repaired ? s.repaired_status : s.status)) {
     // A cell too large or too slow whose proxies ran: what they verified, and the real depth's extrapolations.
-    if (s.ops_verified != "yes") return "";
+    if (s.ops_verified != "yes") return JoinStrings(parts, " · ");
     parts.push_back("ops verified by proxy");
     if (finite(s.extrapolated_tokens_per_second)) {
       parts.push_back("≈" + FormatNumber(*s.extrapolated_tokens_per_second, *s.extrapolated_tokens_per_second < 10 ? 1 : 0) +
@@ -128,6 +131,21 @@ std::string ProxySentence(const std::vector<const ConfigSupport*>& configs, cons
   return "";
 }
 
+std::string RepairSentence(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns) {
+  for (const ConfigSupport* c : configs) {
+    for (const std::string& type : columns) {
+      auto it = c->entries.find(type);
+      if (it == c->entries.end() || it->second.repair.empty()) continue;
+      return "A cell invalid as written whose every problem has a known override (a paged optimizer where there is "
+             "no unified memory, activation offloading where activations are in host memory already, ...) ran with "
+             "those overrides: \"runs with 2 overrides\" says the repaired config ran, and its numbers are the "
+             "repaired config's. The overrides are in the config's support entry; `tune validate` prints them and "
+             "`tune run --repair` applies them.";
+    }
+  }
+  return "";
+}
+
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
                                        const std::vector<std::string>& columns) {
   std::set<std::string> days;
@@ -172,7 +190,8 @@ std::string StatusLabel(const std::string& status) {
 
 std::string CellText(const SupportEntry& s) {
   std::string measured = Measurements(s);
-  return StatusLabel(s.status) + (measured.empty() ? "" : " · " + measured);
+  return StatusLabel(s.status) + (s.repaired_status.empty() ? "" : " as written") +
+         (measured.empty() ? "" : " · " + measured);
 }
 
 std::string TableRule(size_t columns) {
@@ -215,6 +234,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   if (!generation.empty()) out << "\n" << generation << "\n";
   std::string proxy = ProxySentence(sorted, columns);
   if (!proxy.empty()) out << "\n" << proxy << "\n";
+  std::string repair = RepairSentence(sorted, columns);
+  if (!repair.empty()) out << "\n" << repair << "\n";
 
   out << "\n## Cells that do not run\n\n";
   std::string rows;

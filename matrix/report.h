@@ -74,6 +74,9 @@ std::string GenerationSentence(const std::vector<const ConfigSupport*>& configs,
 // What a proxied cell's numbers mean, one sentence for SUPPORT.md and the page; "" when no entry of `columns`
 // has a proxy.
 std::string ProxySentence(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns);
+// What a repaired cell's text means, one sentence for SUPPORT.md and the page; "" when no entry of `columns`
+// has a repair.
+std::string RepairSentence(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns);
 // The days ("2026-12-02") the entries in `columns` were verified on.
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
                                        const std::vector<std::string>& columns);

@@ -12,7 +12,9 @@
 #include "harness/env_failure.h"
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
+#include "matrix/numeric_check.h"
 #include "matrix/proxy_cell.h"
+#include "matrix/repair_cell.h"
 #include "matrix/report.h"
 
 namespace tmx::matrix {
@@ -67,6 +69,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.warmup_steps = static_cast<int>(std::min<size_t>(summary->warmup_steps, summary->step_times_s.size()));
     r.step_time_median_s = summary->step_time_median_s;
     r.step_time_spread_s = summary->step_time_spread_s;
+    r.first_grad_norm = summary->first_grad_norm;
     r.tokens_per_second = summary->tokens_per_second;
     r.time_to_first_token_s = summary->time_to_first_token_s;
     r.prefill_tokens_per_second = summary->prefill_tokens_per_second;
@@ -139,6 +142,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->expected_duration_s : 0;
 
   auto record = [&](CellResult r, const PlannedCell& cell) -> Status {
+    r = RepairedResult(cell, std::move(r));  // a repaired cell is recorded invalid as written, with its repair
     r.provenance.host = provenance.host;
     r.provenance.job = provenance.job;
     r.provenance.commit = provenance.commit;
@@ -153,6 +157,9 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
     progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
              << CellStatusName(r.status);
+    if (r.repaired_status) {
+      progress << " as written, " << RepairedOutcome(CellStatusName(*r.repaired_status), r.repair.size());
+    }
     if (r.tokens_per_second) {
       progress << "  " << static_cast<int64_t>(*r.tokens_per_second)
                << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
@@ -164,6 +171,10 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         progress << ", about " << static_cast<int64_t>(*r.extrapolated_tokens_per_second) << " tok/s";
       }
       if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
+    }
+    if (r.loss_delta) {
+      progress << "  numbers: loss " << FormatNumber(100 * *r.loss_delta, 2) << "% off float32";
+      if (r.grad_norm_delta) progress << ", grad norm " << FormatNumber(100 * *r.grad_norm_delta, 2) << "%";
     }
     if (r.startup_time_s && r.wall_time_s > 0) {
       progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
@@ -182,10 +193,19 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     const PlannedCell* cell;
     size_t index = 0;
   };
-  auto view = [](const PlannedCell& c, size_t index) { return index < c.proxies.size() ? ProxyView(c, index) : c; };
+  // Then, when they trained, its numeric check's reference (index children(c)).
   auto children = [](const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); };
+  auto view = [&](const PlannedCell& c, size_t index) {
+    return index < c.proxies.size() ? ProxyView(c, index) : index == children(c) ? ReferenceView(c) : c;
+  };
   std::map<CellKey, Child> running;
   std::map<CellKey, std::vector<CellResult>> proxy_runs;  // the finished proxies of each proxied cell
+  // Cells whose own children are done, waiting for their reference: the record, and the run it checks.
+  struct Awaiting {
+    CellResult result;
+    CellResult checked;
+  };
+  std::map<CellKey, Awaiting> awaiting;
   std::vector<Child> queue;
   for (const PlannedCell* c : pending) {
     if (!c->runnable) {
@@ -238,6 +258,24 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     AddCpuAccounting(outcome, &result);
     std::optional<std::string> environment =
         result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
+    if (finished_child.index == children(*cell)) {
+      // The reference: the cell's record with its numeric check. A reference the machine failed is no verdict
+      // on the cell's numbers, and the cell's own record stands.
+      Awaiting done = std::move(awaiting[cell->key]);
+      awaiting.erase(cell->key);
+      if (environment) {
+        done.result.numeric_note = "not checked: the reference run hit an environment failure: " + *environment;
+        progress << "ERROR " << cell->key.config << " on " << cell->key.device << " (numeric reference): "
+                 << *environment << std::endl;
+        CellResult error = done.result;
+        error.reason = "environment failure of the numeric reference, not a verdict on the device: " + *environment;
+        run.environment_errors.push_back(std::move(error));
+      } else {
+        AddNumericCheck(*cell, done.checked, result, &done.result);
+      }
+      TM_RETURN_IF_ERROR(record(std::move(done.result), *cell));
+      continue;
+    }
     if (environment) {
       result = cell->preset;  // the cell as planned, for the message; nothing of it is recorded
       result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
@@ -250,6 +288,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       run.environment_errors.push_back(std::move(result));
       continue;
     }
+    CellResult checked = result;  // the run whose first step the numeric check compares
     if (finished_child.index < cell->proxies.size()) {
       std::vector<CellResult>& done_runs = proxy_runs[cell->key];
       const bool ran = result.status == CellStatus::kRuns;
@@ -261,12 +300,20 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         queue.insert(queue.begin(), Child{cell, finished_child.index + 1});
         continue;
       }
+      checked = done_runs.front();  // a proxied cell's numbers are checked on its shallowest proxy
       result = ResultFromProxies(*cell, done_runs);
       proxy_runs.erase(cell->key);
     } else if (!cell->proxies.empty()) {
       result = CalibratedResult(*cell, proxy_runs[cell->key], std::move(result));
       proxy_runs.erase(cell->key);
     }
+    const bool trained = result.status == CellStatus::kRuns || result.ops_verified.value_or(false);
+    if (trained && !cell->reference.argv.empty()) {
+      awaiting[cell->key] = {std::move(result), std::move(checked)};
+      queue.insert(queue.begin(), Child{cell, children(*cell)});
+      continue;
+    }
+    if (trained) result.numeric_note = cell->reference.note;
     TM_RETURN_IF_ERROR(record(std::move(result), *cell));
   }
   return run;

@@ -361,7 +361,7 @@ TEST(WritebackErrorsTest, DamagedBlocksAreErrorsNamingTheLine) {
        "17: generated support block is not valid YAML (end of map not found)" + DeleteBlock(23), false},
       {"damaged_bad_status.yaml",
        "16: generated support block `metadata.support.cuda.status` must be one of runs, fails, invalid, too_large, "
-       "timeout, too_slow" + DeleteBlock(22),
+       "timeout, too_slow, wrong" + DeleteBlock(22),
        false},
       {"damaged_bad_number.yaml",
        "9: generated support block `metadata.support.cpu.step_time_s` must be a number" + DeleteBlock(22), false},
@@ -438,7 +438,7 @@ TEST(WritebackErrorsTest, RefusesEntriesItCannotWritePlainly) {
        "CellResult::device_type"},
       {"unknown status", {{"cpu", Entry("crashed")}},
        "c.yaml: cannot write support for device type cpu: status \"crashed\" is not one of runs, fails, invalid, "
-       "too_large, timeout, too_slow; fix: use CellStatusName()"},
+       "too_large, timeout, too_slow, wrong; fix: use CellStatusName()"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "base/text.h"
+
 namespace tmx::matrix {
 namespace {
 
@@ -30,6 +32,7 @@ std::string FormatSignificant(double v, int digits) {
 
 std::string TenthsOf(double v) { return FormatFixed(v, 1); }
 std::string FourDigits(double v) { return FormatSignificant(v, 4); }
+std::string ThreeDigits(double v) { return FormatSignificant(v, 3); }
 std::string Thousandths(double v) { return FormatFixed(v, 3); }
 std::string Whole(double v) { return std::to_string(std::llround(v)); }
 
@@ -66,6 +69,11 @@ const std::vector<SupportField>& SupportFields() {
       AddedNumber("extrapolated_tokens_per_second", &SupportEntry::extrapolated_tokens_per_second, TenthsOf),
       AddedNumber("extrapolated_step_time_s", &SupportEntry::extrapolated_step_time_s, FourDigits),
       AddedNumber("extrapolated_peak_memory_gib", &SupportEntry::extrapolated_peak_memory_gib, Thousandths),
+      AddedText("numeric", &SupportEntry::numeric),
+      AddedNumber("loss_delta", &SupportEntry::loss_delta, ThreeDigits),
+      AddedNumber("grad_norm_delta", &SupportEntry::grad_norm_delta, ThreeDigits),
+      AddedText("repair", &SupportEntry::repair),
+      AddedText("repaired_status", &SupportEntry::repaired_status),
       Text("device_name", &SupportEntry::device_name),
       Text("torch_version", &SupportEntry::torch_version),
       Text("verified_at", &SupportEntry::verified_at),
@@ -98,6 +106,10 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
     }
   }
   return j;
+}
+
+std::string RepairedOutcome(const std::string& repaired_status, size_t overrides) {
+  return repaired_status + " with " + std::to_string(overrides) + (overrides == 1 ? " override" : " overrides");
 }
 
 void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
@@ -140,6 +152,11 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   if (cell.extrapolated_peak_memory_bytes) {
     s.extrapolated_peak_memory_gib = static_cast<double>(*cell.extrapolated_peak_memory_bytes) / (1 << 30);
   }
+  s.numeric = cell.numeric_note;
+  s.loss_delta = cell.loss_delta;
+  s.grad_norm_delta = cell.grad_norm_delta;
+  s.repair = JoinStrings(cell.repair, " ");
+  if (cell.repaired_status) s.repaired_status = CellStatusName(*cell.repaired_status);
   return s;
 }
 

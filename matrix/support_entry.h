@@ -55,6 +55,17 @@ struct SupportEntry {
   std::optional<double> extrapolated_tokens_per_second;
   std::optional<double> extrapolated_step_time_s;
   std::optional<double> extrapolated_peak_memory_gib;
+  // The numeric check (CellResult's, matrix/numeric_check.h): what was compared with what and how far apart
+  // ("bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%), ..."), or why nothing was;
+  // and the relative deltas of the first step's loss and gradient norm.
+  std::string numeric;
+  std::optional<double> loss_delta;
+  std::optional<double> grad_norm_delta;
+  // A repaired cell (CellResult's repair, matrix/repair_cell.h): status "invalid" as written, and with these
+  // overrides (space-separated, as `tune run` takes them) the config got `repaired_status` ("runs", "fails",
+  // "too_large", ...); the measurements above are then the repaired config's. Both "" for any other cell.
+  std::string repair;
+  std::string repaired_status;
 
   bool operator==(const SupportEntry& o) const;
   bool operator!=(const SupportEntry& o) const { return !(*this == o); }
@@ -84,6 +95,9 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry);
 // generation's time to first token and prefill tokens/s, peak memory in GiB, provenance), stored under
 // cell.device_type.
 SupportEntry SupportFromCell(const CellResult& cell);
+
+// "runs with 2 overrides", "fails with 1 override": a repaired cell's outcome in a few words.
+std::string RepairedOutcome(const std::string& repaired_status, size_t overrides);
 
 // For a cell measured beside other work (CellResult::disturbed): its timings (tokens/s, step time and spread,
 // wall and start-up time, time to first token, prefill tokens/s, the extrapolated tokens/s and step time) are the machine's load, not the device's

@@ -213,6 +213,7 @@ TEST(AdamW8bitTest, SchemasTakeBitsandbytesArgumentsAndRefuseWhatItRefuses) {
   struct Case {
     std::vector<std::string> overrides;
     std::string key, message;
+    std::vector<std::string> repair;  // the problem's (device problems only)
   } cases[] = {
       {{"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.amsgrad=True"}, "optimizer.amsgrad",
        "bitsandbytes' AdamW8bit has no AMSGrad variant; set optimizer.amsgrad=False"},
@@ -224,15 +225,27 @@ TEST(AdamW8bitTest, SchemasTakeBitsandbytesArgumentsAndRefuseWhatItRefuses) {
       {{"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.betas=[0.9,1.5]"}, "optimizer.betas",
        "expected two numbers in [0, 1), e.g. [0.9, 0.999]"},
       // Paging is CUDA unified memory: refused on cpu with the override that runs the config there.
+      // Each repair keeps the state's bits and drops the keys the new optimizer does not take.
       {{"optimizer=bitsandbytes.optim.PagedAdamW8bit"}, "optimizer._component_",
        "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
-       "optimizer._component_=bitsandbytes.optim.AdamW8bit"},
+       "optimizer._component_=bitsandbytes.optim.AdamW8bit",
+       {"optimizer._component_=bitsandbytes.optim.AdamW8bit"}},
       {{"optimizer=bitsandbytes.optim.PagedAdamW"}, "optimizer._component_",
        "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
-       "optimizer._component_=torch.optim.AdamW"},
+       "optimizer._component_=torch.optim.AdamW optimizer.fused=True",
+       {"optimizer._component_=torch.optim.AdamW", "optimizer.fused=True"}},
+      {{"optimizer=bitsandbytes.optim.PagedAdamW", "optimizer.min_8bit_size=64"}, "optimizer._component_",
+       "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
+       "optimizer._component_=torch.optim.AdamW optimizer.fused=True ~optimizer.min_8bit_size",
+       {"optimizer._component_=torch.optim.AdamW", "optimizer.fused=True", "~optimizer.min_8bit_size"}},
+      {{"optimizer=bitsandbytes.optim.PagedAdamW", "optimizer.optim_bits=8"}, "optimizer._component_",
+       "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
+       "optimizer._component_=bitsandbytes.optim.AdamW8bit ~optimizer.optim_bits",
+       {"optimizer._component_=bitsandbytes.optim.AdamW8bit", "~optimizer.optim_bits"}},
       {{"optimizer=bitsandbytes.optim.AdamW8bit", "optimizer.is_paged=True"}, "optimizer._component_",
        "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not cpu; use "
-       "optimizer.is_paged=False"},
+       "optimizer.is_paged=False",
+       {"optimizer.is_paged=False"}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.overrides.back());
@@ -244,6 +257,16 @@ TEST(AdamW8bitTest, SchemasTakeBitsandbytesArgumentsAndRefuseWhatItRefuses) {
     EXPECT_EQ(problems[0].key, c.key);
     EXPECT_EQ(problems[0].message, c.message);
     EXPECT_EQ(problems[0].device_related, c.key == "optimizer._component_");
+    EXPECT_EQ(problems[0].repair, c.repair);
+  }
+  // Each repair makes the config valid on cpu.
+  for (const Case& c : cases) {
+    if (c.repair.empty()) continue;
+    SCOPED_TRACE(c.overrides.back());
+    std::vector<std::string> repaired = c.overrides;
+    repaired.insert(repaired.end(), c.repair.begin(), c.repair.end());
+    std::vector<Problem> left = OptimizerProblems(repaired, cpu);
+    EXPECT_TRUE(left.empty()) << left[0].ToString();
   }
 #ifdef TUNE_MATRIX_HAS_CUDA
   // The same paged configs are valid for cuda (this build can allocate unified memory).

@@ -129,11 +129,13 @@ TEST_F(SchemaTest, ActivationOffloadingNeedsCheckpointingAnAcceleratorAndOneDevi
   EXPECT_TRUE(ValidateConfig(*c, *recipe_, BuiltinRegistry(), &cuda).empty());
   const DeviceInfo cpu = NominalDeviceInfo(*ParseDeviceSelector("cpu"));
   std::vector<std::string> on_cpu;
-  for (const Problem& p : ValidateConfig(*c, *recipe_, BuiltinRegistry(), &cpu)) on_cpu.push_back(p.message);
+  std::vector<Problem> cpu_problems = ValidateConfig(*c, *recipe_, BuiltinRegistry(), &cpu);
+  for (const Problem& p : cpu_problems) on_cpu.push_back(p.message);
   EXPECT_EQ(on_cpu, std::vector<std::string>{
                         "activation offloading moves activations from an accelerator's memory to page-locked host "
-                        "memory (cuda, xpu); on cpu they are in host memory already; set "
+                        "memory (cuda, xpu); on cpu they are in host memory already; use "
                         "enable_activation_offloading=False"});
+  EXPECT_EQ(RepairOf(cpu_problems), std::vector<std::string>{"enable_activation_offloading=False"});
 
   StatusOr<Config> alone = Load("tiny/full_single_device", {"enable_activation_offloading=True",
                                                             "enable_activation_checkpointing=False"});

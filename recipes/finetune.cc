@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -487,7 +488,12 @@ Status Trainer::Train(RunSummary* summary) {
       if (objective_ == TrainObjective::kDpo) dpo = dpo.OverRanks(parallel_);  // every rank, logged or not
       std::optional<double> grad_norm;
       if (in_backward_ == nullptr) {  // else every tensor was stepped, and its gradient freed, inside backward
-        grad_norm = parallel_.ReduceAndClip(s.clip_grad_norm);
+        // The first step's norm is always taken, for the numeric check (RunSummary::first_grad_norm): clipping
+        // at infinity scales every gradient by exactly 1.
+        std::optional<double> clip = s.clip_grad_norm;
+        if (!clip && global_step == first_step) clip = std::numeric_limits<double>::infinity();
+        grad_norm = parallel_.ReduceAndClip(clip);
+        if (global_step == first_step) summary->first_grad_norm = grad_norm;
         optimizer_->step();
       }
       parallel_.AfterStep();

@@ -109,17 +109,15 @@ struct BnbVariant {
   const char* doc;
   bool always_8bit;     // AdamW8bit, PagedAdamW8bit: 8-bit state whatever optim_bits says (which must stay 32)
   bool always_paged;    // the Paged* classes; AdamW8bit pages with is_paged: True
-  const char* repair;   // the override that runs the config where paging cannot (on cpu, say)
 };
 
 const std::vector<BnbVariant>& BnbVariants() {
   static const std::vector<BnbVariant> kVariants = {
       {"bitsandbytes.optim.AdamW8bit", "AdamW with both moments in 8 bits (blockwise dynamic quantisation)", true,
-       false, "optimizer.is_paged=False"},
-      {"bitsandbytes.optim.PagedAdamW8bit", "AdamW8bit with its state in CUDA unified memory", true, true,
-       "optimizer._component_=bitsandbytes.optim.AdamW8bit"},
+       false},
+      {"bitsandbytes.optim.PagedAdamW8bit", "AdamW8bit with its state in CUDA unified memory", true, true},
       {"bitsandbytes.optim.PagedAdamW", "AdamW (32-bit state, or 8-bit with optim_bits: 8) in CUDA unified memory",
-       false, true, "optimizer._component_=torch.optim.AdamW"},
+       false, true},
   };
   return kVariants;
 }
@@ -131,6 +129,36 @@ bool PagedIn(const BnbVariant& v, const YAML::Node& optimizer) {
   } catch (const YAML::Exception&) {
     return false;
   }
+}
+
+// The overrides that run a config of a paged variant where paging cannot: the same state without paging.
+// AdamW8bit keeps 8-bit state (is_paged off, or the unpaged class); PagedAdamW's 32-bit state is AdamW's (fused
+// where the device has the kernel: bitsandbytes' arithmetic is float32 too), its 8-bit state (optim_bits: 8)
+// AdamW8bit's. Keys the new optimizer does not take are removed.
+std::vector<std::string> UnpagedRepair(const BnbVariant& v, const YAML::Node& optimizer, const Config& config,
+                                       const DeviceInfo& d) {
+  // Written in the config (or an override), not a schema default: only those can be removed.
+  auto has = [&](const char* key) {
+    return optimizer.IsMap() && optimizer[key].IsDefined() &&
+           config.OriginOf(std::string("optimizer.") + key).default_of.empty();
+  };
+  if (!v.always_paged) return {"optimizer.is_paged=False"};
+  int64_t bits = 32;
+  try {
+    if (has("optim_bits")) bits = optimizer["optim_bits"].as<int64_t>();
+  } catch (const YAML::Exception&) {
+  }
+  if (v.always_8bit || bits == 8) {
+    std::vector<std::string> repair = {"optimizer._component_=bitsandbytes.optim.AdamW8bit"};
+    if (has("optim_bits")) repair.push_back("~optimizer.optim_bits");
+    return repair;
+  }
+  std::vector<std::string> repair = {"optimizer._component_=torch.optim.AdamW"};
+  if (d.traits().fused_adamw) repair.push_back("optimizer.fused=True");
+  for (const char* key : {"optim_bits", "min_8bit_size"}) {
+    if (has(key)) repair.push_back(std::string("~optimizer.") + key);
+  }
+  return repair;
 }
 
 StatusOr<OptimizerPtr> BuildBnb(const BnbVariant& v, const Config& config, const std::vector<at::Tensor>& params) {
@@ -149,7 +177,8 @@ StatusOr<OptimizerPtr> BuildBnb(const BnbVariant& v, const Config& config, const
     if (paged && p.is_cuda()) {
       return Status::InvalidArgument(config.OriginOf("optimizer._component_").ToString() + ": " + v.name +
                                      ": this tune-matrix was built without the CUDA toolkit, so it cannot allocate "
-                                     "unified memory; rebuild it with the toolkit, or use " + v.repair);
+                                     "unified memory; rebuild it with the toolkit, or run it unpaged (`tune validate` names the "
+                                     "overrides)");
     }
   }
 #endif
@@ -204,17 +233,18 @@ ComponentSpec BnbComponent(const BnbVariant& v) {
     c.params.push_back(Field("is_paged", FieldType::kBool, "False", "state in CUDA unified memory (cuda only)"));
   }
   // Paging is CUDA unified memory: a property of this optimizer, not of a device type's traits.
-  c.device_check = [v](const YAML::Node& node, const Config&, const DeviceInfo& d) -> std::string {
-    if (!PagedIn(v, node)) return "";
+  c.device_check = [v](const YAML::Node& node, const Config& config, const DeviceInfo& d) -> DeviceRefusal {
+    if (!PagedIn(v, node)) return {};
     if (d.type != "cuda") {
-      return "a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not " + d.id +
-             "; use " + v.repair;
+      return {"a paged optimizer needs a cuda device (its state lives in CUDA unified memory), not " + d.id,
+              UnpagedRepair(v, node, config, d)};
     }
 #ifndef TUNE_MATRIX_HAS_CUDA
-    return "a paged optimizer's state lives in CUDA unified memory, and this tune-matrix was built without the CUDA "
-           "toolkit; rebuild it with the toolkit, or use " + std::string(v.repair);
+    return {"a paged optimizer's state lives in CUDA unified memory, and this tune-matrix was built without the "
+            "CUDA toolkit (rebuilt with it, the config runs as written)",
+            UnpagedRepair(v, node, config, d)};
 #endif
-    return "";
+    return {};
   };
   c.impl = std::make_shared<OptimizerComponent>(
       [v](const Config& config, const std::vector<at::Tensor>& params) { return BuildBnb(v, config, params); },

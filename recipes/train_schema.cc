@@ -19,22 +19,23 @@ bool IsTrue(const YAML::Node& v) {
   }
 }
 
-std::string DtypeCheck(const YAML::Node& v, const Config&, const DeviceInfo& d) {
-  if (!v.IsScalar() || v.Scalar() != "bf16") return "";
-  if (d.bf16_matmul_backward) return "";
-  return "dtype bf16 needs a device where bf16 matmul and backward work; on " + d.id + " they did not (" +
-         (d.notes.empty() ? "probe failed" : d.notes.front()) + "); use dtype=fp32";
+DeviceRefusal DtypeCheck(const YAML::Node& v, const Config&, const DeviceInfo& d) {
+  if (!v.IsScalar() || v.Scalar() != "bf16") return {};
+  if (d.bf16_matmul_backward) return {};
+  return {"dtype bf16 needs a device where bf16 matmul and backward work; on " + d.id + " they did not (" +
+              (d.notes.empty() ? "probe failed" : d.notes.front()) + ")",
+          {"dtype=fp32"}};
 }
 
-std::string OffloadCheck(const YAML::Node& v, const Config&, const DeviceInfo& d) {
-  if (!IsTrue(v) || d.traits().activation_offloading) return "";
+DeviceRefusal OffloadCheck(const YAML::Node& v, const Config&, const DeviceInfo& d) {
+  if (!IsTrue(v) || d.traits().activation_offloading) return {};
   std::vector<std::string> able;
   for (const DeviceTypeTraits& t : DeviceTypes()) {
     if (t.activation_offloading) able.push_back(t.name);
   }
-  return "activation offloading moves activations from an accelerator's memory to page-locked host memory (" +
-         JoinStrings(able, ", ") + "); on " + d.id + " they are in host memory already; set "
-         "enable_activation_offloading=False";
+  return {"activation offloading moves activations from an accelerator's memory to page-locked host memory (" +
+              JoinStrings(able, ", ") + "); on " + d.id + " they are in host memory already",
+          {"enable_activation_offloading=False"}};
 }
 
 // An output_dir that is the file system's root, a system folder or the home folder itself: a run writes
@@ -52,9 +53,9 @@ std::string OutputDirCheck(const YAML::Node& v) {
          "its own, e.g. output_dir=/tmp/torchtune/my_run";
 }
 
-std::string TrainsCheck(const YAML::Node&, const Config&, const DeviceInfo& d) {
-  if (d.traits().trains) return "";
-  return "device " + d.id + " cannot train (" + d.traits().doc + "); use device=cpu or a GPU";
+DeviceRefusal TrainsCheck(const YAML::Node&, const Config&, const DeviceInfo& d) {
+  if (d.traits().trains) return {};
+  return {"device " + d.id + " cannot train (" + d.traits().doc + "); use device=cpu or a GPU", {}};
 }
 
 }  // namespace

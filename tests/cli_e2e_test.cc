@@ -57,6 +57,78 @@ TEST_F(CliTest, ValidateBuiltinConfigsOnCpu) {
       << paged.output;
 }
 
+// A config invalid only on its device, each problem with a known override: validate and run name the repair and
+// what tune-matrix recorded of it (from the config's support entry); --repair applies it.
+TEST_F(CliTest, ARepairIsNamedWithItsRecordAndAppliedByRepair) {
+  Result paged = Exec({kTune, "validate", "llama3_2/1B_full_single_device", "device=cpu"});
+  EXPECT_EQ(paged.code, 2) << paged.output;
+  EXPECT_NE(paged.output.find("repair: with optimizer._component_=bitsandbytes.optim.AdamW8bit it is valid on cpu\n"),
+            std::string::npos)
+      << paged.output;
+  EXPECT_NE(paged.output.find("pass --repair to `tune validate` to apply it"), std::string::npos) << paged.output;
+  Result applied = Exec({kTune, "validate", "llama3_2/1B_full_single_device", "device=cpu", "--repair"});
+  EXPECT_EQ(applied.code, 0) << applied.output;
+  EXPECT_NE(applied.output.find("note: --repair: applied optimizer._component_=bitsandbytes.optim.AdamW8bit for cpu"),
+            std::string::npos)
+      << applied.output;
+  EXPECT_NE(applied.output.find("is valid for recipe full_finetune_single_device on cpu"), std::string::npos)
+      << applied.output;
+  // A problem without a repair (a device that cannot train) leaves the config unrepaired.
+  Result meta = Exec({kTune, "validate", "tiny/full_single_device", "device=meta", "--repair"});
+  EXPECT_EQ(meta.code, 2) << meta.output;
+  EXPECT_NE(meta.output.find("note: --repair: no repair is known for every problem below"), std::string::npos)
+      << meta.output;
+
+  // The tiny config with a support entry recording a run with the repair, and a paged optimizer given on the
+  // command line: the record of that repair is named, and the repaired run trains.
+  StatusOr<std::string> text = ReadFile(std::string(TM_SOURCE_DIR) + "/configs/tiny/full_single_device.yaml");
+  ASSERT_TRUE(text.ok());
+  const std::string config = dir_ + "/paged.yaml";
+  const std::string repair = "optimizer._component_=torch.optim.AdamW optimizer.fused=True";
+  ASSERT_TRUE(WriteFileAtomically(config, text->substr(0, text->find("# --- BEGIN tune-matrix")) +
+                                              "metadata:\n  support:\n    cpu:\n      status: invalid\n"
+                                              "      repair: \"" + repair + "\"\n      repaired_status: runs\n"
+                                              "      tokens_per_second: 812.5\n      device_name: \"AMD EPYC\"\n"
+                                              "      verified_at: \"2026-12-05T09:00:00Z\"\n      host: vm\n"
+                                              "      commit: 0123456789abcdef0123\n")
+                  .ok());
+  const std::vector<std::string> args = {"optimizer=bitsandbytes.optim.PagedAdamW", "device=cpu",
+                                         "output_dir=" + dir_ + "/out", "max_steps_per_epoch=1", "save_checkpoints=False"};
+  std::vector<std::string> validate = {kTune, "validate", config};
+  validate.insert(validate.end(), args.begin(), args.end());
+  Result named = Exec(validate);
+  EXPECT_EQ(named.code, 2) << named.output;
+  EXPECT_NE(named.output.find("repair: with " + repair + " it is valid on cpu\n  tune-matrix ran it with this repair "
+                              "on cpu (AMD EPYC): runs · 812.5 tok/s (2026-12-05T09:00:00Z, vm, 0123456789ab)"),
+            std::string::npos)
+      << named.output;
+  std::vector<std::string> run = {kTune, "run", "full_finetune_single_device", "--config", config, "--repair"};
+  run.insert(run.end(), args.begin(), args.end());
+  Result ran = Exec(run);
+  EXPECT_EQ(ran.code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("note: --repair: applied " + repair + " for cpu; tune-matrix ran it with this repair"),
+            std::string::npos)
+      << ran.output;
+  EXPECT_TRUE(PathExists(dir_ + "/out/summary.json")) << ran.output;
+}
+
+// The numeric check's own test: a wrong attention kernel on the checked path (bf16 on cpu; the float32
+// reference is left alone) makes the cell `wrong`, while the same cell without it agrees with its reference.
+TEST_F(CliTest, AnInjectedWrongKernelMakesTheCellWrong) {
+  const std::vector<std::string> cell = {kMatrix, "cell", "tiny/llama3_1_full_single_device", "--device", "cpu",
+                                         "--work-dir", dir_};
+  Result fault = Exec(cell, {{"TUNE_MATRIX_FAULT_ATTENTION_SCALE", "4"}});
+  EXPECT_EQ(fault.code, 1) << fault.output;
+  EXPECT_NE(fault.output.find("FAILED tiny/llama3_1_full_single_device on cpu: wrong: its numbers disagree with the "
+                              "reference: bf16 on cpu against float32 on cpu"),
+            std::string::npos)
+      << fault.output;
+  Result clean = Exec(cell);
+  EXPECT_EQ(clean.code, 0) << clean.output;
+  EXPECT_NE(clean.output.find("  runs  "), std::string::npos) << clean.output;
+  EXPECT_NE(clean.output.find("numbers: loss "), std::string::npos) << clean.output;
+}
+
 TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
   // A torchtune config of a recipe tune-matrix lacks is named as such, not checked against another recipe.
   std::string ppo = dir_ + "/7B_full_ppo_low_memory.yaml";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <unordered_set>
@@ -15,6 +16,21 @@
 
 namespace tmx::models {
 namespace {
+
+// A deliberately wrong kernel, for the numeric check's own test (matrix/numeric_check.h): with
+// TUNE_MATRIX_FAULT_ATTENTION_SCALE=<factor> in the environment, attention's output is scaled by it on every
+// path but the reference one (float32 on cpu), as a broken reduced-precision or device kernel would. 1 (no
+// fault) when unset or not a positive number.
+double InjectedAttentionScale() {
+  static const double scale = [] {
+    const char* v = std::getenv("TUNE_MATRIX_FAULT_ATTENTION_SCALE");
+    if (v == nullptr) return 1.0;
+    char* end = nullptr;
+    const double d = std::strtod(v, &end);
+    return end != v && *end == '\0' && d > 0 ? d : 1.0;
+  }();
+  return scale;
+}
 
 template <typename T>
 std::string Str(const T& v) {
@@ -360,6 +376,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     const bool causal = !mask.has_value() && s == t;
     out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, causal, scale,
                                            /*enable_gqa=*/native_gqa);
+  }
+  if (const double fault = InjectedAttentionScale(); fault != 1 && !(out.is_cpu() && out.scalar_type() == torch::kFloat)) {
+    out = out * fault;
   }
   return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }

@@ -13,7 +13,22 @@ namespace {
 // Elements per parallel task (and per normal transform).
 constexpr int64_t kChunk = int64_t{1} << 16;
 
-bool Fast(const at::Tensor& t) { return t.device().is_cpu() && t.numel() >= kFastInitElements && t.is_contiguous(); }
+bool Fast(const at::Tensor& t) { return t.numel() >= kFastInitElements && t.is_contiguous(); }
+
+// A small tensor takes torch's own draw. A float32 cpu tensor directly; any other (another dtype, another
+// device) from the same draw into a float32 cpu tensor of its shape, copied in: torch's draws consume the
+// generator differently per dtype and device, and the numeric check compares a run with its float32 cpu
+// reference from the same weights.
+template <typename Draw>
+void TorchDraw(at::Tensor& t, const Draw& draw) {
+  if (t.device().is_cpu() && t.scalar_type() == at::kFloat) {
+    draw(t);
+    return;
+  }
+  at::Tensor f = torch::empty(t.sizes(), torch::kFloat);
+  draw(f);
+  t.copy_(f);
+}
 
 uint64_t DrawKey() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
@@ -46,7 +61,7 @@ void UniformInit(at::Tensor& t, double low, double high) {
   if (t.is_meta()) return;
   torch::NoGradGuard no_grad;
   if (!Fast(t)) {
-    t.uniform_(low, high);
+    TorchDraw(t, [&](at::Tensor& f) { f.uniform_(low, high); });
     return;
   }
   const uint64_t key = DrawKey();
@@ -70,7 +85,7 @@ void NormalInit(at::Tensor& t, double mean, double std) {
   if (t.is_meta()) return;
   torch::NoGradGuard no_grad;
   if (!Fast(t)) {
-    t.normal_(mean, std);
+    TorchDraw(t, [&](at::Tensor& f) { f.normal_(mean, std); });
     return;
   }
   const uint64_t key = DrawKey();

@@ -6,9 +6,11 @@
 // drawn before and after move the generator the same way whatever their sizes), then element i from a hash of
 // (key, i). The values do not depend on the thread count; chunks run in parallel. torch's own CPU generator is a
 // sequential Mersenne Twister whose uniform_ draws one element at a time: for a 1.5B-parameter model it was 85%
-// of a cell's start-up. Smaller tensors, and tensors on other devices (whose generators are fast), use torch's
-// uniform_/normal_ themselves, so small models and LoRA adapters keep torch's values. Meta tensors are left
-// alone, as torch leaves them.
+// of a cell's start-up. Smaller tensors use torch's CPU uniform_/normal_ themselves, so small models and LoRA
+// adapters keep torch's values. Either way a value is drawn as float32 on the CPU and converted: the weights of
+// a seed are the same, up to rounding, in every dtype and on every device (on another device the tensor is
+// filled by copies from the CPU), so a run and its float32 cpu reference (matrix/numeric_check.h) start from
+// the same model. Meta tensors are left alone, as torch leaves them.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,139 @@
+#include "matrix/numeric_check.h"
+
+#include <cmath>
+#include <map>
+
+#include "base/stats.h"
+#include "base/text.h"
+
+namespace tmx::matrix {
+
+NumericTolerance ToleranceFor(const std::string& dtype) {
+  // Chosen from the deltas measured over the cpu matrix (benchmarks/README.md, "Numeric check"): bf16 against
+  // float32 from the same weights, over the 39 tiny bf16 cells, at most 0.21% on the first loss and 1.86% on the
+  // gradient norm, so about 5x and 2.7x that; an attention output off by 2x moved a tiny full model's first loss
+  // by 2.2%. float32 against float32 read 0.000% on both: thread scheduling alone.
+  if (dtype == "bf16" || dtype == "fp16") return {0.01, 0.05};
+  return {0.001, 0.01};
+}
+
+PlannedCell ReferenceView(const PlannedCell& cell) {
+  PlannedCell view = cell;
+  view.argv = cell.reference.argv;
+  view.output_dir = cell.reference.output_dir;
+  view.steps = 1;
+  view.proxies.clear();
+  return view;
+}
+
+std::optional<double> RelativeDelta(const std::optional<double>& value, const std::optional<double>& reference) {
+  if (!value || !reference || !std::isfinite(*value) || !std::isfinite(*reference) || *reference == 0) {
+    return std::nullopt;
+  }
+  return std::fabs(*value / *reference - 1);
+}
+
+namespace {
+
+std::string Percent(double share) { return FormatNumber(100 * share, share < 0.001 ? 3 : 2) + "%"; }
+
+}  // namespace
+
+void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r) {
+  const ReferenceRun& ref = cell.reference;
+  const bool proxied = cell.argv.empty() && !cell.proxies.empty();
+  const std::string what =
+      ref.dtype + " on " + cell.device.id +
+      (proxied ? " (its " + std::to_string(cell.proxies.front().layers) + "-layer proxy)" : "") +
+      " against float32 on " + ref.device;
+  r->numeric_loss = checked.first_loss;
+  r->numeric_grad_norm = checked.first_grad_norm;
+  if (reference.status != CellStatus::kRuns) {
+    r->numeric_note = "not checked: the reference run (" + what + ") did not finish (" +
+                      CellStatusName(reference.status) + "): " + reference.reason;
+    return;
+  }
+  r->reference_loss = reference.first_loss;
+  r->reference_grad_norm = reference.first_grad_norm;
+  r->loss_delta = RelativeDelta(checked.first_loss, reference.first_loss);
+  r->grad_norm_delta = RelativeDelta(checked.first_grad_norm, reference.first_grad_norm);
+  if (!r->loss_delta) {
+    r->numeric_note = "not checked: no finite first loss to compare (" + what + ")";
+    return;
+  }
+  const NumericTolerance tolerance = ToleranceFor(ref.dtype);
+  r->numeric_dtype = ref.dtype;
+  r->loss_tolerance = tolerance.loss;
+  r->grad_norm_tolerance = tolerance.grad_norm;
+  std::string numbers = "first loss off by " + Percent(*r->loss_delta) + " (tolerance " + Percent(tolerance.loss) + ")";
+  if (r->grad_norm_delta) {
+    numbers += ", gradient norm by " + Percent(*r->grad_norm_delta) + " (" + Percent(tolerance.grad_norm) + ")";
+  }
+  r->numeric_note = what + ": " + numbers;
+  const bool wrong =
+      *r->loss_delta > tolerance.loss || (r->grad_norm_delta && *r->grad_norm_delta > tolerance.grad_norm);
+  if (!wrong) return;
+  r->status = CellStatus::kWrong;
+  r->reason = "its numbers disagree with the reference: " + r->numeric_note + "; loss " +
+              FormatNumber(*checked.first_loss, 5) + " against " + FormatNumber(*reference.first_loss, 5) +
+              (r->reason.empty() ? "" : "; " + r->reason);
+}
+
+}  // namespace tmx::matrix
+
+namespace tmx::matrix {
+
+std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records) {
+  std::map<std::string, std::vector<const CellResult*>> by_dtype;
+  for (const CellResult& r : records) {
+    if (r.loss_delta && !r.numeric_dtype.empty()) by_dtype[r.numeric_dtype].push_back(&r);
+  }
+  std::vector<NumericSpread> spreads;
+  for (const auto& [dtype, rows] : by_dtype) {
+    NumericSpread s;
+    s.dtype = dtype;
+    s.tolerance = ToleranceFor(dtype);
+    std::vector<double> loss, grad;
+    for (const CellResult* r : rows) {
+      ++s.cells;
+      s.wrong += r->status == CellStatus::kWrong || r->repaired_status == CellStatus::kWrong;
+      loss.push_back(*r->loss_delta);
+      if (r->grad_norm_delta) grad.push_back(*r->grad_norm_delta);
+      if (*r->loss_delta >= s.loss_max) {
+        s.loss_max = *r->loss_delta;
+        s.loss_worst = r->key.config + " on " + r->key.device;
+      }
+      if (r->grad_norm_delta && *r->grad_norm_delta >= s.grad_norm_max) {
+        s.grad_norm_max = *r->grad_norm_delta;
+        s.grad_norm_worst = r->key.config + " on " + r->key.device;
+      }
+    }
+    s.loss_median = Median(loss);
+    s.grad_norm_cells = grad.size();
+    if (!grad.empty()) s.grad_norm_median = Median(grad);
+    spreads.push_back(s);
+  }
+  return spreads;
+}
+
+void WriteNumericSpreads(const std::vector<NumericSpread>& spreads, std::ostream& out) {
+  if (spreads.empty()) {
+    out << "No cell has a numeric check yet: `tune-matrix run` checks every cell that trains.\n";
+    return;
+  }
+  out << "| dtype | cells | first loss: median | largest | tolerance | gradient norm: median | largest | tolerance "
+         "| wrong |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const NumericSpread& s : spreads) {
+    out << "| " << s.dtype << " | " << s.cells << " | " << Percent(s.loss_median) << " | " << Percent(s.loss_max)
+        << " | " << Percent(s.tolerance.loss) << " | "
+        << (s.grad_norm_cells ? Percent(s.grad_norm_median) + " | " + Percent(s.grad_norm_max) : "— | —") << " | "
+        << Percent(s.tolerance.grad_norm) << " | " << s.wrong << " |\n";
+  }
+  for (const NumericSpread& s : spreads) {
+    out << s.dtype << ": largest loss delta " << Percent(s.loss_max) << " (" << s.loss_worst << ")";
+    if (s.grad_norm_cells) out << ", largest gradient norm delta " << Percent(s.grad_norm_max) << " (" << s.grad_norm_worst << ")";
+    out << "\n";
+  }
+}
+
+}  // namespace tmx::matrix

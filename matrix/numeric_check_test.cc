@@ -1,0 +1,172 @@
+// The numeric check: deltas and verdicts, and the scheduler running a cell's float32 reference after it
+// (against the fake runner).
+#include "matrix/numeric_check.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <sstream>
+
+#include "harness/run_summary.h"
+#include "matrix/journal.h"
+#include "matrix/scheduler.h"
+#include "matrix/testdata/fake_runner.h"
+#include "matrix/testdata/planned_cell.h"
+#include "tests/scratch_dir.h"
+
+namespace tmx::matrix {
+namespace {
+
+PlannedCell CheckedCell(const std::string& dir) {
+  PlannedCell c = RunnableCpuCell("tiny/lora_single_device", "lora_finetune_single_device", dir);
+  c.argv = {"tune", "run", "lora_finetune_single_device", "--config", c.key.config, "device=cpu"};
+  c.reference.argv = {"tune", "run", "lora_finetune_single_device", "--config", c.key.config, "device=cpu",
+                      "dtype=fp32"};
+  c.reference.output_dir = c.output_dir + "__reference";
+  c.reference.dtype = "bf16";
+  c.reference.device = "cpu";
+  return c;
+}
+
+CellResult Ran(double loss, std::optional<double> grad_norm) {
+  CellResult r;
+  r.status = CellStatus::kRuns;
+  r.first_loss = loss;
+  r.first_grad_norm = grad_norm;
+  return r;
+}
+
+TEST(NumericCheckTest, RelativeDeltas) {
+  EXPECT_NEAR(*RelativeDelta(10.1, 10.0), 0.01, 1e-12);
+  EXPECT_NEAR(*RelativeDelta(9.9, 10.0), 0.01, 1e-12);  // either side
+  EXPECT_FALSE(RelativeDelta(1.0, 0.0));
+  EXPECT_FALSE(RelativeDelta(std::nullopt, 1.0));
+  EXPECT_FALSE(RelativeDelta(std::numeric_limits<double>::quiet_NaN(), 1.0));
+  // Reduced precision gets a wider tolerance than float32 against float32.
+  EXPECT_GT(ToleranceFor("bf16").loss, ToleranceFor("fp32").loss);
+  EXPECT_GT(ToleranceFor("bf16").grad_norm, ToleranceFor("fp32").grad_norm);
+}
+
+TEST(NumericCheckTest, WithinToleranceRecordsTheDeltasOutsideIsWrong) {
+  PlannedCell cell = CheckedCell("/tmp");
+  const NumericTolerance tolerance = ToleranceFor("bf16");
+  CellResult r = Ran(10.01, 2.02);
+  AddNumericCheck(cell, Ran(10.01, 2.02), Ran(10.0, 2.0), &r);
+  EXPECT_EQ(r.status, CellStatus::kRuns);
+  EXPECT_NEAR(*r.loss_delta, 0.001, 1e-9);
+  EXPECT_NEAR(*r.grad_norm_delta, 0.01, 1e-9);
+  EXPECT_EQ(*r.loss_tolerance, tolerance.loss);
+  EXPECT_EQ(*r.reference_loss, 10.0);
+  EXPECT_EQ(r.numeric_note.rfind("bf16 on cpu against float32 on cpu: first loss off by 0.1", 0), 0u)
+      << r.numeric_note;
+
+  // A gradient norm 1.5 times the reference's: the loss agrees, the cell is still wrong.
+  CellResult w = Ran(10.0, 3.0);
+  AddNumericCheck(cell, Ran(10.0, 3.0), Ran(10.0, 2.0), &w);
+  EXPECT_EQ(w.status, CellStatus::kWrong);
+  EXPECT_NEAR(*w.grad_norm_delta, 0.5, 1e-12);
+  EXPECT_NE(w.reason.find("its numbers disagree with the reference: bf16 on cpu against float32 on cpu"),
+            std::string::npos)
+      << w.reason;
+
+  // No gradient norm (a step inside backward): the loss alone decides.
+  CellResult l = Ran(10.0, std::nullopt);
+  AddNumericCheck(cell, Ran(10.0, std::nullopt), Ran(12.0, std::nullopt), &l);
+  EXPECT_EQ(l.status, CellStatus::kWrong);
+  EXPECT_FALSE(l.grad_norm_delta);
+}
+
+TEST(NumericCheckTest, AReferenceThatDidNotRunGivesNoVerdict) {
+  PlannedCell cell = CheckedCell("/tmp");
+  CellResult failed;
+  failed.status = CellStatus::kTooLarge;
+  failed.reason = "resident memory passed the limit";
+  CellResult r = Ran(10.0, 2.0);
+  AddNumericCheck(cell, Ran(10.0, 2.0), failed, &r);
+  EXPECT_EQ(r.status, CellStatus::kRuns);
+  EXPECT_FALSE(r.loss_delta);
+  EXPECT_EQ(r.numeric_note, "not checked: the reference run (bf16 on cpu against float32 on cpu) did not finish "
+                            "(too_large): resident memory passed the limit");
+}
+
+// The scheduler runs the reference after the cell, and records one cell with the check: `wrong` when the
+// cell's first step is off.
+TEST(NumericCheckTest, TheSchedulerRunsTheReferenceAfterTheCell) {
+  for (double cell_norm : {2.01, 5.0}) {
+    SCOPED_TRACE(cell_norm);
+    test::ScratchDir scratch("numeric_check_test");
+    MatrixOptions options;
+    options.journal_path = scratch.path() + "/journal.jsonl";
+    PlannedCell cell = CheckedCell(scratch.path());
+    FakeRunner runner;
+    std::vector<std::vector<std::string>> argvs;
+    runner.on_start = [&](const CellCommand& cmd) {
+      argvs.push_back(cmd.argv);
+      const bool reference = cmd.log_path.find("__reference") != std::string::npos;
+      RunSummary s;
+      s.ok = true;
+      s.step_times_s = reference ? std::vector<double>{1} : std::vector<double>{1, 1, 1};
+      s.step_tokens = std::vector<int64_t>(s.step_times_s.size(), 100);
+      s.losses = reference ? std::vector<double>{10.0} : std::vector<double>{10.002, 9.9, 9.8};
+      s.first_grad_norm = reference ? 2.0 : cell_norm;
+      s.Finish();
+      ASSERT_TRUE(WriteRunSummary(reference ? cell.reference.output_dir : cell.output_dir, s).ok());
+    };
+    runner.outcomes[cell.key.config].exit_code = 0;
+    std::ostringstream progress;
+    StatusOr<MatrixRun> run = RunCells({cell}, {}, runner, options, Provenance{}, progress, [] {
+      return std::string("2026-12-01T05:00:00Z");
+    });
+    ASSERT_TRUE(run.ok()) << run.status().ToString();
+    ASSERT_EQ(argvs.size(), 2u);
+    EXPECT_EQ(argvs[1], cell.reference.argv);
+    ASSERT_EQ(run->recorded.size(), 1u);
+    StatusOr<std::vector<CellResult>> journal = ReadJournal(options.journal_path, nullptr);
+    ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+    ASSERT_EQ(journal->size(), 1u);
+    const CellResult& r = (*journal)[0];
+    EXPECT_EQ(r.status, cell_norm == 5.0 ? CellStatus::kWrong : CellStatus::kRuns);
+    EXPECT_NEAR(*r.loss_delta, 0.0002, 1e-9);
+    EXPECT_NEAR(*r.grad_norm_delta, cell_norm / 2 - 1, 1e-9);
+    EXPECT_EQ(*r.numeric_grad_norm, cell_norm);
+    EXPECT_EQ(*r.reference_grad_norm, 2.0);
+    EXPECT_NE(progress.str().find("numbers: loss 0.02% off float32"), std::string::npos) << progress.str();
+  }
+}
+
+TEST(NumericCheckTest, SpreadsPerDtype) {
+  auto checked = [](const std::string& config, const std::string& dtype, double loss, std::optional<double> grad,
+                    CellStatus status) {
+    CellResult r;
+    r.key = {config, "cpu"};
+    r.status = status;
+    r.numeric_dtype = dtype;
+    r.loss_delta = loss;
+    r.grad_norm_delta = grad;
+    return r;
+  };
+  std::vector<NumericSpread> spreads =
+      NumericSpreads({checked("a", "bf16", 0.001, 0.01, CellStatus::kRuns),
+                      checked("b", "bf16", 0.003, 0.02, CellStatus::kRuns),
+                      checked("c", "bf16", 0.002, std::nullopt, CellStatus::kRuns),
+                      checked("d", "bf16", 0.5, 0.9, CellStatus::kWrong), checked("e", "fp32", 0, 0, CellStatus::kRuns),
+                      CellResult{}});  // no check: left out
+  ASSERT_EQ(spreads.size(), 2u);
+  const NumericSpread& bf16 = spreads[0];
+  EXPECT_EQ(bf16.dtype, "bf16");
+  EXPECT_EQ(bf16.cells, 4u);
+  EXPECT_EQ(bf16.grad_norm_cells, 3u);
+  EXPECT_EQ(bf16.wrong, 1u);
+  EXPECT_DOUBLE_EQ(bf16.loss_median, 0.0025);
+  EXPECT_DOUBLE_EQ(bf16.loss_max, 0.5);
+  EXPECT_EQ(bf16.loss_worst, "d on cpu");
+  EXPECT_DOUBLE_EQ(bf16.grad_norm_median, 0.02);
+  EXPECT_EQ(spreads[1].dtype, "fp32");
+  std::ostringstream out;
+  WriteNumericSpreads(spreads, out);
+  EXPECT_NE(out.str().find("| bf16 | 4 | 0.25% | 50.00% | 1.00% | 2.00% | 90.00% | 5.00% | 1 |"), std::string::npos)
+      << out.str();
+}
+
+}  // namespace
+}  // namespace tmx::matrix
