@@ -183,6 +183,42 @@ TEST(HtmlReporterTest, AGenerationCellShowsItsDecodeSpeedAndPrefill) {
   EXPECT_FALSE(training["history"][0].contains("prefill_tokens_per_second"));
 }
 
+// A repaired cell carries a badge naming its overrides, and what its repair got; a wrong cell its status's class.
+TEST(HtmlReporterTest, RepairedAndWrongCellsAreMarked) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  SupportEntry repaired;
+  repaired.status = "invalid";
+  repaired.reason = "a paged optimizer needs a cuda device";
+  repaired.repair = "optimizer._component_=torch.optim.AdamW optimizer.fused=True";
+  repaired.repaired_status = "runs";
+  repaired.tokens_per_second = 44.3;
+  SupportEntry wrong;
+  wrong.status = "wrong";
+  wrong.reason = "its numbers disagree with the reference";
+  wrong.numeric = "bf16 on cpu against float32 on cpu: first loss off by 2.83% (tolerance 1.00%)";
+  wrong.loss_delta = 0.0283;
+  f.configs.push_back({"qwen2/1.5B_full_single_device", "full_finetune_single_device", {{"cpu", repaired}}});
+  f.configs.push_back({"tiny/llama3_1_full_single_device", "full_finetune_single_device", {{"cpu", wrong}}});
+  std::string page = Render(f);
+  EXPECT_NE(page.find("<span class=\"measured\">runs with 2 overrides · 44 tok/s</span>"), std::string::npos) << page;
+  EXPECT_NE(page.find("<span class=\"repair-mark\" title=\"repaired with optimizer._component_=torch.optim.AdamW "
+                      "optimizer.fused=True\">repaired</span>"),
+            std::string::npos)
+      << page;
+  EXPECT_NE(page.find("<td class=\"cell st-wrong\" data-device=\"cpu\" data-status=\"wrong\""), std::string::npos);
+  EXPECT_NE(page.find("A cell invalid as written whose every problem has a known override"), std::string::npos);
+  // The details panel reads the check's note and the repair from the page's data.
+  nlohmann::json data = Data(page);
+  bool found = false;
+  for (const nlohmann::json& c : data["configs"]) {
+    if (c["config"] != "tiny/llama3_1_full_single_device") continue;
+    found = true;
+    EXPECT_EQ(c["cells"]["cpu"]["entry"]["numeric"], wrong.numeric);
+    EXPECT_DOUBLE_EQ(c["cells"]["cpu"]["entry"]["loss_delta"].get<double>(), 0.0283);
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(HtmlReporterTest, GivenDeviceTypesAreTheColumns) {
   std::string page = Render(testing::MakeReportFixture(), {"cuda"});
   EXPECT_EQ(Count(page, "<td class=\"cell "), 6u);

@@ -64,6 +64,36 @@ TEST(MarkdownReporterTest, AProxiedCellShowsItsExtrapolationsMarkedAsSuch) {
   EXPECT_EQ(plain.str().find("ran proxies instead"), std::string::npos);
 }
 
+// A repaired cell reads "invalid as written", then what its repair got and that run's numbers; the report says
+// once what that means. A repaired cell that is itself too large shows its proxies' extrapolations.
+TEST(MarkdownReporterTest, ARepairedCellShowsWhatItsRepairGot) {
+  SupportEntry ran = Entry("invalid", "2026-12-05T08:00:00Z", "a paged optimizer needs a cuda device");
+  ran.repair = "optimizer._component_=torch.optim.AdamW optimizer.fused=True";
+  ran.repaired_status = "runs";
+  ran.tokens_per_second = 44.3;
+  ran.peak_memory_gib = 10.185;
+  SupportEntry big = Entry("invalid", "2026-12-05T08:00:00Z", "a paged optimizer needs a cuda device");
+  big.repair = "optimizer._component_=bitsandbytes.optim.AdamW8bit";
+  big.repaired_status = "too_large";
+  big.ops_verified = "yes";
+  big.proxy = "1 and 4 of 32 layers (model.num_layers 4 of 32)";
+  big.extrapolated_tokens_per_second = 3.3;
+  std::vector<ConfigSupport> configs = {{"qwen2/1.5B_full_single_device", "full_finetune_single_device", {{"cpu", ran}}},
+                                        {"llama3/8B_full_single_device", "full_finetune_single_device", {{"cpu", big}}}};
+  std::ostringstream out;
+  MarkdownReporter().Report(configs, {"cpu"}, out);
+  EXPECT_NE(out.str().find("| 🚫 invalid as written · runs with 2 overrides · 44 tok/s · 10.19 GiB |"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("| 🚫 invalid as written · too_large with 1 override · ops verified by proxy · ≈3.3 tok/s |"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("\nA cell invalid as written whose every problem has a known override"), std::string::npos);
+  std::ostringstream plain;
+  MarkdownReporter().Report(Sample(), {"cpu", "cuda", "mps"}, plain);
+  EXPECT_EQ(plain.str().find("known override"), std::string::npos);
+}
+
 TEST(MarkdownReporterTest, WritesTheSupportTable) {
   std::ostringstream out;
   MarkdownReporter().Report(Sample(), {"cpu", "cuda", "mps"}, out);
