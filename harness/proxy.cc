@@ -16,7 +16,7 @@ std::vector<ModelDepth> ModelDepths(const Config& config, const Registry& regist
     if (!node.IsMap() || !node["_component_"] || !node["_component_"].IsScalar()) continue;
     const ComponentSpec* spec = registry.FindComponent(node["_component_"].Scalar());
     if (spec == nullptr || spec->kind != "model") continue;
-    ModelDepth depth{key, spec->layers};
+    ModelDepth depth{key, spec->layers, spec->vocab_size};
     if (!config.IsNull(key + ".num_layers")) {
       StatusOr<int64_t> written = config.GetInt(key + ".num_layers");
       if (written.ok() && *written > 0) depth.layers = *written;
@@ -27,7 +27,13 @@ std::vector<ModelDepth> ModelDepths(const Config& config, const Registry& regist
   return models;
 }
 
-StatusOr<ProxyCut> ProxyOf(const Config& config, const Registry& registry, int64_t layers) {
+int64_t CutVocabulary(int64_t vocab, int64_t divisor) {
+  constexpr int64_t kTile = 64;
+  const int64_t kept = (vocab + divisor - 1) / std::max<int64_t>(1, divisor);
+  return std::max<int64_t>(kTile, (kept + kTile - 1) / kTile * kTile);
+}
+
+StatusOr<ProxyCut> ProxyOf(const Config& config, const Registry& registry, int64_t layers, int64_t vocab_divisor) {
   std::vector<ModelDepth> models = ModelDepths(config, registry);
   if (models.empty()) {
     return Status::FailedPrecondition("the config builds no model whose layers could be cut");
@@ -53,6 +59,21 @@ StatusOr<ProxyCut> ProxyOf(const Config& config, const Registry& registry, int64
     const int64_t kept = std::max<int64_t>(1, std::llround(share));
     cut.overrides.push_back(m.key + ".num_layers=" + std::to_string(kept));
     parts.push_back(m.key + ".num_layers " + std::to_string(kept) + " of " + std::to_string(m.layers));
+    if (vocab_divisor <= 1) continue;
+    const int64_t ids = CutVocabulary(m.vocab, vocab_divisor);
+    if (m.vocab <= 0 || ids >= m.vocab) {
+      return Status::FailedPrecondition(m.key + " '" + config.Find(m.key + "._component_").Scalar() + "' has " +
+                                        (m.vocab <= 0 ? "no known vocabulary to cut"
+                                                      : "a vocabulary of " + std::to_string(m.vocab) +
+                                                            " ids, too small to cut by " +
+                                                            std::to_string(vocab_divisor)));
+    }
+    if (m.layers == shallowest && cut.vocab == 0) {
+      cut.vocab = ids;
+      cut.real_vocab = m.vocab;
+    }
+    cut.overrides.push_back(m.key + ".vocab_size=" + std::to_string(ids));
+    parts.push_back(m.key + ".vocab_size " + std::to_string(ids) + " of " + std::to_string(m.vocab));
   }
   cut.description = JoinStrings(parts, ", ");
   return cut;

@@ -12,6 +12,7 @@ Registry Models() {
     model.name = name;
     model.kind = "model";
     model.layers = layers;
+    model.vocab_size = layers > 0 ? 1000 * layers : 0;
     EXPECT_TRUE(r.AddComponent(model).ok());
   }
   ComponentSpec adamw;
@@ -58,6 +59,29 @@ TEST(ProxyTest, CutsTheShallowestModelAndOthersInProportion) {
   Config cut = c;
   ASSERT_TRUE(cut.ApplyOverrides(two->overrides).ok());
   EXPECT_EQ(ModelDepths(cut, Models())[1].layers, 4);
+}
+
+// Where even one layer does not fit, every model keeps its vocabulary divided (whole tiles of 64 ids), and the
+// cut says so beside the layers.
+TEST(ProxyTest, CutsTheVocabularyOfEveryModelWhenAsked) {
+  EXPECT_EQ(CutVocabulary(128256, 8), 16064);
+  EXPECT_EQ(CutVocabulary(128256, 1), 128256);
+  EXPECT_EQ(CutVocabulary(100, 8), 64);
+  Config c = Load("model:\n  _component_: student_16\nteacher_model:\n  _component_: teacher_32\n");
+  StatusOr<ProxyCut> cut = ProxyOf(c, Models(), 1, 4);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(cut->vocab, 4032);
+  EXPECT_EQ(cut->real_vocab, 16000);
+  EXPECT_EQ(cut->overrides, (std::vector<std::string>{"model.num_layers=1", "model.vocab_size=4032",
+                                                      "teacher_model.num_layers=2", "teacher_model.vocab_size=8000"}));
+  EXPECT_EQ(cut->description,
+            "model.num_layers 1 of 16, model.vocab_size 4032 of 16000, teacher_model.num_layers 2 of 32, "
+            "teacher_model.vocab_size 8000 of 32000");
+  StatusOr<ProxyCut> layers_only = ProxyOf(c, Models(), 1);
+  ASSERT_TRUE(layers_only.ok());
+  EXPECT_EQ(layers_only->vocab, 0);
+  EXPECT_EQ(ProxyOf(Load("model:\n  _component_: sized\n  num_layers: 22\n"), Models(), 1, 2).status().message(),
+            "model 'sized' has no known vocabulary to cut");
 }
 
 TEST(ProxyTest, SaysWhyNoProxyIsPossible) {

@@ -103,6 +103,9 @@ struct ComponentSpec {
   // Models: transformer layers of the built model (harness/proxy.h cuts them); 0 for other kinds and for a
   // model sized by the config (its `num_layers` says).
   int64_t layers = 0;
+  // Models: ids of the built model's embedding (a proxy may cut them too); 0 for other kinds and for a model
+  // sized by the config.
+  int64_t vocab_size = 0;
 };
 
 // One validation finding, printed as "<where>: <key>: <message>".

@@ -366,6 +366,8 @@ const std::vector<JournalField>& JournalFields() {
       {"prefill_tokens_per_second", kOptional, Slot<&R::prefill_tokens_per_second>(), TokensPerSecond()},
       {"proxy_layers", kOptional, Slot<&R::proxy_layers>(), Range(1, 65536, "1 to 65536 layers")},
       {"real_layers", kOptional, Slot<&R::real_layers>(), Range(0, 65536, "0 to 65536 layers")},
+      {"proxy_vocab", kOptional, Slot<&R::proxy_vocab>(), Range(1, 1e7, "1 to 10000000 ids")},
+      {"real_vocab", kOptional, Slot<&R::real_vocab>(), Range(0, 1e7, "0 to 10000000 ids")},
       {"proxy_cut", kOptional, Slot<&R::proxy_cut>(), {}},
       {"proxy_step_times_s", kOptional, Slot<&R::proxy_step_times_s>(), Seconds()},
       {"proxy_peak_memory_bytes", kOptional, Slot<&R::proxy_peak_memory_bytes>(), Bytes()},
@@ -459,11 +461,18 @@ std::optional<CellStatus> ParseCellStatus(const std::string& name) {
 
 std::string ProxyDepths(const CellResult& r) {
   std::string depths;
+  const bool cut = r.proxy_vocab.size() == r.proxy_layers.size();
   for (size_t i = 0; i < r.proxy_layers.size(); ++i) {
     depths += (i == 0 ? "" : i + 1 == r.proxy_layers.size() ? " and " : ", ") +
               std::to_string(static_cast<int64_t>(r.proxy_layers[i]));
+    if (cut) depths += " at " + std::to_string(static_cast<int64_t>(r.proxy_vocab[i])) + " ids";
   }
   return depths;
+}
+
+std::string ProxiedSize(const CellResult& r) {
+  return std::to_string(r.real_layers) + " layers" +
+         (r.real_vocab > 0 ? " and " + std::to_string(r.real_vocab) + " ids" : "");
 }
 
 nlohmann::json ToJson(const CellResult& r) {

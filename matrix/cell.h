@@ -127,6 +127,12 @@ struct CellResult {
   // no proxy ran.
   std::vector<double> proxy_layers;
   int real_layers = 0;
+  // Where even one layer with the whole vocabulary did not fit, the proxies cut the vocabulary too
+  // (harness/proxy.h): each proxy's ids (beside proxy_layers) and the config's. Two proxies at one vocabulary
+  // and two depths give the cost per layer, two at one depth and two vocabularies the cost per id; the real
+  // size's numbers add both. Empty and 0: the proxies kept the vocabulary.
+  std::vector<double> proxy_vocab;
+  int real_vocab = 0;
   std::string proxy_cut;  // what the deepest proxy cut: "model.num_layers 4 of 16, teacher_model.num_layers 8 of 32"
   std::vector<double> proxy_step_times_s;
   std::vector<double> proxy_peak_memory_bytes;
@@ -235,8 +241,12 @@ struct JournalField {
 // every record is written with kCellSchemaVersion and the reader refuses any other before reading fields.
 const std::vector<JournalField>& JournalFields();
 
-// The depths of the proxies that ran, for a reader: "1 and 4"; "" when none ran.
+// The depths of the proxies that ran, for a reader: "1 and 4", or with a vocabulary cut "1 at 16064 ids, 4 at
+// 16064 ids and 1 at 8064 ids"; "" when none ran.
 std::string ProxyDepths(const CellResult& r);
+
+// What the proxies were cut from, for a reader: "32 layers", or with a vocabulary cut "32 layers and 128256 ids".
+std::string ProxiedSize(const CellResult& r);
 
 nlohmann::json ToJson(const CellResult& r);
 

@@ -51,7 +51,9 @@ CellResult FullCell() {
   r.disturbed = "other processes used 38% of the machine's CPU while it ran (more than 25%)";
   r.proxy_layers = {1, 2};
   r.real_layers = 16;
-  r.proxy_cut = "model.num_layers 2 of 16";
+  r.proxy_vocab = {16064, 16064};
+  r.real_vocab = 128256;
+  r.proxy_cut = "model.num_layers 2 of 16, model.vocab_size 16064 of 128256";
   r.proxy_step_times_s = {0.25, 0.375};
   r.proxy_peak_memory_bytes = {1e9, 1.5e9};
   r.proxy_tokens_per_second = {1000, 750};

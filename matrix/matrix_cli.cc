@@ -230,10 +230,10 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
       std::vector<std::string> runs;
       for (const ProxyRun& p : c.proxies) {
         runs.push_back(std::to_string(p.layers) + (p.layers == 1 ? " layer " : " layers ") +
-                       FormatBytes(p.predicted_memory_bytes));
+                       (p.vocab > 0 ? std::to_string(p.vocab) + " ids " : "") + FormatBytes(p.predicted_memory_bytes));
       }
       out << " (" << CellStatusName(c.preset.status) << "); proxies of " << JoinStrings(runs, ", ") << " of "
-          << c.preset.real_layers << ", " << c.steps << " steps each, about " << FormatDuration(c.expected_duration_s);
+          << ProxiedSize(c.preset) << ", " << c.steps << " steps each, about " << FormatDuration(c.expected_duration_s);
     } else if (c.runnable) {
       out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
     }

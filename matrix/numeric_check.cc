@@ -79,10 +79,6 @@ void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const C
               (r->reason.empty() ? "" : "; " + r->reason);
 }
 
-}  // namespace tmx::matrix
-
-namespace tmx::matrix {
-
 std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records) {
   std::map<std::string, std::vector<const CellResult*>> by_dtype;
   for (const CellResult& r : records) {

@@ -118,6 +118,12 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
   return rates;
 }
 
+// The share of `device`'s memory a cell may use, for a reason: "85% of cpu's 23.54 GiB".
+std::string MemoryShare(const DeviceInfo& device, const MatrixOptions& options) {
+  return std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device.id + "'s " +
+         FormatBytes(device.total_memory_bytes);
+}
+
 // The most memory a cell may be predicted to need on `device` and still start: the cell's share of it
 // (MatrixOptions::memory_fraction) plus kMemoryPredictionTolerance; 0 when the device's memory is unknown.
 int64_t StartLimit(const DeviceInfo& device, const MatrixOptions& options) {
@@ -125,6 +131,12 @@ int64_t StartLimit(const DeviceInfo& device, const MatrixOptions& options) {
   return static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
                               static_cast<double>(device.total_memory_bytes));
 }
+
+// The size proxies are cut from (ProxyCut::real_layers, real_vocab; vocab 0 unless cut).
+struct RealSize {
+  int layers = 0;
+  int vocab = 0;
+};
 
 // How a cell's config was found and the overrides its own run has: what its proxies start from.
 struct CellSource {
@@ -134,6 +146,8 @@ struct CellSource {
   // config that leaves its seed to chance (torchtune's `seed: null`), so that its proxies and its numeric check's
   // reference train the same batches from the same weights as the cell.
   std::vector<std::string> prefix;
+  // The config's dtype, repaired where it is: the numeric check's tolerance (its proxies keep it).
+  std::string dtype = "fp32";
 };
 
 // One proxy of a cell, cut to `layers`: false, with `*note` (starting "no proxy: ") saying why, for a config
@@ -142,9 +156,10 @@ struct CellSource {
 // to cells of the device type, as for the cell itself). Not the cell budget: the rates, fitted to whole
 // models, overestimate a proxy several times (Llama 3.1 8B LoRA's pair: 99 s predicted, 28 s measured), and a
 // proxy that does run long is stopped at the limit and says so.
+// `vocab_divisor` above 1 cuts the vocabulary too (harness/proxy.h ProxyOf).
 bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Registry& registry,
                   const MatrixOptions& options, const DeviceRates& rates, bool measured_rates, int64_t layers,
-                  ProxyRun* run, int* real_layers, std::string* note, bool* over_memory) {
+                  int64_t vocab_divisor, ProxyRun* run, RealSize* real, std::string* note, bool* over_memory) {
   const RecipeSpec& recipe = *source.located.recipe;
   *over_memory = false;
   run->layers = layers;
@@ -158,13 +173,16 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
     *note = "no proxy: " + config.status().message();
     return false;
   }
-  StatusOr<ProxyCut> cut = ProxyOf(*config, registry, layers);
+  StatusOr<ProxyCut> cut = ProxyOf(*config, registry, layers, vocab_divisor);
   if (!cut.ok()) {
     *note = "no proxy: " + cut.status().message();
     return false;
   }
-  *real_layers = static_cast<int>(cut->real_layers);
+  real->layers = static_cast<int>(cut->real_layers);
+  real->vocab = static_cast<int>(cut->real_vocab);
   run->cut = cut->description;
+  run->vocab = cut->vocab;
+  if (cut->vocab > 0) run->output_dir += "v" + std::to_string(cut->vocab);
   for (const std::string& o : cut->overrides) overrides.push_back(o);
   config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
   std::vector<Problem> problems;
@@ -184,8 +202,7 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   const int64_t limit = StartLimit(cell.device, options);
   if (limit > 0 && run->predicted_memory_bytes > limit) {
     *over_memory = true;
-    *note = even + "need " + FormatBytes(run->predicted_memory_bytes) + ", over " + std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
-            "'s " + FormatBytes(cell.device.total_memory_bytes) +
+    *note = even + "need " + FormatBytes(run->predicted_memory_bytes) + ", over " + MemoryShare(cell.device, options) +
             (layers == 1 ? "; the embeddings and output alone do not fit" : "");
     return false;
   }
@@ -199,29 +216,65 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   return true;
 }
 
-// The proxies of a cell (kProxyLayers, or kProxyFallbackLayers as the deeper where that is all that fits), or
-// none with `*note` saying why (PlanProxyRun).
-std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& source, const Registry& registry,
-                                  const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
-                                  int* real_layers, std::string* note) {
+// The proxies of a cell at one vocabulary (`vocab_divisor`): kProxyLayers, or kProxyFallbackLayers as the
+// deeper where that is all that fits; none with `*note` saying why (PlanProxyRun) and `*over_memory` when
+// what did not fit was the memory.
+std::vector<ProxyRun> PlanProxyDepths(const PlannedCell& cell, const CellSource& source, const Registry& registry,
+                                      const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
+                                      int64_t vocab_divisor, RealSize* real, std::string* note, bool* over_memory) {
   ProxyRun shallow, deep;
-  bool over_memory = false;
-  if (!PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0], &shallow, real_layers,
-                    note, &over_memory)) {
+  if (!PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0], vocab_divisor, &shallow, real,
+                    note, over_memory)) {
     return {};
   }
-  if (PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[1], &deep, real_layers, note,
-                   &over_memory)) {
+  if (PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[1], vocab_divisor, &deep, real,
+                   note, over_memory)) {
     return {shallow, deep};
   }
-  if (!over_memory) return {};
+  if (!*over_memory) return {};
   std::string deeper_note = *note;
-  if (PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyFallbackLayers, &deep, real_layers,
-                   note, &over_memory)) {
+  if (PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyFallbackLayers, vocab_divisor, &deep, real,
+                   note, over_memory)) {
     note->clear();
     return {shallow, deep};
   }
   *note = deeper_note;
+  return {};
+}
+
+// The proxies of a cell: layers cut (PlanProxyDepths), or where those do not fit the memory, the vocabulary
+// cut too by the smallest divisor up to kMaxVocabDivisor that fits, with a third proxy at the shallow depth
+// and twice the divisor for the cost per id. None with `*note` saying why (the whole vocabulary's reason, and
+// that no cut fitted). `*real_vocab` is the config's ids when the vocabulary was cut.
+std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& source, const Registry& registry,
+                                  const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
+                                  RealSize* real, std::string* note) {
+  bool over_memory = false;
+  std::vector<ProxyRun> runs =
+      PlanProxyDepths(cell, source, registry, options, rates, measured_rates, 1, real, note, &over_memory);
+  if (!runs.empty() || !over_memory) return runs;
+  const std::string whole_vocabulary = *note;
+  for (int64_t divisor = 2; divisor <= kMaxVocabDivisor; divisor *= 2) {
+    std::string cut_note;
+    runs = PlanProxyDepths(cell, source, registry, options, rates, measured_rates, divisor, real, &cut_note,
+                           &over_memory);
+    ProxyRun fewer_ids;
+    RealSize same;
+    if (!runs.empty() && PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0],
+                                      divisor * 2, &fewer_ids, &same, &cut_note, &over_memory)) {
+      runs.push_back(fewer_ids);
+      note->clear();
+      return runs;
+    }
+    if (!runs.empty() || !over_memory) {
+      const std::string why = cut_note.rfind("no proxy: ", 0) == 0 ? cut_note.substr(10) : cut_note;
+      *note = whole_vocabulary + "; with its vocabulary cut by " + std::to_string(divisor) + ": " + why;
+      real->vocab = 0;
+      return {};
+    }
+  }
+  *note = whole_vocabulary + "; nor with its vocabulary cut by up to " + std::to_string(kMaxVocabDivisor);
+  real->vocab = 0;
   return {};
 }
 
@@ -250,16 +303,11 @@ ReferenceRun PlanReference(const PlannedCell& cell, const CellSource& source, co
   ref.device = device->id;
   const std::vector<std::string>& checked = cell.argv.empty() ? cell.proxies.front().argv : cell.argv;
   std::vector<std::string> overrides(checked.begin() + static_cast<std::ptrdiff_t>(source.launch.size()), checked.end());
-  StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
-  ref.dtype = "fp32";
-  if (config.ok()) {
-    StatusOr<std::string> dtype = config->GetString("dtype", "fp32");
-    if (dtype.ok()) ref.dtype = *dtype;
-  }
+  ref.dtype = source.dtype;
   ref.output_dir = cell.output_dir + "__reference";
   for (std::string& o : CellOverrides(recipe, device->id, 1, ref.output_dir)) overrides.push_back(std::move(o));
   overrides.push_back("dtype=fp32");
-  config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+  StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
   std::vector<Problem> problems;
   if (config.ok()) problems = ValidateConfig(*config, recipe, registry, device);
   if (!config.ok() || !problems.empty()) {
@@ -271,9 +319,7 @@ ReferenceRun PlanReference(const PlannedCell& cell, const CellSource& source, co
   const int64_t limit = StartLimit(*device, options);
   if (estimate.ok() && limit > 0 && estimate->peak_memory_bytes > limit) {
     ref.note = "not checked: the float32 reference on " + device->id + " is predicted to need " +
-               FormatBytes(estimate->peak_memory_bytes) + ", over " +
-               std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of its " +
-               FormatBytes(device->total_memory_bytes);
+               FormatBytes(estimate->peak_memory_bytes) + ", over " + MemoryShare(*device, options);
     return ref;
   }
   ref.argv = source.launch;
@@ -467,6 +513,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       // The proxies must train the same batches, or their difference is the data's, not the layers'; the
       // numeric check's reference the same batch from the same weights.
       if (config->Find("seed").IsDefined() && config->IsNull("seed")) source.prefix.push_back("seed=0");
+      if (StatusOr<std::string> dtype = config->GetString("dtype", "fp32"); dtype.ok()) source.dtype = *dtype;
       sources.push_back(source);
       // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
       // above, an estimate's own failure is no verdict) predicts nothing and is planned as free work.
@@ -516,9 +563,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
         r.reason = std::string(extrapolated                                 ? "extrapolated (from its proxies)"
                                : judged_memory > cell.predicted_memory_bytes ? "measured"
                                                                               : "predicted") +
-                   " peak memory " + FormatBytes(judged_memory) + " exceeds " +
-                   std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device->id + "'s " +
-                   FormatBytes(device->total_memory_bytes);
+                   " peak memory " + FormatBytes(judged_memory) + " exceeds " + MemoryShare(*device, options);
       } else {
         cell.runnable = true;
         // --force: the cell runs even when the config's metadata records an earlier failure here;
@@ -597,13 +642,13 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     const bool first = options.calibrate && cell.runnable;
     if (!selected[i] || !(instead || first)) continue;
     auto rate = rates.find(cell.device_type);
-    int real_layers = 0;
+    RealSize real;
     std::string note;
     if (instead) cell.steps = options.max_steps;
     cell.proxies = PlanProxies(cell, sources[i], registry, options,
-                               rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real_layers,
-                               &note);
-    cell.preset.real_layers = real_layers;
+                               rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real, &note);
+    cell.preset.real_layers = real.layers;
+    cell.preset.real_vocab = real.vocab;
     if (instead) {
       cell.preset.proxy_note = note;
       if (cell.proxies.empty()) {

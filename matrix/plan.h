@@ -105,10 +105,15 @@ inline constexpr int64_t kProxyLayers[] = {1, 4};
 // The deeper proxy where kProxyLayers' does not fit the memory: closer to the shallow one, so noisier, but
 // measured.
 inline constexpr int64_t kProxyFallbackLayers = 2;
+// Where the proxies with the whole vocabulary do not fit the memory, they cut it (harness/proxy.h) by 2, 4, ...
+// up to this, the first that fits both depths, and a third proxy at the shallow depth and twice the cut
+// measures the cost per id.
+inline constexpr int64_t kMaxVocabDivisor = 64;
 
 // One proxy run of a cell: its config with the models' layers cut (harness/proxy.h), as a child of its own.
 struct ProxyRun {
   int64_t layers = 0;        // the shallowest model's layers
+  int64_t vocab = 0;         // with a vocabulary cut, the shallowest model's ids (ProxyCut::vocab); 0: not cut
   std::string cut;           // ProxyCut::description
   std::vector<std::string> argv;
   std::string output_dir;

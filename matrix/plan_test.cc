@@ -423,6 +423,51 @@ TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
   EXPECT_EQ(cells->front().preset.proxy_note, "");
 }
 
+// Where not even one layer with its embeddings fits (Llama 3 8B full: two 128256 x 4096 tables, their
+// gradients and AdamW state), the proxies cut the vocabulary too, by the smallest power of two that fits both
+// depths, and a third proxy at one layer and half those ids measures the cost per id.
+TEST(PlanTest, ACellWhoseEmbeddingsAloneDoNotFitRunsProxiesWithACutVocabulary) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.config_globs = {"llama3/8B_full"};
+  options.cell_budget_s = 0;
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  ASSERT_EQ(cells->size(), 1u);
+  const PlannedCell& c = cells->front();
+  EXPECT_EQ(c.preset.status, CellStatus::kTooLarge) << c.preset.reason;
+  ASSERT_TRUE(c.runnable) << c.preset.reason;
+  EXPECT_EQ(c.preset.proxy_note, "");
+  EXPECT_EQ(c.preset.real_layers, 32);
+  EXPECT_EQ(c.preset.real_vocab, 128256);
+  ASSERT_EQ(c.proxies.size(), 3u);
+  const int64_t ids = c.proxies[0].vocab;
+  EXPECT_GT(ids, 0);
+  EXPECT_LT(ids, 128256);
+  EXPECT_EQ(ids % 64, 0);  // whole tiles
+  EXPECT_EQ(c.proxies[0].layers, kProxyLayers[0]);
+  EXPECT_EQ(c.proxies[1].vocab, ids);
+  EXPECT_GT(c.proxies[1].layers, 1);
+  EXPECT_EQ(c.proxies[2].layers, 1);
+  EXPECT_LT(c.proxies[2].vocab, ids);
+  std::set<std::string> dirs;
+  for (const ProxyRun& p : c.proxies) {
+    dirs.insert(p.output_dir);
+    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "model.vocab_size=" + std::to_string(p.vocab)), p.argv.end());
+    EXPECT_NE(p.cut.find("model.vocab_size " + std::to_string(p.vocab) + " of 128256"), std::string::npos) << p.cut;
+    EXPECT_LE(p.predicted_memory_bytes, static_cast<int64_t>((1 + kMemoryPredictionTolerance) *
+                                                              options.memory_fraction * 24.0 * (int64_t{1} << 30)));
+  }
+  EXPECT_EQ(dirs.size(), 3u);
+  // Without room for even the vocabulary cut by kMaxVocabDivisor, the reason says what was tried.
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 1)}, options);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_FALSE(cells->front().runnable);
+  EXPECT_EQ(cells->front().preset.real_vocab, 0);
+  EXPECT_NE(cells->front().preset.proxy_note.find("; nor with its vocabulary cut by up to 64"), std::string::npos)
+      << cells->front().preset.proxy_note;
+}
+
 // --calibrate: a real-size cell that runs in full runs its proxies first (the argv stays the cell's own); a tiny
 // one, whose two layers leave nothing to cut, runs alone.
 TEST(PlanTest, CalibrationRunsTheProxiesOfCellsThatRunInFull) {

@@ -13,6 +13,13 @@ double ExtrapolateToDepth(const std::vector<double>& layers, const std::vector<d
   return v1 + per_layer * (real - l1);
 }
 
+double ExtrapolateToSize(const std::vector<double>& layers, const std::vector<double>& vocab,
+                         const std::vector<double>& values, double real_layers, double real_vocab) {
+  const double per_id = std::max(0.0, (values[0] - values[2]) / (vocab[0] - vocab[2]));
+  return ExtrapolateToDepth({layers[0], layers[1]}, {values[0], values[1]}, real_layers) +
+         per_id * (real_vocab - vocab[0]);
+}
+
 PlannedCell ProxyView(const PlannedCell& cell, size_t index) {
   PlannedCell view = cell;
   const ProxyRun& proxy = cell.proxies.at(index);
@@ -30,23 +37,31 @@ namespace {
 // extrapolations when every proxy ran. Returns the index of the first proxy that did not run, or runs.size().
 size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResult>& runs, CellResult* r) {
   r->real_layers = cell.preset.real_layers;
+  r->real_vocab = cell.preset.real_vocab;
+  const bool vocab_cut = std::any_of(cell.proxies.begin(), cell.proxies.end(), [](const ProxyRun& p) { return p.vocab > 0; });
   size_t i = 0;
   for (; i < runs.size() && i < cell.proxies.size(); ++i) {
     const CellResult& run = runs[i];
     if (run.status != CellStatus::kRuns) break;
+    if (r->proxy_layers.empty() || cell.proxies[i].layers > r->proxy_layers.back()) r->proxy_cut = cell.proxies[i].cut;
     r->proxy_layers.push_back(static_cast<double>(cell.proxies[i].layers));
-    r->proxy_cut = cell.proxies[i].cut;
+    if (vocab_cut) r->proxy_vocab.push_back(static_cast<double>(cell.proxies[i].vocab));
     r->proxy_step_times_s.push_back(run.step_time_median_s.value_or(0));
     r->proxy_peak_memory_bytes.push_back(static_cast<double>(run.peak_memory_bytes.value_or(0)));
     if (run.tokens_per_second) r->proxy_tokens_per_second.push_back(*run.tokens_per_second);
   }
-  if (i < cell.proxies.size() || r->proxy_layers.size() < 2) return i;
+  if (i < cell.proxies.size() || r->proxy_layers.size() < 2 || (vocab_cut && r->proxy_layers.size() < 3)) return i;
   const double real = r->real_layers;
+  auto extrapolate = [&](const std::vector<double>& values) {
+    return vocab_cut ? ExtrapolateToSize(r->proxy_layers, r->proxy_vocab, values, real, r->real_vocab)
+                     : ExtrapolateToDepth(r->proxy_layers, values, real);
+  };
   // A deeper proxy that read less than a shallower one says the cost per layer is below the readings' noise:
-  // any line through them would extrapolate that noise, so nothing is extrapolated and the note says why.
+  // any line through them would extrapolate that noise, so nothing is extrapolated and the note says why. The
+  // same for a proxy with fewer ids reading more than one with more.
   std::vector<std::string> noisy;
   auto rising = [&](const std::vector<double>& v, const char* what) {
-    if (v.back() >= v.front()) return true;
+    if (vocab_cut ? v[1] >= v[0] && v[0] >= v[2] : v.back() >= v.front()) return true;
     noisy.push_back(what);
     return false;
   };
@@ -54,7 +69,7 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
       std::all_of(r->proxy_step_times_s.begin(), r->proxy_step_times_s.end(), [](double t) { return t > 0; }) &&
       rising(r->proxy_step_times_s, "step time");
   if (timed) {
-    const double step = ExtrapolateToDepth(r->proxy_layers, r->proxy_step_times_s, real);
+    const double step = extrapolate(r->proxy_step_times_s);
     r->extrapolated_step_time_s = step;
     // Tokens per step are the config's (its batch and sequences), the same at every depth.
     if (r->proxy_tokens_per_second.size() == r->proxy_layers.size()) {
@@ -66,18 +81,21 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
                         rising(r->proxy_peak_memory_bytes, "peak memory");
   if (measured) {
     r->extrapolated_peak_memory_bytes =
-        static_cast<int64_t>(ExtrapolateToDepth(r->proxy_layers, r->proxy_peak_memory_bytes, real));
+        static_cast<int64_t>(extrapolate(r->proxy_peak_memory_bytes));
   }
   if (!noisy.empty()) {
-    r->proxy_note = "not extrapolated: the deeper proxy read less " + JoinStrings(noisy, " and ") +
-                    " than the shallower (a cost per layer below the readings' noise)";
+    r->proxy_note = vocab_cut ? "not extrapolated: a deeper proxy, or one with more ids, read less " +
+                                    JoinStrings(noisy, " and ") +
+                                    " than the other (a cost per layer or per id below the readings' noise)"
+                              : "not extrapolated: the deeper proxy read less " + JoinStrings(noisy, " and ") +
+                                    " than the shallower (a cost per layer below the readings' noise)";
   }
   return i;
 }
 
 std::string WhichProxy(const PlannedCell& cell, size_t i) {
-  return "the proxy of " + std::to_string(cell.proxies[i].layers) + " of its " +
-         std::to_string(cell.preset.real_layers) + " layers (" + cell.proxies[i].cut + ")";
+  return "the proxy of " + std::to_string(cell.proxies[i].layers) + " of its " + ProxiedSize(cell.preset) + " (" +
+         cell.proxies[i].cut + ")";
 }
 
 }  // namespace
@@ -128,7 +146,7 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
   if (r.extrapolated_peak_memory_bytes) numbers.push_back(FormatBytes(*r.extrapolated_peak_memory_bytes) + " peak");
   if (r.extrapolated_tokens_per_second) numbers.push_back(FormatNumber(*r.extrapolated_tokens_per_second, 1) + " tok/s");
   if (r.extrapolated_step_time_s) numbers.push_back(FormatDuration(*r.extrapolated_step_time_s) + " a step");
-  r.reason += "; proxies of " + ProxyDepths(r) + " of its " + std::to_string(r.real_layers) + " layers ran every operation" +
+  r.reason += "; proxies of " + ProxyDepths(r) + " of its " + ProxiedSize(r) + " ran every operation" +
               (numbers.empty() ? "" : ", extrapolated " + JoinStrings(numbers, ", "));
   return r;
 }

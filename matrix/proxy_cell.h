@@ -19,6 +19,13 @@ namespace tmx::matrix {
 // layers increasing.
 double ExtrapolateToDepth(const std::vector<double>& layers, const std::vector<double>& values, double real);
 
+// The value at `real_layers` and `real_vocab` of proxies that cut the vocabulary too (CellResult::proxy_vocab):
+// proxies 0 and 1 share a vocabulary and give the line over depth (ExtrapolateToDepth), proxies 0 and 2 share
+// a depth and give the cost per id (none when negative), added for the ids proxy 0 lacks. REQUIRES: three
+// points so arranged.
+double ExtrapolateToSize(const std::vector<double>& layers, const std::vector<double>& vocab,
+                         const std::vector<double>& values, double real_layers, double real_vocab);
+
 // The cell as its proxy run `index` is started and read back: the proxy's output folder and the cell's steps.
 PlannedCell ProxyView(const PlannedCell& cell, size_t index);
 

@@ -77,6 +77,57 @@ TEST(ProxyCellTest, EveryProxyRanKeepsTheStatusAndRecordsExtrapolations) {
             "operation, extrapolated 18.50 GiB peak, 57.1 tok/s, 18s a step");
 }
 
+TEST(ProxyCellTest, ExtrapolatesOverTheVocabularyFromTheProxyWithFewerIds) {
+  // 1 layer at 1000 ids 3 s, 2 layers at 1000 ids 5 s, 1 layer at 500 ids 2.5 s: 2 s a layer and 1 ms an id,
+  // so 16 layers at 9000 ids take 33 s + 8 s.
+  EXPECT_DOUBLE_EQ(ExtrapolateToSize({1, 2, 1}, {1000, 1000, 500}, {3, 5, 2.5}, 16, 9000), 41);
+  // Fewer ids reading more (noise) adds nothing for the ids.
+  EXPECT_DOUBLE_EQ(ExtrapolateToSize({1, 2, 1}, {1000, 1000, 500}, {3, 5, 3.1}, 16, 9000), 33);
+}
+
+// Where even one layer with its embeddings did not fit, the proxies cut the vocabulary too: the record keeps each
+// proxy's ids and the config's, and extrapolates over both.
+TEST(ProxyCellTest, AProxyWithACutVocabularyExtrapolatesOverDepthAndIds) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  cell.preset.real_vocab = 128256;
+  cell.proxies.push_back(cell.proxies[0]);
+  const int64_t ids[] = {16064, 16064, 8064};
+  for (size_t i = 0; i < 3; ++i) {
+    cell.proxies[i].vocab = ids[i];
+    cell.proxies[i].cut += ", model.vocab_size " + std::to_string(ids[i]) + " of 128256";
+  }
+  // Per layer 0.5 s and 0.5 GiB; per id 0.0001 s and 1/8000 GiB.
+  CellResult r = ResultFromProxies(
+      cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2), ProxyRan(1.2, 800, 2 * kGiB)});
+  EXPECT_EQ(r.ops_verified, true);
+  EXPECT_EQ(r.proxy_layers, (std::vector<double>{1, 2, 1}));
+  EXPECT_EQ(r.proxy_vocab, (std::vector<double>{16064, 16064, 8064}));
+  EXPECT_EQ(r.real_vocab, 128256);
+  EXPECT_EQ(r.proxy_cut, "model.num_layers 2 of 32, model.vocab_size 16064 of 128256");  // the deepest
+  EXPECT_NEAR(*r.extrapolated_step_time_s, 17.5 + 0.0001 * (128256 - 16064), 1e-9);
+  EXPECT_NEAR(static_cast<double>(*r.extrapolated_peak_memory_bytes),
+              18.5 * kGiB + (128256.0 - 16064) / 8000 * kGiB, 2.0);
+  EXPECT_EQ(ProxyDepths(r), "1 at 16064 ids, 2 at 16064 ids and 1 at 8064 ids");
+  EXPECT_NE(r.reason.find("; proxies of 1 at 16064 ids, 2 at 16064 ids and 1 at 8064 ids of its 32 layers and "
+                          "128256 ids ran every operation, extrapolated "),
+            std::string::npos)
+      << r.reason;
+  // Through the journal.
+  r.provenance.verified_at = "2026-12-01T05:00:00Z";
+  StatusOr<CellResult> back = CellResultFromJson(ToJson(r), "j:1");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->proxy_vocab, r.proxy_vocab);
+  EXPECT_EQ(back->real_vocab, 128256);
+  // The proxy with fewer ids peaking above the one with more: noise, not extrapolated.
+  CellResult noisy = ResultFromProxies(
+      cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2), ProxyRan(1.2, 800, 4 * kGiB)});
+  EXPECT_FALSE(noisy.extrapolated_peak_memory_bytes);
+  EXPECT_TRUE(noisy.extrapolated_step_time_s);
+  EXPECT_EQ(noisy.proxy_note,
+            "not extrapolated: a deeper proxy, or one with more ids, read less peak memory than the other (a cost "
+            "per layer or per id below the readings' noise)");
+}
+
 // A deeper proxy that peaked lower than a shallower one: the difference is noise, and extrapolating it over 30
 // layers would publish noise times 30. The memory is not extrapolated (the step time still is).
 TEST(ProxyCellTest, ADeeperProxyReadingLessIsNotExtrapolated) {
@@ -161,14 +212,7 @@ TEST(ProxyCellTest, TheSchedulerRunsTheProxiesInOrderAndRecordsOneCell) {
   runner.on_start = [&](const CellCommand& cmd) {
     argvs.push_back(cmd.argv);
     const bool deeper = cmd.log_path.find("__proxy2") != std::string::npos;
-    RunSummary s;
-    s.ok = true;
-    s.step_times_s = deeper ? std::vector<double>{3, 2.5, 2.5} : std::vector<double>{3, 2, 2};
-    s.step_tokens = {1000, 1000, 1000};
-    s.losses = {2, 1.9, 1.8};
-    s.peak_memory_bytes = deeper ? 7 * kGiB / 2 : 3 * kGiB;
-    s.torch_version = "2.11.0";
-    s.Finish();
+    const RunSummary s = deeper ? TrainedSummary({3, 2.5, 2.5}, 7 * kGiB / 2) : TrainedSummary({3, 2, 2}, 3 * kGiB);
     ASSERT_TRUE(WriteRunSummary(cell.output_dir + (deeper ? "__proxy2" : "__proxy1"), s).ok());
   };
   runner.outcomes[cell.key.config].exit_code = 0;
@@ -211,15 +255,9 @@ TEST(ProxyCellTest, ACalibratedCellRunsItsProxiesThenItselfAndKeepsItsOwnVerdict
     order.push_back(cmd.argv.back());
     const std::string dir = cmd.log_path.substr(0, cmd.log_path.size() - 4);  // "<output_dir>.log"
     const double step = cmd.argv.back() == "full" ? 17 : cmd.argv.back() == "model.num_layers=1" ? 2 : 2.5;
-    RunSummary s;
-    s.ok = true;
-    s.step_times_s = {step + 1, step, step};
-    s.step_tokens = {1000, 1000, 1000};
-    s.losses = {2, 1.9, 1.8};
-    s.peak_memory_bytes = cmd.argv.back() == "full" ? 18 * kGiB : cmd.argv.back() == "model.num_layers=1" ? 3 * kGiB : 7 * kGiB / 2;
-    s.torch_version = "2.11.0";
-    s.Finish();
-    ASSERT_TRUE(WriteRunSummary(dir, s).ok());
+    const int64_t peak =
+        cmd.argv.back() == "full" ? 18 * kGiB : cmd.argv.back() == "model.num_layers=1" ? 3 * kGiB : 7 * kGiB / 2;
+    ASSERT_TRUE(WriteRunSummary(dir, TrainedSummary({step + 1, step, step}, peak)).ok());
   };
   runner.outcomes[cell.key.config].exit_code = 0;
   std::ostringstream progress;

@@ -74,15 +74,7 @@ TEST(RepairCellTest, TheSchedulerRecordsARepairedCellThroughTheJournalIntoItsEnt
   std::vector<std::string> argv;
   runner.on_start = [&](const CellCommand& cmd) {
     argv = cmd.argv;
-    RunSummary s;
-    s.ok = true;
-    s.step_times_s = {3, 2, 2};
-    s.step_tokens = {1000, 1000, 1000};
-    s.losses = {2, 1.9, 1.8};
-    s.peak_memory_bytes = int64_t{5} << 30;
-    s.torch_version = "2.11.0";
-    s.Finish();
-    ASSERT_TRUE(WriteRunSummary(cell.output_dir, s).ok());
+    ASSERT_TRUE(WriteRunSummary(cell.output_dir, TrainedSummary({3, 2, 2}, int64_t{5} << 30)).ok());
   };
   runner.outcomes[cell.key.config].exit_code = 0;
   std::ostringstream progress;

@@ -145,7 +145,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   if (cell.world_size > 1) s.ranks = cell.world_size;
   if (cell.ops_verified) s.ops_verified = *cell.ops_verified ? "yes" : "no";
   if (!cell.proxy_layers.empty()) {
-    s.proxy = ProxyDepths(cell) + " of " + std::to_string(cell.real_layers) + " layers (" + cell.proxy_cut + ")";
+    s.proxy = ProxyDepths(cell) + " of " + ProxiedSize(cell) + " (" + cell.proxy_cut + ")";
   }
   s.extrapolated_tokens_per_second = cell.extrapolated_tokens_per_second;
   s.extrapolated_step_time_s = cell.extrapolated_step_time_s;

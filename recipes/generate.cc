@@ -216,7 +216,8 @@ Status Generator::Run(RunSummary* summary) {
   StatusOr<data::TokenizedMessages> prompt = tok.TokenizeMessages(*messages, /*add_end_tokens=*/false);
   TM_RETURN_IF_ERROR(prompt.status());
   const int64_t vocab = decoder.args().vocab_size;
-  for (int64_t id : prompt->tokens) {
+  for (int64_t& id : prompt->tokens) {
+    id = FoldIntoVocabulary(id, decoder.args());
     if (id < 0 || id >= vocab) return IdOutsideVocabulary(config_, tok, id, "the prompt", vocab);
   }
   const int64_t length = static_cast<int64_t>(prompt->tokens.size());

@@ -106,6 +106,16 @@ ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora, bool quantized 
                                                1)),
                               static_cast<double>(p.args.num_layers)));
     c.layers = p.args.num_layers;
+    if (!p.tiny) {
+      c.params.push_back(AtMost(Nullable(AtLeast(Field("vocab_size", FieldType::kInt, "null",
+                                                       "tune-matrix: keep only the first N of the " +
+                                                           std::to_string(p.args.vocab_size) +
+                                                           " ids of the embedding and output, the data's ids "
+                                                           "folded into them (a matrix proxy); null: all"),
+                                                 1)),
+                                static_cast<double>(p.args.vocab_size)));
+    }
+    c.vocab_size = p.args.vocab_size;
   }
   c.impl = std::make_shared<ModelComponent>(&p, lora, quantized);
   c.parameter_count = p.tiny ? 0 : p.published_params;
@@ -138,6 +148,24 @@ namespace {
 
 // The model the config names with its builder arguments and LoRA settings as written, not yet checked
 // against each other.
+// A proxy's cut of a preset's size (harness/proxy.h): the config's `dotted` (null: none) between 1 and the
+// preset's `*size` (`unit`: "layers") becomes `*size`, the preset's kept in `*cut_from` when smaller.
+Status CutForProxy(const Config& config, const std::string& dotted, const std::string& unit, const std::string& name,
+                   int64_t* size, int64_t* cut_from) {
+  if (config.IsNull(dotted)) return Status::OK();
+  StatusOr<int64_t> kept = config.GetInt(dotted);
+  TM_RETURN_IF_ERROR(kept.status());
+  if (*kept < 1 || *kept > *size) {
+    return Status::InvalidArgument(config.OriginOf(dotted).ToString() + ": " + dotted + ": " + std::to_string(*kept) +
+                                   " is not 1 to the " + std::to_string(*size) + " " + unit + " of '" + name + "'");
+  }
+  if (*kept < *size) {
+    *cut_from = *size;
+    *size = *kept;
+  }
+  return Status::OK();
+}
+
 StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& registry, const std::string& key = "model") {
   YAML::Node node = config.Find(key + "._component_");
   std::string name = node.IsScalar() ? node.Scalar() : "";
@@ -182,18 +210,9 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
     Status valid = models::ValidateDecoderArgs(a);
     if (!valid.ok()) return valid.WithContext(config.OriginOf(key).ToString() + ": " + key);
   }
-  if (!model->preset().sized_by_config && !config.IsNull(key + ".num_layers")) {
-    StatusOr<int64_t> layers = config.GetInt(key + ".num_layers");
-    TM_RETURN_IF_ERROR(layers.status());
-    if (*layers < 1 || *layers > choice.args.num_layers) {
-      return Status::InvalidArgument(config.OriginOf(key + ".num_layers").ToString() + ": " + key +
-                                     ".num_layers: " + std::to_string(*layers) + " is not 1 to the " +
-                                     std::to_string(choice.args.num_layers) + " layers of '" + spec->name + "'");
-    }
-    if (*layers < choice.args.num_layers) {
-      choice.args.layers_cut_from = choice.args.num_layers;
-      choice.args.num_layers = *layers;
-    }
+  if (!model->preset().sized_by_config) {
+    TM_RETURN_IF_ERROR(CutForProxy(config, key + ".num_layers", "layers", spec->name, &choice.args.num_layers,
+                                   &choice.args.layers_cut_from));
   }
   if (!config.IsNull(key + ".tie_word_embeddings")) {
     StatusOr<bool> tied = config.GetBool(key + ".tie_word_embeddings");
@@ -204,6 +223,9 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
     StatusOr<int64_t> vocab = config.GetInt(key + ".vocab_size");
     TM_RETURN_IF_ERROR(vocab.status());
     choice.args.vocab_size = *vocab;
+  } else if (!model->preset().sized_by_config) {
+    TM_RETURN_IF_ERROR(CutForProxy(config, key + ".vocab_size", "ids", spec->name, &choice.args.vocab_size,
+                                   &choice.args.vocab_cut_from));
   }
   if (!model->lora()) return choice;
   models::LoraArgs lora;

@@ -81,6 +81,38 @@ TEST(ModelComponentsTest, NumLayersCutsAPresetForAProxy) {
   EXPECT_TRUE(named);
 }
 
+// tune-matrix's vocab_size on a real preset keeps the first ids of its embedding and output (a proxy whose
+// embeddings alone do not fit): the registry entry carries the preset's vocabulary, a cut model remembers it,
+// and the schema refuses more ids than the preset has.
+TEST(ModelComponentsTest, VocabSizeCutsAPresetForAProxy) {
+  const ComponentSpec* spec = BuiltinRegistry().FindComponent("torchtune.models.llama3_2.llama3_2_1b");
+  ASSERT_NE(spec, nullptr);
+  EXPECT_EQ(spec->vocab_size, 128256);
+  StatusOr<ModelChoice> cut = ModelFromConfig(
+      Parse("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n  num_layers: 1\n  vocab_size: 1000\n"),
+      BuiltinRegistry());
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(cut->args.vocab_size, 1000);
+  EXPECT_EQ(cut->args.vocab_cut_from, 128256);
+  StatusOr<ModelChoice> whole = ModelFromConfig(
+      Parse("model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n  vocab_size: 128256\n"), BuiltinRegistry());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->args.vocab_cut_from, 0);
+  const RecipeSpec* recipe = BuiltinRegistry().FindRecipe("full_finetune_single_device");
+  ASSERT_NE(recipe, nullptr);
+  StatusOr<Config> config = Config::FromString(
+      "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\n  vocab_size: 128257\n", "c.yaml");
+  ASSERT_TRUE(config.ok());
+  bool named = false;
+  for (const Problem& p : ValidateConfig(*config, *recipe, BuiltinRegistry(), nullptr)) {
+    if (p.key == "model.vocab_size") {
+      named = true;
+      EXPECT_NE(p.message.find("128256"), std::string::npos) << p.message;
+    }
+  }
+  EXPECT_TRUE(named);
+}
+
 TEST(ModelComponentsTest, LoraArgumentsComeFromTheConfig) {
   Config c = Parse(
       "model:\n  _component_: torchtune.models.llama3_2.lora_llama3_2_1b\n  lora_attn_modules: [q_proj, v_proj]\n"

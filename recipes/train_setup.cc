@@ -345,6 +345,20 @@ Status IdOutsideVocabulary(const Config& config, const data::ModelTokenizer& tok
                                  " ids; fix: use the model family's own tokenizer");
 }
 
+int64_t FoldIntoVocabulary(int64_t id, const models::DecoderArgs& model) {
+  return model.vocab_cut_from > 0 && id >= 0 ? id % model.vocab_size : id;
+}
+
+namespace {
+
+void FoldSample(data::Sample* sample, const models::DecoderArgs& model) {
+  if (model.vocab_cut_from <= 0) return;
+  for (int64_t& id : sample->tokens) id = FoldIntoVocabulary(id, model);
+  for (int64_t& id : sample->labels) id = FoldIntoVocabulary(id, model);
+}
+
+}  // namespace
+
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins, const std::string& dataset_key) {
@@ -375,9 +389,10 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
   auto outside = [&](int64_t id, const std::string& where) {
     return IdOutsideVocabulary(config, **tokenizer, id, where, model.vocab_size);
   };
-  const int64_t pad_id = data::CollatePadId(base);
+  const int64_t pad_id = FoldIntoVocabulary(data::CollatePadId(base), model);
   if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");
   for (size_t i = 0; i < dataset->samples.size(); ++i) {
+    FoldSample(&dataset->samples[i], model);
     for (int64_t id : dataset->samples[i].tokens) {
       if (id < 0 || id >= model.vocab_size) return outside(id, "sample " + std::to_string(i) + " the");
     }
@@ -416,10 +431,11 @@ StatusOr<data::DataLoader> SetupPreferenceData(const Config& config, const Train
   auto outside = [&](int64_t id, const std::string& where) {
     return IdOutsideVocabulary(config, **tokenizer, id, where, model.vocab_size);
   };
-  const int64_t pad_id = data::CollatePadId((*tokenizer)->base());
+  const int64_t pad_id = FoldIntoVocabulary(data::CollatePadId((*tokenizer)->base()), model);
   if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");
   for (size_t i = 0; i < pairs->size(); ++i) {
-    for (const data::Sample* s : {&(*pairs)[i].chosen, &(*pairs)[i].rejected}) {
+    for (data::Sample* s : {&(*pairs)[i].chosen, &(*pairs)[i].rejected}) {
+      FoldSample(s, model);
       for (int64_t id : s->tokens) {
         if (id < 0 || id >= model.vocab_size) return outside(id, "pair " + std::to_string(i) + " the");
       }

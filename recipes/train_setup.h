@@ -107,6 +107,11 @@ StatusOr<std::unique_ptr<data::ModelTokenizer>> SetupTokenizer(const Config& con
 Status IdOutsideVocabulary(const Config& config, const data::ModelTokenizer& tokenizer, int64_t id,
                            const std::string& where, int64_t vocab_size);
 
+// The id the model is fed for the tokenizer's `id`: itself, or for a proxy whose vocabulary was cut
+// (DecoderArgs::vocab_cut_from) the id folded into it (id mod vocab_size), so every id of the real data indexes
+// the cut embedding. Negative ids (kIgnoreIndex labels) stay as they are.
+int64_t FoldIntoVocabulary(int64_t id, const models::DecoderArgs& model);
+
 // The config's tokenizer and dataset components, tokenized and batched (seeded by settings.seed). Samples are
 // cut at the tokenizer's max_seq_len, or at the model's (at most 2048) when it sets none. A tokenizer whose
 // ids do not fit the model's vocabulary is InvalidArgument. A missing tokenizer file or dataset is NotFound

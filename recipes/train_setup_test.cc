@@ -139,5 +139,32 @@ TEST_F(OutputChecksTest, Phi4WithoutItsTokenizerFilesRunsOnTheShippedSample) {
             "tokenizer phi4_tokenizer ran on the shipped sample tiny_bpe_vocab.json (" + vocab + " is absent)");
 }
 
+// A proxy whose vocabulary was cut (model.vocab_size below the preset's) is fed the same data with every id
+// folded into its vocabulary: the tokens and labels mod the cut size, the ignored labels as they were.
+TEST_F(OutputChecksTest, AProxyWithACutVocabularyIsFedTheDataFoldedIntoIt) {
+  const std::vector<std::string> common = {"output_dir=" + dir_ + "/cut", "tokenizer.path=" + dir_ + "/absent.model",
+                                           "tokenizer.max_seq_len=64", "model.num_layers=1"};
+  std::vector<std::string> cut_overrides = common;
+  cut_overrides.push_back("model.vocab_size=1000");
+  Config whole_config = Load("llama3_2/1B_full_single_device", common);
+  Config cut_config = Load("llama3_2/1B_full_single_device", cut_overrides);
+  StatusOr<TrainingSettings> settings = ReadTrainingSettings(whole_config, TrainKind::kFull);
+  ASSERT_TRUE(settings.ok()) << settings.status().ToString();
+  StatusOr<ModelChoice> whole_model = ModelFromConfig(whole_config, BuiltinRegistry());
+  StatusOr<ModelChoice> cut_model = ModelFromConfig(cut_config, BuiltinRegistry());
+  ASSERT_TRUE(whole_model.ok() && cut_model.ok());
+  std::vector<std::string> stand_ins;
+  StatusOr<data::DataLoader> whole = SetupData(whole_config, *settings, whole_model->args, true, &stand_ins);
+  StatusOr<data::DataLoader> cut = SetupData(cut_config, *settings, cut_model->args, true, &stand_ins);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  const data::Batch a = whole->GetBatch(0), b = cut->GetBatch(0);
+  EXPECT_GT(a.tokens.max().item<int64_t>(), 1000);  // the real tokenizer's ids pass the cut vocabulary
+  EXPECT_TRUE(b.tokens.equal(a.tokens.remainder(1000)));
+  const at::Tensor ignored = a.labels.lt(0);
+  EXPECT_GT(ignored.sum().item<int64_t>(), 0);
+  EXPECT_TRUE(b.labels.equal(at::where(ignored, a.labels, a.labels.remainder(1000))));
+}
+
 }  // namespace
 }  // namespace tmx::recipes

@@ -178,7 +178,14 @@ StatusOr<NamedTensors> HfToTune(const NamedTensors& hf, const std::string& model
                                      "expected with shape " +
                                      ShapeText(m.hf_shape) + fix);
     }
-    const at::Tensor& t = *it->second;
+    at::Tensor t = *it->second;
+    // A proxy with a cut vocabulary (DecoderArgs::vocab_cut_from) keeps the first rows of the embedding and
+    // output of the model it was cut from.
+    if (args.vocab_cut_from > args.vocab_size && t.dim() == 2 && t.size(0) == args.vocab_cut_from &&
+        m.hf_shape.size() == 2 && m.hf_shape[0] == args.vocab_size && t.size(1) == m.hf_shape[1] &&
+        (m.hf_name == "model.embed_tokens.weight" || m.hf_name == "lm_head.weight")) {
+      t = t.narrow(0, 0, args.vocab_size);
+    }
     if (t.sizes() != c10::IntArrayRef(m.hf_shape)) {
       return Status::InvalidArgument(source + ": " + m.hf_name + " (" + TuneNames(m) + "): shape " +
                                      ShapeText(t.sizes()) + " in the checkpoint, " + ShapeText(m.hf_shape) +

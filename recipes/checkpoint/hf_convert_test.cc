@@ -182,6 +182,29 @@ TEST(HfConvertTest, MismatchesNameTheFirstTensorWithBothNames) {
             "(LoRA adapters merged) or the adapters separately with SavePeftAdapter");
 }
 
+// A proxy with a cut vocabulary (DecoderArgs::vocab_cut_from) takes the first rows of the checkpoint's
+// embedding and output, and only from a checkpoint of the vocabulary it was cut from.
+TEST(HfConvertTest, AProxyWithACutVocabularyKeepsTheFirstRows) {
+  const models::ModelPreset& p = Preset("tiny_llama3");
+  NamedTensors state = RandomState(p.args);
+  StatusOr<NamedTensors> hf = TuneToHf(state, "llama", p.args);
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  DecoderArgs cut = p.args;
+  cut.vocab_cut_from = cut.vocab_size;
+  cut.vocab_size = 100;
+  StatusOr<NamedTensors> back = HfToTune(*hf, "llama", cut, "/ckpt");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  auto got = ByName(*back), whole = ByName(state);
+  for (const char* name : {"tok_embeddings.weight", "output.weight"}) {
+    ASSERT_EQ(got[name].size(0), 100) << name;
+    EXPECT_TRUE(torch::equal(got[name], whole[name].narrow(0, 0, 100))) << name;
+  }
+  DecoderArgs other = cut;
+  other.vocab_cut_from = p.args.vocab_size + 1;  // cut from a vocabulary the checkpoint does not have
+  EXPECT_NE(HfToTune(*hf, "llama", other, "/ckpt").status().message().find("shape [512, 64] in the checkpoint"),
+            std::string::npos);
+}
+
 // PEFT adds scale * B A to the Hugging Face weight, and with DoRA scales each row of the sum by magnitude / its
 // norm; it must be the decoder's update, converted like the weight (q/k rows re-paired, fused parts stacked).
 TEST(HfConvertTest, PeftAdaptersUpdateTheHuggingFaceWeightsAsTheDecoderDoes) {

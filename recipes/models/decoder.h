@@ -90,6 +90,10 @@ struct DecoderArgs {
   // A proxy (harness/proxy.h): the depth of the model these args were cut from, whose checkpoint has layers
   // from num_layers on that the cut model skips when loading. 0: not cut (every checkpoint tensor is used).
   int64_t layers_cut_from = 0;
+  // A proxy whose vocabulary was cut too (harness/proxy.h): the vocabulary of the model these args were cut
+  // from. The embedding and output keep their first vocab_size rows of a checkpoint's, and the data's token
+  // ids fold into the cut vocabulary (id mod vocab_size). 0: not cut.
+  int64_t vocab_cut_from = 0;
 
   // embed_dim / num_heads unless head_dim is set.
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : (num_heads > 0 ? embed_dim / num_heads : 0); }
