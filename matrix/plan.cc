@@ -163,12 +163,7 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   const RecipeSpec& recipe = *source.located.recipe;
   *over_memory = false;
   run->layers = layers;
-  run->output_dir = cell.output_dir + "__proxy" + std::to_string(layers);
-  std::vector<std::string> overrides = source.prefix;
-  for (std::string& o : CellOverrides(recipe, cell.device.id, cell.steps, run->output_dir)) {
-    overrides.push_back(std::move(o));
-  }
-  StatusOr<Config> config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
+  StatusOr<Config> config = LoadResolvedConfig(source.located, source.prefix, &recipe, &registry);
   if (!config.ok()) {
     *note = "no proxy: " + config.status().message();
     return false;
@@ -182,7 +177,12 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   real->vocab = static_cast<int>(cut->real_vocab);
   run->cut = cut->description;
   run->vocab = cut->vocab;
-  if (cut->vocab > 0) run->output_dir += "v" + std::to_string(cut->vocab);
+  run->output_dir = cell.output_dir + "__proxy" + std::to_string(layers) +
+                    (cut->vocab > 0 ? "v" + std::to_string(cut->vocab) : "");
+  std::vector<std::string> overrides = source.prefix;
+  for (std::string& o : CellOverrides(recipe, cell.device.id, cell.steps, run->output_dir)) {
+    overrides.push_back(std::move(o));
+  }
   for (const std::string& o : cut->overrides) overrides.push_back(o);
   config = LoadResolvedConfig(source.located, overrides, &recipe, &registry);
   std::vector<Problem> problems;
@@ -199,10 +199,12 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
   }
   const std::string even = "no proxy: even " + std::to_string(layers) + (layers == 1 ? " layer (" : " layers (") +
                            run->cut + (layers == 1 ? ") is" : ") are") + " predicted to ";
-  const int64_t limit = StartLimit(cell.device, options);
+  const int64_t limit = static_cast<int64_t>(kProxyMemoryAim * static_cast<double>(StartLimit(cell.device, options)));
   if (limit > 0 && run->predicted_memory_bytes > limit) {
     *over_memory = true;
-    *note = even + "need " + FormatBytes(run->predicted_memory_bytes) + ", over " + MemoryShare(cell.device, options) +
+    *note = even + "need " + FormatBytes(run->predicted_memory_bytes) + ", over the " + FormatBytes(limit) +
+            " a proxy may plan (" + FormatNumber(kProxyMemoryAim * 100, 0) + "% of the limit, " +
+            MemoryShare(cell.device, options) + ")" +
             (layers == 1 ? "; the embeddings and output alone do not fit" : "");
     return false;
   }

@@ -414,8 +414,8 @@ TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
 
   // Memory for the 1-layer proxy but not the 4-layer one: the deeper proxy is kProxyFallbackLayers deep.
   DeviceInfo tight = Device("cpu", 12);
-  tight.total_memory_bytes = static_cast<int64_t>(static_cast<double>(deep - 1) /
-                                                  ((1 + kMemoryPredictionTolerance) * options.memory_fraction));
+  tight.total_memory_bytes = static_cast<int64_t>(
+      static_cast<double>(deep - 1) / (kProxyMemoryAim * (1 + kMemoryPredictionTolerance) * options.memory_fraction));
   cells = PlanCells(recipes::BuiltinRegistry(), {tight}, options);
   ASSERT_TRUE(cells.ok());
   ASSERT_EQ(cells->front().proxies.size(), 2u) << cells->front().preset.reason;
@@ -453,9 +453,11 @@ TEST(PlanTest, ACellWhoseEmbeddingsAloneDoNotFitRunsProxiesWithACutVocabulary) {
   std::set<std::string> dirs;
   for (const ProxyRun& p : c.proxies) {
     dirs.insert(p.output_dir);
+    // The child writes where the matrix reads it back.
+    EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "output_dir=" + p.output_dir), p.argv.end()) << p.output_dir;
     EXPECT_NE(std::find(p.argv.begin(), p.argv.end(), "model.vocab_size=" + std::to_string(p.vocab)), p.argv.end());
     EXPECT_NE(p.cut.find("model.vocab_size " + std::to_string(p.vocab) + " of 128256"), std::string::npos) << p.cut;
-    EXPECT_LE(p.predicted_memory_bytes, static_cast<int64_t>((1 + kMemoryPredictionTolerance) *
+    EXPECT_LE(p.predicted_memory_bytes, static_cast<int64_t>(kProxyMemoryAim * (1 + kMemoryPredictionTolerance) *
                                                               options.memory_fraction * 24.0 * (int64_t{1} << 30)));
   }
   EXPECT_EQ(dirs.size(), 3u);

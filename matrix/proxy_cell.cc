@@ -131,6 +131,10 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
       r.output_tail = run.output_tail;
     } else {
       r.proxy_note = WhichProxy(cell, stopped) + " stopped (" + CellStatusName(run.status) + "): " + run.reason;
+      if (stopped > 0) {
+        r.ops_verified = true;
+        r.proxy_note += ", so nothing was extrapolated; " + WhichProxy(cell, 0) + " ran every operation";
+      }
       r.reason += "; " + r.proxy_note;
     }
     return r;

@@ -35,7 +35,9 @@ PlannedCell ProxyView(const PlannedCell& cell, size_t index);
 //     showed, ops_verified true, each proxy's numbers and the extrapolations;
 //   - a proxy failed (`fails`): the cell fails with that proxy's reason and output, ops_verified false;
 //   - a proxy stopped otherwise (timeout, over the memory limit, refused): the planned status, with
-//     proxy_note (also added to the reason) saying which proxy stopped and why; nothing is verified.
+//     proxy_note (also added to the reason) saying which proxy stopped and why, and nothing extrapolated; the
+//     operations are verified when a proxy before it ran (every proxy runs every operation; the deeper ones
+//     are there for the extrapolation), not when the first one stopped.
 // Wall time and CPU time are the proxies' sums; the cell is disturbed when one of its proxies was.
 CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResult>& runs);
 

@@ -159,20 +159,32 @@ TEST(ProxyCellTest, AFailingProxyMakesTheCellFailWithItsError) {
   EXPECT_TRUE(r.proxy_layers.empty());
 }
 
-TEST(ProxyCellTest, AProxyStoppedAtTheLimitVerifiesNothing) {
+// A deeper proxy stopped at a limit: the shallower one ran every operation (verified), but one depth gives no
+// line, so nothing is extrapolated; the first proxy stopped verifies nothing.
+TEST(ProxyCellTest, AProxyStoppedAtTheLimitLeavesOnlyWhatRanBeforeIt) {
   PlannedCell cell = ProxiedCell("/tmp");
   CellResult slow;
   slow.status = CellStatus::kTimeout;
   slow.reason = "killed at the wall-clock limit of 15m";
   CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), slow});
   EXPECT_EQ(r.status, CellStatus::kTooLarge);
-  EXPECT_FALSE(r.ops_verified);
+  EXPECT_EQ(r.ops_verified, true);
   EXPECT_EQ(r.reason, cell.preset.reason + "; " + r.proxy_note);
   EXPECT_EQ(r.proxy_note,
             "the proxy of 2 of its 32 layers (model.num_layers 2 of 32) stopped (timeout): killed at the wall-clock "
-            "limit of 15m");
+            "limit of 15m, so nothing was extrapolated; the proxy of 1 of its 32 layers (model.num_layers 1 of 32) "
+            "ran every operation");
   EXPECT_EQ(r.proxy_layers, (std::vector<double>{1}));
   EXPECT_FALSE(r.extrapolated_step_time_s);
+  EXPECT_FALSE(r.extrapolated_peak_memory_bytes);
+
+  CellResult first = ResultFromProxies(cell, {slow});
+  EXPECT_EQ(first.status, CellStatus::kTooLarge);
+  EXPECT_FALSE(first.ops_verified);
+  EXPECT_EQ(first.proxy_note,
+            "the proxy of 1 of its 32 layers (model.num_layers 1 of 32) stopped (timeout): killed at the wall-clock "
+            "limit of 15m");
+  EXPECT_TRUE(first.proxy_layers.empty());
 }
 
 TEST(ProxyCellTest, TheProxyFieldsRoundTripThroughTheJournal) {

@@ -20,6 +20,9 @@
 namespace tmx::matrix {
 namespace {
 
+// Tokens per second for the progress line: whole numbers, a tenth below 10 (a 70B model's 0.1 tok/s).
+std::string TokensPerSecondText(double v) { return FormatNumber(v, v < 10 ? 1 : 0); }
+
 using Clock = std::chrono::steady_clock;
 
 std::string LastLines(const std::string& text, size_t n) {
@@ -161,14 +164,14 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       progress << " as written, " << RepairedOutcome(CellStatusName(*r.repaired_status), r.repair.size());
     }
     if (r.tokens_per_second) {
-      progress << "  " << static_cast<int64_t>(*r.tokens_per_second)
+      progress << "  " << TokensPerSecondText(*r.tokens_per_second)
                << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
     }
     if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
     if (r.ops_verified) {
-      progress << "  proxies of " << r.real_layers << " layers: " << (*r.ops_verified ? "ops verified" : "failed");
+      progress << "  proxies of " << ProxiedSize(r) << ": " << (*r.ops_verified ? "ops verified" : "failed");
       if (r.extrapolated_tokens_per_second) {
-        progress << ", about " << static_cast<int64_t>(*r.extrapolated_tokens_per_second) << " tok/s";
+        progress << ", about " << TokensPerSecondText(*r.extrapolated_tokens_per_second) << " tok/s";
       }
       if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
     }
