@@ -146,8 +146,6 @@ void AddModelComponents(std::vector<ComponentSpec>* out) {
 
 namespace {
 
-// The model the config names with its builder arguments and LoRA settings as written, not yet checked
-// against each other.
 // A proxy's cut of a preset's size (harness/proxy.h): the config's `dotted` (null: none) between 1 and the
 // preset's `*size` (`unit`: "layers") becomes `*size`, the preset's kept in `*cut_from` when smaller.
 Status CutForProxy(const Config& config, const std::string& dotted, const std::string& unit, const std::string& name,
@@ -166,6 +164,8 @@ Status CutForProxy(const Config& config, const std::string& dotted, const std::s
   return Status::OK();
 }
 
+// The model the config names with its builder arguments and LoRA settings as written, not yet checked
+// against each other.
 StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& registry, const std::string& key = "model") {
   YAML::Node node = config.Find(key + "._component_");
   std::string name = node.IsScalar() ? node.Scalar() : "";
