@@ -34,7 +34,9 @@ std::vector<CalibrationRow> CalibrationRows(const std::vector<ConfigSupport>& co
   std::vector<CalibrationRow> rows;
   for (const ConfigSupport& c : configs) {
     for (const auto& [type, e] : c.entries) {
-      if (!IsRunsStatus(e.status) || (!e.extrapolated_step_time_s && !e.extrapolated_peak_memory_gib)) continue;
+      // A repaired cell ran in full as repaired: its measurements are the repaired config's, and so are its proxies'.
+      const std::string& ran = e.repaired_status.empty() ? e.status : e.repaired_status;
+      if (!IsRunsStatus(ran) || (!e.extrapolated_step_time_s && !e.extrapolated_peak_memory_gib)) continue;
       CalibrationRow r;
       r.config = c.config;
       r.device_type = type;

@@ -222,7 +222,9 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!cells.ok()) return Fail(err, cells.status());
   for (const PlannedCell& c : *cells) {
     const bool proxied = !c.proxies.empty();
-    std::string what = proxied ? "proxy" : c.runnable ? "run" : CellStatusName(c.preset.status);
+    // A cell with proxies and its own argv runs in full after them (--calibrate); without, the proxies stand in.
+    const bool calibrated = proxied && !c.argv.empty();
+    std::string what = calibrated ? "calibrate" : proxied ? "proxy" : c.runnable ? "run" : CellStatusName(c.preset.status);
     out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
     if (proxied) {
@@ -232,8 +234,13 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
         runs.push_back(std::to_string(p.layers) + (p.layers == 1 ? " layer " : " layers ") +
                        (p.vocab > 0 ? std::to_string(p.vocab) + " ids " : "") + FormatBytes(p.predicted_memory_bytes));
       }
-      out << " (" << CellStatusName(c.preset.status) << "); proxies of " << JoinStrings(runs, ", ") << " of "
-          << ProxiedSize(c.preset) << ", " << c.steps << " steps each, about " << FormatDuration(c.expected_duration_s);
+      if (calibrated) {
+        out << ", " << c.steps << " steps in full after proxies of ";
+      } else {
+        out << " (" << CellStatusName(c.preset.status) << "); proxies of ";
+      }
+      out << JoinStrings(runs, ", ") << " of " << ProxiedSize(c.preset) << ", " << c.steps
+          << " steps each, about " << FormatDuration(c.expected_duration_s);
     } else if (c.runnable) {
       out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
     }
@@ -244,19 +251,24 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   }
   // Totals: what a run would do, and how long the cells it starts are predicted to take one after another.
   std::map<std::string, int> recorded;  // cells recorded without running, by status
-  int to_run = 0, proxied = 0;
+  int to_run = 0, proxied = 0, calibrated = 0;
   double seconds = 0;
   for (const PlannedCell& c : *cells) {
     if (c.runnable) {
       ++to_run;
-      proxied += !c.proxies.empty();
+      const bool with_proxies = !c.proxies.empty();
+      proxied += with_proxies && c.argv.empty();
+      calibrated += with_proxies && !c.argv.empty();
       seconds += c.expected_duration_s;
     } else {
       ++recorded[CellStatusName(c.preset.status)];
     }
   }
+  std::vector<std::string> how;
+  if (proxied > 0) how.push_back(std::to_string(proxied) + " as proxies");
+  if (calibrated > 0) how.push_back(std::to_string(calibrated) + " in full after their proxies");
   std::vector<std::string> parts = {std::to_string(to_run) + " to run" +
-                                    (proxied > 0 ? " (" + std::to_string(proxied) + " as proxies)" : "")};
+                                    (how.empty() ? "" : " (" + JoinStrings(how, ", ") + ")")};
   for (const auto& [status, n] : recorded) parts.push_back(std::to_string(n) + " " + status);
   out << cells->size() << " cells: " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
       << FormatDuration(seconds) << " in all\n";

@@ -9,12 +9,14 @@
 namespace tmx::recipes {
 namespace {
 
-// hidden2d [N, D] and weight [V, D] in; the mean loss over the rows whose label is not ignored out.
+// hidden2d [N, D] and weight [V, D] in; the mean loss over the rows whose label is not ignored out. With
+// softcap > 0 the logits z are capped first, c = softcap x tanh(z / softcap) (Gemma 2's final soft-cap), and
+// the gradient with respect to z is the capped one's times dc/dz = 1 - (c / softcap)^2.
 class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                const torch::Tensor& weight, const torch::Tensor& labels, int64_t chunk_rows,
-                               bool keep_gradient) {
+                               bool keep_gradient, double softcap) {
     const int64_t n = hidden.size(0);
     const torch::Tensor valid = labels.ne(data::kIgnoreIndex);
     const torch::Tensor targets = labels.masked_fill(valid.logical_not(), 0).unsqueeze(1);  // any class for ignored
@@ -24,7 +26,9 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     if (keep_gradient) grad_logits = torch::empty({n, weight.size(0)}, weight.options());
     for (int64_t start = 0; start < n; start += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - start);
-      const torch::Tensor logp = torch::log_softmax(at::mm(hidden.narrow(0, start, rows), weight.t()).to(torch::kFloat), -1);
+      torch::Tensor logits = at::mm(hidden.narrow(0, start, rows), weight.t()).to(torch::kFloat);
+      if (softcap > 0) logits = logits.div_(softcap).tanh_().mul_(softcap);
+      const torch::Tensor logp = torch::log_softmax(logits, -1);
       const torch::Tensor t = targets.narrow(0, start, rows);
       const torch::Tensor v = valid.narrow(0, start, rows);
       loss_sum -= logp.gather(1, t).squeeze(1).masked_fill(v.logical_not(), 0).sum();
@@ -32,6 +36,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
       torch::Tensor g = logp.exp_();  // the chunk's softmax, in place of its log-probabilities
       g.scatter_add_(1, t, torch::full({rows, 1}, -1.0f, g.options()));
       g.masked_fill_(v.logical_not().unsqueeze(1), 0);
+      if (softcap > 0) g.mul_(1 - logits.div_(softcap).square_());  // through the cap: 1 - tanh^2
       grad_logits.narrow(0, start, rows).copy_(g);
     }
     if (keep_gradient) ctx->save_for_backward({hidden, weight, grad_logits, count});
@@ -49,7 +54,7 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     torch::Tensor grad_hidden, grad_weight;
     if (ctx->needs_input_grad(0)) grad_hidden = at::mm(grad_logits, weight).mul_(scale);
     if (ctx->needs_input_grad(1)) grad_weight = at::mm(grad_logits.t(), hidden).mul_(scale);
-    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -62,7 +67,7 @@ torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& la
 }
 
 torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                                  int64_t chunk_elements) {
+                                  int64_t chunk_elements, double softcap) {
   TORCH_CHECK(hidden.dim() == 3 && weight.dim() == 2 && hidden.size(2) == weight.size(1),
               "NextTokenLinearLoss: expected hidden [B, T, D] and weight [V, D], got ", hidden.sizes(), " and ",
               weight.sizes());
@@ -72,14 +77,15 @@ torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tens
   const torch::Tensor targets = labels.slice(1, 1).reshape({-1});
   const int64_t chunk_rows = std::max<int64_t>(1, chunk_elements / weight.size(0));
   const bool keep = torch::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
-  return LinearCrossEntropy::apply(rows, weight, targets, chunk_rows, keep);
+  return LinearCrossEntropy::apply(rows, weight, targets, chunk_rows, keep, softcap);
 }
 
 torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor& tokens, const torch::Tensor& labels,
                                  const torch::Tensor& input_pos, const torch::Tensor& document_ids) {
   const torch::Tensor weight = model.PlainOutputWeight();
   if (!weight.defined()) return NextTokenLoss(model.forward(tokens, input_pos, document_ids), labels);
-  return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels);
+  return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels, int64_t{16} << 20,
+                             model.args().final_softcap);
 }
 
 namespace {

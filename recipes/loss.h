@@ -24,11 +24,13 @@ torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& la
 // the logits (softmax minus one-hot) is formed right there and kept in the weight's dtype. Backward is then two
 // matmuls. Memory: that gradient [B*(T-1), V] in the model dtype plus one float32 chunk, instead of the logits
 // in the model dtype, their float32 copy and the float32 log-probabilities. Without grad mode (or when neither
-// input requires grad) nothing is kept. Differentiable in hidden and weight; labels are not.
+// input requires grad) nothing is kept. Differentiable in hidden and weight; labels are not. With softcap > 0,
+// NextTokenLoss(softcap x tanh(hidden x weight^T / softcap), labels) (Gemma 2's final soft-cap), capped in
+// float32 a chunk at a time.
 torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                                  int64_t chunk_elements = int64_t{16} << 20);
+                                  int64_t chunk_elements = int64_t{16} << 20, double softcap = 0);
 
-// The model's loss on a batch: NextTokenLinearLoss when its output is a plain projection
+// The model's loss on a batch: NextTokenLinearLoss when its output is a plain projection, soft-capped or not
 // (DecoderImpl::PlainOutputWeight), else NextTokenLoss over its logits. input_pos and document_ids as
 // DecoderImpl::forward takes them (undefined unless packed).
 torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor& tokens, const torch::Tensor& labels,

@@ -51,6 +51,30 @@ TEST(LossTest, LinearLossMatchesTheLossOfTheLogitsInEveryChunking) {
   }
 }
 
+// Gemma 2's final soft-cap, fused: the loss of the capped logits and its gradients through the cap, in every
+// chunking. A small cap (2) puts most logits in tanh's bend, where a gradient that skipped the cap would be far off.
+TEST(LossTest, SoftCappedLinearLossMatchesTheLossOfTheCappedLogits) {
+  const double cap = 2.0;
+  Inputs plain = Make(torch::kFloat);
+  torch::Tensor expected =
+      NextTokenLoss(torch::tanh(at::linear(plain.hidden, plain.weight) / cap) * cap, plain.labels);
+  expected.backward();
+  for (int64_t chunk_elements : {int64_t{50}, int64_t{150}, int64_t{1} << 20}) {
+    SCOPED_TRACE(chunk_elements);
+    Inputs fused = Make(torch::kFloat);
+    torch::Tensor loss = NextTokenLinearLoss(fused.hidden, fused.weight, fused.labels, chunk_elements, cap);
+    EXPECT_NEAR(loss.item<double>(), expected.item<double>(), 1e-6);
+    loss.backward();
+    EXPECT_TRUE(torch::allclose(fused.hidden.grad(), plain.hidden.grad(), 1e-5, 1e-7));
+    EXPECT_TRUE(torch::allclose(fused.weight.grad(), plain.weight.grad(), 1e-5, 1e-7));
+  }
+  // Uncapped, the same inputs give another loss: the cap is applied, not ignored.
+  Inputs uncapped = Make(torch::kFloat);
+  EXPECT_GT(std::fabs(NextTokenLinearLoss(uncapped.hidden, uncapped.weight, uncapped.labels).item<double>() -
+                      expected.item<double>()),
+            1e-3);
+}
+
 TEST(LossTest, LinearLossInBf16StaysWithinRoundingOfTheLogitsLoss) {
   Inputs plain = Make(torch::kBFloat16);
   torch::Tensor expected = NextTokenLoss(at::linear(plain.hidden, plain.weight), plain.labels);
@@ -90,7 +114,8 @@ TEST(LossTest, TheModelsLossFusesOnlyAPlainOutputProjection) {
   EXPECT_TRUE(untied->PlainOutputWeight().is_same(untied->named_parameters()["output.weight"]));
   args.final_softcap = 30;
   models::Decoder capped(args);
-  EXPECT_FALSE(capped->PlainOutputWeight().defined());  // the cap acts on the logits
+  // The cap acts on the logits, which the fused loss caps a chunk at a time.
+  EXPECT_TRUE(capped->PlainOutputWeight().is_same(capped->named_parameters()["output.weight"]));
   EXPECT_NEAR(ModelNextTokenLoss(*capped, tokens, tokens).item<double>(),
               NextTokenLoss(capped->forward(tokens), tokens).item<double>(), 1e-6);
 }

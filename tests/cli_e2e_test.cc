@@ -352,6 +352,17 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
   // The last line totals the plan.
   EXPECT_NE(r.output.find(" cells: " + std::to_string(runnable) + " to run"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("predicted to take about"), std::string::npos) << r.output;
+
+  // --calibrate: a real-size cell that runs in full runs its proxies first, and the line says so (its status
+  // stays the full run's to come, not a proxied one's).
+  Result cal = Exec({kMatrix, "plan", "--devices", "cpu", "--configs", "qwen2/0.5B_lora_single_device", "--calibrate",
+                     "--startup-share", "0", "--steps", "5"});
+  ASSERT_EQ(cal.code, 0) << cal.output;
+  EXPECT_NE(("\n" + cal.output).find("\ncalibrate  cpu  qwen2/0.5B_lora_single_device  predicted "), std::string::npos)
+      << cal.output;
+  EXPECT_NE(cal.output.find(", 5 steps in full after proxies of 1 layer "), std::string::npos) << cal.output;
+  EXPECT_EQ(cal.output.find("(fails)"), std::string::npos) << cal.output;
+  EXPECT_NE(cal.output.find("1 cells: 1 to run (1 in full after their proxies)"), std::string::npos) << cal.output;
 }
 
 // `tune run` names every input it lacks at once, before building a model or writing anything; `tune validate`

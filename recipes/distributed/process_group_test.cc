@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
@@ -12,19 +14,24 @@
 namespace tmx::recipes {
 namespace {
 
-// Runs `body(group)` on `ranks` threads, each a rank of one gloo group over a shared in-memory store.
+// Runs `body(group)` on `ranks` threads, each a rank of one gloo group over a shared in-memory store. The groups
+// outlive every thread: a rank that finished first must not close its connections while another rank's last
+// collective may still be reading from them (a SEGFAULT under load, once in a CI run).
 void RunRanks(int ranks, const std::function<void(ProcessGroup&)>& body,
               std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::unique_ptr<ProcessGroup>> groups(ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       StatusOr<std::unique_ptr<ProcessGroup>> group = ProcessGroup::Create(store, r, ranks, "gloo", timeout);
       ASSERT_TRUE(group.ok()) << group.status().ToString();
-      body(**group);
+      groups[r] = std::move(*group);
+      body(*groups[r]);
     });
   }
   for (std::thread& t : threads) t.join();
+  groups.clear();  // every rank is done: now each may close
 }
 
 class ProcessGroupTest : public ::testing::Test {

@@ -474,7 +474,6 @@ torch::Tensor DecoderImpl::OutputLogits(const torch::Tensor& hidden) {
 }
 
 torch::Tensor DecoderImpl::PlainOutputWeight() const {
-  if (args_.final_softcap > 0) return {};
   if (!output_) return tok_embeddings_->weight();
   if (output_->has_adapter() || output_->bias().defined()) return {};
   return output_->weight();

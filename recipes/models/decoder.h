@@ -247,7 +247,8 @@ class DecoderImpl : public torch::nn::Module {
                        const torch::Tensor& document_ids = {});
   torch::Tensor OutputLogits(const torch::Tensor& hidden);
   // The output projection's weight [output_dim, embed_dim] when OutputLogits(h) is exactly h x weight^T (no LoRA
-  // adapter, no bias, no soft-cap), so a loss may fuse the projection (recipes/loss.h); else undefined.
+  // adapter, no bias), soft-capped by args().final_softcap where that is set, so a loss may fuse the projection
+  // (recipes/loss.h); else undefined.
   torch::Tensor PlainOutputWeight() const;
 
   // KV cache for incremental decoding (generation.h), as torchtune's setup_caches: after
