@@ -212,6 +212,9 @@ std::vector<std::string> With(std::vector<std::string> flags, const std::vector<
   return flags;
 }
 
+// Whether a planned cell runs in full after its proxies (--calibrate: it has both) rather than through them.
+bool RunsInFullAfterProxies(const PlannedCell& c) { return !c.proxies.empty() && !c.argv.empty(); }
+
 int Plan(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
@@ -222,8 +225,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!cells.ok()) return Fail(err, cells.status());
   for (const PlannedCell& c : *cells) {
     const bool proxied = !c.proxies.empty();
-    // A cell with proxies and its own argv runs in full after them (--calibrate); without, the proxies stand in.
-    const bool calibrated = proxied && !c.argv.empty();
+    const bool calibrated = RunsInFullAfterProxies(c);
     std::string what = calibrated ? "calibrate" : proxied ? "proxy" : c.runnable ? "run" : CellStatusName(c.preset.status);
     out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
@@ -256,9 +258,8 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   for (const PlannedCell& c : *cells) {
     if (c.runnable) {
       ++to_run;
-      const bool with_proxies = !c.proxies.empty();
-      proxied += with_proxies && c.argv.empty();
-      calibrated += with_proxies && !c.argv.empty();
+      calibrated += RunsInFullAfterProxies(c);
+      proxied += !c.proxies.empty() && !RunsInFullAfterProxies(c);
       seconds += c.expected_duration_s;
     } else {
       ++recorded[CellStatusName(c.preset.status)];

@@ -84,7 +84,7 @@ torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor
                                  const torch::Tensor& input_pos, const torch::Tensor& document_ids) {
   const torch::Tensor weight = model.PlainOutputWeight();
   if (!weight.defined()) return NextTokenLoss(model.forward(tokens, input_pos, document_ids), labels);
-  return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels, int64_t{16} << 20,
+  return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels, kLossChunkElements,
                              model.args().final_softcap);
 }
 

@@ -27,8 +27,9 @@ torch::Tensor NextTokenLoss(const torch::Tensor& logits, const torch::Tensor& la
 // input requires grad) nothing is kept. Differentiable in hidden and weight; labels are not. With softcap > 0,
 // NextTokenLoss(softcap x tanh(hidden x weight^T / softcap), labels) (Gemma 2's final soft-cap), capped in
 // float32 a chunk at a time.
+inline constexpr int64_t kLossChunkElements = int64_t{16} << 20;  // logits per chunk: 64 MiB in float32
 torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& labels,
-                                  int64_t chunk_elements = int64_t{16} << 20, double softcap = 0);
+                                  int64_t chunk_elements = kLossChunkElements, double softcap = 0);
 
 // The model's loss on a batch: NextTokenLinearLoss when its output is a plain projection, soft-capped or not
 // (DecoderImpl::PlainOutputWeight), else NextTokenLoss over its logits. input_pos and document_ids as
