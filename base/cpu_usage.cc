@@ -12,31 +12,83 @@
 
 namespace tmx {
 
-MachineCpuTimes ParseProcStat(const std::string& text, double ticks_per_second) {
-  MachineCpuTimes t;
-  std::istringstream in(text);
-  std::string label;
-  if (!(in >> label) || label != "cpu" || ticks_per_second <= 0) return t;
-  // user nice system idle iowait irq softirq steal guest guest_nice; guest time is also counted in user.
+namespace {
+
+// One "cpu" or "cpuN" line's numbers after its label into `t`: user nice system idle iowait irq softirq steal
+// (guest and guest_nice follow; guest time is also counted in user). False unless at least four are numbers.
+bool AddCpuLine(std::istringstream& in, double ticks_per_second, MachineCpuTimes* t) {
   double v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int read = 0;
   while (read < 8 && in >> v[read]) ++read;
-  if (read < 4) return t;
+  if (read < 4) return false;
   for (double x : v) {
-    if (!std::isfinite(x) || x < 0) return t;
+    if (!std::isfinite(x) || x < 0) return false;
   }
+  t->busy_s += (v[0] + v[1] + v[2] + v[5] + v[6]) / ticks_per_second;
+  t->steal_s += v[7] / ticks_per_second;
+  t->total_s += (v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]) / ticks_per_second;
+  return true;
+}
+
+}  // namespace
+
+MachineCpuTimes ParseProcStat(const std::string& text, double ticks_per_second, const std::vector<int>& cpus) {
+  MachineCpuTimes t;
+  if (ticks_per_second <= 0) return t;
+  std::istringstream lines(text);
+  std::string line;
+  if (!std::getline(lines, line)) return t;
+  {
+    std::istringstream in(line);
+    std::string label;
+    if (!(in >> label) || label != "cpu") return t;
+    if (cpus.empty()) {
+      t.known = AddCpuLine(in, ticks_per_second, &t);
+      return t;
+    }
+  }
+  std::vector<int> wanted = cpus;
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  size_t found = 0;
+  while (std::getline(lines, line) && line.rfind("cpu", 0) == 0) {
+    std::istringstream in(line);
+    std::string label;
+    in >> label;
+    char* end = nullptr;
+    const long cpu = std::strtol(label.c_str() + 3, &end, 10);
+    if (end == label.c_str() + 3 || *end != '\0') continue;
+    if (!std::binary_search(wanted.begin(), wanted.end(), static_cast<int>(cpu))) continue;
+    if (!AddCpuLine(in, ticks_per_second, &t)) return MachineCpuTimes{};
+    ++found;
+  }
+  if (found != wanted.size()) return MachineCpuTimes{};
   t.known = true;
-  t.busy_s = (v[0] + v[1] + v[2] + v[5] + v[6]) / ticks_per_second;
-  t.steal_s = v[7] / ticks_per_second;
-  t.total_s = (v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]) / ticks_per_second;
   return t;
 }
 
-MachineCpuTimes ReadMachineCpuTimes() {
+MachineCpuTimes ReadMachineCpuTimes(const std::vector<int>& cpus) {
   std::ifstream in("/proc/stat");
-  std::string first;
-  if (!std::getline(in, first)) return {};
-  return ParseProcStat(first, static_cast<double>(::sysconf(_SC_CLK_TCK)));
+  std::ostringstream text;
+  if (cpus.empty()) {
+    std::string first;
+    if (!std::getline(in, first)) return {};
+    text << first;
+  } else {
+    text << in.rdbuf();
+  }
+  return ParseProcStat(text.str(), static_cast<double>(::sysconf(_SC_CLK_TCK)), cpus);
+}
+
+std::vector<int> ReadAffinityCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return {};
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
 }
 
 namespace {
@@ -88,9 +140,7 @@ UsableCores UsableCoresFrom(int affinity, std::optional<double> quota) {
 }
 
 UsableCores ReadUsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int affinity = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  int affinity = static_cast<int>(ReadAffinityCpus().size());
   if (affinity <= 0) affinity = static_cast<int>(std::thread::hardware_concurrency());
   std::ifstream in("/sys/fs/cgroup/cpu.max");
   std::string line;

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tmx {
 
@@ -16,12 +17,16 @@ struct MachineCpuTimes {
   double total_s = 0;   // everything, idle and iowait included
 };
 
-// Reads /proc/stat now; `known` false where there is none.
-MachineCpuTimes ReadMachineCpuTimes();
+// Reads /proc/stat now: the whole machine's "cpu" line, or with `cpus` the sum of their "cpuN" lines (a lane's
+// share of the machine, matrix/lanes.h); `known` false where there is none.
+MachineCpuTimes ReadMachineCpuTimes(const std::vector<int>& cpus = {});
 
 // Parses the text of /proc/stat with `ticks_per_second` (sysconf(_SC_CLK_TCK)); `known` false when its first
-// line is not a "cpu" line of at least four numbers.
-MachineCpuTimes ParseProcStat(const std::string& text, double ticks_per_second);
+// line is not a "cpu" line of at least four numbers, or one of `cpus` has no such "cpuN" line.
+MachineCpuTimes ParseProcStat(const std::string& text, double ticks_per_second, const std::vector<int>& cpus = {});
+
+// The CPUs of this process's affinity mask, ascending; empty where it cannot be read.
+std::vector<int> ReadAffinityCpus();
 
 struct DisturbanceOptions {
   // A measurement is disturbed when other processes used more than this share of the machine's CPU capacity

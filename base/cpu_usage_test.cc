@@ -23,6 +23,27 @@ TEST(CpuUsageTest, ParsesTheCpuLineOfProcStat) {
   EXPECT_TRUE(ReadMachineCpuTimes().known);  // Linux: /proc/stat is there
 }
 
+// A lane's share of the machine: the "cpuN" lines of its CPUs summed; a CPU without a line is unknown.
+TEST(CpuUsageTest, SumsTheLinesOfTheCpusAsked) {
+  const std::string stat =
+      "cpu  300 0 30 600 0 0 0 6 0 0\n"
+      "cpu0 100 0 10 200 0 0 0 2 0 0\n"
+      "cpu1 100 0 10 200 0 0 0 2 0 0\n"
+      "cpu2 100 0 10 200 0 0 0 2 0 0\n"
+      "intr 5 6 7\n";
+  MachineCpuTimes two = ParseProcStat(stat, 100, {2, 0});
+  ASSERT_TRUE(two.known);
+  EXPECT_DOUBLE_EQ(two.busy_s, 2.2);
+  EXPECT_DOUBLE_EQ(two.steal_s, 0.04);
+  EXPECT_DOUBLE_EQ(two.total_s, 6.24);
+  EXPECT_DOUBLE_EQ(ParseProcStat(stat, 100, {1, 1}).total_s, 3.12);  // a CPU named twice counts once
+  EXPECT_FALSE(ParseProcStat(stat, 100, {0, 3}).known);
+  const std::vector<int> mine = ReadAffinityCpus();
+  ASSERT_FALSE(mine.empty());
+  EXPECT_TRUE(ReadMachineCpuTimes(mine).known);
+  EXPECT_EQ(static_cast<int>(mine.size()), ReadUsableCores().affinity);
+}
+
 MachineCpuTimes At(double busy, double steal, double total) { return {true, busy, steal, total}; }
 
 TEST(CpuUsageTest, AMeasurementBesideOtherWorkIsDisturbed) {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -65,7 +66,7 @@ int MoveAboveStdio(int fd) {
 
 // What the child reports through the status pipe when it cannot exec.
 struct ChildFailure {
-  enum Stage : int { kStdio = 1, kChdir = 2, kExec = 3, kDeathSignal = 4 };
+  enum Stage : int { kStdio = 1, kChdir = 2, kExec = 3, kDeathSignal = 4, kAffinity = 5 };
   int stage;
   int err;
 };
@@ -83,6 +84,8 @@ struct ChildPlan {
   int status_fd = -1;
   bool own_process_group = true;
   pid_t die_with = 0;  // die_with_parent: the parent's pid, to catch a parent that died before prctl
+  bool pin = false;    // options.cpus set: the child runs on `cpus` only
+  cpu_set_t cpus;
 };
 
 void BuildEnvironment(const SubprocessOptions& options, ChildPlan* plan) {
@@ -148,6 +151,10 @@ void BuildCandidates(const SubprocessOptions& options, ChildPlan* plan) {
     if (getppid() != plan.die_with) _exit(127);  // the parent is gone already: its death signal was missed
   }
 
+  if (plan.pin && sched_setaffinity(0, sizeof plan.cpus, &plan.cpus) != 0) {
+    ReportAndExit(plan.status_fd, ChildFailure::kAffinity, errno);
+  }
+
   // Handlers do not survive exec, but ignored signals and the signal mask do; start the program clean.
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);
@@ -189,6 +196,12 @@ Status FailureStatus(const SubprocessOptions& options, const ChildFailure& failu
     case ChildFailure::kDeathSignal:
       return Status::Internal(subject + ": cannot ask for a signal when this process dies (prctl: " + ErrnoText(err) +
                               ")");
+    case ChildFailure::kAffinity: {
+      std::string cpus;
+      for (int cpu : options.cpus) cpus += (cpus.empty() ? "" : ",") + std::to_string(cpu);
+      return Status::InvalidArgument(subject + ": cannot run it on CPUs " + cpus + " (sched_setaffinity: " +
+                                     ErrnoText(err) + "); fix: name CPUs this process may use");
+    }
     case ChildFailure::kChdir:
       if (err == ENOENT || err == ENOTDIR) {
         return Status::NotFound(subject + ": working directory '" + options.working_dir + "' does not exist");
@@ -467,6 +480,15 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
   BuildEnvironment(options, &plan);
   BuildCandidates(options, &plan);
   if (!options.working_dir.empty()) plan.working_dir = options.working_dir.c_str();
+  CPU_ZERO(&plan.cpus);
+  for (int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return Status::InvalidArgument("cannot start '" + options.argv[0] + "': CPU " + std::to_string(cpu) +
+                                     " is outside 0 to " + std::to_string(CPU_SETSIZE - 1));
+    }
+    CPU_SET(cpu, &plan.cpus);
+    plan.pin = true;
+  }
 
   int out_pipe[2] = {-1, -1};
   int status_pipe[2] = {-1, -1};

@@ -35,6 +35,11 @@ struct SubprocessOptions {
   // Variables added to, or overriding, the parent's environment in the child.
   std::vector<std::pair<std::string, std::string>> env;
 
+  // The CPUs the child (and what it starts) may run on, by number; empty keeps this process's affinity. A CPU
+  // outside this process's own mask makes the start fail with the CPUs named. (The matrix's cpu lanes pin
+  // each cell to its lane's cores this way, so its threads and /proc/stat's per-CPU counts are its lane's.)
+  std::vector<int> cpus;
+
   // Wall-clock limit in seconds, counted from the start; 0 means none. At the limit the child's process
   // group is terminated and the result has timed_out set.
   double timeout_s = 0;

@@ -1,4 +1,6 @@
 #include "base/subprocess.h"
+
+#include "base/cpu_usage.h"
 #include "tests/scratch_dir.h"
 
 #include <signal.h>
@@ -348,6 +350,27 @@ TEST(SubprocessTest, MissingProgramIsAClearError) {
   EXPECT_NE(sub.status().message().find("'/nonexistent/dir/tm-prog'"), std::string::npos);
 
   EXPECT_EQ(set.running(), 0u);
+  EXPECT_TRUE(NoChildrenLeft());
+}
+
+// A child pinned to CPUs runs on those only (what it starts too: the mask is inherited), and a CPU this process
+// may not use fails the start naming it.
+TEST(SubprocessTest, CpusPinTheChildAndABadCpuIsNamed) {
+  const std::vector<int> mine = ReadAffinityCpus();
+  ASSERT_FALSE(mine.empty());
+  SubprocessOptions options;
+  options.argv = {"grep", "Cpus_allowed_list", "/proc/self/status"};
+  options.cpus = {mine.back()};
+  EXPECT_EQ(RunToEnd(options).output_tail, "Cpus_allowed_list:\t" + std::to_string(mine.back()) + "\n");
+
+  SubprocessSet set;
+  options.cpus = {1000};
+  StatusOr<Subprocess*> sub = set.Add(options);
+  ASSERT_FALSE(sub.ok());
+  EXPECT_EQ(sub.status().message().rfind("cannot start 'grep': cannot run it on CPUs 1000 (sched_setaffinity: ", 0), 0u)
+      << sub.status().ToString();
+  options.cpus = {-1};
+  EXPECT_EQ(set.Add(options).status().message(), "cannot start 'grep': CPU -1 is outside 0 to 1023");
   EXPECT_TRUE(NoChildrenLeft());
 }
 

@@ -66,6 +66,18 @@ std::string FormatBytes(int64_t bytes) {
   return buf;
 }
 
+std::string FormatFlops(double flops_per_second) {
+  if (!std::isfinite(flops_per_second) || flops_per_second < 1) return "0 FLOP/s";
+  const char* units[] = {"", "k", "M", "G", "T", "P", "E"};
+  double v = flops_per_second;
+  int u = 0;
+  while (v >= 999.5 && u < 6) {
+    v /= 1000.0;
+    ++u;
+  }
+  return FormatNumber(v, v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2) + " " + units[u] + "FLOP/s";
+}
+
 std::string FormatDuration(double seconds) {
   long long s = std::isfinite(seconds) && seconds > 0 ? std::llround(seconds) : 0;
   char buf[48];

@@ -22,6 +22,10 @@ std::vector<std::string> ClosestMatches(const std::string& word, const std::vect
 // "1.23 GiB", "512.0 MiB", "17 B".
 std::string FormatBytes(int64_t bytes);
 
+// A FLOP rate in decimal units with three significant digits: "829 GFLOP/s", "1.23 TFLOP/s", "45.6 MFLOP/s";
+// below 1 kFLOP/s in FLOP/s, not finite or negative: "0 FLOP/s".
+std::string FormatFlops(double flops_per_second);
+
 // Rounded to whole seconds: "42s", "4m05s", "2h03m04s"; negative or not finite: "0s".
 std::string FormatDuration(double seconds);
 

@@ -30,6 +30,12 @@ TEST(TextTest, ClosestMatchesAreAFewNearOnesNearestFirst) {
 }
 
 TEST(TextTest, Formats) {
+  EXPECT_EQ(FormatFlops(829.4e9), "829 GFLOP/s");
+  EXPECT_EQ(FormatFlops(1.234e12), "1.23 TFLOP/s");
+  EXPECT_EQ(FormatFlops(45.6e6), "45.6 MFLOP/s");
+  EXPECT_EQ(FormatFlops(999.7e9), "1.00 TFLOP/s");  // rounds up into the next unit, not "1000 GFLOP/s"
+  EXPECT_EQ(FormatFlops(12), "12.0 FLOP/s");
+  EXPECT_EQ(FormatFlops(-1), "0 FLOP/s");
   EXPECT_EQ(FormatBytes(17), "17 B");
   EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
   EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.00 GiB");

@@ -36,15 +36,20 @@ DeviceInfo NominalDeviceInfo(const DeviceSelector& selector) {
 }
 
 nlohmann::json DeviceInfoToJson(const DeviceInfo& d) {
-  return {{"id", d.id},
-          {"type", d.type},
-          {"name", d.name},
-          {"total_memory_bytes", d.total_memory_bytes},
-          {"bf16_matmul_backward", d.bf16_matmul_backward},
-          {"fp16_matmul_backward", d.fp16_matmul_backward},
-          {"memory_stats", d.memory_stats},
-          {"distributed_backend", d.distributed_backend},
-          {"notes", d.notes}};
+  nlohmann::json j = {{"id", d.id},
+                      {"type", d.type},
+                      {"name", d.name},
+                      {"total_memory_bytes", d.total_memory_bytes},
+                      {"bf16_matmul_backward", d.bf16_matmul_backward},
+                      {"fp16_matmul_backward", d.fp16_matmul_backward},
+                      {"memory_stats", d.memory_stats},
+                      {"distributed_backend", d.distributed_backend},
+                      {"notes", d.notes}};
+  if (!d.matmul_peak_flops.empty()) {
+    j["matmul_peak_flops"] = d.matmul_peak_flops;
+    j["matmul_peak_threads"] = d.matmul_peak_threads;
+  }
+  return j;
 }
 
 StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
@@ -59,6 +64,8 @@ StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
     info.memory_stats = j.value("memory_stats", false);
     info.distributed_backend = j.value("distributed_backend", "");
     info.notes = j.value("notes", std::vector<std::string>{});
+    info.matmul_peak_flops = j.value("matmul_peak_flops", std::map<std::string, double>{});
+    info.matmul_peak_threads = j.value("matmul_peak_threads", 0);
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument("device " + JsonForMessage(j) + " has a field of the wrong type (" + e.what() + ")");
   }

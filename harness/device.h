@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct DeviceInfo {
   std::string distributed_backend;    // from the device table: "gloo", "nccl", "xccl", or ""
   bool probed = false;                // false for a nominal entry describing an absent device
   std::vector<std::string> notes;     // why a capability is missing, one line each
+  // The measured matmul peak per dtype ("bf16" -> FLOP/s) at matmul_peak_threads ATen threads
+  // (harness/matmul_peak.h); empty and 0 when not measured (`tune devices` measures it with --matmul-peak).
+  std::map<std::string, double> matmul_peak_flops;
+  int matmul_peak_threads = 0;
 
   // The device table's entry for `type`. REQUIRES: type is registered (DeviceInfoFromJson and the probes
   // guarantee it).

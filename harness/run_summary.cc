@@ -32,6 +32,7 @@ void RunSummary::Finish() {
   step_time_median_s.reset();
   step_time_spread_s.reset();
   tokens_per_second.reset();
+  flops_per_second.reset();
   if (step_times_s.empty()) return;
   size_t skip = step_times_s.size() > static_cast<size_t>(std::max(warmup_steps, 0)) ? warmup_steps : 0;
   std::vector<double> times(step_times_s.begin() + static_cast<std::ptrdiff_t>(skip), step_times_s.end());
@@ -45,6 +46,11 @@ void RunSummary::Finish() {
     if (step_times_s[i] > 0) rates.push_back(static_cast<double>(step_tokens[i]) / step_times_s[i]);
   }
   if (!rates.empty()) tokens_per_second = Median(rates);
+  std::vector<double> flop_rates;
+  for (size_t i = skip; i < step_times_s.size() && i < step_flops.size(); ++i) {
+    if (step_times_s[i] > 0) flop_rates.push_back(step_flops[i] / step_times_s[i]);
+  }
+  if (!flop_rates.empty()) flops_per_second = Median(flop_rates);
 }
 
 json RunSummaryToJson(const RunSummary& s) {
@@ -79,6 +85,13 @@ json RunSummaryToJson(const RunSummary& s) {
   if (s.time_to_first_token_s) j["time_to_first_token_s"] = NumberToJson(*s.time_to_first_token_s);
   if (s.prefill_tokens_per_second) j["prefill_tokens_per_second"] = NumberToJson(*s.prefill_tokens_per_second);
   if (s.first_grad_norm) j["first_grad_norm"] = NumberToJson(*s.first_grad_norm);
+  if (!s.step_flops.empty()) {
+    json flops = json::array();
+    for (double f : s.step_flops) flops.push_back(NumberToJson(f));
+    j["step_flops"] = flops;
+  }
+  if (!s.dtype.empty()) j["dtype"] = s.dtype;
+  if (s.flops_per_second) j["flops_per_second"] = NumberToJson(*s.flops_per_second);
   return j;
 }
 
@@ -120,11 +133,19 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
       s.prefill_tokens_per_second = FromNumber(j["prefill_tokens_per_second"]);
     }
     if (j.contains("first_grad_norm")) s.first_grad_norm = FromNumber(j["first_grad_norm"]);
+    if (j.contains("step_flops")) s.step_flops = Numbers(j["step_flops"]);
+    if (j.contains("dtype")) s.dtype = j["dtype"].get<std::string>();
+    if (j.contains("flops_per_second")) s.flops_per_second = FromNumber(j["flops_per_second"]);
   } catch (const json::exception& e) {
     return Status::InvalidArgument(where + ": run summary field missing or of the wrong type (" + e.what() + ")");
   }
   // A run without a loss (generation) records none; a training run one per step.
   bool losses_match = s.losses.empty() || s.losses.size() == s.step_times_s.size();
+  if (!s.step_flops.empty() && s.step_flops.size() != s.step_times_s.size()) {
+    return Status::InvalidArgument(where + ": run summary has " + std::to_string(s.step_times_s.size()) +
+                                   " step times but " + std::to_string(s.step_flops.size()) +
+                                   " FLOP counts; fix: record one FLOP count per step, or none");
+  }
   if (s.step_tokens.size() != s.step_times_s.size() || !losses_match) {
     return Status::InvalidArgument(where + ": run summary has " + std::to_string(s.step_times_s.size()) +
                                    " step times but " + std::to_string(s.step_tokens.size()) + " token counts and " +

@@ -61,11 +61,18 @@ struct RunSummary {
   // first step is the one whose weights both runs share). nullopt where none is taken (generation, a step inside
   // backward). Optional in the file.
   std::optional<double> first_grad_norm;
+  // Model FLOPs of each optimizer step over every rank (recipes/flops.h: the architecture and the batches'
+  // padded shapes), beside step_times_s; empty for a run that counts none (generation). Optional in the file.
+  std::vector<double> step_flops;
+  // The dtype the model computed in ("bf16", "fp32", as configs spell it), which says which matmul peak the
+  // FLOP rate compares with; "" when not recorded. Optional in the file.
+  std::string dtype;
 
   // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
   std::optional<double> step_time_median_s;
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times
   std::optional<double> tokens_per_second;   // median of per-step tokens / step time (generation: decode tok/s)
+  std::optional<double> flops_per_second;    // median of per-step FLOPs / step time; unknown without step_flops
 
   // Computes the statistics above. Call once the steps are recorded.
   void Finish();

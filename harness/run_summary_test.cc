@@ -58,6 +58,36 @@ TEST(RunSummaryTest, RoundTripsThroughTheFileIncludingNonFiniteLosses) {
   EXPECT_EQ(ReadRunSummary(dir.path() + "/none").status().code(), Status::Code::kNotFound);
 }
 
+// The FLOP rate is the median of each step's FLOPs over its time, after warm-up, as tokens/s is; the counts
+// and the dtype go through the file, and a count per step that does not match the steps is refused.
+TEST(RunSummaryTest, FlopRateComesFromEachStepsCountAndRoundTrips) {
+  test::ScratchDir dir("run_summary_test");
+  RunSummary s = ThreeSteps();
+  s.step_flops = {1e12, 1e12, 3e12, 2e12};  // rates after warm-up: 1e12, 1.5e12, 0.5e12
+  s.dtype = "bf16";
+  s.Finish();
+  ASSERT_TRUE(s.flops_per_second.has_value());
+  EXPECT_DOUBLE_EQ(*s.flops_per_second, 1e12);
+  ASSERT_TRUE(WriteRunSummary(dir.path(), s).ok());
+  StatusOr<RunSummary> back = ReadRunSummary(dir.path());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->step_flops, s.step_flops);
+  EXPECT_EQ(back->dtype, "bf16");
+  EXPECT_DOUBLE_EQ(*back->flops_per_second, 1e12);
+
+  RunSummary none = ThreeSteps();  // generation counts none: no rate, nothing in the file
+  none.Finish();
+  EXPECT_FALSE(none.flops_per_second.has_value());
+  EXPECT_FALSE(RunSummaryToJson(none).contains("step_flops"));
+
+  nlohmann::json j = RunSummaryToJson(s);
+  j["step_flops"] = {1e12};
+  StatusOr<RunSummary> bad = RunSummaryFromJson(j, "summary.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "summary.json: run summary has 4 step times but 1 FLOP counts; fix: record one "
+                                    "FLOP count per step, or none");
+}
+
 // The error of a failed run, or the config path, may quote bytes that are not UTF-8 (a file name from the
 // user's disk); the JSON library throws type_error.316 on them unless told to replace them, which hid the
 // real error and left the run without a summary.

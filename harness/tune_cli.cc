@@ -21,6 +21,7 @@
 #include "harness/device_hooks.h"
 #include "harness/hub_download.h"
 #include "harness/launcher.h"
+#include "harness/matmul_peak.h"
 #include "harness/recorded_support.h"
 #include "harness/run_summary.h"
 #include "harness/torchtune_recipes.h"
@@ -671,7 +672,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
 int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {"json"}, {"device"}, &parsed, &error) || !parsed.positional.empty()) {
+  if (!ParseArgs(args, {"json", "matmul-peak"}, {"device"}, &parsed, &error) || !parsed.positional.empty()) {
     return UsageError(err, "devices", error.empty() ? "takes no positional arguments" : error);
   }
   std::vector<DeviceInfo> devices;
@@ -682,6 +683,12 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     if (one.ok()) devices.push_back(*one);  // an absent device: an empty list, so a caller can tell
   } else {
     devices = ProbeAllDevices();
+  }
+  if (parsed.Has("matmul-peak")) {
+    for (DeviceInfo& d : devices) {
+      Status measured = MeasureMatmulPeaks(MatmulPeakOptions{}, &d);
+      if (!measured.ok()) return Fail(err, measured);
+    }
   }
   if (parsed.Has("json")) {
     nlohmann::json j = nlohmann::json::array();
@@ -695,6 +702,10 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
         << "  memory-stats " << (d.memory_stats ? "yes" : "no") << "  distributed "
         << (d.distributed_backend.empty() ? "none" : d.distributed_backend) << "\n";
     for (const std::string& n : d.notes) out << "    note: " << n << "\n";
+    for (const auto& [dtype, flops] : d.matmul_peak_flops) {
+      out << "    matmul peak " << dtype << ": " << FormatFlops(flops) << " at " << d.matmul_peak_threads
+          << (d.matmul_peak_threads == 1 ? " thread" : " threads") << "\n";
+    }
   }
   out << "LibTorch " << TorchVersion() << "\n";
   return kExitOk;
@@ -755,7 +766,7 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        "--repair runs a config that is invalid on its device with the overrides `tune validate` names as its\n"
        "repair, e.g. tune run full_finetune_single_device --config qwen2/1.5B_full_single_device device=cpu --repair",
        [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
-      {"devices", "devices [--device D] [--json]", "List this machine's devices with their probed capabilities",
+      {"devices", "devices [--device D] [--json] [--matmul-peak]", "List this machine's devices with their probed capabilities",
        "--device probes only that device (an absent one gives an empty list).",
        [](const auto& a, auto& o, auto& e) { return Devices(a, o, e); }},
   };

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/json_io.h"
+#include "base/text.h"
 #include "harness/device.h"
 
 namespace tmx::matrix {
@@ -318,6 +319,9 @@ JournalBounds TokensPerSecond() {
   return Range(0, std::numeric_limits<double>::infinity(),
                "tokens per second from 0 (inf for a step too short to time)");
 }
+JournalBounds FlopsPerSecond() {
+  return Range(0, std::numeric_limits<double>::infinity(), "FLOP/s from 0 (inf for a step too short to time)");
+}
 JournalBounds Check(Status (*check)(const CellResult&, const std::string&, int64_t)) { return {0, 0, "", check}; }
 
 // The object holding `key`'s value: the record, or the nested object its prefix names.
@@ -388,6 +392,11 @@ const std::vector<JournalField>& JournalFields() {
       {"grad_norm_tolerance", kOptional, Slot<&R::grad_norm_tolerance>(), Range(0, 1, "a relative tolerance from 0 to 1")},
       {"numeric_dtype", kOptional, Slot<&R::numeric_dtype>(), {}},
       {"numeric_note", kOptional, Slot<&R::numeric_note>(), {}},
+      {"flops_per_second", kOptional, Slot<&R::flops_per_second>(), FlopsPerSecond()},
+      {"peak_flops", kOptional, Slot<&R::peak_flops>(), FlopsPerSecond()},
+      {"flops_dtype", kOptional, Slot<&R::flops_dtype>(), {}},
+      {"proxy_flops_per_second", kOptional, Slot<&R::proxy_flops_per_second>(), FlopsPerSecond()},
+      {"extrapolated_flops_per_second", kOptional, Slot<&R::extrapolated_flops_per_second>(), FlopsPerSecond()},
       {"repair", kOptional, Slot<&R::repair>(), {}},
       {"repaired_status", kOptional, Slot<&R::repaired_status>(), Check(CheckRepaired)},
       {"provenance.host", kRequired, Slot<&R::provenance, &Provenance::host>(), {}},
@@ -457,6 +466,17 @@ std::optional<CellStatus> ParseCellStatus(const std::string& name) {
   const CellStatusInfo* info = FindCellStatus(name);
   if (info == nullptr) return std::nullopt;
   return info->status;
+}
+
+std::optional<double> PeakShare(const CellResult& r, bool extrapolated) {
+  const std::optional<double>& rate = extrapolated ? r.extrapolated_flops_per_second : r.flops_per_second;
+  if (!rate || !r.peak_flops || !(*r.peak_flops > 0) || !std::isfinite(*rate)) return std::nullopt;
+  return *rate / *r.peak_flops;
+}
+
+std::string PeakShareText(double share, const std::string& dtype) {
+  const double percent = 100 * share;
+  return tmx::FormatNumber(percent, percent < 9.95 ? 1 : 0) + "% of " + (dtype.empty() ? "peak" : "the " + dtype + " peak");
 }
 
 std::string ProxyDepths(const CellResult& r) {

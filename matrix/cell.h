@@ -108,6 +108,12 @@ struct CellResult {
   std::optional<double> first_loss;  // unknown for a run without a loss (generation)
   std::optional<double> last_loss;
   std::optional<double> first_grad_norm;  // RunSummary::first_grad_norm
+  // The step's model FLOP rate (RunSummary::flops_per_second, recipes/flops.h) and the device's measured matmul
+  // peak at the dtype the cell computed in (harness/matmul_peak.h; the matrix measures it once per run): their
+  // quotient is the cell's share of the peak (PeakShare). Unknown where nothing was counted or measured.
+  std::optional<double> flops_per_second;
+  std::optional<double> peak_flops;
+  std::string flops_dtype;  // the dtype peak_flops was measured at ("bf16"); "" without a peak
   double wall_time_s = 0;
 
   // How the child ended.
@@ -137,8 +143,12 @@ struct CellResult {
   std::vector<double> proxy_step_times_s;
   std::vector<double> proxy_peak_memory_bytes;
   std::vector<double> proxy_tokens_per_second;
+  std::vector<double> proxy_flops_per_second;
   std::optional<double> extrapolated_step_time_s;
   std::optional<double> extrapolated_tokens_per_second;
+  // The real size's FLOPs per step (extrapolated from the proxies', exact in depth and vocabulary) over its
+  // extrapolated step time.
+  std::optional<double> extrapolated_flops_per_second;
   std::optional<int64_t> extrapolated_peak_memory_bytes;
   // Whether every operation, dtype and shape of the config ran on the device: true when every proxy finished,
   // false when one failed (the cell is then `fails`, with the proxy's error); unknown without proxies.
@@ -240,6 +250,12 @@ struct JournalField {
 // The JSON's keys are sorted, so the order does not change what is written. "schema_version" is no field:
 // every record is written with kCellSchemaVersion and the reader refuses any other before reading fields.
 const std::vector<JournalField>& JournalFields();
+
+// The share of the device's measured matmul peak a cell's steps reached (flops_per_second / peak_flops), or
+// its proxies' extrapolation to the real size (`extrapolated`); unknown without both numbers.
+std::optional<double> PeakShare(const CellResult& r, bool extrapolated = false);
+// "40% of the bf16 peak" ("4.2%" below 10%); without a dtype "40% of peak".
+std::string PeakShareText(double share, const std::string& dtype);
 
 // The depths of the proxies that ran, for a reader: "1 and 4", or with a vocabulary cut "1 at 16064 ids, 4 at
 // 16064 ids and 1 at 8064 ids"; "" when none ran.

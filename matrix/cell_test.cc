@@ -59,6 +59,11 @@ CellResult FullCell() {
   r.proxy_tokens_per_second = {1000, 750};
   r.extrapolated_step_time_s = 2.125;
   r.extrapolated_tokens_per_second = 125.5;
+  r.flops_per_second = 3.2e11;
+  r.peak_flops = 8.3e11;
+  r.flops_dtype = "bf16";
+  r.proxy_flops_per_second = {3e11, 3.1e11};
+  r.extrapolated_flops_per_second = 2.9e11;
   r.extrapolated_peak_memory_bytes = 8'500'000'000;
   r.ops_verified = false;
   r.proxy_note = "the proxy of 2 of its 16 layers stopped (timeout)";

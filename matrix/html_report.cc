@@ -408,6 +408,8 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   if (!proxy.empty()) out << " " << HtmlEscape(proxy);
   std::string repair = RepairSentence(sorted, columns);
   if (!repair.empty()) out << " " << HtmlEscape(repair);
+  std::string share = PeakShareSentence(sorted, columns);
+  if (!share.empty()) out << " " << HtmlEscape(share);
   out << "</footer>\n";
 
   out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))

@@ -367,6 +367,15 @@
       field(dl, generation ? 'decode tokens/s' : 'tokens/s', fmt(entry.tokens_per_second, 1));
     }
     if (generation) field(dl, 'time to first token', seconds(entry.time_to_first_token_s));
+    // The steps' model FLOP rate and its share of the device's measured matmul peak (a proxied cell's: ≈).
+    const peakOf = entry.peak_dtype ? 'the ' + entry.peak_dtype + ' peak' : 'peak';
+    if (isNumber(entry.peak_share) || isNumber(entry.gflops_per_second)) {
+      field(dl, 'FLOP rate', (isNumber(entry.gflops_per_second) ? fmt(entry.gflops_per_second, 1) + ' GFLOP/s' : '') +
+        (isNumber(entry.peak_share) ? ', ' + fmt(100 * entry.peak_share, 1) + '% of ' + peakOf : ''));
+    }
+    if (isNumber(entry.extrapolated_peak_share)) {
+      field(dl, 'share of peak', '≈' + fmt(100 * entry.extrapolated_peak_share, 1) + '% of ' + peakOf + ' (extrapolated)');
+    }
     // The numeric check: the first step against its float32 reference.
     if (entry.numeric) field(dl, 'numbers', entry.numeric);
     // A repaired cell (invalid as written): the overrides it ran with and what they got.

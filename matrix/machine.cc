@@ -7,6 +7,7 @@
 
 #include "base/file_util.h"
 #include "base/subprocess.h"
+#include "base/text.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
 
@@ -105,11 +106,22 @@ StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output) {
   return devices;
 }
 
-StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only) {
+std::string DescribeMatmulPeak(const DeviceInfo& device) {
+  if (device.matmul_peak_flops.empty()) return "";
+  std::vector<std::string> peaks;
+  for (const auto& [dtype, flops] : device.matmul_peak_flops) peaks.push_back(dtype + " " + FormatFlops(flops));
+  return device.id + ": matmul peak " + JoinStrings(peaks, ", ") + " at " + std::to_string(device.matmul_peak_threads) +
+         (device.matmul_peak_threads == 1 ? " thread" : " threads");
+}
+
+StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only,
+                                                  bool matmul_peak, const std::vector<int>& cpus) {
   SubprocessSet set;
   SubprocessOptions o;
   o.argv = {tune, "devices", "--json"};
   if (!only.empty()) o.argv.insert(o.argv.end(), {"--device", only});
+  if (matmul_peak) o.argv.push_back("--matmul-peak");
+  o.cpus = cpus;
   o.timeout_s = 300;
   o.tail_bytes = 1 << 20;
   StatusOr<Subprocess*> child = set.Add(o);

@@ -28,6 +28,12 @@ StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output);
 // Runs `<tune> devices --json` in a child process, so a device probe that crashes cannot take the harness
 // down, and parses its list. With `only` (a device string), the child probes only that device and the list
 // holds it, or nothing when it is absent.
-StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only = "");
+// With `matmul_peak`, each device's matmul peak is measured too (`tune devices --matmul-peak`,
+// harness/matmul_peak.h), for the cells' shares of it, with the child pinned to `cpus` (a cpu lane's; empty:
+// not pinned).
+StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only = "",
+                                                  bool matmul_peak = false, const std::vector<int>& cpus = {});
+// "cpu: matmul peak bf16 829 GFLOP/s, fp32 206 GFLOP/s at 2 threads"; "" for a device not measured.
+std::string DescribeMatmulPeak(const DeviceInfo& device);
 
 }  // namespace tmx::matrix

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/json_io.h"
 #include "base/lock.h"
@@ -28,6 +29,7 @@
 #include "matrix/ctest_cells.h"
 #include "matrix/journal.h"
 #include "matrix/junit.h"
+#include "matrix/lanes.h"
 #include "matrix/machine.h"
 #include "matrix/matrix_run.h"
 #include "matrix/merge.h"
@@ -77,7 +79,8 @@ const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", 
                                             "no-repairs", "no-numeric-check"};
 const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
                                               "budget",          "journal", "job",     "work-dir",    "tune",
-                                              "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share"};
+                                              "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share",
+                                              "lanes"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";
@@ -152,7 +155,8 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
       !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error) ||
       !NumberFlag(parsed, "budget", &options->cell_budget_s, &error) ||
       !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error) ||
-      !NumberFlag(parsed, "startup-share", &options->startup_share, &error)) {
+      !NumberFlag(parsed, "startup-share", &options->startup_share, &error) ||
+      !NumberFlag(parsed, "lanes", &options->cpu_lanes, &error)) {
     UsageError(err, cmd, error);
     return false;
   }
@@ -174,6 +178,12 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   }
   if (options->memory_fraction <= 0 || options->memory_fraction > 1) {
     UsageError(err, cmd, "--memory-fraction must be in (0, 1]");
+    return false;
+  }
+  if (!parsed.Has("lanes")) {
+    options->cpu_lanes = 0;  // `run` chooses from the machine (DefaultCpuLanes)
+  } else if (options->cpu_lanes < 1) {
+    UsageError(err, cmd, "--lanes must be at least 1");
     return false;
   }
   return true;
@@ -213,8 +223,6 @@ std::vector<std::string> With(std::vector<std::string> flags, const std::vector<
 }
 
 // Whether a planned cell runs in full after its proxies (--calibrate: it has both) rather than through them.
-bool RunsInFullAfterProxies(const PlannedCell& c) { return !c.proxies.empty() && !c.argv.empty(); }
-
 int Plan(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
@@ -225,7 +233,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!cells.ok()) return Fail(err, cells.status());
   for (const PlannedCell& c : *cells) {
     const bool proxied = !c.proxies.empty();
-    const bool calibrated = RunsInFullAfterProxies(c);
+    const bool calibrated = c.RunsInFullAfterProxies();
     std::string what = calibrated ? "calibrate" : proxied ? "proxy" : c.runnable ? "run" : CellStatusName(c.preset.status);
     out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
@@ -258,8 +266,8 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   for (const PlannedCell& c : *cells) {
     if (c.runnable) {
       ++to_run;
-      calibrated += RunsInFullAfterProxies(c);
-      proxied += !c.proxies.empty() && !RunsInFullAfterProxies(c);
+      calibrated += c.RunsInFullAfterProxies();
+      proxied += c.RunsProxiesInstead();
       seconds += c.expected_duration_s;
     } else {
       ++recorded[CellStatusName(c.preset.status)];
@@ -318,7 +326,38 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!handlers.ok()) return Fail(err, handlers);
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
   if (!devices.ok()) return Fail(err, devices.status());
-  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(static_cast<int>(devices->size()));
+  if (options.cpu_lanes == 0) {
+    const int accelerators = static_cast<int>(std::count_if(devices->begin(), devices->end(), [](const DeviceInfo& d) {
+      return d.traits().peak_memory != DeviceTypeTraits::PeakMemory::kProcessRss;
+    }));
+    options.cpu_lanes = DefaultCpuLanes(ReadUsableCores().count, accelerators);
+  }
+  const std::vector<CpuLane> lanes = PlanLanes(ReadAffinityCpus(), options.cpu_lanes);
+  if (lanes.size() > 1) {
+    out << "cpu lanes: " << lanes.size() << " (";
+    for (size_t i = 0; i < lanes.size(); ++i) {
+      std::vector<std::string> cpus;
+      for (int cpu : lanes[i].cpus) cpus.push_back(std::to_string(cpu));
+      out << (i ? ", " : "") << lanes[i].name << " on CPU" << (cpus.size() == 1 ? " " : "s ") << JoinStrings(cpus, ",");
+    }
+    out << ")\n";
+  }
+  // Each device's matmul peak is measured once, here, for every cell's share of it: in a lane's CPUs, at the
+  // threads a cell of that lane computes with.
+  StatusOr<std::vector<DeviceInfo>> peaks =
+      DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, lanes.front().cpus);
+  if (!peaks.ok()) return Fail(err, peaks.status());
+  for (DeviceInfo& d : *devices) {
+    for (const DeviceInfo& p : *peaks) {
+      if (p.id != d.id) continue;
+      d.matmul_peak_flops = p.matmul_peak_flops;
+      d.matmul_peak_threads = p.matmul_peak_threads;
+      std::string peak = DescribeMatmulPeak(d);
+      if (!peak.empty()) out << peak << "\n";
+    }
+  }
+  std::unique_ptr<CellRunner> runner =
+      MakeSubprocessRunner(static_cast<int>(devices->size() + lanes.size() - 1));
   RunSetting setting{*devices, LocalProvenance(options.job), runner.get()};
   // A run that writes its results into the configs holds the checkout; one that only keeps a journal
   // (--no-write-back, as CI shards do) or runs user configs writes nothing else of the checkout's and may
@@ -733,7 +772,12 @@ std::string RunHelp() {
     "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
     "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
     "                           too_slow, not started (default 150; 0: no budget)\n"
-    "  --memory-fraction F      share of device memory a cell may use (default 0.85)\n"
+    "  --memory-fraction F      share of device memory a cell may use (default 0.85); on cpu the cells of\n"
+    "                           all lanes share it\n"
+    "  --lanes N                cpu lanes: host cells run N at a time, each pinned to its share of the\n"
+    "                           cores (threads, tokens/s and disturbance are its lane's), longest first,\n"
+    "                           while their predicted peaks fit the memory together (default: one per 4\n"
+    "                           cores left after 2 per accelerator, at least 1: one on 2 cores)\n"
     "  --no-proxies             record too_large and too_slow cells from the prediction alone; by default\n"
     "                           each runs proxies of its config with the models cut to 1 and 4 layers\n"
     "                           (when they fit), records whether every operation ran, and extrapolates\n"

@@ -41,7 +41,7 @@ std::string Percent(double share) { return FormatNumber(100 * share, share < 0.0
 
 void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r) {
   const ReferenceRun& ref = cell.reference;
-  const bool proxied = cell.argv.empty() && !cell.proxies.empty();
+  const bool proxied = cell.RunsProxiesInstead();
   const std::string what =
       ref.dtype + " on " + cell.device.id +
       (proxied ? " (its " + std::to_string(cell.proxies.front().layers) + "-layer proxy)" : "") +

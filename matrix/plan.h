@@ -93,6 +93,12 @@ struct MatrixOptions {
   // Check each cell that trains against a float32 run of its first step on the reference device type
   // (matrix/numeric_check.h); a cell outside its dtype's tolerance is `wrong`. Off: no reference runs.
   bool numeric_check = true;
+  // cpu lanes (matrix/lanes.h): host cells run this many at a time, each pinned to its lane's CPUs, while the
+  // running cells' predicted peaks fit the host's memory limit together, longest cells first. 1: one at a time,
+  // unpinned (the default; `tune-matrix run` picks DefaultCpuLanes unless --lanes says).
+  int cpu_lanes = 1;
+  // The CPUs the lanes split; empty: this process's own (ReadAffinityCpus).
+  std::vector<int> lane_cpus;
 };
 
 // The proxy depths a cell too large or too slow for its device runs at (matrix/proxy_cell.h): the
@@ -159,6 +165,9 @@ struct PlannedCell {
   // (MatrixOptions::calibrate), the proxies run first and then the cell, whose record CalibratedResult makes.
   std::vector<ProxyRun> proxies;
   std::string output_dir;
+  // Whether the proxies run instead of the cell (too large or too slow), or before it (calibrated).
+  bool RunsProxiesInstead() const { return !proxies.empty() && argv.empty(); }
+  bool RunsInFullAfterProxies() const { return !proxies.empty() && !argv.empty(); }
   // A config invalid on the device whose every problem has a repair (harness/registry.h RepairOf) that
   // validates: the cell runs (or proxies, or is recorded too large) with `repair` applied, after the launch
   // and before the cell's own overrides, and RepairedResult turns what that got into the record of an invalid

@@ -49,6 +49,11 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
     r->proxy_step_times_s.push_back(run.step_time_median_s.value_or(0));
     r->proxy_peak_memory_bytes.push_back(static_cast<double>(run.peak_memory_bytes.value_or(0)));
     if (run.tokens_per_second) r->proxy_tokens_per_second.push_back(*run.tokens_per_second);
+    if (run.flops_per_second) r->proxy_flops_per_second.push_back(*run.flops_per_second);
+    if (run.peak_flops && !r->peak_flops) {  // every proxy computes in the config's dtype on the same device
+      r->peak_flops = run.peak_flops;
+      r->flops_dtype = run.flops_dtype;
+    }
   }
   if (i < cell.proxies.size() || r->proxy_layers.size() < 2 || (vocab_cut && r->proxy_layers.size() < 3)) return i;
   const double real = r->real_layers;
@@ -74,6 +79,15 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
     // Tokens per step are the config's (its batch and sequences), the same at every depth.
     if (r->proxy_tokens_per_second.size() == r->proxy_layers.size()) {
       r->extrapolated_tokens_per_second = r->proxy_tokens_per_second.back() * r->proxy_step_times_s.back() / step;
+    }
+    // FLOPs per step grow exactly linearly with the layers and the ids (recipes/flops.h), so the line through
+    // the proxies' FLOPs per step (rate x step time) is the real size's count.
+    if (r->proxy_flops_per_second.size() == r->proxy_layers.size()) {
+      std::vector<double> step_flops;
+      for (size_t p = 0; p < r->proxy_layers.size(); ++p) {
+        step_flops.push_back(r->proxy_flops_per_second[p] * r->proxy_step_times_s[p]);
+      }
+      r->extrapolated_flops_per_second = extrapolate(step_flops) / step;
     }
   }
   const bool measured = std::all_of(r->proxy_peak_memory_bytes.begin(), r->proxy_peak_memory_bytes.end(),

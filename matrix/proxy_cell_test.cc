@@ -77,6 +77,36 @@ TEST(ProxyCellTest, EveryProxyRanKeepsTheStatusAndRecordsExtrapolations) {
             "operation, extrapolated 18.50 GiB peak, 57.1 tok/s, 18s a step");
 }
 
+// The real size's FLOPs per step are the line through the proxies' (rate x step time), over the extrapolated
+// step time; the peak and its dtype are the proxies' (same device, same dtype), so the share follows.
+TEST(ProxyCellTest, TheRealSizesFlopRateAndShareComeFromTheProxiesCounts) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  CellResult one = ProxyRan(2, 500, 3 * kGiB), two = ProxyRan(2.5, 400, 7 * kGiB / 2);
+  one.flops_per_second = 3e11;  // 6e11 FLOPs a step
+  two.flops_per_second = 4e11;  // 1e12: 4e11 a layer, so 32 layers 1.3e13 FLOPs over 17.5 s
+  for (CellResult* r : {&one, &two}) {
+    r->peak_flops = 1e12;
+    r->flops_dtype = "bf16";
+  }
+  CellResult r = ResultFromProxies(cell, {one, two});
+  EXPECT_EQ(r.proxy_flops_per_second, (std::vector<double>{3e11, 4e11}));
+  ASSERT_TRUE(r.extrapolated_flops_per_second.has_value());
+  EXPECT_NEAR(*r.extrapolated_flops_per_second, 1.3e13 / 17.5, 1);
+  EXPECT_EQ(r.flops_dtype, "bf16");
+  EXPECT_NEAR(*PeakShare(r, true), 1.3e13 / 17.5 / 1e12, 1e-12);
+  EXPECT_FALSE(PeakShare(r).has_value());  // nothing of the config itself was measured
+  EXPECT_EQ(PeakShareText(*PeakShare(r, true), r.flops_dtype), "74% of the bf16 peak");
+  EXPECT_EQ(PeakShareText(0.0423, ""), "4.2% of peak");
+  r.provenance.verified_at = "2026-12-01T05:00:00Z";
+  r.config_hash = "abc";
+  StatusOr<CellResult> back = CellResultFromJson(ToJson(r), "j:1");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->proxy_flops_per_second, r.proxy_flops_per_second);
+  EXPECT_EQ(back->extrapolated_flops_per_second, r.extrapolated_flops_per_second);
+  EXPECT_EQ(back->peak_flops, r.peak_flops);
+  EXPECT_EQ(back->flops_dtype, "bf16");
+}
+
 TEST(ProxyCellTest, ExtrapolatesOverTheVocabularyFromTheProxyWithFewerIds) {
   // 1 layer at 1000 ids 3 s, 2 layers at 1000 ids 5 s, 1 layer at 500 ids 2.5 s: 2 s a layer and 1 ms an id,
   // so 16 layers at 9000 ids take 33 s + 8 s.

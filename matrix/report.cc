@@ -54,6 +54,7 @@ std::string Measurements(const SupportEntry& s) {
       parts.push_back("≈" + FormatNumber(*s.extrapolated_tokens_per_second, *s.extrapolated_tokens_per_second < 10 ? 1 : 0) +
                       " tok/s");
     }
+    if (finite(s.extrapolated_peak_share)) parts.push_back("≈" + PeakShareText(*s.extrapolated_peak_share, s.peak_dtype));
     if (finite(s.extrapolated_peak_memory_gib)) parts.push_back("≈" + FormatNumber(*s.extrapolated_peak_memory_gib, 2) + " GiB");
     return JoinStrings(parts, " · ");
   }
@@ -61,6 +62,7 @@ std::string Measurements(const SupportEntry& s) {
   if (finite(s.tokens_per_second)) {
     parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
   }
+  if (finite(s.peak_share)) parts.push_back(PeakShareText(*s.peak_share, s.peak_dtype));
   if (finite(s.time_to_first_token_s)) parts.push_back(FormatLatency(*s.time_to_first_token_s) + " to first token");
   if (finite(s.prefill_tokens_per_second)) {
     parts.push_back(FormatNumber(*s.prefill_tokens_per_second, 0) + " prefill tok/s");
@@ -126,6 +128,22 @@ std::string ProxySentence(const std::vector<const ConfigSupport*>& configs, cons
              "and 4 layers, everything else as written. \"ops verified by proxy\" says every operation, dtype and "
              "shape of the config ran there forward and backward; the ≈ numbers are the real depth's tok/s and peak "
              "memory extrapolated along the line through the two proxies, predictions rather than measurements.";
+    }
+  }
+  return "";
+}
+
+std::string PeakShareSentence(const std::vector<const ConfigSupport*>& configs,
+                              const std::vector<std::string>& columns) {
+  for (const ConfigSupport* c : configs) {
+    for (const std::string& type : columns) {
+      auto it = c->entries.find(type);
+      if (it == c->entries.end() || !(it->second.peak_share || it->second.extrapolated_peak_share)) continue;
+      return "\"% of the peak\" is the share of the device's matrix-multiply peak a cell's steps reached: the step's "
+             "model FLOPs (6 per trained and 4 per frozen weight of every linear layer and position, attention's two "
+             "products per attended pair of positions, a reference's or teacher's forward; recipes/flops.h) over its "
+             "time, against the best rate of square products in the cell's dtype measured on that device, at the "
+             "same threads, by the same matrix run.";
     }
   }
   return "";
@@ -236,6 +254,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   if (!proxy.empty()) out << "\n" << proxy << "\n";
   std::string repair = RepairSentence(sorted, columns);
   if (!repair.empty()) out << "\n" << repair << "\n";
+  std::string share = PeakShareSentence(sorted, columns);
+  if (!share.empty()) out << "\n" << share << "\n";
 
   out << "\n## Cells that do not run\n\n";
   std::string rows;

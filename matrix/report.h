@@ -50,7 +50,8 @@ std::vector<const ConfigSupport*> SortedByConfig(const std::vector<ConfigSupport
 // OrderDeviceTypes order.
 std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs,
                                        const std::vector<std::string>& device_types);
-// What a cell that runs measured, e.g. "812 tok/s · 0.42 GiB"; "" for a cell that does not run. A generation
+// What a cell that runs measured, e.g. "812 tok/s · 40% of the bf16 peak · 0.42 GiB"; "" for a cell that does
+// not run. A generation
 // cell (one with a time to first token) names its speed decode and adds its prefill: "812 decode tok/s · 52.3 ms
 // to first token · 4100 prefill tok/s · 0.42 GiB".
 std::string Measurements(const SupportEntry& entry);
@@ -77,6 +78,9 @@ std::string ProxySentence(const std::vector<const ConfigSupport*>& configs, cons
 // What a repaired cell's text means, one sentence for SUPPORT.md and the page; "" when no entry of `columns`
 // has a repair.
 std::string RepairSentence(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns);
+// What "% of the peak" means, one sentence for SUPPORT.md and the page; "" when no entry of `columns` has a share.
+std::string PeakShareSentence(const std::vector<const ConfigSupport*>& configs,
+                              const std::vector<std::string>& columns);
 // The days ("2026-12-02") the entries in `columns` were verified on.
 std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& configs,
                                        const std::vector<std::string>& columns);

@@ -367,6 +367,14 @@ TEST(MeasurementsTest, NamesAGenerationSpeedDecodeAndLeavesOutWhatIsUnknown) {
   e.time_to_first_token_s.reset();
   e.prefill_tokens_per_second.reset();
   EXPECT_EQ(Measurements(e), "200 tok/s");
+  e.peak_share = 0.403;
+  e.peak_dtype = "bf16";
+  EXPECT_EQ(Measurements(e), "200 tok/s · 40% of the bf16 peak");
+  ConfigSupport c;
+  c.entries["cpu"] = e;
+  EXPECT_EQ(PeakShareSentence({&c}, {"cpu"}).rfind("\"% of the peak\" is the share", 0), 0u);
+  EXPECT_EQ(PeakShareSentence({&c}, {"cuda"}), "");
+  e.peak_share.reset();
   e.status = "fails";
   e.time_to_first_token_s = 1.5;
   EXPECT_EQ(Measurements(e), "");

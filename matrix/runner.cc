@@ -37,10 +37,11 @@ class SubprocessRunner : public CellRunner {
     options.timeout_s = cmd.timeout_s;
     options.memory_limit_bytes = cmd.memory_limit_bytes;
     options.log_path = cmd.log_path;
-    const MachineCpuTimes before = ReadMachineCpuTimes();
+    options.cpus = cmd.cpus;
+    const MachineCpuTimes before = ReadMachineCpuTimes(cmd.cpus);
     StatusOr<Subprocess*> sub = set_.Add(options);
     if (!sub.ok()) return sub.status().WithContext(CellName(cmd.key));
-    cells_[*sub] = Cell{cmd.key, cmd.lane, before};
+    cells_[*sub] = Cell{cmd.key, cmd.lane, cmd.cpus, before};
     busy_lanes_.insert(cmd.lane);
     return Status::OK();
   }
@@ -70,13 +71,14 @@ class SubprocessRunner : public CellRunner {
   struct Cell {
     CellKey key;
     std::string lane;
+    std::vector<int> cpus;
     MachineCpuTimes machine_before;
   };
 
   CellOutcome Collect(const Subprocess& sub) {
     auto it = cells_.find(&sub);
     CellOutcome outcome{it->second.key, it->second.lane, sub.result(), it->second.machine_before,
-                        ReadMachineCpuTimes()};
+                        ReadMachineCpuTimes(it->second.cpus)};
     busy_lanes_.erase(it->second.lane);
     cells_.erase(it);
     return outcome;

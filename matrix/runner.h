@@ -27,6 +27,9 @@ struct CellCommand {
   double timeout_s = 0;     // wall-clock limit; 0 means none
   int64_t memory_limit_bytes = 0;  // resident memory of the cell's process group; 0 means none
   std::vector<std::pair<std::string, std::string>> env;  // added or overridden variables
+  // The CPUs the cell may run on (its cpu lane's, matrix/lanes.h); empty: not pinned. The machine's CPU time
+  // around the cell (CellOutcome) is then read over these CPUs only.
+  std::vector<int> cpus;
 };
 
 // How a started cell ended.
@@ -34,7 +37,8 @@ struct CellOutcome {
   CellKey key;
   std::string lane;
   SubprocessResult result;
-  // The machine's CPU time when the cell started and when it was collected (unknown from a fake runner).
+  // The machine's CPU time (over the cell's CPUs when pinned) when the cell started and when it was collected
+  // (unknown from a fake runner).
   MachineCpuTimes machine_before;
   MachineCpuTimes machine_after;
 };

@@ -7,11 +7,13 @@
 #include <map>
 #include <set>
 
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/text.h"
 #include "harness/env_failure.h"
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
+#include "matrix/lanes.h"
 #include "matrix/numeric_check.h"
 #include "matrix/proxy_cell.h"
 #include "matrix/repair_cell.h"
@@ -36,6 +38,11 @@ std::string LastLines(const std::string& text, size_t n) {
 }
 
 std::string LastLine(const std::string& text) { return LastLines(text, 1); }
+
+// Whether a cell's memory is the host's (cpu): such cells share the host's memory limit and run in cpu lanes.
+bool IsHostCell(const PlannedCell& c) {
+  return c.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+}
 
 }  // namespace
 
@@ -74,6 +81,12 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.step_time_spread_s = summary->step_time_spread_s;
     r.first_grad_norm = summary->first_grad_norm;
     r.tokens_per_second = summary->tokens_per_second;
+    r.flops_per_second = summary->flops_per_second;
+    auto peak = cell.device.matmul_peak_flops.find(summary->dtype);
+    if (r.flops_per_second && peak != cell.device.matmul_peak_flops.end()) {
+      r.peak_flops = peak->second;
+      r.flops_dtype = summary->dtype;
+    }
     r.time_to_first_token_s = summary->time_to_first_token_s;
     r.prefill_tokens_per_second = summary->prefill_tokens_per_second;
     r.stand_in = JoinStrings(summary->stand_ins, "; ");
@@ -167,12 +180,14 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       progress << "  " << TokensPerSecondText(*r.tokens_per_second)
                << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
     }
+    if (std::optional<double> share = PeakShare(r)) progress << ", " << PeakShareText(*share, r.flops_dtype);
     if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
     if (r.ops_verified) {
       progress << "  proxies of " << ProxiedSize(r) << ": " << (*r.ops_verified ? "ops verified" : "failed");
       if (r.extrapolated_tokens_per_second) {
         progress << ", about " << TokensPerSecondText(*r.extrapolated_tokens_per_second) << " tok/s";
       }
+      if (std::optional<double> share = PeakShare(r, true)) progress << " at " << PeakShareText(*share, r.flops_dtype);
       if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
     }
     if (r.loss_delta) {
@@ -195,6 +210,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   struct Child {
     const PlannedCell* cell;
     size_t index = 0;
+    int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
   };
   // Then, when they trained, its numeric check's reference (index children(c)).
   auto children = [](const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); };
@@ -217,28 +233,70 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       queue.push_back({c});
     }
   }
+  // Host cells run in the cpu lanes (one lane: the device's own, unpinned), longest first when there are several,
+  // so the last cells to finish are short ones.
+  const std::vector<CpuLane> lanes =
+      PlanLanes(options.lane_cpus.empty() ? ReadAffinityCpus() : options.lane_cpus, options.cpu_lanes);
+  if (lanes.size() > 1) {
+    std::stable_sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) {
+      return a.cell->expected_duration_s > b.cell->expected_duration_s;
+    });
+  }
   while (!queue.empty() || !running.empty()) {
+    // The host memory the running host cells are predicted to take, and whether a host cell is waiting for it:
+    // then no later host cell starts before it, so a large cell is never starved by small ones.
+    int64_t host_running = 0;
+    bool host_running_any = false;
+    for (const auto& [key, child] : running) {
+      host_running += child.host_bytes;
+      host_running_any = host_running_any || child.host_bytes > 0;
+    }
+    bool host_waiting = false;
     for (auto it = queue.begin(); it != queue.end();) {
       const PlannedCell* c = it->cell;
-      if (!runner.CanStart(c->key.device)) {
+      const bool host = IsHostCell(*c);
+      const CpuLane* lane = nullptr;
+      if (host && lanes.size() > 1) {
+        for (const CpuLane& l : lanes) {
+          if (runner.CanStart(l.name)) {
+            lane = &l;
+            break;
+          }
+        }
+      }
+      const bool no_free_lane = host && lanes.size() > 1 && lane == nullptr;
+      const std::string lane_name = lane != nullptr ? lane->name : c->key.device;
+      if (no_free_lane || !runner.CanStart(lane_name) || (host && host_waiting)) {
         ++it;
         continue;
       }
       const PlannedCell child = view(*c, it->index);
       CellCommand cmd;
       cmd.key = c->key;
-      cmd.lane = c->key.device;
+      cmd.lane = lane_name;
+      if (lane != nullptr) cmd.cpus = lane->cpus;
       cmd.argv = child.argv;
       cmd.log_path = child.output_dir + ".log";
       cmd.timeout_s = options.cell_timeout_s;
-      bool host_memory = c->device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
-      if (host_memory && c->device.total_memory_bytes > 0) {
-        cmd.memory_limit_bytes =
+      if (host && c->device.total_memory_bytes > 0) {
+        // The host's limit is shared: a cell may take what the running cells' predicted peaks leave of it, and
+        // waits while its own prediction does not fit (alone it always starts, and the limit is all of it).
+        const int64_t limit =
             static_cast<int64_t>(options.memory_fraction * static_cast<double>(c->device.total_memory_bytes));
+        if (host_running_any && host_running + child.predicted_memory_bytes > limit) {
+          host_waiting = true;
+          ++it;
+          continue;
+        }
+        cmd.memory_limit_bytes = limit - host_running;
       }
       Status s = runner.Start(cmd);
       if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
-      running[c->key] = *it;
+      Child started = *it;
+      started.host_bytes = host ? std::max<int64_t>(child.predicted_memory_bytes, 1) : 0;
+      host_running += started.host_bytes;
+      host_running_any = host_running_any || host;
+      running[c->key] = started;
       it = queue.erase(it);
     }
     if (running.empty()) break;
@@ -298,7 +356,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       done_runs.push_back(std::move(result));
       // The cell's next child starts at once, ahead of other cells: a proxied cell's next proxy while they
       // run, a calibrated cell's every next child (its own run is its verdict, whatever its proxies did).
-      const bool calibrating = !cell->argv.empty();
+      const bool calibrating = cell->RunsInFullAfterProxies();
       if ((ran || calibrating) && finished_child.index + 1 < children(*cell)) {
         queue.insert(queue.begin(), Child{cell, finished_child.index + 1});
         continue;

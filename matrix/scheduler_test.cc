@@ -112,6 +112,52 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   EXPECT_NE(progress.str().find("start-up 6s (58%)"), std::string::npos) << progress.str();
 }
 
+// Two cpu lanes: host cells run two at a time, each pinned to its lane's CPUs, longest first; a cell whose
+// predicted peak does not fit beside the running ones waits (and no later host cell overtakes it), and each
+// cell's memory limit is what the running cells' predictions leave of the host's.
+TEST_F(SchedulerTest, CpuLanesRunHostCellsSideBySideWithinTheHostsMemory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  options_.cpu_lanes = 2;
+  options_.lane_cpus = {0, 1, 2, 3};
+  struct Planned {
+    const char* config;
+    double expected_s;
+    int64_t predicted;
+  };
+  std::vector<PlannedCell> cells;
+  FakeRunner runner;
+  for (const Planned& p : {Planned{"short", 10, 1 * kGiB}, Planned{"long", 100, 2 * kGiB},
+                           Planned{"huge", 50, 16 * kGiB}, Planned{"tail", 5, 1 * kGiB}}) {
+    PlannedCell c = Cell(p.config, "cpu");
+    c.expected_duration_s = p.expected_s;
+    c.predicted_memory_bytes = p.predicted;
+    c.device.total_memory_bytes = 20 * kGiB;  // the limit: 85%, 17 GiB
+    WriteSummary(c, Ran({3.0, 2.5, 2.0}, 1000));
+    runner.outcomes[p.config] = Exited(0);
+    cells.push_back(c);
+  }
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{"host", "job", "abc", "", "", ""}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // long first, alone: huge (16 GiB) does not fit beside its 2 GiB, and short may not overtake huge. Then huge,
+  // and short beside it in the other lane (16 + 1 GiB fit the 17), then tail in the lane huge left.
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"long@cpu#0", "huge@cpu#0", "short@cpu#1", "tail@cpu#0"}));
+  EXPECT_EQ(runner.max_running, 2u);
+  ASSERT_EQ(runner.commands.size(), 4u);
+  EXPECT_EQ(runner.commands[0].cpus, (std::vector<int>{0, 1}));
+  EXPECT_EQ(runner.commands[2].cpus, (std::vector<int>{2, 3}));
+  const int64_t limit = static_cast<int64_t>(0.85 * static_cast<double>(20 * kGiB));
+  EXPECT_EQ(runner.commands[0].memory_limit_bytes, limit);
+  EXPECT_EQ(runner.commands[1].memory_limit_bytes, limit);
+  EXPECT_EQ(runner.commands[2].memory_limit_bytes, limit - 16 * kGiB);
+  EXPECT_EQ(runner.commands[3].memory_limit_bytes, limit - 1 * kGiB);
+  ASSERT_EQ(run->recorded.size(), 4u);
+  for (const CellResult& r : run->recorded) {
+    EXPECT_EQ(r.status, CellStatus::kRuns) << r.key.config;
+    EXPECT_EQ(r.threads, 2) << r.key.config;  // what the cell's summary said, lane or not
+  }
+}
+
 // A generation run's summary: decode steps with no loss, and its prefill. The cell takes the decode tokens/s,
 // the time to first token and the prefill tokens/s as the recipe wrote them, and records no loss.
 TEST_F(SchedulerTest, AGenerationCellTakesItsPrefillFromTheSummaryAndHasNoLoss) {

@@ -26,7 +26,7 @@ SpeedSample SpeedOf(const SupportEntry& entry) {
 
 SpeedSample SpeedOf(const CellResult& record) {
   return {record.tokens_per_second, record.step_time_median_s, record.step_time_spread_s,
-          record.provenance.device_name};
+          record.provenance.device_name, record.threads};
 }
 
 SpeedChange CompareSpeed(const SpeedSample& before, const SpeedSample& after, const SpeedNoise& model) {
@@ -36,6 +36,8 @@ SpeedChange CompareSpeed(const SpeedSample& before, const SpeedSample& after, co
   if (!before.device_name.empty() && !after.device_name.empty() && before.device_name != after.device_name) {
     return c;
   }
+  // Nor is a lane of another width (matrix/lanes.h): 2 threads against 4 are two devices.
+  if (before.threads && after.threads && *before.threads != *after.threads) return c;
   if (!before.step_time_s || !after.step_time_s || *before.step_time_s < model.min_step_time_s ||
       *after.step_time_s < model.min_step_time_s) {
     c.verdict = SpeedVerdict::kTooShort;

@@ -17,7 +17,7 @@ struct SpeedNoise {
   double max_slowdown = 0.10;
   // ... or by up to this many times the two runs' combined relative step-time spread, when that is larger:
   // sqrt(r_before^2 + r_after^2) with r = step_time_spread_s / step_time_s (median absolute deviation over
-  // median). Results measured on different device models are not compared.
+  // median). Results measured on different device models, or with different threads, are not compared.
   double noise_factor = 3.0;
   // Speed is compared only when the median step takes at least this long (seconds) on both sides. Shorter
   // steps vary from run to run by more than their in-run spread shows: five runs of tiny/full_single_device
@@ -31,12 +31,16 @@ struct SpeedSample {
   std::optional<double> step_time_s;         // median step time after warm-up
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times
   std::string device_name;                   // "" when unknown
+  // ATen threads of the measurement (a record's; a cpu lane's width, matrix/lanes.h); unknown for a support
+  // entry, which does not keep them.
+  std::optional<int> threads;
 };
 SpeedSample SpeedOf(const SupportEntry& entry);
 SpeedSample SpeedOf(const CellResult& record);
 
 enum class SpeedVerdict {
-  kNotCompared,  // a side lacks tokens/s, the earlier one is not positive, or the device models differ
+  kNotCompared,  // a side lacks tokens/s, the earlier one is not positive, or the device models or the
+                 // threads (both known) differ
   kTooShort,     // a side lacks a step time or its steps are shorter than min_step_time_s
   kWithinNoise,
   kSlower,

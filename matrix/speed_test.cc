@@ -23,6 +23,8 @@ TEST(SpeedTest, VerdictsFollowTheNoiseModel) {
       {"steps too short to time", Sample(100, 0.04), Sample(50, 0.04), SpeedVerdict::kTooShort},
       {"no step time", {100.0, std::nullopt, std::nullopt, ""}, Sample(50, 1), SpeedVerdict::kTooShort},
       {"another device model", Sample(100, 1), Sample(50, 1, 0.01, "Other CPU"), SpeedVerdict::kNotCompared},
+      {"another lane width", {100.0, 1.0, 0.01, "CPU", 2}, {50.0, 1.0, 0.01, "CPU", 4}, SpeedVerdict::kNotCompared},
+      {"threads known on one side", {100.0, 1.0, 0.01, "CPU", 2}, Sample(85, 1), SpeedVerdict::kSlower},
       {"no tokens/s", {std::nullopt, 1.0, 0.01, ""}, Sample(50, 1), SpeedVerdict::kNotCompared},
       {"zero before", Sample(0, 1), Sample(50, 1), SpeedVerdict::kNotCompared},
   };
@@ -54,6 +56,9 @@ TEST(SpeedTest, SamplesComeFromEntriesAndRecords) {
   r.step_time_median_s = 2;
   r.step_time_spread_s = 0.1;
   r.provenance.device_name = "GPU";
+  r.threads = 4;
+  EXPECT_EQ(SpeedOf(r).threads, 4);
+  EXPECT_FALSE(SpeedOf(e).threads.has_value());  // an entry keeps no threads
   for (const SpeedSample& s : {SpeedOf(e), SpeedOf(r)}) {
     EXPECT_EQ(s.tokens_per_second, 10);
     EXPECT_EQ(s.step_time_s, 2);

@@ -69,6 +69,10 @@ const std::vector<SupportField>& SupportFields() {
       AddedNumber("extrapolated_tokens_per_second", &SupportEntry::extrapolated_tokens_per_second, TenthsOf),
       AddedNumber("extrapolated_step_time_s", &SupportEntry::extrapolated_step_time_s, FourDigits),
       AddedNumber("extrapolated_peak_memory_gib", &SupportEntry::extrapolated_peak_memory_gib, Thousandths),
+      AddedNumber("gflops_per_second", &SupportEntry::gflops_per_second, TenthsOf),
+      AddedNumber("peak_share", &SupportEntry::peak_share, ThreeDigits),
+      AddedNumber("extrapolated_peak_share", &SupportEntry::extrapolated_peak_share, ThreeDigits),
+      AddedText("peak_dtype", &SupportEntry::peak_dtype),
       AddedText("numeric", &SupportEntry::numeric),
       AddedNumber("loss_delta", &SupportEntry::loss_delta, ThreeDigits),
       AddedNumber("grad_norm_delta", &SupportEntry::grad_norm_delta, ThreeDigits),
@@ -117,7 +121,8 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
        {&SupportEntry::tokens_per_second, &SupportEntry::step_time_s, &SupportEntry::step_time_spread_s,
         &SupportEntry::wall_time_s, &SupportEntry::startup_time_s, &SupportEntry::time_to_first_token_s,
         &SupportEntry::prefill_tokens_per_second, &SupportEntry::extrapolated_tokens_per_second,
-        &SupportEntry::extrapolated_step_time_s}) {
+        &SupportEntry::extrapolated_step_time_s, &SupportEntry::gflops_per_second, &SupportEntry::peak_share,
+        &SupportEntry::extrapolated_peak_share}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -152,6 +157,10 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   if (cell.extrapolated_peak_memory_bytes) {
     s.extrapolated_peak_memory_gib = static_cast<double>(*cell.extrapolated_peak_memory_bytes) / (1 << 30);
   }
+  if (cell.flops_per_second) s.gflops_per_second = *cell.flops_per_second / 1e9;
+  s.peak_share = PeakShare(cell);
+  s.extrapolated_peak_share = PeakShare(cell, true);
+  if (s.peak_share || s.extrapolated_peak_share) s.peak_dtype = cell.flops_dtype;
   s.numeric = cell.numeric_note;
   s.loss_delta = cell.loss_delta;
   s.grad_norm_delta = cell.grad_norm_delta;

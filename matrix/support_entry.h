@@ -55,6 +55,12 @@ struct SupportEntry {
   std::optional<double> extrapolated_tokens_per_second;
   std::optional<double> extrapolated_step_time_s;
   std::optional<double> extrapolated_peak_memory_gib;
+  // The steps' model FLOP rate in GFLOP/s, and its share of the device's measured matmul peak at `peak_dtype`
+  // (CellResult's, PeakShare); a proxied cell's extrapolated share. Absent where not counted or not measured.
+  std::optional<double> gflops_per_second;
+  std::optional<double> peak_share;
+  std::optional<double> extrapolated_peak_share;
+  std::string peak_dtype;
   // The numeric check (CellResult's, matrix/numeric_check.h): what was compared with what and how far apart
   // ("bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%), ..."), or why nothing was;
   // and the relative deltas of the first step's loss and gradient norm.
@@ -100,7 +106,8 @@ SupportEntry SupportFromCell(const CellResult& cell);
 std::string RepairedOutcome(const std::string& repaired_status, size_t overrides);
 
 // For a cell measured beside other work (CellResult::disturbed): its timings (tokens/s, step time and spread,
-// wall and start-up time, time to first token, prefill tokens/s, the extrapolated tokens/s and step time) are the machine's load, not the device's
+// wall and start-up time, time to first token, prefill tokens/s, the extrapolated tokens/s and step time, the
+// FLOP rate and the shares of the peak) are the machine's load, not the device's
 // speed, so `entry` takes `previous`'s (the config's entry before this write-back; null: none, and the
 // timings are left out).
 void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry);

@@ -49,6 +49,34 @@ TEST(SupportFromCellTest, TakesTheReportedFields) {
   EXPECT_FALSE(SupportFromCell(cell).peak_memory_gib.has_value());
 }
 
+// The FLOP rate in GFLOP/s and its share of the measured peak with the peak's dtype; no peak, no share (and no
+// dtype), the rate still kept.
+TEST(SupportFromCellTest, TakesTheFlopRateAndItsShareOfThePeak) {
+  CellResult cell;
+  cell.status = CellStatus::kRuns;
+  cell.flops_per_second = 3e11;
+  cell.peak_flops = 1.2e12;
+  cell.flops_dtype = "bf16";
+  SupportEntry e = SupportFromCell(cell);
+  EXPECT_EQ(e.gflops_per_second, std::optional<double>(300));
+  EXPECT_EQ(e.peak_share, std::optional<double>(0.25));
+  EXPECT_FALSE(e.extrapolated_peak_share.has_value());
+  EXPECT_EQ(e.peak_dtype, "bf16");
+  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{"cpu", e}}, "c.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("      gflops_per_second: 300.0\n      peak_share: 0.25\n      peak_dtype: \"bf16\"\n"),
+            std::string::npos)
+      << *text;
+  StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->at("cpu") == e);
+  cell.peak_flops.reset();
+  e = SupportFromCell(cell);
+  EXPECT_EQ(e.gflops_per_second, std::optional<double>(300));
+  EXPECT_FALSE(e.peak_share.has_value());
+  EXPECT_EQ(e.peak_dtype, "");
+}
+
 TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson) {
   std::set<std::string> names;
   for (const SupportField& f : SupportFields()) {
@@ -56,7 +84,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 29u);
+  EXPECT_EQ(names.size(), 33u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;

@@ -23,6 +23,7 @@
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
 #include "recipes/estimate.h"
+#include "recipes/flops.h"
 #include "recipes/loss.h"
 #include "recipes/model_components.h"
 #include "recipes/models/adapters_off.h"
@@ -169,12 +170,23 @@ class Trainer {
     return static_cast<double>(batch.labels.slice(1, 1).ne(data::kIgnoreIndex).sum().item<int64_t>());
   }
   double SumOverRanks(double v) const { return parallel_.Sum(v); }
+  // This rank's model FLOPs of one micro-batch (recipes/flops.h): the policy's forward and backward over the
+  // batch's padded shape, and a teacher's or a DPO reference's forward.
+  double MicroBatchFlops(const data::Batch& batch) const {
+    const int64_t rows = batch.tokens.size(0), length = batch.tokens.size(1);
+    const FlopModel policy{model_.choice.args, model_.choice.lora};
+    double flops = TrainingFlops(policy, rows, length);
+    if (teacher_flops_) flops += ForwardFlops(*teacher_flops_, rows, length);
+    if (objective_ == TrainObjective::kDpo) flops += ForwardFlops({model_.choice.args, std::nullopt}, rows, length);
+    return flops;
+  }
 
   const Config& config_;
   const RunContext& context_;
   TrainKind kind_;
   TrainObjective objective_;
   models::Decoder teacher_{nullptr};  // with kDistill
+  std::optional<FlopModel> teacher_flops_;  // the teacher's shape, for MicroBatchFlops
   double kd_ratio_ = 0;
   models::Decoder reference_{nullptr};  // full DPO's frozen reference (LoRA DPO turns the adapters off instead)
   DpoLossOptions dpo_;
@@ -325,6 +337,7 @@ Status Trainer::SetupTeacher(RunSummary* summary) {
   TM_RETURN_IF_ERROR(LoadStartingWeights(config_, registry, *choice, *teacher_, context_.allow_stand_ins,
                                          &summary->stand_ins, {}, "teacher_checkpointer"));
   teacher_->eval();
+  teacher_flops_ = FlopModel{choice->args, choice->lora};
   summary->total_parameters += total;
   return Status::OK();
 }
@@ -444,6 +457,7 @@ Status Trainer::Train(RunSummary* summary) {
       parallel_.ZeroGrad(*optimizer_);
       double loss_sum = 0;
       int64_t tokens = 0;
+      double flops = 0;
       DpoSums dpo;  // this rank's, over the step's micro-batches
       for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
         int64_t batch_index = epoch * loader_->size() + step * s.gradient_accumulation_steps + micro;
@@ -478,6 +492,7 @@ Status Trainer::Train(RunSummary* summary) {
         }
         // Every non-padding token the model processed (on every rank), as torchtune counts.
         tokens += static_cast<int64_t>(SumOverRanks(static_cast<double>(batch.num_tokens)));
+        flops += SumOverRanks(MicroBatchFlops(batch));
       }
       double loss_value = loss_sum / static_cast<double>(s.gradient_accumulation_steps);
       if (!std::isfinite(loss_value)) {
@@ -503,6 +518,7 @@ Status Trainer::Train(RunSummary* summary) {
       summary->step_times_s.push_back(step_time);
       summary->losses.push_back(loss_value);
       summary->step_tokens.push_back(tokens);
+      summary->step_flops.push_back(flops);
       const bool logged = global_step % s.log_every_n_steps == 0 || step + 1 == steps_per_epoch_;
       if (parallel_.lead() && logged) {
         nlohmann::json record = {{"step", global_step},  {"epoch", epoch},
@@ -555,6 +571,7 @@ Status Trainer::Run(RunSummary* summary) {
   summary->threads = at::get_num_threads();
   auto start = Clock::now();
   TM_RETURN_IF_ERROR(Setup(summary));
+  summary->dtype = DtypeConfigName(settings_.dtype);
   Synchronize();
   summary->init_time_s = Seconds(start, Clock::now());
   for (const std::string& s : summary->stand_ins) *out_ << "Stand-in: " << s << "\n";

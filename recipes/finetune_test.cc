@@ -1,6 +1,7 @@
 // End-to-end tests of the single-device recipes on the tiny configs, in-process on the CPU.
 #include "recipes/finetune.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "recipes/data/datasets.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/tokenizer_builders.h"
+#include "recipes/flops.h"
 #include "recipes/model_components.h"
 #include "recipes/models/llama.h"
 #include "recipes/models/lora.h"
@@ -150,6 +152,33 @@ TEST_F(FinetuneTest, PackedSamplesTrainWithFullPacks) {
   EXPECT_GT(packed_sum, 2 * plain_sum) << packed_sum << " vs " << plain_sum;
   std::vector<double> losses = s["losses"].get<std::vector<double>>();
   EXPECT_LT((losses[17] + losses[18] + losses[19]) / 3, (losses[0] + losses[1] + losses[2]) / 3);
+}
+
+// Each step records its model FLOPs (recipes/flops.h) over the batch's padded shape: packed rows are exactly
+// max_seq_len long, so every step of 2 rows counts TrainingFlops(model, 2, 512); the rate is their median over
+// the step times, and the dtype says which peak it compares with.
+TEST_F(FinetuneTest, EachStepRecordsTheModelFlopsOfItsBatchShape) {
+  const std::vector<std::string> overrides = {"output_dir=" + dir_ + "/flops", "dataset.packed=True",
+                                              "tokenizer.max_seq_len=512", "batch_size=2", "max_steps_per_epoch=3",
+                                              "save_checkpoints=False"};
+  nlohmann::json s = Run("tiny/lora_single_device", overrides, true);
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<LocatedConfig> located = LocateConfig("tiny/lora_single_device", registry);
+  ASSERT_TRUE(located.ok());
+  StatusOr<Config> config = LoadResolvedConfig(*located, overrides, located->recipe, &registry);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  StatusOr<ModelChoice> choice = ModelFromConfig(*config, registry);
+  ASSERT_TRUE(choice.ok()) << choice.status().ToString();
+  ASSERT_TRUE(choice->lora.has_value());
+  const double expected = TrainingFlops({choice->args, choice->lora}, 2, 512);
+  const std::vector<double> flops = s["step_flops"].get<std::vector<double>>();
+  ASSERT_EQ(flops.size(), 3u);
+  for (double f : flops) EXPECT_DOUBLE_EQ(f, expected);
+  const std::vector<double> times = s["step_times_s"].get<std::vector<double>>();
+  std::vector<double> rates = {expected / times[1], expected / times[2]};  // after the warm-up step
+  std::sort(rates.begin(), rates.end());
+  EXPECT_DOUBLE_EQ(s["flops_per_second"].get<double>(), (rates[0] + rates[1]) / 2);
+  EXPECT_EQ(s["dtype"], "fp32");
 }
 
 TEST_F(FinetuneTest, ABatchWithNothingToTrainOnIsAClearErrorNotANan) {

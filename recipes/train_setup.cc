@@ -110,16 +110,6 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
   return s;
 }
 
-std::string ChooseThreads() {
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  if (omp != nullptr && *omp != '\0') {
-    return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")";
-  }
-  const UsableCores cores = ReadUsableCores();
-  at::set_num_threads(cores.count);
-  return "Threads: " + std::to_string(cores.count) + ", one per core this process may use: " + cores.Describe();
-}
-
 StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& registry, TrainKind kind,
                                     const TrainingSettings& settings, const c10::Device& device, bool allow_stand_ins,
                                     std::vector<std::string>* stand_ins, RunProgress* progress) {

@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "harness/config.h"
+#include "harness/matmul_peak.h"  // ChooseThreads, which every recipe calls first
 #include "harness/registry.h"
 #include "recipes/data/chat_format.h"
 #include "recipes/data/loader.h"
@@ -66,10 +67,6 @@ StatusOr<uint64_t> ReadSeed(const Config& config);
 
 StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind);
 
-// ATen's CPU threads: one per core this process may use (affinity and cgroup quota, base/cpu_usage.h; a
-// container given 2 of 16 cores must not run 16 threads), unless OMP_NUM_THREADS chose (the launcher sets it
-// per rank). Returns the line that says which.
-std::string ChooseThreads();
 
 // The model a recipe trains, on its device, with the parameters that train.
 struct TrainableModel {

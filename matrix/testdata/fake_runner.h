@@ -19,12 +19,14 @@ class FakeRunner : public CellRunner {
   std::function<void(const CellCommand&)> on_start;
   std::map<std::string, SubprocessResult> outcomes;  // by config name
   std::vector<std::string> started;
+  std::vector<CellCommand> commands;  // every command started, in order
   size_t max_running = 0;
   bool interrupt_after_first = false;
 
   bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
   Status Start(const CellCommand& cmd) override {
     started.push_back(cmd.key.config + "@" + cmd.lane);
+    commands.push_back(cmd);
     if (on_start) on_start(cmd);
     busy_[cmd.lane] = cmd;
     order_.push_back(cmd.lane);

@@ -1,0 +1,81 @@
+#include "recipes/flops.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace tmx {
+namespace {
+
+// One linear layer of the model: its input and output widths and whether LoRA adapts it.
+struct LinearShape {
+  int64_t in = 0;
+  int64_t out = 0;
+  bool adapted = false;
+};
+
+bool Adapts(const std::optional<models::LoraArgs>& lora, const std::string& name) {
+  return lora && std::find(lora->attn_modules.begin(), lora->attn_modules.end(), name) != lora->attn_modules.end();
+}
+
+// The linears one position passes through: every layer's projections, then the output.
+std::vector<LinearShape> Linears(const FlopModel& m) {
+  const models::DecoderArgs& a = m.args;
+  const int64_t q = a.num_heads * a.resolved_head_dim();
+  const int64_t kv = a.num_kv_heads * a.resolved_head_dim();
+  const bool mlp = m.lora && m.lora->apply_to_mlp;
+  const std::vector<LinearShape> layer = {
+      {a.embed_dim, q, Adapts(m.lora, "q_proj")},        {a.embed_dim, kv, Adapts(m.lora, "k_proj")},
+      {a.embed_dim, kv, Adapts(m.lora, "v_proj")},       {q, a.embed_dim, Adapts(m.lora, "output_proj")},
+      {a.embed_dim, a.intermediate_dim, mlp},            {a.embed_dim, a.intermediate_dim, mlp},
+      {a.intermediate_dim, a.embed_dim, mlp},
+  };
+  std::vector<LinearShape> all;
+  for (int64_t i = 0; i < a.num_layers; ++i) all.insert(all.end(), layer.begin(), layer.end());
+  all.push_back({a.embed_dim, a.output_dim(), m.lora && m.lora->apply_to_output});
+  return all;
+}
+
+// Attention's FLOPs of one forward over one row, every layer: q k^T and weights x v, 2 x head_dim each per head
+// and attended pair.
+double AttentionForward(const models::DecoderArgs& a, int64_t length) {
+  double flops = 0;
+  for (int64_t layer = 0; layer < a.num_layers; ++layer) {
+    flops += 4.0 * static_cast<double>(a.num_heads * a.resolved_head_dim()) *
+             static_cast<double>(AttendedPairs(length, a.window_of_layer(layer)));
+  }
+  return flops;
+}
+
+}  // namespace
+
+int64_t AttendedPairs(int64_t length, int64_t window) {
+  if (length <= 0) return 0;
+  if (window <= 0 || window >= length) return length * (length + 1) / 2;
+  // Positions 0..window-1 see 1..window positions, the rest window each.
+  return window * (window + 1) / 2 + (length - window) * window;
+}
+
+double ForwardFlops(const FlopModel& model, int64_t rows, int64_t length) {
+  double per_position = 0;
+  for (const LinearShape& l : Linears(model)) {
+    per_position += 2.0 * static_cast<double>(l.in * l.out);
+    if (l.adapted) per_position += 2.0 * static_cast<double>(model.lora->rank * (l.in + l.out));
+  }
+  const double positions = static_cast<double>(rows * length);
+  return positions * per_position + static_cast<double>(rows) * AttentionForward(model.args, length);
+}
+
+double TrainingFlops(const FlopModel& model, int64_t rows, int64_t length) {
+  const bool full = !model.lora;
+  double per_position = 0;
+  for (const LinearShape& l : Linears(model)) {
+    per_position += (full ? 6.0 : 4.0) * static_cast<double>(l.in * l.out);
+    if (l.adapted) per_position += 6.0 * static_cast<double>(model.lora->rank * (l.in + l.out));
+  }
+  const double positions = static_cast<double>(rows * length);
+  // The backward of both attention products computes two gradients each: twice the forward.
+  return positions * per_position + 3.0 * static_cast<double>(rows) * AttentionForward(model.args, length);
+}
+
+}  // namespace tmx
