@@ -211,6 +211,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     const PlannedCell* cell;
     size_t index = 0;
     int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
+    bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
   };
   // Then, when they trained, its numeric check's reference (index children(c)).
   auto children = [](const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); };
@@ -246,27 +247,36 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     // The host memory the running host cells are predicted to take, and whether a host cell is waiting for it:
     // then no later host cell starts before it, so a large cell is never starved by small ones.
     int64_t host_running = 0;
-    bool host_running_any = false;
+    bool host_running_any = false, host_whole = false;
     for (const auto& [key, child] : running) {
       host_running += child.host_bytes;
       host_running_any = host_running_any || child.host_bytes > 0;
+      host_whole = host_whole || child.whole_host;
     }
     bool host_waiting = false;
     for (auto it = queue.begin(); it != queue.end();) {
       const PlannedCell* c = it->cell;
       const bool host = IsHostCell(*c);
+      // With several lanes a host cell takes a free lane with a CPU for each of its ranks (a rank is a training
+      // process of its own: `tune run` refuses more ranks than cores); one with more ranks than any lane has
+      // CPUs takes the whole host, unpinned, once no other host cell runs, and none starts beside it.
       const CpuLane* lane = nullptr;
+      bool whole_host = false;
       if (host && lanes.size() > 1) {
+        const size_t ranks = static_cast<size_t>(std::max(1, c->preset.world_size));
+        whole_host = std::none_of(lanes.begin(), lanes.end(), [&](const CpuLane& l) { return l.cpus.size() >= ranks; });
         for (const CpuLane& l : lanes) {
-          if (runner.CanStart(l.name)) {
+          if (!whole_host && l.cpus.size() >= ranks && runner.CanStart(l.name)) {
             lane = &l;
             break;
           }
         }
       }
-      const bool no_free_lane = host && lanes.size() > 1 && lane == nullptr;
+      const bool blocked = host && lanes.size() > 1 &&
+                           (host_whole || (whole_host ? host_running_any : lane == nullptr));
       const std::string lane_name = lane != nullptr ? lane->name : c->key.device;
-      if (no_free_lane || !runner.CanStart(lane_name) || (host && host_waiting)) {
+      if (blocked || !runner.CanStart(lane_name) || (host && host_waiting)) {
+        if (host && whole_host && !host_whole) host_waiting = true;  // the host empties for it
         ++it;
         continue;
       }
@@ -294,8 +304,10 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
       Child started = *it;
       started.host_bytes = host ? std::max<int64_t>(child.predicted_memory_bytes, 1) : 0;
+      started.whole_host = whole_host;
       host_running += started.host_bytes;
       host_running_any = host_running_any || host;
+      host_whole = host_whole || whole_host;
       running[c->key] = started;
       it = queue.erase(it);
     }

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -156,6 +157,33 @@ TEST_F(SchedulerTest, CpuLanesRunHostCellsSideBySideWithinTheHostsMemory) {
     EXPECT_EQ(r.status, CellStatus::kRuns) << r.key.config;
     EXPECT_EQ(r.threads, 2) << r.key.config;  // what the cell's summary said, lane or not
   }
+}
+
+// A cell of 2 ranks where every lane has 1 CPU (2 lanes on 2 cores): it would be refused there (`tune run` gives
+// no more ranks than cores), so it waits until the host is empty, runs unpinned on the whole host, and no host
+// cell starts beside it; the one-rank cells run in the lanes before and after.
+TEST_F(SchedulerTest, ACellWithMoreRanksThanAnyLaneHasCpusTakesTheWholeHost) {
+  options_.cpu_lanes = 2;
+  options_.lane_cpus = {0, 1};
+  FakeRunner runner;
+  std::vector<PlannedCell> cells;
+  for (const auto& [config, expected_s, ranks] :
+       {std::tuple{"one", 30.0, 1}, std::tuple{"ranks", 20.0, 2}, std::tuple{"two", 10.0, 1}}) {
+    PlannedCell c = Cell(config, "cpu");
+    c.expected_duration_s = expected_s;
+    c.preset.world_size = ranks;
+    WriteSummary(c, Ran({3.0, 2.5, 2.0}, 1000));
+    runner.outcomes[config] = Exited(0);
+    cells.push_back(c);
+  }
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{"host", "job", "abc", "", "", ""}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"one@cpu#0", "ranks@cpu", "two@cpu#0"}));
+  EXPECT_EQ(runner.max_running, 1u);  // nothing beside "ranks", nor overtook it while it waited
+  ASSERT_EQ(runner.commands.size(), 3u);
+  EXPECT_TRUE(runner.commands[1].cpus.empty());
+  EXPECT_EQ(runner.commands[2].cpus, (std::vector<int>{0}));
 }
 
 // A generation run's summary: decode steps with no loss, and its prefill. The cell takes the decode tokens/s,
