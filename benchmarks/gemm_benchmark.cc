@@ -16,15 +16,9 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "harness/device_hooks.h"
+#include "benchmarks/torch_benchmark_main.h"
 
 namespace {
-
-int TorchThreads() {
-  const char* env = std::getenv("OMP_NUM_THREADS");
-  int n = env != nullptr ? std::atoi(env) : 0;
-  return n > 0 ? n : 1;
-}
 
 torch::Dtype DtypeOf(int64_t code) { return code == 0 ? torch::kBFloat16 : torch::kFloat32; }
 const char* DtypeName(int64_t code) { return code == 0 ? "bf16" : "fp32"; }
@@ -84,13 +78,4 @@ BENCHMARK(BM_Linear)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  torch::set_num_threads(TorchThreads());
-  benchmark::AddCustomContext("torch_threads", std::to_string(torch::get_num_threads()));
-  benchmark::AddCustomContext("torch_version", tmx::TorchVersion());
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return tmx::bench::RunTorchBenchmarks(argc, argv); }

@@ -29,7 +29,7 @@
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/config_store.h"
-#include "harness/device_hooks.h"
+#include "benchmarks/torch_benchmark_main.h"
 #include "recipes/builtin.h"
 #include "recipes/loss.h"
 #include "recipes/models/lora.h"
@@ -77,15 +77,6 @@ const VariantSpec& SpecOf(Variant v) {
       {"qat_lora_off", "tiny/qat_lora_distributed", recipes::TrainKind::kLora, {"fake_quant_after_n_steps=1000000"}},
   };
   return kSpecs[v];
-}
-
-int TorchThreads() {
-  const char* env = std::getenv("OMP_NUM_THREADS");
-  if (env != nullptr) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  return 1;
 }
 
 // A model, its optimizer and a fixed batch, built from a config as the recipes build them. Not copyable: it
@@ -261,14 +252,5 @@ void RegisterBenchmarks() {
 }  // namespace tmx::bench
 
 int main(int argc, char** argv) {
-  int threads = tmx::bench::TorchThreads();
-  torch::set_num_threads(threads);
-  benchmark::AddCustomContext("torch_threads", std::to_string(threads));
-  benchmark::AddCustomContext("torch_version", tmx::TorchVersion());
-  tmx::bench::RegisterBenchmarks();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return tmx::bench::RunTorchBenchmarks(argc, argv, tmx::bench::RegisterBenchmarks);
 }

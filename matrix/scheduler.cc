@@ -44,6 +44,34 @@ bool IsHostCell(const PlannedCell& c) {
   return c.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
 }
 
+// Where a host cell may start now among several cpu lanes. It takes a free lane with a CPU for each of its ranks (a
+// rank is a training process of its own: `tune run` refuses more ranks than cores). One with more ranks than any
+// lane has CPUs takes the whole host, unpinned, once no other host cell runs, and none starts beside it.
+struct HostPlace {
+  const CpuLane* lane = nullptr;  // the lane to pin it to; null: the device's own lane, unpinned
+  bool whole_host = false;
+  bool blocked = false;  // it may not start now
+};
+HostPlace PlaceInLanes(const PlannedCell& c, const std::vector<CpuLane>& lanes, const CellRunner& runner,
+                       bool host_running_any, bool host_whole) {
+  HostPlace place;
+  const size_t ranks = static_cast<size_t>(std::max(1, c.preset.world_size));
+  place.whole_host = std::none_of(lanes.begin(), lanes.end(), [&](const CpuLane& l) { return l.cpus.size() >= ranks; });
+  if (host_whole || (place.whole_host && host_running_any)) {
+    place.blocked = true;
+    return place;
+  }
+  if (place.whole_host) return place;
+  for (const CpuLane& l : lanes) {
+    if (l.cpus.size() >= ranks && runner.CanStart(l.name)) {
+      place.lane = &l;
+      return place;
+    }
+  }
+  place.blocked = true;  // every wide enough lane is busy
+  return place;
+}
+
 }  // namespace
 
 std::string UtcNow() {
@@ -257,26 +285,13 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     for (auto it = queue.begin(); it != queue.end();) {
       const PlannedCell* c = it->cell;
       const bool host = IsHostCell(*c);
-      // With several lanes a host cell takes a free lane with a CPU for each of its ranks (a rank is a training
-      // process of its own: `tune run` refuses more ranks than cores); one with more ranks than any lane has
-      // CPUs takes the whole host, unpinned, once no other host cell runs, and none starts beside it.
-      const CpuLane* lane = nullptr;
-      bool whole_host = false;
-      if (host && lanes.size() > 1) {
-        const size_t ranks = static_cast<size_t>(std::max(1, c->preset.world_size));
-        whole_host = std::none_of(lanes.begin(), lanes.end(), [&](const CpuLane& l) { return l.cpus.size() >= ranks; });
-        for (const CpuLane& l : lanes) {
-          if (!whole_host && l.cpus.size() >= ranks && runner.CanStart(l.name)) {
-            lane = &l;
-            break;
-          }
-        }
-      }
-      const bool blocked = host && lanes.size() > 1 &&
-                           (host_whole || (whole_host ? host_running_any : lane == nullptr));
+      const HostPlace place = host && lanes.size() > 1 ? PlaceInLanes(*c, lanes, runner, host_running_any, host_whole)
+                                                       : HostPlace{};
+      const CpuLane* lane = place.lane;
+      const bool whole_host = place.whole_host;
       const std::string lane_name = lane != nullptr ? lane->name : c->key.device;
-      if (blocked || !runner.CanStart(lane_name) || (host && host_waiting)) {
-        if (host && whole_host && !host_whole) host_waiting = true;  // the host empties for it
+      if (place.blocked || !runner.CanStart(lane_name) || (host && host_waiting)) {
+        if (whole_host && !host_whole) host_waiting = true;  // the host empties for it
         ++it;
         continue;
       }

@@ -21,7 +21,9 @@ std::string Percent(double fraction) { return FormatNumber(100 * fraction, 1) + 
 }  // namespace
 
 SpeedSample SpeedOf(const SupportEntry& entry) {
-  return {entry.tokens_per_second, entry.step_time_s, entry.step_time_spread_s, entry.device_name};
+  std::optional<int> threads;
+  if (entry.threads) threads = static_cast<int>(*entry.threads);
+  return {entry.tokens_per_second, entry.step_time_s, entry.step_time_spread_s, entry.device_name, threads};
 }
 
 SpeedSample SpeedOf(const CellResult& record) {

@@ -31,8 +31,8 @@ struct SpeedSample {
   std::optional<double> step_time_s;         // median step time after warm-up
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times
   std::string device_name;                   // "" when unknown
-  // ATen threads of the measurement (a record's; a cpu lane's width, matrix/lanes.h); unknown for a support
-  // entry, which does not keep them.
+  // ATen threads of the measurement (a cpu lane's width, matrix/lanes.h); unknown where not recorded (an
+  // entry written before entries kept them).
   std::optional<int> threads;
 };
 SpeedSample SpeedOf(const SupportEntry& entry);

@@ -58,7 +58,8 @@ TEST(SpeedTest, SamplesComeFromEntriesAndRecords) {
   r.provenance.device_name = "GPU";
   r.threads = 4;
   EXPECT_EQ(SpeedOf(r).threads, 4);
-  EXPECT_FALSE(SpeedOf(e).threads.has_value());  // an entry keeps no threads
+  EXPECT_FALSE(SpeedOf(e).threads.has_value());  // an entry written before entries kept them
+  EXPECT_EQ(SpeedOf(SupportFromCell(r)).threads, 4);
   for (const SpeedSample& s : {SpeedOf(e), SpeedOf(r)}) {
     EXPECT_EQ(s.tokens_per_second, 10);
     EXPECT_EQ(s.step_time_s, 2);

@@ -64,6 +64,7 @@ const std::vector<SupportField>& SupportFields() {
       Number("wall_time_s", &SupportEntry::wall_time_s, TenthsOf),
       Number("startup_time_s", &SupportEntry::startup_time_s, TenthsOf),
       Number("ranks", &SupportEntry::ranks, Whole),
+      AddedNumber("threads", &SupportEntry::threads, Whole),
       AddedText("ops_verified", &SupportEntry::ops_verified),
       AddedText("proxy", &SupportEntry::proxy),
       AddedNumber("extrapolated_tokens_per_second", &SupportEntry::extrapolated_tokens_per_second, TenthsOf),
@@ -122,7 +123,7 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
         &SupportEntry::wall_time_s, &SupportEntry::startup_time_s, &SupportEntry::time_to_first_token_s,
         &SupportEntry::prefill_tokens_per_second, &SupportEntry::extrapolated_tokens_per_second,
         &SupportEntry::extrapolated_step_time_s, &SupportEntry::gflops_per_second, &SupportEntry::peak_share,
-        &SupportEntry::extrapolated_peak_share}) {
+        &SupportEntry::extrapolated_peak_share, &SupportEntry::threads}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -148,6 +149,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.commit = cell.provenance.commit;
   s.stand_in = cell.stand_in;
   if (cell.world_size > 1) s.ranks = cell.world_size;
+  if (cell.threads) s.threads = *cell.threads;
   if (cell.ops_verified) s.ops_verified = *cell.ops_verified ? "yes" : "no";
   if (!cell.proxy_layers.empty()) {
     s.proxy = ProxyDepths(cell) + " of " + ProxiedSize(cell) + " (" + cell.proxy_cut + ")";

@@ -46,6 +46,9 @@ struct SupportEntry {
   // Ranks a distributed recipe's cell trained with (tokens/s counts all of them, peak memory is the largest
   // rank's on an accelerator and their sum on cpu); absent for one process.
   std::optional<double> ranks;
+  // ATen threads per process the measurement ran with (CellResult::threads: a cpu lane's width, or the cores a
+  // cell had): speeds of entries with different thread counts are not compared. Absent where not recorded.
+  std::optional<double> threads;
   // A proxied cell (CellResult's proxy fields, matrix/proxy_cell.h): whether every operation of the config
   // ran here ("yes": every proxy ran; "no": one failed; "": no proxy ran), which proxies ("1 and 4 of 32
   // layers (model.num_layers 4 of 32)"), and the real depth's numbers extrapolated from theirs: predictions

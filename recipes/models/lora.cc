@@ -172,6 +172,18 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   }
   if (!adapter_ || !adapter_enabled_) return out;
   torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
+  const LinearImpl& b = *lora_b_;
+  const bool plain_b = !b.quantized() && !b.int4() && !b.fake_quant_enabled() && !b.bias_.defined() &&
+                       b.weight_.scalar_type() == out.scalar_type();
+  // A fake-quantised base (QAT) keeps torchtune's QATLoRALinear sum, which its fixture matches value for value.
+  if (!adapter_->use_dora && plain_b && !fake_quant_enabled()) {
+    // The adapter's second product fused into the sum: addmm(base, A x, B^T, beta 1, alpha scale) writes no
+    // [tokens, out] temporary and makes no separate scale and add passes (benchmarks/lora_linear_benchmark.cc:
+    // 11% less time for forward and backward at 2048 -> 8192, rank 64, bf16; 6% at 2048 -> 2048).
+    const torch::Tensor a = lora_a_->forward(adapter_in);
+    return at::addmm(out.reshape({-1, out.size(-1)}), a.reshape({-1, a.size(-1)}), b.weight_.t(), 1, adapter_scaling())
+        .view(out.sizes());
+  }
   torch::Tensor lora_out = lora_b_->forward(lora_a_->forward(adapter_in));
   if (!adapter_->use_dora) return out + adapter_scaling() * lora_out;
   // torchtune's DoRALinear, term for term: (m/|W'| - 1) * base + m/|W'| * lora * scale, plus base.
