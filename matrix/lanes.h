@@ -15,8 +15,9 @@ struct CpuLane {
 };
 
 // The lanes a machine gets when none are asked for: one per 4 CPUs of `usable_cpus` left after 2 for each of
-// `accelerators` (the process feeding a GPU needs a core or two), at least 1. One lane on 2 cores: a lane of 1
-// core would halve every cell's speed for no gain in the matrix's time.
+// `accelerators` (the process feeding a GPU needs a core or two), at least 1. One lane on 2 cores: two lanes of
+// 1 core finish start-up-bound cells sooner (the 62 tiny configs: 52.9 s against 74.5 s), but every cell then
+// measures a 1-thread speed, not comparable with the 2-thread records, so they are asked for (--lanes 2).
 int DefaultCpuLanes(int usable_cpus, int accelerators);
 
 // `cpus` split into `lanes` lanes of consecutive CPUs whose sizes differ by at most one (the first lanes get the
