@@ -23,7 +23,7 @@ namespace {
 constexpr int64_t kTokens = 1024, kIn = 2048, kRank = 64;
 constexpr double kAlpha = 128;
 
-// Arg 0: 0 the project's layer, 1 the fused addmm; arg 1: out features.
+// Arg 0: 0 the three passes, 1 the project's (fused) layer; arg 1: out features.
 void BM_LoraLinear(benchmark::State& state) {
   const bool fused = state.range(0) == 1;
   const int64_t out = state.range(1);

@@ -41,16 +41,16 @@ void RunSummary::Finish() {
   for (double t : times) deviations.push_back(std::fabs(t - median));
   step_time_median_s = median;
   step_time_spread_s = Median(deviations);
-  std::vector<double> rates;
-  for (size_t i = skip; i < step_times_s.size() && i < step_tokens.size(); ++i) {
-    if (step_times_s[i] > 0) rates.push_back(static_cast<double>(step_tokens[i]) / step_times_s[i]);
-  }
-  if (!rates.empty()) tokens_per_second = Median(rates);
-  std::vector<double> flop_rates;
-  for (size_t i = skip; i < step_times_s.size() && i < step_flops.size(); ++i) {
-    if (step_times_s[i] > 0) flop_rates.push_back(step_flops[i] / step_times_s[i]);
-  }
-  if (!flop_rates.empty()) flops_per_second = Median(flop_rates);
+  // The median of a per-step count over its step's time, from step `skip` on; unknown without counts.
+  auto median_rate = [&](const auto& counts) -> std::optional<double> {
+    std::vector<double> rates;
+    for (size_t i = skip; i < step_times_s.size() && i < counts.size(); ++i) {
+      if (step_times_s[i] > 0) rates.push_back(static_cast<double>(counts[i]) / step_times_s[i]);
+    }
+    return rates.empty() ? std::nullopt : std::optional<double>(Median(rates));
+  };
+  tokens_per_second = median_rate(step_tokens);
+  flops_per_second = median_rate(step_flops);
 }
 
 json RunSummaryToJson(const RunSummary& s) {

@@ -222,7 +222,6 @@ std::vector<std::string> With(std::vector<std::string> flags, const std::vector<
   return flags;
 }
 
-// Whether a planned cell runs in full after its proxies (--calibrate: it has both) rather than through them.
 int Plan(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
@@ -324,7 +323,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   }
   Status handlers = SubprocessSet::InstallInterruptHandlers();
   if (!handlers.ok()) return Fail(err, handlers);
-  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path);
+  // Each device's matmul peak is measured once, with the devices, for every cell's share of it.
+  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true);
   if (!devices.ok()) return Fail(err, devices.status());
   if (options.cpu_lanes == 0) {
     const int accelerators = static_cast<int>(std::count_if(devices->begin(), devices->end(), [](const DeviceInfo& d) {
@@ -341,20 +341,13 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
       out << (i ? ", " : "") << lanes[i].name << " on CPU" << (cpus.size() == 1 ? " " : "s ") << JoinStrings(cpus, ",");
     }
     out << ")\n";
+    // The peak again inside a lane's CPUs, at the threads a cell of that lane computes with.
+    devices = DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, lanes.front().cpus);
+    if (!devices.ok()) return Fail(err, devices.status());
   }
-  // Each device's matmul peak is measured once, here, for every cell's share of it: in a lane's CPUs, at the
-  // threads a cell of that lane computes with.
-  StatusOr<std::vector<DeviceInfo>> peaks =
-      DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, lanes.front().cpus);
-  if (!peaks.ok()) return Fail(err, peaks.status());
-  for (DeviceInfo& d : *devices) {
-    for (const DeviceInfo& p : *peaks) {
-      if (p.id != d.id) continue;
-      d.matmul_peak_flops = p.matmul_peak_flops;
-      d.matmul_peak_threads = p.matmul_peak_threads;
-      std::string peak = DescribeMatmulPeak(d);
-      if (!peak.empty()) out << peak << "\n";
-    }
+  for (const DeviceInfo& d : *devices) {
+    std::string peak = DescribeMatmulPeak(d);
+    if (!peak.empty()) out << peak << "\n";
   }
   std::unique_ptr<CellRunner> runner =
       MakeSubprocessRunner(static_cast<int>(devices->size() + lanes.size() - 1));

@@ -129,8 +129,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
   // rank's memory, summed over the ranks; harness/device_hooks.h ProcessPeakRss), which the run also prints.
   // Only a host-memory cell that wrote none (it crashed, or was stopped) takes the runner's polled peak of its
   // process group instead.
-  bool host_memory = cell.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
-  if (outcome.peak_rss_bytes > 0 && host_memory && !r.peak_memory_bytes) r.peak_memory_bytes = outcome.peak_rss_bytes;
+  if (outcome.peak_rss_bytes > 0 && IsHostCell(cell) && !r.peak_memory_bytes) r.peak_memory_bytes = outcome.peak_rss_bytes;
 
   if (outcome.timed_out) {
     r.status = CellStatus::kTimeout;

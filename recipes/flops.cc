@@ -56,26 +56,31 @@ int64_t AttendedPairs(int64_t length, int64_t window) {
   return window * (window + 1) / 2 + (length - window) * window;
 }
 
-double ForwardFlops(const FlopModel& model, int64_t rows, int64_t length) {
+namespace {
+
+// FLOPs over `rows` x `length` positions: `per_frozen` and `per_trained` FLOPs per weight and position for the
+// base weights (trained in full fine-tuning, frozen under LoRA), `per_trained` for the adapters' weights, and
+// attention's forward `attention_passes` times.
+double Count(const FlopModel& model, int64_t rows, int64_t length, double per_frozen, double per_trained,
+             double attention_passes) {
   double per_position = 0;
   for (const LinearShape& l : Linears(model)) {
-    per_position += 2.0 * static_cast<double>(l.in * l.out);
-    if (l.adapted) per_position += 2.0 * static_cast<double>(model.lora->rank * (l.in + l.out));
+    per_position += (model.lora ? per_frozen : per_trained) * static_cast<double>(l.in * l.out);
+    if (l.adapted) per_position += per_trained * static_cast<double>(model.lora->rank * (l.in + l.out));
   }
   const double positions = static_cast<double>(rows * length);
-  return positions * per_position + static_cast<double>(rows) * AttentionForward(model.args, length);
+  return positions * per_position + attention_passes * static_cast<double>(rows) * AttentionForward(model.args, length);
+}
+
+}  // namespace
+
+double ForwardFlops(const FlopModel& model, int64_t rows, int64_t length) {
+  return Count(model, rows, length, 2, 2, 1);
 }
 
 double TrainingFlops(const FlopModel& model, int64_t rows, int64_t length) {
-  const bool full = !model.lora;
-  double per_position = 0;
-  for (const LinearShape& l : Linears(model)) {
-    per_position += (full ? 6.0 : 4.0) * static_cast<double>(l.in * l.out);
-    if (l.adapted) per_position += 6.0 * static_cast<double>(model.lora->rank * (l.in + l.out));
-  }
-  const double positions = static_cast<double>(rows * length);
   // The backward of both attention products computes two gradients each: twice the forward.
-  return positions * per_position + 3.0 * static_cast<double>(rows) * AttentionForward(model.args, length);
+  return Count(model, rows, length, 4, 6, 3);
 }
 
 }  // namespace tmx
