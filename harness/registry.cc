@@ -136,6 +136,19 @@ class Validator {
       case FieldType::kAny:
         break;
     }
+    if (!ok && spec.type == FieldType::kComponent && value.IsMap()) {
+      // A section a config lacks, created by overrides of its keys alone (profiler.enabled=True): name the fix.
+      std::string example;
+      for (const ComponentSpec& c : registry_.components()) {
+        if (c.kind == spec.component_kind && c.unsupported_reason.empty()) {
+          example = c.aliases.empty() ? c.name : c.aliases.front();
+          break;
+        }
+      }
+      Add(key, key + " has no _component_ (expected " + Expected(spec) + "); fix: " +
+                   (example.empty() ? "add " + key + "._component_" : "add " + key + "._component_=" + example));
+      return;
+    }
     if (!ok) {
       Add(key, std::string("expected ") + Expected(spec) + ", got " + DescribeNode(value));
       return;

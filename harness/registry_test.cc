@@ -156,6 +156,16 @@ TEST(RegistryTest, MissingRequiredAndUnknownComponent) {
             }));
 }
 
+// A section made of keys alone (an override of profiler.enabled in a config without the section) names the
+// _component_ it lacks and one to use.
+TEST(RegistryTest, AComponentWithoutItsNameSaysWhichToAdd) {
+  Registry r = MakeRegistry();
+  Config c = Load("optimizer:\n  lr: 0.1\nmodel:\n  _component_: tune_matrix.models.tiny\n");
+  EXPECT_EQ(Messages(ValidateConfig(c, r.recipes()[0], r, nullptr)),
+            (std::vector<std::string>{"c.yaml:2:3: optimizer: optimizer has no _component_ (expected a component (a "
+                                      "mapping with _component_)); fix: add optimizer._component_=torch.optim.AdamW"}));
+}
+
 TEST(RegistryTest, DeviceRequirementsAreChecked) {
   Registry r = MakeRegistry();
   Config c = Load("optimizer:\n  _component_: bitsandbytes.optim.PagedAdamW8bit\ndtype: bf16\n");

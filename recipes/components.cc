@@ -114,15 +114,26 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   profiler.name = "tune_matrix.training.setup_torch_profiler";
   profiler.aliases = {"torchtune.training.setup_torch_profiler"};
   profiler.kind = "profiler";
-  profiler.doc = "accepted for torchtune compatibility; only enabled=False is supported (no profiler in LibTorch C++)";
-  for (const char* b : {"cpu", "cuda", "xpu", "profile_memory", "with_stack", "record_shapes", "with_flops"}) {
-    profiler.params.push_back(Field(b, FieldType::kBool, "False", "torch.profiler option"));
+  profiler.doc = "with enabled=True, times the scheduled steps by ATen operation (self time, calls, input shapes; "
+                 "matmul, attention and other) into <output_dir>/op_profile.txt and .json (recipes/op_profile.h)";
+  for (const char* b : {"cpu", "cuda", "xpu"}) {
+    profiler.params.push_back(Field(b, FieldType::kBool, "True", "torch.profiler activity; every ATen operation is "
+                                                                "timed on the host either way"));
   }
-  for (const char* i : {"wait_steps", "warmup_steps", "active_steps", "num_cycles"}) {
-    profiler.params.push_back(AtLeast(Field(i, FieldType::kInt, "0", "torch.profiler schedule option"), 0));
+  for (const char* b : {"profile_memory", "with_stack", "with_flops"}) {
+    profiler.params.push_back(Field(b, FieldType::kBool, "False", "torch.profiler option; must be False when enabled"));
   }
-  profiler.params.push_back(Field("enabled", FieldType::kBool, "False", "must be False"));
-  profiler.params.push_back(Field("output_dir", FieldType::kString, "", "trace folder"));
+  profiler.params.push_back(Field("record_shapes", FieldType::kBool, "True", "one row per operation and input shapes"));
+  const std::pair<const char*, const char*> schedule[] = {
+      {"wait_steps", "5"}, {"warmup_steps", "5"}, {"active_steps", "2"}, {"num_cycles", "1"}};
+  for (const auto& [name, value] : schedule) {
+    profiler.params.push_back(AtLeast(Field(name, FieldType::kInt, value,
+                                            "schedule: wait, then warm up, then record; cycles (0: repeat)"),
+                                      0));
+  }
+  profiler.params.push_back(Field("enabled", FieldType::kBool, "False", "time the scheduled steps by operation"));
+  profiler.params.push_back(Field("output_dir", FieldType::kString, "", "folder of op_profile.txt and .json "
+                                                                        "(default <output_dir>/profiler_output)"));
   out->push_back(profiler);
 }
 

@@ -19,6 +19,7 @@
 #include "base/text.h"
 #include "harness/device_hooks.h"
 #include "harness/run_summary.h"
+#include "recipes/op_profile.h"
 #include "harness/config_manifest.h"
 #include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
@@ -207,6 +208,7 @@ class Trainer {
   StepCounts steps_;  // what decides steps_per_epoch_, for the line before the first step
   int64_t steps_per_epoch_ = 0, start_epoch_ = 0;
   double base_lr_ = 0;
+  std::optional<StepProfiler> profiler_;  // with profiler.enabled
 };
 
 Status Trainer::Setup(RunSummary* summary) {
@@ -312,6 +314,9 @@ Status Trainer::Setup(RunSummary* summary) {
   StatusOr<double> lr = config_.GetDouble("optimizer.lr");
   TM_RETURN_IF_ERROR(lr.status());
   base_lr_ = *lr;
+  StatusOr<ProfilerSettings> profiler = ReadProfilerSettings(config_);
+  TM_RETURN_IF_ERROR(profiler.status());
+  if (profiler->enabled) profiler_.emplace(*profiler, c10::DeviceTypeName(device_.type(), /*lower_case=*/true), parallel_.rank());
   return Status::OK();
 }
 
@@ -453,6 +458,7 @@ Status Trainer::Train(RunSummary* summary) {
                                              : 1.0);
       SetLearningRate(*optimizer_, lr);
       Synchronize();
+      if (profiler_) TM_RETURN_IF_ERROR(profiler_->BeforeStep(global_step - first_step));
       auto t0 = Clock::now();
       parallel_.ZeroGrad(*optimizer_);
       double loss_sum = 0;
@@ -514,6 +520,14 @@ Status Trainer::Train(RunSummary* summary) {
       parallel_.AfterStep();
       Synchronize();
       double step_time = Seconds(t0, Clock::now());
+      if (profiler_) {
+        StatusOr<bool> wrote = profiler_->AfterStep(global_step - first_step, step_time);
+        TM_RETURN_IF_ERROR(wrote.status());
+        if (*wrote) {
+          progress_.Line("Profile of " + profiler_->settings().DescribeSteps() + ": " +
+                         SummarizeOpProfile(profiler_->Profile()) + "; by operation in " + profiler_->TextPath());
+        }
+      }
       ++global_step;
       summary->step_times_s.push_back(step_time);
       summary->losses.push_back(loss_value);
@@ -588,6 +602,20 @@ Status Trainer::Run(RunSummary* summary) {
                    DtypeConfigName(settings_.dtype) + ")");
   }
   progress_.Line(DescribeSteps(steps_));
+  if (profiler_) {
+    const ProfilerSettings& p = profiler_->settings();
+    const int64_t run_steps = (settings_.epochs - start_epoch_) * steps_per_epoch_;
+    const int64_t needed = p.wait_steps + p.warmup_steps + p.active_steps;
+    if (run_steps < needed) {
+      progress_.Line("Profiler: this run has " + std::to_string(run_steps) + " steps, fewer than profiler.wait_steps + "
+                     "warmup_steps + active_steps (" + std::to_string(needed) + "), so no step is profiled; lower "
+                     "profiler.wait_steps and profiler.warmup_steps");
+    } else {
+      progress_.Line("Profiler: " + p.DescribeSteps() + " timed by ATen operation (profiler.wait_steps " +
+                     std::to_string(p.wait_steps) + ", warmup_steps " + std::to_string(p.warmup_steps) +
+                     ", active_steps " + std::to_string(p.active_steps) + "), written to " + profiler_->TextPath());
+    }
+  }
   return Train(summary);
 }
 

@@ -539,6 +539,75 @@ TEST_F(FinetuneTest, ARunSaysWhereItsOutputsGoHowManyStepsRunAndWhy) {
   EXPECT_NE(again.find("no checkpoints (save_checkpoints=False)"), std::string::npos) << again;
 }
 
+// profiler.enabled=True times the scheduled steps by operation: the files, and the categories a LoRA step has.
+TEST_F(FinetuneTest, TheProfilerTimesTheScheduledStepsByOperation) {
+  std::string out;
+  const std::string run = dir_ + "/profiled";
+  Run("tiny/lora_single_device",
+      {"output_dir=" + run, "max_steps_per_epoch=4", "save_checkpoints=False",
+       "profiler._component_=torchtune.training.setup_torch_profiler", "profiler.enabled=True",
+       "profiler.wait_steps=1", "profiler.warmup_steps=1", "profiler.active_steps=2"},
+      true, nullptr, &out);
+  const std::string text_path = run + "/profiler_output/op_profile.txt";
+  EXPECT_NE(out.find("Profiler: steps 3-4 timed by ATen operation (profiler.wait_steps 1, warmup_steps 1, "
+                     "active_steps 2), written to " + text_path),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Profile of steps 3-4: matmul "), std::string::npos) << out;
+  StatusOr<std::string> json = ReadFile(run + "/profiler_output/op_profile.json");
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  const nlohmann::json j = nlohmann::json::parse(*json);
+  EXPECT_EQ(j["steps"], 2);
+  EXPECT_GT(j["matmul_s"].get<double>(), 0);
+  EXPECT_GT(j["attention_s"].get<double>(), 0);
+  EXPECT_GT(j["other_s"].get<double>(), 0);
+  double self = 0;
+  bool shaped_mm = false;
+  for (const nlohmann::json& op : j["ops"]) {
+    self += op["self_s"].get<double>();
+    shaped_mm |= op["category"] == "matmul" && op["shapes"].get<std::string>().find("f32[") == 0;
+  }
+  EXPECT_TRUE(shaped_mm) << j.dump();
+  EXPECT_LE(self, j["step_time_s"].get<double>());
+  EXPECT_TRUE(ReadFile(text_path).ok());
+
+  // A run shorter than the schedule says so, and profiles nothing.
+  std::string short_out;
+  Run("tiny/lora_single_device",
+      {"output_dir=" + dir_ + "/short", "max_steps_per_epoch=2", "save_checkpoints=False",
+       "profiler._component_=torchtune.training.setup_torch_profiler", "profiler.enabled=True"},
+      true, nullptr, &short_out);
+  EXPECT_NE(short_out.find("Profiler: this run has 2 steps, fewer than profiler.wait_steps + warmup_steps + "
+                           "active_steps (12), so no step is profiled"),
+            std::string::npos)
+      << short_out;
+  EXPECT_FALSE(ReadFile(dir_ + "/short/profiler_output/op_profile.json").ok());
+}
+
+// What the operation profiler cannot record is refused by its key, not silently dropped.
+TEST_F(FinetuneTest, ProfilerOptionsItCannotHonourAreRefusedNamingTheKey) {
+  const Registry& registry = BuiltinRegistry();
+  const RecipeSpec* recipe = registry.FindRecipe("lora_finetune_single_device");
+  ASSERT_NE(recipe, nullptr);
+  struct Case {
+    const char* override_arg;
+    const char* key;
+  };
+  for (const Case& k : {Case{"profiler.with_stack=True", "profiler.with_stack"},
+                        Case{"profiler.profile_memory=True", "profiler.profile_memory"},
+                        Case{"profiler.active_steps=0", "profiler.active_steps"}}) {
+    SCOPED_TRACE(k.override_arg);
+    StatusOr<Config> c = LoadResolvedConfig(
+        *LocateConfig("tiny/lora_single_device", registry),
+        {"profiler._component_=torchtune.training.setup_torch_profiler", "profiler.enabled=True", k.override_arg},
+        recipe, &registry);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    bool named = false;
+    for (const Problem& p : ValidateConfig(*c, *recipe, registry, nullptr)) named |= p.key == k.key;
+    EXPECT_TRUE(named);
+  }
+}
+
 // An epoch shorter than asked is explained: the data, the batch and gradient accumulation give fewer steps.
 TEST_F(FinetuneTest, AShortEpochIsExplained) {
   std::string out;

@@ -50,10 +50,17 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     const torch::Tensor& weight = saved[1];
     const torch::Tensor& grad_logits = saved[2];
     TORCH_CHECK(grad_logits.defined(), "NextTokenLinearLoss: backward through a loss computed without grad mode");
-    const torch::Tensor scale = (grad_output[0] / saved[3]).to(weight.scalar_type());
+    // The mean's 1 / count (times the gradient from above) as the products' alpha: applied in float32 inside
+    // them, before their one rounding to the weight's dtype, instead of a second pass over each result (which
+    // for the weight's gradient is [V, D]) with the factor rounded to that dtype.
+    const double scale = (grad_output[0].to(torch::kDouble) / saved[3].to(torch::kDouble)).item<double>();
+    auto scaled_product = [scale](const torch::Tensor& a, const torch::Tensor& b) {
+      torch::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+      return at::addmm_out(out, out, a, b, /*beta=*/0, /*alpha=*/scale);  // beta 0: out's contents are not read
+    };
     torch::Tensor grad_hidden, grad_weight;
-    if (ctx->needs_input_grad(0)) grad_hidden = at::mm(grad_logits, weight).mul_(scale);
-    if (ctx->needs_input_grad(1)) grad_weight = at::mm(grad_logits.t(), hidden).mul_(scale);
+    if (ctx->needs_input_grad(0)) grad_hidden = scaled_product(grad_logits, weight);
+    if (ctx->needs_input_grad(1)) grad_weight = scaled_product(grad_logits.t(), hidden);
     return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -8,6 +8,7 @@ add_library(tm_recipes
   estimate.cc
   finetune.cc
   flops.cc
+  op_profile.cc
   generate.cc
   quantize.cc
   loss.cc
@@ -53,7 +54,7 @@ endif()
 tm_add_test(recipes_generate_test SOURCES generate_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc
-            optimizer_in_backward_test.cc loss_test.cc flops_test.cc
+            optimizer_in_backward_test.cc loss_test.cc flops_test.cc op_profile_test.cc
             run_progress_test.cc train_setup_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc LIBS tm_recipes TORCH LABELS recipes)

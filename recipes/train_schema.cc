@@ -280,7 +280,20 @@ std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const
       add("enable_activation_offloading", "activation offloading needs enable_activation_checkpointing=True");
     }
   }
-  if (is_true("profiler.enabled")) add("profiler.enabled", "the torch profiler is not available in LibTorch C++; set profiler.enabled=False");
+  if (is_true("profiler.enabled")) {
+    // recipes/op_profile.h times operations; it keeps no memory timeline, stacks or FLOP counts.
+    for (const char* key : {"profiler.profile_memory", "profiler.with_stack", "profiler.with_flops"}) {
+      if (is_true(key)) {
+        add(key, std::string(key) + "=True is not recorded by tune's operation profiler (it times each ATen operation "
+                 "and writes op_profile.txt); set " + key + "=False");
+      }
+    }
+    StatusOr<int64_t> active = config.GetInt("profiler.active_steps", 2);
+    if (active.ok() && *active < 1) {
+      add("profiler.active_steps", "profiler.enabled=True records active_steps steps of each cycle; set "
+                                   "profiler.active_steps to 1 or more");
+    }
+  }
   return problems;
 }
 

@@ -138,6 +138,8 @@ class LinearImpl : public torch::nn::Module {
   // Whether forward fake-quantises now: attached and not switched off (torchtune's fake_quant_after_n_steps
   // switches it off for the first steps).
   bool fake_quant_enabled() const { return fake_quant_group_size_ > 0 && fake_quant_enabled_; }
+  // x W^T (+ bias) through the weight's form: NF4, int4, fake-quantised or plain; no adapter.
+  torch::Tensor BaseForward(const torch::Tensor& x) const;
   void EnableFakeQuantization(bool enabled) { fake_quant_enabled_ = enabled; }
 
   // Post-training 8da4w quantisation (the quantize recipe, and generation from its checkpoint): the parameter
