@@ -323,6 +323,16 @@ Origin Config::OriginOf(const std::string& dotted) const {
     if (dot == std::string::npos) break;
     key = key.substr(0, dot);
   }
+  // A section the file lacks, made by overrides of its keys (profiler.enabled=True): the first such override.
+  if (!dotted.empty() && value_marks_.count(dotted) == 0) {
+    for (const auto& [key, arg] : overrides_) {
+      if (key.rfind(dotted + ".", 0) == 0) {
+        Origin o;
+        o.override_arg = arg;
+        return o;
+      }
+    }
+  }
   for (std::string key = dotted;;) {
     auto it = value_marks_.find(key);
     if (it != value_marks_.end() && (key.empty() || Find(key).IsDefined())) return OriginFromMark(path_, it->second);

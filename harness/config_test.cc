@@ -165,6 +165,15 @@ TEST(ConfigTest, TypedGettersNameKeyAndOrigin) {
   EXPECT_EQ(bad.status().message(), "override 'batch_size=four': key 'batch_size': expected an integer, got 'four'");
 }
 
+// A section the file lacks, made by overrides of its keys, is placed on the command line, not in the file.
+TEST(ConfigTest, ASectionMadeByOverridesIsPlacedOnTheCommandLine) {
+  Config c = Load(kBase);
+  ASSERT_TRUE(c.ApplyOverrides({"profiler.enabled=True", "profiler.wait_steps=1"}).ok());
+  EXPECT_EQ(c.OriginOf("profiler").override_arg, "profiler.enabled=True");
+  EXPECT_EQ(c.OriginOf("profiler.wait_steps").override_arg, "profiler.wait_steps=1");
+  EXPECT_EQ(c.OriginOf("batch_size").override_arg, "");  // from the file
+}
+
 TEST(ConfigTest, CopiesAreDeep) {
   Config a = Load(kBase);
   Config b = a;
