@@ -49,6 +49,9 @@ struct DeviceTypeTraits {
   // host's, so the matrix also limits a cell's resident memory), the device's caching allocator, or nowhere.
   enum class PeakMemory { kProcessRss, kAllocator, kNone };
   PeakMemory peak_memory = PeakMemory::kNone;
+  // Whether the device's memory is the host's (read as the process's resident set): what estimates, the
+  // matrix's host memory limit and lanes, and the ranks sharing one host ask.
+  bool HostMemory() const { return peak_memory == PeakMemory::kProcessRss; }
   // Whether each device of the type has a random generator of its own (beside the cpu one) that activation
   // checkpointing must save and replay, so recomputed dropout draws the same mask.
   bool own_generator = false;

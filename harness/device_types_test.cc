@@ -28,6 +28,9 @@ TEST(DeviceTypesTest, EveryBuiltinTypeIsInTheTable) {
   EXPECT_FALSE(FindDeviceType("meta")->trains);
   EXPECT_EQ(FindDeviceType("cpu")->peak_memory, DeviceTypeTraits::PeakMemory::kProcessRss);
   EXPECT_EQ(FindDeviceType("cuda")->peak_memory, DeviceTypeTraits::PeakMemory::kAllocator);
+  EXPECT_TRUE(FindDeviceType("cpu")->HostMemory());
+  EXPECT_FALSE(FindDeviceType("cuda")->HostMemory());
+  EXPECT_FALSE(FindDeviceType("meta")->HostMemory());
 }
 
 TEST(DeviceTypesTest, ParsesEveryForm) {

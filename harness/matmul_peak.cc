@@ -75,7 +75,7 @@ std::string ChooseThreads() {
 Status MeasureMatmulPeaks(const MatmulPeakOptions& options, DeviceInfo* device) {
   std::vector<int64_t> sizes = options.sizes;
   if (sizes.empty()) {
-    sizes = device->traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss
+    sizes = device->traits().HostMemory()
                 ? std::vector<int64_t>{512, 1024, 2048}
                 : std::vector<int64_t>{2048, 4096, 8192};
   }

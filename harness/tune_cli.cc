@@ -479,7 +479,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
 // accelerator take one device each (rank r uses index r).
 std::string RanksProblem(int nproc, const DeviceInfo& device) {
   const DeviceTypeTraits& traits = device.traits();
-  if (traits.peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss) {
+  if (traits.HostMemory()) {
     const int cores = ReadUsableCores().count;  // affinity and cgroup quota, not the host's CPUs
     if (nproc <= cores) return "";
     return "--nproc_per_node " + std::to_string(nproc) + " is more ranks than this machine's " + std::to_string(cores) +

@@ -328,7 +328,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!devices.ok()) return Fail(err, devices.status());
   if (options.cpu_lanes == 0) {
     const int accelerators = static_cast<int>(std::count_if(devices->begin(), devices->end(), [](const DeviceInfo& d) {
-      return d.traits().peak_memory != DeviceTypeTraits::PeakMemory::kProcessRss;
+      return !d.traits().HostMemory();
     }));
     options.cpu_lanes = DefaultCpuLanes(ReadUsableCores().count, accelerators);
   }

@@ -41,7 +41,7 @@ std::string LastLine(const std::string& text) { return LastLines(text, 1); }
 
 // Whether a cell's memory is the host's (cpu): such cells share the host's memory limit and run in cpu lanes.
 bool IsHostCell(const PlannedCell& c) {
-  return c.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  return c.device.traits().HostMemory();
 }
 
 // Where a host cell may start now among several cpu lanes. It takes a free lane with a CPU for each of its ranks (a

@@ -113,7 +113,7 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   const double dora = choice.lora && choice.lora->use_dora
                           ? 2 * static_cast<double>(LargestAdaptedWeight(args, *choice.lora)) * bytes
                           : 0;
-  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const bool host_memory = device.traits().HostMemory();
   const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
   const double peak =
       (weights + nf4_weights + grads + states + activations + logits + dora + runtime) * (host_memory ? n : 1);
@@ -138,7 +138,7 @@ StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& reg
   e.trainable_parameters = 0;
   const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   const double tokens = static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
-  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const bool host_memory = device.traits().HostMemory();
   // The teacher's logits and their float32 softmax; the student's float32 logits, log-softmax, its product with
   // the teacher's and that product masked, and the log-softmax's gradient (the fused cross-entropy that
   // EstimateFinetune counted cannot serve distillation, which needs the student's whole distribution).
@@ -166,7 +166,7 @@ StatusOr<CellEstimate> EstimateDpoReference(const Config& config, const Registry
   const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   const double rows = 2 * static_cast<double>(*batch);  // chosen and rejected
   const double tokens = rows * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
-  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const bool host_memory = device.traits().HostMemory();
   const double weights = own_weights ? static_cast<double>(total) * bytes : 0;
   if (own_weights) e.parameters = total;
   // The reference's logits and float32 log-softmax (no gradient), and the policy's float32 log-softmax and its
@@ -238,7 +238,7 @@ StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Regis
   const double layers = *checkpointing ? 1.0 : static_cast<double>(args.num_layers);
   // Quantising the largest weight: its float32 quotient and rounded copy, and the integer codes.
   const double temporaries = largest * (4 + 4 + 4);
-  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const bool host_memory = device.traits().HostMemory();
   return (layers * layer + output + temporaries) * (host_memory ? static_cast<double>(ranks) : 1.0);
 }
 

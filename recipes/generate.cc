@@ -332,7 +332,7 @@ StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& re
                         3 * static_cast<double>(args.intermediate_dim)) *
                        bytes;
   const double logits = positions * static_cast<double>(args.vocab_size) * (bytes + 4);
-  const bool host_memory = device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+  const bool host_memory = device.traits().HostMemory();
   const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
   double peak = weights + cache + layer + logits + runtime;
   if (ranks > 1) {

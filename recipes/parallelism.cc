@@ -174,7 +174,7 @@ Status RunInProcessOrRanks(const Config& config, const RunContext& context, cons
       // Each rank reads its own peak; on an accelerator the largest counts, on the host (ranks sharing its
       // memory) their sum; only while the group works.
       std::optional<MemoryReading> peak = PeakMemory(context.device);
-      const bool shared_host = context.device.traits().peak_memory == DeviceTypeTraits::PeakMemory::kProcessRss;
+      const bool shared_host = context.device.traits().HostMemory();
       if (s.ok() && peak) {
         const double own = static_cast<double>(peak->bytes);
         ranks_peak = static_cast<int64_t>(shared_host ? (*parallel)->Sum(own) : (*parallel)->Max(own));
