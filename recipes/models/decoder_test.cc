@@ -423,6 +423,39 @@ TEST(DecoderTest, NormPlusOneMultipliesByOnePlusScale) {
   EXPECT_TRUE(torch::allclose(gemma(x), RmsNorm(x, s, 1e-6, true), 1e-6, 1e-6));
 }
 
+// The norm is torchtune's spelled-out float32 RMSNorm bit for bit, forward and backward (input and scale),
+// in bf16 and fp32, plain and Gemma's (1 + scale).
+TEST(DecoderTest, NormEqualsTorchtunesFloat32FormulaBitForBit) {
+  for (const bool plus_one : {false, true}) {
+    for (const c10::ScalarType dtype : {torch::kBFloat16, torch::kFloat}) {
+      for (const int64_t width : {64, 896, 2048}) {
+        SCOPED_TRACE(std::to_string(width) + (plus_one ? " plus one " : " ") + c10::toString(dtype));
+        torch::manual_seed(width);
+        RMSNorm norm(width, 1e-6, torch::TensorOptions().dtype(dtype), plus_one);
+        torch::Tensor scale = Params(*norm)["scale"];
+        {
+          torch::NoGradGuard no_grad;
+          scale.copy_(torch::randn({width}) * 0.1 + (plus_one ? 0 : 1));
+        }
+        const torch::Tensor x = (torch::randn({3, 37, width}) * 3).to(dtype).requires_grad_();
+        const torch::Tensor g = torch::randn({3, 37, width}).to(dtype);
+        const torch::Tensor y = norm(x);
+        const auto grads = torch::autograd::grad({y}, {x, scale}, {g});
+        // torchtune: x_fp32 * rsqrt(mean(x_fp32^2) + eps), cast back and times scale (Gemma: times 1 + scale in
+        // float32, then cast).
+        const torch::Tensor xf = x.to(torch::kFloat);
+        const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + 1e-6);
+        const torch::Tensor expected =
+            plus_one ? (normed * (1 + scale.to(torch::kFloat))).to(dtype) : normed.to(dtype) * scale;
+        const auto expected_grads = torch::autograd::grad({expected}, {x, scale}, {g});
+        EXPECT_TRUE(torch::equal(y, expected));
+        EXPECT_TRUE(torch::equal(grads[0], expected_grads[0]));
+        EXPECT_TRUE(torch::equal(grads[1], expected_grads[1]));
+      }
+    }
+  }
+}
+
 TEST(DecoderTest, PostNormsScaleTheResidualBranches) {
   // Gemma 2 with every sa_scale and mlp_scale at -1: (1 + scale) = 0 removes both branches, so the logits are
   // those of the scaled embeddings through the final norm and the tied output, soft-capped.
