@@ -604,8 +604,8 @@ Status Trainer::Run(RunSummary* summary) {
   progress_.Line(DescribeSteps(steps_));
   if (profiler_) {
     const ProfilerSettings& p = profiler_->settings();
-    const int64_t run_steps = (settings_.epochs - start_epoch_) * steps_per_epoch_;
-    const int64_t needed = p.wait_steps + p.warmup_steps + p.active_steps;
+    const int64_t run_steps = steps_.total_steps();
+    const int64_t needed = p.CycleSteps();
     if (run_steps < needed) {
       progress_.Line("Profiler: this run has " + std::to_string(run_steps) + " steps, fewer than profiler.wait_steps + "
                      "warmup_steps + active_steps (" + std::to_string(needed) + "), so no step is profiled; lower "

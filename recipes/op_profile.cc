@@ -151,7 +151,7 @@ void OnEnd(const at::RecordFunction& fn, at::ObserverContext* context) {
 
 }  // namespace
 
-OpProfiler::OpProfiler(bool record_shapes) : record_shapes_(record_shapes), state_(std::make_shared<State>()) {
+OpProfiler::OpProfiler(bool record_shapes) : state_(std::make_shared<State>()) {
   state_->record_shapes = record_shapes;
 }
 
@@ -167,7 +167,7 @@ Status OpProfiler::Start() {
     g_state = state_;
   }
   at::RecordFunctionCallback callback(&OnStart, &OnEnd);
-  callback.needsInputs(record_shapes_).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
+  callback.needsInputs(state_->record_shapes).scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION});
   handle_ = at::addGlobalCallback(callback);
   recording_ = true;
   return Status::OK();
@@ -196,19 +196,18 @@ std::vector<OpStats> OpProfiler::Ops() const {
 // ---- Settings -------------------------------------------------------------------------------------------
 
 bool ProfilerSettings::Active(int64_t step) const {
-  const int64_t cycle = wait_steps + warmup_steps + active_steps;
+  const int64_t cycle = CycleSteps();
   if (!enabled || active_steps <= 0 || step < 0) return false;
   if (num_cycles > 0 && step / cycle >= num_cycles) return false;
   return step % cycle >= wait_steps + warmup_steps;
 }
 
 bool ProfilerSettings::EndsCycle(int64_t step) const {
-  const int64_t cycle = wait_steps + warmup_steps + active_steps;
-  return Active(step) && step % cycle == cycle - 1;
+  return Active(step) && step % CycleSteps() == CycleSteps() - 1;
 }
 
 std::string ProfilerSettings::DescribeSteps() const {
-  const int64_t cycle = wait_steps + warmup_steps + active_steps;
+  const int64_t cycle = CycleSteps();
   auto range = [&](int64_t c) {
     const int64_t first = c * cycle + wait_steps + warmup_steps + 1, last = (c + 1) * cycle;
     return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
@@ -226,11 +225,12 @@ StatusOr<ProfilerSettings> ReadProfilerSettings(const Config& config) {
   StatusOr<bool> shapes = config.GetBool("profiler.record_shapes", true);
   StatusOr<std::string> output_dir = config.GetString("output_dir", "");
   for (const Status& st : {enabled.status(), shapes.status(), output_dir.status()}) TM_RETURN_IF_ERROR(st);
-  StatusOr<std::string> dir = config.GetString("profiler.output_dir", *output_dir + "/profiler_output");
+  const std::string default_dir = *output_dir + "/profiler_output";
+  StatusOr<std::string> dir = config.GetString("profiler.output_dir", default_dir);
   TM_RETURN_IF_ERROR(dir.status());
   s.enabled = *enabled;
   s.record_shapes = *shapes;
-  s.output_dir = dir->empty() ? *output_dir + "/profiler_output" : *dir;
+  s.output_dir = dir->empty() ? default_dir : *dir;
   const std::pair<const char*, int64_t*> ints[] = {{"profiler.wait_steps", &s.wait_steps},
                                                    {"profiler.warmup_steps", &s.warmup_steps},
                                                    {"profiler.active_steps", &s.active_steps},
@@ -267,17 +267,9 @@ double OpProfile::OverheadShare() const {
 
 namespace {
 
-std::string Percent(double part, double whole) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
-  return buf;
-}
+std::string Percent(double part, double whole) { return FormatNumber(whole > 0 ? 100.0 * part / whole : 0.0, 1) + "%"; }
 
-std::string Secs(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.3f", s);
-  return buf;
-}
+std::string Secs(double s) { return FormatNumber(s, 3); }
 
 std::string StepsText(const OpProfile& p) {
   return std::to_string(p.steps) + (p.steps == 1 ? " step" : " steps") + " (" + Secs(p.step_time_s) + " s)";
@@ -313,7 +305,7 @@ std::string FormatOpProfile(const OpProfile& p) {
     std::snprintf(line, sizeof(line), "%-20s %10s s %7s\n", name, Secs(s).c_str(), Percent(s, t).c_str());
     out << line;
   }
-  out << "outside matmul and attention: " << Percent(p.OverheadShare() * t, t) << " of the step time\n\n";
+  out << "outside matmul and attention: " << Percent(p.OverheadShare(), 1) << " of the step time\n\n";
   std::snprintf(line, sizeof(line), "%10s %7s %7s  %-9s  %s\n", "self s", "share", "calls", "category", "operation");
   out << line;
   for (const OpStats& op : p.ops) {

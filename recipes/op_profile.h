@@ -56,7 +56,6 @@ class OpProfiler {
   struct State;  // shared with the callbacks
 
  private:
-  bool record_shapes_;
   bool recording_ = false;
   uint64_t handle_ = 0;
   std::shared_ptr<State> state_;
@@ -72,6 +71,8 @@ struct ProfilerSettings {
   int64_t num_cycles = 1;  // 0: the cycle repeats until the run ends
   bool record_shapes = true;
 
+  // Steps in one cycle: wait, warm-up and recorded ones.
+  int64_t CycleSteps() const { return wait_steps + warmup_steps + active_steps; }
   // Whether this run's step `step` (0-based, counted from the run's first step) is recorded. Warm-up steps
   // are not: they are there so that what is recorded runs warm, as torch.profiler's schedule has them.
   bool Active(int64_t step) const;

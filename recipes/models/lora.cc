@@ -178,22 +178,21 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   const bool plain_b = !b.quantized() && !b.int4() && !b.fake_quant_enabled() && !b.bias_.defined() &&
                        b.weight_.scalar_type() == x.scalar_type();
   // A fake-quantised base (QAT) keeps torchtune's QATLoRALinear sum, which its fixture matches value for value.
-  if (!adapter_->use_dora && plain_b && !fake_quant_enabled()) {
+  const bool fused = !adapter_->use_dora && plain_b && !fake_quant_enabled();
+  // Fused: in 2-D, so that the in-place sum below is on the base's product itself, not on a view of it.
+  const torch::Tensor input = fused ? x.reshape({-1, x.size(-1)}) : x;
+  torch::Tensor out = BaseForward(input);
+  const torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(input, adapter_->dropout, is_training()) : input;
+  if (fused) {
     // The adapter's second product accumulated into the base's output in place: addmm_(A x, B^T, beta 1, alpha
     // scale) on the [tokens, out] product, which no backward needs (the base is frozen and only its input's
     // gradient is taken), so there is no [tokens, out] temporary, no copy of the base into a new result and no
-    // separate scale and add passes (benchmarks/lora_linear_benchmark.cc). In 2-D, so the in-place sum is on the
-    // product itself and not on a view of it.
-    const torch::Tensor flat = x.reshape({-1, x.size(-1)});
-    torch::Tensor out = BaseForward(flat);
-    const torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(flat, adapter_->dropout, is_training()) : flat;
+    // separate scale and add passes (benchmarks/lora_linear_benchmark.cc).
     out.addmm_(lora_a_->forward(adapter_in), b.weight_.t(), 1, adapter_scaling());
     std::vector<int64_t> sizes = x.sizes().vec();
     sizes.back() = out.size(-1);
     return out.view(sizes);
   }
-  const torch::Tensor out = BaseForward(x);
-  const torch::Tensor adapter_in = adapter_->dropout > 0 ? torch::dropout(x, adapter_->dropout, is_training()) : x;
   torch::Tensor lora_out = lora_b_->forward(lora_a_->forward(adapter_in));
   if (!adapter_->use_dora) return out + adapter_scaling() * lora_out;
   // torchtune's DoRALinear, term for term: (m/|W'| - 1) * base + m/|W'| * lora * scale, plus base.
