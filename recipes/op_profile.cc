@@ -88,15 +88,24 @@ void AppendTensor(const at::Tensor& t, std::string* out) {
   *out += "]";
 }
 
+// The first kShownShapes tensor inputs, then how many there were: a fused optimizer's step takes every
+// parameter, its gradient and both moments (hundreds of tensors) and would fill a line with them.
+constexpr int kShownShapes = 8;
+
 std::string ShapesOf(const at::RecordFunction& fn) {
   std::string out;
+  int count = 0;
+  auto add = [&](const at::Tensor& t) {
+    if (count++ < kShownShapes) AppendTensor(t, &out);
+  };
   for (const c10::IValue& v : fn.inputs()) {
     if (v.isTensor()) {
-      AppendTensor(v.toTensor(), &out);
+      add(v.toTensor());
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorVector()) AppendTensor(t, &out);
+      for (const at::Tensor& t : v.toTensorVector()) add(t);
     }
   }
+  if (count > kShownShapes) out += ", ... (" + std::to_string(count) + " tensors)";
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "recipes/op_profile.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -70,6 +72,26 @@ TEST(OpProfileTest, CountsCallsAndSplitsSelfFromCalleeTime) {
   }
   EXPECT_LE(self, wall);
   for (size_t i = 1; i < ops.size(); ++i) EXPECT_GE(ops[i - 1].self_s, ops[i].self_s);  // largest self time first
+}
+
+// A list of tensors (a fused optimizer takes hundreds) shows its first 8 shapes and the count.
+TEST(OpProfileTest, ALongListOfInputsShowsItsFirstShapesAndItsCount) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> parts;
+  for (int64_t i = 1; i <= 10; ++i) parts.push_back(torch::zeros({i}));
+  OpProfiler profiler(/*record_shapes=*/true);
+  ASSERT_TRUE(profiler.Start().ok());
+  at::cat(parts);
+  at::cat({parts[0], parts[1]});
+  profiler.Stop();
+  std::vector<std::string> shapes;
+  for (const OpStats& op : profiler.Ops()) {
+    if (op.name == "aten::cat") shapes.push_back(op.shapes);
+  }
+  std::sort(shapes.begin(), shapes.end());
+  EXPECT_EQ(shapes, (std::vector<std::string>{
+                        "f32[1], f32[2]",
+                        "f32[1], f32[2], f32[3], f32[4], f32[5], f32[6], f32[7], f32[8], ... (10 tensors)"}));
 }
 
 TEST(OpProfileTest, WithoutShapesOneRowPerOperationAndOneProfilerAtATime) {

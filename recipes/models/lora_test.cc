@@ -264,6 +264,50 @@ TEST(LoraTest, MergedWeightIsBasePlusScaledProduct) {
   EXPECT_TRUE(torch::allclose(linear(x), torch::matmul(x, expected.t()), 1e-5, 1e-5));
 }
 
+// The largest |actual - expected|, for messages.
+double MaxDiff(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return (actual.detach() - expected).abs().max().item<double>();
+}
+
+// A frozen dense base is one autograd node (LoraProduct in lora.cc): its output and the gradients of the input,
+// A and B equal autograd's through the composite x W^T + b + scale (x A^T) B^T, for an input that needs its
+// gradient and for one that does not (the first layer's, below a frozen embedding).
+TEST(LoraTest, FrozenBaseProductHasTheCompositesValuesAndGradients) {
+  torch::manual_seed(6);
+  Linear linear(12, 10, c10::TensorOptions(), LoraAdapterOptions{3, 6, 0.0}, /*bias=*/true);
+  FreezeBaseParameters(*linear);
+  {
+    torch::NoGradGuard no_grad;
+    linear->lora_b().normal_();
+    const_cast<torch::Tensor&>(linear->bias()).normal_();
+  }
+  const torch::Tensor w = linear->weight().detach();
+  const torch::Tensor bias = linear->bias().detach();
+  const double scale = 6.0 / 3.0;
+  const torch::Tensor upstream = torch::randn({2, 4, 10});
+  for (const bool input_grad : {true, false}) {
+    SCOPED_TRACE(input_grad ? "input needs its gradient" : "input frozen");
+    for (auto& p : linear->parameters()) p.mutable_grad() = torch::Tensor();
+    const torch::Tensor x = torch::randn({2, 4, 12}).requires_grad_(input_grad);
+    torch::Tensor y = linear(x);
+    (y * upstream).sum().backward();
+    EXPECT_EQ(y.sizes(), torch::IntArrayRef({2, 4, 10}));
+
+    const torch::Tensor x_ref = x.detach().clone().requires_grad_(input_grad);
+    const torch::Tensor a_ref = linear->lora_a().detach().clone().requires_grad_(true);
+    const torch::Tensor b_ref = linear->lora_b().detach().clone().requires_grad_(true);
+    torch::Tensor y_ref = torch::matmul(x_ref, w.t()) + bias + scale * torch::matmul(torch::matmul(x_ref, a_ref.t()), b_ref.t());
+    (y_ref * upstream).sum().backward();
+
+    EXPECT_TRUE(torch::allclose(y.detach(), y_ref.detach(), 1e-5, 1e-5)) << MaxDiff(y, y_ref);
+    EXPECT_TRUE(torch::allclose(linear->lora_a().grad(), a_ref.grad(), 1e-5, 1e-5)) << MaxDiff(linear->lora_a().grad(), a_ref.grad());
+    EXPECT_TRUE(torch::allclose(linear->lora_b().grad(), b_ref.grad(), 1e-5, 1e-5)) << MaxDiff(linear->lora_b().grad(), b_ref.grad());
+    ASSERT_EQ(x.grad().defined(), input_grad);
+    if (input_grad) EXPECT_TRUE(torch::allclose(x.grad(), x_ref.grad(), 1e-5, 1e-5)) << MaxDiff(x.grad(), x_ref.grad());
+    EXPECT_FALSE(linear->weight().grad().defined());
+  }
+}
+
 TEST(LoraTest, DropoutAppliesToTheAdapterInputInTrainingOnly) {
   torch::manual_seed(5);
   Linear linear(16, 16, c10::TensorOptions(), LoraAdapterOptions{4, 8, 0.5});
@@ -297,11 +341,6 @@ nlohmann::json DoraFixture() {
 torch::Tensor FixtureTensor(const nlohmann::json& values, std::vector<int64_t> shape) {
   std::vector<float> v = values.get<std::vector<float>>();
   return torch::tensor(v, torch::kFloat).reshape(shape);
-}
-
-// The largest |actual - expected|, for messages.
-double MaxDiff(const torch::Tensor& actual, const torch::Tensor& expected) {
-  return (actual.detach() - expected).abs().max().item<double>();
 }
 
 LoraAdapterOptions Dora(int64_t rank, double alpha, double dropout = 0.0) { return {rank, alpha, dropout, true}; }

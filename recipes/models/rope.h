@@ -36,9 +36,15 @@ at::Tensor RopeInverseFrequencies(int64_t head_dim, double base, const std::opti
 
 // Rotates x [B, T, heads, head_dim] by position: the channel pair of frequency i at position t is rotated by
 // angle t * inv_freq[i], pairs chosen by `layout`. cos/sin are [T, head_dim/2] float32, or [B, T, head_dim/2]
-// when each row has its own positions (packed samples). Computed in float32,
-// returned in x's dtype.
+// when each row has its own positions (packed samples). Computed in float32 as torchtune does (x0 cos - x1 sin,
+// x1 cos + x0 sin), returned in x's dtype. One autograd node (its backward rotates the gradient back); on the CPU
+// one pass each way, with ApplyRotaryEmbeddingUnfused's bits.
 at::Tensor ApplyRotaryEmbedding(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                 RopeLayout layout = RopeLayout::kInterleaved);
+
+// The same rotation as ATen operations on a float32 copy (nine forward, more backward), differentiated by
+// autograd: the reference ApplyRotaryEmbedding keeps to (rope_test) and the form it replaced (rope_benchmark).
+at::Tensor ApplyRotaryEmbeddingUnfused(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                       RopeLayout layout = RopeLayout::kInterleaved);
 
 }  // namespace tmx::models

@@ -73,6 +73,39 @@ TEST(RopeTest, HalfLayoutDependsOnRelativePosition) {
   EXPECT_TRUE(torch::allclose(rq[0][0], q[0][0]));
 }
 
+TEST(RopeTest, FusedRotationHasTheUnfusedBitsForwardAndBackward) {
+  torch::manual_seed(3);
+  const int64_t b = 2, t = 5, heads = 3, head_dim = 128;  // 64 pairs: the vectorised loop, not only its tail
+  const Angles a = AnglesFor(t, head_dim, 500000);
+  // Packed rows: each row its own positions.
+  const torch::Tensor positions = torch::stack({torch::arange(t), torch::tensor({0, 1, 0, 1, 2})}).to(torch::kFloat);
+  const torch::Tensor row_angles = positions.unsqueeze(-1) * RopeInverseFrequencies(head_dim, 500000, {});
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (const RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalf}) {
+      for (const bool per_row : {false, true}) {
+        SCOPED_TRACE(std::string(c10::toString(dtype)) + (layout == RopeLayout::kHalf ? " half" : " interleaved") +
+                     (per_row ? " per row" : " shared positions"));
+        const torch::Tensor cos = per_row ? row_angles.cos() : a.cos;
+        const torch::Tensor sin = per_row ? row_angles.sin() : a.sin;
+        // Non-contiguous, as q is after a transpose: [B, heads, T, D] viewed as [B, T, heads, D].
+        const torch::Tensor base = (torch::randn({b, heads, t, head_dim}) * 3).to(dtype);
+        const torch::Tensor x = base.transpose(1, 2).detach().requires_grad_(true);
+        const torch::Tensor x_ref = base.transpose(1, 2).detach().requires_grad_(true);
+        const torch::Tensor upstream = torch::randn({b, t, heads, head_dim}).to(dtype);
+        torch::Tensor y = ApplyRotaryEmbedding(x, cos, sin, layout);
+        torch::Tensor y_ref = ApplyRotaryEmbeddingUnfused(x_ref, cos, sin, layout);
+        EXPECT_EQ(y.scalar_type(), dtype);
+        EXPECT_TRUE(torch::equal(y, y_ref)) << (y - y_ref).abs().max().item<double>();
+        y.backward(upstream);
+        y_ref.backward(upstream);
+        ASSERT_TRUE(x.grad().defined());
+        EXPECT_EQ(x.grad().scalar_type(), dtype);
+        EXPECT_TRUE(torch::equal(x.grad(), x_ref.grad())) << (x.grad() - x_ref.grad()).abs().max().item<double>();
+      }
+    }
+  }
+}
+
 TEST(RopeTest, KeepsTheInputDtype) {
   const Angles a = AnglesFor(4, 8, 10000);
   torch::Tensor x = torch::randn({1, 4, 2, 8}).to(torch::kBFloat16);
