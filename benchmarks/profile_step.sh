@@ -6,6 +6,7 @@
 #
 #   benchmarks/profile_step.sh lora|full <output dir> [more overrides]
 #   THREADS=1 benchmarks/profile_step.sh full /tmp/p     # threads: $THREADS, else 2
+#   TUNE_MATRIX_ATEN_KERNELS=1 benchmarks/profile_step.sh lora /tmp/p   # the ATen forms of the one-pass kernels
 #
 # Writes <output dir>/prof/op_profile.txt and .json; prints the run (the profile's line included).
 set -euo pipefail

@@ -8,11 +8,11 @@
 // Args: heads (32: q, 8: k), [4, 256] tokens, head_dim 64, bf16, Llama 3's rope base 500000; the input a view
 // of a projection's output and the gradient a transposed [B, heads, T, D] one, as attention hands them.
 // Threads: $OMP_NUM_THREADS, else 1.
-#include <cstdint>
-#include <string>
-
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
 
 #include "benchmarks/torch_benchmark_main.h"
 #include "recipes/models/rope.h"
@@ -33,8 +33,8 @@ void BM_Rope(benchmark::State& state) {
   const torch::Tensor grad = torch::randn({kBatch, heads, kSeq, kHeadDim}, options).transpose(1, 2);
   auto step = [&] {
     const torch::Tensor q = x.view({kBatch, kSeq, heads, kHeadDim});
-    torch::Tensor y = fused ? tmx::models::ApplyRotaryEmbedding(q, cos, sin)
-                            : tmx::models::ApplyRotaryEmbeddingUnfused(q, cos, sin);
+    torch::Tensor y =
+        fused ? tmx::models::ApplyRotaryEmbedding(q, cos, sin) : tmx::models::ApplyRotaryEmbeddingUnfused(q, cos, sin);
     y.backward(grad);
     x.mutable_grad().reset();
   };

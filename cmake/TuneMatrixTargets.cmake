@@ -18,6 +18,29 @@ function(tm_use_torch target)
   endif()
 endfunction()
 
+# tm_cpu_kernels(<target> <sources...>): the files of <target> that hold one-pass CPU loops
+# (recipes/models/cpu_vector.h). Compiled without fused multiply-add contraction, so each loop gives the same bits
+# on every CPU, and with OpenMP where the compiler has it: ATen's at::parallel_for is OpenMP written inline in
+# its headers, and in a file compiled without -fopenmp it runs the whole range on one thread. The process still
+# has one OpenMP runtime, LibTorch's (libgomp.so.1, one soname); without OpenMP the loops run on one thread.
+find_package(OpenMP COMPONENTS CXX)
+function(tm_cpu_kernels target)
+  set(options "")
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    list(APPEND options -ffp-contract=off)
+  endif()
+  if(OpenMP_CXX_FOUND)
+    separate_arguments(openmp_flags NATIVE_COMMAND "${OpenMP_CXX_FLAGS}")
+    list(APPEND options ${openmp_flags})
+    # The runtime only: OpenMP::OpenMP_CXX would also compile every file of the target and its users with
+    # -fopenmp, where the precompiled header (built without it) cannot be used.
+    target_link_libraries(${target} PUBLIC ${OpenMP_CXX_LIBRARIES})
+  endif()
+  # Their flags differ from the precompiled header's (-fopenmp defines _OPENMP).
+  set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS "${options}"
+                              SKIP_PRECOMPILE_HEADERS ON)
+endfunction()
+
 # Shared test helpers (tests/scratch_dir.h), linked into every test program.
 if(TUNE_MATRIX_BUILD_TESTS)
   add_library(tm_test_util STATIC "${PROJECT_SOURCE_DIR}/tests/scratch_dir.cc")

@@ -1,13 +1,116 @@
 #include "recipes/loss.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
 
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "recipes/data/sample.h"
+#include "recipes/models/cpu_vector.h"
 
 namespace tmx::recipes {
 namespace {
+
+// One chunk of the cross-entropy on the CPU, per row in one pass over its logits after their maximum (ATen's
+// log_softmax, exp_, one-hot subtraction, masking and casts take six over a float32 copy): the row's loss
+// m + log(sum exp(x - m)) - x[target], and with `grad` its softmax minus the one-hot, rounded once to the
+// logits' dtype. A row whose label is ignored has loss 0 and a zero gradient, and costs nothing else. exp is
+// cpu_vector.h's (within about a float32 unit of ATen's), so the loss moves in its last bits.
+struct CrossEntropyArgs {
+  const void* logits;      // [rows, vocab], contiguous
+  const int64_t* targets;  // [rows]
+  const bool* valid;       // [rows]
+  float* row_loss;         // [rows]
+  void* grad;              // [rows, vocab], contiguous, or null
+  int64_t vocab;
+};
+
+// Each row is widened once into `row` (float32, vocab long: it stays in cache between the passes), so the passes
+// with Exp are float32 alone (mixed with bf16 lanes they do not vectorise).
+template <typename T>
+TMX_VECTOR_INLINE void CrossEntropyRows(const CrossEntropyArgs& a, int64_t begin, int64_t end, float* row) {
+  using models::cpu::Exp;
+  using models::cpu::Narrow;
+  using models::cpu::Widen;
+  constexpr int kLanes = 16;
+  const int64_t vocab = a.vocab;
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x = static_cast<const T*>(a.logits) + r * vocab;
+    T* g = a.grad != nullptr ? static_cast<T*>(a.grad) + r * vocab : nullptr;
+    if (!a.valid[r]) {
+      a.row_loss[r] = 0;
+      if (g != nullptr) std::fill(g, g + vocab, Narrow<T>(0.0f));
+      continue;
+    }
+    for (int64_t i = 0; i < vocab; ++i) row[i] = Widen(x[i]);
+    float lanes[kLanes];
+    std::fill(lanes, lanes + kLanes, -std::numeric_limits<float>::infinity());
+    int64_t i = 0;
+    for (; i + kLanes <= vocab; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], row[i + j]);
+    }
+    float m = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < kLanes; ++j) m = std::max(m, lanes[j]);
+    for (; i < vocab; ++i) m = std::max(m, row[i]);
+    const float target_logit = row[a.targets[r]];
+    float sums[kLanes] = {};
+    for (i = 0; i + kLanes <= vocab; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) {
+        row[i + j] = Exp(row[i + j] - m);
+        sums[j] += row[i + j];
+      }
+    }
+    float sum = 0;
+    for (int j = 0; j < kLanes; ++j) sum += sums[j];
+    for (; i < vocab; ++i) {
+      row[i] = Exp(row[i] - m);
+      sum += row[i];
+    }
+    a.row_loss[r] = m + std::log(sum) - target_logit;
+    if (g != nullptr) {
+      const float inverse = 1.0f / sum;
+      for (i = 0; i < vocab; ++i) g[i] = Narrow<T>(row[i] * inverse);
+      const int64_t t = a.targets[r];
+      g[t] = Narrow<T>(row[t] * inverse - 1.0f);
+    }
+  }
+}
+
+TMX_VECTOR_CLONES void CrossEntropyRowsBf16(const CrossEntropyArgs& a, int64_t begin, int64_t end, float* row) {
+  CrossEntropyRows<uint16_t>(a, begin, end, row);
+}
+TMX_VECTOR_CLONES void CrossEntropyRowsFloat(const CrossEntropyArgs& a, int64_t begin, int64_t end, float* row) {
+  CrossEntropyRows<float>(a, begin, end, row);
+}
+
+// Whether CrossEntropyChunk takes these logits: on the CPU, bf16 or float32.
+bool CrossEntropyKernelTakes(const torch::Tensor& logits) {
+  return models::cpu::OnePassKernels() && logits.is_cpu() &&
+         (logits.scalar_type() == torch::kBFloat16 || logits.scalar_type() == torch::kFloat);
+}
+
+// logits [rows, vocab] contiguous; targets [rows, 1] int64 (any class where the row is ignored), valid [rows];
+// grad [rows, vocab] in the logits' dtype, contiguous, or undefined. Returns the rows' summed loss (float32).
+torch::Tensor CrossEntropyChunk(const torch::Tensor& logits, const torch::Tensor& targets, const torch::Tensor& valid,
+                                const torch::Tensor& grad) {
+  RECORD_FUNCTION("tmx::cross_entropy", std::vector<c10::IValue>({logits}));  // named in the operation profile
+  const int64_t rows = logits.size(0);
+  const torch::Tensor t = targets.contiguous(), v = valid.contiguous();
+  torch::Tensor row_loss = at::empty({rows}, logits.options().dtype(torch::kFloat));
+  const CrossEntropyArgs args{logits.const_data_ptr(), t.const_data_ptr<int64_t>(), v.const_data_ptr<bool>(),
+                              row_loss.mutable_data_ptr<float>(), grad.defined() ? grad.mutable_data_ptr() : nullptr,
+                              logits.size(1)};
+  const bool bf16 = logits.scalar_type() == torch::kBFloat16;
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(args.vocab));
+    bf16 ? CrossEntropyRowsBf16(args, begin, end, row.data()) : CrossEntropyRowsFloat(args, begin, end, row.data());
+  });
+  return row_loss.sum();
+}
 
 // hidden2d [N, D] and weight [V, D] in; the mean loss over the rows whose label is not ignored out. With
 // softcap > 0 the logits z are capped first, c = softcap x tanh(z / softcap) (Gemma 2's final soft-cap), and
@@ -26,11 +129,18 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     if (keep_gradient) grad_logits = torch::empty({n, weight.size(0)}, weight.options());
     for (int64_t start = 0; start < n; start += chunk_rows) {
       const int64_t rows = std::min(chunk_rows, n - start);
-      torch::Tensor logits = at::mm(hidden.narrow(0, start, rows), weight.t()).to(torch::kFloat);
-      if (softcap > 0) logits = logits.div_(softcap).tanh_().mul_(softcap);
-      const torch::Tensor logp = torch::log_softmax(logits, -1);
+      torch::Tensor logits = at::mm(hidden.narrow(0, start, rows), weight.t());
       const torch::Tensor t = targets.narrow(0, start, rows);
       const torch::Tensor v = valid.narrow(0, start, rows);
+      if (softcap <= 0 && CrossEntropyKernelTakes(logits) &&
+          (!keep_gradient || grad_logits.scalar_type() == logits.scalar_type())) {
+        loss_sum += CrossEntropyChunk(logits, t, v,
+                                      keep_gradient ? grad_logits.narrow(0, start, rows) : torch::Tensor());
+        continue;
+      }
+      logits = logits.to(torch::kFloat);
+      if (softcap > 0) logits = logits.div_(softcap).tanh_().mul_(softcap);
+      const torch::Tensor logp = torch::log_softmax(logits, -1);
       loss_sum -= logp.gather(1, t).squeeze(1).masked_fill(v.logical_not(), 0).sum();
       if (!keep_gradient) continue;
       torch::Tensor g = logp.exp_();  // the chunk's softmax, in place of its log-probabilities

@@ -88,6 +88,39 @@ TEST(LossTest, LinearLossInBf16StaysWithinRoundingOfTheLogitsLoss) {
   EXPECT_TRUE(torch::allclose(fused.weight.grad().to(torch::kFloat), plain.weight.grad().to(torch::kFloat), 2e-2, 1e-3));
 }
 
+// A vocabulary of thousands (the CPU loop's blocks of 16 and a tail) and logits spread over a wide range (most
+// exponentials underflow), with a chunk whose rows are all ignored: the loss and both gradients of the plain
+// loss, in float32 and within bf16's rounding.
+TEST(LossTest, LargeVocabularyAndWideLogitsKeepThePlainLoss) {
+  for (const auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    auto make = [&] {
+      torch::manual_seed(12);
+      Inputs in;
+      in.hidden = (torch::randn({2, 9, 32}) * 4).to(dtype).requires_grad_();
+      in.weight = (torch::randn({3001, 32}) * 2).to(dtype).requires_grad_();
+      in.labels = torch::randint(0, 3001, {2, 9}, torch::kLong);
+      in.labels.index_put_({0, torch::indexing::Slice(1, 4)}, data::kIgnoreIndex);  // rows 0-2: one whole chunk
+      return in;
+    };
+    Inputs plain = make();
+    torch::Tensor expected = NextTokenLoss(at::linear(plain.hidden, plain.weight), plain.labels);
+    expected.backward();
+    Inputs fused = make();
+    torch::Tensor loss = NextTokenLinearLoss(fused.hidden, fused.weight, fused.labels, 3 * 3001);
+    loss.backward();
+    const bool fp32 = dtype == torch::kFloat;
+    EXPECT_NEAR(loss.item<double>(), expected.item<double>(), (fp32 ? 1e-5 : 1e-3) * expected.item<double>());
+    for (const auto& [got, want] : {std::pair{fused.hidden.grad(), plain.hidden.grad()},
+                                    std::pair{fused.weight.grad(), plain.weight.grad()}}) {
+      const torch::Tensor a = got.to(torch::kFloat), e = want.to(torch::kFloat);
+      const double largest = e.abs().max().item<double>();
+      EXPECT_TRUE(torch::allclose(a, e, fp32 ? 1e-4 : 2e-2, (fp32 ? 1e-5 : 1e-2) * largest))
+          << (a - e).abs().max().item<double>() << " of " << largest;
+    }
+  }
+}
+
 TEST(LossTest, WithoutGradModeNothingIsKeptForBackward) {
   Inputs in = Make(torch::kFloat);
   torch::Tensor expected = NextTokenLoss(at::linear(in.hidden, in.weight), in.labels);

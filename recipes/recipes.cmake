@@ -25,6 +25,7 @@ add_library(tm_recipes
 target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
 target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint tm_distributed)
 tm_use_torch(tm_recipes)
+tm_cpu_kernels(tm_recipes loss.cc)  # the loss's one-pass CPU loop, like the models'
 
 add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)

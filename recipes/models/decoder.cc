@@ -13,6 +13,8 @@
 #include "harness/device_hooks.h"
 #include "recipes/models/checkpointing.h"
 #include "recipes/models/init.h"
+#include "recipes/models/rms_norm.h"
+#include "recipes/models/swiglu.h"
 
 namespace tmx::models {
 namespace {
@@ -281,12 +283,7 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options, bo
   scale_ = register_parameter("scale", plus_one ? torch::zeros({dim}, options) : torch::ones({dim}, options));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
-  torch::Tensor xf = x.to(torch::kFloat);
-  torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  if (plus_one_) return (normed * (1 + scale_.to(torch::kFloat))).to(x.scalar_type());
-  return normed.to(x.scalar_type()) * scale_;
-}
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return RmsNorm(x, scale_, eps_, plus_one_); }
 
 AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options, int64_t layer)
     : num_heads_(args.num_heads),
@@ -396,8 +393,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   torch::Tensor gate = w1_(x);
   switch (activation_) {
     case MlpActivation::kSilu:
-      gate = torch::silu(gate);
-      break;
+      return w2_(SiluMul(gate, w3_(x)));
     case MlpActivation::kGeluTanh:
       gate = torch::gelu(gate, "tanh");
       break;

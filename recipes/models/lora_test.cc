@@ -296,12 +296,14 @@ TEST(LoraTest, FrozenBaseProductHasTheCompositesValuesAndGradients) {
     const torch::Tensor x_ref = x.detach().clone().requires_grad_(input_grad);
     const torch::Tensor a_ref = linear->lora_a().detach().clone().requires_grad_(true);
     const torch::Tensor b_ref = linear->lora_b().detach().clone().requires_grad_(true);
-    torch::Tensor y_ref = torch::matmul(x_ref, w.t()) + bias + scale * torch::matmul(torch::matmul(x_ref, a_ref.t()), b_ref.t());
+    torch::Tensor y_ref =
+        torch::matmul(x_ref, w.t()) + bias + scale * torch::matmul(torch::matmul(x_ref, a_ref.t()), b_ref.t());
     (y_ref * upstream).sum().backward();
 
     EXPECT_TRUE(torch::allclose(y.detach(), y_ref.detach(), 1e-5, 1e-5)) << MaxDiff(y, y_ref);
-    EXPECT_TRUE(torch::allclose(linear->lora_a().grad(), a_ref.grad(), 1e-5, 1e-5)) << MaxDiff(linear->lora_a().grad(), a_ref.grad());
-    EXPECT_TRUE(torch::allclose(linear->lora_b().grad(), b_ref.grad(), 1e-5, 1e-5)) << MaxDiff(linear->lora_b().grad(), b_ref.grad());
+    const torch::Tensor grad_a = linear->lora_a().grad(), grad_b = linear->lora_b().grad();
+    EXPECT_TRUE(torch::allclose(grad_a, a_ref.grad(), 1e-5, 1e-5)) << MaxDiff(grad_a, a_ref.grad());
+    EXPECT_TRUE(torch::allclose(grad_b, b_ref.grad(), 1e-5, 1e-5)) << MaxDiff(grad_b, b_ref.grad());
     ASSERT_EQ(x.grad().defined(), input_grad);
     if (input_grad) EXPECT_TRUE(torch::allclose(x.grad(), x_ref.grad(), 1e-5, 1e-5)) << MaxDiff(x.grad(), x_ref.grad());
     EXPECT_FALSE(linear->weight().grad().defined());

@@ -4,13 +4,16 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
-#include <c10/util/bit_cast.h>
-
 #include <algorithm>
 #include <cstdint>
 
+#include "recipes/models/cpu_vector.h"
+
 namespace tmx::models {
 namespace {
+
+using cpu::Narrow;
+using cpu::Widen;
 
 constexpr double kPi = 3.14159265358979323846;
 
@@ -29,21 +32,8 @@ struct RotateArgs {
   bool per_row, interleaved, inverse;
 };
 
-inline float Widen(float v) { return v; }
-inline float Widen(uint16_t bf16) { return c10::bit_cast<float>(static_cast<uint32_t>(bf16) << 16); }
-template <typename T>
-inline T Narrow(float v);
-template <>
-inline float Narrow<float>(float v) { return v; }
-template <>
-inline uint16_t Narrow<uint16_t>(float v) {  // bf16, round to nearest even; a NaN stays a NaN
-  const uint32_t u = c10::bit_cast<uint32_t>(v);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (u & 0x7fffffffu) > 0x7f800000u ? uint16_t{0x7fc0} : static_cast<uint16_t>(rounded);
-}
-
 template <typename T, bool kInterleaved, bool kInverse>
-void RotateRange(const RotateArgs& a, int64_t begin, int64_t end) {
+TMX_VECTOR_INLINE void RotateRange(const RotateArgs& a, int64_t begin, int64_t end) {
   const T* in = static_cast<const T*>(a.in);
   T* out = static_cast<T*>(a.out);
   const int64_t half = a.half;
@@ -66,21 +56,13 @@ void RotateRange(const RotateArgs& a, int64_t begin, int64_t end) {
 }
 
 template <typename T>
-void RotateRangeOf(const RotateArgs& a, int64_t begin, int64_t end) {
+TMX_VECTOR_INLINE void RotateRangeOf(const RotateArgs& a, int64_t begin, int64_t end) {
   if (a.interleaved) {
     a.inverse ? RotateRange<T, true, true>(a, begin, end) : RotateRange<T, true, false>(a, begin, end);
   } else {
     a.inverse ? RotateRange<T, false, true>(a, begin, end) : RotateRange<T, false, false>(a, begin, end);
   }
 }
-
-// Compiled for the widest vectors the CPU has, chosen when the program loads (GCC's function multi-versioning;
-// the loop above vectorises at any width).
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
-#define TMX_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define TMX_VECTOR_CLONES
-#endif
 
 TMX_VECTOR_CLONES void RotateRangeBf16(const RotateArgs& a, int64_t begin, int64_t end) {
   RotateRangeOf<uint16_t>(a, begin, end);
@@ -90,12 +72,22 @@ TMX_VECTOR_CLONES void RotateRangeFloat(const RotateArgs& a, int64_t begin, int6
 }
 
 // x float32 or bf16 on the CPU, its last dimension contiguous; cos and sin contiguous float32.
-torch::Tensor RotateOnCpu(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                          bool interleaved, bool inverse) {
+torch::Tensor RotateOnCpu(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, bool interleaved,
+                          bool inverse) {
   torch::Tensor out = at::empty(x.sizes(), x.options().memory_format(c10::MemoryFormat::Contiguous));
-  const RotateArgs args{x.const_data_ptr(), out.mutable_data_ptr(), cos.const_data_ptr<float>(),
-                        sin.const_data_ptr<float>(), x.size(1), x.size(2), x.size(3) / 2, x.stride(0), x.stride(1),
-                        x.stride(2), cos.size(0) > 1, interleaved, inverse};
+  const RotateArgs args{x.const_data_ptr(),
+                        out.mutable_data_ptr(),
+                        cos.const_data_ptr<float>(),
+                        sin.const_data_ptr<float>(),
+                        x.size(1),
+                        x.size(2),
+                        x.size(3) / 2,
+                        x.stride(0),
+                        x.stride(1),
+                        x.stride(2),
+                        cos.size(0) > 1,
+                        interleaved,
+                        inverse};
   const bool bf16 = x.scalar_type() == torch::kBFloat16;
   const int64_t per_position = std::max<int64_t>(1, x.size(2) * x.size(3));
   at::parallel_for(0, x.size(0) * x.size(1), std::max<int64_t>(1, 32768 / per_position),
@@ -190,10 +182,11 @@ std::pair<torch::Tensor, torch::Tensor> CheckedAngles(const torch::Tensor& x, co
   const int64_t half = x.size(3) / 2;
   const bool per_row = cos.dim() == 3;  // packed rows: each row has its own positions
   const int64_t rows = per_row ? x.size(0) : 1;
-  TORCH_CHECK((per_row ? cos.sizes() == torch::IntArrayRef({rows, t, half}) : cos.sizes() == torch::IntArrayRef({t, half})) &&
-                  sin.sizes() == cos.sizes(),
-              "ApplyRotaryEmbedding: expected cos/sin [", t, ", ", half, "] or [", x.size(0), ", ", t, ", ", half,
-              "], got ", cos.sizes(), " and ", sin.sizes());
+  TORCH_CHECK(
+      (per_row ? cos.sizes() == torch::IntArrayRef({rows, t, half}) : cos.sizes() == torch::IntArrayRef({t, half})) &&
+          sin.sizes() == cos.sizes(),
+      "ApplyRotaryEmbedding: expected cos/sin [", t, ", ", half, "] or [", x.size(0), ", ", t, ", ", half, "], got ",
+      cos.sizes(), " and ", sin.sizes());
   return {cos.view({rows, t, half}), sin.view({rows, t, half})};
 }
 
@@ -202,6 +195,7 @@ std::pair<torch::Tensor, torch::Tensor> CheckedAngles(const torch::Tensor& x, co
 torch::Tensor ApplyRotaryEmbedding(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
                                    RopeLayout layout) {
   const auto [c, s] = CheckedAngles(x, cos, sin);
+  if (!cpu::OnePassKernels()) return RotateComposite(x, c, s, layout == RopeLayout::kInterleaved, /*inverse=*/false);
   return RotaryEmbedding::apply(x, c, s, static_cast<int64_t>(layout));
 }
 
