@@ -72,7 +72,8 @@ TMX_VECTOR_INLINE float Pow2(float n) {
 // returns denormals there: a difference under 2^-126), above log(FLT_MAX) infinity, and a NaN stays a NaN.
 TMX_VECTOR_INLINE float Exp(float x) {
   constexpr float kHigh = 88.72283f, kLow = -87.3f;
-  const float clamped = std::min(std::max(x, kLow), kHigh);
+  // A NaN goes through as 0 (its result is replaced below), so no NaN reaches the integer conversion.
+  const float clamped = std::min(std::max(x == x ? x : 0.0f, kLow), kHigh);
   const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (clamped * 1.44269504088896341f + shifter) - shifter;
   const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
