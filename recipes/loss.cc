@@ -11,6 +11,7 @@
 
 #include "recipes/data/sample.h"
 #include "recipes/models/cpu_vector.h"
+#include "recipes/models/scaled_mm.h"
 
 namespace tmx::recipes {
 namespace {
@@ -164,13 +165,9 @@ class LinearCrossEntropy : public torch::autograd::Function<LinearCrossEntropy> 
     // them, before their one rounding to the weight's dtype, instead of a second pass over each result (which
     // for the weight's gradient is [V, D]) with the factor rounded to that dtype.
     const double scale = (grad_output[0].to(torch::kDouble) / saved[3].to(torch::kDouble)).item<double>();
-    auto scaled_product = [scale](const torch::Tensor& a, const torch::Tensor& b) {
-      torch::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
-      return at::addmm_out(out, out, a, b, /*beta=*/0, /*alpha=*/scale);  // beta 0: out's contents are not read
-    };
     torch::Tensor grad_hidden, grad_weight;
-    if (ctx->needs_input_grad(0)) grad_hidden = scaled_product(grad_logits, weight);
-    if (ctx->needs_input_grad(1)) grad_weight = scaled_product(grad_logits.t(), hidden);
+    if (ctx->needs_input_grad(0)) grad_hidden = models::ScaledMm(grad_logits, weight, scale);
+    if (ctx->needs_input_grad(1)) grad_weight = models::ScaledMm(grad_logits.t(), hidden, scale);
     return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -2,6 +2,7 @@
 
 #include "recipes/models/fake_quant.h"
 #include "recipes/models/init.h"
+#include "recipes/models/scaled_mm.h"
 
 #include <torch/torch.h>
 
@@ -89,13 +90,6 @@ class LoraProduct : public torch::autograd::Function<LoraProduct> {
       if (need_x) grad_x = at::mm(g, w).addmm_(g_ax, a);  // [tokens, in]: the base's and the adapter's, one result
     }
     return {grad_x, torch::Tensor(), grad_a, grad_b, torch::Tensor(), torch::Tensor()};
-  }
-
- private:
-  // alpha * m1 m2, the factor applied inside the product before its one rounding.
-  static torch::Tensor ScaledMm(const torch::Tensor& m1, const torch::Tensor& m2, double alpha) {
-    torch::Tensor out = at::empty({m1.size(0), m2.size(1)}, m1.options());
-    return at::addmm_out(out, out, m1, m2, /*beta=*/0, alpha);
   }
 };
 
