@@ -1,6 +1,8 @@
 // What every LibTorch benchmark's main() does: ATen's intra-op threads from $OMP_NUM_THREADS when set to a
 // positive number, else 1, shown in the context header ("torch_threads") with the torch version, then Google
 // Benchmark's usual run. The peak of a product is per thread count: compare a step with the peak at its own.
+// The allocator is a training process's (tm_training_allocator in cmake/TuneMatrixTargets.cmake: jemalloc with
+// `tune`'s settings, else glibc's malloc tuned as `tune` tunes it), shown as "allocator".
 #pragma once
 
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include "harness/allocator.h"
 #include "harness/device_hooks.h"
 
 namespace tmx::bench {
@@ -22,6 +25,13 @@ inline int TorchThreads() {
 
 // `register_benchmarks` (when set) runs after the threads are set and before the flags are read.
 inline int RunTorchBenchmarks(int argc, char** argv, const std::function<void()>& register_benchmarks = {}) {
+#ifdef TM_WITH_JEMALLOC
+  benchmark::AddCustomContext("allocator", "jemalloc, freed pages kept (as tune)");
+#else
+  const std::string not_tuned = ConfigureAllocatorForTraining();
+  benchmark::AddCustomContext("allocator", not_tuned.empty() ? "glibc malloc, tuned as tune tunes it"
+                                                             : "glibc malloc, not tuned: " + not_tuned);
+#endif
   torch::set_num_threads(TorchThreads());
   benchmark::AddCustomContext("torch_threads", std::to_string(torch::get_num_threads()));
   benchmark::AddCustomContext("torch_version", TorchVersion());

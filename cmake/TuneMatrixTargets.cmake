@@ -41,6 +41,29 @@ function(tm_cpu_kernels target)
                               SKIP_PRECOMPILE_HEADERS ON)
 endfunction()
 
+# tm_training_allocator(<executable>): the allocator of a process that trains. `tune` and the benchmarks that
+# time its kernels and steps allocate through jemalloc where it is installed (Debian: libjemalloc-dev), with the
+# settings of harness/jemalloc_conf.cc, so a kernel is timed with the memory reuse it gets in a step (under
+# glibc's malloc a fresh 16 MB output faults in its pages on every call, which can outweigh the kernel). Without
+# jemalloc (or TUNE_MATRIX_USE_JEMALLOC off, or a sanitizer build, whose allocator must be the sanitizer's) the
+# program tunes glibc's malloc instead (harness/allocator.h). The target gets TM_WITH_JEMALLOC=1 with jemalloc.
+if(TUNE_MATRIX_USE_JEMALLOC AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize")
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(TM_JEMALLOC IMPORTED_TARGET GLOBAL jemalloc)
+  if(NOT TM_JEMALLOC_FOUND)
+    message(WARNING "jemalloc not found (Debian: libjemalloc-dev): training processes use glibc's malloc, tuned by mallopt")
+  endif()
+endif()
+function(tm_training_allocator target)
+  if(NOT TARGET PkgConfig::TM_JEMALLOC)
+    return()
+  endif()
+  # Listed before every other library so that malloc and free resolve to jemalloc in the whole process.
+  target_link_libraries(${target} PRIVATE -Wl,--no-as-needed PkgConfig::TM_JEMALLOC -Wl,--as-needed)
+  target_sources(${target} PRIVATE "${PROJECT_SOURCE_DIR}/harness/jemalloc_conf.cc")
+  target_compile_definitions(${target} PRIVATE TM_WITH_JEMALLOC=1)
+endfunction()
+
 # Shared test helpers (tests/scratch_dir.h), linked into every test program.
 if(TUNE_MATRIX_BUILD_TESTS)
   add_library(tm_test_util STATIC "${PROJECT_SOURCE_DIR}/tests/scratch_dir.cc")

@@ -184,7 +184,7 @@ TEST(DeviceRegistrationTest, TorchDeviceTypesFindTheirEntries) {
   ASSERT_NE(DeviceTypeOf(c10::DeviceType::CPU), nullptr);
   EXPECT_EQ(DeviceTypeOf(c10::DeviceType::CPU)->name, "cpu");
   EXPECT_FALSE(DeviceTypeOf(c10::DeviceType::CPU)->own_generator);
-  EXPECT_FALSE(DeviceTypeOf(c10::DeviceType::CPU)->native_gqa_attention);
+  EXPECT_TRUE(DeviceTypeOf(c10::DeviceType::CPU)->native_gqa_attention);
   ASSERT_NE(DeviceTypeOf(c10::DeviceType::CUDA), nullptr);
   EXPECT_EQ(DeviceTypeOf(c10::DeviceType::CUDA)->name, "cuda");
   EXPECT_TRUE(DeviceTypeOf(c10::DeviceType::CUDA)->own_generator);

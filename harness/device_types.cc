@@ -17,6 +17,7 @@ std::vector<DeviceTypeTraits> BuiltinTypes() {
   cpu.matrix_ranks = 2;
   cpu.peak_memory = DeviceTypeTraits::PeakMemory::kProcessRss;
   cpu.fused_adamw = true;
+  cpu.native_gqa_attention = true;
   cpu.numeric_reference = true;
   cpu.report_rank = 0;
   cpu.doc = "the host processor; peak memory is the process's peak resident set size";

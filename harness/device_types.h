@@ -57,6 +57,10 @@ struct DeviceTypeTraits {
   bool own_generator = false;
   // Whether SDPA's grouped-query attention is a fused kernel on this type in half precision (flash
   // attention). Where it is not, the decoder repeats k/v itself so the other fused kernels stay usable.
+  // cpu: ATen's CPU flash attention reads the grouped k/v itself in torch 2.11 (at [4, 256] with Llama 3.2
+  // 1B's 32 query and 8 kv heads, bf16, 2 threads: forward and backward 42-48 against 58-60 ms a layer with
+  // k/v repeated; the same output and q gradient bit for bit, k/v gradients summed over the group in float32
+  // before one rounding instead of after one per head; benchmarks/README.md).
   bool native_gqa_attention = false;
   // Whether ATen has a fused AdamW kernel for the type (torch.optim's fused=True: cpu, cuda, xpu, mps), so
   // a config moved to AdamW (a device check's repair) can take it.

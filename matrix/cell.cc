@@ -392,6 +392,7 @@ const std::vector<JournalField>& JournalFields() {
       {"grad_norm_tolerance", kOptional, Slot<&R::grad_norm_tolerance>(), Range(0, 1, "a relative tolerance from 0 to 1")},
       {"numeric_dtype", kOptional, Slot<&R::numeric_dtype>(), {}},
       {"numeric_note", kOptional, Slot<&R::numeric_note>(), {}},
+      {"reference_time_s", kOptional, Slot<&R::reference_time_s>(), Seconds()},
       {"flops_per_second", kOptional, Slot<&R::flops_per_second>(), FlopsPerSecond()},
       {"peak_flops", kOptional, Slot<&R::peak_flops>(), FlopsPerSecond()},
       {"flops_dtype", kOptional, Slot<&R::flops_dtype>(), {}},

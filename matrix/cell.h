@@ -179,6 +179,9 @@ struct CellResult {
   std::optional<double> grad_norm_tolerance;
   std::string numeric_dtype;  // the checked run's dtype ("bf16"), which chose the tolerances
   std::string numeric_note;
+  // The reference run's wall time: one more child of the cell, left out of wall_time_s (the cell's own
+  // children), which the plan adds to the cell's predicted time (ReferenceRun::expected_duration_s).
+  std::optional<double> reference_time_s;
 
   // Whether the cell had the machine to itself (base/cpu_usage.h), measured around its process tree: the CPU
   // time the tree got, and the shares of the machine's CPU that other processes and the hypervisor (steal)

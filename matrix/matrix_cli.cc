@@ -249,12 +249,15 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
         out << " (" << CellStatusName(c.preset.status) << "); proxies of ";
       }
       out << JoinStrings(runs, ", ") << " of " << ProxiedSize(c.preset) << ", " << c.steps
-          << " steps each, about " << FormatDuration(c.expected_duration_s);
+          << " steps each, about " << FormatDuration(c.ExpectedTotalS());
     } else if (c.runnable) {
-      out << ", " << c.steps << " steps, about " << FormatDuration(c.expected_duration_s);
+      out << ", " << c.steps << " steps, about " << FormatDuration(c.ExpectedTotalS());
     }
     if (!c.repair.empty()) out << "; invalid as written, repaired with " << JoinStrings(c.repair, " ");
-    if (!c.reference.argv.empty()) out << "; numbers checked against float32 on " << c.reference.device;
+    if (!c.reference.argv.empty()) {
+      out << "; numbers checked against float32 on " << c.reference.device << " (about "
+          << FormatDuration(c.reference.expected_duration_s) << " of the time)";
+    }
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
     out << "\n";
   }
@@ -267,7 +270,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
       ++to_run;
       calibrated += c.RunsInFullAfterProxies();
       proxied += c.RunsProxiesInstead();
-      seconds += c.expected_duration_s;
+      seconds += c.ExpectedTotalS();
     } else {
       ++recorded[CellStatusName(c.preset.status)];
     }

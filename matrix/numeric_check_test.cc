@@ -103,6 +103,7 @@ TEST(NumericCheckTest, TheSchedulerRunsTheReferenceAfterTheCell) {
     runner.on_start = [&](const CellCommand& cmd) {
       argvs.push_back(cmd.argv);
       const bool reference = cmd.log_path.find("__reference") != std::string::npos;
+      runner.outcomes[cell.key.config].wall_time_s = reference ? 7.0 : 3.0;
       RunSummary s;
       s.ok = true;
       s.step_times_s = reference ? std::vector<double>{1} : std::vector<double>{1, 1, 1};
@@ -130,6 +131,9 @@ TEST(NumericCheckTest, TheSchedulerRunsTheReferenceAfterTheCell) {
     EXPECT_NEAR(*r.grad_norm_delta, cell_norm / 2 - 1, 1e-9);
     EXPECT_EQ(*r.numeric_grad_norm, cell_norm);
     EXPECT_EQ(*r.reference_grad_norm, 2.0);
+    EXPECT_EQ(r.wall_time_s, 3.0);  // the cell's own run
+    ASSERT_TRUE(r.reference_time_s.has_value());
+    EXPECT_EQ(*r.reference_time_s, 7.0);
     EXPECT_NE(progress.str().find("numbers: loss 0.02% off float32"), std::string::npos) << progress.str();
   }
 }

@@ -426,6 +426,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
   std::vector<std::optional<double>> recorded_startup_s;  // recorded start-up per cell (with a step time)
   std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
+  std::vector<std::optional<double>> recorded_reference_s;  // its numeric check's reference run's wall time
   // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
   // few configs predicts them from every measured cell of the device type), then left out.
   std::vector<bool> selected;
@@ -544,6 +545,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       recorded_step_s.push_back(step_seconds);
       recorded_startup_s.push_back(seconds && step_seconds ? entry->second.startup_time_s : std::nullopt);
       recorded_too_slow.push_back(status == CellStatus::kTooSlow);
+      recorded_reference_s.push_back(entry != recorded->end() ? entry->second.reference_time_s : std::nullopt);
 
       // A cell measured here before is judged by the larger of its prediction and its measured peak: the
       // estimate assumes typical sequence lengths, and a config's data may be longer.
@@ -665,7 +667,14 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   // The numeric check's reference of each selected cell that starts (one more child, after the cell's own).
   for (size_t i = 0; options.numeric_check && i < cells.size(); ++i) {
     if (!selected[i] || !cells[i].runnable) continue;
-    cells[i].reference = PlanReference(cells[i], sources[i], registry, devices, options);
+    PlannedCell& cell = cells[i];
+    cell.reference = PlanReference(cell, sources[i], registry, devices, options);
+    if (cell.reference.argv.empty()) continue;
+    double proxies_s = 0;
+    for (const ProxyRun& p : cell.proxies) proxies_s += p.expected_duration_s;
+    const double checked_s = cell.argv.empty() ? cell.proxies.front().expected_duration_s
+                                               : cell.expected_duration_s - proxies_s;
+    cell.reference.expected_duration_s = recorded_reference_s[i].value_or(checked_s);
   }
   std::vector<PlannedCell> chosen_cells;
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -674,7 +683,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   cells = std::move(chosen_cells);
   std::vector<ShardItem> items;
   for (size_t i = 0; i < cells.size(); ++i) {
-    items.push_back({cells[i].key, cells[i].expected_duration_s});
+    items.push_back({cells[i].key, cells[i].ExpectedTotalS()});
   }
   if (options.shard_count > 1) {
     std::vector<int> shard = AssignShards(items, options.shard_count);

@@ -493,16 +493,67 @@ TEST(PlanTest, CalibrationRunsTheProxiesOfCellsThatRunInFull) {
 
 // A user's config file is planned like a built-in one, under its own name and path, and only it; what it
 // has recorded is its newest record in the run's journal.
+// A user's copy of tiny/lora_single_device ("my_lora") planned alone on a 24 GiB cpu, and a record of it in
+// its journal to plan from.
+struct UserLora {
+  explicit UserLora(const test::ScratchDir& scratch)
+      : path(scratch.path() + "/my_lora.yaml"), text(ReadFile(BuiltinConfigPath("tiny/lora_single_device")).value()) {
+    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+    options.tune_path = "/bin/tune";
+    options.journal_path = scratch.path() + "/journal.jsonl";
+    options.user_configs = {{"my_lora", path, "lora_finetune_single_device"}};
+    record.key = {"my_lora", "cpu"};
+    record.recipe = "lora_finetune_single_device";
+    record.device_type = "cpu";
+    record.status = CellStatus::kRuns;
+    record.config_hash = ConfigHash(text);
+    record.wall_time_s = 5;
+    record.tokens_per_second = 100;
+    record.provenance = {"host", "", "", "2.11.0", "Test CPU", "2026-11-22T10:00:00Z"};
+  }
+  // Writes `record` as the journal's only line and plans.
+  StatusOr<std::vector<PlannedCell>> PlanFromRecord() const {
+    EXPECT_TRUE(WriteFileAtomically(options.journal_path, JournalLine(record) + "\n").ok());
+    return PlanCells(recipes::BuiltinRegistry(), devices, options);
+  }
+  std::string path, text;
+  MatrixOptions options;
+  std::vector<DeviceInfo> devices = {Device("cpu", 24)};
+  CellResult record;
+};
+
+// A cell's numeric check adds a child, its float32 reference: planned at the checked run's expected time (the
+// cell's, or its shallowest proxy's) until a record says how long it took, and counted in the cell's total.
+TEST(PlanTest, TheReferenceRunIsPartOfACellsTime) {
+  test::ScratchDir scratch("plan_test");
+  UserLora lora(scratch);
+  lora.record.peak_memory_bytes = int64_t{1} << 30;
+  StatusOr<std::vector<PlannedCell>> cells = lora.PlanFromRecord();
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  const PlannedCell& unmeasured = cells->front();
+  ASSERT_FALSE(unmeasured.reference.argv.empty()) << unmeasured.reference.note;
+  EXPECT_DOUBLE_EQ(unmeasured.expected_duration_s, 5);  // its own run: the record's wall time
+  EXPECT_DOUBLE_EQ(unmeasured.reference.expected_duration_s, 5);
+  EXPECT_DOUBLE_EQ(unmeasured.ExpectedTotalS(), 10);
+
+  lora.record.reference_time_s = 12;  // the record of a run that timed its reference
+  cells = lora.PlanFromRecord();
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_DOUBLE_EQ(cells->front().reference.expected_duration_s, 12);
+  EXPECT_DOUBLE_EQ(cells->front().ExpectedTotalS(), 17);
+
+  lora.options.numeric_check = false;  // no reference: nothing added
+  cells = lora.PlanFromRecord();
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_DOUBLE_EQ(cells->front().ExpectedTotalS(), 5);
+}
+
 TEST(PlanTest, AUserConfigIsPlannedAloneFromItsFileAndItsJournal) {
   test::ScratchDir scratch("plan_test");
-  const std::string path = scratch.path() + "/my_lora.yaml";
-  std::string text = ReadFile(BuiltinConfigPath("tiny/lora_single_device")).value();
-  ASSERT_TRUE(WriteFileAtomically(path, text).ok());
-  MatrixOptions options;
-  options.tune_path = "/bin/tune";
-  options.journal_path = scratch.path() + "/journal.jsonl";
-  options.user_configs = {{"my_lora", path, "lora_finetune_single_device"}};
-  std::vector<DeviceInfo> devices = {Device("cpu", 24)};
+  UserLora lora(scratch);
+  const std::string& path = lora.path;
+  MatrixOptions& options = lora.options;
+  const std::vector<DeviceInfo>& devices = lora.devices;
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   ASSERT_EQ(cells->size(), 1u);
@@ -514,19 +565,10 @@ TEST(PlanTest, AUserConfigIsPlannedAloneFromItsFileAndItsJournal) {
             (std::vector<std::string>{"lora_finetune_single_device", "--config", path}));
 
   // Its journal says it peaked at 30 GiB here: the plan believes the measurement over the prediction.
-  CellResult r;
-  r.key = {"my_lora", "cpu"};
-  r.recipe = "lora_finetune_single_device";
-  r.device_type = "cpu";
-  r.status = CellStatus::kRuns;
-  r.config_hash = ConfigHash(text);
+  CellResult& r = lora.record;
   r.peak_memory_bytes = int64_t{30} << 30;
-  r.wall_time_s = 5;
   r.step_time_median_s = 1;
-  r.tokens_per_second = 100;
-  r.provenance = {"host", "", "", "2.11.0", "Test CPU", "2026-11-22T10:00:00Z"};
-  ASSERT_TRUE(WriteFileAtomically(options.journal_path, JournalLine(r) + "\n").ok());
-  cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  cells = lora.PlanFromRecord();
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
   EXPECT_NE(cells->front().preset.reason.find("measured peak memory 30.00 GiB"), std::string::npos)
@@ -536,8 +578,7 @@ TEST(PlanTest, AUserConfigIsPlannedAloneFromItsFileAndItsJournal) {
   r.status = CellStatus::kTooLarge;
   r.peak_memory_bytes.reset();
   r.extrapolated_peak_memory_bytes = int64_t{40} << 30;
-  ASSERT_TRUE(WriteFileAtomically(options.journal_path, JournalLine(r) + "\n").ok());
-  cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  cells = lora.PlanFromRecord();
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
   EXPECT_NE(cells->front().preset.reason.find("extrapolated (from its proxies) peak memory 40.00 GiB"),

@@ -182,7 +182,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   size_t completed = 0;
   auto start = Clock::now();
   double runnable_cost_done = 0, runnable_cost_total = 0;
-  for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->expected_duration_s : 0;
+  for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->ExpectedTotalS() : 0;
 
   auto record = [&](CellResult r, const PlannedCell& cell) -> Status {
     r = RepairedResult(cell, std::move(r));  // a repaired cell is recorded invalid as written, with its repair
@@ -195,7 +195,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     TM_RETURN_IF_ERROR(AppendToJournal(options.journal_path, r));
     ++completed;
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (cell.runnable) runnable_cost_done += cell.expected_duration_s;
+    if (cell.runnable) runnable_cost_done += cell.ExpectedTotalS();
     std::optional<double> eta =
         EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
     progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
@@ -267,7 +267,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       PlanLanes(options.lane_cpus.empty() ? ReadAffinityCpus() : options.lane_cpus, options.cpu_lanes);
   if (lanes.size() > 1) {
     std::stable_sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) {
-      return a.cell->expected_duration_s > b.cell->expected_duration_s;
+      return a.cell->ExpectedTotalS() > b.cell->ExpectedTotalS();
     });
   }
   while (!queue.empty() || !running.empty()) {
@@ -359,6 +359,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         run.environment_errors.push_back(std::move(error));
       } else {
         AddNumericCheck(*cell, done.checked, result, &done.result);
+        done.result.reference_time_s = result.wall_time_s;
       }
       TM_RETURN_IF_ERROR(record(std::move(done.result), *cell));
       continue;

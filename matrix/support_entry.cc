@@ -77,6 +77,7 @@ const std::vector<SupportField>& SupportFields() {
       AddedText("numeric", &SupportEntry::numeric),
       AddedNumber("loss_delta", &SupportEntry::loss_delta, ThreeDigits),
       AddedNumber("grad_norm_delta", &SupportEntry::grad_norm_delta, ThreeDigits),
+      AddedNumber("reference_time_s", &SupportEntry::reference_time_s, TenthsOf),
       AddedText("repair", &SupportEntry::repair),
       AddedText("repaired_status", &SupportEntry::repaired_status),
       Text("device_name", &SupportEntry::device_name),
@@ -123,7 +124,7 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
         &SupportEntry::wall_time_s, &SupportEntry::startup_time_s, &SupportEntry::time_to_first_token_s,
         &SupportEntry::prefill_tokens_per_second, &SupportEntry::extrapolated_tokens_per_second,
         &SupportEntry::extrapolated_step_time_s, &SupportEntry::gflops_per_second, &SupportEntry::peak_share,
-        &SupportEntry::extrapolated_peak_share, &SupportEntry::threads}) {
+        &SupportEntry::extrapolated_peak_share, &SupportEntry::threads, &SupportEntry::reference_time_s}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -139,6 +140,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.step_time_spread_s = cell.step_time_spread_s;
   if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;
   s.startup_time_s = cell.startup_time_s;
+  s.reference_time_s = cell.reference_time_s;
   if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
   s.device_name = cell.provenance.device_name;
   s.torch_version = cell.provenance.torch_version;

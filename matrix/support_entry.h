@@ -70,6 +70,9 @@ struct SupportEntry {
   std::string numeric;
   std::optional<double> loss_delta;
   std::optional<double> grad_norm_delta;
+  // The numeric check's reference run's wall time (CellResult::reference_time_s), which wall_time_s leaves out:
+  // the plan adds it to the cell's predicted time.
+  std::optional<double> reference_time_s;
   // A repaired cell (CellResult's repair, matrix/repair_cell.h): status "invalid" as written, and with these
   // overrides (space-separated, as `tune run` takes them) the config got `repaired_status` ("runs", "fails",
   // "too_large", ...); the measurements above are then the repaired config's. Both "" for any other cell.

@@ -29,19 +29,7 @@ tm_cpu_kernels(tm_recipes loss.cc)  # the loss's one-pass CPU loop, like the mod
 
 add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
-# The training processes allocate through jemalloc (see TUNE_MATRIX_USE_JEMALLOC in the top CMakeLists.txt);
-# without it, harness/allocator.h tunes glibc's malloc instead.
-if(TUNE_MATRIX_USE_JEMALLOC AND NOT CMAKE_CXX_FLAGS MATCHES "-fsanitize")
-  find_package(PkgConfig REQUIRED)
-  pkg_check_modules(TM_JEMALLOC IMPORTED_TARGET jemalloc)
-  if(TM_JEMALLOC_FOUND)
-    # Listed before every other library so that malloc and free resolve to jemalloc in the whole process.
-    target_link_libraries(tune PRIVATE -Wl,--no-as-needed PkgConfig::TM_JEMALLOC -Wl,--as-needed)
-    target_compile_definitions(tune PRIVATE TM_WITH_JEMALLOC=1)
-  else()
-    message(WARNING "jemalloc not found (Debian: libjemalloc-dev): tune uses glibc's malloc, tuned by mallopt")
-  endif()
-endif()
+tm_training_allocator(tune)  # jemalloc where installed (cmake/TuneMatrixTargets.cmake)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_qat_test SOURCES qat_test.cc LIBS tm_recipes TORCH LABELS recipes)

@@ -8,16 +8,6 @@
 #include "recipes/builtin.h"
 #include "recipes/tokenize_cli.h"
 
-#ifdef TM_WITH_JEMALLOC
-// jemalloc's settings for a training process (read by jemalloc itself at start-up; $MALLOC_CONF still wins):
-// freed pages are kept for the next step rather than returned to the kernel after 10 s. With steps longer than
-// that, the default decay returned them between steps and every step faulted them in again (1B LoRA on the
-// CPU: 26 s a step instead of 19 s).
-extern "C" {
-const char* malloc_conf = "dirty_decay_ms:-1,muzzy_decay_ms:-1";
-}
-#endif
-
 int main(int argc, char** argv) {
 #ifndef TM_WITH_JEMALLOC
   // Before anything allocates: training reuses its buffers step after step (harness/allocator.h).

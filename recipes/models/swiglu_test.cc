@@ -35,6 +35,30 @@ TEST(SiluMulTest, OneNodeKeepsSilusValuesForwardAndBackward) {
   }
 }
 
+// Every finite bf16 gate (the node looks a bf16 gate's silu and derivative up in tables of all 65536 values): the
+// output and both gradients within one rounding of ATen's, compared in groups of one sign and exponent, so each
+// group's tolerance is on its own scale.
+TEST(SiluMulTest, EveryFiniteBf16GateHasSilusValues) {
+  const torch::Tensor patterns = torch::arange(65536, torch::kInt32).to(torch::kInt16).view(torch::kBFloat16);
+  const torch::Tensor finite = patterns.masked_select(torch::isfinite(patterns));
+  ASSERT_EQ(finite.numel(), 65280);  // 2 x 255 exponents x 128 mantissas
+  torch::manual_seed(4);
+  const torch::Tensor gate = finite.reshape({510, 128}).requires_grad_();
+  // up and the gradient within [-1, 1], so no product overflows next to the largest gates.
+  const torch::Tensor up = (torch::rand({510, 128}) * 2 - 1).to(torch::kBFloat16).requires_grad_();
+  const torch::Tensor g = (torch::rand({510, 128}) * 2 - 1).to(torch::kBFloat16);
+  const torch::Tensor y = SiluMul(gate, up);
+  const auto grads = torch::autograd::grad({y}, {gate, up}, {g});
+  const torch::Tensor expected = SiluMulUnfused(gate, up);
+  const auto expected_grads = torch::autograd::grad({expected}, {gate, up}, {g});
+  for (int64_t row = 0; row < 510; ++row) {
+    const std::string group = "gates from " + std::to_string(gate[row][0].item<float>());
+    ExpectWithinOneRounding(y[row], expected[row], "output, " + group);
+    ExpectWithinOneRounding(grads[0][row], expected_grads[0][row], "gate's gradient, " + group);
+    ExpectWithinOneRounding(grads[1][row], expected_grads[1][row], "up's gradient, " + group);
+  }
+}
+
 // Infinities, huge values and NaN give ATen's silu's results: 0 far below zero, the value far above it, NaN at
 // -inf (-inf / inf) and for NaN.
 TEST(SiluMulTest, TailsAndNaNsAreSilus) {
