@@ -25,13 +25,7 @@ inline int TorchThreads() {
 
 // `register_benchmarks` (when set) runs after the threads are set and before the flags are read.
 inline int RunTorchBenchmarks(int argc, char** argv, const std::function<void()>& register_benchmarks = {}) {
-#ifdef TM_WITH_JEMALLOC
-  benchmark::AddCustomContext("allocator", "jemalloc, freed pages kept (as tune)");
-#else
-  const std::string not_tuned = ConfigureAllocatorForTraining();
-  benchmark::AddCustomContext("allocator", not_tuned.empty() ? "glibc malloc, tuned as tune tunes it"
-                                                             : "glibc malloc, not tuned: " + not_tuned);
-#endif
+  benchmark::AddCustomContext("allocator", PrepareTrainingAllocator());  // as `tune` allocates
   torch::set_num_threads(TorchThreads());
   benchmark::AddCustomContext("torch_threads", std::to_string(torch::get_num_threads()));
   benchmark::AddCustomContext("torch_version", TorchVersion());

@@ -23,4 +23,17 @@ struct AllocatorOptions {
 // choice wins). Returns what it did, for logs: "" when it applied them, else the reason it did not.
 std::string ConfigureAllocatorForTraining(const AllocatorOptions& options = {});
 
+// Sets up the allocator a training program runs with, before anything allocates, and says which it is (for logs
+// and benchmark contexts): jemalloc where the program is linked with it (cmake's tm_training_allocator defines
+// TM_WITH_JEMALLOC; its settings are in harness/jemalloc_conf.cc), else glibc's malloc through
+// ConfigureAllocatorForTraining. Inline because the choice is each program's, not this library's.
+inline std::string PrepareTrainingAllocator() {
+#ifdef TM_WITH_JEMALLOC
+  return "jemalloc, freed pages kept";
+#else
+  const std::string not_tuned = ConfigureAllocatorForTraining();
+  return not_tuned.empty() ? "glibc malloc, tuned for training" : "glibc malloc, not tuned: " + not_tuned;
+#endif
+}
+
 }  // namespace tmx

@@ -9,10 +9,8 @@
 #include "recipes/tokenize_cli.h"
 
 int main(int argc, char** argv) {
-#ifndef TM_WITH_JEMALLOC
   // Before anything allocates: training reuses its buffers step after step (harness/allocator.h).
-  tmx::ConfigureAllocatorForTraining();
-#endif
+  tmx::PrepareTrainingAllocator();
   std::vector<std::string> args(argv + 1, argv + argc);
   const tmx::Registry& registry = tmx::recipes::BuiltinRegistry();
   return tmx::RunTune(registry, args, std::cout, std::cerr, {tmx::recipes::TokenizeSubcommand(registry)});

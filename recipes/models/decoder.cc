@@ -285,6 +285,11 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options, bo
 
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return RmsNorm(x, scale_, eps_, plus_one_); }
 
+std::pair<torch::Tensor, torch::Tensor> RMSNormImpl::add_and_forward(const torch::Tensor& x,
+                                                                     const torch::Tensor& addend) {
+  return AddRmsNorm(x, addend, scale_, eps_, plus_one_);
+}
+
 AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options, int64_t layer)
     : num_heads_(args.num_heads),
       num_kv_heads_(args.num_kv_heads),
@@ -420,8 +425,8 @@ torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch:
                                             LayerKvCache* cache, int64_t start) {
   torch::Tensor attn = attn_->forward(sa_norm_(x), cos, sin, document_ids, cache, start);
   if (partial_sum_) attn = partial_sum_(attn);
-  torch::Tensor h = x + (sa_scale_ ? sa_scale_(attn) : attn);
-  torch::Tensor mlp = mlp_(mlp_norm_(h));
+  auto [h, normed] = mlp_norm_->add_and_forward(x, sa_scale_ ? sa_scale_(attn) : attn);
+  torch::Tensor mlp = mlp_(normed);
   if (partial_sum_) mlp = partial_sum_(mlp);
   return h + (mlp_scale_ ? mlp_scale_(mlp) : mlp);
 }

@@ -142,6 +142,8 @@ class RMSNormImpl : public torch::nn::Module {
  public:
   RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options = {}, bool plus_one = false);
   torch::Tensor forward(const torch::Tensor& x);
+  // {x + addend, forward(x + addend)}, on the CPU in one pass each way (AddRmsNorm).
+  std::pair<torch::Tensor, torch::Tensor> add_and_forward(const torch::Tensor& x, const torch::Tensor& addend);
 
  private:
   double eps_;

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "tests/within_rounding.h"
 
@@ -52,6 +53,60 @@ TEST(RmsNormTest, OnlyTheGradientsNeededAreTakenAndStridesDoNotMatter) {
   RmsNorm(frozen_input, w, 1e-5, false).sum().backward();
   EXPECT_TRUE(w.grad().defined());
   EXPECT_FALSE(frozen_input.grad().defined());
+}
+
+// The residual add and the norm in one node give exactly what the add and then RmsNorm give, forward and backward:
+// h, y, and the gradients of x, the addend and the scale, with gradients reaching both outputs (the decoder
+// layer's case: h feeds the next residual add), y alone, or h alone.
+TEST(RmsNormTest, AddAndNormInOneNodeGiveTheBitsOfTheAddThenTheNorm) {
+  for (const bool plus_one : {false, true}) {
+    for (const c10::ScalarType dtype : {torch::kBFloat16, torch::kFloat}) {
+      for (const int64_t width : {2048, 37}) {
+        for (const int outputs : {3, 2, 1}) {  // bits: 2 = y's gradient, 1 = h's
+          SCOPED_TRACE(std::to_string(width) + (plus_one ? " plus one " : " ") + c10::toString(dtype) +
+                       " outputs " + std::to_string(outputs));
+          torch::manual_seed(width + outputs);
+          const torch::Tensor scale = (torch::randn({width}) * 0.1 + (plus_one ? 0 : 1)).to(dtype).requires_grad_();
+          const torch::Tensor x = (torch::randn({2, 5, width}) * 3).to(dtype).requires_grad_();
+          const torch::Tensor a = torch::randn({2, 5, width}).to(dtype).requires_grad_();
+          const torch::Tensor gh = torch::randn({2, 5, width}).to(dtype);
+          const torch::Tensor gy = torch::randn({2, 5, width}).to(dtype);
+          const auto run = [&](const torch::Tensor& h, const torch::Tensor& y) {
+            std::vector<torch::Tensor> out, grad;
+            if (outputs & 1) out.push_back(h), grad.push_back(gh);
+            if (outputs & 2) out.push_back(y), grad.push_back(gy);
+            return torch::autograd::grad(out, {x, a, scale}, grad, /*retain_graph=*/false, /*create_graph=*/false,
+                                         /*allow_unused=*/true);
+          };
+          const auto [h, y] = AddRmsNorm(x, a, scale, 1e-6, plus_one);
+          const torch::Tensor expected_h = x + a;
+          const torch::Tensor expected_y = RmsNorm(expected_h, scale, 1e-6, plus_one);
+          EXPECT_TRUE(torch::equal(h, expected_h));
+          EXPECT_TRUE(torch::equal(y, expected_y));
+          const auto grads = run(h, y);
+          const auto expected = run(expected_h, expected_y);
+          EXPECT_TRUE(torch::equal(grads[0], expected[0])) << "x's gradient";
+          EXPECT_TRUE(torch::equal(grads[1], expected[1])) << "the addend's gradient";
+          ASSERT_EQ(grads[2].defined(), expected[2].defined());
+          if (grads[2].defined()) EXPECT_TRUE(torch::equal(grads[2], expected[2])) << "the scale's gradient";
+        }
+      }
+    }
+  }
+}
+
+// A frozen residual stream (the first layer's, below a frozen embedding) gets no gradient; the addend still does.
+TEST(RmsNormTest, AddAndNormGiveOnlyTheGradientsNeeded) {
+  torch::manual_seed(2);
+  const torch::Tensor scale = torch::randn({64}).to(torch::kBFloat16);
+  const torch::Tensor x = torch::randn({3, 64}).to(torch::kBFloat16);
+  const torch::Tensor a = torch::randn({3, 64}).to(torch::kBFloat16).requires_grad_();
+  const auto [h, y] = AddRmsNorm(x, a, scale, 1e-5, false);
+  (h.sum() + y.sum()).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(scale.grad().defined());
+  ASSERT_TRUE(a.grad().defined());
+  EXPECT_TRUE(a.grad().ne(0).any().item<bool>());
 }
 
 // The row's statistics are float32 whatever the dtype: a bf16 row of large values neither overflows nor loses
