@@ -475,6 +475,20 @@ std::optional<double> PeakShare(const CellResult& r, bool extrapolated) {
   return *rate / *r.peak_flops;
 }
 
+std::optional<double> ProxyPeakShare(const CellResult& r) {
+  if (r.proxy_layers.empty() || r.proxy_flops_per_second.size() != r.proxy_layers.size() || !r.peak_flops ||
+      !(*r.peak_flops > 0)) {
+    return std::nullopt;
+  }
+  size_t deepest = 0;
+  for (size_t i = 1; i < r.proxy_layers.size(); ++i) {
+    if (r.proxy_layers[i] > r.proxy_layers[deepest]) deepest = i;
+  }
+  const double rate = r.proxy_flops_per_second[deepest];
+  if (!std::isfinite(rate) || !(rate > 0)) return std::nullopt;
+  return rate / *r.peak_flops;
+}
+
 std::string PeakShareText(double share, const std::string& dtype) {
   const double percent = 100 * share;
   return tmx::FormatNumber(percent, percent < 9.95 ? 1 : 0) + "% of " + (dtype.empty() ? "peak" : "the " + dtype + " peak");

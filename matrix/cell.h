@@ -257,6 +257,10 @@ const std::vector<JournalField>& JournalFields();
 // The share of the device's measured matmul peak a cell's steps reached (flops_per_second / peak_flops), or
 // its proxies' extrapolation to the real size (`extrapolated`); unknown without both numbers.
 std::optional<double> PeakShare(const CellResult& r, bool extrapolated = false);
+// The share of the peak a proxied cell's deepest proxy reached (its measured FLOP rate over peak_flops), for a
+// cell whose proxies ran but drew no line to the real size (a proxy stopped, or their readings' noise): what the
+// config's operations achieved here, at the proxy's size. Unknown where the proxies counted no FLOPs.
+std::optional<double> ProxyPeakShare(const CellResult& r);
 // "40% of the bf16 peak" ("4.2%" below 10%); without a dtype "40% of peak".
 std::string PeakShareText(double share, const std::string& dtype);
 

@@ -375,6 +375,8 @@
     }
     if (isNumber(entry.extrapolated_peak_share)) {
       field(dl, 'share of peak', '≈' + fmt(100 * entry.extrapolated_peak_share, 1) + '% of ' + peakOf + ' (extrapolated)');
+    } else if (isNumber(entry.proxy_peak_share)) {
+      field(dl, 'share of peak', fmt(100 * entry.proxy_peak_share, 1) + '% of ' + peakOf + ' at proxy size (its deepest proxy; nothing extrapolated)');
     }
     // The numeric check: the first step against its float32 reference.
     if (entry.numeric) field(dl, 'numbers', entry.numeric);

@@ -80,7 +80,7 @@ const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", 
 const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
                                               "budget",          "journal", "job",     "work-dir",    "tune",
                                               "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share",
-                                              "lanes"};
+                                              "lanes",           "time-limit"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";
@@ -156,7 +156,8 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
       !NumberFlag(parsed, "budget", &options->cell_budget_s, &error) ||
       !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error) ||
       !NumberFlag(parsed, "startup-share", &options->startup_share, &error) ||
-      !NumberFlag(parsed, "lanes", &options->cpu_lanes, &error)) {
+      !NumberFlag(parsed, "lanes", &options->cpu_lanes, &error) ||
+      !NumberFlag(parsed, "time-limit", &options->time_limit_s, &error)) {
     UsageError(err, cmd, error);
     return false;
   }
@@ -178,6 +179,10 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   }
   if (options->memory_fraction <= 0 || options->memory_fraction > 1) {
     UsageError(err, cmd, "--memory-fraction must be in (0, 1]");
+    return false;
+  }
+  if (!(options->time_limit_s >= 0)) {
+    UsageError(err, cmd, "--time-limit must be 0 (no limit) or a number of seconds, e.g. 3600");
     return false;
   }
   if (!parsed.Has("lanes")) {
@@ -233,7 +238,11 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   for (const PlannedCell& c : *cells) {
     const bool proxied = !c.proxies.empty();
     const bool calibrated = c.RunsInFullAfterProxies();
-    std::string what = calibrated ? "calibrate" : proxied ? "proxy" : c.runnable ? "run" : CellStatusName(c.preset.status);
+    std::string what = c.deferred     ? "later"
+                       : calibrated   ? "calibrate"
+                       : proxied      ? "proxy"
+                       : c.runnable   ? "run"
+                                      : CellStatusName(c.preset.status);
     out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
     if (proxied) {
@@ -259,14 +268,23 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
           << FormatDuration(c.reference.expected_duration_s) << " of the time)";
     }
     if (!c.runnable) out << "  (" << c.preset.reason << ")";
+    if (c.deferred) {
+      out << "  (left for a later run by --time-limit: "
+          << (c.recorded_at.empty() ? std::string("it does not fit in the time left")
+                                    : "its record of " + c.recorded_at + " is among the newest")
+          << ")";
+    }
     out << "\n";
   }
   // Totals: what a run would do, and how long the cells it starts are predicted to take one after another.
   std::map<std::string, int> recorded;  // cells recorded without running, by status
-  int to_run = 0, proxied = 0, calibrated = 0;
-  double seconds = 0;
+  int to_run = 0, proxied = 0, calibrated = 0, deferred = 0;
+  double seconds = 0, deferred_s = 0;
   for (const PlannedCell& c : *cells) {
-    if (c.runnable) {
+    if (c.deferred) {
+      ++deferred;
+      deferred_s += c.ExpectedTotalS();
+    } else if (c.runnable) {
       ++to_run;
       calibrated += c.RunsInFullAfterProxies();
       proxied += c.RunsProxiesInstead();
@@ -281,6 +299,10 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
   std::vector<std::string> parts = {std::to_string(to_run) + " to run" +
                                     (how.empty() ? "" : " (" + JoinStrings(how, ", ") + ")")};
   for (const auto& [status, n] : recorded) parts.push_back(std::to_string(n) + " " + status);
+  if (deferred > 0) {
+    parts.push_back(std::to_string(deferred) + " left for a later run by --time-limit (about " +
+                    FormatDuration(deferred_s) + ")");
+  }
   out << cells->size() << " cells: " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
       << FormatDuration(seconds) << " in all\n";
   return kExitOk;
@@ -768,6 +790,10 @@ std::string RunHelp() {
     "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
     "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
     "                           too_slow, not started (default 150; 0: no budget)\n"
+    "  --time-limit S           seconds the run's cells may take in all (a rolling refresh): the cells\n"
+    "                           with the oldest records (none first) run as far as their predicted times\n"
+    "                           fit, the rest keep their records for a later run (default 0: every cell;\n"
+    "                           scripts/run-matrix.sh passes 3300)\n"
     "  --memory-fraction F      share of device memory a cell may use (default 0.85); on cpu the cells of\n"
     "                           all lanes share it\n"
     "  --lanes N                cpu lanes: host cells run N at a time, each pinned to its share of the\n"

@@ -8,6 +8,7 @@
 
 #include "base/cpu_usage.h"
 #include "base/file_util.h"
+#include "base/text.h"
 #include "matrix/journal.h"
 #include "matrix/junit.h"
 #include "matrix/publish.h"
@@ -76,13 +77,21 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   if (!cells.ok()) return cells.status();
   StatusOr<std::vector<CellKey>> done = PrepareJournal(registry, options, write_back, out, err);
   if (!done.ok()) return done.status();
-  size_t runnable = 0, left = 0;
+  size_t runnable = 0, left = 0, deferred = 0;
+  double deferred_s = 0;
   for (const PlannedCell& c : *cells) {
-    runnable += c.runnable;
+    runnable += c.runnable && !c.deferred;
+    deferred += c.deferred;
+    if (c.deferred) deferred_s += c.ExpectedTotalS();
     left += std::find(done->begin(), done->end(), c.key) == done->end();
   }
   out << "tune-matrix: " << cells->size() << " cells" << ShardText(options) << " (" << runnable << " to run, "
-      << cells->size() - runnable << " recorded without running) on " << setting.devices.size() << " device(s)";
+      << cells->size() - runnable - deferred << " recorded without running";
+  if (deferred > 0) {
+    out << ", " << deferred << " left for a later run by --time-limit " << FormatDuration(options.time_limit_s)
+        << ": about " << FormatDuration(deferred_s) << " of work, the cells with the newest records";
+  }
+  out << ") on " << setting.devices.size() << " device(s)";
   if (options.resume) {
     out << "; " << cells->size() - left << " already in the journal, " << left << " left";
     if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
@@ -95,6 +104,15 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
 
   StatusOr<MatrixRun> run = RunCells(*cells, *done, *setting.runner, options, setting.provenance, out, setting.now);
   if (!run.ok() || run->interrupted) return run;
+  if (!run->deferred.empty()) {
+    std::vector<std::string> names;
+    for (size_t i = 0; i < run->deferred.size() && i < 3; ++i) {
+      names.push_back(run->deferred[i].config + " on " + run->deferred[i].device);
+    }
+    out << "tune-matrix: " << run->deferred.size() << " cells left for a later run by --time-limit (their records "
+        << "stand; the next run with a limit takes the oldest first): " << JoinStrings(names, ", ")
+        << (run->deferred.size() > names.size() ? ", ..." : "") << "\n";
+  }
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
   if (!all.ok()) return all.status();

@@ -70,6 +70,36 @@ bool MatchesGlob(const std::string& pattern, const std::string& name) {
   return pattern.empty() || ::fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
 }
 
+void DeferOverTheTimeLimit(double limit_s, std::vector<PlannedCell>* cells) {
+  std::vector<PlannedCell*> order;
+  for (PlannedCell& c : *cells) {
+    if (c.runnable) order.push_back(&c);
+  }
+  // Oldest record first (none: first of all), then the shorter: the most cells refreshed in the time.
+  std::stable_sort(order.begin(), order.end(), [](const PlannedCell* a, const PlannedCell* b) {
+    if (a->recorded_at != b->recorded_at) return a->recorded_at < b->recorded_at;
+    return a->ExpectedTotalS() < b->ExpectedTotalS();
+  });
+  double planned_s = 0;
+  for (PlannedCell* c : order) {
+    // The oldest always runs, however long, so every cell gets its turn.
+    c->deferred = planned_s > 0 && planned_s + c->ExpectedTotalS() > limit_s;
+    if (!c->deferred) planned_s += std::max(c->ExpectedTotalS(), 1e-9);
+  }
+}
+
+std::string TooLargeReason(const MemoryJudgement& judged, int64_t bytes) {
+  using Basis = MemoryJudgement::Basis;
+  const std::string basis = judged.basis == Basis::kExtrapolated ? "extrapolated (from its proxies)"
+                            : judged.basis == Basis::kMeasured   ? "measured"
+                                                                 : "predicted";
+  if (judged.limit_bytes > 0 && bytes <= judged.limit_bytes) {
+    return basis + " peak memory " + FormatBytes(bytes) + " is within " + judged.limit + " (the last proxies' " +
+           FormatBytes(judged.bytes) + " was not): the next run tries it in full";
+  }
+  return basis + " peak memory " + FormatBytes(bytes) + " exceeds " + judged.limit;
+}
+
 namespace {
 
 constexpr double kBudgetBand = 1.25;
@@ -546,6 +576,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       recorded_startup_s.push_back(seconds && step_seconds ? entry->second.startup_time_s : std::nullopt);
       recorded_too_slow.push_back(status == CellStatus::kTooSlow);
       recorded_reference_s.push_back(entry != recorded->end() ? entry->second.reference_time_s : std::nullopt);
+      if (entry != recorded->end() && entry->second.config_hash == hash) cell.recorded_at = entry->second.verified_at;
 
       // A cell measured here before is judged by the larger of its prediction and its measured peak: the
       // estimate assumes typical sequence lengths, and a config's data may be longer.
@@ -555,20 +586,34 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       }
       // A cell whose proxies ran (and that never ran in full) is judged by their extrapolation instead of the
       // recipe's estimate: a measurement of the config's own operations, sequences and allocator at two depths.
-      int64_t judged_memory = std::max(cell.predicted_memory_bytes, recorded_peak);
+      MemoryJudgement& judged = cell.memory;
+      judged.bytes = std::max(cell.predicted_memory_bytes, recorded_peak);
+      judged.basis = judged.bytes > cell.predicted_memory_bytes ? MemoryJudgement::Basis::kMeasured
+                                                                : MemoryJudgement::Basis::kPredicted;
       if (recorded_peak == 0 && entry != recorded->end() && entry->second.extrapolated_peak_memory_gib) {
-        judged_memory = static_cast<int64_t>(*entry->second.extrapolated_peak_memory_gib * static_cast<double>(int64_t{1} << 30));
+        judged.bytes = static_cast<int64_t>(*entry->second.extrapolated_peak_memory_gib * static_cast<double>(int64_t{1} << 30));
+        judged.basis = MemoryJudgement::Basis::kExtrapolated;
       }
+      judged.limit_bytes = StartLimit(*device, options);
+      judged.limit = MemoryShare(*device, options);
+      // A run stopped here at the memory limit recorded the resident memory it was stopped at, at least the
+      // limit then: it is too large for any limit up to that, whatever the prediction says (the tolerance
+      // above the limit is the prediction's, not a measured stop's). A larger device's limit tries it again.
+      const bool stopped_at_limit = status == CellStatus::kTooLarge && recorded_peak > 0 &&
+                                    recorded_peak >= static_cast<int64_t>(options.memory_fraction *
+                                                                          static_cast<double>(device->total_memory_bytes));
       if (!problems.empty()) {
         // recorded as validated
-      } else if (const int64_t limit = StartLimit(*device, options); limit > 0 && judged_memory > limit) {
+      } else if (stopped_at_limit || (judged.limit_bytes > 0 && judged.bytes > judged.limit_bytes)) {
         r.status = CellStatus::kTooLarge;
-        const bool extrapolated = recorded_peak == 0 && judged_memory != cell.predicted_memory_bytes;
-        r.reason = std::string(extrapolated                                 ? "extrapolated (from its proxies)"
-                               : judged_memory > cell.predicted_memory_bytes ? "measured"
-                                                                              : "predicted") +
-                   " peak memory " + FormatBytes(judged_memory) + " exceeds " + MemoryShare(*device, options);
+        r.reason = stopped_at_limit ? "its last run here was stopped at the memory limit, at " +
+                                          FormatBytes(recorded_peak) + " resident, over " + judged.limit
+                                    : TooLargeReason(judged, judged.bytes);
+        // The stop stays the cell's evidence in the record its proxies make, or the next plan would judge it
+        // by their extrapolation alone and try the run that was stopped again.
+        if (stopped_at_limit) r.peak_memory_bytes = recorded_peak;
       } else {
+        judged = MemoryJudgement();
         cell.runnable = true;
         // --force: the cell runs even when the config's metadata records an earlier failure here;
         // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
@@ -676,6 +721,36 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
                                                : cell.expected_duration_s - proxies_s;
     cell.reference.expected_duration_s = recorded_reference_s[i].value_or(checked_s);
   }
+  // What a host cell that runs in full goes on with if its run is stopped at the memory limit: its proxies,
+  // with their own reference, as a cell predicted too large runs them.
+  for (size_t i = 0; options.proxies && i < cells.size(); ++i) {
+    const PlannedCell& cell = cells[i];
+    if (!selected[i] || !cell.runnable || cell.argv.empty() || !cell.proxies.empty() ||
+        !cell.device.traits().HostMemory()) {
+      continue;
+    }
+    auto rate = rates.find(cell.device_type);
+    PlannedCell stopped = cell;
+    stopped.argv.clear();
+    stopped.steps = options.max_steps;
+    stopped.preset.status = CellStatus::kTooLarge;  // the stopped run's record replaces the preset
+    stopped.preset.reason = "resident memory passed the limit of " + MemoryShare(cell.device, options);
+    RealSize real;
+    std::string note;
+    stopped.proxies = PlanProxies(stopped, sources[i], registry, options,
+                                  rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real, &note);
+    if (stopped.proxies.empty()) continue;
+    stopped.preset.real_layers = real.layers;
+    stopped.preset.real_vocab = real.vocab;
+    stopped.expected_duration_s = 0;
+    for (const ProxyRun& run : stopped.proxies) stopped.expected_duration_s += run.expected_duration_s;
+    stopped.reference = ReferenceRun();
+    if (options.numeric_check) {
+      stopped.reference = PlanReference(stopped, sources[i], registry, devices, options);
+      stopped.reference.expected_duration_s = stopped.proxies.front().expected_duration_s;
+    }
+    cells[i].if_stopped_at_memory_limit = std::make_shared<const PlannedCell>(std::move(stopped));
+  }
   std::vector<PlannedCell> chosen_cells;
   for (size_t i = 0; i < cells.size(); ++i) {
     if (selected[i]) chosen_cells.push_back(std::move(cells[i]));
@@ -693,6 +768,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     }
     cells = std::move(mine);
   }
+  if (options.time_limit_s > 0) DeferOverTheTimeLimit(options.time_limit_s, &cells);
   std::stable_sort(cells.begin(), cells.end(), [](const PlannedCell& a, const PlannedCell& b) {
     if (a.runnable != b.runnable) return !a.runnable;  // recorded-without-running cells first: they are free
     return a.expected_duration_s < b.expected_duration_s;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,12 @@ struct MatrixOptions {
   // Check each cell that trains against a float32 run of its first step on the reference device type
   // (matrix/numeric_check.h); a cell outside its dtype's tolerance is `wrong`. Off: no reference runs.
   bool numeric_check = true;
+  // Seconds the run's cells may take in all (a rolling refresh); 0: no limit, every cell runs. The plan keeps
+  // the cells whose records are oldest (never measured, or measured with another version of the config,
+  // first) as far as their predicted times fit, always at least the oldest, and defers the rest: a deferred
+  // cell neither runs nor is recorded, and its record stands until a later run's turn. The scheduler defers
+  // a cell not yet started once the time left is less than it is predicted to take. Each shard has its own.
+  double time_limit_s = 0;
   // cpu lanes (matrix/lanes.h): host cells run this many at a time, each pinned to its lane's CPUs, while the
   // running cells' predicted peaks fit the host's memory limit together, longest cells first. 1: one at a time,
   // unpinned (the default; `tune-matrix run` picks DefaultCpuLanes unless --lanes says).
@@ -146,6 +153,17 @@ struct ReferenceRun {
   double expected_duration_s = 0;
 };
 
+// How the plan judged a too_large cell's memory (its preset's reason says so in words): the recipe's
+// prediction, the peak a run measured here, or the extrapolation of its last proxies. A proxied cell whose
+// proxies run again quotes their new extrapolation instead of the last one (ResultFromProxies).
+struct MemoryJudgement {
+  enum class Basis { kNone, kPredicted, kMeasured, kExtrapolated };
+  Basis basis = Basis::kNone;
+  int64_t bytes = 0;        // the judged peak
+  int64_t limit_bytes = 0;  // the most a cell may be judged to need and start (StartLimit)
+  std::string limit;        // the share it was compared with, in words: "85% of cpu's 23.54 GiB"
+};
+
 // A cell and how it will be (or was not) run.
 struct PlannedCell {
   CellKey key;
@@ -182,6 +200,16 @@ struct PlannedCell {
   CellResult written;
   // Run after the cell's own children when they trained (MatrixOptions::numeric_check).
   ReferenceRun reference;
+  MemoryJudgement memory;  // for a cell the plan records too_large
+  // When its record here was made (SupportEntry::verified_at); empty: none for this version of the config.
+  std::string recorded_at;
+  // Left for a later run by MatrixOptions::time_limit_s: it neither runs nor is recorded in this one.
+  bool deferred = false;
+  // A host cell that runs in full with no proxies before it: the cell as it goes on if its run is stopped at
+  // the memory limit (its prediction fell short of its peak): its proxies, planned as for a too_large cell,
+  // with their own numeric check, so the record still says whether its operations run here and what its real
+  // size would take. Null: none (proxies off, or none fits; MatrixOptions::proxies).
+  std::shared_ptr<const PlannedCell> if_stopped_at_memory_limit;
   // What the cell is expected to take with its reference (expected_duration_s is its own children's, which
   // the cell budget judges): the plan's and the run's time, the shards' balance, the lanes' order.
   double ExpectedTotalS() const { return expected_duration_s + reference.expected_duration_s; }
@@ -197,6 +225,15 @@ std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::stri
 // of the wall time (startup_s + steps x step_s; the margin absorbs a run's steps being faster than the
 // recorded ones), without passing options.cell_budget_s (0: no budget).
 int CellSteps(double startup_s, double step_s, const MatrixOptions& options);
+
+// Marks `deferred` the runnable cells beyond `limit_s` seconds (MatrixOptions::time_limit_s): the cells are
+// taken oldest record first, then shortest, each that fits in what is left, the first whatever its time.
+void DeferOverTheTimeLimit(double limit_s, std::vector<PlannedCell>* cells);
+
+// The reason of a cell too large by `judged`, quoting `bytes` as its peak: judged.bytes, or the new
+// extrapolation of its proxies where they ran again ("... is within ...: the next run tries it in full" when
+// that fits the limit the last one did not).
+std::string TooLargeReason(const MemoryJudgement& judged, int64_t bytes);
 
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);

@@ -522,6 +522,104 @@ struct UserLora {
   CellResult record;
 };
 
+// --time-limit: the cells with the oldest records (none: first of all) run as far as their predicted times
+// fit; the oldest always runs, however long, so every cell gets its turn in some run.
+TEST(PlanTest, ATimeLimitKeepsTheOldestRecordsThatFitAndDefersTheRest) {
+  auto cell = [](const std::string& name, const std::string& recorded_at, double seconds) {
+    PlannedCell c;
+    c.key = {name, "cpu"};
+    c.runnable = true;
+    c.recorded_at = recorded_at;
+    c.expected_duration_s = seconds * 0.75;
+    c.reference.expected_duration_s = seconds * 0.25;  // the reference counts too
+    return c;
+  };
+  std::vector<PlannedCell> cells = {
+      cell("new", "2026-12-06T10:00:00Z", 10), cell("old_long", "2026-12-01T10:00:00Z", 50),
+      cell("never", "", 30),                   cell("older", "2026-11-30T10:00:00Z", 25),
+      cell("mid", "2026-12-03T10:00:00Z", 20),
+  };
+  PlannedCell invalid = cell("invalid", "", 0);
+  invalid.runnable = false;
+  cells.push_back(invalid);
+  DeferOverTheTimeLimit(80, &cells);
+  std::set<std::string> deferred;
+  for (const PlannedCell& c : cells) {
+    if (c.deferred) deferred.insert(c.key.config);
+  }
+  // never (30) + older (25) = 55; old_long (50) does not fit, mid (20) does: 75; new (10) does not.
+  EXPECT_EQ(deferred, (std::set<std::string>{"old_long", "new"}));
+
+  // The oldest runs even when it alone is over the limit.
+  cells = {cell("huge", "", 500), cell("small", "2026-12-06T10:00:00Z", 1)};
+  DeferOverTheTimeLimit(60, &cells);
+  EXPECT_FALSE(cells[0].deferred);
+  EXPECT_TRUE(cells[1].deferred);
+}
+
+// A run stopped here at the memory limit recorded the resident memory it was stopped at: the cell is too large
+// from then on, though its prediction (and the tolerance above the limit a prediction gets) would try it
+// again; a device with more memory tries it.
+TEST(PlanTest, ARunStoppedAtTheMemoryLimitIsTooLargeUntilADeviceHasMore) {
+  test::ScratchDir scratch("plan_test");
+  UserLora lora(scratch);
+  lora.record.status = CellStatus::kTooLarge;
+  lora.record.reason = "resident memory passed the limit of 85% of cpu's memory and the run was stopped";
+  lora.record.peak_memory_bytes = static_cast<int64_t>(0.86 * 24 * (int64_t{1} << 30));  // under the start limit
+  StatusOr<std::vector<PlannedCell>> cells = lora.PlanFromRecord();
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_FALSE(cells->front().runnable && !cells->front().argv.empty());
+  EXPECT_EQ(cells->front().preset.status, CellStatus::kTooLarge);
+  EXPECT_EQ(cells->front().preset.reason.substr(0, cells->front().preset.reason.find(';')),
+            "its last run here was stopped at the memory limit, at 20.64 GiB resident, over 85% of cpu's 24.00 GiB");
+  EXPECT_EQ(cells->front().preset.peak_memory_bytes, lora.record.peak_memory_bytes);  // the stop stays its evidence
+  lora.devices = {Device("cpu", 32)};
+  cells = lora.PlanFromRecord();
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  EXPECT_TRUE(cells->front().runnable);
+  EXPECT_FALSE(cells->front().argv.empty()) << cells->front().preset.reason;
+}
+
+// A host cell that runs in full has its proxies planned for the case its run is stopped at the memory limit:
+// as a too_large cell's, with their own reference; none beside proxies (calibration) or on a device whose
+// memory is not the host's.
+TEST(PlanTest, ACellThatRunsInFullHasProxiesReadyForAStopAtTheMemoryLimit) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.config_globs = {"llama3_2/1B_lora_single_device"};
+  options.cell_budget_s = 0;
+  StatusOr<std::vector<PlannedCell>> cells =
+      PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64), Device("cuda:0", 80)}, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  const PlannedCell& cpu = Find(*cells, "llama3_2/1B_lora_single_device", "cpu");
+  ASSERT_FALSE(cpu.argv.empty());
+  ASSERT_NE(cpu.if_stopped_at_memory_limit, nullptr);
+  const PlannedCell& stopped = *cpu.if_stopped_at_memory_limit;
+  EXPECT_TRUE(stopped.RunsProxiesInstead());
+  EXPECT_EQ(stopped.preset.real_layers, 16);
+  ASSERT_EQ(stopped.proxies.size(), 2u);
+  EXPECT_EQ(stopped.proxies[0].layers, kProxyLayers[0]);
+  EXPECT_NE(std::find(stopped.proxies[1].argv.begin(), stopped.proxies[1].argv.end(),
+                      "model.num_layers=" + std::to_string(kProxyLayers[1])),
+            stopped.proxies[1].argv.end());
+  ASSERT_FALSE(stopped.reference.argv.empty()) << stopped.reference.note;
+  EXPECT_NE(std::find(stopped.reference.argv.begin(), stopped.reference.argv.end(),
+                      "model.num_layers=" + std::to_string(kProxyLayers[0])),
+            stopped.reference.argv.end());
+  EXPECT_EQ(Find(*cells, "llama3_2/1B_lora_single_device", "cuda:0").if_stopped_at_memory_limit, nullptr);
+
+  options.proxies = false;
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64)}, options);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_EQ(cells->front().if_stopped_at_memory_limit, nullptr);
+  options.proxies = true;
+  options.calibrate = true;
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64)}, options);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_FALSE(cells->front().proxies.empty());
+  EXPECT_EQ(cells->front().if_stopped_at_memory_limit, nullptr);
+}
+
 // A cell's numeric check adds a child, its float32 reference: planned at the checked run's expected time (the
 // cell's, or its shallowest proxy's) until a record says how long it took, and counted in the cell's total.
 TEST(PlanTest, TheReferenceRunIsPartOfACellsTime) {

@@ -160,6 +160,11 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
     return r;
   }
   r.ops_verified = true;
+  // A cell too large by its last proxies' extrapolation leads with this run's, the one its record carries.
+  if (cell.memory.basis == MemoryJudgement::Basis::kExtrapolated && r.status == CellStatus::kTooLarge &&
+      r.extrapolated_peak_memory_bytes) {
+    r.reason = TooLargeReason(cell.memory, *r.extrapolated_peak_memory_bytes);
+  }
   std::vector<std::string> numbers;
   if (r.extrapolated_peak_memory_bytes) numbers.push_back(FormatBytes(*r.extrapolated_peak_memory_bytes) + " peak");
   if (r.extrapolated_tokens_per_second) numbers.push_back(FormatNumber(*r.extrapolated_tokens_per_second, 1) + " tok/s");

@@ -281,6 +281,109 @@ TEST(ProxyCellTest, TheSchedulerRunsTheProxiesInOrderAndRecordsOneCell) {
   EXPECT_EQ((*journal)[0].proxy_layers, (std::vector<double>{1, 2}));
 }
 
+// A cell that runs in full and is stopped at the memory limit (its prediction fell short of its peak) goes on
+// with the proxies the plan kept ready for it, so its record still verifies its operations and extrapolates.
+TEST(ProxyCellTest, ARunStoppedAtTheMemoryLimitGoesOnWithItsProxies) {
+  test::ScratchDir scratch("proxy_cell_stopped_test");
+  MatrixOptions options;
+  options.journal_path = scratch.path() + "/journal.jsonl";
+  PlannedCell cell = RunnableCpuCell("qwen3/1.7B_full", "full_finetune_distributed", scratch.path());
+  cell.argv = {"tune", "run", "full"};
+  auto stopped = std::make_shared<PlannedCell>(ProxiedCell(scratch.path()));
+  stopped->key = cell.key;
+  stopped->preset.reason = "planned, replaced by the stopped run's";
+  cell.if_stopped_at_memory_limit = stopped;
+  FakeRunner runner;
+  std::vector<std::string> order;
+  runner.on_start = [&](const CellCommand& cmd) {
+    order.push_back(cmd.argv.back());
+    if (cmd.argv.back() == "full") return;  // stopped before it wrote a summary
+    const bool deeper = cmd.argv.back() == "model.num_layers=2";
+    const RunSummary s = deeper ? TrainedSummary({3, 2.5, 2.5}, 7 * kGiB / 2) : TrainedSummary({3, 2, 2}, 3 * kGiB);
+    ASSERT_TRUE(WriteRunSummary(cell.output_dir + (deeper ? "__proxy2" : "__proxy1"), s).ok());
+  };
+  runner.outcome_of = [](const CellCommand& cmd) {
+    SubprocessResult r;
+    if (cmd.argv.back() == "full") {
+      r.memory_exceeded = true;
+      r.peak_rss_bytes = 21 * kGiB;
+      r.wall_time_s = 80;
+      r.term_signal = 9;
+    } else {
+      r.exit_code = 0;
+      r.wall_time_s = 10;
+    }
+    return r;
+  };
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({cell}, {}, runner, options, Provenance{}, progress, [] {
+    return std::string("2026-12-06T11:00:00Z");
+  });
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(order, (std::vector<std::string>{"full", "model.num_layers=1", "model.num_layers=2"}));
+  ASSERT_EQ(run->recorded.size(), 1u);
+  const CellResult& r = run->recorded[0];
+  EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_EQ(r.ops_verified, true);
+  EXPECT_EQ(r.peak_memory_bytes, 21 * kGiB);  // where it was stopped
+  EXPECT_EQ(*r.extrapolated_peak_memory_bytes, 37 * kGiB / 2);
+  EXPECT_DOUBLE_EQ(r.wall_time_s, 100);  // the stopped run and both proxies
+  EXPECT_EQ(r.reason.rfind("resident memory passed the limit of 85% of cpu's memory and the run was stopped; "
+                           "proxies of 1 and 2 of its 32 layers ran every operation, extrapolated 18.50 GiB peak",
+                           0),
+            0u)
+      << r.reason;
+  EXPECT_NE(progress.str().find("qwen3/1.7B_full on cpu was stopped at the memory limit; its proxies run instead"),
+            std::string::npos)
+      << progress.str();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);  // one record for the cell, not one for the stop and one for the proxies
+
+  // Without proxies ready (none fits, or proxies off) the stop is the record.
+  cell.if_stopped_at_memory_limit = nullptr;
+  order.clear();
+  run = RunCells({cell}, {}, runner, options, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(order, (std::vector<std::string>{"full"}));
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].status, CellStatus::kTooLarge);
+  EXPECT_FALSE(run->recorded[0].ops_verified);
+}
+
+// A cell too large by its last proxies' extrapolation quotes the new one its proxies measured, and says when
+// that fits the limit the last one did not.
+TEST(ProxyCellTest, AReasonQuotesTheExtrapolationItsRecordCarries) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  cell.memory.basis = MemoryJudgement::Basis::kExtrapolated;
+  cell.memory.bytes = 30 * kGiB;
+  cell.memory.limit_bytes = 21 * kGiB;
+  cell.memory.limit = "85% of cpu's 23.54 GiB";
+  cell.preset.reason = TooLargeReason(cell.memory, cell.memory.bytes);
+  EXPECT_EQ(cell.preset.reason, "extrapolated (from its proxies) peak memory 30.00 GiB exceeds 85% of cpu's 23.54 GiB");
+  // 1 layer 3 GiB, 2 layers 4 GiB: 34 GiB at 32 layers.
+  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 4 * kGiB)});
+  EXPECT_EQ(r.reason.rfind("extrapolated (from its proxies) peak memory 34.00 GiB exceeds 85% of cpu's 23.54 GiB; "
+                           "proxies of 1 and 2",
+                           0),
+            0u)
+      << r.reason;
+  // 1 layer 3 GiB, 2 layers 3.5 GiB: 18.5 GiB, within the limit.
+  r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2)});
+  EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_EQ(r.reason.rfind("extrapolated (from its proxies) peak memory 18.50 GiB is within 85% of cpu's 23.54 GiB "
+                           "(the last proxies' 30.00 GiB was not): the next run tries it in full; proxies of",
+                           0),
+            0u)
+      << r.reason;
+  // A cell too large by its prediction keeps the prediction's reason: it is why the proxies ran.
+  cell.memory.basis = MemoryJudgement::Basis::kPredicted;
+  cell.preset.reason = TooLargeReason(cell.memory, cell.memory.bytes);
+  r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 4 * kGiB)});
+  EXPECT_EQ(r.reason.rfind("predicted peak memory 30.00 GiB exceeds 85% of cpu's 23.54 GiB; proxies of", 0), 0u)
+      << r.reason;
+}
+
 // --calibrate: a cell that runs in full runs its proxies first; the record is the full run's, with the
 // extrapolation beside its measurements.
 TEST(ProxyCellTest, ACalibratedCellRunsItsProxiesThenItselfAndKeepsItsOwnVerdict) {

@@ -55,6 +55,7 @@ std::string Measurements(const SupportEntry& s) {
                       " tok/s");
     }
     if (finite(s.extrapolated_peak_share)) parts.push_back("≈" + PeakShareText(*s.extrapolated_peak_share, s.peak_dtype));
+    if (finite(s.proxy_peak_share)) parts.push_back(PeakShareText(*s.proxy_peak_share, s.peak_dtype) + " at proxy size");
     if (finite(s.extrapolated_peak_memory_gib)) parts.push_back("≈" + FormatNumber(*s.extrapolated_peak_memory_gib, 2) + " GiB");
     return JoinStrings(parts, " · ");
   }
@@ -138,7 +139,10 @@ std::string PeakShareSentence(const std::vector<const ConfigSupport*>& configs,
   for (const ConfigSupport* c : configs) {
     for (const std::string& type : columns) {
       auto it = c->entries.find(type);
-      if (it == c->entries.end() || !(it->second.peak_share || it->second.extrapolated_peak_share)) continue;
+      if (it == c->entries.end() ||
+          !(it->second.peak_share || it->second.extrapolated_peak_share || it->second.proxy_peak_share)) {
+        continue;
+      }
       return "\"% of the peak\" is the share of the device's matrix-multiply peak a cell's steps reached: the step's "
              "model FLOPs (6 per trained and 4 per frozen weight of every linear layer and position, attention's two "
              "products per attended pair of positions, a reference's or teacher's forward; recipes/flops.h) over its "

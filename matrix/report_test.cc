@@ -59,6 +59,18 @@ TEST(MarkdownReporterTest, AProxiedCellShowsItsExtrapolationsMarkedAsSuch) {
       << out.str();
   EXPECT_NE(out.str().find("| 🐢 too_slow |"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("\nA cell too large or too slow for its device ran proxies instead"), std::string::npos);
+  // Nothing extrapolated: the share its deepest proxy measured, said to be at the proxy's size.
+  SupportEntry noisy = proxied;
+  noisy.extrapolated_tokens_per_second.reset();
+  noisy.extrapolated_peak_memory_gib.reset();
+  noisy.proxy_peak_share = 0.123;
+  noisy.peak_dtype = "bf16";
+  std::ostringstream shares;
+  MarkdownReporter().Report({{"c", "lora_finetune_single_device", {{"cpu", noisy}}}}, {"cpu"}, shares);
+  EXPECT_NE(shares.str().find("| ⛔ too_large · ops verified by proxy · 12% of the bf16 peak at proxy size |"),
+            std::string::npos)
+      << shares.str();
+  EXPECT_NE(shares.str().find("\"% of the peak\" is the share"), std::string::npos) << shares.str();
   std::ostringstream plain;
   MarkdownReporter().Report({configs[1]}, {"cpu"}, plain);
   EXPECT_EQ(plain.str().find("ran proxies instead"), std::string::npos);

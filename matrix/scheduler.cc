@@ -5,6 +5,7 @@
 #include <cmath>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "base/cpu_usage.h"
@@ -176,9 +177,15 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   std::set<CellKey> finished(done.begin(), done.end());
   std::vector<const PlannedCell*> pending;
   for (const PlannedCell& c : cells) {
-    if (!finished.count(c.key)) pending.push_back(&c);
+    if (finished.count(c.key)) continue;
+    if (c.deferred) {
+      run.deferred.push_back(c.key);
+    } else {
+      pending.push_back(&c);
+    }
   }
-  const size_t total = pending.size();
+  size_t total = pending.size();
+  bool started_any = false;
   size_t completed = 0;
   auto start = Clock::now();
   double runnable_cost_done = 0, runnable_cost_total = 0;
@@ -214,7 +221,11 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       if (r.extrapolated_tokens_per_second) {
         progress << ", about " << TokensPerSecondText(*r.extrapolated_tokens_per_second) << " tok/s";
       }
-      if (std::optional<double> share = PeakShare(r, true)) progress << " at " << PeakShareText(*share, r.flops_dtype);
+      if (std::optional<double> share = PeakShare(r, true)) {
+        progress << " at " << PeakShareText(*share, r.flops_dtype);
+      } else if (std::optional<double> at_proxy = ProxyPeakShare(r)) {
+        progress << ", " << PeakShareText(*at_proxy, r.flops_dtype) << " at proxy size";
+      }
       if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
     }
     if (r.loss_delta) {
@@ -237,6 +248,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   struct Child {
     const PlannedCell* cell;
     size_t index = 0;
+    bool continues = false;  // a child of a cell that started (its next proxy, its reference, its proxies after a stop)
     int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
     bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
   };
@@ -247,6 +259,8 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   };
   std::map<CellKey, Child> running;
   std::map<CellKey, std::vector<CellResult>> proxy_runs;  // the finished proxies of each proxied cell
+  // The cells whose run was stopped at the memory limit, as they go on: their proxies (if_stopped_at_memory_limit).
+  std::vector<std::unique_ptr<PlannedCell>> stopped_cells;
   // Cells whose own children are done, waiting for their reference: the record, and the run it checks.
   struct Awaiting {
     CellResult result;
@@ -283,6 +297,15 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     bool host_waiting = false;
     for (auto it = queue.begin(); it != queue.end();) {
       const PlannedCell* c = it->cell;
+      if (!it->continues && options.time_limit_s > 0 && started_any &&
+          std::chrono::duration<double>(Clock::now() - start).count() + c->ExpectedTotalS() > options.time_limit_s) {
+        // Behind the predictions the plan fitted to the limit: the cell waits for a later run.
+        run.deferred.push_back(c->key);
+        runnable_cost_total -= c->ExpectedTotalS();
+        --total;
+        it = queue.erase(it);
+        continue;
+      }
       const bool host = IsHostCell(*c);
       const HostPlace place = host && lanes.size() > 1 ? PlaceInLanes(*c, lanes, runner, host_running_any, host_whole)
                                                        : HostPlace{};
@@ -316,6 +339,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       }
       Status s = runner.Start(cmd);
       if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
+      started_any = true;
       Child started = *it;
       started.host_bytes = host ? std::max<int64_t>(child.predicted_memory_bytes, 1) : 0;
       started.whole_host = whole_host;
@@ -376,6 +400,22 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       run.environment_errors.push_back(std::move(result));
       continue;
     }
+    if (result.status == CellStatus::kTooLarge && outcome.result.memory_exceeded &&
+        cell->if_stopped_at_memory_limit != nullptr && finished_child.index == cell->proxies.size()) {
+      // Its prediction fell short: the cell goes on as one predicted too large, its proxies instead, and its
+      // record is theirs on top of the stopped run's (status, reason, the resident memory it was stopped at).
+      auto stopped = std::make_unique<PlannedCell>(*cell->if_stopped_at_memory_limit);
+      result.real_layers = stopped->preset.real_layers;
+      result.real_vocab = stopped->preset.real_vocab;
+      stopped->preset = std::move(result);
+      stopped->expected_duration_s = cell->expected_duration_s;  // the run's ETA counts the cell as planned
+      stopped->reference.expected_duration_s = cell->reference.expected_duration_s;
+      progress << cell->key.config << " on " << cell->key.device
+               << " was stopped at the memory limit; its proxies run instead" << std::endl;
+      queue.insert(queue.begin(), Child{stopped.get(), 0, true});
+      stopped_cells.push_back(std::move(stopped));
+      continue;
+    }
     CellResult checked = result;  // the run whose first step the numeric check compares
     if (finished_child.index < cell->proxies.size()) {
       std::vector<CellResult>& done_runs = proxy_runs[cell->key];
@@ -385,7 +425,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       // run, a calibrated cell's every next child (its own run is its verdict, whatever its proxies did).
       const bool calibrating = cell->RunsInFullAfterProxies();
       if ((ran || calibrating) && finished_child.index + 1 < children(*cell)) {
-        queue.insert(queue.begin(), Child{cell, finished_child.index + 1});
+        queue.insert(queue.begin(), Child{cell, finished_child.index + 1, true});
         continue;
       }
       checked = done_runs.front();  // a proxied cell's numbers are checked on its shallowest proxy
@@ -398,7 +438,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     const bool trained = result.status == CellStatus::kRuns || result.ops_verified.value_or(false);
     if (trained && !cell->reference.argv.empty()) {
       awaiting[cell->key] = {std::move(result), std::move(checked)};
-      queue.insert(queue.begin(), Child{cell, children(*cell)});
+      queue.insert(queue.begin(), Child{cell, children(*cell), true});
       continue;
     }
     if (trained) result.numeric_note = cell->reference.note;

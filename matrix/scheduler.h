@@ -21,6 +21,9 @@ struct MatrixRun {
   // descriptors: harness/env_failure.h), each with the reason. They are not journaled: an environment
   // failure is no verdict on the device, and the cell's earlier record stands. The run must fail.
   std::vector<CellResult> environment_errors;
+  // Cells left for a later run by the time limit (MatrixOptions::time_limit_s), by the plan or, once the run
+  // fell behind its predictions, before they started: not recorded; their earlier records stand.
+  std::vector<CellKey> deferred;
 };
 
 // Builds a cell's result from how its child ended and the summary.json it wrote (if any).

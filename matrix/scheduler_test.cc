@@ -388,6 +388,38 @@ TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
 
 // The runner's readings of the machine become the record's CPU accounting; a fake runner's unknown readings
 // leave the shares unknown and the cell undisturbed.
+// --time-limit: a cell the plan deferred neither runs nor is recorded; one not yet started when the time left
+// is less than it is predicted to take waits for a later run too, but a started cell's children all run.
+TEST_F(SchedulerTest, ATimeLimitDefersCellsAndNeverRecordsThem) {
+  PlannedCell quick = Cell("quick", "cpu"), late = Cell("late", "cpu"), planned = Cell("planned", "cpu");
+  quick.expected_duration_s = 10;
+  late.expected_duration_s = 200;  // the plan fitted it; the run's first cell left it no time (limit 100 s)
+  planned.deferred = true;
+  for (const PlannedCell& c : {quick, late, planned}) WriteSummary(c, Ran({3.0, 2.5, 2.0}, 1000));
+  options_.time_limit_s = 100;
+  FakeRunner runner;
+  for (const char* n : {"quick", "late", "planned"}) runner.outcomes[n] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({quick, late, planned}, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"quick@cpu"}));
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].key.config, "quick");
+  ASSERT_EQ(run->deferred.size(), 2u);
+  EXPECT_EQ(run->deferred[0].config, "planned");
+  EXPECT_EQ(run->deferred[1].config, "late");
+  EXPECT_NE(progress.str().find("[1/1]"), std::string::npos) << progress.str();
+
+  // No limit: every cell the plan did not defer runs.
+  options_.time_limit_s = 0;
+  FakeRunner all;
+  for (const char* n : {"quick", "late"}) all.outcomes[n] = Exited(0);
+  run = RunCells({quick, late, planned}, {}, all, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(all.started, (std::vector<std::string>{"quick@cpu", "late@cpu"}));
+  EXPECT_EQ(run->deferred.size(), 1u);
+}
+
 TEST(CpuAccountingTest, OtherWorkDuringTheCellMarksItDisturbed) {
   CellOutcome outcome;
   outcome.result.cpu_time_s = 9;

@@ -73,6 +73,7 @@ const std::vector<SupportField>& SupportFields() {
       AddedNumber("gflops_per_second", &SupportEntry::gflops_per_second, TenthsOf),
       AddedNumber("peak_share", &SupportEntry::peak_share, ThreeDigits),
       AddedNumber("extrapolated_peak_share", &SupportEntry::extrapolated_peak_share, ThreeDigits),
+      AddedNumber("proxy_peak_share", &SupportEntry::proxy_peak_share, ThreeDigits),
       AddedText("peak_dtype", &SupportEntry::peak_dtype),
       AddedText("numeric", &SupportEntry::numeric),
       AddedNumber("loss_delta", &SupportEntry::loss_delta, ThreeDigits),
@@ -124,7 +125,8 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
         &SupportEntry::wall_time_s, &SupportEntry::startup_time_s, &SupportEntry::time_to_first_token_s,
         &SupportEntry::prefill_tokens_per_second, &SupportEntry::extrapolated_tokens_per_second,
         &SupportEntry::extrapolated_step_time_s, &SupportEntry::gflops_per_second, &SupportEntry::peak_share,
-        &SupportEntry::extrapolated_peak_share, &SupportEntry::threads, &SupportEntry::reference_time_s}) {
+        &SupportEntry::extrapolated_peak_share, &SupportEntry::proxy_peak_share, &SupportEntry::threads,
+        &SupportEntry::reference_time_s}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -164,7 +166,8 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   if (cell.flops_per_second) s.gflops_per_second = *cell.flops_per_second / 1e9;
   s.peak_share = PeakShare(cell);
   s.extrapolated_peak_share = PeakShare(cell, true);
-  if (s.peak_share || s.extrapolated_peak_share) s.peak_dtype = cell.flops_dtype;
+  if (!s.extrapolated_peak_share) s.proxy_peak_share = ProxyPeakShare(cell);
+  if (s.peak_share || s.extrapolated_peak_share || s.proxy_peak_share) s.peak_dtype = cell.flops_dtype;
   s.numeric = cell.numeric_note;
   s.loss_delta = cell.loss_delta;
   s.grad_norm_delta = cell.grad_norm_delta;

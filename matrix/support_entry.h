@@ -63,6 +63,8 @@ struct SupportEntry {
   std::optional<double> gflops_per_second;
   std::optional<double> peak_share;
   std::optional<double> extrapolated_peak_share;
+  // Where nothing was extrapolated: the share the deepest proxy reached (ProxyPeakShare), at its size.
+  std::optional<double> proxy_peak_share;
   std::string peak_dtype;
   // The numeric check (CellResult's, matrix/numeric_check.h): what was compared with what and how far apart
   // ("bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%), ..."), or why nothing was;

@@ -77,6 +77,30 @@ TEST(SupportFromCellTest, TakesTheFlopRateAndItsShareOfThePeak) {
   EXPECT_EQ(e.peak_dtype, "");
 }
 
+// A proxied cell whose proxies drew no line to the real size keeps the share its deepest proxy measured, apart
+// from an extrapolated one; one with an extrapolation has that alone.
+TEST(SupportFromCellTest, AProxiedCellWithoutAnExtrapolationKeepsItsDeepestProxysShare) {
+  CellResult cell;
+  cell.status = CellStatus::kTooLarge;
+  cell.ops_verified = true;
+  cell.proxy_layers = {1, 2, 1};  // the third with fewer ids
+  cell.proxy_vocab = {32064, 32064, 16064};
+  cell.proxy_flops_per_second = {2e11, 3e11, 1.5e11};
+  cell.peak_flops = 1.2e12;
+  cell.flops_dtype = "bf16";
+  SupportEntry e = SupportFromCell(cell);
+  EXPECT_FALSE(e.extrapolated_peak_share.has_value());
+  EXPECT_EQ(e.proxy_peak_share, std::optional<double>(0.25));  // the 2-layer proxy's
+  EXPECT_EQ(e.peak_dtype, "bf16");
+  cell.extrapolated_flops_per_second = 6e11;
+  e = SupportFromCell(cell);
+  EXPECT_EQ(e.extrapolated_peak_share, std::optional<double>(0.5));
+  EXPECT_FALSE(e.proxy_peak_share.has_value());
+  cell.extrapolated_flops_per_second.reset();
+  cell.proxy_flops_per_second.pop_back();  // not every proxy counted: no share
+  EXPECT_FALSE(SupportFromCell(cell).proxy_peak_share.has_value());
+}
+
 TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson) {
   std::set<std::string> names;
   for (const SupportField& f : SupportFields()) {
@@ -84,7 +108,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 35u);
+  EXPECT_EQ(names.size(), 36u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;

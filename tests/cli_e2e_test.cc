@@ -324,6 +324,10 @@ TEST_F(CliTest, MatrixRejectsBadOptions) {
   Result expect = Exec({kMatrix, "check", "--expect-devices", "gpu"});
   EXPECT_EQ(expect.code, 2);
   EXPECT_NE(expect.output.find("--expect-devices:"), std::string::npos) << expect.output;
+  Result limit = Exec({kMatrix, "run", "--time-limit", "-60"});
+  EXPECT_EQ(limit.code, 2);
+  EXPECT_NE(limit.output.find("--time-limit must be 0 (no limit) or a number of seconds, e.g. 3600"), std::string::npos)
+      << limit.output;
   Result share = Exec({kMatrix, "plan", "--startup-share", "1"});
   EXPECT_EQ(share.code, 2);
   EXPECT_NE(share.output.find("--startup-share must be 0 (every cell trains --steps) or a share below 1"),
@@ -363,6 +367,14 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
   EXPECT_NE(cal.output.find(", 5 steps in full after proxies of 1 layer "), std::string::npos) << cal.output;
   EXPECT_EQ(cal.output.find("(fails)"), std::string::npos) << cal.output;
   EXPECT_NE(cal.output.find("1 cells: 1 to run (1 in full after their proxies)"), std::string::npos) << cal.output;
+
+  // --time-limit: what does not fit is left for a later run, each such line and the total say so.
+  Result limited = Exec({kMatrix, "plan", "--devices", "cpu", "--configs", "qwen*_single_device", "--time-limit", "1"});
+  ASSERT_EQ(limited.code, 0) << limited.output;
+  EXPECT_NE(("\n" + limited.output).find("\nlater      cpu  qwen"), std::string::npos) << limited.output;
+  EXPECT_NE(limited.output.find("(left for a later run by --time-limit: "), std::string::npos) << limited.output;
+  EXPECT_NE(limited.output.find(" left for a later run by --time-limit (about "), std::string::npos) << limited.output;
+  EXPECT_NE(limited.output.find(": 1 to run"), std::string::npos) << limited.output;  // the oldest, whatever its time
 }
 
 // `tune run` names every input it lacks at once, before building a model or writing anything; `tune validate`

@@ -18,6 +18,8 @@ class FakeRunner : public CellRunner {
   // Called for each cell as it starts, e.g. to write the run summary its child would write.
   std::function<void(const CellCommand&)> on_start;
   std::map<std::string, SubprocessResult> outcomes;  // by config name
+  // When set, each command's outcome (before `outcomes`): a cell's children that end differently.
+  std::function<SubprocessResult(const CellCommand&)> outcome_of;
   std::vector<std::string> started;
   std::vector<CellCommand> commands;  // every command started, in order
   size_t max_running = 0;
@@ -45,7 +47,7 @@ class FakeRunner : public CellRunner {
     busy_.erase(lane);
     out->key = cmd.key;
     out->lane = lane;
-    out->result = outcomes[cmd.key.config];
+    out->result = outcome_of ? outcome_of(cmd) : outcomes[cmd.key.config];
     ++finished_;
     return true;
   }
