@@ -80,11 +80,14 @@ void DeferOverTheTimeLimit(double limit_s, std::vector<PlannedCell>* cells) {
     if (a->recorded_at != b->recorded_at) return a->recorded_at < b->recorded_at;
     return a->ExpectedTotalS() < b->ExpectedTotalS();
   });
+  // Strictly in that order, up to the first that does not fit: filling the time left with shorter cells would
+  // measure the newest records again and again. The oldest always runs, however long, so every cell gets its turn.
   double planned_s = 0;
+  bool full = false;
   for (PlannedCell* c : order) {
-    // The oldest always runs, however long, so every cell gets its turn.
-    c->deferred = planned_s > 0 && planned_s + c->ExpectedTotalS() > limit_s;
-    if (!c->deferred) planned_s += std::max(c->ExpectedTotalS(), 1e-9);
+    full = full || (planned_s > 0 && planned_s + c->ExpectedTotalS() > limit_s);
+    c->deferred = full;
+    planned_s += c->ExpectedTotalS();
   }
 }
 

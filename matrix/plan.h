@@ -96,7 +96,8 @@ struct MatrixOptions {
   bool numeric_check = true;
   // Seconds the run's cells may take in all (a rolling refresh); 0: no limit, every cell runs. The plan keeps
   // the cells whose records are oldest (never measured, or measured with another version of the config,
-  // first) as far as their predicted times fit, always at least the oldest, and defers the rest: a deferred
+  // first), in that order as far as their predicted times fit, always at least the oldest, and defers the
+  // rest: a deferred
   // cell neither runs nor is recorded, and its record stands until a later run's turn. The scheduler defers
   // a cell not yet started once the time left is less than it is predicted to take. Each shard has its own.
   double time_limit_s = 0;
@@ -227,7 +228,8 @@ std::vector<std::string> CellOverrides(const RecipeSpec& recipe, const std::stri
 int CellSteps(double startup_s, double step_s, const MatrixOptions& options);
 
 // Marks `deferred` the runnable cells beyond `limit_s` seconds (MatrixOptions::time_limit_s): the cells are
-// taken oldest record first, then shortest, each that fits in what is left, the first whatever its time.
+// taken oldest record first, then shortest, up to the first that does not fit in what is left (the next run
+// starts there), the first whatever its time.
 void DeferOverTheTimeLimit(double limit_s, std::vector<PlannedCell>* cells);
 
 // The reason of a cell too large by `judged`, quoting `bytes` as its peak: judged.bytes, or the new
