@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -97,6 +98,23 @@ std::string Percent(double share) { return std::to_string(static_cast<int>(std::
 
 }  // namespace
 
+namespace {
+
+// Why `d` is disturbed, the interval named by `during` ("while it ran"); "" when it is not.
+std::string DisturbanceReason(const Disturbance& d, const DisturbanceOptions& options, const std::string& during) {
+  if (d.others_share > options.max_others_share) {
+    return "other processes used " + Percent(d.others_share) + " of the machine's CPU " + during + " (more than " +
+           Percent(options.max_others_share) + ")";
+  }
+  if (d.steal_share > options.max_steal_share) {
+    return "the hypervisor took " + Percent(d.steal_share) + " of the machine's CPU (steal) " + during +
+           " (more than " + Percent(options.max_steal_share) + ")";
+  }
+  return "";
+}
+
+}  // namespace
+
 Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTimes& after, double own_cpu_s,
                              const DisturbanceOptions& options) {
   Disturbance d;
@@ -108,14 +126,25 @@ Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTime
   const double others = after.busy_s - before.busy_s - std::max(0.0, own_cpu_s);
   d.others_share = std::clamp(others / capacity, 0.0, 1.0);
   d.steal_share = std::clamp((after.steal_s - before.steal_s) / capacity, 0.0, 1.0);
-  if (d.others_share > options.max_others_share) {
-    d.reason = "other processes used " + Percent(d.others_share) + " of the machine's CPU while it ran (more than " +
-               Percent(options.max_others_share) + ")";
-  } else if (d.steal_share > options.max_steal_share) {
-    d.reason = "the hypervisor took " + Percent(d.steal_share) + " of the machine's CPU (steal) while it ran (more than " +
-               Percent(options.max_steal_share) + ")";
-  }
+  d.reason = DisturbanceReason(d, options, "while it ran");
   return d;
+}
+
+Disturbance ProbeMachineLoad(double window_s) {
+  const MachineCpuTimes before = ReadMachineCpuTimes();
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, window_s)));
+  // This process only sleeps meanwhile: every busy tick is someone else's.
+  return JudgeDisturbance(before, ReadMachineCpuTimes(), 0);
+}
+
+std::string BusyMachineWarning(const Disturbance& probe, double window_s, const DisturbanceOptions& options) {
+  if (!probe.known) return "";
+  std::ostringstream window;
+  window << window_s;
+  const std::string why = DisturbanceReason(probe, options, "over the last " + window.str() + " s");
+  if (why.empty()) return "";
+  return "the machine is busy: " + why +
+         "; cells measured now may be marked disturbed, and their speeds are then not published";
 }
 
 std::optional<double> ParseCgroupCpuMax(const std::string& text) {
@@ -158,30 +187,6 @@ std::string UsableCores::Describe() const {
     text += ", cgroup quota " + q.str() + " cores";
   }
   return text + ")";
-}
-
-std::optional<double> ParseLoadAverage(const std::string& text) {
-  std::istringstream in(text);
-  double load = 0;
-  if (!(in >> load) || !std::isfinite(load) || load < 0) return std::nullopt;
-  return load;
-}
-
-std::optional<double> ReadLoadAverage() {
-  std::ifstream in("/proc/loadavg");
-  std::string line;
-  if (!std::getline(in, line)) return std::nullopt;
-  return ParseLoadAverage(line);
-}
-
-std::string BusyMachineWarning(std::optional<double> load_average, int cores) {
-  if (!load_average || cores <= 0 || *load_average < cores) return "";
-  std::ostringstream load;
-  load.precision(1);
-  load << std::fixed << *load_average;
-  return "the machine is busy (load average " + load.str() + " over the last minute on " + std::to_string(cores) +
-         (cores == 1 ? " core" : " cores") +
-         "): cells measured now may be marked disturbed, and their speeds are then not published";
 }
 
 }  // namespace tmx

@@ -64,14 +64,14 @@ UsableCores UsableCoresFrom(int affinity, std::optional<double> quota);
 // cgroup v2 cpu.max: "150000 100000" -> 1.5 cores; "max 100000" (no quota) or anything else -> unset.
 std::optional<double> ParseCgroupCpuMax(const std::string& text);
 
-// The 1-minute load average (/proc/loadavg: runnable and uninterruptible tasks); unset where there is none.
-std::optional<double> ReadLoadAverage();
-std::optional<double> ParseLoadAverage(const std::string& text);
+// What other processes and the hypervisor take of the machine now: its CPU times read `window_s` apart while
+// this process sleeps, judged as a measurement's interval is (JudgeDisturbance). Before a run starts, this says
+// what its cells can expect; the load average would also carry the last minute's work, a run just finished.
+Disturbance ProbeMachineLoad(double window_s);
 
-// A warning when the machine already looks busy before a measurement starts: a 1-minute load average of at
-// least `cores`, the work of other processes alone filling every core. "" otherwise. E.g.
-//   "the machine is busy (load average 6.1 over the last minute on 2 cores): cells measured now may be
-//    marked disturbed, and their speeds are then not published"
-std::string BusyMachineWarning(std::optional<double> load_average, int cores);
+// A warning when `probe` (ProbeMachineLoad over `window_s`) would mark a measurement disturbed; "" otherwise.
+//   "the machine is busy: other processes used 63% of the machine's CPU over the last 0.3 s (more than 25%);
+//    cells measured now may be marked disturbed, and their speeds are then not published"
+std::string BusyMachineWarning(const Disturbance& probe, double window_s, const DisturbanceOptions& options = {});
 
 }  // namespace tmx

@@ -84,15 +84,19 @@ TEST(CpuUsageTest, UsableCoresAreTheAffinityLoweredToTheCgroupQuota) {
 }
 
 TEST(CpuUsageTest, ABusyMachineIsSaidBeforeMeasuring) {
-  EXPECT_EQ(ParseLoadAverage("6.12 3.40 1.05 3/412 12345\n"), 6.12);
-  EXPECT_FALSE(ParseLoadAverage("").has_value());
-  EXPECT_FALSE(ParseLoadAverage("nan 1 1").has_value());
-  EXPECT_TRUE(ReadLoadAverage().has_value());
-  EXPECT_EQ(BusyMachineWarning(6.12, 2),
-            "the machine is busy (load average 6.1 over the last minute on 2 cores): cells measured now may be "
-            "marked disturbed, and their speeds are then not published");
-  EXPECT_EQ(BusyMachineWarning(1.9, 2), "");
-  EXPECT_EQ(BusyMachineWarning(std::nullopt, 2), "");
+  // Over 0.3 s on 2 cores (0.6 s of capacity): others busy for 0.38 s is 63%, over the 25% that marks a cell.
+  const MachineCpuTimes before{true, 100, 0, 1000};
+  EXPECT_EQ(BusyMachineWarning(JudgeDisturbance(before, {true, 100.38, 0, 1000.6}, 0), 0.3),
+            "the machine is busy: other processes used 63% of the machine's CPU over the last 0.3 s (more than 25%); "
+            "cells measured now may be marked disturbed, and their speeds are then not published");
+  EXPECT_EQ(BusyMachineWarning(JudgeDisturbance(before, {true, 100.06, 0.12, 1000.6}, 0), 0.3),
+            "the machine is busy: the hypervisor took 20% of the machine's CPU (steal) over the last 0.3 s (more "
+            "than 10%); cells measured now may be marked disturbed, and their speeds are then not published");
+  // A quiet machine, and one whose counters could not be read, say nothing.
+  EXPECT_EQ(BusyMachineWarning(JudgeDisturbance(before, {true, 100.06, 0, 1000.6}, 0), 0.3), "");
+  EXPECT_EQ(BusyMachineWarning(JudgeDisturbance(before, MachineCpuTimes{}, 0), 0.3), "");
+  // The probe reads this machine's counters (whatever its load, the judgement is known).
+  EXPECT_TRUE(ProbeMachineLoad(0.05).known);
 }
 
 }  // namespace

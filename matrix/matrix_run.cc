@@ -16,6 +16,9 @@
 namespace tmx::matrix {
 namespace {
 
+// How long a run looks at the machine before its first cell, to warn when it is busy (ProbeMachineLoad).
+constexpr double kBusyProbeS = 0.3;
+
 // The cells the run may skip: those already in the journal with --resume, else none. The journal itself is
 // kept (a run appends to it, and a completed run with write-back compacts it to the newest record per cell),
 // so a run that is stopped and started again, however often, loses no record; it is checked here, so that a
@@ -98,7 +101,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   }
   out << "\n";
   if (runnable > 0 && left > 0) {
-    std::string busy = BusyMachineWarning(ReadLoadAverage(), ReadUsableCores().count);
+    std::string busy = BusyMachineWarning(ProbeMachineLoad(kBusyProbeS), kBusyProbeS);
     if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
   }
 

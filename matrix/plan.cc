@@ -103,6 +103,16 @@ std::string TooLargeReason(const MemoryJudgement& judged, int64_t bytes) {
   return basis + " peak memory " + FormatBytes(bytes) + " exceeds " + judged.limit;
 }
 
+int64_t MemoryLimit(const DeviceInfo& device, const MatrixOptions& options) {
+  if (device.total_memory_bytes <= 0) return 0;
+  return static_cast<int64_t>(options.memory_fraction * static_cast<double>(device.total_memory_bytes));
+}
+
+std::string MemoryShare(const DeviceInfo& device, const MatrixOptions& options) {
+  return std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device.id + "'s " +
+         (device.total_memory_bytes > 0 ? FormatBytes(device.total_memory_bytes) : "memory");
+}
+
 namespace {
 
 constexpr double kBudgetBand = 1.25;
@@ -151,18 +161,10 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
   return rates;
 }
 
-// The share of `device`'s memory a cell may use, for a reason: "85% of cpu's 23.54 GiB".
-std::string MemoryShare(const DeviceInfo& device, const MatrixOptions& options) {
-  return std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + device.id + "'s " +
-         FormatBytes(device.total_memory_bytes);
-}
-
-// The most memory a cell may be predicted to need on `device` and still start: the cell's share of it
-// (MatrixOptions::memory_fraction) plus kMemoryPredictionTolerance; 0 when the device's memory is unknown.
+// The most memory a cell may be predicted to need on `device` and still start: its MemoryLimit plus
+// kMemoryPredictionTolerance (a prediction's margin, never a measured stop's); 0 when the memory is unknown.
 int64_t StartLimit(const DeviceInfo& device, const MatrixOptions& options) {
-  if (device.total_memory_bytes <= 0) return 0;
-  return static_cast<int64_t>((1 + kMemoryPredictionTolerance) * options.memory_fraction *
-                              static_cast<double>(device.total_memory_bytes));
+  return static_cast<int64_t>((1 + kMemoryPredictionTolerance) * static_cast<double>(MemoryLimit(device, options)));
 }
 
 // The size proxies are cut from (ProxyCut::real_layers, real_vocab; vocab 0 unless cut).
@@ -396,6 +398,55 @@ StatusOr<std::map<std::string, SupportEntries>> JournalEntries(const std::string
   return entries;
 }
 
+// Plans `cell`'s proxies (PlanProxies, at its device type's rates) and records in its preset the real sizes they
+// are cut from; returns their expected time in all, 0 with `*note` saying why where none fit.
+double AddProxies(PlannedCell* cell, const CellSource& source, const Registry& registry, const MatrixOptions& options,
+                  const std::map<std::string, DeviceRates>& rates, std::string* note) {
+  auto rate = rates.find(cell->device_type);
+  RealSize real;
+  cell->proxies = PlanProxies(*cell, source, registry, options, rate == rates.end() ? DeviceRates() : rate->second,
+                              rate != rates.end(), &real, note);
+  cell->preset.real_layers = real.layers;
+  cell->preset.real_vocab = real.vocab;
+  double total_s = 0;
+  for (const ProxyRun& run : cell->proxies) total_s += run.expected_duration_s;
+  return total_s;
+}
+
+// Plans `cell` to run its proxies instead of its own run (a cell too large or too slow for its device, or one
+// whose run was stopped at the memory limit), max_steps each: false, with the reason in its preset, where none
+// fit.
+bool PlanProxiesInstead(PlannedCell* cell, const CellSource& source, const Registry& registry,
+                        const MatrixOptions& options, const std::map<std::string, DeviceRates>& rates) {
+  cell->argv.clear();
+  cell->steps = options.max_steps;
+  std::string note;
+  const double proxies_s = AddProxies(cell, source, registry, options, rates, &note);
+  cell->preset.proxy_note = note;
+  if (cell->proxies.empty()) {
+    if (!note.empty()) cell->preset.reason += "; " + note;
+    return false;
+  }
+  cell->runnable = true;
+  cell->expected_duration_s = proxies_s;
+  return true;
+}
+
+// The numeric check's reference of `cell` (PlanReference) with its expected time: `recorded_s`, else that of
+// the run it checks (the cell's own, or its shallowest proxy's where it runs them instead).
+ReferenceRun PlanTimedReference(const PlannedCell& cell, const CellSource& source, const Registry& registry,
+                                const std::vector<DeviceInfo>& devices, const MatrixOptions& options,
+                                std::optional<double> recorded_s) {
+  ReferenceRun ref = PlanReference(cell, source, registry, devices, options);
+  if (ref.argv.empty()) return ref;
+  double proxies_s = 0;
+  for (const ProxyRun& p : cell.proxies) proxies_s += p.expected_duration_s;
+  const double checked_s = cell.argv.empty() ? cell.proxies.front().expected_duration_s
+                                             : cell.expected_duration_s - proxies_s;
+  ref.expected_duration_s = recorded_s.value_or(checked_s);
+  return ref;
+}
+
 }  // namespace
 
 Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
@@ -603,8 +654,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       // limit then: it is too large for any limit up to that, whatever the prediction says (the tolerance
       // above the limit is the prediction's, not a measured stop's). A larger device's limit tries it again.
       const bool stopped_at_limit = status == CellStatus::kTooLarge && recorded_peak > 0 &&
-                                    recorded_peak >= static_cast<int64_t>(options.memory_fraction *
-                                                                          static_cast<double>(device->total_memory_bytes));
+                                    recorded_peak >= MemoryLimit(*device, options);
       if (!problems.empty()) {
         // recorded as validated
       } else if (stopped_at_limit || (judged.limit_bytes > 0 && judged.bytes > judged.limit_bytes)) {
@@ -691,66 +741,34 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     const CellStatus status = cell.preset.status;
     const bool instead = options.proxies && !cell.runnable &&
                          (status == CellStatus::kTooLarge || status == CellStatus::kTooSlow);
-    const bool first = options.calibrate && cell.runnable;
-    if (!selected[i] || !(instead || first)) continue;
-    auto rate = rates.find(cell.device_type);
-    RealSize real;
-    std::string note;
-    if (instead) cell.steps = options.max_steps;
-    cell.proxies = PlanProxies(cell, sources[i], registry, options,
-                               rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real, &note);
-    cell.preset.real_layers = real.layers;
-    cell.preset.real_vocab = real.vocab;
+    if (!selected[i]) continue;
     if (instead) {
-      cell.preset.proxy_note = note;
-      if (cell.proxies.empty()) {
-        if (!note.empty()) cell.preset.reason += "; " + note;
-        continue;
-      }
-      cell.runnable = true;
-      cell.expected_duration_s = 0;
+      PlanProxiesInstead(&cell, sources[i], registry, options, rates);
+    } else if (options.calibrate && cell.runnable) {
+      std::string note;
+      cell.expected_duration_s += AddProxies(&cell, sources[i], registry, options, rates, &note);
     }
-    for (const ProxyRun& run : cell.proxies) cell.expected_duration_s += run.expected_duration_s;
   }
   // The numeric check's reference of each selected cell that starts (one more child, after the cell's own).
   for (size_t i = 0; options.numeric_check && i < cells.size(); ++i) {
     if (!selected[i] || !cells[i].runnable) continue;
-    PlannedCell& cell = cells[i];
-    cell.reference = PlanReference(cell, sources[i], registry, devices, options);
-    if (cell.reference.argv.empty()) continue;
-    double proxies_s = 0;
-    for (const ProxyRun& p : cell.proxies) proxies_s += p.expected_duration_s;
-    const double checked_s = cell.argv.empty() ? cell.proxies.front().expected_duration_s
-                                               : cell.expected_duration_s - proxies_s;
-    cell.reference.expected_duration_s = recorded_reference_s[i].value_or(checked_s);
+    cells[i].reference =
+        PlanTimedReference(cells[i], sources[i], registry, devices, options, recorded_reference_s[i]);
   }
   // What a host cell that runs in full goes on with if its run is stopped at the memory limit: its proxies,
-  // with their own reference, as a cell predicted too large runs them.
+  // with their own reference, as a cell predicted too large runs them. The scheduler replaces the copy's
+  // preset with the stopped run's record, keeping the real sizes its proxies are cut from.
   for (size_t i = 0; options.proxies && i < cells.size(); ++i) {
     const PlannedCell& cell = cells[i];
     if (!selected[i] || !cell.runnable || cell.argv.empty() || !cell.proxies.empty() ||
         !cell.device.traits().HostMemory()) {
       continue;
     }
-    auto rate = rates.find(cell.device_type);
     PlannedCell stopped = cell;
-    stopped.argv.clear();
-    stopped.steps = options.max_steps;
-    stopped.preset.status = CellStatus::kTooLarge;  // the stopped run's record replaces the preset
-    stopped.preset.reason = "resident memory passed the limit of " + MemoryShare(cell.device, options);
-    RealSize real;
-    std::string note;
-    stopped.proxies = PlanProxies(stopped, sources[i], registry, options,
-                                  rate == rates.end() ? DeviceRates() : rate->second, rate != rates.end(), &real, &note);
-    if (stopped.proxies.empty()) continue;
-    stopped.preset.real_layers = real.layers;
-    stopped.preset.real_vocab = real.vocab;
-    stopped.expected_duration_s = 0;
-    for (const ProxyRun& run : stopped.proxies) stopped.expected_duration_s += run.expected_duration_s;
     stopped.reference = ReferenceRun();
+    if (!PlanProxiesInstead(&stopped, sources[i], registry, options, rates)) continue;
     if (options.numeric_check) {
-      stopped.reference = PlanReference(stopped, sources[i], registry, devices, options);
-      stopped.reference.expected_duration_s = stopped.proxies.front().expected_duration_s;
+      stopped.reference = PlanTimedReference(stopped, sources[i], registry, devices, options, std::nullopt);
     }
     cells[i].if_stopped_at_memory_limit = std::make_shared<const PlannedCell>(std::move(stopped));
   }

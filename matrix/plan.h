@@ -237,6 +237,13 @@ void DeferOverTheTimeLimit(double limit_s, std::vector<PlannedCell>* cells);
 // that fits the limit the last one did not).
 std::string TooLargeReason(const MemoryJudgement& judged, int64_t bytes);
 
+// The most memory a cell may use on `device` (MatrixOptions::memory_fraction of it): the limit a run is
+// stopped at; 0 when the device's memory is unknown.
+int64_t MemoryLimit(const DeviceInfo& device, const MatrixOptions& options);
+
+// That limit for a reason: "85% of cpu's 23.54 GiB" ("85% of cpu's memory" when its size is unknown).
+std::string MemoryShare(const DeviceInfo& device, const MatrixOptions& options);
+
 // True when `name` matches the shell-style `pattern` (fnmatch).
 bool MatchesGlob(const std::string& pattern, const std::string& name);
 

@@ -70,24 +70,31 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
     noisy.push_back(what);
     return false;
   };
-  const bool timed =
-      std::all_of(r->proxy_step_times_s.begin(), r->proxy_step_times_s.end(), [](double t) { return t > 0; }) &&
-      rising(r->proxy_step_times_s, "step time");
+  // Time is extrapolated per token where the proxies counted tokens: they train the same batches, but a step's
+  // tokens vary with its data, and the median step of one depth can be another batch than the next depth's
+  // (gemma2/2B_full: 1 layer 24.1 s for a median step of 1114 tokens, 4 layers 23.5 s for one of 982). So each
+  // proxy's time is taken for the same step: one of the deepest proxy's typical tokens (its median rate times
+  // its median step) at the proxy's own rate (the median of its steps' rates).
+  const std::vector<double>& step_s = r->proxy_step_times_s;
+  const std::vector<double>& tokens_per_s = r->proxy_tokens_per_second;
+  const bool per_token = tokens_per_s.size() == r->proxy_layers.size();
+  const double tokens_per_step = per_token ? tokens_per_s.back() * step_s.back() : 0;
+  std::vector<double> seconds = step_s;  // each proxy's time for that step
+  if (per_token) {
+    for (size_t p = 0; p < seconds.size(); ++p) seconds[p] = tokens_per_s[p] > 0 ? tokens_per_step / tokens_per_s[p] : 0;
+  }
+  const bool timed = std::all_of(seconds.begin(), seconds.end(), [](double t) { return t > 0; }) &&
+                     rising(seconds, per_token ? "time per token" : "step time");
   if (timed) {
-    const double step = extrapolate(r->proxy_step_times_s);
-    r->extrapolated_step_time_s = step;
-    // Tokens per step are the config's (its batch and sequences), the same at every depth.
-    if (r->proxy_tokens_per_second.size() == r->proxy_layers.size()) {
-      r->extrapolated_tokens_per_second = r->proxy_tokens_per_second.back() * r->proxy_step_times_s.back() / step;
-    }
-    // FLOPs per step grow exactly linearly with the layers and the ids (recipes/flops.h), so the line through
-    // the proxies' FLOPs per step (rate x step time) is the real size's count.
+    const double real_s = extrapolate(seconds);
+    r->extrapolated_step_time_s = real_s;
+    if (per_token) r->extrapolated_tokens_per_second = tokens_per_step / real_s;
+    // FLOPs grow exactly linearly with the layers and the ids (recipes/flops.h), so the line through the
+    // proxies' FLOPs for that step (rate x time) is the real size's count.
     if (r->proxy_flops_per_second.size() == r->proxy_layers.size()) {
-      std::vector<double> step_flops;
-      for (size_t p = 0; p < r->proxy_layers.size(); ++p) {
-        step_flops.push_back(r->proxy_flops_per_second[p] * r->proxy_step_times_s[p]);
-      }
-      r->extrapolated_flops_per_second = extrapolate(step_flops) / step;
+      std::vector<double> flops;
+      for (size_t p = 0; p < r->proxy_layers.size(); ++p) flops.push_back(r->proxy_flops_per_second[p] * seconds[p]);
+      r->extrapolated_flops_per_second = extrapolate(flops) / real_s;
     }
   }
   const bool measured = std::all_of(r->proxy_peak_memory_bytes.begin(), r->proxy_peak_memory_bytes.end(),

@@ -77,6 +77,32 @@ TEST(ProxyCellTest, EveryProxyRanKeepsTheStatusAndRecordsExtrapolations) {
             "operation, extrapolated 18.50 GiB peak, 57.1 tok/s, 18s a step");
 }
 
+// The proxies train the same batches, but a step's tokens vary with its data: each proxy's median step can be
+// another batch. Time is extrapolated per token (gemma2/2B_full's readings: 1 layer 24.07 s for a median step of
+// 1114 tokens, 4 layers 23.54 s for one of 982; per token 21.6 and 24.0 ms, rising).
+TEST(ProxyCellTest, TimeIsExtrapolatedPerTokenWhereTheMedianStepsAreDifferentBatches) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  cell.proxies[1].layers = 4;
+  cell.preset.real_layers = 26;
+  CellResult r = ResultFromProxies(cell, {ProxyRan(24.07, 46.27, 15 * kGiB), ProxyRan(23.54, 41.70, 19 * kGiB)});
+  EXPECT_EQ(r.proxy_note, "");
+  const double shallow = 1 / 46.27, deep = 1 / 41.70;
+  const double per_token = shallow + (deep - shallow) / 3 * 25;  // 41.6 ms
+  ASSERT_TRUE(r.extrapolated_tokens_per_second.has_value());
+  EXPECT_NEAR(*r.extrapolated_tokens_per_second, 1 / per_token, 1e-9);
+  // A step of the deepest proxy's typical 982 tokens.
+  EXPECT_NEAR(*r.extrapolated_step_time_s, per_token * 41.70 * 23.54, 1e-9);
+
+  // A deeper proxy reading less time per token is noise, and is not extrapolated.
+  CellResult noisy = ResultFromProxies(cell, {ProxyRan(24.07, 46.27, 15 * kGiB), ProxyRan(23.54, 47, 19 * kGiB)});
+  EXPECT_FALSE(noisy.extrapolated_step_time_s);
+  EXPECT_FALSE(noisy.extrapolated_tokens_per_second);
+  EXPECT_TRUE(noisy.extrapolated_peak_memory_bytes);
+  EXPECT_EQ(noisy.proxy_note,
+            "not extrapolated: the deeper proxy read less time per token than the shallower (a cost per layer below "
+            "the readings' noise)");
+}
+
 // The real size's FLOPs per step are the line through the proxies' (rate x step time), over the extrapolated
 // step time; the peak and its dtype are the proxies' (same device, same dtype), so the share follows.
 TEST(ProxyCellTest, TheRealSizesFlopRateAndShareComeFromTheProxiesCounts) {
@@ -126,9 +152,9 @@ TEST(ProxyCellTest, AProxyWithACutVocabularyExtrapolatesOverDepthAndIds) {
     cell.proxies[i].vocab = ids[i];
     cell.proxies[i].cut += ", model.vocab_size " + std::to_string(ids[i]) + " of 128256";
   }
-  // Per layer 0.5 s and 0.5 GiB; per id 0.0001 s and 1/8000 GiB.
+  // Per layer 0.5 s and 0.5 GiB; per id 0.0001 s and 1/8000 GiB (1000 tokens a step).
   CellResult r = ResultFromProxies(
-      cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2), ProxyRan(1.2, 800, 2 * kGiB)});
+      cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2), ProxyRan(1.2, 1000 / 1.2, 2 * kGiB)});
   EXPECT_EQ(r.ops_verified, true);
   EXPECT_EQ(r.proxy_layers, (std::vector<double>{1, 2, 1}));
   EXPECT_EQ(r.proxy_vocab, (std::vector<double>{16064, 16064, 8064}));

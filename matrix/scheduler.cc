@@ -140,9 +140,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     // The cell outgrew the share of the device a cell may use (MatrixOptions::memory_fraction): too large
     // for it, measured rather than predicted; not a failure of the device.
     r.status = CellStatus::kTooLarge;
-    r.reason = "resident memory passed the limit of " +
-               std::to_string(static_cast<int>(options.memory_fraction * 100)) + "% of " + cell.device.id +
-               "'s memory and the run was stopped";
+    r.reason = "resident memory passed the limit of " + MemoryShare(cell.device, options) + " and the run was stopped";
   } else if (outcome.term_signal) {
     r.status = CellStatus::kFails;
     r.reason = "crashed: " + outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
@@ -328,8 +326,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       if (host && c->device.total_memory_bytes > 0) {
         // The host's limit is shared: a cell may take what the running cells' predicted peaks leave of it, and
         // waits while its own prediction does not fit (alone it always starts, and the limit is all of it).
-        const int64_t limit =
-            static_cast<int64_t>(options.memory_fraction * static_cast<double>(c->device.total_memory_bytes));
+        const int64_t limit = MemoryLimit(c->device, options);
         if (host_running_any && host_running + child.predicted_memory_bytes > limit) {
           host_waiting = true;
           ++it;

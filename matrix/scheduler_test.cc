@@ -229,6 +229,7 @@ TEST_F(SchedulerTest, AGenerationCellTakesItsPrefillFromTheSummaryAndHasNoLoss) 
 TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
   std::vector<PlannedCell> cells = {Cell("crash", "cpu"), Cell("hang", "cpu"), Cell("oom", "cpu"),
                                     Cell("nan", "cpu"), Cell("bad", "cpu")};
+  cells[2].device.total_memory_bytes = int64_t{20} << 30;  // its stop names the limit's size
   RunSummary failed;
   failed.error = "non-finite loss (nan) at step 2";
   failed.error_kind = "non_finite_loss";
@@ -260,7 +261,8 @@ TEST_F(SchedulerTest, FailuresAreRecordedWithReasons) {
   EXPECT_NE(by["hang"].reason.find("wall-clock limit of 1m00s after 0 of 4 steps"), std::string::npos)
       << by["hang"].reason;
   EXPECT_EQ(by["oom"].status, CellStatus::kTooLarge);
-  EXPECT_NE(by["oom"].reason.find("resident memory passed the limit of 85% of cpu's memory"), std::string::npos)
+  EXPECT_NE(by["oom"].reason.find("resident memory passed the limit of 85% of cpu's 20.00 GiB and the run was stopped"),
+            std::string::npos)
       << by["oom"].reason;
   EXPECT_EQ(by["nan"].status, CellStatus::kFails);
   EXPECT_EQ(by["nan"].reason, "non-finite loss (nan) at step 2");
