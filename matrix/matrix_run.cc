@@ -99,7 +99,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
     out << "; " << cells->size() - left << " already in the journal, " << left << " left";
     if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
   }
-  out << "\n";
+  out << std::endl;  // before the first cell, which may take minutes, also where the output is a file (CI logs)
   if (runnable > 0 && left > 0) {
     std::string busy = BusyMachineWarning(ProbeMachineLoad(kBusyProbeS), kBusyProbeS);
     if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
