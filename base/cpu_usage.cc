@@ -96,10 +96,6 @@ namespace {
 
 std::string Percent(double share) { return std::to_string(static_cast<int>(std::lround(100 * share))) + "%"; }
 
-}  // namespace
-
-namespace {
-
 // Why `d` is disturbed, the interval named by `during` ("while it ran"); "" when it is not.
 std::string DisturbanceReason(const Disturbance& d, const DisturbanceOptions& options, const std::string& during) {
   if (d.others_share > options.max_others_share) {
