@@ -269,13 +269,16 @@ Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
   return Status::OK();
 }
 
-EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options) {
+EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options, bool tied)
+    : tied_(tied) {
   weight_ = register_parameter("weight", torch::empty({num_embeddings, dim}, options.requires_grad(false)));
   torch::NoGradGuard no_grad;
   NormalInit(weight_, 0, 1.0 / std::sqrt(static_cast<double>(dim)));
 }
 
-torch::Tensor EmbeddingImpl::forward(const torch::Tensor& tokens) { return at::embedding(weight_, tokens); }
+torch::Tensor EmbeddingImpl::forward(const torch::Tensor& tokens) {
+  return at::embedding(weight_, tokens, /*padding_idx=*/-1, /*scale_grad_by_freq=*/false, /*sparse=*/tied_);
+}
 
 RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options, bool plus_one)
     : eps_(eps), plus_one_(plus_one) {
@@ -443,7 +446,8 @@ DecoderImpl::DecoderImpl(const DecoderArgs& args, std::optional<LoraArgs> lora, 
   inv_freq_ = RopeInverseFrequencies(args_.resolved_head_dim(), args_.rope_base, args_.rope_scaling);
 
   const LayerLora layer_lora = LayerLoraFor(lora_);
-  tok_embeddings_ = register_module("tok_embeddings", Embedding(args_.vocab_size, args_.embed_dim, options));
+  tok_embeddings_ = register_module(
+      "tok_embeddings", Embedding(args_.vocab_size, args_.embed_dim, options, args_.tie_word_embeddings));
   layers_ = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < args_.num_layers; ++i) {
     layer_list_.push_back(TransformerLayer(args_, layer_lora, options, i));

@@ -125,14 +125,22 @@ Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args);
 
 // Token embedding: weight [num_embeddings, dim], initialised N(0, 1/dim) so that a tied output projection
 // starts with unit-variance logits (loss near ln(vocab)) when a model is trained from its seed.
+//
+// With `tied` (the weight is also the output projection) the lookup's gradient is sparse: the token rows alone.
+// Backward reaches the lookup last, after the output projection's dense [num_embeddings, dim] gradient, and
+// autograd adds a sparse gradient into a dense one in place (its InputBuffer), so the weight's gradient is that
+// dense tensor with the token rows added: no zero-filled [num_embeddings, dim] tensor for the lookup, no pass
+// summing the two. Only for a tied weight: used by the lookup alone, the weight's .grad would be sparse, which
+// the optimizers refuse.
 class EmbeddingImpl : public torch::nn::Module {
  public:
-  EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options = {});
+  EmbeddingImpl(int64_t num_embeddings, int64_t dim, c10::TensorOptions options = {}, bool tied = false);
   torch::Tensor forward(const torch::Tensor& tokens);  // [...] int -> [..., dim]
   const torch::Tensor& weight() const { return weight_; }
 
  private:
   torch::Tensor weight_;
+  bool tied_ = false;
 };
 TORCH_MODULE(Embedding);
 

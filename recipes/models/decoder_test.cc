@@ -408,6 +408,40 @@ TEST(DecoderTest, EmbeddingScalingMultipliesTheInputBySqrtDim) {
   EXPECT_TRUE(torch::allclose(scaled(tokens), expected, 1e-4, 1e-5)) << (scaled(tokens) - expected).abs().max();
 }
 
+TEST(DecoderTest, ATiedEmbeddingGetsOneDenseGradientOfBothUses) {
+  // The lookup's gradient is sparse where the weight is tied (EmbeddingImpl): the weight's .grad must still be
+  // one dense tensor, the output projection's gradient plus the looked-up rows', as an untied model with the
+  // same weights gets in two tensors.
+  DecoderArgs tied_args = Tiny("llama3");
+  tied_args.tie_word_embeddings = true;
+  DecoderArgs untied_args = tied_args;
+  untied_args.tie_word_embeddings = false;
+  torch::manual_seed(8);
+  Decoder tied(tied_args);
+  Decoder untied(untied_args);
+  {
+    torch::NoGradGuard no_grad;
+    std::map<std::string, torch::Tensor> from = Params(*tied);
+    for (auto& [name, p] : Params(*untied)) p.copy_(from.at(name == "output.weight" ? "tok_embeddings.weight" : name));
+  }
+  for (Decoder* m : {&tied, &untied}) {
+    for (auto& p : (*m)->parameters()) p.requires_grad_(true);
+  }
+  // Token 7 three times: a row looked up more than once gets each use's gradient.
+  torch::Tensor tokens = torch::randint(0, 259, {2, 24}, torch::kLong);
+  tokens.index_put_({0, Slice(0, 3)}, 7);
+  NextTokenLoss(tied, tokens).backward();
+  NextTokenLoss(untied, tokens).backward();
+  const torch::Tensor grad = Params(*tied)["tok_embeddings.weight"].grad();
+  ASSERT_TRUE(grad.defined());
+  EXPECT_EQ(grad.layout(), torch::kStrided);
+  const torch::Tensor expected =
+      Params(*untied)["tok_embeddings.weight"].grad() + Params(*untied)["output.weight"].grad();
+  EXPECT_TRUE(torch::allclose(grad, expected, 1e-5, 1e-7)) << (grad - expected).abs().max();
+  // The looked-up rows did arrive: without them the gradient would be the output projection's alone.
+  EXPECT_GT((grad - Params(*untied)["output.weight"].grad()).index({7}).abs().max().item<double>(), 1e-6);
+}
+
 TEST(DecoderTest, NormPlusOneMultipliesByOnePlusScale) {
   torch::manual_seed(7);
   RMSNorm gemma(8, 1e-6, c10::TensorOptions(), /*plus_one=*/true);
