@@ -83,11 +83,12 @@ void DeferOverTheTimeLimit(double limit_s, std::vector<PlannedCell>* cells) {
   // Strictly in that order, up to the first that does not fit: filling the time left with shorter cells would
   // measure the newest records again and again. The oldest always runs, however long, so every cell gets its turn.
   double planned_s = 0;
-  bool full = false;
+  bool first = true, full = false;
   for (PlannedCell* c : order) {
-    full = full || (planned_s > 0 && planned_s + c->ExpectedTotalS() > limit_s);
+    full = full || (!first && planned_s + c->ExpectedTotalS() > limit_s);
     c->deferred = full;
     planned_s += c->ExpectedTotalS();
+    first = false;
   }
 }
 
@@ -408,9 +409,7 @@ double AddProxies(PlannedCell* cell, const CellSource& source, const Registry& r
                               rate != rates.end(), &real, note);
   cell->preset.real_layers = real.layers;
   cell->preset.real_vocab = real.vocab;
-  double total_s = 0;
-  for (const ProxyRun& run : cell->proxies) total_s += run.expected_duration_s;
-  return total_s;
+  return cell->ProxiesExpectedS();
 }
 
 // Plans `cell` to run its proxies instead of its own run (a cell too large or too slow for its device, or one
@@ -439,10 +438,8 @@ ReferenceRun PlanTimedReference(const PlannedCell& cell, const CellSource& sourc
                                 std::optional<double> recorded_s) {
   ReferenceRun ref = PlanReference(cell, source, registry, devices, options);
   if (ref.argv.empty()) return ref;
-  double proxies_s = 0;
-  for (const ProxyRun& p : cell.proxies) proxies_s += p.expected_duration_s;
   const double checked_s = cell.argv.empty() ? cell.proxies.front().expected_duration_s
-                                             : cell.expected_duration_s - proxies_s;
+                                             : cell.expected_duration_s - cell.ProxiesExpectedS();
   ref.expected_duration_s = recorded_s.value_or(checked_s);
   return ref;
 }

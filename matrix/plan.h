@@ -214,6 +214,12 @@ struct PlannedCell {
   // What the cell is expected to take with its reference (expected_duration_s is its own children's, which
   // the cell budget judges): the plan's and the run's time, the shards' balance, the lanes' order.
   double ExpectedTotalS() const { return expected_duration_s + reference.expected_duration_s; }
+  // What its proxies are expected to take in all (a part of expected_duration_s; 0 without proxies).
+  double ProxiesExpectedS() const {
+    double total_s = 0;
+    for (const ProxyRun& p : proxies) total_s += p.expected_duration_s;
+    return total_s;
+  }
 };
 
 // Overrides applied to every cell's `tune run`: the device, a fresh output folder, and the recipe's own

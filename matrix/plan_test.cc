@@ -556,6 +556,15 @@ TEST(PlanTest, ATimeLimitKeepsTheOldestRecordsThatFitAndDefersTheRest) {
   DeferOverTheTimeLimit(60, &cells);
   EXPECT_FALSE(cells[0].deferred);
   EXPECT_TRUE(cells[1].deferred);
+
+  // Only the first is exempt: oldest cells predicted at no time do not all count as the first.
+  cells = {cell("zero_a", "", 0), cell("zero_b", "", 0), cell("long", "2026-12-01T10:00:00Z", 500),
+           cell("next", "2026-12-02T10:00:00Z", 1)};
+  DeferOverTheTimeLimit(60, &cells);
+  EXPECT_FALSE(cells[0].deferred);
+  EXPECT_FALSE(cells[1].deferred);  // fits: 0 s
+  EXPECT_TRUE(cells[2].deferred);   // 500 s after the first is over the limit
+  EXPECT_TRUE(cells[3].deferred);   // and the run stops there
 }
 
 // A run stopped here at the memory limit recorded the resident memory it was stopped at: the cell is too large
