@@ -256,10 +256,11 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
 
 // The proxies of a cell at one vocabulary (`vocab_divisor`): kProxyLayers, or kProxyFallbackLayers as the
 // deeper where that is all that fits; none with `*note` saying why (PlanProxyRun) and `*over_memory` when
-// what did not fit was the memory.
+// what did not fit was the memory. Where the shallow one fits and no deeper one does, `*alone` is the shallow.
 std::vector<ProxyRun> PlanProxyDepths(const PlannedCell& cell, const CellSource& source, const Registry& registry,
                                       const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
-                                      int64_t vocab_divisor, RealSize* real, std::string* note, bool* over_memory) {
+                                      int64_t vocab_divisor, RealSize* real, std::string* note, bool* over_memory,
+                                      std::optional<ProxyRun>* alone) {
   ProxyRun shallow, deep;
   if (!PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0], vocab_divisor, &shallow, real,
                     note, over_memory)) {
@@ -276,26 +277,40 @@ std::vector<ProxyRun> PlanProxyDepths(const PlannedCell& cell, const CellSource&
     note->clear();
     return {shallow, deep};
   }
+  if (*over_memory) *alone = shallow;
   *note = deeper_note;
   return {};
 }
 
 // The proxies of a cell: layers cut (PlanProxyDepths), or where those do not fit the memory, the vocabulary
 // cut too by the smallest divisor up to kMaxVocabDivisor that fits, with a third proxy at the shallow depth
-// and twice the divisor for the cost per id. None with `*note` saying why (the whole vocabulary's reason, and
-// that no cut fitted). `*real_vocab` is the config's ids when the vocabulary was cut.
+// and twice the divisor for the cost per id. Where no two depths fit at any of those, the shallow proxy alone
+// with the most ids that fit, with `*note` saying so: it verifies the operations and extrapolates nothing.
+// None with `*note` saying why (the whole vocabulary's reason, and that no cut fitted). `*real_vocab` is the
+// config's ids when the vocabulary was cut.
 std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& source, const Registry& registry,
                                   const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
                                   RealSize* real, std::string* note) {
   bool over_memory = false;
+  std::optional<ProxyRun> alone;
+  RealSize alone_real;
   std::vector<ProxyRun> runs =
-      PlanProxyDepths(cell, source, registry, options, rates, measured_rates, 1, real, note, &over_memory);
+      PlanProxyDepths(cell, source, registry, options, rates, measured_rates, 1, real, note, &over_memory, &alone);
   if (!runs.empty() || !over_memory) return runs;
+  if (alone) alone_real = *real;
+  auto shallow_alone = [&]() -> std::vector<ProxyRun> {
+    *real = alone_real;
+    *note = "only the proxy of " + std::to_string(alone->layers) + " layer" + (alone->layers == 1 ? "" : "s") + " (" +
+            alone->cut + ") fits the memory here, so nothing is extrapolated";
+    return {*alone};
+  };
   const std::string whole_vocabulary = *note;
   for (int64_t divisor = 2; divisor <= kMaxVocabDivisor; divisor *= 2) {
     std::string cut_note;
+    const bool had_alone = alone.has_value();
     runs = PlanProxyDepths(cell, source, registry, options, rates, measured_rates, divisor, real, &cut_note,
-                           &over_memory);
+                           &over_memory, &alone);
+    if (!had_alone && alone) alone_real = *real;
     ProxyRun fewer_ids;
     RealSize same;
     if (!runs.empty() && PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0],
@@ -305,12 +320,14 @@ std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& sou
       return runs;
     }
     if (!runs.empty() || !over_memory) {
+      if (alone) return shallow_alone();
       const std::string why = cut_note.rfind("no proxy: ", 0) == 0 ? cut_note.substr(10) : cut_note;
       *note = whole_vocabulary + "; with its vocabulary cut by " + std::to_string(divisor) + ": " + why;
       real->vocab = 0;
       return {};
     }
   }
+  if (alone) return shallow_alone();
   *note = whole_vocabulary + "; nor with its vocabulary cut by up to " + std::to_string(kMaxVocabDivisor);
   real->vocab = 0;
   return {};

@@ -470,6 +470,32 @@ TEST(PlanTest, ACellWhoseEmbeddingsAloneDoNotFitRunsProxiesWithACutVocabulary) {
       << cells->front().preset.proxy_note;
 }
 
+// Gemma 2 27B full on 2 ranks: one layer's gradients and AdamW state are too large for a second depth beside
+// it at any cut of the vocabulary, so the shallow proxy runs alone (with the most ids that fit) and the note
+// says that nothing will be extrapolated; before, no proxy ran and nothing verified the operations.
+TEST(PlanTest, WhereNoSecondDepthFitsTheShallowProxyRunsAlone) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.config_globs = {"gemma2/27B_full"};
+  options.cell_budget_s = 0;
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
+  ASSERT_TRUE(cells.ok()) << cells.status().ToString();
+  const PlannedCell& c = cells->front();
+  ASSERT_TRUE(c.runnable) << c.preset.reason;
+  ASSERT_EQ(c.proxies.size(), 1u) << c.preset.reason;
+  EXPECT_EQ(c.proxies[0].layers, 1);
+  EXPECT_GT(c.proxies[0].vocab, 0);
+  EXPECT_EQ(c.preset.real_vocab, 256000);
+  EXPECT_EQ(c.preset.real_layers, 46);
+  EXPECT_EQ(c.preset.proxy_note, "only the proxy of 1 layer (" + c.proxies[0].cut +
+                                     ") fits the memory here, so nothing is extrapolated");
+  // With room for two depths the usual proxies come back.
+  cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64)}, options);
+  ASSERT_TRUE(cells.ok());
+  EXPECT_GE(cells->front().proxies.size(), 2u) << cells->front().preset.reason;
+  EXPECT_EQ(cells->front().preset.proxy_note, "");
+}
+
 // --calibrate: a real-size cell that runs in full runs its proxies first (the argv stays the cell's own); a tiny
 // one, whose two layers leave nothing to cut, runs alone.
 TEST(PlanTest, CalibrationRunsTheProxiesOfCellsThatRunInFull) {

@@ -178,6 +178,8 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
   if (r.extrapolated_step_time_s) numbers.push_back(FormatDuration(*r.extrapolated_step_time_s) + " a step");
   r.reason += "; proxies of " + ProxyDepths(r) + " of its " + ProxiedSize(r) + " ran every operation" +
               (numbers.empty() ? "" : ", extrapolated " + JoinStrings(numbers, ", "));
+  // The plan's note where it could plan one depth alone (matrix/plan.cc PlanProxies).
+  if (!cell.preset.proxy_note.empty() && cell.proxies.size() == 1) r.reason += "; " + cell.preset.proxy_note;
   return r;
 }
 

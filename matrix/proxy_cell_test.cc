@@ -197,6 +197,23 @@ TEST(ProxyCellTest, ADeeperProxyReadingLessIsNotExtrapolated) {
             "readings' noise)");
 }
 
+// Where only one depth fits the memory, the plan runs that proxy alone with a note: the operations are
+// verified, nothing is extrapolated, and the reason says why.
+TEST(ProxyCellTest, AShallowProxyAloneVerifiesTheOperationsAndSaysWhyNothingIsExtrapolated) {
+  PlannedCell cell = ProxiedCell("/tmp");
+  cell.proxies.resize(1);
+  cell.preset.proxy_note =
+      "only the proxy of 1 layer (model.num_layers 1 of 32) fits the memory here, so nothing is extrapolated";
+  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB)});
+  EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_EQ(r.ops_verified, true);
+  EXPECT_EQ(r.proxy_layers, (std::vector<double>{1}));
+  EXPECT_FALSE(r.extrapolated_step_time_s);
+  EXPECT_FALSE(r.extrapolated_peak_memory_bytes);
+  EXPECT_EQ(r.reason, cell.preset.reason + "; proxies of 1 of its 32 layers ran every operation; " +
+                          cell.preset.proxy_note);
+}
+
 TEST(ProxyCellTest, AFailingProxyMakesTheCellFailWithItsError) {
   PlannedCell cell = ProxiedCell("/tmp");
   CellResult failed;

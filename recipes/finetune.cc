@@ -334,8 +334,7 @@ Status Trainer::SetupTeacher(RunSummary* summary) {
         model_.choice.component + "' one of " + std::to_string(model_.choice.args.vocab_size) +
         "; the forward KL compares their distributions id by id, so use a teacher of the student's family");
   }
-  int64_t total = 0, trainable = 0;
-  CountModelParameters(*choice, &total, &trainable);
+  const int64_t total = CountModelParameters(*choice).total;
   progress_.Begin("Building teacher " + choice->component + " (" + FormatCount(total) + " parameters)");
   teacher_ = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings_.dtype).device(device_));
   progress_.End("Built the teacher");

@@ -317,8 +317,7 @@ StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& re
   }
   const models::DecoderArgs& args = choice->args;
   CellEstimate e;
-  CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
-  e.trainable_parameters = 0;
+  e.parameters = CountModelParameters(*choice).total;
   const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   // In double, as EstimateFinetune: hostile sizes give an enormous prediction, never an overflow.
   const double positions = static_cast<double>(std::min(*prompt, kTypicalSeqLen)) + static_cast<double>(*max_new_tokens);

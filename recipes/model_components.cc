@@ -314,12 +314,21 @@ std::vector<Problem> FakeQuantizationProblems(const Config& config, const Regist
                "), so nothing would be fake-quantised; use a power of two that divides them (torchtune uses 256)"}};
 }
 
-void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable, int64_t* quantized) {
+ParameterCounts CountModelParameters(const ModelChoice& choice) {
   models::Decoder model(choice.args, choice.lora, c10::TensorOptions().device(c10::kMeta));
   if (choice.lora) models::FreezeBaseParameters(*model);
-  *total = models::CountParameters(*model);
-  *trainable = models::CountParameters(*model, /*trainable_only=*/true);
-  if (quantized != nullptr) *quantized = models::CountQuantizedParameters(*model);
+  ParameterCounts c;
+  c.total = models::CountParameters(*model);
+  c.trainable = models::CountParameters(*model, /*trainable_only=*/true);
+  c.quantized = models::CountQuantizedParameters(*model);
+  c.outside_layers = c.total;
+  c.trainable_outside_layers = c.trainable;
+  for (const auto& item : model->named_children()) {
+    if (item.key() != "layers") continue;
+    c.outside_layers -= models::CountParameters(*item.value());
+    c.trainable_outside_layers -= models::CountParameters(*item.value(), /*trainable_only=*/true);
+  }
+  return c;
 }
 
 }  // namespace tmx::recipes

@@ -73,9 +73,16 @@ std::vector<Problem> LoraChecks(const Config& config, const Registry& registry, 
 // fits no linear at all, each naming quantizer.groupsize or the model and the fix.
 std::vector<Problem> FakeQuantizationProblems(const Config& config, const Registry& registry, bool lora);
 
-// Total and trainable parameters of `choice`, and (when `quantized` is given) those held as NF4, counted on a
-// model built on the meta device (no memory).
-void CountModelParameters(const ModelChoice& choice, int64_t* total, int64_t* trainable,
-                          int64_t* quantized = nullptr);
+// The parameters of `choice`, counted on a model built on the meta device (no memory).
+struct ParameterCounts {
+  int64_t total = 0;
+  int64_t trainable = 0;
+  int64_t quantized = 0;  // held as NF4 (QLoRA's bases)
+  // Outside the transformer layers (embeddings, final norm, output projection): what fully sharded ranks keep
+  // whole (recipes/distributed/sharded_layers.h).
+  int64_t outside_layers = 0;
+  int64_t trainable_outside_layers = 0;
+};
+ParameterCounts CountModelParameters(const ModelChoice& choice);
 
 }  // namespace tmx::recipes

@@ -76,11 +76,11 @@ TEST(ModelComponentsTest, NumLayersCutsAPresetForAProxy) {
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
   EXPECT_EQ(cut->args.num_layers, 2);
   EXPECT_EQ(cut->args.layers_cut_from, 16);
-  int64_t total = 0, trainable = 0;
-  CountModelParameters(*cut, &total, &trainable);
-  int64_t whole_total = 0;
-  CountModelParameters(*whole, &whole_total, &trainable);
-  EXPECT_LT(total, whole_total);
+  const ParameterCounts cut_counts = CountModelParameters(*cut), whole_counts = CountModelParameters(*whole);
+  EXPECT_LT(cut_counts.total, whole_counts.total);
+  // Only the layers are cut: what lies outside them (embeddings, final norm, output) is the whole model's.
+  EXPECT_EQ(cut_counts.outside_layers, whole_counts.outside_layers);
+  EXPECT_EQ(whole_counts.total - whole_counts.outside_layers, (cut_counts.total - cut_counts.outside_layers) * 8);
   // The schema names the preset's depth.
   EXPECT_NE(ProblemAt("num_layers: 17", "model.num_layers").find("16"), std::string::npos);
 }
@@ -141,9 +141,7 @@ TEST(ModelComponentsTest, TorchtunesLlama2BuilderTakesItsSizesFromTheConfig) {
   EXPECT_EQ(choice->args.intermediate_dim, 5632);
   EXPECT_EQ(choice->args.num_kv_heads, 4);
   EXPECT_EQ(choice->args.rope_base, 10000);
-  int64_t total = 0, trainable = 0;
-  CountModelParameters(*choice, &total, &trainable);
-  EXPECT_EQ(total, 1'100'048'384);
+  EXPECT_EQ(CountModelParameters(*choice).total, 1'100'048'384);
   EXPECT_EQ(models::ScaleHiddenDimForMlp(4096), 11008);  // Llama 2 7B's
 
   // A size left out, or sizes that make no model, are named at `model`.
@@ -191,10 +189,11 @@ TEST(ModelComponentsTest, QloraBuildersQuantizeTheBaseByDefault) {
   }
   // Llama 3.1 8B: 7 projections in 32 layers held as NF4, about 6.98e9 of its 8.03e9 parameters.
   StatusOr<ModelChoice> choice = ModelFromConfig(Parse(cases[0].yaml), BuiltinRegistry());
-  int64_t total = 0, trainable = 0, quantized = 0;
-  CountModelParameters(*choice, &total, &trainable, &quantized);
-  EXPECT_EQ(quantized, int64_t{32} * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096));
-  EXPECT_EQ(trainable, int64_t{32} * (8 * (4096 + 4096) + 8 * (4096 + 1024) + 3 * 8 * (4096 + 14336)));
+  const ParameterCounts counts = CountModelParameters(*choice);
+  EXPECT_EQ(counts.quantized, int64_t{32} * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096));
+  EXPECT_EQ(counts.trainable_outside_layers, 0);  // the adapters are all in the layers
+  EXPECT_EQ(counts.outside_layers, 2 * int64_t{128256} * 4096 + 4096);  // embedding, output, final norm
+  EXPECT_EQ(counts.trainable, int64_t{32} * (8 * (4096 + 4096) + 8 * (4096 + 1024) + 3 * 8 * (4096 + 14336)));
 }
 
 // The tiny widths are below one block of NF4 scales; each family's qlora_tiny_ builds at widths NF4 holds.
@@ -213,9 +212,7 @@ TEST(ModelComponentsTest, EveryTinyFamilyHasAQloraBuilderNf4CanHold) {
     EXPECT_TRUE(choice->lora->quantize_base);
     EXPECT_EQ(choice->args.embed_dim, 256);
     EXPECT_EQ(choice->args.num_layers, p.args.num_layers);
-    int64_t total = 0, trainable = 0, quantized = 0;
-    CountModelParameters(*choice, &total, &trainable, &quantized);
-    EXPECT_GT(quantized, 0);
+    EXPECT_GT(CountModelParameters(*choice).quantized, 0);
     // The same settings on the tiny lora_ builder name the first projection NF4 cannot hold.
     std::string lora_yaml = yaml;
     lora_yaml.replace(lora_yaml.find("qlora_tiny_"), 1, "");

@@ -119,8 +119,7 @@ RecipeSpec QuantizeRecipe() {
     StatusOr<std::string> dtype = config.GetString("dtype");
     for (const Status& s : {choice.status(), dtype.status()}) TM_RETURN_IF_ERROR(s);
     CellEstimate e;
-    CountModelParameters(*choice, &e.parameters, &e.trainable_parameters);
-    e.trainable_parameters = 0;
+    e.parameters = CountModelParameters(*choice).total;
     const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
     // The model in its dtype; each linear's weight gives way to its codes as it is quantised, so besides it only
     // the largest linear's float32 quotient, rounded copy and scales, and its codes; and the runtime.

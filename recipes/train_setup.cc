@@ -125,8 +125,7 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   }
   m.choice = *choice;
   if (progress != nullptr) {
-    int64_t total = 0, trainable = 0;
-    CountModelParameters(m.choice, &total, &trainable);  // on the meta device: no memory, no time
+    const int64_t total = CountModelParameters(m.choice).total;  // on the meta device: no memory, no time
     progress->Begin("Building model " + m.choice.component + " (" + FormatCount(total) + " parameters, " +
                     DtypeConfigName(settings.dtype) + ")");
   }

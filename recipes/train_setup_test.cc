@@ -40,8 +40,8 @@ TEST_F(OutputChecksTest, CheckpointBytesFollowTheModelTheDtypeAndWhatIsSaved) {
   constexpr int64_t kHeader = int64_t{1} << 20;
   Config lora = Load("llama3_2/1B_lora_single_device", {"output_dir=" + dir_ + "/lora", "epochs=2"});
   CheckpointBytes b = Bytes(lora);
-  int64_t total = 0, trainable = 0;
-  CountModelParameters(*ModelFromConfig(lora, BuiltinRegistry()), &total, &trainable);
+  const ParameterCounts counts = CountModelParameters(*ModelFromConfig(lora, BuiltinRegistry()));
+  const int64_t total = counts.total, trainable = counts.trainable;
   EXPECT_GT(total, 1'200'000'000);
   EXPECT_EQ(b.parameters, total);
   EXPECT_EQ(b.dtype, "bf16");

@@ -131,6 +131,9 @@ struct ShardedLayerFunction : public torch::autograd::Function<ShardedLayerFunct
         weight_grads.push_back(grads.size() > first + i ? grads[first + i] : at::Tensor());
       }
       at::Tensor flat = f.layout.Pack(weight_grads, f.shard.options());
+      // The packed copy is all the reduce-scatter reads: autograd's own gradients go before it allocates.
+      weight_grads.clear();
+      grads.clear();
       grad_shard = torch::empty({f.layout.shard_size()}, flat.options());
       unit->group->ReduceScatter(grad_shard, flat);
     }
