@@ -760,7 +760,14 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       PlanProxiesInstead(&cell, sources[i], registry, options, rates);
     } else if (options.calibrate && cell.runnable) {
       std::string note;
-      cell.expected_duration_s += AddProxies(&cell, sources[i], registry, options, rates, &note);
+      const double proxies_s = AddProxies(&cell, sources[i], registry, options, rates, &note);
+      // One depth alone extrapolates nothing to compare with the cell's own run: no calibration to make.
+      if (cell.proxies.size() < 2) {
+        cell.proxies.clear();
+        cell.preset.real_layers = cell.preset.real_vocab = 0;
+      } else {
+        cell.expected_duration_s += proxies_s;
+      }
     }
   }
   // The numeric check's reference of each selected cell that starts (one more child, after the cell's own).
