@@ -256,11 +256,16 @@ bool PlanProxyRun(const PlannedCell& cell, const CellSource& source, const Regis
 
 // The proxies of a cell at one vocabulary (`vocab_divisor`): kProxyLayers, or kProxyFallbackLayers as the
 // deeper where that is all that fits; none with `*note` saying why (PlanProxyRun) and `*over_memory` when
-// what did not fit was the memory. Where the shallow one fits and no deeper one does, `*alone` is the shallow.
+// what did not fit was the memory. Where the shallow one fits and no deeper one does for memory, `*alone`
+// becomes the shallow with its real size, unless it holds one already (with more ids).
+struct ShallowAlone {
+  ProxyRun run;
+  RealSize real;
+};
 std::vector<ProxyRun> PlanProxyDepths(const PlannedCell& cell, const CellSource& source, const Registry& registry,
                                       const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
                                       int64_t vocab_divisor, RealSize* real, std::string* note, bool* over_memory,
-                                      std::optional<ProxyRun>* alone) {
+                                      std::optional<ShallowAlone>* alone) {
   ProxyRun shallow, deep;
   if (!PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0], vocab_divisor, &shallow, real,
                     note, over_memory)) {
@@ -277,7 +282,7 @@ std::vector<ProxyRun> PlanProxyDepths(const PlannedCell& cell, const CellSource&
     note->clear();
     return {shallow, deep};
   }
-  if (*over_memory) *alone = shallow;
+  if (*over_memory && !*alone) *alone = ShallowAlone{shallow, *real};
   *note = deeper_note;
   return {};
 }
@@ -292,25 +297,22 @@ std::vector<ProxyRun> PlanProxies(const PlannedCell& cell, const CellSource& sou
                                   const MatrixOptions& options, const DeviceRates& rates, bool measured_rates,
                                   RealSize* real, std::string* note) {
   bool over_memory = false;
-  std::optional<ProxyRun> alone;
-  RealSize alone_real;
+  std::optional<ShallowAlone> alone;
   std::vector<ProxyRun> runs =
       PlanProxyDepths(cell, source, registry, options, rates, measured_rates, 1, real, note, &over_memory, &alone);
   if (!runs.empty() || !over_memory) return runs;
-  if (alone) alone_real = *real;
   auto shallow_alone = [&]() -> std::vector<ProxyRun> {
-    *real = alone_real;
-    *note = "only the proxy of " + std::to_string(alone->layers) + " layer" + (alone->layers == 1 ? "" : "s") + " (" +
-            alone->cut + ") fits the memory here, so nothing is extrapolated";
-    return {*alone};
+    *real = alone->real;
+    const int64_t layers = alone->run.layers;
+    *note = "only the proxy of " + std::to_string(layers) + " layer" + (layers == 1 ? "" : "s") + " (" +
+            alone->run.cut + ") fits the memory here, so nothing is extrapolated";
+    return {alone->run};
   };
   const std::string whole_vocabulary = *note;
   for (int64_t divisor = 2; divisor <= kMaxVocabDivisor; divisor *= 2) {
     std::string cut_note;
-    const bool had_alone = alone.has_value();
     runs = PlanProxyDepths(cell, source, registry, options, rates, measured_rates, divisor, real, &cut_note,
                            &over_memory, &alone);
-    if (!had_alone && alone) alone_real = *real;
     ProxyRun fewer_ids;
     RealSize same;
     if (!runs.empty() && PlanProxyRun(cell, source, registry, options, rates, measured_rates, kProxyLayers[0],

@@ -358,14 +358,20 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
   }
 }
 
+// The options the proxy tests plan one config with: no cell budget, so only the memory decides.
+MatrixOptions ProxyTestOptions(const std::string& config) {
+  MatrixOptions options;
+  options.tune_path = "/bin/tune";
+  options.config_globs = {config};
+  options.cell_budget_s = 0;
+  return options;
+}
+
 // A cell too large for its device runs proxies of its config instead: the same `tune run` with the model cut to
 // 1 and then 4 layers (kProxyLayers), each in its own output folder; the cell keeps its too_large status and reason for the
 // record. --no-proxies records it from the prediction alone, and a proxy that would not fit either is named.
 TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
-  MatrixOptions options;
-  options.tune_path = "/bin/tune";
-  options.config_globs = {"llama3_1/8B_lora_single_device"};
-  options.cell_budget_s = 0;
+  MatrixOptions options = ProxyTestOptions("llama3_1/8B_lora_single_device");
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 12)}, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   ASSERT_EQ(cells->size(), 1u);
@@ -427,10 +433,7 @@ TEST(PlanTest, ACellTooLargeForItsDeviceRunsProxiesThatFit) {
 // gradients and AdamW state), the proxies cut the vocabulary too, by the smallest power of two that fits both
 // depths, and a third proxy at one layer and half those ids measures the cost per id.
 TEST(PlanTest, ACellWhoseEmbeddingsAloneDoNotFitRunsProxiesWithACutVocabulary) {
-  MatrixOptions options;
-  options.tune_path = "/bin/tune";
-  options.config_globs = {"llama3/8B_full"};
-  options.cell_budget_s = 0;
+  MatrixOptions options = ProxyTestOptions("llama3/8B_full");
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   ASSERT_EQ(cells->size(), 1u);
@@ -474,17 +477,15 @@ TEST(PlanTest, ACellWhoseEmbeddingsAloneDoNotFitRunsProxiesWithACutVocabulary) {
 // it at any cut of the vocabulary, so the shallow proxy runs alone (with the most ids that fit) and the note
 // says that nothing will be extrapolated; before, no proxy ran and nothing verified the operations.
 TEST(PlanTest, WhereNoSecondDepthFitsTheShallowProxyRunsAlone) {
-  MatrixOptions options;
-  options.tune_path = "/bin/tune";
-  options.config_globs = {"gemma2/27B_full"};
-  options.cell_budget_s = 0;
+  MatrixOptions options = ProxyTestOptions("gemma2/27B_full");
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
   const PlannedCell& c = cells->front();
   ASSERT_TRUE(c.runnable) << c.preset.reason;
   ASSERT_EQ(c.proxies.size(), 1u) << c.preset.reason;
   EXPECT_EQ(c.proxies[0].layers, 1);
-  EXPECT_GT(c.proxies[0].vocab, 0);
+  // The most ids that fit on 24 GiB: 256000 / 16 (32000 do not), not the smallest cut tried after it.
+  EXPECT_EQ(c.proxies[0].vocab, 16000);
   EXPECT_EQ(c.preset.real_vocab, 256000);
   EXPECT_EQ(c.preset.real_layers, 46);
   EXPECT_EQ(c.preset.proxy_note, "only the proxy of 1 layer (" + c.proxies[0].cut +

@@ -323,10 +323,9 @@ ParameterCounts CountModelParameters(const ModelChoice& choice) {
   c.quantized = models::CountQuantizedParameters(*model);
   c.outside_layers = c.total;
   c.trainable_outside_layers = c.trainable;
-  for (const auto& item : model->named_children()) {
-    if (item.key() != "layers") continue;
-    c.outside_layers -= models::CountParameters(*item.value());
-    c.trainable_outside_layers -= models::CountParameters(*item.value(), /*trainable_only=*/true);
+  for (const models::TransformerLayer& layer : model->layers()) {
+    c.outside_layers -= models::CountParameters(*layer);
+    c.trainable_outside_layers -= models::CountParameters(*layer, /*trainable_only=*/true);
   }
   return c;
 }
