@@ -5,6 +5,9 @@
 #include <cstdio>
 
 #include "base/stats.h"
+#include "base/text.h"
+#include "matrix/extrapolate.h"
+#include "matrix/support_entry.h"
 
 namespace tmx::matrix {
 namespace {
@@ -30,29 +33,36 @@ std::string Percent(const std::optional<double>& v) {
 
 }  // namespace
 
-std::vector<CalibrationRow> CalibrationRows(const std::vector<ConfigSupport>& configs) {
+bool IsCalibration(const CellResult& r) {
+  const CellStatus ran = r.repaired_status.value_or(r.status);
+  return ran == CellStatus::kRuns && r.disturbed.empty() && r.proxy_layers.size() >= 2;
+}
+
+std::vector<CalibrationRow> CalibrationRows(const History& history) {
   std::vector<CalibrationRow> rows;
-  for (const ConfigSupport& c : configs) {
-    for (const auto& [type, e] : c.entries) {
-      // A repaired cell ran in full as repaired: its measurements are the repaired config's, and so are its proxies'.
-      const std::string& ran = e.repaired_status.empty() ? e.status : e.repaired_status;
-      if (!IsRunsStatus(ran) || (!e.extrapolated_step_time_s && !e.extrapolated_peak_memory_gib)) continue;
-      CalibrationRow r;
-      r.config = c.config;
-      r.device_type = type;
-      r.proxy = e.proxy;
-      r.step_time_s = e.step_time_s;
-      r.extrapolated_step_time_s = e.extrapolated_step_time_s;
-      r.step_error = RelativeError(e.step_time_s, e.extrapolated_step_time_s);
-      r.peak_memory_gib = e.peak_memory_gib;
-      r.extrapolated_peak_memory_gib = e.extrapolated_peak_memory_gib;
-      r.memory_error = RelativeError(e.peak_memory_gib, e.extrapolated_peak_memory_gib);
-      rows.push_back(std::move(r));
-    }
+  for (const auto& [cell, records] : history) {
+    // History is oldest first.
+    auto newest = std::find_if(records.rbegin(), records.rend(), IsCalibration);
+    if (newest == records.rend()) continue;
+    CellResult replayed = *newest;
+    ExtrapolateFromProxies(&replayed);
+    const SupportEntry e = SupportFromCell(replayed);
+    if (!e.extrapolated_step_time_s && !e.extrapolated_peak_memory_gib) continue;
+    CalibrationRow r;
+    r.config = cell.first;
+    r.device_type = cell.second;
+    r.proxy = e.proxy;
+    r.verified_at = e.verified_at;
+    r.commit = e.commit;
+    r.step_time_s = e.step_time_s;
+    r.extrapolated_step_time_s = e.extrapolated_step_time_s;
+    r.step_error = RelativeError(e.step_time_s, e.extrapolated_step_time_s);
+    r.peak_memory_gib = e.peak_memory_gib;
+    r.extrapolated_peak_memory_gib = e.extrapolated_peak_memory_gib;
+    r.memory_error = RelativeError(e.peak_memory_gib, e.extrapolated_peak_memory_gib);
+    rows.push_back(std::move(r));
   }
-  std::sort(rows.begin(), rows.end(), [](const CalibrationRow& a, const CalibrationRow& b) {
-    return a.config != b.config ? a.config < b.config : a.device_type < b.device_type;
-  });
+  // History's map is in (config, device type) order already.
   return rows;
 }
 
@@ -73,29 +83,34 @@ ErrorSummary SummarizeErrors(const std::vector<CalibrationRow>& rows, std::optio
   return s;
 }
 
-void WriteCalibrationTable(const std::vector<CalibrationRow>& rows, std::ostream& out) {
+void WriteCalibrationTable(const std::vector<CalibrationRow>& rows, const std::vector<std::string>& uncalibrated,
+                           std::ostream& out) {
   if (rows.empty()) {
     out << "No cell has been calibrated: `tune-matrix run --calibrate` runs the proxies of cells that run in full "
            "too.\n";
-    return;
+  } else {
+    out << "| config | device | proxies | measured | step time s (measured) | extrapolated | error | peak GiB (measured) | "
+           "extrapolated | error |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const CalibrationRow& r : rows) {
+      out << "| `" << r.config << "` | " << r.device_type << " | " << r.proxy << " | " << r.verified_at.substr(0, 10)
+          << (r.commit.empty() ? "" : " " + r.commit.substr(0, 7)) << " | " << Fixed(r.step_time_s, 3) << " | "
+          << Fixed(r.extrapolated_step_time_s, 3) << " | " << Percent(r.step_error) << " | "
+          << Fixed(r.peak_memory_gib, 2) << " | " << Fixed(r.extrapolated_peak_memory_gib, 2) << " | "
+          << Percent(r.memory_error) << " |\n";
+    }
+    for (auto [name, column] : {std::pair<const char*, std::optional<double> CalibrationRow::*>{
+                                    "step time", &CalibrationRow::step_error},
+                                {"peak memory", &CalibrationRow::memory_error}}) {
+      ErrorSummary s = SummarizeErrors(rows, column);
+      if (s.cells == 0) continue;
+      out << "\n" << name << ": median error " << Percent(s.median).substr(1) << ", largest "
+          << Percent(s.max).substr(1) << " (" << s.worst << "), over " << s.cells << " cells";
+    }
+    out << "\n";
   }
-  out << "| config | device | proxies | step time s (measured) | extrapolated | error | peak GiB (measured) | "
-         "extrapolated | error |\n|---|---|---|---|---|---|---|---|---|\n";
-  for (const CalibrationRow& r : rows) {
-    out << "| `" << r.config << "` | " << r.device_type << " | " << r.proxy << " | " << Fixed(r.step_time_s, 3) << " | "
-        << Fixed(r.extrapolated_step_time_s, 3) << " | " << Percent(r.step_error) << " | "
-        << Fixed(r.peak_memory_gib, 2) << " | " << Fixed(r.extrapolated_peak_memory_gib, 2) << " | "
-        << Percent(r.memory_error) << " |\n";
-  }
-  for (auto [name, column] : {std::pair<const char*, std::optional<double> CalibrationRow::*>{
-                                  "step time", &CalibrationRow::step_error},
-                              {"peak memory", &CalibrationRow::memory_error}}) {
-    ErrorSummary s = SummarizeErrors(rows, column);
-    if (s.cells == 0) continue;
-    out << "\n" << name << ": median error " << Percent(s.median).substr(1) << ", largest " << Percent(s.max).substr(1)
-        << " (" << s.worst << "), over " << s.cells << " cells";
-  }
-  out << "\n";
+  if (uncalibrated.empty()) return;
+  out << "\nNot calibrated (each runs in full, and no calibration of it is in the history): "
+      << JoinStrings(uncalibrated, ", ") << ". `tune-matrix run --calibrate --configs <config>` calibrates one.\n";
 }
 
 }  // namespace tmx::matrix

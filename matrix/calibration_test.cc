@@ -7,67 +7,108 @@
 namespace tmx::matrix {
 namespace {
 
-SupportEntry Calibrated(double step, double extrapolated_step, double peak, double extrapolated_peak) {
-  SupportEntry e;
-  e.status = "runs";
-  e.proxy = "1 and 2 of 16 layers (model.num_layers 2 of 16)";
-  e.step_time_s = step;
-  e.extrapolated_step_time_s = extrapolated_step;
-  e.peak_memory_gib = peak;
-  e.extrapolated_peak_memory_gib = extrapolated_peak;
-  return e;
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// A full run of 16 layers at `step` s and `peak` GiB with proxies of 1 and 2 layers beside it, measured at `when`.
+// The proxies read 1 s and 1.5 s a step, 2 and 3 GiB: 8.5 s and 17 GiB at 16 layers.
+CellResult Calibrated(const std::string& config, double step, double peak, const std::string& when) {
+  CellResult r;
+  r.key = {config, "cpu"};
+  r.device_type = "cpu";
+  r.status = CellStatus::kRuns;
+  r.step_time_median_s = step;
+  r.peak_memory_bytes = static_cast<int64_t>(peak * kGiB);
+  r.real_layers = 16;
+  r.proxy_layers = {1, 2};
+  r.proxy_cut = "model.num_layers 2 of 16";
+  r.proxy_step_times_s = {1, 1.5};
+  r.proxy_peak_memory_bytes = {2 * kGiB, 3 * kGiB};
+  r.extrapolated_step_time_s = 8.5;
+  r.extrapolated_peak_memory_bytes = static_cast<int64_t>(17 * kGiB);
+  r.provenance.verified_at = when;
+  r.provenance.commit = "582fc78aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+  return r;
 }
 
-TEST(CalibrationTest, ErrorsOfEachCalibratedCellAndTheirMedianAndMaximum) {
-  SupportEntry too_large = Calibrated(1, 2, 3, 4);
-  too_large.status = "too_large";  // extrapolated, never measured in full: no error to take
-  SupportEntry plain;
-  plain.status = "runs";
-  plain.step_time_s = 1;
-  // Invalid as written and run in full with its repair: calibrated like any cell that ran; repaired and then too
-  // large is not.
-  SupportEntry repaired = Calibrated(2.0, 2.0, 5.0, 5.0);
-  repaired.status = "invalid";
-  repaired.repair = "optimizer._component_=torch.optim.AdamW";
-  repaired.repaired_status = "runs";
-  SupportEntry repaired_too_large = repaired;
-  repaired_too_large.repaired_status = "too_large";
-  std::vector<ConfigSupport> configs = {
-      {"f/1B_repaired", "full_finetune_single_device", {{"cpu", repaired}}},
-      {"g/3B_repaired", "full_finetune_single_device", {{"cpu", repaired_too_large}}},
-      {"b/1B_lora", "lora_finetune_single_device", {{"cpu", Calibrated(2.0, 2.2, 8.0, 7.6)}}},
-      {"a/1B_full", "full_finetune_single_device", {{"cpu", Calibrated(4.0, 3.0, 10.0, 10.5)}}},
-      {"c/3B_lora", "lora_finetune_single_device", {{"cpu", Calibrated(1.0, 1.05, 4.0, 4.0)}}},
-      {"d/8B_lora", "lora_finetune_single_device", {{"cpu", too_large}}},
-      {"e/tiny", "lora_finetune_single_device", {{"cpu", plain}}},
-  };
-  std::vector<CalibrationRow> rows = CalibrationRows(configs);
-  ASSERT_EQ(rows.size(), 4u);
-  EXPECT_EQ(rows[3].config, "f/1B_repaired");
+CellResult Plain(const std::string& config, CellStatus status, const std::string& when) {
+  CellResult r;
+  r.key = {config, "cpu"};
+  r.device_type = "cpu";
+  r.status = status;
+  r.step_time_median_s = 3;
+  r.provenance.verified_at = when;
+  return r;
+}
+
+TEST(CalibrationTest, EachCellsNewestCalibrationInItsHistoryWithItsErrors) {
+  History history;
+  // Calibrated, then run plainly: the plain run replaced the calibration in the config's metadata, not here.
+  history[{"a/1B_full", "cpu"}] = {Calibrated("a/1B_full", 10, 16, "2026-12-05T15:00:00Z"),
+                                   Plain("a/1B_full", CellStatus::kRuns, "2026-12-06T10:00:00Z")};
+  // The newest calibration was measured beside other work: the one before it counts.
+  CellResult disturbed = Calibrated("b/1B_lora", 100, 100, "2026-12-06T11:00:00Z");
+  disturbed.disturbed = "other processes took 40% of the CPU";
+  history[{"b/1B_lora", "cpu"}] = {Calibrated("b/1B_lora", 8.5, 17, "2026-12-05T16:00:00Z"), disturbed};
+  // Invalid as written and run in full with its repair: calibrated like any cell that ran.
+  CellResult repaired = Calibrated("c/1B_repaired", 8, 20, "2026-12-05T17:00:00Z");
+  repaired.status = CellStatus::kInvalid;
+  repaired.repair = {"optimizer._component_=torch.optim.AdamW"};
+  repaired.repaired_status = CellStatus::kRuns;
+  history[{"c/1B_repaired", "cpu"}] = {repaired};
+  // Proxied because too large (extrapolated, never measured in full), and only ever run plainly: no rows.
+  CellResult too_large = Calibrated("d/8B_lora", 1, 1, "2026-12-05T18:00:00Z");
+  too_large.status = CellStatus::kTooLarge;
+  history[{"d/8B_lora", "cpu"}] = {too_large};
+  history[{"e/tiny", "cpu"}] = {Plain("e/tiny", CellStatus::kRuns, "2026-12-05T18:00:00Z")};
+
+  std::vector<CalibrationRow> rows = CalibrationRows(history);
+  ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].config, "a/1B_full");
-  EXPECT_NEAR(*rows[0].step_error, -0.25, 1e-12);
-  EXPECT_NEAR(*rows[0].memory_error, 0.05, 1e-12);
-  EXPECT_NEAR(*rows[1].step_error, 0.1, 1e-12);
+  EXPECT_EQ(rows[0].verified_at, "2026-12-05T15:00:00Z");
+  EXPECT_NEAR(*rows[0].step_error, -0.15, 1e-12);
+  EXPECT_NEAR(*rows[0].memory_error, 1.0 / 16, 1e-9);
+  EXPECT_EQ(rows[1].config, "b/1B_lora");
+  EXPECT_EQ(rows[1].verified_at, "2026-12-05T16:00:00Z");
+  EXPECT_NEAR(*rows[1].step_error, 0, 1e-12);
+  EXPECT_EQ(rows[2].config, "c/1B_repaired");
+  EXPECT_NEAR(*rows[2].memory_error, -0.15, 1e-9);
+
   ErrorSummary step = SummarizeErrors(rows, &CalibrationRow::step_error);
-  EXPECT_EQ(step.cells, 4u);
-  EXPECT_NEAR(step.median, 0.075, 1e-12);  // of 0, 0.05, 0.1 and 0.25
-  EXPECT_NEAR(step.max, 0.25, 1e-12);
+  EXPECT_EQ(step.cells, 3u);
+  EXPECT_NEAR(step.median, 0.0625, 1e-12);  // of 0, 0.0625 and 0.15
+  EXPECT_NEAR(step.max, 0.15, 1e-12);
   EXPECT_EQ(step.worst, "a/1B_full on cpu");
+
   std::ostringstream out;
-  WriteCalibrationTable(rows, out);
-  EXPECT_NE(out.str().find("| `a/1B_full` | cpu | 1 and 2 of 16 layers (model.num_layers 2 of 16) | 4.000 | 3.000 | "
-                           "-25.0% | 10.00 | 10.50 | +5.0% |"),
+  WriteCalibrationTable(rows, {"f/3B_full on cpu"}, out);
+  EXPECT_NE(out.str().find("| `a/1B_full` | cpu | 1 and 2 of 16 layers (model.num_layers 2 of 16) | 2026-12-05 582fc78 | "
+                           "10.000 | 8.500 | -15.0% | 16.00 | 17.00 | +6.2% |"),
             std::string::npos)
       << out.str();
-  EXPECT_NE(out.str().find("step time: median error 7.5%, largest 25.0% (a/1B_full on cpu), over 4 cells"),
+  EXPECT_NE(out.str().find("step time: median error 6.2%, largest 15.0% (a/1B_full on cpu), over 3 cells"),
             std::string::npos)
       << out.str();
-  EXPECT_NE(out.str().find("peak memory: median error 2.5%, largest 5.0% (b/1B_lora on cpu), over 4 cells"),
+  EXPECT_NE(out.str().find("Not calibrated (each runs in full, and no calibration of it is in the history): "
+                           "f/3B_full on cpu."),
             std::string::npos)
       << out.str();
   std::ostringstream none;
-  WriteCalibrationTable({}, none);
+  WriteCalibrationTable({}, {}, none);
   EXPECT_NE(none.str().find("--calibrate"), std::string::npos);
+}
+
+// A calibration recorded under an earlier rule (here an extrapolation the proxies' numbers do not give) is shown
+// by today's: the table compares every cell alike, whenever it was calibrated.
+TEST(CalibrationTest, ARowReplaysItsProxiesByTodaysRule) {
+  CellResult old = Calibrated("a/1B_full", 10, 16, "2026-12-05T15:00:00Z");
+  old.extrapolated_step_time_s = 1.5;
+  old.extrapolated_peak_memory_bytes = static_cast<int64_t>(3 * kGiB);
+  History history;
+  history[{"a/1B_full", "cpu"}] = {old};
+  std::vector<CalibrationRow> rows = CalibrationRows(history);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(*rows[0].extrapolated_step_time_s, 8.5, 1e-12);
+  EXPECT_NEAR(*rows[0].extrapolated_peak_memory_gib, 17, 1e-9);
 }
 
 }  // namespace

@@ -22,12 +22,14 @@
 #include "base/text.h"
 #include "harness/cli.h"
 #include "harness/config_store.h"
+#include "harness/proxy.h"
 #include "matrix/calibration.h"
 #include "matrix/numeric_check.h"
 #include "matrix/check.h"
 #include "matrix/compare.h"
 #include "matrix/ctest_cells.h"
 #include "matrix/journal.h"
+#include "matrix/history.h"
 #include "matrix/junit.h"
 #include "matrix/lanes.h"
 #include "matrix/machine.h"
@@ -421,12 +423,40 @@ int Report(const Registry& registry, const std::vector<std::string>& args, std::
   return kExitOk;
 }
 
+// "config on device" of each cell that runs in full now (its config's metadata), has no calibration, and could
+// have one: its model is deeper than the second proxy depth.
+std::vector<std::string> Uncalibrated(const Registry& registry, const std::vector<ConfigSupport>& configs,
+                                      const std::vector<CalibrationRow>& rows) {
+  std::vector<std::string> cells;
+  for (const ConfigSupport& c : configs) {
+    for (const auto& [type, e] : c.entries) {
+      if (!IsRunsStatus(e.repaired_status.empty() ? e.status : e.repaired_status)) continue;
+      if (std::any_of(rows.begin(), rows.end(),
+                      [&, &type = type](const CalibrationRow& r) { return r.config == c.config && r.device_type == type; })) {
+        continue;
+      }
+      StatusOr<LocatedConfig> located = LocateConfig(c.config, registry);
+      if (!located.ok()) continue;
+      StatusOr<Config> config = LoadResolvedConfig(*located, {}, located->recipe, &registry);
+      if (config.ok() && ProxyOf(*config, registry, kProxyFallbackLayers).ok()) cells.push_back(c.config + " on " + type);
+    }
+  }
+  return cells;
+}
+
 int Calibration(const Registry& registry, const std::vector<std::string>& args, std::ostream& out,
                 std::ostream& err) {
-  if (!args.empty()) return UsageError(err, "calibration", "takes no arguments");
+  ParsedArgs parsed;
+  std::string error;
+  if (!ParseArgs(args, {}, {"reports-dir"}, &parsed, &error) || !parsed.positional.empty()) {
+    return UsageError(err, "calibration", error.empty() ? "takes no positional arguments" : error);
+  }
   StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(registry);
   if (!configs.ok()) return Fail(err, configs.status());
-  WriteCalibrationTable(CalibrationRows(*configs), out);
+  StatusOr<History> history = ReadHistoryOf(HistoryDir(parsed.Get("reports-dir", "reports")), *configs);
+  if (!history.ok()) return Fail(err, history.status());
+  const std::vector<CalibrationRow> rows = CalibrationRows(*history);
+  WriteCalibrationTable(rows, Uncalibrated(registry, *configs, rows), out);
   return kExitOk;
 }
 
@@ -859,10 +889,11 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
       {"report", "report [--reports-dir DIR]",
        "Regenerate " + ReportFileList("", "and") + " from the configs' metadata and history", "",
        [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
-      {"calibration", "calibration",
+      {"calibration", "calibration [--reports-dir DIR]",
        "Print how far proxies' extrapolations lie from the full runs of the cells calibrated (run --calibrate)",
-       "A Markdown table per cell (step time and peak memory: measured, extrapolated, error) and the median and "
-       "largest error of each, from the configs' metadata.",
+       "A Markdown table per cell (step time and peak memory: measured, extrapolated, error) and the median and\n"
+       "largest error of each, from each cell's newest calibration in the history (default reports/history),\n"
+       "its proxies extrapolated by today's rule; then the cells that run in full without a calibration.",
        [r](const auto& a, auto& o, auto& e) { return Calibration(*r, a, o, e); }},
       {"numeric", "numeric [--journal PATH]",
        "Print how far the cells' first steps lay from their float32 references, per dtype",

@@ -9,22 +9,10 @@
 #include <vector>
 
 #include "matrix/cell.h"
+#include "matrix/extrapolate.h"
 #include "matrix/plan.h"
 
 namespace tmx::matrix {
-
-// The value at `real` of the line through (layers[0], values[0]) and (layers.back(), values.back()): a fixed
-// part plus a cost per layer. A negative slope (the proxies' noise over a cost too small to see) counts as
-// none, so the extrapolation is never below the deepest proxy's value. REQUIRES: two or more points, the
-// layers increasing.
-double ExtrapolateToDepth(const std::vector<double>& layers, const std::vector<double>& values, double real);
-
-// The value at `real_layers` and `real_vocab` of proxies that cut the vocabulary too (CellResult::proxy_vocab):
-// proxies 0 and 1 share a vocabulary and give the line over depth (ExtrapolateToDepth), proxies 0 and 2 share
-// a depth and give the cost per id (none when negative), added for the ids proxy 0 lacks. REQUIRES: three
-// points so arranged.
-double ExtrapolateToSize(const std::vector<double>& layers, const std::vector<double>& vocab,
-                         const std::vector<double>& values, double real_layers, double real_vocab);
 
 // The cell as its proxy run `index` is started and read back: the proxy's output folder and the cell's steps.
 PlannedCell ProxyView(const PlannedCell& cell, size_t index);

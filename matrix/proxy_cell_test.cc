@@ -1,4 +1,4 @@
-// Proxy cells: the extrapolation, the record made of the proxies' records, and the scheduler running a cell's
+// Proxy cells: the record made of the proxies' records, and the scheduler running a cell's
 // proxies one after the other (against the fake runner).
 #include "matrix/proxy_cell.h"
 
@@ -13,14 +13,6 @@
 
 namespace tmx::matrix {
 namespace {
-
-TEST(ProxyCellTest, ExtrapolatesTheLineThroughTheProxiesToTheRealDepth) {
-  // 1 layer 3 s, 2 layers 5 s: 1 s fixed and 2 s a layer, so 16 layers take 33 s.
-  EXPECT_DOUBLE_EQ(ExtrapolateToDepth({1, 2}, {3, 5}, 16), 33);
-  EXPECT_DOUBLE_EQ(ExtrapolateToDepth({1, 2, 4}, {3, 5, 9}, 8), 17);
-  // A deeper proxy measured faster (noise over a tiny per-layer cost) extrapolates to its own value, never below.
-  EXPECT_DOUBLE_EQ(ExtrapolateToDepth({1, 2}, {5, 4.9}, 32), 4.9);
-}
 
 PlannedCell ProxiedCell(const std::string& dir) {
   PlannedCell c = RunnableCpuCell("llama3_1/8B_lora_single_device", "lora_finetune_single_device", dir);
@@ -131,14 +123,6 @@ TEST(ProxyCellTest, TheRealSizesFlopRateAndShareComeFromTheProxiesCounts) {
   EXPECT_EQ(back->extrapolated_flops_per_second, r.extrapolated_flops_per_second);
   EXPECT_EQ(back->peak_flops, r.peak_flops);
   EXPECT_EQ(back->flops_dtype, "bf16");
-}
-
-TEST(ProxyCellTest, ExtrapolatesOverTheVocabularyFromTheProxyWithFewerIds) {
-  // 1 layer at 1000 ids 3 s, 2 layers at 1000 ids 5 s, 1 layer at 500 ids 2.5 s: 2 s a layer and 1 ms an id,
-  // so 16 layers at 9000 ids take 33 s + 8 s.
-  EXPECT_DOUBLE_EQ(ExtrapolateToSize({1, 2, 1}, {1000, 1000, 500}, {3, 5, 2.5}, 16, 9000), 41);
-  // Fewer ids reading more (noise) adds nothing for the ids.
-  EXPECT_DOUBLE_EQ(ExtrapolateToSize({1, 2, 1}, {1000, 1000, 500}, {3, 5, 3.1}, 16, 9000), 33);
 }
 
 // Where even one layer with its embeddings did not fit, the proxies cut the vocabulary too: the record keeps each

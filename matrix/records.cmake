@@ -32,6 +32,7 @@ add_library(tm_records
   git_show.cc
   compare.cc
   calibration.cc
+  extrapolate.cc
 )
 target_include_directories(tm_records PUBLIC "${PROJECT_SOURCE_DIR}")
 # tm_process for git_show (a git child process).
@@ -50,7 +51,7 @@ tm_add_test(history_test SOURCES history_test.cc LIBS tm_records)
 tm_add_test(publish_test SOURCES publish_test.cc LIBS tm_records)
 tm_add_test(html_report_test SOURCES html_report_test.cc LIBS tm_records)
 tm_add_test(git_show_test SOURCES git_show_test.cc LIBS tm_records)
-tm_add_test(compare_test SOURCES compare_test.cc calibration_test.cc LIBS tm_records)
+tm_add_test(compare_test SOURCES compare_test.cc calibration_test.cc extrapolate_test.cc LIBS tm_records)
 # The page in a real browser: headless Chromium (the Debian package `chromium`; TUNE_MATRIX_CHROMIUM names
 # another) loads it from disk; skipped with the reason where none is installed. Label `browser`.
 tm_add_test(html_report_browser_test SOURCES html_report_browser_test.cc LIBS tm_records LABELS browser)
