@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #ifdef TUNE_MATRIX_HAS_CUDA
@@ -39,6 +41,7 @@ at::Tensor QuantizeLut(const at::Tensor& code) {
 struct QuantMap {
   at::Tensor code;
   at::Tensor lut;
+  at::Tensor lut_bytes;  // the same as uint8 (the codes fit), for the fused cpu step: 64 KiB in a core's cache
 };
 
 BlockwiseQuantized Quantize(const at::Tensor& x, const QuantMap& map) {
@@ -62,6 +65,132 @@ at::Tensor Dequantize(const at::Tensor& codes, const at::Tensor& absmax, const a
   at::Tensor values = code.index({codes.reshape(-1).to(torch::kLong)});
   at::Tensor scale = absmax.repeat_interleave(kQuantBlockSize).slice(0, 0, n);
   return (values * scale).view(codes.sizes());
+}
+
+// The 8-bit step of one tensor on cpu in one pass over its blocks, each block's moments dequantised, updated,
+// the weights stepped and the moments requantised while they are in a core's cache: the operations' path
+// (BnbAdamW::step below) makes some twenty passes over memory a run of blocks, with two gathers of 2 ns an element,
+// and took three quarters of a 1B full fine-tuning step (benchmarks/README.md). The arithmetic is that path's,
+// element by element in the same order and float32 throughout: this file is compiled without floating-point
+// contraction (recipes.cmake), and std::fma stands where ATen's kernels fuse (add with a scale, addcmul; measured
+// against torch 2.11's). So the moments' codes and absmax are the same bits; a weight can be an ulp apart, as
+// ATen's vectorised square root is not correctly rounded and std::sqrt is. AdamW8bitTest checks both paths
+// against each other and against bitsandbytes.
+struct Hyper8bit {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float correction2;       // sqrt(1 - beta2^step)
+  float step_size;         // -lr / (1 - beta1^step)
+  float eps;
+  bool decay;              // weight_decay > 0
+  float decay_factor;      // 1 - lr * weight_decay
+};
+
+// Clones of a loop for the widest float units (std::fma is one instruction there, a library call in the baseline
+// clone), chosen by the CPU's features when the program loads.
+#if defined(__GNUC__) && defined(__x86_64__)
+#define TM_VECTOR_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
+#else
+#define TM_VECTOR_CLONES
+#endif
+
+// The code of each value of a block (Quantize's arithmetic); returns the block's absmax.
+TM_VECTOR_CLONES float QuantizeBlock(const float* __restrict x, int64_t len, const uint8_t* __restrict lut,
+                                     uint8_t* __restrict codes) {
+  // The largest |value| as the largest bit pattern: for floats without a sign the patterns sort as the values,
+  // and a NaN's above infinity's, so NaN propagates as ATen's amax does; an integer max vectorises.
+  int32_t largest = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    int32_t bits;
+    const float a = std::fabs(x[i]);
+    std::memcpy(&bits, &a, sizeof bits);
+    largest = bits > largest ? bits : largest;
+  }
+  float absmax;
+  std::memcpy(&absmax, &largest, sizeof absmax);
+  if (!(absmax > 0.0f)) {  // zeros, or NaN: codes 0
+    std::fill(codes, codes + len, uint8_t{0});
+    return absmax;
+  }
+  const float inv = 1.0f / absmax;
+  int32_t index[kQuantBlockSize];
+  for (int64_t i = 0; i < len; ++i) {
+    float v = x[i] * inv;
+    v = v != v ? 0.0f : v;  // nan_to_num after clamp: a NaN becomes 0 either way
+    v = v < -1.0f ? -1.0f : v;
+    v = v > 1.0f ? 1.0f : v;
+    index[i] = static_cast<int32_t>((v + 1.0f) * 0.5f * static_cast<float>(kLutSize - 1) + 0.5f);
+  }
+  for (int64_t i = 0; i < len; ++i) codes[i] = lut[index[i]];
+  return absmax;
+}
+
+// The update of one block's moments and weights, float32 arrays in place: a loop the compiler vectorises.
+TM_VECTOR_CLONES void UpdateBlock(float* __restrict m, float* __restrict v, float* __restrict w, const float* __restrict g, int64_t len,
+                 const Hyper8bit& h) {
+  const float beta1 = h.beta1, one_minus_beta1 = h.one_minus_beta1, beta2 = h.beta2,
+              one_minus_beta2 = h.one_minus_beta2, correction2 = h.correction2, eps = h.eps, step_size = h.step_size,
+              decay = h.decay ? h.decay_factor : 1.0f;
+  for (int64_t i = 0; i < len; ++i) {
+    const float grad = g[i];
+    const float m1 = std::fma(grad, one_minus_beta1, m[i] * beta1);        // mul_(beta1).add_(grad, 1 - beta1)
+    const float v1 = std::fma(one_minus_beta2 * grad, grad, v[i] * beta2);  // mul_(beta2).addcmul_(grad, grad, ...)
+    const float denom = std::sqrt(v1) / correction2 + eps;
+    // mul_(1 - lr wd) where weight_decay > 0 (times 1.0f is exact), then addcdiv_(s1, denom, step_size).
+    w[i] = w[i] * decay + step_size * m1 / denom;
+    m[i] = m1;
+    v[i] = v1;
+  }
+}
+
+template <typename W, typename G>
+void Step8bitCpu(W* weights, const G* grads, uint8_t* codes1, uint8_t* codes2, float* absmax1, float* absmax2,
+                 int64_t n, const float* map1, const float* map2, const uint8_t* lut1, const uint8_t* lut2,
+                 const Hyper8bit& h) {
+  const int64_t blocks = (n + kQuantBlockSize - 1) / kQuantBlockSize;
+  at::parallel_for(0, blocks, 16, [&](int64_t first, int64_t last) {
+    float s1[kQuantBlockSize], s2[kQuantBlockSize], w[kQuantBlockSize], g[kQuantBlockSize];
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t begin = b * kQuantBlockSize, len = std::min(kQuantBlockSize, n - begin);
+      const float scale1 = absmax1[b], scale2 = absmax2[b];
+      for (int64_t i = 0; i < len; ++i) {  // dequantised moments (gathers), then weights and gradients as float32
+        s1[i] = map1[codes1[begin + i]] * scale1;
+        s2[i] = map2[codes2[begin + i]] * scale2;
+      }
+      for (int64_t i = 0; i < len; ++i) {
+        w[i] = static_cast<float>(weights[begin + i]);
+        g[i] = static_cast<float>(grads[begin + i]);
+      }
+      UpdateBlock(s1, s2, w, g, len, h);
+      for (int64_t i = 0; i < len; ++i) weights[begin + i] = static_cast<W>(w[i]);
+      absmax1[b] = QuantizeBlock(s1, len, lut1, codes1 + begin);
+      absmax2[b] = QuantizeBlock(s2, len, lut2, codes2 + begin);
+    }
+  });
+}
+
+// Whether Step8bitCpu can step `p` with its state: cpu, contiguous, float32 or bf16 weights and gradients.
+bool FusedCpuStep(const at::Tensor& p, const BnbAdamWParamState& st) {
+  auto floating = [](const at::Tensor& t) {
+    return t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kBFloat16;
+  };
+  return p.device().is_cpu() && p.is_contiguous() && p.grad().is_contiguous() && floating(p) && floating(p.grad()) &&
+         st.state1().is_contiguous() && st.state2().is_contiguous() && st.absmax1().is_contiguous() &&
+         st.absmax2().is_contiguous();
+}
+
+void Step8bitCpu(const at::Tensor& p, BnbAdamWParamState& st, const at::Tensor& map1, const at::Tensor& map2,
+                 const at::Tensor& lut1, const at::Tensor& lut2, const Hyper8bit& h) {
+  const at::Tensor& g = p.grad();
+  auto run = [&](auto* w, const auto* grad) {
+    Step8bitCpu(w, grad, st.state1().data_ptr<uint8_t>(), st.state2().data_ptr<uint8_t>(),
+                st.absmax1().data_ptr<float>(), st.absmax2().data_ptr<float>(), p.numel(), map1.data_ptr<float>(),
+                map2.data_ptr<float>(), lut1.data_ptr<uint8_t>(), lut2.data_ptr<uint8_t>(), h);
+  };
+  const bool w16 = p.scalar_type() == c10::kBFloat16, g16 = g.scalar_type() == c10::kBFloat16;
+  if (w16 && g16) run(p.data_ptr<c10::BFloat16>(), g.data_ptr<c10::BFloat16>());
+  if (w16 && !g16) run(p.data_ptr<c10::BFloat16>(), g.data_ptr<float>());
+  if (!w16 && g16) run(p.data_ptr<float>(), g.data_ptr<c10::BFloat16>());
+  if (!w16 && !g16) run(p.data_ptr<float>(), g.data_ptr<float>());
 }
 
 }  // namespace
@@ -161,8 +290,9 @@ at::Tensor BnbAdamW::step(LossClosure closure) {
     for (const auto& [d, m] : maps) {
       if (d == device) return m;
     }
-    QuantMap signed_map{qmap1_.to(device), QuantizeLut(qmap1_).to(device)};
-    QuantMap unsigned_map{qmap2_.to(device), QuantizeLut(qmap2_).to(device)};
+    at::Tensor lut1 = QuantizeLut(qmap1_), lut2 = QuantizeLut(qmap2_);
+    QuantMap signed_map{qmap1_.to(device), lut1.to(device), lut1.to(torch::kByte)};
+    QuantMap unsigned_map{qmap2_.to(device), lut2.to(device), lut2.to(torch::kByte)};
     maps.emplace_back(device, std::make_pair(signed_map, unsigned_map));
     return maps.back().second;
   };
@@ -180,7 +310,19 @@ at::Tensor BnbAdamW::step(LossClosure closure) {
       const double step = static_cast<double>(st.step());
       const double correction1 = 1.0 - std::pow(beta1, step);
       const double correction2 = std::sqrt(1.0 - std::pow(beta2, step));
-      if (st.quantized()) {
+      if (st.quantized() && o.fused_cpu() && FusedCpuStep(p, st)) {
+        const auto& [m1, m2] = maps_on(p.device());
+        Hyper8bit h{static_cast<float>(beta1),
+                    static_cast<float>(1.0 - beta1),
+                    static_cast<float>(beta2),
+                    static_cast<float>(1.0 - beta2),
+                    static_cast<float>(correction2),
+                    static_cast<float>(-lr / correction1),
+                    static_cast<float>(eps),
+                    wd > 0.0,
+                    static_cast<float>(1.0 - lr * wd)};
+        Step8bitCpu(p, st, m1.code, m2.code, m1.lut_bytes, m2.lut_bytes, h);
+      } else if (st.quantized()) {
         // _optimizer_update_8bit_blockwise_cpu, "adam", a run of whole blocks at a time: elementwise but for
         // each block's absmax, so the same result with float32 temporaries of one run, not of the tensor.
         const auto& [m1, m2] = maps_on(p.device());

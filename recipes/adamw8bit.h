@@ -6,7 +6,9 @@
 // device type: bitsandbytes/backends/cpu/ops.py for the update (8-bit: dequantise both moments, update them in
 // float32, step the weight, requantise; under `min_8bit_size` elements the moments stay float32 and take its
 // 32-bit update), csrc/cpu_ops.cpp for the quantisation (absmax per block, the normalised value to the nearest
-// code through a 65536-entry table). recipes/testdata/bitsandbytes_adamw8bit.json holds what bitsandbytes itself
+// code through a 65536-entry table). On cpu the 8-bit step runs that arithmetic in one pass per tensor instead
+// (BnbAdamWOptions::fused_cpu; 15x faster, benchmarks/README.md "adamw8bit_benchmark"): the same moments, weights
+// within an ulp. recipes/testdata/bitsandbytes_adamw8bit.json holds what bitsandbytes itself
 // computes (scripts/make_bitsandbytes_fixtures.py); on cpu the codes and weights here are the same. bitsandbytes'
 // CUDA kernel rounds differently (its own search for the nearest code, fused arithmetic), so on cuda the result
 // is within float32 rounding of bitsandbytes', not bit for bit. Percentile clipping, max_unorm and skip_zeros
@@ -59,6 +61,11 @@ struct BnbAdamWOptions : public torch::optim::OptimizerCloneableOptions<BnbAdamW
   // The 8-bit step dequantises, updates and requantises this many blocks at a time: its float32 temporaries
   // are those of 4096 blocks (1M elements), not of the largest tensor (an embedding's 262M). Same result.
   TORCH_ARG(int64_t, blocks_per_pass) = 4096;
+  // On cpu (contiguous float32 or bf16 weights and gradients) the 8-bit step is one pass per tensor, each block
+  // dequantised, stepped and requantised in a core's cache: the operations' arithmetic in their order, so the
+  // same moments bit for bit and weights within an ulp (the square root). false takes the operations' path, which
+  // other devices take (the tests compare the two).
+  TORCH_ARG(bool, fused_cpu) = true;
 };
 
 // bitsandbytes pages a state tensor only from this size (get_state_buffer: p.numel() >= 1e5).

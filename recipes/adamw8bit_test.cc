@@ -163,12 +163,13 @@ TEST(AdamW8bitTest, ThreeStepsEqualBitsandbytes) {
 }
 
 
-// The step works through a tensor a run of blocks at a time: the same codes and weights in runs of one block.
+// The operations' step (other devices') works through a tensor a run of blocks at a time: the same codes and
+// weights in runs of one block.
 TEST(AdamW8bitTest, StepsInRunsOfBlocksAsInOne) {
   std::vector<at::Tensor> whole = {LcgTensor(11, 4800).reshape({48, 100}).requires_grad_()};
   std::vector<at::Tensor> runs = {LcgTensor(11, 4800).reshape({48, 100}).requires_grad_()};
-  BnbAdamW a(whole, BnbAdamWOptions(0.01).weight_decay(0.1));
-  BnbAdamW b(runs, BnbAdamWOptions(0.01).weight_decay(0.1).blocks_per_pass(1));
+  BnbAdamW a(whole, BnbAdamWOptions(0.01).weight_decay(0.1).fused_cpu(false));
+  BnbAdamW b(runs, BnbAdamWOptions(0.01).weight_decay(0.1).blocks_per_pass(1).fused_cpu(false));
   for (int step = 1; step <= 3; ++step) {
     whole[0].mutable_grad() = LcgTensor(20 + step, 4800).reshape({48, 100});
     runs[0].mutable_grad() = LcgTensor(20 + step, 4800).reshape({48, 100});
@@ -183,6 +184,51 @@ TEST(AdamW8bitTest, StepsInRunsOfBlocksAsInOne) {
   EXPECT_TRUE(torch::equal(sa.absmax2(), sb.absmax2()));
   EXPECT_TRUE(torch::allclose(whole[0], runs[0], 1e-6, 1e-9));
   EXPECT_FALSE(torch::equal(runs[0], LcgTensor(11, 4800).reshape({48, 100})));
+}
+
+// On cpu the 8-bit step is one pass per tensor (BnbAdamWOptions::fused_cpu): the moments' codes and absmax bit for
+// bit the operations' step's, the weights within an ulp, for float32 and bf16 weights and gradients, a tensor whose
+// last block and last vector are partial, weight decay on, a block of zeros (codes 0) and a block that becomes NaN
+// (its codes 0, its absmax NaN), over steps.
+TEST(AdamW8bitTest, TheOnePassCpuStepHasTheOperationsBits) {
+  for (torch::Dtype dtype : {torch::kFloat, torch::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    const int64_t n = 70001;
+    std::vector<at::Tensor> fused = {LcgTensor(7, n).to(dtype).requires_grad_()};
+    std::vector<at::Tensor> ops = {LcgTensor(7, n).to(dtype).requires_grad_()};
+    BnbAdamW a(fused, BnbAdamWOptions(0.01).weight_decay(0.1));
+    BnbAdamW b(ops, BnbAdamWOptions(0.01).weight_decay(0.1).fused_cpu(false));
+    for (int step = 1; step <= 4; ++step) {
+      SCOPED_TRACE("step " + std::to_string(step));
+      at::Tensor grad = LcgTensor(30 + step, n).to(dtype);
+      grad.slice(0, 512, 768).zero_();                           // block 2: zeros at step 1, then decaying moments
+      if (step == 3) grad.slice(0, 1024, 1280).fill_(NAN);       // block 4: NaN from step 3 on
+      fused[0].mutable_grad() = grad.clone();
+      ops[0].mutable_grad() = grad.clone();
+      a.step();
+      b.step();
+      const auto& sa = static_cast<const BnbAdamWParamState&>(*a.state().at(fused[0].unsafeGetTensorImpl()));
+      const auto& sb = static_cast<const BnbAdamWParamState&>(*b.state().at(ops[0].unsafeGetTensorImpl()));
+      ASSERT_TRUE(sa.quantized());
+      EXPECT_TRUE(torch::equal(sa.state1(), sb.state1()));
+      EXPECT_TRUE(torch::equal(sa.state2(), sb.state2()));
+      // NaN != NaN: compare the bits.
+      EXPECT_TRUE(torch::equal(sa.absmax1().view(torch::kInt), sb.absmax1().view(torch::kInt)));
+      EXPECT_TRUE(torch::equal(sa.absmax2().view(torch::kInt), sb.absmax2().view(torch::kInt)));
+      // The weights within an ulp or two: ATen's vectorised square root is not correctly rounded (here 434 of 70001
+      // float32 roots an ulp off std::sqrt's), the update (lr 0.01 times the moments' quotient) divides by it, and
+      // its error is an ulp of the update, not of a smaller weight. NaN of either sign counts alike.
+      at::Tensor w1 = fused[0].detach().to(torch::kDouble), w2 = ops[0].detach().to(torch::kDouble);
+      const double ulp = dtype == torch::kFloat ? std::ldexp(1.0, -23) : std::ldexp(1.0, -7);
+      EXPECT_TRUE(torch::allclose(w1, w2, /*rtol=*/2 * ulp, /*atol=*/0.01 * 2 * ulp, /*equal_nan=*/true))
+          << "largest difference " << (w1 - w2).abs().nan_to_num(0).max().item<double>();
+      EXPECT_LT((w1 != w2).logical_and(w1.isnan().logical_not()).sum().item<int64_t>(), n / 100);
+    }
+    const auto& sa = static_cast<const BnbAdamWParamState&>(*a.state().at(fused[0].unsafeGetTensorImpl()));
+    EXPECT_EQ(sa.state1().slice(0, 1024, 1280).max().item<uint8_t>(), 0);  // the NaN block's codes
+    EXPECT_TRUE(std::isnan(sa.absmax1()[4].item<float>()));
+    EXPECT_FALSE(torch::equal(fused[0].detach(), LcgTensor(7, n).to(dtype)));  // it moved
+  }
 }
 
 DeviceInfo Device(const std::string& type) {

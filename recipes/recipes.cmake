@@ -25,7 +25,11 @@ add_library(tm_recipes
 target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
 target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint tm_distributed)
 tm_use_torch(tm_recipes)
-tm_cpu_kernels(tm_recipes loss.cc)  # the loss's one-pass CPU loop, like the models'
+tm_cpu_kernels(tm_recipes loss.cc adamw8bit.cc)  # the loss's and the 8-bit step's one-pass CPU loops, like the models'
+# The 8-bit step's square roots vectorise only where they need not set errno (its arguments are never negative).
+if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  set_property(SOURCE adamw8bit.cc APPEND PROPERTY COMPILE_OPTIONS -fno-math-errno)
+endif()
 
 add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
