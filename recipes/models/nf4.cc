@@ -164,16 +164,66 @@ Nf4Tensor QuantizeNf4(const at::Tensor& weight, const std::string& name) {
   return q;
 }
 
+namespace {
+
+// The weight from its codes and per-block scales on cpu, in one pass: each byte's two levels times its block's
+// scale, rounded to T as ATen's multiply of two T tensors rounds (the product in float). The operations' path
+// gathers each nibble's level through an index tensor of int64 (two gathers over the weight) and stacks the
+// halves; this writes each pair in place. `levels` and `scalers` are in T.
+template <typename T>
+void DequantizeCpu(const uint8_t* codes, const T* scalers, const T* levels, int64_t n_blocks, T* out) {
+  constexpr int64_t kBytes = Nf4Tensor::kBlockSize / 2;
+  float level[16];
+  for (int i = 0; i < 16; ++i) level[i] = static_cast<float>(levels[i]);
+  at::parallel_for(0, n_blocks, 1024, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const float scale = static_cast<float>(scalers[b]);
+      const uint8_t* in = codes + b * kBytes;
+      T* o = out + b * Nf4Tensor::kBlockSize;
+      for (int64_t j = 0; j < kBytes; ++j) {
+        o[2 * j] = static_cast<T>(level[in[j] >> 4] * scale);
+        o[2 * j + 1] = static_cast<T>(level[in[j] & 0xF] * scale);
+      }
+    }
+  });
+}
+
+}  // namespace
+
 at::Tensor Nf4Tensor::Dequantize() const {
+  const bool one_pass = quantized_data.device().is_cpu() && quantized_data.is_contiguous() &&
+                        (dtype == at::kFloat || dtype == at::kBFloat16);
+  return one_pass ? DequantizeInOnePass() : DequantizeByOperations();
+}
+
+// The scales: int8 over the factor (promoted to the dtype), then the mean added back.
+at::Tensor Nf4Tensor::Scalers() const {
+  const int64_t n_scaler_blocks = quantization_factor.numel();
+  return (quantized_scalers.view({n_scaler_blocks, kScalerBlockSize}) / quantization_factor.unsqueeze(-1))
+             .flatten()
+             .to(dtype) +
+         scaler_mean;
+}
+
+at::Tensor Nf4Tensor::DequantizeInOnePass() const {
+  at::NoGradGuard no_grad;
+  const at::Tensor levels = Nf4Levels(quantized_data.options().dtype(dtype)).contiguous();
+  const at::Tensor scalers = Scalers().contiguous();
+  at::Tensor out = at::empty(shape, quantized_data.options().dtype(dtype));
+  if (dtype == at::kBFloat16) {
+    DequantizeCpu(quantized_data.data_ptr<uint8_t>(), scalers.data_ptr<at::BFloat16>(),
+                  levels.data_ptr<at::BFloat16>(), scalers.numel(), out.data_ptr<at::BFloat16>());
+  } else {
+    DequantizeCpu(quantized_data.data_ptr<uint8_t>(), scalers.data_ptr<float>(), levels.data_ptr<float>(),
+                  scalers.numel(), out.data_ptr<float>());
+  }
+  return out;
+}
+
+at::Tensor Nf4Tensor::DequantizeByOperations() const {
   at::NoGradGuard no_grad;
   const at::Tensor levels = Nf4Levels(quantized_data.options().dtype(dtype));
-  // The scales: int8 over the factor (promoted to the dtype), then the mean added back.
-  const int64_t n_scaler_blocks = quantization_factor.numel();
-  at::Tensor scalers =
-      (quantized_scalers.view({n_scaler_blocks, kScalerBlockSize}) / quantization_factor.unsqueeze(-1))
-          .flatten()
-          .to(dtype) +
-      scaler_mean;
+  const at::Tensor scalers = Scalers();
   at::Tensor first = levels.index({quantized_data.bitwise_right_shift(4).to(at::kLong)});
   at::Tensor second = levels.index({quantized_data.bitwise_and(0xF).to(at::kLong)});
   at::Tensor repeated = scalers.unsqueeze(-1).expand({scalers.size(0), kBlockSize / 2}).flatten();

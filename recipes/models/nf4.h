@@ -8,7 +8,7 @@
 //    rounded, clamped to [-128, 127] and stored as int8;
 //  - every step runs in the weight's dtype, as torchao's does, so codes and dequantised values are byte-equal
 //    to torchao's (recipes/models/nf4_test.cc compares with a fixture made by scripts/make_nf4_fixtures.py).
-// Plain ATen ops: any device type LibTorch has.
+// Plain ATen ops on any device type LibTorch has; dequantisation on cpu in one pass of its own (same bits).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -38,8 +38,15 @@ struct Nf4Tensor {
   int64_t numel() const;
   // Bytes the four tensors hold.
   int64_t nbytes() const;
-  // The weight, in `dtype`, on the tensors' device: torchao's get_original_weight().
+  // The weight, in `dtype`, on the tensors' device: torchao's get_original_weight(). On cpu (float32 or bf16)
+  // DequantizeInOnePass, elsewhere DequantizeByOperations: the same bits.
   at::Tensor Dequantize() const;
+  // One pass over the codes, each byte's two weights written in place (cpu, float32 or bf16, contiguous codes).
+  at::Tensor DequantizeInOnePass() const;
+  // ATen operations (any device): each nibble's level gathered, times its block's scale, the halves stacked.
+  at::Tensor DequantizeByOperations() const;
+  // Each block's scale in `dtype`: the int8 scalers over their factor, plus the mean.
+  at::Tensor Scalers() const;
 };
 
 // The 16 NF4 levels, in `dtype` (torchao rounds its float literals to the weight's dtype).

@@ -67,6 +67,23 @@ TEST(Nf4Test, CodesPackTheEvenElementInTheHighNibble) {
   EXPECT_TRUE(torch::equal(q.Dequantize(), w));
 }
 
+// On cpu dequantisation is one pass of its own; it gives the operations' bits (every device's path), in bf16 and
+// float32, over blocks of every scale (the weights' magnitudes spread over five orders).
+TEST(Nf4Test, TheOnePassDequantisationHasTheOperationsBits) {
+  for (torch::Dtype dtype : {torch::kBFloat16, torch::kFloat}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    torch::manual_seed(3);
+    torch::Tensor w = torch::randn({256, 192}) * torch::pow(10.0, torch::randint(-4, 1, {256, 1}));
+    Nf4Tensor q = QuantizeNf4(w.to(dtype));
+    torch::Tensor one_pass = q.DequantizeInOnePass(), operations = q.DequantizeByOperations();
+    EXPECT_EQ(one_pass.scalar_type(), dtype);
+    EXPECT_EQ(one_pass.sizes(), operations.sizes());
+    EXPECT_TRUE(torch::equal(one_pass, operations));
+    EXPECT_TRUE(torch::equal(q.Dequantize(), operations));
+    EXPECT_GT((one_pass.to(torch::kFloat) - w).abs().max().item<float>(), 0.0f);  // really quantised
+  }
+}
+
 TEST(Nf4Test, RefusesShapesTorchaoRefusesNamingTheTensorAndTheFix) {
   Status s = CheckNf4Shape("layers.0.attn.q_proj.weight", {100, 64});
   ASSERT_EQ(s.code(), Status::Code::kInvalidArgument);
