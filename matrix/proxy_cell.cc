@@ -42,8 +42,8 @@ size_t AddProxyMeasurements(const PlannedCell& cell, const std::vector<CellResul
       r->flops_dtype = run.flops_dtype;
     }
   }
-  if (i < cell.proxies.size() || r->proxy_layers.size() < 2 || (vocab_cut && r->proxy_layers.size() < 3)) return i;
-  ExtrapolateFromProxies(r);
+  // Extrapolated only when every proxy ran (ExtrapolateFromProxies needs two depths, three proxies with a cut).
+  if (i == cell.proxies.size()) ExtrapolateFromProxies(r);
   return i;
 }
 

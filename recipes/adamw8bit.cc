@@ -81,8 +81,7 @@ struct Hyper8bit {
   float correction2;       // sqrt(1 - beta2^step)
   float step_size;         // -lr / (1 - beta1^step)
   float eps;
-  bool decay;              // weight_decay > 0
-  float decay_factor;      // 1 - lr * weight_decay
+  float decay_factor;      // 1 - lr * weight_decay where weight_decay > 0, else 1 (times 1.0f is exact)
 };
 
 // Clones of a loop for the widest float units (std::fma is one instruction there, a library call in the baseline
@@ -129,13 +128,13 @@ TM_VECTOR_CLONES void UpdateBlock(float* __restrict m, float* __restrict v, floa
                  const Hyper8bit& h) {
   const float beta1 = h.beta1, one_minus_beta1 = h.one_minus_beta1, beta2 = h.beta2,
               one_minus_beta2 = h.one_minus_beta2, correction2 = h.correction2, eps = h.eps, step_size = h.step_size,
-              decay = h.decay ? h.decay_factor : 1.0f;
+              decay = h.decay_factor;
   for (int64_t i = 0; i < len; ++i) {
     const float grad = g[i];
     const float m1 = std::fma(grad, one_minus_beta1, m[i] * beta1);        // mul_(beta1).add_(grad, 1 - beta1)
     const float v1 = std::fma(one_minus_beta2 * grad, grad, v[i] * beta2);  // mul_(beta2).addcmul_(grad, grad, ...)
     const float denom = std::sqrt(v1) / correction2 + eps;
-    // mul_(1 - lr wd) where weight_decay > 0 (times 1.0f is exact), then addcdiv_(s1, denom, step_size).
+    // mul_(1 - lr wd) where weight_decay > 0, then addcdiv_(s1, denom, step_size).
     w[i] = w[i] * decay + step_size * m1 / denom;
     m[i] = m1;
     v[i] = v1;
@@ -319,8 +318,7 @@ at::Tensor BnbAdamW::step(LossClosure closure) {
                     static_cast<float>(correction2),
                     static_cast<float>(-lr / correction1),
                     static_cast<float>(eps),
-                    wd > 0.0,
-                    static_cast<float>(1.0 - lr * wd)};
+                    wd > 0.0 ? static_cast<float>(1.0 - lr * wd) : 1.0f};
         Step8bitCpu(p, st, m1.code, m2.code, m1.lut_bytes, m2.lut_bytes, h);
       } else if (st.quantized()) {
         // _optimizer_update_8bit_blockwise_cpu, "adam", a run of whole blocks at a time: elementwise but for
