@@ -5,6 +5,7 @@
 
 #include "base/text.h"
 #include "recipes/model_components.h"
+#include "recipes/models/fake_quant.h"
 #include "recipes/models/nf4.h"
 #include "recipes/optimizers.h"
 
@@ -257,8 +258,10 @@ StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Regis
   }
   // Recomputed layers (activation checkpointing) hold one layer's copies at a time.
   const double layers = *checkpointing ? 1.0 : static_cast<double>(args.num_layers);
-  // Quantising the largest weight: its float32 quotient and rounded copy, and the integer codes.
-  const double temporaries = largest * (4 + 4 + 4);
+  // Quantising the largest weight by operations: its float32 quotient and rounded copy, and the integer codes
+  // (the one-pass loop allocates only the copy counted above).
+  const bool one_pass = models::FakeQuantizesInOnePass(device.type == "cpu", DtypeNamed(trained->dtype));
+  const double temporaries = one_pass ? 0.0 : largest * (4 + 4 + 4);
   const bool host_memory = device.traits().HostMemory();
   return (layers * layer + output + temporaries) * (host_memory ? static_cast<double>(ranks) : 1.0);
 }

@@ -133,6 +133,14 @@ TEST_F(QatTest, TheEstimateAddsTheFakeQuantisedCopies) {
   EXPECT_GT(*extra, 2.0 * 100e6);
   EXPECT_EQ(qat->peak_memory_bytes, full->peak_memory_bytes + static_cast<int64_t>(*extra));
   EXPECT_EQ(qat->work, full->work);
+  // fp16 has no one-pass loop on cpu: its operations' float32 temporaries for the largest weight come on top (at
+  // least an MLP matrix's, 3072 x 8192, 12 bytes each).
+  StatusOr<Config> half = Load("llama3_2/3B_qat_full", {"dtype=fp16"});
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  StatusOr<double> with_temporaries = EstimateFakeQuantizationBytes(*half, registry, device, TrainKind::kFull,
+                                                                    device.traits().matrix_ranks);
+  ASSERT_TRUE(with_temporaries.ok());
+  EXPECT_GE(*with_temporaries - *extra, 12.0 * 3072 * 8192);
 }
 
 }  // namespace

@@ -1,11 +1,20 @@
 #include "recipes/models/fake_quant.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <atomic>
 #include <limits>
+
+#include "recipes/models/cpu_vector.h"
 
 namespace tmx::models {
 namespace {
+
+using cpu::Narrow;
+using cpu::RoundAs;
+using cpu::Widen;
 
 double Epsilon(c10::ScalarType dtype) {
   switch (dtype) {
@@ -43,7 +52,146 @@ at::Tensor WithStraightThroughGradient(const at::Tensor& input, const at::Tensor
   return StraightThrough::apply(input, quantized);
 }
 
+// The one-pass loops on cpu (bf16 as its 16 bits, or float32): per group of a weight, or per token of an
+// activation, one pass finds the range in a core's cache and a second writes the fake-quantised values, where the
+// operations above take some ten passes over the whole tensor (amin, amax, clamps, the scale's reciprocal, a
+// float32 product, round, clamp, the int casts, the product with the scale and its rounding). Each step rounds
+// where the operations round, so the bits are theirs (FakeQuantTest compares the two paths). A group or token
+// holding an infinity or a NaN is reported, and the caller takes the operations instead.
+
+// v rounded to the nearest integer, ties to even, for |v| < 2^22 (the callers clamp to at most a few hundred
+// first): adding 1.5 * 2^23 leaves a float no fraction bits. The files of tm_cpu_kernels keep the two additions.
+TMX_VECTOR_INLINE float RoundHalfEven(float v) {
+  constexpr float kShifter = 12582912.0f;
+  return (v + kShifter) - kShifter;
+}
+
+// A float's bits as a signed integer that orders as the values do (-0 just below +0, NaNs beyond the infinities),
+// and back: min and max over a row become integer reductions, which the compiler vectorises (a float one it
+// keeps scalar without -ffast-math).
+TMX_VECTOR_INLINE int32_t OrderedKey(float v) {
+  const int32_t bits = c10::bit_cast<int32_t>(v);
+  return bits ^ ((bits >> 31) & 0x7fffffff);
+}
+TMX_VECTOR_INLINE float FromOrderedKey(int32_t key) { return c10::bit_cast<float>(key ^ ((key >> 31) & 0x7fffffff)); }
+
+TMX_VECTOR_INLINE bool Finite(float v) { return (c10::bit_cast<uint32_t>(v) & 0x7f800000u) != 0x7f800000u; }
+
+// min(x, 0) and max(x, 0) over n values. Returns whether both are finite (an infinity or a NaN among the values
+// makes one of them so).
+template <typename T>
+TMX_VECTOR_INLINE bool RangeWithZero(const T* x, int64_t n, float* low, float* high) {
+  int32_t lo = 0, hi = 0;  // +0's key
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t key = OrderedKey(Widen(x[i]));
+    lo = std::min(lo, key);
+    hi = std::max(hi, key);
+  }
+  *low = FromOrderedKey(lo), *high = FromOrderedKey(hi);
+  return Finite(*low) && Finite(*high);
+}
+
+struct FakeQuantArgs {
+  const void* in;
+  void* out;
+  int64_t row;    // values a group (weights) or a token (activations)
+  float epsilon;  // the smallest scale: the input dtype's machine epsilon
+  float lowest = kInt4Min, highest = kInt4Max;  // the int4 grid
+};
+
+// Groups [begin, end): scale = max(max|w| / 7.5 in T, epsilon), w' = clamp(round(w * (1 / scale)), -8, 7) * scale
+// rounded to T. Clamping before rounding gives the same integers, the bounds being integers.
+template <typename T>
+TMX_VECTOR_INLINE bool Int4GroupsRange(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  bool bad = false;
+  for (int64_t g = begin; g < end; ++g) {
+    const T* w = in + g * a.row;
+    T* o = out + g * a.row;
+    float low, high;
+    bad |= !RangeWithZero(w, a.row, &low, &high);
+    const float range = std::max(-low, high);
+    const float scale = std::max(RoundAs<T>(range / (static_cast<float>(kInt4Max - kInt4Min) / 2)), a.epsilon);
+    const float inverse = 1.0f / scale;
+    const float lo = a.lowest, hi = a.highest;
+    for (int64_t i = 0; i < a.row; ++i) {
+      const float q = RoundHalfEven(std::min(std::max(Widen(w[i]) * inverse, lo), hi));
+      o[i] = Narrow<T>(q * scale);
+    }
+  }
+  return bad;
+}
+
+// Tokens [begin, end): low = min(x, 0), high = max(x, 0), scale = max((high - low) / 255 in T, epsilon),
+// zero_point = clamp(-128 - round(low / scale), -128, 127) in T, q = clamp(round(x * (1 / scale)) + zero_point,
+// -128, 127) and x' = (q - zero_point) * scale rounded to T; q - zero_point is computed as the rounding of x / scale
+// clamped to [-128 - zero_point, 127 - zero_point], which is the same integer.
+template <typename T>
+TMX_VECTOR_INLINE bool Int8TokensRange(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  bool bad = false;
+  for (int64_t t = begin; t < end; ++t) {
+    const T* x = in + t * a.row;
+    T* o = out + t * a.row;
+    float low, high;
+    bad |= !RangeWithZero(x, a.row, &low, &high);
+    const float span = RoundAs<T>(high - low);
+    const float scale = std::max(RoundAs<T>(span / static_cast<float>(kInt8Max - kInt8Min)), a.epsilon);
+    const float zero_point = std::min(
+        std::max(RoundAs<T>(static_cast<float>(kInt8Min) - RoundHalfEven(RoundAs<T>(low / scale))),
+                 static_cast<float>(kInt8Min)),
+        static_cast<float>(kInt8Max));
+    const float inverse = 1.0f / scale;
+    const float lo = static_cast<float>(kInt8Min) - zero_point, hi = static_cast<float>(kInt8Max) - zero_point;
+    for (int64_t i = 0; i < a.row; ++i) {
+      const float q = RoundHalfEven(std::min(std::max(Widen(x[i]) * inverse, lo), hi));
+      o[i] = Narrow<T>(q * scale);
+    }
+  }
+  return bad;
+}
+
+TMX_VECTOR_CLONES bool Int4GroupsBf16(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  return Int4GroupsRange<uint16_t>(a, begin, end);
+}
+TMX_VECTOR_CLONES bool Int4GroupsFloat(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  return Int4GroupsRange<float>(a, begin, end);
+}
+TMX_VECTOR_CLONES bool Int8TokensBf16(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  return Int8TokensRange<uint16_t>(a, begin, end);
+}
+TMX_VECTOR_CLONES bool Int8TokensFloat(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  return Int8TokensRange<float>(a, begin, end);
+}
+
+bool OnePassApplies(const at::Tensor& t) {
+  return t.layout() == at::kStrided && FakeQuantizesInOnePass(t.device().is_cpu(), t.scalar_type());
+}
+
+using RowsKernel = bool (*)(const FakeQuantArgs&, int64_t, int64_t);
+
+// The fake-quantised copy of `t` (no gradient) by `bf16` or `f32` over its rows of `row` values, or an undefined
+// tensor where a row holds a value that is not finite.
+at::Tensor FakeQuantizeRows(const at::Tensor& t, int64_t row, RowsKernel bf16, RowsKernel f32) {
+  const at::Tensor in = t.detach().contiguous();
+  at::Tensor out = at::empty_like(in);
+  const FakeQuantArgs args{in.data_ptr(), out.data_ptr(), row, static_cast<float>(Epsilon(t.scalar_type()))};
+  const RowsKernel kernel = t.scalar_type() == at::kBFloat16 ? bf16 : f32;
+  std::atomic<bool> bad{false};
+  const int64_t rows = row > 0 ? in.numel() / row : 0;
+  at::parallel_for(0, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(row, 1)), [&](int64_t b, int64_t e) {
+    if (kernel(args, b, e)) bad = true;
+  });
+  return bad ? at::Tensor() : out;
+}
+
 }  // namespace
+
+bool FakeQuantizesInOnePass(bool on_cpu, c10::ScalarType dtype) {
+  return on_cpu && (dtype == at::kBFloat16 || dtype == at::kFloat) && cpu::OnePassKernels();
+}
 
 Int4Weight QuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size) {
   TORCH_CHECK(w.dim() == 2, "int4 weight quantisation needs a [out, in] weight, got ", w.sizes());
@@ -69,6 +217,16 @@ at::Tensor DequantizeInt4PerGroup(const at::Tensor& codes, const at::Tensor& sca
 }
 
 at::Tensor FakeQuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size) {
+  at::Tensor quantized;
+  if (w.dim() == 2 && Int4GroupsFit(w.size(1), group_size) && OnePassApplies(w)) {  // else the operations' errors
+    torch::NoGradGuard no_grad;
+    quantized = FakeQuantizeRows(w, group_size, Int4GroupsBf16, Int4GroupsFloat);
+  }
+  if (!quantized.defined()) return FakeQuantizeInt4PerGroupByOperations(w, group_size);
+  return WithStraightThroughGradient(w, quantized);
+}
+
+at::Tensor FakeQuantizeInt4PerGroupByOperations(const at::Tensor& w, int64_t group_size) {
   const Int4Weight q = QuantizeInt4PerGroup(w, group_size);
   at::Tensor quantized;
   {
@@ -79,6 +237,17 @@ at::Tensor FakeQuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size) {
 }
 
 at::Tensor FakeQuantizeInt8PerToken(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() >= 1, "int8 activation fake quantisation needs at least one dimension");
+  at::Tensor quantized;
+  if (OnePassApplies(x) && x.numel() > 0) {
+    torch::NoGradGuard no_grad;
+    quantized = FakeQuantizeRows(x, x.size(-1), Int8TokensBf16, Int8TokensFloat);
+  }
+  if (!quantized.defined()) return FakeQuantizeInt8PerTokenByOperations(x);
+  return WithStraightThroughGradient(x, quantized);
+}
+
+at::Tensor FakeQuantizeInt8PerTokenByOperations(const at::Tensor& x) {
   TORCH_CHECK(x.dim() >= 1, "int8 activation fake quantisation needs at least one dimension");
   at::Tensor quantized;
   {

@@ -49,6 +49,16 @@ at::Tensor FakeQuantizeInt4PerGroup(const at::Tensor& w, int64_t group_size);
 // token (over the last dimension), computed from the values themselves every call. REQUIRES: x.dim() >= 1.
 at::Tensor FakeQuantizeInt8PerToken(const at::Tensor& x);
 
+// The same two by ATen's operations, on any device. The forms above take a one-pass loop on cpu for bf16 and
+// float32 (unless TUNE_MATRIX_ATEN_KERNELS=1), with these bits (FakeQuantTest), and these where a group or token
+// holds an infinity or a NaN.
+at::Tensor FakeQuantizeInt4PerGroupByOperations(const at::Tensor& w, int64_t group_size);
+at::Tensor FakeQuantizeInt8PerTokenByOperations(const at::Tensor& x);
+// Whether the two take the one-pass loop for tensors of `dtype` on cpu (on_cpu) or another device. The loop
+// allocates the output alone; the operations hold float32 temporaries the size of the input, which the memory
+// estimate counts.
+bool FakeQuantizesInOnePass(bool on_cpu, c10::ScalarType dtype);
+
 // Whether a linear layer with `in_features` inputs can have its weight fake-quantised in groups of `group_size`
 // (torchao's prepare skips, and torchtune's QAT LoRA layers refuse, those it cannot).
 inline bool Int4GroupsFit(int64_t in_features, int64_t group_size) {

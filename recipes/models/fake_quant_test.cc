@@ -1,10 +1,16 @@
 #include "recipes/models/fake_quant.h"
 
+#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
 #include <map>
+#include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/decoder.h"
@@ -79,6 +85,108 @@ TEST(FakeQuantTest, GradientsPassStraightThrough) {
   ((FakeQuantizeInt4PerGroup(w, 8) * gw).sum() + (FakeQuantizeInt8PerToken(x) * gx).sum()).backward();
   EXPECT_TRUE(torch::equal(w.grad(), gw));
   EXPECT_TRUE(torch::equal(x.grad(), gx));
+}
+
+// The bits of each value (a NaN's payload included), so that -0 and +0 or two NaNs are told apart.
+torch::Tensor Bits(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 ? t.contiguous().view(torch::kShort) : t.contiguous().view(torch::kInt);
+}
+
+// Rows of randn scaled from 1e-7 (where the dtype's epsilon bounds the scale) to 1e4, with a row of zeros, one
+// of positive values only and one of negative values only.
+torch::Tensor HardRows(int64_t rows, int64_t row, torch::ScalarType dtype) {
+  torch::Tensor x = torch::randn({rows, row}) * torch::logspace(-7, 4, rows).unsqueeze(1);
+  x[0].zero_();
+  x[1].abs_();
+  x[2] = -x[2].abs();
+  return x.to(dtype);
+}
+
+// ATen operations called on this thread while one is alive (RecordFunction), by name.
+class CountOperations {
+ public:
+  CountOperations() {
+    counts().clear();
+    at::RecordFunctionCallback callback(
+        [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          ++counts()[fn.name()];
+          return nullptr;
+        },
+        nullptr);
+    handle_ = at::addThreadLocalCallback(callback.scopes({at::RecordScope::FUNCTION}));
+  }
+  ~CountOperations() { at::removeCallback(handle_); }
+  int operator[](const std::string& name) const { return counts().count(name) ? counts().at(name) : 0; }
+
+ private:
+  static std::map<std::string, int>& counts() {
+    static std::map<std::string, int> c;
+    return c;
+  }
+  at::CallbackHandle handle_;
+};
+
+TEST(FakeQuantTest, TheOnePassLoopsRunWhereTheyApply) {
+  // On cpu, bf16 and float32 take the loop: none of the operations' reductions run.
+  const torch::Tensor w = torch::randn({8, 64}).to(torch::kBFloat16);
+  {
+    CountOperations ops;
+    FakeQuantizeInt4PerGroup(w, 32);
+    FakeQuantizeInt8PerToken(w.to(torch::kFloat));
+    EXPECT_EQ(ops["aten::amin"], 0);
+    EXPECT_EQ(ops["aten::amax"], 0);
+  }
+  {
+    CountOperations ops;  // a dtype without the loop: the operations
+    FakeQuantizeInt8PerToken(w.to(torch::kDouble));
+    EXPECT_EQ(ops["aten::amin"], 1);
+  }
+  EXPECT_TRUE(FakeQuantizesInOnePass(true, torch::kBFloat16));
+  EXPECT_FALSE(FakeQuantizesInOnePass(false, torch::kBFloat16));
+  EXPECT_FALSE(FakeQuantizesInOnePass(true, torch::kHalf));
+}
+
+TEST(FakeQuantTest, TheOnePassLoopsHaveTheOperationsBits) {
+  // On cpu both functions take one pass per group or token for bf16 and float32; the operations stay for other
+  // dtypes and devices. Same bits, forward, at group sizes and row lengths with and without a vector's tail.
+  torch::manual_seed(7);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat}) {
+    for (const auto& [rows, in, group] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {64, 512, 256}, {24, 96, 32}, {40, 72, 24}, {12, 10, 2}}) {
+      const torch::Tensor w = HardRows(rows, in, dtype);
+      const torch::Tensor one_pass = FakeQuantizeInt4PerGroup(w, group);
+      const torch::Tensor operations = FakeQuantizeInt4PerGroupByOperations(w, group);
+      EXPECT_TRUE(torch::equal(Bits(one_pass), Bits(operations)))
+          << "int4 " << dtype << " [" << rows << ", " << in << "] groups of " << group;
+      EXPECT_GT(std::get<0>(at::_unique(one_pass)).numel(), 16);  // not a degenerate grid
+    }
+    for (const auto& [rows, row] : std::vector<std::pair<int64_t, int64_t>>{{48, 2048}, {30, 1000}, {21, 37}}) {
+      const torch::Tensor x = HardRows(rows, row, dtype).reshape({3, rows / 3, row});
+      const torch::Tensor one_pass = FakeQuantizeInt8PerToken(x);
+      EXPECT_EQ(one_pass.sizes(), x.sizes());
+      EXPECT_TRUE(torch::equal(Bits(one_pass), Bits(FakeQuantizeInt8PerTokenByOperations(x))))
+          << "int8 " << dtype << " [" << rows << ", " << row << "]";
+    }
+  }
+  // A non-contiguous activation (a transposed view) gives its contiguous copy's values.
+  const torch::Tensor x = torch::randn({64, 6}).to(torch::kBFloat16).t();
+  EXPECT_TRUE(torch::equal(Bits(FakeQuantizeInt8PerToken(x)), Bits(FakeQuantizeInt8PerTokenByOperations(x))));
+}
+
+TEST(FakeQuantTest, AGroupOrTokenThatIsNotFiniteGetsTheOperationsValues) {
+  torch::manual_seed(8);
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat}) {
+    torch::Tensor w = torch::randn({4, 64});
+    w[1][5] = std::numeric_limits<float>::infinity();
+    w[2][40] = std::numeric_limits<float>::quiet_NaN();
+    w = w.to(dtype);
+    EXPECT_TRUE(torch::equal(Bits(FakeQuantizeInt4PerGroup(w, 32)), Bits(FakeQuantizeInt4PerGroupByOperations(w, 32))))
+        << dtype;
+    EXPECT_TRUE(torch::equal(Bits(FakeQuantizeInt8PerToken(w)), Bits(FakeQuantizeInt8PerTokenByOperations(w))))
+        << dtype;
+    // A finite group beside them is fake-quantised all the same.
+    EXPECT_TRUE(torch::isfinite(FakeQuantizeInt4PerGroup(w, 32)[0]).all().item<bool>());
+  }
 }
 
 TEST(FakeQuantTest, RefusesAGroupSizeThatDoesNotDivideTheInputs) {
