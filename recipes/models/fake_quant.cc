@@ -96,7 +96,9 @@ struct FakeQuantArgs {
   void* out;
   int64_t row;    // values a group (weights) or a token (activations)
   float epsilon;  // the smallest scale: the input dtype's machine epsilon
-  float lowest = kInt4Min, highest = kInt4Max;  // the int4 grid
+  // The int4 grid's ends, read at run time: as constants in the loop GCC left the clamp a branch and the loop
+  // scalar ("control flow in loop", -fopt-info-vec-missed).
+  float lowest = kInt4Min, highest = kInt4Max;
 };
 
 // Groups [begin, end): scale = max(max|w| / 7.5 in T, epsilon), w' = clamp(round(w * (1 / scale)), -8, 7) * scale
