@@ -101,58 +101,59 @@ struct FakeQuantArgs {
   float lowest = kInt4Min, highest = kInt4Max;
 };
 
-// Groups [begin, end): scale = max(max|w| / 7.5 in T, epsilon), w' = clamp(round(w * (1 / scale)), -8, 7) * scale
-// rounded to T. Clamping before rounding gives the same integers, the bounds being integers.
-template <typename T>
-TMX_VECTOR_INLINE bool Int4GroupsRange(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+// A row's grid: x' = round(clamp(x * inverse, lo, hi)) * scale, rounded to the input's dtype.
+struct RowGrid {
+  float scale, inverse, lo, hi;
+};
+
+// Rows [begin, end) of `a`, each ranged (min(x, 0), max(x, 0)), given its grid by grid(low, high) and written
+// in one pass. Returns whether a row held a value that is not finite.
+template <typename T, typename GridOf>
+TMX_VECTOR_INLINE bool FakeQuantizeRowsRange(const FakeQuantArgs& a, int64_t begin, int64_t end, GridOf grid_of) {
   const T* in = static_cast<const T*>(a.in);
   T* out = static_cast<T*>(a.out);
   bool bad = false;
-  for (int64_t g = begin; g < end; ++g) {
-    const T* w = in + g * a.row;
-    T* o = out + g * a.row;
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x = in + r * a.row;
+    T* o = out + r * a.row;
     float low, high;
-    bad |= !RangeWithZero(w, a.row, &low, &high);
-    const float range = std::max(-low, high);
-    const float scale = std::max(RoundAs<T>(range / (static_cast<float>(kInt4Max - kInt4Min) / 2)), a.epsilon);
-    const float inverse = 1.0f / scale;
-    const float lo = a.lowest, hi = a.highest;
+    bad |= !RangeWithZero(x, a.row, &low, &high);
+    const RowGrid g = grid_of(low, high);
     for (int64_t i = 0; i < a.row; ++i) {
-      const float q = RoundHalfEven(std::min(std::max(Widen(w[i]) * inverse, lo), hi));
-      o[i] = Narrow<T>(q * scale);
+      const float q = RoundHalfEven(std::min(std::max(Widen(x[i]) * g.inverse, g.lo), g.hi));
+      o[i] = Narrow<T>(q * g.scale);
     }
   }
   return bad;
 }
 
-// Tokens [begin, end): low = min(x, 0), high = max(x, 0), scale = max((high - low) / 255 in T, epsilon),
-// zero_point = clamp(-128 - round(low / scale), -128, 127) in T, q = clamp(round(x * (1 / scale)) + zero_point,
-// -128, 127) and x' = (q - zero_point) * scale rounded to T; q - zero_point is computed as the rounding of x / scale
-// clamped to [-128 - zero_point, 127 - zero_point], which is the same integer.
+// Groups of a weight: scale = max(max|w| / 7.5 in T, epsilon), w' = clamp(round(w * (1 / scale)), -8, 7) * scale
+// rounded to T. Clamping before rounding gives the same integers, the bounds being integers.
+template <typename T>
+TMX_VECTOR_INLINE bool Int4GroupsRange(const FakeQuantArgs& a, int64_t begin, int64_t end) {
+  return FakeQuantizeRowsRange<T>(a, begin, end, [&a](float low, float high) {
+    const float range = std::max(-low, high);
+    const float scale = std::max(RoundAs<T>(range / (static_cast<float>(kInt4Max - kInt4Min) / 2)), a.epsilon);
+    return RowGrid{scale, 1.0f / scale, a.lowest, a.highest};
+  });
+}
+
+// Tokens of an activation: scale = max((high - low) / 255 in T, epsilon), zero_point = clamp(-128 - round(low /
+// scale), -128, 127) in T, q = clamp(round(x * (1 / scale)) + zero_point, -128, 127) and x' = (q - zero_point) *
+// scale rounded to T; q - zero_point is computed as the rounding of x / scale clamped to [-128 - zero_point,
+// 127 - zero_point], which is the same integer.
 template <typename T>
 TMX_VECTOR_INLINE bool Int8TokensRange(const FakeQuantArgs& a, int64_t begin, int64_t end) {
-  const T* in = static_cast<const T*>(a.in);
-  T* out = static_cast<T*>(a.out);
-  bool bad = false;
-  for (int64_t t = begin; t < end; ++t) {
-    const T* x = in + t * a.row;
-    T* o = out + t * a.row;
-    float low, high;
-    bad |= !RangeWithZero(x, a.row, &low, &high);
+  return FakeQuantizeRowsRange<T>(a, begin, end, [&a](float low, float high) {
     const float span = RoundAs<T>(high - low);
     const float scale = std::max(RoundAs<T>(span / static_cast<float>(kInt8Max - kInt8Min)), a.epsilon);
     const float zero_point = std::min(
         std::max(RoundAs<T>(static_cast<float>(kInt8Min) - RoundHalfEven(RoundAs<T>(low / scale))),
                  static_cast<float>(kInt8Min)),
         static_cast<float>(kInt8Max));
-    const float inverse = 1.0f / scale;
-    const float lo = static_cast<float>(kInt8Min) - zero_point, hi = static_cast<float>(kInt8Max) - zero_point;
-    for (int64_t i = 0; i < a.row; ++i) {
-      const float q = RoundHalfEven(std::min(std::max(Widen(x[i]) * inverse, lo), hi));
-      o[i] = Narrow<T>(q * scale);
-    }
-  }
-  return bad;
+    return RowGrid{scale, 1.0f / scale, static_cast<float>(kInt8Min) - zero_point,
+                   static_cast<float>(kInt8Max) - zero_point};
+  });
 }
 
 TMX_VECTOR_CLONES bool Int4GroupsBf16(const FakeQuantArgs& a, int64_t begin, int64_t end) {
@@ -174,16 +175,15 @@ bool OnePassApplies(const at::Tensor& t) {
 
 using RowsKernel = bool (*)(const FakeQuantArgs&, int64_t, int64_t);
 
-// The fake-quantised copy of `t` (no gradient) by `bf16` or `f32` over its rows of `row` values, or an undefined
-// tensor where a row holds a value that is not finite.
+// The fake-quantised copy of `t` (no gradient) by `bf16` or `f32` over its rows of `row` > 0 values, or an
+// undefined tensor where a row holds a value that is not finite.
 at::Tensor FakeQuantizeRows(const at::Tensor& t, int64_t row, RowsKernel bf16, RowsKernel f32) {
   const at::Tensor in = t.detach().contiguous();
   at::Tensor out = at::empty_like(in);
   const FakeQuantArgs args{in.data_ptr(), out.data_ptr(), row, static_cast<float>(Epsilon(t.scalar_type()))};
   const RowsKernel kernel = t.scalar_type() == at::kBFloat16 ? bf16 : f32;
   std::atomic<bool> bad{false};
-  const int64_t rows = row > 0 ? in.numel() / row : 0;
-  at::parallel_for(0, rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(row, 1)), [&](int64_t b, int64_t e) {
+  at::parallel_for(0, in.numel() / row, std::max<int64_t>(1, (1 << 14) / row), [&](int64_t b, int64_t e) {
     if (kernel(args, b, e)) bad = true;
   });
   return bad ? at::Tensor() : out;
@@ -239,9 +239,8 @@ at::Tensor FakeQuantizeInt4PerGroupByOperations(const at::Tensor& w, int64_t gro
 }
 
 at::Tensor FakeQuantizeInt8PerToken(const at::Tensor& x) {
-  TORCH_CHECK(x.dim() >= 1, "int8 activation fake quantisation needs at least one dimension");
   at::Tensor quantized;
-  if (OnePassApplies(x) && x.numel() > 0) {
+  if (x.dim() >= 1 && x.numel() > 0 && OnePassApplies(x)) {  // else the operations' errors
     torch::NoGradGuard no_grad;
     quantized = FakeQuantizeRows(x, x.size(-1), Int8TokensBf16, Int8TokensFloat);
   }
