@@ -4,8 +4,10 @@
 #   JOBS        parallel compile jobs (default: number of cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cores.sh
 bash scripts/setup.sh
 BUILD_DIR="${BUILD_DIR:-build}"
-JOBS="${JOBS:-$(nproc)}"
+JOBS="${JOBS:-$(cores)}"
+echo "build: $JOBS parallel jobs on $(cores) cores" >&2
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"

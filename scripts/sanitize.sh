@@ -7,8 +7,9 @@
 # Called by `scripts/test.sh --sanitize`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cores.sh
 BUILD_DIR="${SANITIZE_BUILD_DIR:-build-sanitize}"
-JOBS="${JOBS:-$(nproc)}"
+JOBS="${JOBS:-$(cores)}"
 # The GoogleTest programs that link no LibTorch; the sanitizers instrument all of their code.
 TARGETS=(
   harness_config_test harness_yaml_bounds_test harness_registry_test harness_cli_test base_text_test

@@ -9,5 +9,7 @@ fi
 # compete for the same cores make CPU tests many times slower.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 cd "$(dirname "$0")/.."
+source scripts/cores.sh
 bash scripts/build.sh
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)"
+echo "test: ctest -j $(cores), one torch thread per test program" >&2
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(cores)"
