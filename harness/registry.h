@@ -123,7 +123,11 @@ struct Problem {
 // once), or nothing when a problem has no repair: a config is repaired whole or not at all.
 std::vector<std::string> RepairOf(const std::vector<Problem>& problems);
 
+class Registry;
 struct RunContext {
+  // The registry the config resolved through, whose components the recipe builds (tune passes its own; a
+  // recipe never reaches for a global one).
+  const Registry* registry = nullptr;
   DeviceInfo device;                 // the resolved device to run on
   std::string config_name;           // as given on the command line
   std::ostream* out = nullptr;       // progress and metrics lines

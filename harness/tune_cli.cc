@@ -654,6 +654,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     return LaunchRun(args, nproc, *config, *recipe, located->name, check.device.id, err);
   }
   RunContext context;
+  context.registry = &registry;
   context.device = check.device;
   context.config_name = located->name;
   context.out = &out;

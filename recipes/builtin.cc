@@ -3,10 +3,13 @@
 #include "harness/config_manifest.h"
 #include "recipes/checkpointers.h"
 #include "recipes/components.h"
+#include "recipes/distillation.h"
+#include "recipes/dpo.h"
 #include "recipes/finetune.h"
 #include "recipes/generate.h"
 #include "recipes/model_components.h"
 #include "recipes/optimizers.h"
+#include "recipes/qat.h"
 #include "recipes/quantize.h"
 
 namespace tmx::recipes {

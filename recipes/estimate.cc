@@ -5,7 +5,6 @@
 
 #include "base/text.h"
 #include "recipes/model_components.h"
-#include "recipes/models/fake_quant.h"
 #include "recipes/models/nf4.h"
 #include "recipes/optimizers.h"
 
@@ -148,55 +147,17 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   return e;
 }
 
-StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                       int ranks) {
-  StatusOr<ModelChoice> teacher = ModelFromConfig(config, registry, "teacher_model");
-  StatusOr<std::string> dtype = config.GetString("dtype");
-  StatusOr<int64_t> batch = config.GetInt("batch_size");
-  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
-  for (const Status& s : {teacher.status(), dtype.status(), batch.status(), max_seq_len.status()}) {
-    TM_RETURN_IF_ERROR(s);
-  }
-  CellEstimate e;
-  e.parameters = CountModelParameters(*teacher).total;
-  const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
-  const double tokens = static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
-  const bool host_memory = device.traits().HostMemory();
-  // The teacher's logits and their float32 softmax; the student's float32 logits, log-softmax, its product with
-  // the teacher's and that product masked, and the log-softmax's gradient (the fused cross-entropy that
-  // EstimateFinetune counted cannot serve distillation, which needs the student's whole distribution).
-  const double per_rank = static_cast<double>(e.parameters) * bytes +
-                          tokens * static_cast<double>(teacher->args.vocab_size) * (bytes + 4 + 5 * 4);
-  const double peak = per_rank * (host_memory ? ranks : 1);
-  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
-  e.work = static_cast<double>(e.parameters) * tokens * ranks;  // one forward pass
-  return e;
-}
-
-StatusOr<CellEstimate> EstimateDpoReference(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                            bool own_weights, int ranks) {
-  StatusOr<ModelChoice> model = ModelFromConfig(config, registry);
+StatusOr<ExtraModelInputs> ReadExtraModelInputs(const Config& config, const Registry& registry,
+                                                const std::string& model_key) {
+  StatusOr<ModelChoice> model = ModelFromConfig(config, registry, model_key);
   StatusOr<std::string> dtype = config.GetString("dtype");
   StatusOr<int64_t> batch = config.GetInt("batch_size");
   StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
   for (const Status& s : {model.status(), dtype.status(), batch.status(), max_seq_len.status()}) {
     TM_RETURN_IF_ERROR(s);
   }
-  CellEstimate e;
-  const int64_t total = CountModelParameters(*model).total;
-  const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
-  const double rows = 2 * static_cast<double>(*batch);  // chosen and rejected
-  const double tokens = rows * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
-  const bool host_memory = device.traits().HostMemory();
-  const double weights = own_weights ? static_cast<double>(total) * bytes : 0;
-  if (own_weights) e.parameters = total;
-  // The reference's logits and float32 log-softmax (no gradient), and the policy's float32 log-softmax and its
-  // gradient beyond the fused cross-entropy's.
-  const double per_rank = weights + tokens * static_cast<double>(model->args.vocab_size) * (bytes + 4 + 2 * 4);
-  const double peak = per_rank * (host_memory ? ranks : 1);
-  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
-  e.work = static_cast<double>(total) * tokens * ranks;  // one forward pass
-  return e;
+  return ExtraModelInputs{*model, *dtype, static_cast<double>(c10::elementSize(DtypeNamed(*dtype))),
+                          static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen))};
 }
 
 StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Registry& registry) {
@@ -230,40 +191,6 @@ std::string CheckpointBytes::Describe() const {
   parts += "optimizer state " + FormatBytes(train_state);
   return std::to_string(epochs) + " epoch" + (epochs == 1 ? "" : "s") + " x " + FormatBytes(per_epoch()) + " (" +
          parts + ")";
-}
-
-StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Registry& registry,
-                                               const DeviceInfo& device, TrainKind kind, int ranks) {
-  StatusOr<Trained> trained = TrainedOf(config, registry);
-  if (!trained.ok()) return trained.status();
-  StatusOr<int64_t> group = config.GetInt("quantizer.groupsize");
-  StatusOr<int64_t> batch = config.GetInt("batch_size");
-  StatusOr<bool> checkpointing = config.GetBool("enable_activation_checkpointing");
-  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
-  for (const Status& s : {group.status(), batch.status(), checkpointing.status(), max_seq_len.status()}) {
-    TM_RETURN_IF_ERROR(s);
-  }
-  const models::DecoderArgs& args = trained->choice.args;
-  const auto scope = kind == TrainKind::kLora ? models::FakeQuantScope::kAdaptedLinears
-                                              : models::FakeQuantScope::kEveryLinear;
-  const double tokens = static_cast<double>(*batch) * static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen));
-  double layer = 0, output = 0, largest = 0;  // bytes held for backward; elements of the largest weight
-  for (const models::LinearShape& l : models::LinearShapes(args)) {
-    const bool adapted = trained->choice.lora && models::Adapts(*trained->choice.lora, l.name);
-    if (!models::FakeQuantizes(scope, adapted, l.in_features, *group)) continue;
-    const double weight = static_cast<double>(l.in_features) * static_cast<double>(l.out_features);
-    const double held = (weight + tokens * static_cast<double>(l.in_features)) * static_cast<double>(trained->bytes);
-    (l.name == "output" ? output : layer) += held;
-    largest = std::max(largest, weight);
-  }
-  // Recomputed layers (activation checkpointing) hold one layer's copies at a time.
-  const double layers = *checkpointing ? 1.0 : static_cast<double>(args.num_layers);
-  // Quantising the largest weight by operations: its float32 quotient and rounded copy, and the integer codes
-  // (the one-pass loop allocates only the copy counted above).
-  const bool one_pass = models::FakeQuantizesInOnePass(device.type == "cpu", DtypeNamed(trained->dtype));
-  const double temporaries = one_pass ? 0.0 : largest * (4 + 4 + 4);
-  const bool host_memory = device.traits().HostMemory();
-  return (layers * layer + output + temporaries) * (host_memory ? static_cast<double>(ranks) : 1.0);
 }
 
 }  // namespace tmx::recipes

@@ -10,6 +10,7 @@
 #include "harness/config.h"
 #include "harness/device.h"
 #include "harness/registry.h"
+#include "recipes/model_components.h"
 #include "recipes/train_schema.h"
 
 namespace tmx::recipes {
@@ -35,28 +36,17 @@ enum class Sharding { kNone, kGradients, kFull };
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
                                         TrainKind kind, int ranks = 1, Sharding sharding = Sharding::kNone);
 
-// A distillation teacher's share of a cell (knowledge_distillation_*): its weights (teacher_model, in the
-// config's dtype, whole on every rank; ranks on the host add up), its logits in the model dtype and their float32
-// softmax, the distillation loss's float32 [tokens, vocab] temporaries, and its forward pass over the step's
-// tokens as work.
-StatusOr<CellEstimate> EstimateTeacher(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                       int ranks = 1);
-
-// Quantisation-aware training's addition to a fine-tuning cell (qat_*): every fake-quantised linear (the
-// quantizer's groupsize; every linear it fits for full training, the adapted ones for LoRA) keeps its
-// fake-quantised weight and input for backward (one layer's when layers recompute), and quantising the largest
-// weight needs float32 temporaries. Ranks on the host add up. Its work is a few elementwise passes over the
-// weights, small beside a step's products, and is not counted.
-StatusOr<double> EstimateFakeQuantizationBytes(const Config& config, const Registry& registry,
-                                               const DeviceInfo& device, TrainKind kind, int ranks);
-
-// DPO's reference share of a cell (the *_dpo_* recipes; the policy's own share is EstimateFinetune's with the
-// pairs' 2 x batch_size rows): the reference's forward over those rows as work, the float32 log-probabilities of
-// its logits and of the policy's (DPO needs every row's whole distribution, which the fused cross-entropy counted
-// by EstimateFinetune avoids), and with `own_weights` (full DPO) a second copy of the model's weights in the
-// config's dtype, whole on every rank (ranks on the host add up).
-StatusOr<CellEstimate> EstimateDpoReference(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                            bool own_weights, int ranks = 1);
+// What the estimate of a recipe's extra model starts from (a teacher's, a reference's, fake-quantised copies):
+// `model_key`'s model, the config's dtype and its bytes per weight, and a micro-batch's tokens per row of
+// batch_size (batch_size x the tokenizer's max_seq_len, at most kTypicalSeqLen).
+struct ExtraModelInputs {
+  ModelChoice model;
+  std::string dtype;  // "bf16", "fp32"
+  double bytes = 0;   // per weight
+  double tokens = 0;
+};
+StatusOr<ExtraModelInputs> ReadExtraModelInputs(const Config& config, const Registry& registry,
+                                                const std::string& model_key = "model");
 
 // What the epoch checkpoints of a fine-tuning run of `config` write (recipes/train_state.h's layout), counted
 // without building anything and on the safe side: every epoch's folder is kept (nothing deletes one), each

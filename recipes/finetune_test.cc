@@ -20,6 +20,7 @@
 #include "recipes/data/datasets.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/tokenizer_builders.h"
+#include "recipes/distillation.h"
 #include "recipes/flops.h"
 #include "recipes/model_components.h"
 #include "recipes/models/llama.h"
@@ -50,9 +51,8 @@ class FinetuneTest : public ::testing::Test {
   nlohmann::json Run(const std::string& config, std::vector<std::string> overrides, bool lora,
                      Status* status = nullptr, std::string* output = nullptr) {
     overrides.push_back("log_every_n_steps=1");
-    const InProcessRun run = RunInProcess(config, overrides, [lora](const Config& c, const RunContext& context) {
-      return RunFinetune(c, context, lora ? TrainKind::kLora : TrainKind::kFull);
-    });
+    const InProcessRun run = RunInProcess(
+        config, overrides, RecipeRun(FinetuneRecipe(lora ? TrainKind::kLora : TrainKind::kFull, RecipeLaunch::kOneProcess)));
     if (output != nullptr) *output = run.printed;
     if (status != nullptr) {
       *status = run.status;
@@ -636,7 +636,7 @@ TEST_F(FinetuneTest, AnOutputFolderThatCannotBeMadeStopsTheRunBeforeBuilding) {
   ASSERT_TRUE(WriteFileAtomically(dir_ + "/file", "x").ok());
   const InProcessRun run = RunInProcess(
       "tiny/lora_single_device", {"output_dir=" + dir_ + "/file/run"},
-      [](const Config& c, const RunContext& context) { return RunFinetune(c, context, TrainKind::kLora); },
+      RecipeRun(FinetuneRecipe(TrainKind::kLora, RecipeLaunch::kOneProcess)),
       /*stand_ins=*/true);
   const Status& status = run.status;
   const std::string& out = run.printed;
@@ -659,11 +659,9 @@ class DistillationTest : public ::testing::Test {
   nlohmann::json Run(std::vector<std::string> overrides, bool distill = true, Status* status = nullptr) {
     overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=6", "save_checkpoints=False",
                                          "output_dir=" + scratch_.path() + "/" + std::to_string(runs_++)});
-    const InProcessRun run =
-        RunInProcess("tiny/kd_single_device", overrides, [distill](const Config& c, const RunContext& context) {
-          return RunFinetune(c, context, TrainKind::kLora, /*distributed=*/false,
-                             distill ? TrainObjective::kDistill : TrainObjective::kNextToken);
-        });
+    const InProcessRun run = RunInProcess("tiny/kd_single_device", overrides,
+                                          RecipeRun(distill ? KnowledgeDistillationRecipe(RecipeLaunch::kOneProcess)
+                                                            : FinetuneRecipe(TrainKind::kLora, RecipeLaunch::kOneProcess)));
     if (status != nullptr) {
       *status = run.status;
     } else {
@@ -736,11 +734,8 @@ class DpoTest : public ::testing::Test {
     overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=6", "save_checkpoints=False",
                                          "optimizer.lr=0.01", "lr_scheduler.num_warmup_steps=0",
                                          "output_dir=" + out_dir});
-    const InProcessRun run = RunInProcess(config, overrides, [kind](const Config& c, const RunContext& context) {
-      // The distributed recipes as one rank.
-      const bool distributed = BuiltinRegistry().RecipeForConfig(context.config_name)->launch == RecipeLaunch::kRanks;
-      return RunFinetune(c, context, kind, distributed, TrainObjective::kDpo);
-    });
+    // The config's own recipe; the distributed ones as one rank.
+    const InProcessRun run = RunInProcess(config, overrides);
     if (status != nullptr) {
       *status = run.status;
     } else {

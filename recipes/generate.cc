@@ -12,7 +12,6 @@
 #include "harness/config_manifest.h"
 #include "harness/device_hooks.h"
 #include "harness/run_summary.h"
-#include "recipes/builtin.h"
 #include "recipes/estimate.h"
 #include "recipes/model_components.h"
 #include "recipes/models/generation.h"
@@ -132,7 +131,7 @@ class Generator {
 };
 
 StatusOr<models::Decoder> Generator::SetupDecoder(const TrainingSettings& settings, RunSummary* summary) {
-  const Registry& registry = BuiltinRegistry();
+  const Registry& registry = *context_.registry;
   StatusOr<ModelChoice> choice = ModelFromConfig(config_, registry);
   TM_RETURN_IF_ERROR(choice.status());
   const TrainKind kind = choice->lora ? TrainKind::kLora : TrainKind::kFull;

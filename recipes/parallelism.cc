@@ -154,6 +154,8 @@ Status RunInProcessOrRanks(const Config& config, const RunContext& context, cons
                            bool distributed, const std::string& out_of_memory_fix,
                            const std::function<Status(Parallelism& parallel, RunSummary* summary)>& work,
                            const std::function<void(const RunSummary& summary)>& report) {
+  // The recipes build their components through the registry the config resolved through (`tune` passes it).
+  if (context.registry == nullptr) return Status::Internal(recipe + ": the run context names no registry");
   RunSummary summary;
   summary.recipe = recipe;
   summary.config = context.config_name;

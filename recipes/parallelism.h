@@ -72,7 +72,8 @@ std::unique_ptr<Parallelism> SingleDevice();
 // collective backend. Unavailable (rendezvous) when the group cannot form.
 StatusOr<std::unique_ptr<Parallelism>> JoinRanks(const RunContext& context);
 
-// What every recipe's run does around its work, in one place: a summary named after `recipe`, the config, the
+// What every recipe's run does around its work, in one place (a context without a registry is Internal): a
+// summary named after `recipe`, the config, the
 // device and torch; one device or (`distributed`) this process's rank, joined here; `work` on it; an exception
 // becomes the run's error (out of memory as error kind "out_of_memory", its message ending with
 // `out_of_memory_fix`), a failed rendezvous error kind "rendezvous"; then the statistics (RunSummary::Finish)

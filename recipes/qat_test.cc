@@ -1,4 +1,4 @@
-// The quantisation-aware training recipes (QatRecipe in finetune.h) end to end on the tiny configs, in-process on
+// The quantisation-aware training recipes (QatRecipe in qat.h) end to end on the tiny configs, in-process on
 // the CPU: fake quantisation changes training exactly where it is on, and its settings are checked against the
 // model before anything runs.
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "recipes/builtin.h"
 #include "recipes/estimate.h"
 #include "recipes/finetune.h"
+#include "recipes/qat.h"
 #include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
@@ -33,9 +34,12 @@ class QatTest : public ::testing::Test {
                      std::string* printed = nullptr) {
     overrides.insert(overrides.begin(), {"device=cpu", "dtype=fp32", "max_steps_per_epoch=4", "save_checkpoints=False",
                                          "output_dir=" + scratch_.path() + "/" + std::to_string(runs_++)});
-    const InProcessRun run = RunInProcess(name, overrides, [lora](const Config& c, const RunContext& context) {
-      return RunFinetune(c, context, lora ? TrainKind::kLora : TrainKind::kFull);
-    });
+    // In one process: a QAT config through its QAT recipe, any other through plain fine-tuning.
+    const TrainKind kind = lora ? TrainKind::kLora : TrainKind::kFull;
+    const bool qat = name.find("qat") != std::string::npos;
+    const InProcessRun run = RunInProcess(name, overrides,
+                                          RecipeRun(qat ? QatRecipe(kind, RecipeLaunch::kOneProcess)
+                                                        : FinetuneRecipe(kind, RecipeLaunch::kOneProcess)));
     EXPECT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
     if (printed != nullptr) *printed = run.printed;
     return run.summary;

@@ -8,7 +8,6 @@
 #include "base/text.h"
 #include "harness/config_manifest.h"
 #include "harness/run_summary.h"
-#include "recipes/builtin.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/checkpointers.h"
 #include "recipes/model_components.h"
@@ -47,7 +46,7 @@ Status Quantize(const Config& config, const RunContext& context, RunSummary* sum
   settings.seed = *seed;
   summary->seed = *seed;
   torch::manual_seed(settings.seed);
-  const Registry& registry = BuiltinRegistry();
+  const Registry& registry = *context.registry;
   StatusOr<TrainableModel> model =
       SetupModel(config, registry, TrainKind::kFull, settings, torch::Device(context.device.id),
                  context.allow_stand_ins, &summary->stand_ins, &progress);

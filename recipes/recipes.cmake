@@ -1,12 +1,16 @@
-# The recipes library: the built-in registry (components, schemas, estimates) and the single-device
-# fine-tuning recipes.
+# The recipes library: the built-in registry (components, schemas, estimates), the shared training loop
+# (trainer.cc) and the recipes, one file each.
 add_library(tm_recipes
   adamw8bit.cc
   builtin.cc
   checkpointers.cc
   components.cc
+  distillation.cc
+  dpo.cc
   estimate.cc
   finetune.cc
+  qat.cc
+  trainer.cc
   flops.cc
   op_profile.cc
   generate.cc

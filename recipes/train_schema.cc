@@ -92,20 +92,28 @@ std::string DtypeConfigName(c10::ScalarType dtype) {
   return dtype == c10::kBFloat16 ? "bf16" : dtype == c10::kHalf ? "fp16" : "fp32";
 }
 
-std::vector<FieldSpec> TrainingFields(TrainKind kind) {
+std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data) {
+  const bool pairs = data == TrainingData::kPreferencePairs;
   std::vector<FieldSpec> f = {
       OutputDirField("folder for checkpoints, metrics and the run summary"),
       ComponentField("model", "model", "the model to fine-tune"),
       ComponentField("tokenizer", "tokenizer", "the tokenizer"),
       ComponentField("checkpointer", "checkpointer", "where weights are loaded from and saved to", false),
       Field("resume_from_checkpoint", FieldType::kBool, "False", "continue the run saved in output_dir"),
-      ComponentField("dataset", "dataset", "the training data"),
+      pairs ? ComponentField("dataset", "preference_dataset",
+                             "the preference data: chosen and rejected responses to each prompt "
+                             "(hh_rlhf_helpful_dataset, stack_exchange_paired_dataset)")
+            : ComponentField("dataset", "dataset", "the training data"),
       SeedField(),
       Field("shuffle", FieldType::kBool, "True", "shuffle the data each epoch"),
-      AtLeast(Field("batch_size", FieldType::kInt, "2", "samples per micro-batch"), 1),
+      AtLeast(Field("batch_size", FieldType::kInt, "2",
+                    pairs ? "preference pairs per micro-batch (each pair is two rows: chosen and rejected)"
+                          : "samples per micro-batch"),
+              1),
       ComponentField("optimizer", "optimizer", "the optimizer"),
       ComponentField("lr_scheduler", "lr_scheduler", "learning-rate schedule", false),
-      ComponentField("loss", "loss", "the loss"),
+      pairs ? ComponentField("loss", "preference_loss", "the preference loss (torchtune's rlhf.loss.DPOLoss)")
+            : ComponentField("loss", "loss", "the loss"),
       AtLeast(Field("epochs", FieldType::kInt, "1", "passes over the data"), 1),
       Nullable(AtLeast(
           Field("max_steps_per_epoch", FieldType::kInt, "null", "stop each epoch after this many optimizer steps"), 1)),
@@ -142,8 +150,8 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind) {
   return f;
 }
 
-std::vector<FieldSpec> DistributedFields() {
-  return {
+std::vector<FieldSpec> DistributedFields(TrainingData data) {
+  std::vector<FieldSpec> f = {
       Field("data_parallel_shard_dim", FieldType::kInt, "-1",
             "ranks the gradients and optimizer state are sharded over: -1 all of them, 1 none (plain data parallel)"),
       AtLeast(Field("data_parallel_replicate_dim", FieldType::kInt, "1",
@@ -161,12 +169,14 @@ std::vector<FieldSpec> DistributedFields() {
                                   "layers sharded as units of their own; every trained parameter's gradient and "
                                   "optimizer state is sharded here already"),
                             {"tok_embeddings", "output"})),
-      ComponentField("dataset_val", "dataset", "validation data (used with run_val_every_n_steps)", false),
-      Nullable(AtLeast(Field("run_val_every_n_steps", FieldType::kInt, "null",
-                             "every this many optimizer steps, the mean loss over dataset_val; null: never"),
-                       1)),
-      AtLeast(Field("batch_size_val", FieldType::kInt, "${batch_size}", "samples per validation batch"), 1),
   };
+  if (data == TrainingData::kPreferencePairs) return f;  // torchtune's DPO recipes validate nothing
+  f.push_back(ComponentField("dataset_val", "dataset", "validation data (used with run_val_every_n_steps)", false));
+  f.push_back(Nullable(AtLeast(Field("run_val_every_n_steps", FieldType::kInt, "null",
+                                     "every this many optimizer steps, the mean loss over dataset_val; null: never"),
+                               1)));
+  f.push_back(AtLeast(Field("batch_size_val", FieldType::kInt, "${batch_size}", "samples per validation batch"), 1));
+  return f;
 }
 
 std::vector<Problem> DistributedChecks(const Config& config, const Registry& registry, const DeviceInfo* device) {

@@ -15,6 +15,10 @@ namespace tmx::recipes {
 // What a recipe trains: every weight, or LoRA adapters over a frozen base.
 enum class TrainKind { kFull, kLora };
 
+// What a recipe trains on: samples of a dataset (SFT), or preference pairs (chosen and rejected responses to a
+// prompt, the DPO recipes': a preference_dataset and a preference_loss, two rows a pair, no validation).
+enum class TrainingData { kSamples, kPreferencePairs };
+
 // Keys every recipe here shares, defined once: output_dir (required; never a system or the home folder), seed
 // (null: a random one, logged), log_level, device (default cuda as torchtune's; a device that cannot train
 // is refused, with the fix) and dtype (bf16 by default; bf16 only where its matmul probe passed).
@@ -28,12 +32,13 @@ c10::ScalarType DtypeNamed(const std::string& name);
 // The reverse: "fp32", "bf16" or "fp16" for the dtype a model is built in.
 std::string DtypeConfigName(c10::ScalarType dtype);
 
-// The recipe keys of a single-device fine-tuning recipe of `kind`, torchtune's names and defaults.
-std::vector<FieldSpec> TrainingFields(TrainKind kind);
+// The recipe keys of a single-device training recipe of `kind` on `data`, torchtune's names and defaults.
+std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data = TrainingData::kSamples);
 
-// The keys torchtune's distributed recipes add (sharding, offloading, tensor parallelism, validation), with
-// their defaults; implemented where they mean something here, reported by DistributedChecks where not.
-std::vector<FieldSpec> DistributedFields();
+// The keys torchtune's distributed recipes add (sharding, offloading, tensor parallelism, and validation on
+// samples), with their defaults; implemented where they mean something here, reported by DistributedChecks where
+// not.
+std::vector<FieldSpec> DistributedFields(TrainingData data = TrainingData::kSamples);
 
 // What a distributed run needs: a collective backend for the device type that this build has, and no
 // feature that is declared but not implemented (tensor parallelism, hybrid sharding), and validation with

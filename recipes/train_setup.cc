@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -12,7 +13,6 @@
 #include "base/file_util.h"
 #include "base/output_folder.h"
 #include "base/text.h"
-#include "recipes/builtin.h"
 #include "recipes/checkpointers.h"
 #include "recipes/data/config_options.h"
 #include "recipes/data/datasets.h"
@@ -348,44 +348,70 @@ void FoldSample(data::Sample* sample, const models::DecoderArgs& model) {
 
 }  // namespace
 
+namespace {
+
+// `dataset_key`'s data loaded by `load` from the config's options; a dataset this machine lacks is NotFound
+// naming it, unless `allow_stand_ins`: then the shipped sample of the same kind is loaded and a line saying so
+// is added to `stand_ins`.
+template <typename Data>
+StatusOr<Data> LoadOrStandIn(const data::DatasetConfig& dataset, const std::string& dataset_key,
+                             bool allow_stand_ins, std::vector<std::string>* stand_ins,
+                             const std::function<StatusOr<Data>(const data::DatasetOptions&)>& load) {
+  StatusOr<Data> loaded = load(dataset.options);
+  if (loaded.status().code() != Status::Code::kNotFound) return loaded;
+  if (!allow_stand_ins) return Status::NotFound(loaded.status().message() + kStandInHint);
+  StatusOr<data::DatasetOptions> sample = data::SampleDatasetOptions(dataset.component, dataset.options);
+  TM_RETURN_IF_ERROR(sample.status());
+  std::string missing = data::DescribeSource(
+      {dataset.options.source, dataset.options.data_files, dataset.options.data_dir, dataset.options.split});
+  loaded = load(*sample);
+  TM_RETURN_IF_ERROR(loaded.status());
+  std::string file = sample->data_files.empty() ? sample->source : Basename(sample->data_files.front());
+  stand_ins->push_back(data::SampleNote(dataset_key, dataset.component, file, missing));
+  return loaded;
+}
+
+// What the model is fed must index its embedding. A tokenizer may know ids the model lacks and never emit them
+// for text (torchtune's Llama 3 tokenizer has <|image|> at 128256 beside Llama 3.2's 128256-row embedding), so
+// the ids the data holds are checked, and the padding id. Each of `samples` is folded into a cut vocabulary
+// first (FoldSample); `what` names sample i in the error ("sample 3 the").
+Status FoldAndCheckIds(const Config& config, const data::ModelTokenizer& tokenizer, const models::DecoderArgs& model,
+                       const std::vector<data::Sample*>& samples,
+                       const std::function<std::string(size_t)>& what, int64_t* pad_id) {
+  auto outside = [&](int64_t id, const std::string& where) {
+    return IdOutsideVocabulary(config, tokenizer, id, where, model.vocab_size);
+  };
+  *pad_id = FoldIntoVocabulary(data::CollatePadId(tokenizer.base()), model);
+  if (*pad_id < 0 || *pad_id >= model.vocab_size) return outside(*pad_id, "its padding");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    FoldSample(samples[i], model);
+    for (int64_t id : samples[i]->tokens) {
+      if (id < 0 || id >= model.vocab_size) return outside(id, what(i));
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSettings& settings,
                                      const models::DecoderArgs& model, bool allow_stand_ins,
                                      std::vector<std::string>* stand_ins, const std::string& dataset_key) {
   StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer = SetupTokenizer(config, model, allow_stand_ins, stand_ins);
   TM_RETURN_IF_ERROR(tokenizer.status());
-  const data::Tokenizer& base = (*tokenizer)->base();
-
   StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config, dataset_key);
   TM_RETURN_IF_ERROR(dataset_config.status());
   dataset_config->options.vocab_size = model.vocab_size;  // what random_tokens_dataset draws from
-  StatusOr<data::SftDataset> dataset =
-      data::LoadSftDataset(dataset_config->component, dataset_config->options, **tokenizer);
-  if (dataset.status().code() == Status::Code::kNotFound) {
-    if (!allow_stand_ins) return Status::NotFound(dataset.status().message() + kStandInHint);
-    StatusOr<data::DatasetOptions> sample = data::SampleDatasetOptions(dataset_config->component, dataset_config->options);
-    TM_RETURN_IF_ERROR(sample.status());
-    std::string missing = data::DescribeSource({dataset_config->options.source, dataset_config->options.data_files,
-                                                dataset_config->options.data_dir, dataset_config->options.split});
-    dataset = data::LoadSftDataset(dataset_config->component, *sample, **tokenizer);
-    TM_RETURN_IF_ERROR(dataset.status());
-    std::string file = sample->data_files.empty() ? sample->source : Basename(sample->data_files.front());
-    stand_ins->push_back(data::SampleNote(dataset_key, dataset_config->component, file, missing));
-  }
+  StatusOr<data::SftDataset> dataset = LoadOrStandIn<data::SftDataset>(
+      *dataset_config, dataset_key, allow_stand_ins, stand_ins, [&](const data::DatasetOptions& options) {
+        return data::LoadSftDataset(dataset_config->component, options, **tokenizer);
+      });
   TM_RETURN_IF_ERROR(dataset.status());
-  // What the model is fed must index its embedding. A tokenizer may know ids the model lacks and never emit
-  // them for text (torchtune's Llama 3 tokenizer has <|image|> at 128256 beside Llama 3.2's 128256-row
-  // embedding), so the ids the data holds are checked, and the padding id.
-  auto outside = [&](int64_t id, const std::string& where) {
-    return IdOutsideVocabulary(config, **tokenizer, id, where, model.vocab_size);
-  };
-  const int64_t pad_id = FoldIntoVocabulary(data::CollatePadId(base), model);
-  if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");
-  for (size_t i = 0; i < dataset->samples.size(); ++i) {
-    FoldSample(&dataset->samples[i], model);
-    for (int64_t id : dataset->samples[i].tokens) {
-      if (id < 0 || id >= model.vocab_size) return outside(id, "sample " + std::to_string(i) + " the");
-    }
-  }
+  std::vector<data::Sample*> samples;
+  for (data::Sample& sample : dataset->samples) samples.push_back(&sample);
+  int64_t pad_id = 0;
+  TM_RETURN_IF_ERROR(FoldAndCheckIds(
+      config, **tokenizer, model, samples, [](size_t i) { return "sample " + std::to_string(i) + " the"; }, &pad_id));
   return data::DataLoader::Create(std::move(dataset->samples), LoaderOptions(settings, pad_id));
 }
 
@@ -403,33 +429,21 @@ StatusOr<data::DataLoader> SetupPreferenceData(const Config& config, const Train
   TM_RETURN_IF_ERROR(tokenizer.status());
   StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config, "dataset");
   TM_RETURN_IF_ERROR(dataset_config.status());
-  StatusOr<std::vector<data::PreferenceSample>> pairs =
-      data::LoadPreferenceDataset(dataset_config->component, dataset_config->options, **tokenizer);
-  if (pairs.status().code() == Status::Code::kNotFound) {
-    if (!allow_stand_ins) return Status::NotFound(pairs.status().message() + kStandInHint);
-    StatusOr<data::DatasetOptions> sample = data::SampleDatasetOptions(dataset_config->component, dataset_config->options);
-    TM_RETURN_IF_ERROR(sample.status());
-    std::string missing = data::DescribeSource({dataset_config->options.source, dataset_config->options.data_files,
-                                                dataset_config->options.data_dir, dataset_config->options.split});
-    pairs = data::LoadPreferenceDataset(dataset_config->component, *sample, **tokenizer);
-    TM_RETURN_IF_ERROR(pairs.status());
-    std::string file = sample->data_files.empty() ? sample->source : Basename(sample->data_files.front());
-    stand_ins->push_back(data::SampleNote("dataset", dataset_config->component, file, missing));
-  }
+  using Pairs = std::vector<data::PreferenceSample>;
+  StatusOr<Pairs> pairs = LoadOrStandIn<Pairs>(
+      *dataset_config, "dataset", allow_stand_ins, stand_ins, [&](const data::DatasetOptions& options) {
+        return data::LoadPreferenceDataset(dataset_config->component, options, **tokenizer);
+      });
   if (!pairs.ok()) return pairs.status().WithContext(config.OriginOf("dataset._component_").ToString() + ": dataset");
-  auto outside = [&](int64_t id, const std::string& where) {
-    return IdOutsideVocabulary(config, **tokenizer, id, where, model.vocab_size);
-  };
-  const int64_t pad_id = FoldIntoVocabulary(data::CollatePadId((*tokenizer)->base()), model);
-  if (pad_id < 0 || pad_id >= model.vocab_size) return outside(pad_id, "its padding");
-  for (size_t i = 0; i < pairs->size(); ++i) {
-    for (data::Sample* s : {&(*pairs)[i].chosen, &(*pairs)[i].rejected}) {
-      FoldSample(s, model);
-      for (int64_t id : s->tokens) {
-        if (id < 0 || id >= model.vocab_size) return outside(id, "pair " + std::to_string(i) + " the");
-      }
-    }
+  std::vector<data::Sample*> samples;  // each pair's chosen, then rejected
+  for (data::PreferenceSample& pair : *pairs) {
+    samples.push_back(&pair.chosen);
+    samples.push_back(&pair.rejected);
   }
+  int64_t pad_id = 0;
+  TM_RETURN_IF_ERROR(FoldAndCheckIds(
+      config, **tokenizer, model, samples, [](size_t i) { return "pair " + std::to_string(i / 2) + " the"; },
+      &pad_id));
   return data::DataLoader::CreatePreference(std::move(pairs).value(), LoaderOptions(settings, pad_id));
 }
 

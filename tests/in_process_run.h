@@ -23,8 +23,16 @@ struct InProcessRun {
   std::string output_dir;  // the resolved config's
 };
 
-// How the run is entered: the config's recipe's own `run` unless given (e.g. RunFinetune with an objective).
+// How the run is entered: the config's recipe's own `run` unless given (RecipeRun: another recipe's).
 using RecipeEntry = std::function<Status(const Config& config, const RunContext& context)>;
+
+// `recipe`'s run, to run a config through a recipe other than its own (a distributed config in one process, a
+// distillation config as plain LoRA fine-tuning of its student).
+inline RecipeEntry RecipeRun(RecipeSpec recipe) {
+  return [recipe = std::move(recipe)](const Config& config, const RunContext& context) {
+    return recipe.run(config, context);
+  };
+}
 
 // Runs the built-in config (or file) `name` with `overrides` on the cpu. `stand_ins`: RunContext::allow_stand_ins.
 inline InProcessRun RunInProcess(const std::string& name, const std::vector<std::string>& overrides,
@@ -42,6 +50,7 @@ inline InProcessRun RunInProcess(const std::string& name, const std::vector<std:
     return run;
   }
   RunContext context;
+  context.registry = &registry;
   context.device = *ProbeDevice(*ParseDeviceSelector("cpu"));
   context.config_name = name;
   context.allow_stand_ins = stand_ins;

@@ -1,0 +1,124 @@
+// The training loop every training recipe shares, and the one seam where recipes differ (Objective).
+//
+// torchtune's training recipes differ in their loss, their data and the frozen models beside the policy; the
+// rest (settings, the model built and loaded, the data, the optimizer, resuming, the steps with accumulation,
+// clipping and the schedule, logging, validation, checkpoints, the run summary) is the same. Here that rest is
+// written once (RunTraining, over parallelism.h's one device or ranks), and a recipe is a file that declares a
+// TrainingRecipe: its name, schema additions, checks, the inputs and estimate of its extra models, and its
+// Objective. TrainingRecipeSpec turns it into the registry's RecipeSpec.
+//
+// Every logged step goes to stdout and to the metrics file; at the end, or on failure, the run writes
+// <output_dir>/summary.json (harness/run_summary.h), which tune-matrix reads. `config` must have its schema
+// defaults applied (LoadResolvedConfig with the recipe does it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "base/status.h"
+#include "harness/config.h"
+#include "harness/registry.h"
+#include "harness/run_summary.h"
+#include "recipes/data/loader.h"
+#include "recipes/parallelism.h"
+#include "recipes/run_progress.h"
+#include "recipes/train_schema.h"
+#include "recipes/train_setup.h"
+
+namespace tmx::recipes {
+
+// What an objective sees of a run while it sets up: the run's config, registry and context, the settings read
+// from the config, the policy on its device, and where it says what it is doing.
+struct TrainingSetup {
+  const Config& config;
+  const Registry& registry;
+  const RunContext& context;
+  TrainKind kind;
+  const TrainingSettings& settings;
+  const TrainableModel& model;
+  torch::Device device;
+  RunProgress& progress;
+};
+
+// What a training recipe optimises. The base class is plain fine-tuning: next-token cross-entropy over the SFT
+// samples of `dataset`; a recipe overrides what it changes. Every rank holds its own objective.
+class Objective {
+ public:
+  virtual ~Objective() = default;
+
+  // Once the policy is built and before the data loads: the objective's options and extra models (a teacher, a
+  // reference policy), added to `summary`'s parameters and stand-ins.
+  virtual Status Setup(const TrainingSetup& setup, RunSummary* summary);
+  // The training data: the config's `dataset` as SFT samples (SetupData).
+  virtual StatusOr<data::DataLoader> LoadData(const TrainingSetup& setup, RunSummary* summary);
+  // What Loss averages over in `batch`: the tokens whose labels are trained. A step's loss is the mean over
+  // every micro-batch's count on every rank.
+  virtual double LossCount(const data::Batch& batch) const;
+  // The mean loss of `batch` (on the setup's device) over LossCount; with gradients during training, without
+  // during validation. A step's metrics (StepMetrics) come from the calls between StartStep and EndStep.
+  virtual torch::Tensor Loss(const data::Batch& batch);
+  // Model FLOPs of a micro-batch besides the policy's forward and backward (a frozen model's forward).
+  virtual double ExtraFlops(int64_t rows, int64_t length) const { return 0; }
+  // Before optimizer step `global_step` (0-based; `first_step` is this run's first, after resuming).
+  virtual void BeforeStep(int64_t global_step, int64_t first_step, RunProgress& progress) {}
+  // Around each optimizer step's micro-batches: EndStep runs on every rank (it may sum over them), logged or not.
+  virtual void StartStep() {}
+  virtual void EndStep(const Parallelism& parallel) {}
+  // The step's metrics by torchtune's names, logged beside the loss.
+  virtual std::vector<std::pair<const char*, double>> StepMetrics() const { return {}; }
+  // Lines printed once before the first step, after the run's own ("Training ... on cpu").
+  virtual std::vector<std::string> Describe(const TrainingSetup& setup) const { return {}; }
+
+ protected:
+  // The tokens and labels of `batch` (and a packed batch's positions and document ids) on `device`.
+  struct DeviceBatch {
+    torch::Tensor tokens, labels, input_pos, document_ids;
+  };
+  static DeviceBatch OnDevice(const data::Batch& batch, torch::Device device);
+
+  models::DecoderImpl* policy_ = nullptr;  // set by the base Setup
+  torch::Device device_{torch::kCPU};
+};
+
+// A training recipe: what it adds to the shared loop and schema.
+struct TrainingRecipe {
+  std::string name;  // torchtune's, e.g. "lora_dpo_single_device"
+  std::string doc;
+  TrainKind kind = TrainKind::kFull;
+  RecipeLaunch launch = RecipeLaunch::kOneProcess;
+  TrainingData data = TrainingData::kSamples;
+  // Schema fields and checks beside the shared ones (train_schema.h's, the distributed ones when launched as
+  // ranks), appended after them.
+  std::vector<FieldSpec> fields;
+  std::vector<CrossCheck> checks;
+  // The input files its extra models read that this machine lacks (a teacher's checkpoint), listed after the
+  // policy's and before the outputs' problems.
+  std::function<std::vector<Problem>(const Config& config, const Registry& registry)> extra_inputs;
+  // What its extra models and copies add to the policy's estimate (peak memory, work, parameters), for `ranks`
+  // processes (1, or the device type's matrix_ranks when launched as ranks).
+  std::function<StatusOr<CellEstimate>(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                       int ranks)>
+      extra_estimate;
+  // A fresh objective for one run (one per rank); null: plain fine-tuning (Objective).
+  std::function<std::unique_ptr<Objective>()> objective;
+};
+
+// The registry's entry for `recipe`: its configs from configs/MANIFEST, the shared schema and checks plus its
+// own, its inputs and outputs checked before a run, its estimate (the policy's, for preference pairs with two
+// rows a pair, plus extra_estimate), the overrides of a matrix cell, and `run` (RunTraining).
+RecipeSpec TrainingRecipeSpec(TrainingRecipe recipe);
+
+// Runs `recipe` on `config` in this process, or as this process's rank when it is launched as ranks (the rank,
+// the world size and the rendezvous from the environment; without a launcher, one rank). Each rank trains
+// batch_size samples of every global batch; gradients are summed over the ranks (distributed/data_parallel.h),
+// sharded unless data_parallel_shard_dim=1. Rank 0 alone prints progress and writes metrics, checkpoints and
+// summary.json (whose peak memory is the largest rank's and tokens those of every rank).
+Status RunTraining(const TrainingRecipe& recipe, const Config& config, const RunContext& context);
+
+}  // namespace tmx::recipes
