@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "harness/hub_listing.h"
 
 namespace tmx {
 
@@ -44,26 +45,6 @@ class HttpTransport {
 
 // The libcurl transport (HTTPS, redirects, a 30 s connect timeout, a transfer stalled for 60 s fails).
 std::unique_ptr<HttpTransport> MakeCurlTransport();
-
-// A file of the repo as the tree listing gives it.
-struct HubFile {
-  std::string path;    // relative to the repo root, '/'-separated
-  int64_t size = 0;
-  std::string sha256;  // the LFS object id ("" for a file stored in git)
-  std::string git_oid; // the git blob sha1 (of the LFS pointer for an LFS file)
-};
-
-// Parses one page of `GET {endpoint}/api/models/{repo}/tree/{revision}?recursive=true`: files only
-// (directories dropped). `what` names the listing in errors.
-StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what);
-
-// OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
-// components, no backslash or NUL. Otherwise an error naming it.
-Status CheckRepoPath(const std::string& path, const std::string& repo_id);
-
-// fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches
-// everything under that folder.
-bool MatchesPattern(const std::string& path, const std::string& pattern);
 
 // What `tune download` is asked to do; the defaults are torchtune's.
 struct HubDownloadOptions {

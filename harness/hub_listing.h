@@ -1,0 +1,33 @@
+// What `tune download` reads from a Hugging Face Hub and must not trust: the tree listing (its JSON and the
+// file paths it names). Network-free and torch-free, so the fuzzer runs it (fuzz/targets.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace tmx {
+
+// A file of the repo as the tree listing gives it.
+struct HubFile {
+  std::string path;    // relative to the repo root, '/'-separated
+  int64_t size = 0;
+  std::string sha256;  // the LFS object id ("" for a file stored in git)
+  std::string git_oid; // the git blob sha1 (of the LFS pointer for an LFS file)
+};
+
+// Parses one page of `GET {endpoint}/api/models/{repo}/tree/{revision}?recursive=true`: files only
+// (directories dropped). `what` names the listing in errors.
+StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what);
+
+// OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
+// components, no backslash or NUL. Otherwise an error naming it.
+Status CheckRepoPath(const std::string& path, const std::string& repo_id);
+
+// fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches
+// everything under that folder.
+bool MatchesPattern(const std::string& path, const std::string& pattern);
+
+}  // namespace tmx
