@@ -381,6 +381,25 @@ TEST_F(HubDownloadTest, UnsafePathsInTheListingAreRefused) {
   }
 }
 
+// A listing naming .git/config, downloaded into a git working tree, would replace that file and run its
+// core.fsmonitor command on the next `git status`: refused before anything is written.
+TEST_F(HubDownloadTest, GitControlPathsAreRefusedBeforeAnythingIsWritten) {
+  ASSERT_TRUE(MakeDirs(options_.output_dir + "/.git").ok());
+  ASSERT_TRUE(WriteFileAtomically(Out(".git/config"), "[core]\n\tbare = false\n").ok());
+  for (const char* bad : {".git/config", ".GIT/config", "sub/.git/hooks/post-checkout"}) {
+    SCOPED_TRACE(bad);
+    hub_.extra_listed_paths = {bad};
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + std::string(bad) + "'"),
+              std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("', which lies in git's control folder ("), std::string::npos) << r.status().message();
+    EXPECT_EQ(Read(Out(".git/config")), "[core]\n\tbare = false\n");
+    EXPECT_FALSE(PathExists(Out("config.json"))) << "checked before anything is written";
+    EXPECT_FALSE(PathExists(Out("sub")));
+  }
+}
+
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {
   ASSERT_TRUE(Download().ok());
   ASSERT_TRUE(WriteFileAtomically(Out("config.json"), "{}\n").ok());  // not the Hub's file

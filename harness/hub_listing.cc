@@ -3,10 +3,55 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include <nlohmann/json.hpp>
 
+#include "base/text.h"
+
 namespace tmx {
+namespace {
+
+// `part` as a case-insensitive file system may take it: lower-case ASCII, without the code points HFS+
+// ignores in names (U+200C-U+200F, U+202A-U+202E, U+206A-U+206F, U+FEFF), and without the trailing dots
+// and spaces NTFS drops. (Git's verify_path folds the same way before it compares with ".git".)
+std::string FoldedName(const std::string& part) {
+  std::string folded;
+  for (size_t i = 0; i < part.size(); ++i) {
+    const auto b = [&](size_t k) { return i + k < part.size() ? static_cast<unsigned char>(part[i + k]) : 0; };
+    const bool ignorable = (b(0) == 0xE2 && b(1) == 0x80 && ((b(2) >= 0x8C && b(2) <= 0x8F) ||
+                                                             (b(2) >= 0xAA && b(2) <= 0xAE))) ||
+                           (b(0) == 0xE2 && b(1) == 0x81 && b(2) >= 0xAA && b(2) <= 0xAF) ||
+                           (b(0) == 0xEF && b(1) == 0xBB && b(2) == 0xBF);
+    if (ignorable) {
+      i += 2;
+      continue;
+    }
+    folded += static_cast<char>(std::tolower(b(0)));
+  }
+  while (!folded.empty() && (folded.back() == '.' || folded.back() == ' ')) folded.pop_back();
+  return folded;
+}
+
+// Which control folder the component `part` of a listed path (at `depth`, 0 for the first; `next` the
+// component after it) is, with why a download must not write into it; "" for an ordinary name.
+std::string ControlFolder(const std::string& part, size_t depth, const std::string& next) {
+  const std::string folded = FoldedName(part);
+  if (folded == ".git" || folded == "git~1") {
+    return "git's control folder (" + part + ": a file there configures the git checkout it lands in, e.g. "
+           "core.fsmonitor runs a command on the next `git status`; git refuses such paths in trees)";
+  }
+  if (folded == ".hg" || folded == ".svn" || folded == ".bzr") {
+    return "a version-control tool's control folder (" + part + ": a file there configures the checkout it lands "
+           "in, e.g. Mercurial's hooks run commands)";
+  }
+  if (depth == 0 && folded == ".cache" && FoldedName(next) == "huggingface") {
+    return "huggingface_hub's control folder (.cache/huggingface: its record of what a folder's downloads hold)";
+  }
+  return "";
+}
+
+}  // namespace
 
 StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
@@ -49,11 +94,16 @@ Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
   if (path.find('\\') != std::string::npos || path.find('\0') != std::string::npos) {
     return refuse("holds a backslash or NUL");
   }
-  for (size_t b = 0; b <= path.size();) {
-    size_t e = std::min(path.find('/', b), path.size());
-    std::string part = path.substr(b, e - b);
-    if (part.empty() || part == "." || part == "..") return refuse("has a '" + part + "' component (it could escape the output folder)");
-    b = e + 1;
+  std::vector<std::string> parts = SplitList(path + "/x", '/');  // "/x": an empty last component stays visible
+  if (parts.size() != static_cast<size_t>(std::count(path.begin(), path.end(), '/')) + 2) {
+    return refuse("has an empty component (it could name the output folder itself)");
+  }
+  parts.pop_back();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    if (part == "." || part == "..") return refuse("has a '" + part + "' component (it could escape the output folder)");
+    std::string control = ControlFolder(part, i, i + 1 < parts.size() ? parts[i + 1] : "");
+    if (!control.empty()) return refuse("lies in " + control);
   }
   if (path.size() > 11 && path.compare(path.size() - 11, 11, ".incomplete") == 0) {
     return refuse("ends in .incomplete, the name this download gives partial files");

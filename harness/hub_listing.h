@@ -23,7 +23,9 @@ struct HubFile {
 StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what);
 
 // OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
-// components, no backslash or NUL. Otherwise an error naming it.
+// components, no backslash or NUL, not ending in `.incomplete`, and no control folder among its components:
+// `.git` in any case (also as HFS+ and NTFS fold names: ignorable code points, trailing dots and spaces,
+// `git~1`), `.hg`, `.svn`, `.bzr`, and a leading `.cache/huggingface`. Otherwise FailedPrecondition naming it.
 Status CheckRepoPath(const std::string& path, const std::string& repo_id);
 
 // fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches

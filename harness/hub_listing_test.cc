@@ -14,6 +14,28 @@ TEST(HubListing, Paths) {
   }
 }
 
+// Git refuses these components in a tree (any case; with what HFS+ ignores and NTFS drops; NTFS's short name)
+// because a file under them configures the checkout it lands in (`core.fsmonitor` runs a command on the next
+// `git status`); Mercurial's, Subversion's and Bazaar's folders do the same for theirs.
+TEST(HubListing, ControlFoldersAreRefusedInAnyCase) {
+  for (const char* bad : {".git/config", ".GIT/config", ".Git/hooks/pre-commit", "sub/.git/hooks/x", "a/b/.gIt/HEAD",
+                          ".git", ".git./config", ".git  /config", "git~1/config", "GIT~1/config",
+                          ".g\xe2\x80\x8cit/config", "\xef\xbb\xbf.git/config", ".hg/hgrc", "sub/.HG/hgrc",
+                          ".svn/entries", ".bzr/branch/branch.conf", ".cache/huggingface/download/x.metadata"}) {
+    Status s = CheckRepoPath(bad, "org/r");
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.code(), Status::Code::kFailedPrecondition) << bad;
+    EXPECT_NE(s.message().find("control folder"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("refused, nothing downloaded"), std::string::npos) << s.message();
+  }
+  // What Hub repos hold and git allows: .gitattributes in every repo, names that only start like a control folder.
+  for (const char* good : {".gitattributes", ".gitignore", "sub/.gitkeep", ".github/workflows/ci.yml", "git/config",
+                           "x.git/config", ".git-blame-ignore-revs", ".hgignore", ".cache/other/x", "a/.cache/huggingface/x",
+                           "my.git~1"}) {
+    EXPECT_TRUE(CheckRepoPath(good, "org/r").ok()) << good << ": " << CheckRepoPath(good, "org/r").message();
+  }
+}
+
 TEST(HubListing, Patterns) {
   struct Case {
     std::string path, pattern;
