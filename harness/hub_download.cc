@@ -1,10 +1,12 @@
 #include "harness/hub_download.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 #include "base/sha.h"
 #include "base/text.h"
 #include "harness/cli.h"
+#include "harness/download_folder.h"
 
 namespace tmx {
 
@@ -28,6 +31,9 @@ std::string HttpResponse::Header(const std::string& lowercase_name) const {
 }
 
 namespace {
+
+// What a file is called while it is being downloaded (huggingface_hub's name for it).
+constexpr char kPartialSuffix[] = ".incomplete";
 
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -161,19 +167,13 @@ Status HttpError(const HubDownloadOptions& o, const std::string& what, const std
                          "; fix: re-run later (a partly downloaded file resumes)");
 }
 
-StatusOr<int64_t> FileSize(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": does not exist");
-  return static_cast<int64_t>(st.st_size);
-}
-
-// The digest the listing gives for `f` and the one of the bytes in `path`: sha256 for an LFS file, the git
+// The digest the listing gives for `f` and the one of the bytes of `fd`: sha256 for an LFS file, the git
 // blob sha1 otherwise; both empty when the listing gives neither (then only the size is checked).
 struct Digests {
   std::string kind, expected, actual;
 };
 
-StatusOr<Digests> HashFile(const std::string& path, const HubFile& f) {
+StatusOr<Digests> HashFile(int fd, const HubFile& f, const std::string& shown) {
   Digests d;
   std::unique_ptr<Sha> hash;
   if (!f.sha256.empty()) {
@@ -189,22 +189,17 @@ StatusOr<Digests> HashFile(const std::string& path, const HubFile& f) {
   } else {
     return d;
   }
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
-  if (!file) return Status::IoError(path + ": cannot be read to check its " + d.kind);
   std::vector<char> buf(1 << 20);
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), file.get())) > 0) hash->Update(buf.data(), n);
-  if (std::ferror(file.get())) return Status::IoError(path + ": read failed while checking its " + d.kind);
+  for (off_t at = 0;;) {
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IoError(shown + ": read failed while checking its " + d.kind);
+    if (n == 0) break;
+    hash->Update(buf.data(), static_cast<size_t>(n));
+    at += n;
+  }
   d.actual = hash->HexDigest();
   return d;
-}
-
-// Whether `path` holds `f` whole: its size, then its digest.
-bool Complete(const std::string& path, const HubFile& f) {
-  StatusOr<int64_t> size = FileSize(path);
-  if (!size.ok() || *size != f.size || !IsRegularFile(path)) return false;
-  StatusOr<Digests> d = HashFile(path, f);
-  return d.ok() && d->expected == d->actual;
 }
 
 // A per-file progress line, throttled; '\r'-rewritten on a terminal, separate lines otherwise.
@@ -254,124 +249,148 @@ class Progress {
   size_t width_ = 0;
 };
 
-// Whether the folder `dir` (which exists) lies within `root` once links are followed.
-bool Within(const std::string& dir, const std::string& root) {
-  std::unique_ptr<char, void (*)(void*)> d(realpath(dir.c_str(), nullptr), std::free);
-  std::unique_ptr<char, void (*)(void*)> r(realpath(root.c_str(), nullptr), std::free);
-  if (!d || !r) return false;
-  std::string ds = d.get(), rs = r.get();
-  return ds == rs || ds.rfind(rs == "/" ? rs : rs + "/", 0) == 0;
+// What is already at a file's place: nothing, the listed file whole, or something else (another revision's
+// file, a damaged one, or one this process's user does not own alone, which is never trusted as complete).
+enum class Present { kNothing, kComplete, kOther };
+
+StatusOr<Present> ExistingFile(const FolderEntry& e, const HubFile& f) {
+  struct stat st {};
+  StatusOr<bool> exists = StatAt(e.dir.get(), e.name, e.shown, &st);
+  if (!exists.ok()) return exists.status();
+  if (!*exists) return Present::kNothing;
+  StatusOr<UniqueFd> fd = OpenRegularFile(e.dir.get(), e.name, e.shown);  // a link or a FIFO is refused
+  if (!fd.ok()) return fd.status();
+  if (!OwnedSolely(st) || static_cast<int64_t>(st.st_size) != f.size) return Present::kOther;
+  StatusOr<Digests> d = HashFile(fd->get(), f, e.shown);
+  return d.ok() && d->expected == d->actual ? Present::kComplete : Present::kOther;
 }
 
-// Fetches `f` into `dir`, resuming `<file>.incomplete`; `*fetched` false when it was already complete.
-Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const std::string& dir, const HubFile& f,
-                 bool* fetched) {
-  const std::string final_path = dir + "/" + f.path;
-  const std::string partial = final_path + ".incomplete";
-  const std::string parent = ParentDir(final_path);
-  TM_RETURN_IF_ERROR(MakeDirs(parent));
-  if (!Within(parent, dir)) {
-    return Status::FailedPrecondition(f.path + ": its folder " + parent + " leads outside " + dir +
-                                      " through a symbolic link; nothing written; fix: remove the link or choose "
-                                      "another --output-dir");
+// Writes `data` to the partial file at its position; false when the disk refuses.
+bool WriteAll(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
   }
-  *fetched = false;
-  if (PathExists(final_path)) {
-    if (Complete(final_path, f)) {
-      if (o.progress != nullptr) *o.progress << f.path << ": already complete (size and checksum match), skipped\n";
-      return Status::OK();
-    }
-    if (o.progress != nullptr) *o.progress << f.path << ": present but not this revision's file; downloading it\n";
+  return true;
+}
+
+// Empties the partial file (the server sends the whole file, or the partial one is not a prefix of it).
+bool Restart(PartialFile* p) {
+  if (::ftruncate(p->fd.get(), 0) != 0 || ::lseek(p->fd.get(), 0, SEEK_SET) != 0) return false;
+  p->size = 0;
+  return true;
+}
+
+// One GET of `f` into the partial file `p` from its current size. `*response` is the answer.
+Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std::string& url, const HubFile& f,
+               const std::string& shown_partial, PartialFile* p, HttpResponse* response) {
+  const int64_t start = p->size;
+  bool write_failed = false, first = true;
+  Progress progress(o, f.path, f.size, start);
+  HttpRequest request{url, o.token, start > 0 ? start : -1};
+  Status s = transport.Get(
+      request,
+      [&](long status, const char* data, size_t n) {
+        if (first && start > 0 && status != 206 && !Restart(p)) return !(write_failed = true);
+        first = false;  // above: the server ignored the Range header and sends the whole file, so start over
+        if (!WriteAll(p->fd.get(), data, n)) return !(write_failed = true);
+        p->size += static_cast<int64_t>(n);
+        progress.Update(p->size);
+        return true;
+      },
+      response);
+  if (write_failed) {
+    return Status::IoError(shown_partial + ": writing failed after " + FormatBytes(p->size) +
+                           "; fix: free disk space, then re-run the same command to resume");
   }
-  *fetched = true;
+  if (!s.ok()) {
+    return Status::IoError(f.path + ": network error: " + s.message() + "; " + FormatBytes(p->size) + " of " +
+                           FormatBytes(f.size) + " kept in " + shown_partial +
+                           "; fix: re-run the same command to resume from there");
+  }
+  if (response->status >= 200 && response->status < 300) progress.Done(p->size);
+  return Status::OK();
+}
+
+// Fetches `f` into the partial file `p` (resuming from its size) until it holds what the Hub sends.
+Status Transfer(const HubDownloadOptions& o, HttpTransport& transport, const FolderEntry& e, const HubFile& f,
+                const std::string& partial_name, PartialFile* p) {
   const std::string url = o.endpoint + "/" + o.repo_id + "/resolve/" + PercentEncode(o.revision, false) + "/" +
                           PercentEncode(f.path, true);
+  const std::string shown_partial = e.shown + kPartialSuffix;
+  if (p->size > f.size && !Restart(p)) return Status::IoError(shown_partial + ": cannot be emptied");
   for (int attempt = 0; attempt < 2; ++attempt) {
-    StatusOr<int64_t> have = FileSize(partial);
-    int64_t start = have.ok() ? *have : 0;
-    if (start > f.size) {
-      std::remove(partial.c_str());
-      start = 0;
-    }
-    if (start == f.size && have.ok()) break;  // all there from an earlier run: only the check is left
-    std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(partial.c_str(), start > 0 ? "ab" : "wb"), std::fclose);
-    if (!out) return Status::IoError(partial + ": cannot be written; fix: check the folder's permissions and free disk");
-    int64_t bytes = start;
-    bool write_failed = false, first = true;
-    Progress progress(o, f.path, f.size, start);
-    HttpRequest request{url, o.token, start > 0 ? start : -1};
+    if (p->size == f.size) return Status::OK();  // all there from an earlier run: only the check is left
     HttpResponse response;
-    Status s = transport.Get(
-        request,
-        [&](long status, const char* data, size_t n) {
-          if (first && start > 0 && status != 206) {
-            // The server ignored the Range header and sends the whole file: start over.
-            out.reset(std::fopen(partial.c_str(), "wb"));
-            bytes = start = 0;
-            if (!out) return !(write_failed = true);
-          }
-          first = false;
-          if (std::fwrite(data, 1, n, out.get()) != n) return !(write_failed = true);
-          bytes += static_cast<int64_t>(n);
-          progress.Update(bytes);
-          return true;
-        },
-        &response);
-    bool closed = out && std::fclose(out.release()) == 0;
-    if (write_failed || !closed) {
-      return Status::IoError(partial + ": writing failed after " + FormatBytes(bytes) +
-                             "; fix: free disk space, then re-run the same command to resume");
-    }
-    if (!s.ok()) {
-      return Status::IoError(f.path + ": network error: " + s.message() + "; " + FormatBytes(bytes) + " of " +
-                             FormatBytes(f.size) + " kept in " + partial +
-                             "; fix: re-run the same command to resume from there");
-    }
-    if (response.status == 416 && start > 0 && attempt == 0) {  // the partial file is not a prefix of this one
-      std::remove(partial.c_str());
+    TM_RETURN_IF_ERROR(GetInto(o, transport, url, f, shown_partial, p, &response));
+    if (response.status == 416 && p->size > 0 && attempt == 0) {  // the partial file is not a prefix of this one
+      if (!Restart(p)) return Status::IoError(shown_partial + ": cannot be emptied");
       continue;
     }
     if (response.status < 200 || response.status >= 300) {
-      if (start == 0) std::remove(partial.c_str());
+      if (p->size == 0) ::unlinkat(e.dir.get(), partial_name.c_str(), 0);
       return HttpError(o, f.path, url, response.status);
     }
-    progress.Done(bytes);
-    break;
+    return Status::OK();
   }
-  StatusOr<int64_t> got = FileSize(partial);
-  if (!got.ok() || *got != f.size) {
-    std::remove(partial.c_str());
-    return Status::IoError(f.path + ": the Hub sent " + (got.ok() ? FormatBytes(*got) : "nothing") + " (" +
-                           std::to_string(got.ok() ? *got : 0) + " bytes) but lists it as " +
-                           std::to_string(f.size) + " bytes; the download was deleted; fix: re-run the command");
+  return Status::OK();
+}
+
+// Checks the partial file against the listing and gives it the file's name; a mismatch deletes it.
+Status Finish(const FolderEntry& e, const HubFile& f, const std::string& partial_name, const PartialFile& p) {
+  const std::string shown_partial = e.shown + kPartialSuffix;
+  auto discard = [&] { ::unlinkat(e.dir.get(), partial_name.c_str(), 0); };
+  struct stat st {};
+  if (::fstat(p.fd.get(), &st) != 0 || st.st_size != f.size) {
+    discard();
+    return Status::IoError(f.path + ": the Hub sent " + FormatBytes(st.st_size) + " (" + std::to_string(st.st_size) +
+                           " bytes) but lists it as " + std::to_string(f.size) +
+                           " bytes; the download was deleted; fix: re-run the command");
   }
-  StatusOr<Digests> d = HashFile(partial, f);
+  StatusOr<Digests> d = HashFile(p.fd.get(), f, shown_partial);
   if (!d.ok()) return d.status();
   if (d->expected != d->actual) {
-    std::remove(partial.c_str());
+    discard();
     return Status::IoError(f.path + ": checksum mismatch: the Hub lists " + d->kind + " " + d->expected +
                            " but the bytes downloaded have " + d->actual +
                            "; the download was deleted; fix: re-run the command to fetch it again (if it fails "
                            "again, something between here and the Hub alters the file)");
   }
-  if (std::rename(partial.c_str(), final_path.c_str()) != 0) {
-    return Status::IoError(partial + ": cannot be renamed to " + final_path + "; fix: check the folder's permissions");
+  if (::fsync(p.fd.get()) != 0 ||
+      ::renameat(e.dir.get(), partial_name.c_str(), e.dir.get(), e.name.c_str()) != 0) {
+    return Status::IoError(shown_partial + ": cannot be saved as " + e.shown + " (" + std::strerror(errno) +
+                           "); fix: check the folder's permissions and free disk");
   }
   return Status::OK();
 }
 
-}  // namespace
-
-std::unique_ptr<HttpTransport> MakeCurlTransport() { return std::make_unique<CurlTransport>(); }
-
-std::string DownloadFolder(const HubDownloadOptions& options) {
-  if (!options.output_dir.empty()) return options.output_dir;
-  return "/tmp/" + options.repo_id.substr(options.repo_id.rfind('/') + 1);
+// Fetches `f` into `folder`, resuming `<file>.incomplete`; `*fetched` false when it was already complete.
+Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const LockedFolder& folder, const HubFile& f,
+                 bool* fetched) {
+  StatusOr<FolderEntry> entry = folder.Entry(f.path);
+  if (!entry.ok()) return entry.status();
+  StatusOr<Present> present = ExistingFile(*entry, f);
+  if (!present.ok()) return present.status();
+  *fetched = *present != Present::kComplete;
+  if (*present == Present::kComplete) {
+    if (o.progress != nullptr) *o.progress << f.path << ": already complete (size and checksum match), skipped\n";
+    return Status::OK();
+  }
+  if (*present == Present::kOther && o.progress != nullptr) {
+    *o.progress << f.path << ": present but not this revision's file (or not this user's alone); downloading it\n";
+  }
+  const std::string partial_name = entry->name + kPartialSuffix;
+  StatusOr<PartialFile> partial = OpenPartial(entry->dir.get(), partial_name, entry->shown + kPartialSuffix);
+  if (!partial.ok()) return partial.status();
+  TM_RETURN_IF_ERROR(Transfer(o, transport, *entry, f, partial_name, &*partial));
+  return Finish(*entry, f, partial_name, *partial);
 }
 
-StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, HttpTransport& transport) {
-  HubDownloadResult result;
-  result.output_dir = DownloadFolder(options);
+// Every file of the repo's revision, from all pages of the Hub's tree listing.
+StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& options, HttpTransport& transport) {
   std::vector<HubFile> files;
   std::string url = options.endpoint + "/api/models/" + options.repo_id + "/tree/" +
                     PercentEncode(options.revision, false) + "?recursive=true";
@@ -396,18 +415,43 @@ StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, H
     files.insert(files.end(), listed->begin(), listed->end());
     url = NextPage(response);
   }
-  // Every path is checked before anything is written.
-  for (const HubFile& f : files) TM_RETURN_IF_ERROR(CheckRepoPath(f.path, options.repo_id));
-  TM_RETURN_IF_ERROR(MakeDirs(result.output_dir));
-  for (const HubFile& f : files) {
+  return files;
+}
+
+}  // namespace
+
+std::unique_ptr<HttpTransport> MakeCurlTransport() { return std::make_unique<CurlTransport>(); }
+
+std::string DownloadFolder(const HubDownloadOptions& options) {
+  if (!options.output_dir.empty()) return options.output_dir;
+  return "/tmp/" + options.repo_id.substr(options.repo_id.rfind('/') + 1);
+}
+
+StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, HttpTransport& transport) {
+  HubDownloadResult result;
+  result.output_dir = DownloadFolder(options);
+  StatusOr<std::vector<HubFile>> listed = ListRepo(options, transport);
+  if (!listed.ok()) return listed.status();
+  std::vector<HubFile> files;
+  for (HubFile& f : *listed) {
+    TM_RETURN_IF_ERROR(CheckRepoPath(f.path, options.repo_id));  // every path, before anything is written
     bool ignored = std::any_of(options.ignore_patterns.begin(), options.ignore_patterns.end(),
                                [&](const std::string& p) { return MatchesPattern(f.path, p); });
     if (ignored) {
       result.ignored.push_back(f.path);
-      continue;
+    } else {
+      files.push_back(std::move(f));
     }
+  }
+  std::string notice;
+  StatusOr<std::unique_ptr<LockedFolder>> folder = LockedFolder::Open(result.output_dir, &notice);
+  if (!folder.ok()) return folder.status();
+  if (!notice.empty() && options.progress != nullptr) *options.progress << notice << "\n";
+  // No link anywhere a file goes, checked before anything is written (and again, race-free, as each is).
+  for (const HubFile& f : files) TM_RETURN_IF_ERROR((*folder)->CheckPath(f.path, {kPartialSuffix}));
+  for (const HubFile& f : files) {
     bool fetched = false;
-    TM_RETURN_IF_ERROR(FetchFile(options, transport, result.output_dir, f, &fetched));
+    TM_RETURN_IF_ERROR(FetchFile(options, transport, **folder, f, &fetched));
     (fetched ? result.downloaded : result.skipped).push_back(f.path);
   }
   return result;

@@ -4,8 +4,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <fcntl.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/folder.h"
 #include "base/sha.h"
 #include "tests/scratch_dir.h"
 
@@ -67,6 +71,8 @@ class MockHub {
   std::string cut_path;                         // this file's next response stops after cut_after bytes
   size_t cut_after = 0;
   bool ignore_range = false;
+  // Called with each request's target once it is read, before the answer (a hostile neighbour's moment).
+  std::function<void(const std::string& target)> on_request;
 
   // "<target> [range]" per request served, and the Authorization headers seen.
   std::vector<std::string> Requests() {
@@ -159,6 +165,7 @@ class MockHub {
       requests_.push_back(target + (range.empty() ? "" : " " + range));
       if (!authorization.empty()) authorizations_.push_back(authorization);
     }
+    if (on_request) on_request(target);
     const std::string api = "/api/models/", resolve = "/org/tiny/resolve/main/", store = "/lfs-store/";
     bool authorized = required_token.empty() || authorization == "Bearer " + required_token;
     if (target.rfind(api, 0) == 0) {
@@ -398,6 +405,104 @@ TEST_F(HubDownloadTest, GitControlPathsAreRefusedBeforeAnythingIsWritten) {
     EXPECT_FALSE(PathExists(Out("config.json"))) << "checked before anything is written";
     EXPECT_FALSE(PathExists(Out("sub")));
   }
+}
+
+// Links a neighbour planted in the output folder (or a folder above a file) are never written through, reused
+// or kept: each case is refused with a message naming the link, and the file outside is untouched.
+TEST_F(HubDownloadTest, LinksPlantedInTheFolderAreNeverFollowed) {
+  hub_.files["nested/deeper/x.bin"] = MockFile{"x", false, false, ""};
+  const std::string outside = dir_.path() + "/outside";
+  struct Case {
+    std::string name, plant, link_target_content;  // plant: the path made a link to `outside/victim...`
+    bool folder;                                   // link to the folder `outside` rather than a file there
+    std::string refused_at;                        // the path the message names
+  } cases[] = {
+      {"a folder of a file", "original", "", true, "original"},
+      {"a folder above folders to make", "nested", "", true, "nested"},
+      {"a partial file", "model.safetensors.incomplete", "precious", false, "model.safetensors.incomplete"},
+      {"a complete-looking final file", "config.json", hub_.files["config.json"].content, false, "config.json"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    options_.output_dir = dir_.path() + "/out_" + std::to_string(&c - cases);
+    ASSERT_TRUE(MakeDirs(ParentDir(Out(c.plant))).ok());
+    ASSERT_TRUE(MakeDirs(outside + "/" + c.name).ok());
+    const std::string victim = outside + "/" + c.name + (c.folder ? "" : "/victim");
+    if (!c.folder) ASSERT_TRUE(WriteFileAtomically(victim, c.link_target_content).ok());
+    ASSERT_EQ(symlink(victim.c_str(), Out(c.plant).c_str()), 0);
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(),
+              Out(c.refused_at) + ": is a symbolic link (to " + victim + "); a download never writes through a link in "
+              "its folder nor keeps one in a file's place; refused, nothing written there; fix: remove the link (or "
+              "choose another --output-dir)");
+    EXPECT_EQ(r.status().ExitCode(), 2);
+    if (c.folder) {
+      StatusOr<std::vector<std::string>> there = ListRegularFiles(victim, "", nullptr);
+      EXPECT_TRUE(there.ok() && there->empty()) << ::testing::PrintToString(*there);
+      EXPECT_FALSE(PathExists(victim + "/deeper")) << "no folder made through the link";
+    } else {
+      EXPECT_EQ(Read(victim), c.link_target_content);
+    }
+    EXPECT_FALSE(PathExists(Out("model.safetensors"))) << "refused before anything is written";
+  }
+}
+
+// The same links planted while the download runs (after its first checks) are refused as each file is reached.
+TEST_F(HubDownloadTest, ALinkPlantedDuringTheDownloadIsRefused) {
+  const std::string outside = dir_.path() + "/outside";
+  ASSERT_TRUE(MakeDirs(outside).ok());
+  hub_.on_request = [&](const std::string& target) {
+    if (target == "/org/tiny/resolve/main/model.safetensors") symlink(outside.c_str(), Out("original").c_str());
+  };
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(Out("original") + ": is a symbolic link (to " + outside + ")"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(PathExists(outside + "/tokenizer.model"));
+  EXPECT_FALSE(PathExists(outside + "/tokenizer.model.incomplete"));
+}
+
+// A partial file this download did not make is never resumed: another name for another file's bytes (a hard
+// link), or a FIFO (which must not block the download either).
+TEST_F(HubDownloadTest, APartialFileNotSolelyThisUsersIsNotResumed) {
+  const std::string victim = dir_.path() + "/victim";
+  ASSERT_TRUE(WriteFileAtomically(victim, "precious").ok());
+  ASSERT_TRUE(MakeDirs(options_.output_dir).ok());
+  ASSERT_EQ(link(victim.c_str(), Out("model.safetensors.incomplete").c_str()), 0);
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), Out("model.safetensors.incomplete") +
+                                      ": a partial download that has 2 names (hard links): its bytes are also another "
+                                      "file's; resuming it would write into a file this download did not make; "
+                                      "refused; fix: remove it and run again");
+  EXPECT_EQ(Read(victim), "precious");
+
+  ASSERT_EQ(unlink(Out("model.safetensors.incomplete").c_str()), 0);
+  ASSERT_EQ(mkfifo(Out("model.safetensors.incomplete").c_str(), 0600), 0);
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), Out("model.safetensors.incomplete") +
+                                      ": is a FIFO, not a regular file; refused, nothing written there; fix: remove it "
+                                      "(or choose another --output-dir)");
+}
+
+// Two downloads into one folder would share their partial files: the second is refused, naming the folder.
+TEST_F(HubDownloadTest, ASecondDownloadIntoTheSameFolderIsRefused) {
+  ASSERT_TRUE(MakeDirs(options_.output_dir).ok());
+  int held = open(options_.output_dir.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX | LOCK_NB), 0);  // what the first download holds
+  StatusOr<HubDownloadResult> r = Download();
+  close(held);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(r.status().message(),
+            options_.output_dir + ": another download is writing into this folder (it holds the folder's lock); two "
+            "downloads into one folder would write the same partial files; nothing written; fix: wait for it to "
+            "finish and run this again (complete files are skipped), or choose another --output-dir");
+  EXPECT_EQ(hub_.Requests(), std::vector<std::string>{"/api/models/org/tiny/tree/main?recursive=true"});
+  ASSERT_TRUE(Download().ok()) << "the lock is the folder's, released with its holder";
 }
 
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {
