@@ -16,9 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/output_folder.h"
 #include "base/sha.h"
 #include "base/text.h"
 #include "harness/cli.h"
+#include "harness/config_store.h"
 #include "harness/download_folder.h"
 
 namespace tmx {
@@ -389,6 +391,27 @@ Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const Lo
   return Finish(*entry, f, partial_name, *partial);
 }
 
+// Refuses an output folder that is, or lies inside, the checkout's configs or reports (real paths compared, so
+// no link or `..` leads around it): a download there would overwrite built-in configs or recorded results.
+Status CheckOutputFolder(const std::string& dir) {
+  const std::string configs = CheckoutConfigDir();
+  const std::vector<std::pair<std::string, std::string>> guarded = {
+      {configs, "tune-matrix's built-in configs"},
+      {BuiltinConfigDir(), "tune-matrix's built-in configs"},
+      {ParentDir(configs) + "/reports", "tune-matrix's recorded results"}};
+  const std::string real = RealPathToBe(dir);
+  for (const auto& [folder, what] : guarded) {
+    const std::string real_folder = RealPathToBe(folder);
+    if (real == real_folder || real.rfind(real_folder + "/", 0) == 0) {
+      return Status::InvalidArgument(
+          "--output-dir " + dir + ": lies inside " + folder + (real == dir ? "" : " (it resolves to " + real + ")") +
+          ", which holds " + what + "; a download there would overwrite them; nothing written; fix: choose a folder "
+          "outside the checkout's configs/ and reports/ (the default is /tmp/<name>)");
+    }
+  }
+  return Status::OK();
+}
+
 // Every file of the repo's revision, from all pages of the Hub's tree listing.
 StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& options, HttpTransport& transport) {
   std::vector<HubFile> files;
@@ -428,8 +451,10 @@ std::string DownloadFolder(const HubDownloadOptions& options) {
 }
 
 StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, HttpTransport& transport) {
+  TM_RETURN_IF_ERROR(ValidateRepoId(options.repo_id));
   HubDownloadResult result;
   result.output_dir = DownloadFolder(options);
+  TM_RETURN_IF_ERROR(CheckOutputFolder(result.output_dir));
   StatusOr<std::vector<HubFile>> listed = ListRepo(options, transport);
   if (!listed.ok()) return listed.status();
   std::vector<HubFile> files;
@@ -471,14 +496,7 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
   if (parsed.positional.size() != 1) return usage("expected one <repo_id> (e.g. meta-llama/Llama-3.2-1B-Instruct)");
   HubDownloadOptions o;
   o.repo_id = parsed.positional[0];
-  size_t slash = o.repo_id.find('/');
-  bool valid = !o.repo_id.empty() && o.repo_id.find('/', slash == std::string::npos ? 0 : slash + 1) == std::string::npos &&
-               o.repo_id.front() != '/' && o.repo_id.back() != '/' &&
-               std::all_of(o.repo_id.begin(), o.repo_id.end(), [](unsigned char c) {
-                 return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/';
-               }) &&
-               o.repo_id.find("..") == std::string::npos;
-  if (!valid) return usage("'" + o.repo_id + "' is not a Hub repo id (owner/name of letters, digits, '-', '_', '.')");
+  if (Status valid = ValidateRepoId(o.repo_id); !valid.ok()) return usage(valid.message());
   o.output_dir = parsed.Get("output-dir");
   o.revision = parsed.Get("revision", "main");
   if (o.revision.empty()) return usage("--revision is empty");

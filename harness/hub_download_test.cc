@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <ftw.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -215,6 +216,10 @@ class MockHub {
   std::mutex mu_;
   std::vector<std::string> requests_, authorizations_;
 };
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+void RemoveTree(const std::string& path) { nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
 
 std::string Bytes(size_t n, unsigned seed) {
   std::string s(n, '\0');
@@ -503,6 +508,56 @@ TEST_F(HubDownloadTest, ASecondDownloadIntoTheSameFolderIsRefused) {
             "finish and run this again (complete files are skipped), or choose another --output-dir");
   EXPECT_EQ(hub_.Requests(), std::vector<std::string>{"/api/models/org/tiny/tree/main?recursive=true"});
   ASSERT_TRUE(Download().ok()) << "the lock is the folder's, released with its holder";
+}
+
+// `owner/.` named the folder /tmp/. (torchtune's default /tmp/<name>), so the repo went straight into /tmp.
+TEST_F(HubDownloadTest, RepoIdsTheHubRefusesAreRefusedBeforeAnyRequest) {
+  for (const char* bad : {"org/.", "org/..", ".", "org/.git/x"}) {
+    options_.repo_id = bad;
+    options_.output_dir.clear();
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(r.status().message().rfind("'" + std::string(bad) + "' is not a Hub repo id: ", 0), 0u)
+        << r.status().message();
+  }
+  EXPECT_TRUE(hub_.Requests().empty());
+}
+
+// The checkout's built-in configs and recorded results are never a download's folder, however it is named.
+TEST_F(HubDownloadTest, TheCheckoutsConfigsAndReportsAreRefused) {
+  const std::string checkout = TM_SOURCE_DIR;
+  const std::string link = dir_.path() + "/reports_link";
+  ASSERT_EQ(symlink((checkout + "/reports").c_str(), link.c_str()), 0);
+  struct Case {
+    std::string output_dir, inside;
+    std::vector<std::string> made;  // what a download there would create in the checkout
+  } cases[] = {
+      {checkout + "/configs", checkout + "/configs",
+       {checkout + "/configs/config.json", checkout + "/configs/model.safetensors", checkout + "/configs/original"}},
+      {checkout + "/configs/hub_download_test_x", checkout + "/configs", {checkout + "/configs/hub_download_test_x"}},
+      {checkout + "/recipes/../configs/hub_download_test_z", checkout + "/configs",
+       {checkout + "/configs/hub_download_test_z"}},
+      {link + "/hub_download_test_y", checkout + "/reports", {checkout + "/reports/hub_download_test_y"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.output_dir);
+    options_.output_dir = c.output_dir;
+    StatusOr<HubDownloadResult> r = Download();
+    for (const std::string& made : c.made) {
+      EXPECT_FALSE(PathExists(made));
+      RemoveTree(made);  // should a failing check have written there
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(r.status().message().rfind("--output-dir " + c.output_dir + ": lies inside " + c.inside, 0), 0u)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("nothing written; fix: choose a folder outside the checkout's configs/ and "
+                                        "reports/"), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(hub_.Requests().empty());
+  options_.output_dir = dir_.path() + "/fine";
+  EXPECT_TRUE(Download().ok());
 }
 
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {

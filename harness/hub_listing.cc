@@ -111,6 +111,34 @@ Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
   return Status::OK();
 }
 
+Status ValidateRepoId(const std::string& repo_id) {
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument("'" + repo_id + "' is not a Hub repo id: " + why +
+                                   "; fix: give it as on its Hub page, owner/name (letters, digits, '-', '_' and '.', "
+                                   "each part starting and ending with a letter, digit or '_'), e.g. "
+                                   "meta-llama/Llama-3.2-1B-Instruct");
+  };
+  const std::vector<std::string> parts = SplitList(repo_id, '/');
+  if (parts.empty() || parts.size() > 2 || std::count(repo_id.begin(), repo_id.end(), '/') != parts.size() - 1) {
+    return refuse("it must be one name or owner/name");
+  }
+  if (repo_id.find("--") != std::string::npos || repo_id.find("..") != std::string::npos) {
+    return refuse("'--' and '..' are not allowed in it");
+  }
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const std::string& part : parts) {
+    if (part.size() > 96) return refuse("'" + part.substr(0, 20) + "...' is longer than 96 characters");
+    if (!std::all_of(part.begin(), part.end(), [&](char c) { return word(c) || c == '-' || c == '.'; })) {
+      return refuse("'" + part + "' holds a character other than letters, digits, '-', '_' and '.'");
+    }
+    if (!word(part.front()) || !word(part.back())) {
+      return refuse("'" + part + "' starts or ends with '" + std::string(1, word(part.front()) ? part.back() : part.front()) +
+                    "'");
+    }
+  }
+  return Status::OK();
+}
+
 bool MatchesPattern(const std::string& path, const std::string& pattern) {
   std::string p = !pattern.empty() && pattern.back() == '/' ? pattern + "*" : pattern;
   return fnmatch(p.c_str(), path.c_str(), 0) == 0;

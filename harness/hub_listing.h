@@ -28,6 +28,12 @@ StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const s
 // `git~1`), `.hg`, `.svn`, `.bzr`, and a leading `.cache/huggingface`. Otherwise FailedPrecondition naming it.
 Status CheckRepoPath(const std::string& path, const std::string& repo_id);
 
+// OK when `repo_id` is a repo id as the Hub validates them (huggingface_hub's validate_repo_id): "name" or
+// "owner/name", each part of letters, digits, '-', '_' and '.', starting and ending with a letter, digit or
+// '_', at most 96 characters; no "--" or ".." anywhere. So no part is "." or "..", and the folder named after
+// it stays where it is put. Otherwise InvalidArgument naming the rule it breaks.
+Status ValidateRepoId(const std::string& repo_id);
+
 // fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches
 // everything under that folder.
 bool MatchesPattern(const std::string& path, const std::string& pattern);

@@ -36,6 +36,38 @@ TEST(HubListing, ControlFoldersAreRefusedInAnyCase) {
   }
 }
 
+TEST(HubListing, RepoIdsAsTheHubValidatesThem) {
+  for (const char* good : {"gpt2", "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B", "a/b", "_x/y_", "o/a.b-c_d",
+                           "o/x2"}) {
+    EXPECT_TRUE(ValidateRepoId(good).ok()) << good << ": " << ValidateRepoId(good).message();
+  }
+  struct Case {
+    std::string id, why;
+  } bad[] = {
+      {"owner/.", "'.' starts or ends with '.'"},
+      {"owner/..", "'--' and '..' are not allowed in it"},
+      {"./x", "'.' starts or ends with '.'"},
+      {"owner/.hidden", "'.hidden' starts or ends with '.'"},
+      {"owner/name-", "'name-' starts or ends with '-'"},
+      {"a--b/c", "'--' and '..' are not allowed in it"},
+      {"a/b/c", "it must be one name or owner/name"},
+      {"/x", "it must be one name or owner/name"},
+      {"x/", "it must be one name or owner/name"},
+      {"a//b", "it must be one name or owner/name"},
+      {"", "it must be one name or owner/name"},
+      {"o/na me", "'na me' holds a character other than letters, digits, '-', '_' and '.'"},
+      {"o/n\x1b[31m", "'n\x1b[31m' holds a character other than letters, digits, '-', '_' and '.'"},
+      {"o/" + std::string(97, 'n'), "'nnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},
+  };
+  for (const Case& c : bad) {
+    Status s = ValidateRepoId(c.id);
+    ASSERT_FALSE(s.ok()) << c.id;
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(s.message().rfind("'" + c.id + "' is not a Hub repo id: " + c.why + "; fix: ", 0), 0u) << s.message();
+  }
+  EXPECT_TRUE(ValidateRepoId("o/" + std::string(96, 'n')).ok());
+}
+
 TEST(HubListing, Patterns) {
   struct Case {
     std::string path, pattern;
