@@ -34,7 +34,7 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 std::string LinkTarget(int dir, const std::string& name) {
   char buf[PATH_MAX];
   ssize_t n = ::readlinkat(dir, name.c_str(), buf, sizeof buf - 1);
-  return n < 0 ? "?" : std::string(buf, static_cast<size_t>(n));
+  return n < 0 ? "?" : TerminalText(std::string(buf, static_cast<size_t>(n)));
 }
 
 // The refusal of the entry `name` in `dir` (shown as `shown`) of kind `st` where `wanted` ("a folder", "a
@@ -62,17 +62,17 @@ StatusOr<bool> StatAt(int dir, const std::string& name, const std::string& shown
 StatusOr<std::unique_ptr<LockedFolder>> LockedFolder::Open(const std::string& path, std::string* notice) {
   TM_RETURN_IF_ERROR(MakeDirs(path));
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::IoError(path + ": cannot be opened as a folder (" + ErrnoText(errno) + ")");
+  if (!fd.valid()) return Status::IoError(TerminalText(path) + ": cannot be opened as a folder (" + ErrnoText(errno) + ")");
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
       return Status::Unavailable(
-          path + ": another download is writing into this folder (it holds the folder's lock); two downloads into "
+          TerminalText(path) + ": another download is writing into this folder (it holds the folder's lock); two downloads into "
           "one folder would write the same partial files; nothing written; fix: wait for it to finish and run this "
           "again (complete files are skipped), or choose another --output-dir");
     }
     if (notice != nullptr) {
-      *notice = path + ": not locked (" + ErrnoText(err) + "); make sure no other download writes into it";
+      *notice = TerminalText(path) + ": not locked (" + ErrnoText(err) + "); make sure no other download writes into it";
     }
   }
   return std::unique_ptr<LockedFolder>(new LockedFolder(std::move(fd), path));
@@ -80,10 +80,10 @@ StatusOr<std::unique_ptr<LockedFolder>> LockedFolder::Open(const std::string& pa
 
 StatusOr<UniqueFd> LockedFolder::WalkFolders(const std::vector<std::string>& parts, bool make) const {
   UniqueFd dir(::dup(fd_.get()));
-  if (!dir.valid()) return Status::IoError(path_ + ": cannot be opened again (" + ErrnoText(errno) + ")");
-  std::string shown = path_;
+  if (!dir.valid()) return Status::IoError(TerminalText(path_) + ": cannot be opened again (" + ErrnoText(errno) + ")");
+  std::string shown = TerminalText(path_);
   for (const std::string& part : parts) {
-    shown += "/" + part;
+    shown += "/" + TerminalText(part);
     const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
     UniqueFd next(::openat(dir.get(), part.c_str(), flags));
     if (!next.valid() && errno == ENOENT) {
@@ -116,7 +116,7 @@ Status LockedFolder::CheckPath(const std::string& rel_path, const std::vector<st
   for (const std::string& suffix : suffixes) names.push_back(name + suffix);
   for (const std::string& n : names) {
     struct stat st {};
-    const std::string shown = ParentDir(path_ + "/" + rel_path) + "/" + n;
+    const std::string shown = TerminalText(ParentDir(path_ + "/" + rel_path) + "/" + n);
     StatusOr<bool> exists = StatAt(dir->get(), n, shown, &st);
     if (!exists.ok()) return exists.status();
     if (*exists && !S_ISREG(st.st_mode)) return WrongKind(dir->get(), n, shown, st, "a regular file");
@@ -128,7 +128,7 @@ StatusOr<FolderEntry> LockedFolder::Entry(const std::string& rel_path) const {
   std::vector<std::string> parts = SplitList(rel_path, '/');
   FolderEntry entry;
   entry.name = parts.back();
-  entry.shown = path_ + "/" + rel_path;
+  entry.shown = TerminalText(path_ + "/" + rel_path);
   parts.pop_back();
   StatusOr<UniqueFd> dir = WalkFolders(parts, /*make=*/true);
   if (!dir.ok()) return dir.status();

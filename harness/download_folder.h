@@ -39,7 +39,7 @@ class UniqueFd {
 struct FolderEntry {
   UniqueFd dir;
   std::string name;
-  std::string shown;  // "<folder>/<path>", for messages
+  std::string shown;  // "<folder>/<path>" for messages, with TerminalText's escapes
 };
 
 // A partial file open for writing, positioned at its end.

@@ -87,7 +87,7 @@ class CurlTransport : public HttpTransport {
              HttpResponse* response) override {
     *response = HttpResponse();
     std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
-    if (!curl) return Status::Internal(request.url + ": libcurl could not start a transfer");
+    if (!curl) return Status::Internal(ShownUrl(request.url) + ": libcurl could not start a transfer");
     Transfer t{curl.get(), &sink, response};
     char error[CURL_ERROR_SIZE] = "";
     curl_slist* headers = nullptr;
@@ -122,50 +122,49 @@ class CurlTransport : public HttpTransport {
       response->final_url = effective;
     }
     if (rc != CURLE_OK) {
-      return Status::IoError(request.url + ": " + (error[0] != '\0' ? error : curl_easy_strerror(rc)));
+      return Status::IoError(ShownUrl(request.url) + ": " +
+                             TerminalText(error[0] != '\0' ? error : curl_easy_strerror(rc)));
     }
     return Status::OK();
   }
 };
 
 
-// The URL of the next page of a listing, from a `Link: <url>; rel="next"` header ("" when none).
-std::string NextPage(const HttpResponse& response) {
-  std::string link = response.Header("link");
-  size_t rel = link.find("rel=\"next\"");
-  if (rel == std::string::npos) return "";
-  size_t close = link.rfind('>', rel);
-  size_t open = close == std::string::npos ? std::string::npos : link.rfind('<', close);
-  return open == std::string::npos ? "" : link.substr(open + 1, close - open - 1);
+// The token for a request to `url`: the one given on HF_ENDPOINT's own origin (scheme, host and port), none
+// anywhere else, wherever the URL came from (a listing's Link header names any URL it likes).
+std::string TokenFor(const HubDownloadOptions& o, const std::string& url) {
+  return SameOrigin(url, o.endpoint) ? o.token : "";
 }
 
-// The error for a non-2xx answer about `what` (the repo, or a file of it), with the fix.
-Status HttpError(const HubDownloadOptions& o, const std::string& what, const std::string& url, long status) {
+// The error for a non-2xx answer to `url` about the repo (`file` "") or a file of it, with the fix.
+Status HttpError(const HubDownloadOptions& o, const std::string& file, const std::string& url, long status) {
+  const std::string what = file.empty() ? o.repo_id : TerminalText(file), shown = ShownUrl(url);
   const std::string token_fix =
       "pass a Hugging Face token with --hf-token <token> or in the environment variable HF_TOKEN (create one at "
       "https://huggingface.co/settings/tokens; for a gated repo, accept its terms on https://huggingface.co/" +
       o.repo_id + " first)";
-  if (status == 401 && o.token.empty()) {
-    return Status::FailedPrecondition(what + ": the Hub refused " + url + " without a token (HTTP 401): " + o.repo_id +
-                                      " is gated or private (or does not exist); fix: " + token_fix);
+  const bool sent_token = !TokenFor(o, url).empty();
+  if (status == 401 && !sent_token) {
+    return Status::FailedPrecondition(what + ": the Hub refused " + shown + " without a token (HTTP 401): " +
+                                      o.repo_id + " is gated or private (or does not exist); fix: " + token_fix);
   }
   if (status == 401 || status == 403) {
     return Status::FailedPrecondition(
-        what + ": the Hub refused " + url + " with the token given (HTTP " + std::to_string(status) + "): " +
+        what + ": the Hub refused " + shown + " with the token given (HTTP " + std::to_string(status) + "): " +
         o.repo_id + " is gated or private and this token is invalid or has no access to it; fix: check the token "
         "(https://huggingface.co/settings/tokens) and that your account was granted access on "
-        "https://huggingface.co/" + o.repo_id + (o.token.empty() ? "; or " + token_fix : ""));
+        "https://huggingface.co/" + o.repo_id + (sent_token ? "" : "; or " + token_fix));
   }
-  if (status == 404 && what != o.repo_id) {
-    return Status::NotFound(what + ": the Hub lists this file but answered HTTP 404 for " + url +
+  if (status == 404 && !file.empty()) {
+    return Status::NotFound(what + ": the Hub lists this file but answered HTTP 404 for " + shown +
                             "; fix: re-run (if the revision moved meanwhile, pin one with --revision <commit>)");
   }
   if (status == 404) {
-    return Status::NotFound(what + ": not found (HTTP 404 from " + url + "): no repository '" + o.repo_id +
-                            "' with revision '" + o.revision + "' on " + o.endpoint +
+    return Status::NotFound(what + ": not found (HTTP 404 from " + shown + "): no repository '" + o.repo_id +
+                            "' with revision '" + TerminalText(o.revision) + "' on " + ShownUrl(o.endpoint) +
                             "; fix: check the repo id (owner/name, as on its Hub page) and --revision");
   }
-  return Status::IoError(what + ": the Hub answered HTTP " + std::to_string(status) + " to " + url +
+  return Status::IoError(what + ": the Hub answered HTTP " + std::to_string(status) + " to " + shown +
                          "; fix: re-run later (a partly downloaded file resumes)");
 }
 
@@ -291,8 +290,8 @@ Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std:
                const std::string& shown_partial, PartialFile* p, HttpResponse* response) {
   const int64_t start = p->size;
   bool write_failed = false, first = true;
-  Progress progress(o, f.path, f.size, start);
-  HttpRequest request{url, o.token, start > 0 ? start : -1};
+  Progress progress(o, TerminalText(f.path), f.size, start);
+  HttpRequest request{url, TokenFor(o, url), start > 0 ? start : -1};
   Status s = transport.Get(
       request,
       [&](long status, const char* data, size_t n) {
@@ -309,7 +308,7 @@ Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std:
                            "; fix: free disk space, then re-run the same command to resume");
   }
   if (!s.ok()) {
-    return Status::IoError(f.path + ": network error: " + s.message() + "; " + FormatBytes(p->size) + " of " +
+    return Status::IoError(TerminalText(f.path) + ": network error: " + s.message() + "; " + FormatBytes(p->size) + " of " +
                            FormatBytes(f.size) + " kept in " + shown_partial +
                            "; fix: re-run the same command to resume from there");
   }
@@ -348,7 +347,7 @@ Status Finish(const FolderEntry& e, const HubFile& f, const std::string& partial
   struct stat st {};
   if (::fstat(p.fd.get(), &st) != 0 || st.st_size != f.size) {
     discard();
-    return Status::IoError(f.path + ": the Hub sent " + FormatBytes(st.st_size) + " (" + std::to_string(st.st_size) +
+    return Status::IoError(TerminalText(f.path) + ": the Hub sent " + FormatBytes(st.st_size) + " (" + std::to_string(st.st_size) +
                            " bytes) but lists it as " + std::to_string(f.size) +
                            " bytes; the download was deleted; fix: re-run the command");
   }
@@ -356,7 +355,7 @@ Status Finish(const FolderEntry& e, const HubFile& f, const std::string& partial
   if (!d.ok()) return d.status();
   if (d->expected != d->actual) {
     discard();
-    return Status::IoError(f.path + ": checksum mismatch: the Hub lists " + d->kind + " " + d->expected +
+    return Status::IoError(TerminalText(f.path) + ": checksum mismatch: the Hub lists " + d->kind + " " + d->expected +
                            " but the bytes downloaded have " + d->actual +
                            "; the download was deleted; fix: re-run the command to fetch it again (if it fails "
                            "again, something between here and the Hub alters the file)");
@@ -378,11 +377,11 @@ Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const Lo
   if (!present.ok()) return present.status();
   *fetched = *present != Present::kComplete;
   if (*present == Present::kComplete) {
-    if (o.progress != nullptr) *o.progress << f.path << ": already complete (size and checksum match), skipped\n";
+    if (o.progress != nullptr) *o.progress << TerminalText(f.path) << ": already complete (size and checksum match), skipped\n";
     return Status::OK();
   }
   if (*present == Present::kOther && o.progress != nullptr) {
-    *o.progress << f.path << ": present but not this revision's file (or not this user's alone); downloading it\n";
+    *o.progress << TerminalText(f.path) << ": present but not this revision's file (or not this user's alone); downloading it\n";
   }
   const std::string partial_name = entry->name + kPartialSuffix;
   StatusOr<PartialFile> partial = OpenPartial(entry->dir.get(), partial_name, entry->shown + kPartialSuffix);
@@ -404,7 +403,8 @@ Status CheckOutputFolder(const std::string& dir) {
     const std::string real_folder = RealPathToBe(folder);
     if (real == real_folder || real.rfind(real_folder + "/", 0) == 0) {
       return Status::InvalidArgument(
-          "--output-dir " + dir + ": lies inside " + folder + (real == dir ? "" : " (it resolves to " + real + ")") +
+          "--output-dir " + TerminalText(dir) + ": lies inside " + folder +
+          (real == dir ? "" : " (it resolves to " + TerminalText(real) + ")") +
           ", which holds " + what + "; a download there would overwrite them; nothing written; fix: choose a folder "
           "outside the checkout's configs/ and reports/ (the default is /tmp/<name>)");
     }
@@ -422,7 +422,7 @@ StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& options, HttpT
     std::string body;
     HttpResponse response;
     Status s = transport.Get(
-        {url, options.token, -1},
+        {url, TokenFor(options, url), -1},
         [&](long, const char* data, size_t n) {
           body.append(data, n);
           return body.size() < (size_t{256} << 20);
@@ -432,11 +432,11 @@ StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& options, HttpT
       return Status::IoError(options.repo_id + ": network error listing its files: " + s.message() +
                              "; fix: check the connection (and HF_ENDPOINT, if set), then re-run");
     }
-    if (response.status != 200) return HttpError(options, options.repo_id, url, response.status);
-    StatusOr<std::vector<HubFile>> listed = ParseTreeListing(body, options.repo_id + " (" + url + ")");
+    if (response.status != 200) return HttpError(options, "", url, response.status);
+    StatusOr<std::vector<HubFile>> listed = ParseTreeListing(body, options.repo_id + " (" + ShownUrl(url) + ")");
     if (!listed.ok()) return listed.status();
     files.insert(files.end(), listed->begin(), listed->end());
-    url = NextPage(response);
+    url = NextPageUrl(response.Header("link"), url);
   }
   return files;
 }
@@ -513,20 +513,22 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
   o.progress = &err;
   o.progress_is_terminal = &err == &std::cerr && isatty(STDERR_FILENO);
   if (!o.ignore_patterns.empty()) {
-    out << "Ignoring files matching the following patterns: " << JoinStrings(o.ignore_patterns, ", ") << "\n";
+    out << "Ignoring files matching the following patterns: " << TerminalText(JoinStrings(o.ignore_patterns, ", "))
+        << "\n";
   }
   StatusOr<HubDownloadResult> result = DownloadHubRepo(o, transport);
   if (!result.ok()) {
     err << "error: tune download: " << result.status().message() << "\n";
     return result.status().ExitCode();
   }
-  out << "Downloaded " << o.repo_id << " (revision " << o.revision << ") to " << result->output_dir << ": "
+  out << "Downloaded " << o.repo_id << " (revision " << TerminalText(o.revision) << ") to "
+      << TerminalText(result->output_dir) << ": "
       << result->downloaded.size() << " file" << (result->downloaded.size() == 1 ? "" : "s") << " fetched, "
       << result->skipped.size() << " already complete, " << result->ignored.size() << " ignored\n";
   std::vector<std::string> present = result->downloaded;
   present.insert(present.end(), result->skipped.begin(), result->skipped.end());
   std::sort(present.begin(), present.end());
-  for (const std::string& p : present) out << result->output_dir << "/" << p << "\n";
+  for (const std::string& p : present) out << TerminalText(result->output_dir + "/" + p) << "\n";
   return kExitOk;
 }
 

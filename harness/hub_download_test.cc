@@ -24,10 +24,25 @@
 #include "base/file_util.h"
 #include "base/folder.h"
 #include "base/sha.h"
+#include "base/text.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx {
 namespace {
+
+// What the mock Hub's resolve URLs name (PercentEncode's inverse).
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 // A file the mock Hub serves.
 struct MockFile {
@@ -74,6 +89,8 @@ class MockHub {
   bool ignore_range = false;
   // Called with each request's target once it is read, before the answer (a hostile neighbour's moment).
   std::function<void(const std::string& target)> on_request;
+  std::string link_next;        // the listing's `Link: <it>; rel="next"` header ("" sends none)
+  std::string redirect_to;      // where redirected files go ("" is this Hub's own /lfs-store/)
 
   // "<target> [range]" per request served, and the Authorization headers seen.
   std::vector<std::string> Requests() {
@@ -174,18 +191,22 @@ class MockHub {
       if (target != "/api/models/org/tiny/tree/main?recursive=true") {
         return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
       }
-      return Respond(c, 200, "OK", Listing(), "Content-Type: application/json\r\n");
+      return Respond(c, 200, "OK", Listing(),
+                     "Content-Type: application/json\r\n" +
+                         (link_next.empty() ? "" : "Link: <" + link_next + ">; rel=\"next\"\r\n"));
     }
     std::string path;
     if (target.rfind(resolve, 0) == 0) {
       if (!authorized) return Respond(c, 401, "Unauthorized", "");
-      path = target.substr(resolve.size());
+      path = PercentDecode(target.substr(resolve.size()));
       auto f = files.find(path);
       if (f != files.end() && f->second.redirect) {
-        return Respond(c, 302, "Found", "", "Location: " + endpoint() + store + path + "\r\n");
+        return Respond(c, 302, "Found", "",
+                       "Location: " + (redirect_to.empty() ? endpoint() : redirect_to) + store + target.substr(resolve.size()) +
+                           "\r\n");
       }
     } else if (target.rfind(store, 0) == 0) {
-      path = target.substr(store.size());
+      path = PercentDecode(target.substr(store.size()));
     }
     auto f = files.find(path);
     if (f == files.end()) return Respond(c, 404, "Not Found", "Entry not found");
@@ -384,7 +405,7 @@ TEST_F(HubDownloadTest, UnsafePathsInTheListingAreRefused) {
     hub_.extra_listed_paths = {bad};
     StatusOr<HubDownloadResult> r = Download();
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + std::string(bad) + "'"),
+    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + TerminalText(bad) + "'"),
               std::string::npos)
         << r.status().message();
     EXPECT_NE(r.status().message().find("refused, nothing downloaded"), std::string::npos);
@@ -560,6 +581,47 @@ TEST_F(HubDownloadTest, TheCheckoutsConfigsAndReportsAreRefused) {
   EXPECT_TRUE(Download().ok());
 }
 
+// The token goes to HF_ENDPOINT's own scheme, host and port only: not to a listing page on another origin
+// (its Link header names any URL it likes), nor to where a file redirects (another port here).
+TEST_F(HubDownloadTest, TheTokenGoesOnlyToTheEndpointsOrigin) {
+  MockHub other;
+  other.files["model.safetensors"] = hub_.files["model.safetensors"];
+  other.files.erase("config.json");
+  hub_.link_next = other.endpoint() + "/api/models/org/tiny/tree/main?recursive=true";
+  hub_.redirect_to = other.endpoint();
+  options_.token = "hf_only_for_the_hub";
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("model.safetensors")), hub_.files["model.safetensors"].content);
+  std::vector<std::string> asked = other.Requests();
+  EXPECT_NE(std::find(asked.begin(), asked.end(), "/api/models/org/tiny/tree/main?recursive=true"), asked.end())
+      << "the second page was read: " << ::testing::PrintToString(asked);
+  EXPECT_NE(std::find(asked.begin(), asked.end(), "/lfs-store/model.safetensors"), asked.end());
+  EXPECT_EQ(other.Authorizations(), std::vector<std::string>{}) << "no token to another origin";
+  EXPECT_FALSE(hub_.Authorizations().empty()) << "the Hub itself gets it";
+}
+
+// A listing's names reach the terminal escaped: no escape sequence, bell or line break of theirs.
+TEST_F(HubDownloadTest, NamesWithControlCharactersAreShownEscaped) {
+  hub_.files = {{"evil\x1b]0;owned\x07.txt", MockFile{"a", false, false, ""}},
+                {"two\nlines.txt", MockFile{"b", false, false, ""}},
+                {"c1\xc2\x9b" "31m.txt", MockFile{"c", false, false, ""}}};
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("two\nlines.txt")), "b") << "stored under its own name";
+  const std::string shown = progress_.str();
+  for (const char* raw : {"\x1b", "\x07", "\xc2\x9b", "two\nlines"}) EXPECT_EQ(shown.find(raw), std::string::npos) << shown;
+  EXPECT_NE(shown.find("evil\\x1b]0;owned\\x07.txt: "), std::string::npos) << shown;
+  EXPECT_NE(shown.find("two\\nlines.txt: "), std::string::npos) << shown;
+  EXPECT_NE(shown.find("c1\\u009b31m.txt: "), std::string::npos) << shown;
+
+  hub_.extra_listed_paths = {".git/\x1b[2J"};
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find('\x1b'), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("names '.git/\\x1b[2J'"), std::string::npos) << r.status().message();
+}
+
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {
   ASSERT_TRUE(Download().ok());
   ASSERT_TRUE(WriteFileAtomically(Out("config.json"), "{}\n").ok());  // not the Hub's file
@@ -634,6 +696,35 @@ TEST_F(TuneDownloadTest, DownloadsAndListsTheFiles) {
   ASSERT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--revision", "main"}), 0) << err_.str();
   EXPECT_NE(out_.str().find(": 1 file fetched, 2 already complete, 0 ignored\n"), std::string::npos) << out_.str();
   EXPECT_NE(err_.str().find("config.json: already complete"), std::string::npos) << err_.str();
+}
+
+// A password in HF_ENDPOINT authenticates to the Hub but is never printed: not in an HTTP error, not in a
+// network error, not in the list of files.
+TEST_F(TuneDownloadTest, CredentialsInTheEndpointAreNeverPrinted) {
+  const std::string with_password = "http://hfuser:s3cret-pass@127.0.0.1:" + hub_.endpoint().substr(17);
+  std::string printed;
+  auto tune = [&](const std::vector<std::string>& args) {
+    int status = Tune(args);
+    printed += out_.str() + err_.str();
+    return status;
+  };
+  setenv("HF_ENDPOINT", with_password.c_str(), 1);
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--revision", "v9"}), 2);
+  EXPECT_NE(err_.str().find("not found (HTTP 404 from " + hub_.endpoint() + "/api/models/org/tiny/tree/v9"),
+            std::string::npos) << err_.str();
+  EXPECT_NE(err_.str().find("' on " + hub_.endpoint() + "; fix"), std::string::npos) << err_.str();
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 0) << err_.str();
+  hub_.cut_path = "config.json";
+  hub_.cut_after = 3;
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", dir_.path() + "/cut"}), 1);
+  EXPECT_NE(err_.str().find("network error: " + hub_.endpoint() + "/org/tiny/resolve/main/config.json"),
+            std::string::npos) << err_.str();
+  setenv("HF_ENDPOINT", "http://hfuser:s3cret-pass@127.0.0.1:1", 1);  // nothing listens there
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 1);
+  EXPECT_NE(err_.str().find("network error listing its files: http://127.0.0.1:1/api/models/"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(printed.find("s3cret"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("hfuser"), std::string::npos) << printed;
 }
 
 TEST_F(TuneDownloadTest, ExitStatusesAndMessages) {

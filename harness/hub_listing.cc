@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -38,17 +40,32 @@ std::string FoldedName(const std::string& part) {
 std::string ControlFolder(const std::string& part, size_t depth, const std::string& next) {
   const std::string folded = FoldedName(part);
   if (folded == ".git" || folded == "git~1") {
-    return "git's control folder (" + part + ": a file there configures the git checkout it lands in, e.g. "
-           "core.fsmonitor runs a command on the next `git status`; git refuses such paths in trees)";
+    return "git's control folder (" + TerminalText(part) +
+           ": a file there configures the git checkout it lands in, e.g. core.fsmonitor runs a command on the next "
+           "`git status`; git refuses such paths in trees)";
   }
   if (folded == ".hg" || folded == ".svn" || folded == ".bzr") {
-    return "a version-control tool's control folder (" + part + ": a file there configures the checkout it lands "
-           "in, e.g. Mercurial's hooks run commands)";
+    return "a version-control tool's control folder (" + TerminalText(part) +
+           ": a file there configures the checkout it lands in, e.g. Mercurial's hooks run commands)";
   }
   if (depth == 0 && folded == ".cache" && FoldedName(next) == "huggingface") {
     return "huggingface_hub's control folder (.cache/huggingface: its record of what a folder's downloads hold)";
   }
   return "";
+}
+
+// An entry of a listing as a message shows it: its JSON, cut to 200 bytes, with TerminalText's escapes.
+std::string Excerpt(const nlohmann::json& entry) {
+  std::string text = entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return TerminalText(text.size() > 200 ? text.substr(0, 200) + "..." : text);
+}
+
+// Where the authority of `url` ("scheme://authority/...") starts and ends; npos when there is no "://".
+std::pair<size_t, size_t> Authority(const std::string& url) {
+  size_t start = url.find("://");
+  if (start == std::string::npos) return {std::string::npos, std::string::npos};
+  start += 3;
+  return {start, std::min(url.find_first_of("/?#", start), url.size())};
 }
 
 }  // namespace
@@ -57,17 +74,17 @@ StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const s
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_array()) {
     return Status::IoError(what + ": the Hub's file listing is not a JSON array (the start: '" +
-                           json.substr(0, 80) + "'); fix: check HF_ENDPOINT points at a Hugging Face Hub");
+                           TerminalText(json.substr(0, 80)) + "'); fix: check HF_ENDPOINT points at a Hugging Face Hub");
   }
   std::vector<HubFile> files;
   for (const nlohmann::json& e : j) {
     if (!e.is_object() || !e.contains("type") || !e["type"].is_string()) {
-      return Status::IoError(what + ": an entry of the Hub's file listing has no \"type\": " + e.dump());
+      return Status::IoError(what + ": an entry of the Hub's file listing has no \"type\": " + Excerpt(e));
     }
     if (e["type"] != "file") continue;
     if (!e.contains("path") || !e["path"].is_string() || !e.contains("size") || !e["size"].is_number_integer() ||
         e["size"].get<int64_t>() < 0) {
-      return Status::IoError(what + ": a file of the Hub's file listing lacks a \"path\" or a \"size\": " + e.dump());
+      return Status::IoError(what + ": a file of the Hub's file listing lacks a \"path\" or a \"size\": " + Excerpt(e));
     }
     HubFile f;
     f.path = e["path"].get<std::string>();
@@ -85,7 +102,7 @@ StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const s
 
 Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
   auto refuse = [&](const std::string& why) {
-    return Status::FailedPrecondition(repo_id + ": the Hub's file listing names '" + path + "', which " + why +
+    return Status::FailedPrecondition(repo_id + ": the Hub's file listing names '" + TerminalText(path) + "', which " + why +
                                       "; refused, nothing downloaded; fix: check HF_ENDPOINT points at a "
                                       "trustworthy Hub");
   };
@@ -113,7 +130,7 @@ Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
 
 Status ValidateRepoId(const std::string& repo_id) {
   auto refuse = [&](const std::string& why) {
-    return Status::InvalidArgument("'" + repo_id + "' is not a Hub repo id: " + why +
+    return Status::InvalidArgument("'" + TerminalText(repo_id) + "' is not a Hub repo id: " + why +
                                    "; fix: give it as on its Hub page, owner/name (letters, digits, '-', '_' and '.', "
                                    "each part starting and ending with a letter, digit or '_'), e.g. "
                                    "meta-llama/Llama-3.2-1B-Instruct");
@@ -129,7 +146,7 @@ Status ValidateRepoId(const std::string& repo_id) {
   for (const std::string& part : parts) {
     if (part.size() > 96) return refuse("'" + part.substr(0, 20) + "...' is longer than 96 characters");
     if (!std::all_of(part.begin(), part.end(), [&](char c) { return word(c) || c == '-' || c == '.'; })) {
-      return refuse("'" + part + "' holds a character other than letters, digits, '-', '_' and '.'");
+      return refuse("'" + TerminalText(part) + "' holds a character other than letters, digits, '-', '_' and '.'");
     }
     if (!word(part.front()) || !word(part.back())) {
       return refuse("'" + part + "' starts or ends with '" + std::string(1, word(part.front()) ? part.back() : part.front()) +
@@ -137,6 +154,59 @@ Status ValidateRepoId(const std::string& repo_id) {
     }
   }
   return Status::OK();
+}
+
+std::string UrlOrigin(const std::string& url) {
+  const auto [start, end] = Authority(url);
+  if (start == std::string::npos) return "";
+  std::string scheme = url.substr(0, start - 3);
+  for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (scheme != "http" && scheme != "https") return "";
+  const std::string authority = url.substr(start, end - start);
+  const bool plain = std::all_of(authority.begin(), authority.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-._~%!$&'()*+,;=:@[]", c) != nullptr;
+  });
+  if (!plain || std::count(authority.begin(), authority.end(), '@') > 1) return "";
+  std::string host = authority.substr(authority.find('@') == std::string::npos ? 0 : authority.find('@') + 1);
+  std::string port = scheme == "http" ? "80" : "443";
+  const size_t colon = host.find(':', host.rfind(']') == std::string::npos ? 0 : host.rfind(']'));
+  if (colon != std::string::npos) {
+    port = host.substr(colon + 1);
+    host.resize(colon);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return "";
+    const int number = std::stoi(port);
+    if (number < 1 || number > 65535) return "";
+    port = std::to_string(number);
+  }
+  if (host.empty() || host.find('%') != std::string::npos) return "";
+  for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return scheme + "://" + host + ":" + port;
+}
+
+bool SameOrigin(const std::string& url, const std::string& endpoint) {
+  const std::string origin = UrlOrigin(url);
+  return !origin.empty() && origin == UrlOrigin(endpoint);
+}
+
+std::string ShownUrl(const std::string& url) {
+  const auto [start, end] = Authority(url);
+  const size_t at = start == std::string::npos ? std::string::npos : url.rfind('@', end - 1);
+  if (at == std::string::npos || at < start) return TerminalText(url);
+  return TerminalText(url.substr(0, start) + url.substr(at + 1));
+}
+
+std::string NextPageUrl(const std::string& link_header, const std::string& page_url) {
+  size_t rel = link_header.find("rel=\"next\"");
+  if (rel == std::string::npos) return "";
+  size_t close = link_header.rfind('>', rel);
+  size_t open = close == std::string::npos ? std::string::npos : link_header.rfind('<', close);
+  if (open == std::string::npos) return "";
+  std::string next = link_header.substr(open + 1, close - open - 1);
+  if (next.rfind("/", 0) == 0 && next.rfind("//", 0) != 0) {
+    const auto [start, end] = Authority(page_url);
+    if (start != std::string::npos) next = page_url.substr(0, end) + next;
+  }
+  return next;
 }
 
 bool MatchesPattern(const std::string& path, const std::string& pattern) {

@@ -34,6 +34,24 @@ Status CheckRepoPath(const std::string& path, const std::string& repo_id);
 // it stays where it is put. Otherwise InvalidArgument naming the rule it breaks.
 Status ValidateRepoId(const std::string& repo_id);
 
+// The origin (scheme, host and port) of an absolute http or https URL, lower-case, with the scheme's default
+// port when it names none: "https://HF.co/x" -> "https://hf.co:443". "" when `url` is not one, or when its
+// authority holds anything but the characters a host, a port and user information are written with, or
+// more than one '@' (so that no disagreement between this parser and libcurl's over a backslash, a space or
+// a second '@' can make it name another host than the one connected to).
+std::string UrlOrigin(const std::string& url);
+
+// Whether `url` is on `endpoint`'s own origin (scheme, host and port): the only URLs the token goes to.
+bool SameOrigin(const std::string& url, const std::string& endpoint);
+
+// `url` without its user information ("https://user:secret@hub.example/x" -> "https://hub.example/x"), and
+// TerminalText's escapes: the form of a URL in any message.
+std::string ShownUrl(const std::string& url);
+
+// The next page of a listing from its `Link` header (`<url>; rel="next"`, among other links), made absolute
+// against `page_url` when it is a path; "" when there is none.
+std::string NextPageUrl(const std::string& link_header, const std::string& page_url);
+
 // fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches
 // everything under that folder.
 bool MatchesPattern(const std::string& path, const std::string& pattern);

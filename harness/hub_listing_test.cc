@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/text.h"
+
 namespace tmx {
 namespace {
 
@@ -56,16 +58,65 @@ TEST(HubListing, RepoIdsAsTheHubValidatesThem) {
       {"a//b", "it must be one name or owner/name"},
       {"", "it must be one name or owner/name"},
       {"o/na me", "'na me' holds a character other than letters, digits, '-', '_' and '.'"},
-      {"o/n\x1b[31m", "'n\x1b[31m' holds a character other than letters, digits, '-', '_' and '.'"},
+      {"o/n\x1b[31m", "'n\\x1b[31m' holds a character other than letters, digits, '-', '_' and '.'"},
       {"o/" + std::string(97, 'n'), "'nnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},
   };
   for (const Case& c : bad) {
     Status s = ValidateRepoId(c.id);
     ASSERT_FALSE(s.ok()) << c.id;
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-    EXPECT_EQ(s.message().rfind("'" + c.id + "' is not a Hub repo id: " + c.why + "; fix: ", 0), 0u) << s.message();
+    EXPECT_EQ(s.message().rfind("'" + TerminalText(c.id) + "' is not a Hub repo id: " + c.why + "; fix: ", 0), 0u)
+        << s.message();
   }
   EXPECT_TRUE(ValidateRepoId("o/" + std::string(96, 'n')).ok());
+}
+
+TEST(HubListing, OriginsAreComparedAsLibcurlConnects) {
+  struct Case {
+    std::string url, origin;
+  } cases[] = {
+      {"https://huggingface.co", "https://huggingface.co:443"},
+      {"https://HuggingFace.CO:443/api/x?y=1", "https://huggingface.co:443"},
+      {"HTTP://127.0.0.1:8080/", "http://127.0.0.1:8080"},
+      {"http://user:pw@127.0.0.1:08080/x", "http://127.0.0.1:8080"},
+      {"https://[::1]:9/x", "https://[::1]:9"},
+      {"https://[::1]/x", "https://[::1]:443"},
+      {"ftp://huggingface.co/x", ""},
+      {"/api/models/x", ""},
+      {"https://evil.example\\@huggingface.co/x", ""},  // a backslash: parsers disagree on the host
+      {"https://a@b@huggingface.co/x", ""},
+      {"https://huggingface.co x/", ""},
+      {"https://huggingface.co:99999/", ""},
+      {"https://huggingface.co:/", ""},
+      {"https://:443/", ""},
+      {"https://huggingface%2eco/", ""},
+  };
+  for (const Case& c : cases) EXPECT_EQ(UrlOrigin(c.url), c.origin) << c.url;
+  EXPECT_TRUE(SameOrigin("https://huggingface.co/api/models/x?cursor=2", "https://huggingface.co"));
+  EXPECT_TRUE(SameOrigin("https://HUGGINGFACE.co:443/x", "https://huggingface.co/"));
+  EXPECT_FALSE(SameOrigin("http://huggingface.co/x", "https://huggingface.co"));
+  EXPECT_FALSE(SameOrigin("https://huggingface.co:8443/x", "https://huggingface.co"));
+  EXPECT_FALSE(SameOrigin("https://huggingface.co.evil.example/x", "https://huggingface.co"));
+  EXPECT_FALSE(SameOrigin("https://evil.example/?https://huggingface.co", "https://huggingface.co"));
+  EXPECT_FALSE(SameOrigin("garbage", "garbage"));
+}
+
+TEST(HubListing, ShownUrlsHoldNoCredentialsAndNoControls) {
+  EXPECT_EQ(ShownUrl("https://user:s3cret@hub.example:8443/api/x?y=a@b"), "https://hub.example:8443/api/x?y=a@b");
+  EXPECT_EQ(ShownUrl("https://token@hub.example"), "https://hub.example");
+  EXPECT_EQ(ShownUrl("https://hub.example/a@b"), "https://hub.example/a@b");
+  EXPECT_EQ(ShownUrl("https://hub.example/\x1b[2J\n"), "https://hub.example/\\x1b[2J\\n");
+  EXPECT_EQ(ShownUrl("not a url"), "not a url");
+}
+
+TEST(HubListing, NextPageFromTheLinkHeader) {
+  const std::string page = "https://hub.example/api/models/o/r/tree/main?recursive=true";
+  EXPECT_EQ(NextPageUrl("", page), "");
+  EXPECT_EQ(NextPageUrl("<https://hub.example/api/x?cursor=abc>; rel=\"next\"", page), "https://hub.example/api/x?cursor=abc");
+  EXPECT_EQ(NextPageUrl("<https://a/1>; rel=\"prev\", <https://a/2>; rel=\"next\"", page), "https://a/2");
+  EXPECT_EQ(NextPageUrl("</api/x?cursor=2>; rel=\"next\"", page), "https://hub.example/api/x?cursor=2");
+  EXPECT_EQ(NextPageUrl("<//evil.example/x>; rel=\"next\"", page), "//evil.example/x") << "never made absolute";
+  EXPECT_EQ(NextPageUrl("rel=\"next\"", page), "");
 }
 
 TEST(HubListing, Patterns) {
