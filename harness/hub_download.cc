@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -49,14 +50,22 @@ std::string Trim(const std::string& s) {
 }
 
 // What one curl transfer reports to its callbacks.
-struct Transfer {
+struct CurlTransfer {
   CURL* curl = nullptr;
   const std::function<bool(long, const char*, size_t)>* sink = nullptr;
   HttpResponse* response = nullptr;
+  size_t header_bytes = 0;  // of all responses (redirects included), bounded by kMaxHeaderBytes
 };
 
+// What a transfer's responses may send in headers, all together: a server streaming headers without end is
+// stopped here.
+// (libcurl's own bound, 300 KiB in 7.88, is higher: this one names itself.)
+constexpr size_t kMaxHeaderBytes = size_t{256} << 10;
+
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
+  auto* t = static_cast<CurlTransfer*>(user);
+  t->header_bytes += size * n;
+  if (t->header_bytes > kMaxHeaderBytes) return 0;
   std::string line(data, size * n);
   if (line.rfind("HTTP/", 0) == 0) {
     t->response->headers.clear();  // a new response (after a redirect): only the last one's headers count
@@ -67,7 +76,7 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
 }
 
 size_t OnBody(char* data, size_t size, size_t n, void* user) {
-  auto* t = static_cast<Transfer*>(user);
+  auto* t = static_cast<CurlTransfer*>(user);
   long status = 0;
   curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 200 && status < 300) return (*t->sink)(status, data, size * n) ? size * n : 0;
@@ -88,7 +97,7 @@ class CurlTransport : public HttpTransport {
     *response = HttpResponse();
     std::unique_ptr<CURL, void (*)(CURL*)> curl(curl_easy_init(), curl_easy_cleanup);
     if (!curl) return Status::Internal(ShownUrl(request.url) + ": libcurl could not start a transfer");
-    Transfer t{curl.get(), &sink, response};
+    CurlTransfer t{curl.get(), &sink, response};
     char error[CURL_ERROR_SIZE] = "";
     curl_slist* headers = nullptr;
     if (!request.bearer_token.empty()) {
@@ -120,6 +129,10 @@ class CurlTransport : public HttpTransport {
     char* effective = nullptr;
     if (curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective != nullptr) {
       response->final_url = effective;
+    }
+    if (t.header_bytes > kMaxHeaderBytes) {
+      return Status::IoError(ShownUrl(request.url) + ": the server sent more than " + FormatBytes(kMaxHeaderBytes) +
+                             " of response headers (tune download's bound); refused");
     }
     if (rc != CURLE_OK) {
       return Status::IoError(ShownUrl(request.url) + ": " +
@@ -285,55 +298,76 @@ bool Restart(PartialFile* p) {
   return true;
 }
 
-// One GET of `f` into the partial file `p` from its current size. `*response` is the answer.
-Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std::string& url, const HubFile& f,
-               const std::string& shown_partial, PartialFile* p, HttpResponse* response) {
-  const int64_t start = p->size;
-  bool write_failed = false, first = true;
-  Progress progress(o, TerminalText(f.path), f.size, start);
-  HttpRequest request{url, TokenFor(o, url), start > 0 ? start : -1};
+// A file being fetched: the listing's entry, where it goes, and its partial file.
+struct Fetch {
+  const HubFile& file;
+  FolderEntry entry;
+  std::string partial_name;  // "<name>.incomplete"
+  std::string shown_partial;  // its path, as messages show it
+  PartialFile partial;
+  std::string shown_name() const { return TerminalText(file.path); }
+  void Discard() const { ::unlinkat(entry.dir.get(), partial_name.c_str(), 0); }
+};
+
+// One GET of the file into its partial file from the partial's size, never past the listed size: a body
+// longer than that is cut there and refused (the partial file deleted). `*response` is the answer.
+Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std::string& url, Fetch* f,
+               HttpResponse* response) {
+  PartialFile* p = &f->partial;
+  const int64_t start = p->size, listed = f->file.size;
+  bool write_failed = false, too_long = false, first = true;
+  Progress progress(o, f->shown_name(), listed, start);
   Status s = transport.Get(
-      request,
+      HttpRequest{url, TokenFor(o, url), start > 0 ? start : -1},
       [&](long status, const char* data, size_t n) {
         if (first && start > 0 && status != 206 && !Restart(p)) return !(write_failed = true);
         first = false;  // above: the server ignored the Range header and sends the whole file, so start over
-        if (!WriteAll(p->fd.get(), data, n)) return !(write_failed = true);
-        p->size += static_cast<int64_t>(n);
+        const size_t keep = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n), listed - p->size));
+        too_long = keep < n;
+        if (!WriteAll(p->fd.get(), data, keep)) return !(write_failed = true);
+        p->size += static_cast<int64_t>(keep);
         progress.Update(p->size);
-        return true;
+        return !too_long;
       },
       response);
+  if (too_long) {
+    f->Discard();
+    return Status::IoError(f->shown_name() + ": the Hub sent more than the " + std::to_string(listed) + " bytes (" +
+                           FormatBytes(listed) + ") its listing gives for this file (the bound on its download); "
+                           "stopped there, nothing beyond written, and the download was deleted; fix: re-run the "
+                           "command (if it happens again, the Hub or something between serves another file than it "
+                           "lists)");
+  }
   if (write_failed) {
-    return Status::IoError(shown_partial + ": writing failed after " + FormatBytes(p->size) +
+    return Status::IoError(f->shown_partial + ": writing failed after " + FormatBytes(p->size) +
                            "; fix: free disk space, then re-run the same command to resume");
   }
   if (!s.ok()) {
-    return Status::IoError(TerminalText(f.path) + ": network error: " + s.message() + "; " + FormatBytes(p->size) + " of " +
-                           FormatBytes(f.size) + " kept in " + shown_partial +
+    return Status::IoError(f->shown_name() + ": network error: " + s.message() + "; " + FormatBytes(p->size) + " of " +
+                           FormatBytes(listed) + " kept in " + f->shown_partial +
                            "; fix: re-run the same command to resume from there");
   }
   if (response->status >= 200 && response->status < 300) progress.Done(p->size);
   return Status::OK();
 }
 
-// Fetches `f` into the partial file `p` (resuming from its size) until it holds what the Hub sends.
-Status Transfer(const HubDownloadOptions& o, HttpTransport& transport, const FolderEntry& e, const HubFile& f,
-                const std::string& partial_name, PartialFile* p) {
+// Fetches the file into its partial file (resuming from its size) until it holds what the Hub sends.
+Status Transfer(const HubDownloadOptions& o, HttpTransport& transport, Fetch* f) {
   const std::string url = o.endpoint + "/" + o.repo_id + "/resolve/" + PercentEncode(o.revision, false) + "/" +
-                          PercentEncode(f.path, true);
-  const std::string shown_partial = e.shown + kPartialSuffix;
-  if (p->size > f.size && !Restart(p)) return Status::IoError(shown_partial + ": cannot be emptied");
+                          PercentEncode(f->file.path, true);
+  PartialFile* p = &f->partial;
+  if (p->size > f->file.size && !Restart(p)) return Status::IoError(f->shown_partial + ": cannot be emptied");
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (p->size == f.size) return Status::OK();  // all there from an earlier run: only the check is left
+    if (p->size == f->file.size) return Status::OK();  // all there from an earlier run: only the check is left
     HttpResponse response;
-    TM_RETURN_IF_ERROR(GetInto(o, transport, url, f, shown_partial, p, &response));
+    TM_RETURN_IF_ERROR(GetInto(o, transport, url, f, &response));
     if (response.status == 416 && p->size > 0 && attempt == 0) {  // the partial file is not a prefix of this one
-      if (!Restart(p)) return Status::IoError(shown_partial + ": cannot be emptied");
+      if (!Restart(p)) return Status::IoError(f->shown_partial + ": cannot be emptied");
       continue;
     }
     if (response.status < 200 || response.status >= 300) {
-      if (p->size == 0) ::unlinkat(e.dir.get(), partial_name.c_str(), 0);
-      return HttpError(o, f.path, url, response.status);
+      if (p->size == 0) f->Discard();
+      return HttpError(o, f->file.path, url, response.status);
     }
     return Status::OK();
   }
@@ -341,53 +375,55 @@ Status Transfer(const HubDownloadOptions& o, HttpTransport& transport, const Fol
 }
 
 // Checks the partial file against the listing and gives it the file's name; a mismatch deletes it.
-Status Finish(const FolderEntry& e, const HubFile& f, const std::string& partial_name, const PartialFile& p) {
-  const std::string shown_partial = e.shown + kPartialSuffix;
-  auto discard = [&] { ::unlinkat(e.dir.get(), partial_name.c_str(), 0); };
+Status Finish(const Fetch& f) {
+  const HubFile& file = f.file;
   struct stat st {};
-  if (::fstat(p.fd.get(), &st) != 0 || st.st_size != f.size) {
-    discard();
-    return Status::IoError(TerminalText(f.path) + ": the Hub sent " + FormatBytes(st.st_size) + " (" + std::to_string(st.st_size) +
-                           " bytes) but lists it as " + std::to_string(f.size) +
+  if (::fstat(f.partial.fd.get(), &st) != 0 || st.st_size != file.size) {
+    f.Discard();
+    return Status::IoError(f.shown_name() + ": the Hub sent " + FormatBytes(st.st_size) + " (" +
+                           std::to_string(st.st_size) + " bytes) but lists it as " + std::to_string(file.size) +
                            " bytes; the download was deleted; fix: re-run the command");
   }
-  StatusOr<Digests> d = HashFile(p.fd.get(), f, shown_partial);
+  StatusOr<Digests> d = HashFile(f.partial.fd.get(), file, f.shown_partial);
   if (!d.ok()) return d.status();
   if (d->expected != d->actual) {
-    discard();
-    return Status::IoError(TerminalText(f.path) + ": checksum mismatch: the Hub lists " + d->kind + " " + d->expected +
+    f.Discard();
+    return Status::IoError(f.shown_name() + ": checksum mismatch: the Hub lists " + d->kind + " " + d->expected +
                            " but the bytes downloaded have " + d->actual +
                            "; the download was deleted; fix: re-run the command to fetch it again (if it fails "
                            "again, something between here and the Hub alters the file)");
   }
-  if (::fsync(p.fd.get()) != 0 ||
-      ::renameat(e.dir.get(), partial_name.c_str(), e.dir.get(), e.name.c_str()) != 0) {
-    return Status::IoError(shown_partial + ": cannot be saved as " + e.shown + " (" + std::strerror(errno) +
+  const int dir = f.entry.dir.get();
+  if (::fsync(f.partial.fd.get()) != 0 || ::renameat(dir, f.partial_name.c_str(), dir, f.entry.name.c_str()) != 0) {
+    return Status::IoError(f.shown_partial + ": cannot be saved as " + f.entry.shown + " (" + std::strerror(errno) +
                            "); fix: check the folder's permissions and free disk");
   }
   return Status::OK();
 }
 
-// Fetches `f` into `folder`, resuming `<file>.incomplete`; `*fetched` false when it was already complete.
-Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const LockedFolder& folder, const HubFile& f,
-                 bool* fetched) {
-  StatusOr<FolderEntry> entry = folder.Entry(f.path);
+// Fetches `file` into `folder`, resuming `<file>.incomplete`; `*fetched` false when it was already complete.
+Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const LockedFolder& folder,
+                 const HubFile& file, bool* fetched) {
+  StatusOr<FolderEntry> entry = folder.Entry(file.path);
   if (!entry.ok()) return entry.status();
-  StatusOr<Present> present = ExistingFile(*entry, f);
+  Fetch f{file, std::move(entry).value(), "", "", PartialFile()};
+  f.partial_name = f.entry.name + kPartialSuffix;
+  f.shown_partial = f.entry.shown + kPartialSuffix;
+  StatusOr<Present> present = ExistingFile(f.entry, file);
   if (!present.ok()) return present.status();
   *fetched = *present != Present::kComplete;
   if (*present == Present::kComplete) {
-    if (o.progress != nullptr) *o.progress << TerminalText(f.path) << ": already complete (size and checksum match), skipped\n";
+    if (o.progress != nullptr) *o.progress << f.shown_name() << ": already complete (size and checksum match), skipped\n";
     return Status::OK();
   }
   if (*present == Present::kOther && o.progress != nullptr) {
-    *o.progress << TerminalText(f.path) << ": present but not this revision's file (or not this user's alone); downloading it\n";
+    *o.progress << f.shown_name() << ": present but not this revision's file (or not this user's alone); downloading it\n";
   }
-  const std::string partial_name = entry->name + kPartialSuffix;
-  StatusOr<PartialFile> partial = OpenPartial(entry->dir.get(), partial_name, entry->shown + kPartialSuffix);
+  StatusOr<PartialFile> partial = OpenPartial(f.entry.dir.get(), f.partial_name, f.shown_partial);
   if (!partial.ok()) return partial.status();
-  TM_RETURN_IF_ERROR(Transfer(o, transport, *entry, f, partial_name, &*partial));
-  return Finish(*entry, f, partial_name, *partial);
+  f.partial = std::move(partial).value();
+  TM_RETURN_IF_ERROR(Transfer(o, transport, &f));
+  return Finish(f);
 }
 
 // Refuses an output folder that is, or lies inside, the checkout's configs or reports (real paths compared, so
@@ -412,31 +448,63 @@ Status CheckOutputFolder(const std::string& dir) {
   return Status::OK();
 }
 
-// Every file of the repo's revision, from all pages of the Hub's tree listing.
-StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& options, HttpTransport& transport) {
+// One page of the listing at `url` into `*body`, within `room` bytes (the listing's budget left, at most a
+// page's bound); `*next` the next page's URL ("" at the last).
+Status ListingPage(const HubDownloadOptions& o, HttpTransport& transport, const std::string& url, int64_t room,
+                   std::string* body, std::string* next) {
+  const HubListingBounds& bounds = o.listing_bounds;
+  bool too_big = false;
+  HttpResponse response;
+  Status s = transport.Get(
+      {url, TokenFor(o, url), -1},
+      [&](long, const char* data, size_t n) {
+        too_big = static_cast<int64_t>(body->size() + n) > std::min(room, bounds.max_page_bytes);
+        if (!too_big) body->append(data, n);
+        return !too_big;
+      },
+      &response);
+  if (too_big) {
+    const bool page = room > bounds.max_page_bytes;
+    return Status::IoError(
+        o.repo_id + ": the Hub's file listing (at " + ShownUrl(url) + ") exceeds " +
+        FormatBytes(page ? bounds.max_page_bytes : bounds.max_bytes) + " (tune download's bound on " +
+        (page ? "one page of a listing" : "a listing, all pages together") + "); refused, nothing downloaded; fix: "
+        "check HF_ENDPOINT points at a trustworthy Hub (a repo this large is beyond tune download)");
+  }
+  if (!s.ok()) {
+    return Status::IoError(o.repo_id + ": network error listing its files: " + s.message() +
+                           "; fix: check the connection (and HF_ENDPOINT, if set), then re-run");
+  }
+  if (response.status != 200) return HttpError(o, "", url, response.status);
+  *next = NextPageUrl(response.Header("link"), url);
+  return Status::OK();
+}
+
+// Every file of the repo's revision, from all pages of the Hub's tree listing, within o.listing_bounds.
+StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& o, HttpTransport& transport) {
+  const HubListingBounds& bounds = o.listing_bounds;
   std::vector<HubFile> files;
-  std::string url = options.endpoint + "/api/models/" + options.repo_id + "/tree/" +
-                    PercentEncode(options.revision, false) + "?recursive=true";
+  std::set<std::string> seen;
+  int64_t bytes = 0, entries = 0;
+  std::string url = o.endpoint + "/api/models/" + o.repo_id + "/tree/" + PercentEncode(o.revision, false) +
+                    "?recursive=true";
   for (int page = 0; !url.empty(); ++page) {
-    if (page == 10000) return Status::IoError(options.repo_id + ": the Hub's file listing does not end (10000 pages)");
-    std::string body;
-    HttpResponse response;
-    Status s = transport.Get(
-        {url, TokenFor(options, url), -1},
-        [&](long, const char* data, size_t n) {
-          body.append(data, n);
-          return body.size() < (size_t{256} << 20);
-        },
-        &response);
-    if (!s.ok()) {
-      return Status::IoError(options.repo_id + ": network error listing its files: " + s.message() +
-                             "; fix: check the connection (and HF_ENDPOINT, if set), then re-run");
+    if (page == bounds.max_pages || !seen.insert(url).second) {
+      return Status::IoError(o.repo_id + ": the Hub's file listing does not end: " +
+                             (page == bounds.max_pages ? "more than " + std::to_string(page) + " pages (tune download's "
+                                                         "bound on a listing)"
+                                                       : "page " + std::to_string(page + 1) + " is " + ShownUrl(url) +
+                                                             " again") +
+                             "; refused, nothing downloaded; fix: check HF_ENDPOINT points at a trustworthy Hub");
     }
-    if (response.status != 200) return HttpError(options, "", url, response.status);
-    StatusOr<std::vector<HubFile>> listed = ParseTreeListing(body, options.repo_id + " (" + ShownUrl(url) + ")");
+    std::string body, next;
+    TM_RETURN_IF_ERROR(ListingPage(o, transport, url, bounds.max_bytes - bytes, &body, &next));
+    bytes += static_cast<int64_t>(body.size());
+    StatusOr<std::vector<HubFile>> listed =
+        ParseTreeListing(body, o.repo_id + " (" + ShownUrl(url) + ")", bounds.max_entries, &entries);
     if (!listed.ok()) return listed.status();
     files.insert(files.end(), listed->begin(), listed->end());
-    url = NextPageUrl(response.Header("link"), url);
+    url = next;
   }
   return files;
 }

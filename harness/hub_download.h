@@ -43,7 +43,8 @@ class HttpTransport {
                      HttpResponse* response) = 0;
 };
 
-// The libcurl transport (HTTPS, redirects, a 30 s connect timeout, a transfer stalled for 60 s fails).
+// The libcurl transport (HTTPS, redirects, a 30 s connect timeout, a transfer stalled for 60 s fails, at
+// most 256 KiB of response headers).
 std::unique_ptr<HttpTransport> MakeCurlTransport();
 
 // What `tune download` is asked to do; the defaults are torchtune's.
@@ -61,6 +62,7 @@ struct HubDownloadOptions {
   std::ostream* progress = nullptr;
   bool progress_is_terminal = false;
   double progress_interval_s = 0.25;  // at most this often (2 s between lines when not a terminal)
+  HubListingBounds listing_bounds;    // what the repo's listing may hold (hub_listing.h)
 };
 
 // The output folder `options` resolve to.

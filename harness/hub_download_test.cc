@@ -91,6 +91,10 @@ class MockHub {
   std::function<void(const std::string& target)> on_request;
   std::string link_next;        // the listing's `Link: <it>; rel="next"` header ("" sends none)
   std::string redirect_to;      // where redirected files go ("" is this Hub's own /lfs-store/)
+  std::map<std::string, std::string> serve_extra;  // bytes served after a file's listed content
+  bool endless_pages = false;   // every listing page links to another ("...&p", "...&p&p", ...)
+  std::string raw_listing;      // served as the listing instead of Listing() when non-empty
+  size_t header_flood = 0;      // bytes of extra headers sent with the listing
 
   // "<target> [range]" per request served, and the Authorization headers seen.
   std::vector<std::string> Requests() {
@@ -157,6 +161,19 @@ class MockHub {
     return j.dump();
   }
 
+  void ServeListing(int c, const std::string& target, bool authorized) {
+    if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
+    const std::string listing = "/api/models/org/tiny/tree/main?recursive=true";
+    if (target != listing && !(endless_pages && target.rfind(listing, 0) == 0)) {
+      return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
+    }
+    std::string headers = "Content-Type: application/json\r\n";
+    std::string next = endless_pages ? endpoint() + target + "&p" : link_next;
+    if (!next.empty()) headers += "Link: <" + next + ">; rel=\"next\"\r\n";
+    for (size_t i = 0; headers.size() < header_flood; ++i) headers += "X-Flood-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n";
+    return Respond(c, 200, "OK", raw_listing.empty() ? Listing() : raw_listing, headers);
+  }
+
   void Handle(int c) {
     std::string request;
     char buf[4096];
@@ -186,15 +203,7 @@ class MockHub {
     if (on_request) on_request(target);
     const std::string api = "/api/models/", resolve = "/org/tiny/resolve/main/", store = "/lfs-store/";
     bool authorized = required_token.empty() || authorization == "Bearer " + required_token;
-    if (target.rfind(api, 0) == 0) {
-      if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
-      if (target != "/api/models/org/tiny/tree/main?recursive=true") {
-        return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
-      }
-      return Respond(c, 200, "OK", Listing(),
-                     "Content-Type: application/json\r\n" +
-                         (link_next.empty() ? "" : "Link: <" + link_next + ">; rel=\"next\"\r\n"));
-    }
+    if (target.rfind(api, 0) == 0) return ServeListing(c, target, authorized);
     std::string path;
     if (target.rfind(resolve, 0) == 0) {
       if (!authorized) return Respond(c, 401, "Unauthorized", "");
@@ -210,7 +219,7 @@ class MockHub {
     }
     auto f = files.find(path);
     if (f == files.end()) return Respond(c, 404, "Not Found", "Entry not found");
-    const std::string& content = f->second.content;
+    const std::string content = f->second.content + serve_extra[path];
     size_t from = 0;
     if (!range.empty() && !ignore_range) {
       from = std::stoul(range.substr(range.find('=') + 1));
@@ -620,6 +629,60 @@ TEST_F(HubDownloadTest, NamesWithControlCharactersAreShownEscaped) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message().find('\x1b'), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("names '.git/\\x1b[2J'"), std::string::npos) << r.status().message();
+}
+
+// A file served longer than its listed size is stopped at that size (a 1 MiB file once filled a disk).
+TEST_F(HubDownloadTest, ABodyLongerThanItsListedSizeIsCutThereAndRefused) {
+  hub_.serve_extra["model.safetensors"] = std::string(5 << 20, 'x');
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "model.safetensors: the Hub sent more than the 300000 bytes (292.97 KiB) its listing gives for this file "
+            "(the bound on its download); stopped there, nothing beyond written, and the download was deleted; fix: "
+            "re-run the command (if it happens again, the Hub or something between serves another file than it "
+            "lists)");
+  EXPECT_FALSE(PathExists(Out("model.safetensors")));
+  EXPECT_FALSE(PathExists(Out("model.safetensors.incomplete")));
+}
+
+// A listing that never ends, or is too large or too deep, ends with an error naming the bound it broke, before
+// anything is written (a self-linking listing of large pages used to die of std::bad_alloc).
+TEST_F(HubDownloadTest, ListingsAreBounded) {
+  const std::string first = hub_.endpoint() + "/api/models/org/tiny/tree/main?recursive=true";
+  struct Case {
+    std::string name, expected;
+    std::function<void()> set_up;
+  } cases[] = {
+      {"a page linking to itself", "does not end: page 2 is " + first + " again; refused, nothing downloaded",
+       [&] { hub_.link_next = first; }},
+      {"endless pages, entries", "has more than 20 entries (tune download's bound on a listing, files and folders of "
+                                 "all pages together); refused, nothing downloaded",
+       [&] { hub_.endless_pages = true, options_.listing_bounds.max_entries = 20; }},
+      {"endless pages, pages", "does not end: more than 3 pages (tune download's bound on a listing); refused",
+       [&] { hub_.endless_pages = true, options_.listing_bounds.max_pages = 3; }},
+      {"endless pages, bytes", "exceeds 2.93 KiB (tune download's bound on a listing, all pages together); refused",
+       [&] { hub_.endless_pages = true, options_.listing_bounds.max_bytes = 3000; }},
+      {"one large page", "exceeds 100 B (tune download's bound on one page of a listing); refused",
+       [&] { options_.listing_bounds.max_page_bytes = 100; }},
+      {"deep nesting", "nests JSON deeper than 32 levels (tune download's bound; a listing needs 3); refused",
+       [&] { hub_.raw_listing = std::string(100000, '[') + std::string(100000, ']'); }},
+      {"a flood of headers", "the server sent more than 256.00 KiB of response headers (tune download's bound); refused",
+       [&] { hub_.header_flood = 1 << 20; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    hub_.link_next.clear();
+    hub_.endless_pages = false;
+    hub_.raw_listing.clear();
+    hub_.header_flood = 0;
+    options_.listing_bounds = HubListingBounds();
+    c.set_up();
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message().rfind("org/tiny", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
+    EXPECT_FALSE(PathExists(options_.output_dir));
+  }
 }
 
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {

@@ -60,6 +60,26 @@ std::string Excerpt(const nlohmann::json& entry) {
   return TerminalText(text.size() > 200 ? text.substr(0, 200) + "..." : text);
 }
 
+// Whether the JSON `text` nests arrays and objects deeper than `limit` (brackets inside strings not counted).
+bool NestedDeeperThan(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      in_string = c != '"';
+    } else if (c == '"') {
+      in_string = true;
+    } else if ((c == '[' || c == '{') && ++depth > limit) {
+      return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 // Where the authority of `url` ("scheme://authority/...") starts and ends; npos when there is no "://".
 std::pair<size_t, size_t> Authority(const std::string& url) {
   size_t start = url.find("://");
@@ -70,12 +90,26 @@ std::pair<size_t, size_t> Authority(const std::string& url) {
 
 }  // namespace
 
-StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what) {
+StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what,
+                                                int64_t max_entries, int64_t* entries) {
+  if (NestedDeeperThan(json, kMaxListingDepth)) {
+    return Status::IoError(what + ": the Hub's file listing nests JSON deeper than " + std::to_string(kMaxListingDepth) +
+                           " levels (tune download's bound; a listing needs 3); refused, nothing downloaded; fix: check "
+                           "HF_ENDPOINT points at a trustworthy Hugging Face Hub");
+  }
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_array()) {
     return Status::IoError(what + ": the Hub's file listing is not a JSON array (the start: '" +
                            TerminalText(json.substr(0, 80)) + "'); fix: check HF_ENDPOINT points at a Hugging Face Hub");
   }
+  const int64_t before = entries != nullptr ? *entries : 0;
+  if (before + static_cast<int64_t>(j.size()) > max_entries) {
+    return Status::IoError(what + ": the Hub's file listing has more than " + std::to_string(max_entries) +
+                           " entries (tune download's bound on a listing, files and folders of all pages together); "
+                           "refused, nothing downloaded; fix: check HF_ENDPOINT points at a trustworthy Hub (a repo "
+                           "this large is beyond tune download)");
+  }
+  if (entries != nullptr) *entries = before + static_cast<int64_t>(j.size());
   std::vector<HubFile> files;
   for (const nlohmann::json& e : j) {
     if (!e.is_object() || !e.contains("type") || !e["type"].is_string()) {
@@ -102,11 +136,13 @@ StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const s
 
 Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
   auto refuse = [&](const std::string& why) {
-    return Status::FailedPrecondition(repo_id + ": the Hub's file listing names '" + TerminalText(path) + "', which " + why +
+    const std::string shown = TerminalText(path.size() > 300 ? path.substr(0, 300) + "..." : path);
+    return Status::FailedPrecondition(repo_id + ": the Hub's file listing names '" + shown + "', which " + why +
                                       "; refused, nothing downloaded; fix: check HF_ENDPOINT points at a "
                                       "trustworthy Hub");
   };
   if (path.empty()) return refuse("is empty");
+  if (path.size() > 4096) return refuse("is longer than 4096 bytes (a file system's path limit)");
   if (path[0] == '/') return refuse("is an absolute path");
   if (path.find('\\') != std::string::npos || path.find('\0') != std::string::npos) {
     return refuse("holds a backslash or NUL");
@@ -119,6 +155,7 @@ Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
     if (part == "." || part == "..") return refuse("has a '" + part + "' component (it could escape the output folder)");
+    if (part.size() > 255) return refuse("has a component longer than 255 bytes (a file system's name limit)");
     std::string control = ControlFolder(part, i, i + 1 < parts.size() ? parts[i + 1] : "");
     if (!control.empty()) return refuse("lies in " + control);
   }

@@ -18,12 +18,30 @@ struct HubFile {
   std::string git_oid; // the git blob sha1 (of the LFS pointer for an LFS file)
 };
 
+// Bounds on what a listing may hold, all its pages together: far above the Hub's largest repos, far below
+// what would exhaust memory (a hostile listing that links to itself, or sends huge pages, ends with an error
+// naming the bound, not with std::bad_alloc).
+struct HubListingBounds {
+  int64_t max_entries = 500000;                // files and folders
+  int64_t max_bytes = int64_t{256} << 20;      // JSON
+  int64_t max_page_bytes = int64_t{32} << 20;  // one page's JSON (the Hub's pages are about 1,000 entries)
+  int max_pages = 10000;
+};
+
+// The JSON nesting a listing may have (it needs 3: array, entry, lfs): deeper input is refused before it is
+// parsed, so nothing recursive ever walks it.
+inline constexpr int kMaxListingDepth = 32;
+
 // Parses one page of `GET {endpoint}/api/models/{repo}/tree/{revision}?recursive=true`: files only
-// (directories dropped). `what` names the listing in errors.
-StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what);
+// (directories dropped). `*entries` (may be null) counts the entries (files and folders) of the listing's
+// pages read so far: this page's are added, and at most `max_entries` are allowed in all. `what` names the
+// listing in errors; IoError naming the bound for more entries or deeper nesting.
+StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what,
+                                                int64_t max_entries = HubListingBounds().max_entries,
+                                                int64_t* entries = nullptr);
 
 // OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
-// components, no backslash or NUL, not ending in `.incomplete`, and no control folder among its components:
+// components, at most 4096 bytes with components of at most 255 (Linux's limits), no backslash or NUL, not ending in `.incomplete`, and no control folder among its components:
 // `.git` in any case (also as HFS+ and NTFS fold names: ignorable code points, trailing dots and spaces,
 // `git~1`), `.hg`, `.svn`, `.bzr`, and a leading `.cache/huggingface`. Otherwise FailedPrecondition naming it.
 Status CheckRepoPath(const std::string& path, const std::string& repo_id);

@@ -11,6 +11,9 @@ TEST(HubListing, Paths) {
   EXPECT_TRUE(CheckRepoPath("config.json", "r").ok());
   EXPECT_TRUE(CheckRepoPath("original/params.json", "r").ok());
   EXPECT_TRUE(CheckRepoPath("a..b/c", "r").ok());
+  EXPECT_TRUE(CheckRepoPath(std::string(255, 'n') + "/" + std::string(255, 'm'), "r").ok());
+  EXPECT_FALSE(CheckRepoPath(std::string(256, 'n'), "r").ok());
+  EXPECT_FALSE(CheckRepoPath(std::string(4097, 'n'), "r").ok());
   for (const char* bad : {"", "/x", "..", "a/..", "a/./b", "a/", "x.incomplete"}) {
     EXPECT_FALSE(CheckRepoPath(bad, "r").ok()) << "'" << bad << "'";
   }
@@ -149,6 +152,20 @@ TEST(HubListing, Listing) {
   EXPECT_EQ((*files)[1].size, 9000);
   EXPECT_EQ((*files)[1].sha256, "abc");
   EXPECT_FALSE(ParseTreeListing("{\"error\":\"x\"}", "listing").ok());
+  int64_t entries = 0;
+  const std::string page = R"([{"type":"directory","path":"d"},{"type":"file","path":"a","size":1}])";
+  ASSERT_TRUE(ParseTreeListing(page, "listing", 4, &entries).ok());
+  ASSERT_TRUE(ParseTreeListing(page, "listing", 4, &entries).ok());
+  EXPECT_EQ(entries, 4) << "folders count too";
+  StatusOr<std::vector<HubFile>> over = ParseTreeListing(page, "listing", 4, &entries);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().message().rfind("listing: the Hub's file listing has more than 4 entries", 0), 0u)
+      << over.status().message();
+  StatusOr<std::vector<HubFile>> deep = ParseTreeListing("[" + std::string(40, '[') + std::string(41, ']'), "listing");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("nests JSON deeper than 32 levels"), std::string::npos);
+  EXPECT_TRUE(ParseTreeListing(R"([{"type":"file","path":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x","size":1}])", "l").ok())
+      << "brackets in strings are not nesting";
   EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a"}])", "listing").ok());
 }
 
