@@ -181,7 +181,7 @@ Status ValidateRepoId(const std::string& repo_id) {
   }
   auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (const std::string& part : parts) {
-    if (part.size() > 96) return refuse("'" + part.substr(0, 20) + "...' is longer than 96 characters");
+    if (part.size() > 96) return refuse("'" + TerminalText(part.substr(0, 20)) + "...' is longer than 96 characters");
     if (!std::all_of(part.begin(), part.end(), [&](char c) { return word(c) || c == '-' || c == '.'; })) {
       return refuse("'" + TerminalText(part) + "' holds a character other than letters, digits, '-', '_' and '.'");
     }
@@ -201,7 +201,8 @@ std::string UrlOrigin(const std::string& url) {
   if (scheme != "http" && scheme != "https") return "";
   const std::string authority = url.substr(start, end - start);
   const bool plain = std::all_of(authority.begin(), authority.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-._~%!$&'()*+,;=:@[]", c) != nullptr;
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           (c != '\0' && std::strchr("-._~%!$&'()*+,;=:@[]", c) != nullptr);  // strchr finds the NUL too
   });
   if (!plain || std::count(authority.begin(), authority.end(), '@') > 1) return "";
   std::string host = authority.substr(authority.find('@') == std::string::npos ? 0 : authority.find('@') + 1);

@@ -63,6 +63,7 @@ TEST(HubListing, RepoIdsAsTheHubValidatesThem) {
       {"o/na me", "'na me' holds a character other than letters, digits, '-', '_' and '.'"},
       {"o/n\x1b[31m", "'n\\x1b[31m' holds a character other than letters, digits, '-', '_' and '.'"},
       {"o/" + std::string(97, 'n'), "'nnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},
+      {"o/\x1b" + std::string(97, 'n'), "'\\x1bnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},  // found by fuzzing
   };
   for (const Case& c : bad) {
     Status s = ValidateRepoId(c.id);
@@ -93,6 +94,7 @@ TEST(HubListing, OriginsAreComparedAsLibcurlConnects) {
       {"https://huggingface.co:/", ""},
       {"https://:443/", ""},
       {"https://huggingface%2eco/", ""},
+      {std::string("https://huggingface.co\0.evil/", 29), ""},  // found by fuzzing: a NUL ends libcurl's copy
   };
   for (const Case& c : cases) EXPECT_EQ(UrlOrigin(c.url), c.origin) << c.url;
   EXPECT_TRUE(SameOrigin("https://huggingface.co/api/models/x?cursor=2", "https://huggingface.co"));
