@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -85,9 +87,34 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   return size * n;
 }
 
+// libcurl's progress callback, about once a second whatever arrives: the request's tick.
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* request = static_cast<const HttpRequest*>(user);
+  if (request->tick) request->tick();
+  return 0;
+}
+
+// Whether a failed transfer may pass on a retry: the connection reset, cut short or timed out (a stall
+// included), not a refused connection, an unknown host, a bad URL or a body the sink refused.
+bool Transient(CURLcode rc) {
+  switch (rc) {
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+  }
+}
+
 class CurlTransport : public HttpTransport {
  public:
-  CurlTransport() {
+  explicit CurlTransport(const CurlTransportOptions& options) : options_(options) {
     static std::once_flag once;
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   }
@@ -112,9 +139,12 @@ class CurlTransport : public HttpTransport {
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, options_.connect_timeout_s);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, options_.stall_timeout_s);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, OnProgress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &request);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "tune-matrix");
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
@@ -135,18 +165,50 @@ class CurlTransport : public HttpTransport {
                              " of response headers (tune download's bound); refused");
     }
     if (rc != CURLE_OK) {
+      response->transient = Transient(rc);
       return Status::IoError(ShownUrl(request.url) + ": " +
                              TerminalText(error[0] != '\0' ? error : curl_easy_strerror(rc)));
     }
     return Status::OK();
   }
+
+ private:
+  CurlTransportOptions options_;
 };
 
+
+// The repo's path on the Hub: "owner/name" for a model, "datasets/owner/name" for a dataset.
+std::string RepoPath(const HubDownloadOptions& o) {
+  return (o.repo_type == "dataset" ? "datasets/" : "") + o.repo_id;
+}
 
 // The token for a request to `url`: the one given on HF_ENDPOINT's own origin (scheme, host and port), none
 // anywhere else, wherever the URL came from (a listing's Link header names any URL it likes).
 std::string TokenFor(const HubDownloadOptions& o, const std::string& url) {
   return SameOrigin(url, o.endpoint) ? o.token : "";
+}
+
+// Whether an HTTP status may pass on a retry (huggingface_hub's http_backoff retries these).
+bool TransientStatus(long status) {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+// After failed try number `tries` (1 for the first): OK when it is to be tried again (a transient failure with
+// retries left: the failure and the wait are printed on a line of their own, then the wait is slept), else
+// the error to return.
+Status NextTry(const HubDownloadOptions& o, const Status& failure, bool transient, int tries) {
+  if (!transient || tries > o.retries) {
+    if (tries == 1) return failure;
+    return Status::IoError(failure.message() + " (gave up after " + std::to_string(tries) + " tries)");
+  }
+  const double wait = std::min(o.retry_max_s, o.retry_initial_s * std::pow(2.0, tries - 1));
+  if (o.progress != nullptr) {
+    const std::string& m = failure.message();
+    *o.progress << m.substr(0, std::min(m.find("; fix:"), m.size())) << "; retry " << tries << " of " << o.retries
+                << " in " << FormatNumber(wait, wait < 1 ? 2 : 0) << " s\n" << std::flush;
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  return Status::OK();
 }
 
 // The error for a non-2xx answer to `url` about the repo (`file` "") or a file of it, with the fix.
@@ -216,41 +278,61 @@ StatusOr<Digests> HashFile(int fd, const HubFile& f, const std::string& shown) {
   return d;
 }
 
-// A per-file progress line, throttled; '\r'-rewritten on a terminal, separate lines otherwise.
+// A per-file progress line, throttled; '\r'-rewritten on a terminal, separate lines otherwise. A transfer
+// with no data for o.stall_notice_s shows as stalled. A line left open on a terminal is ended when the
+// transfer is over, so what is printed next (a retry, an error) starts a line of its own.
 class Progress {
  public:
   Progress(const HubDownloadOptions& o, const std::string& name, int64_t total, int64_t start)
-      : o_(o), name_(name), total_(total), start_(start), begun_(Clock::now()), last_(begun_) {}
+      : o_(o), name_(name), total_(total), start_(start), bytes_(start), begun_(Clock::now()), last_(begun_),
+        last_data_(begun_) {}
+  ~Progress() {
+    if (open_) *o_.progress << "\n" << std::flush;
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
 
   void Update(int64_t bytes) {
+    bytes_ = bytes;
+    last_data_ = Clock::now();
     if (o_.progress == nullptr) return;
-    auto now = Clock::now();
     double interval = o_.progress_is_terminal ? o_.progress_interval_s : 8 * o_.progress_interval_s;
-    if (Seconds(now - last_) < interval) return;
-    last_ = now;
-    Print(bytes, false);
+    if (Seconds(last_data_ - last_) < interval) return;
+    Print("");
+  }
+
+  // While the transfer runs (about once a second): shows a stall.
+  void Tick() {
+    const auto now = Clock::now();
+    const double idle = Seconds(now - last_data_);
+    if (o_.progress == nullptr || idle < o_.stall_notice_s) return;
+    if (Seconds(now - last_) < (o_.progress_is_terminal ? 1.0 : o_.stall_notice_s)) return;
+    Print("stalled: no data for " + FormatDuration(idle));
   }
 
   void Done(int64_t bytes) {
-    if (o_.progress != nullptr) Print(bytes, true);
+    bytes_ = bytes;
+    if (o_.progress != nullptr) Print("done in " + FormatDuration(Seconds(Clock::now() - begun_)), true);
   }
 
  private:
   using Clock = std::chrono::steady_clock;
   static double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-  void Print(int64_t bytes, bool done) {
-    double elapsed = Seconds(Clock::now() - begun_);
-    double rate = elapsed > 0 ? static_cast<double>(bytes - start_) / elapsed : 0;
-    std::string line = name_ + ": " + FormatBytes(bytes) + " / " + FormatBytes(total_);
-    if (total_ > 0) line += " (" + std::to_string(bytes * 100 / total_) + "%)";
+  void Print(const std::string& state, bool done = false) {
+    last_ = Clock::now();
+    double elapsed = Seconds(last_ - begun_);
+    double rate = elapsed > 0 ? static_cast<double>(bytes_ - start_) / elapsed : 0;
+    std::string line = name_ + ": " + FormatBytes(bytes_) + " / " + FormatBytes(total_);
+    if (total_ > 0) line += " (" + std::to_string(bytes_ * 100 / total_) + "%)";
     line += ", " + FormatBytes(static_cast<int64_t>(rate)) + "/s";
     if (start_ > 0) line += ", resumed at " + FormatBytes(start_);
-    if (done) line += ", done in " + FormatDuration(elapsed);
+    if (!state.empty()) line += ", " + state;
     if (o_.progress_is_terminal) {
       std::string padded = line + std::string(line.size() < width_ ? width_ - line.size() : 0, ' ');
       width_ = std::max(width_, line.size());
       *o_.progress << "\r" << padded << (done ? "\n" : "") << std::flush;
+      open_ = !done;
     } else {
       *o_.progress << line << "\n" << std::flush;
     }
@@ -258,9 +340,10 @@ class Progress {
 
   const HubDownloadOptions& o_;
   std::string name_;
-  int64_t total_, start_;
-  Clock::time_point begun_, last_;
+  int64_t total_, start_, bytes_;
+  Clock::time_point begun_, last_, last_data_;
   size_t width_ = 0;
+  bool open_ = false;  // a '\r' line is on the terminal without its end
 };
 
 // What is already at a file's place: nothing, the listed file whole, or something else (another revision's
@@ -318,7 +401,7 @@ Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std:
   bool write_failed = false, too_long = false, first = true;
   Progress progress(o, f->shown_name(), listed, start);
   Status s = transport.Get(
-      HttpRequest{url, TokenFor(o, url), start > 0 ? start : -1},
+      HttpRequest{url, TokenFor(o, url), start > 0 ? start : -1, [&] { progress.Tick(); }},
       [&](long status, const char* data, size_t n) {
         if (first && start > 0 && status != 206 && !Restart(p)) return !(write_failed = true);
         first = false;  // above: the server ignored the Range header and sends the whole file, so start over
@@ -351,27 +434,33 @@ Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std:
   return Status::OK();
 }
 
-// Fetches the file into its partial file (resuming from its size) until it holds what the Hub sends.
+// Fetches the file into its partial file (resuming from its size) until it holds what the Hub sends,
+// retrying transient failures.
 Status Transfer(const HubDownloadOptions& o, HttpTransport& transport, Fetch* f) {
-  const std::string url = o.endpoint + "/" + o.repo_id + "/resolve/" + PercentEncode(o.revision, false) + "/" +
+  const std::string url = o.endpoint + "/" + RepoPath(o) + "/resolve/" + PercentEncode(o.revision, false) + "/" +
                           PercentEncode(f->file.path, true);
   PartialFile* p = &f->partial;
   if (p->size > f->file.size && !Restart(p)) return Status::IoError(f->shown_partial + ": cannot be emptied");
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (p->size == f->file.size) return Status::OK();  // all there from an earlier run: only the check is left
+  bool restarted = false;
+  for (int tries = 1;; ++tries) {
+    if (p->size == f->file.size) return Status::OK();  // all there (from an earlier try): only the check is left
     HttpResponse response;
-    TM_RETURN_IF_ERROR(GetInto(o, transport, url, f, &response));
-    if (response.status == 416 && p->size > 0 && attempt == 0) {  // the partial file is not a prefix of this one
+    Status s = GetInto(o, transport, url, f, &response);
+    bool transient = response.transient;
+    if (s.ok() && response.status == 416 && p->size > 0 && !restarted) {  // the partial is not a prefix of it
       if (!Restart(p)) return Status::IoError(f->shown_partial + ": cannot be emptied");
+      restarted = true;
+      --tries;
       continue;
     }
-    if (response.status < 200 || response.status >= 300) {
-      if (p->size == 0) f->Discard();
-      return HttpError(o, f->file.path, url, response.status);
+    if (s.ok() && response.status >= 200 && response.status < 300) return Status::OK();
+    if (s.ok()) {
+      transient = TransientStatus(response.status);
+      if (p->size == 0 && !transient) f->Discard();
+      s = HttpError(o, f->file.path, url, response.status);
     }
-    return Status::OK();
+    TM_RETURN_IF_ERROR(NextTry(o, s, transient, tries));
   }
-  return Status::OK();
 }
 
 // Checks the partial file against the listing and gives it the file's name; a mismatch deletes it.
@@ -451,10 +540,10 @@ Status CheckOutputFolder(const std::string& dir) {
 // One page of the listing at `url` into `*body`, within `room` bytes (the listing's budget left, at most a
 // page's bound); `*next` the next page's URL ("" at the last).
 Status ListingPage(const HubDownloadOptions& o, HttpTransport& transport, const std::string& url, int64_t room,
-                   std::string* body, std::string* next) {
+                   std::string* body, std::string* next, HttpResponse* response_out) {
   const HubListingBounds& bounds = o.listing_bounds;
   bool too_big = false;
-  HttpResponse response;
+  HttpResponse& response = *response_out;
   Status s = transport.Get(
       {url, TokenFor(o, url), -1},
       [&](long, const char* data, size_t n) {
@@ -475,9 +564,24 @@ Status ListingPage(const HubDownloadOptions& o, HttpTransport& transport, const 
     return Status::IoError(o.repo_id + ": network error listing its files: " + s.message() +
                            "; fix: check the connection (and HF_ENDPOINT, if set), then re-run");
   }
-  if (response.status != 200) return HttpError(o, "", url, response.status);
+  if (response.status != 200) {
+    response.transient = TransientStatus(response.status);
+    return HttpError(o, "", url, response.status);
+  }
   *next = NextPageUrl(response.Header("link"), url);
   return Status::OK();
+}
+
+// ListingPage, retried while it fails transiently.
+Status ListingPageWithRetries(const HubDownloadOptions& o, HttpTransport& transport, const std::string& url,
+                              int64_t room, std::string* body, std::string* next) {
+  for (int tries = 1;; ++tries) {
+    HttpResponse response;
+    body->clear();
+    Status s = ListingPage(o, transport, url, room, body, next, &response);
+    if (s.ok()) return s;
+    TM_RETURN_IF_ERROR(NextTry(o, s, response.transient, tries));
+  }
 }
 
 // Every file of the repo's revision, from all pages of the Hub's tree listing, within o.listing_bounds.
@@ -486,9 +590,16 @@ StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& o, HttpTranspo
   std::vector<HubFile> files;
   std::set<std::string> seen;
   int64_t bytes = 0, entries = 0;
-  std::string url = o.endpoint + "/api/models/" + o.repo_id + "/tree/" + PercentEncode(o.revision, false) +
-                    "?recursive=true";
+  std::string url = o.endpoint + "/api/" + (o.repo_type == "dataset" ? "datasets/" : "models/") + o.repo_id +
+                    "/tree/" + PercentEncode(o.revision, false) + "?recursive=true";
+  auto last_line = std::chrono::steady_clock::now();
   for (int page = 0; !url.empty(); ++page) {
+    const auto now = std::chrono::steady_clock::now();
+    if (o.progress != nullptr && now - last_line > std::chrono::seconds(2)) {  // a long listing is never silent
+      *o.progress << o.repo_id << ": listing its files, page " << page + 1 << ", " << files.size()
+                  << " files so far\n" << std::flush;
+      last_line = now;
+    }
     if (page == bounds.max_pages || !seen.insert(url).second) {
       return Status::IoError(o.repo_id + ": the Hub's file listing does not end: " +
                              (page == bounds.max_pages ? "more than " + std::to_string(page) + " pages (tune download's "
@@ -498,7 +609,7 @@ StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& o, HttpTranspo
                              "; refused, nothing downloaded; fix: check HF_ENDPOINT points at a trustworthy Hub");
     }
     std::string body, next;
-    TM_RETURN_IF_ERROR(ListingPage(o, transport, url, bounds.max_bytes - bytes, &body, &next));
+    TM_RETURN_IF_ERROR(ListingPageWithRetries(o, transport, url, bounds.max_bytes - bytes, &body, &next));
     bytes += static_cast<int64_t>(body.size());
     StatusOr<std::vector<HubFile>> listed =
         ParseTreeListing(body, o.repo_id + " (" + ShownUrl(url) + ")", bounds.max_entries, &entries);
@@ -511,10 +622,13 @@ StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& o, HttpTranspo
 
 }  // namespace
 
-std::unique_ptr<HttpTransport> MakeCurlTransport() { return std::make_unique<CurlTransport>(); }
+std::unique_ptr<HttpTransport> MakeCurlTransport(const CurlTransportOptions& options) {
+  return std::make_unique<CurlTransport>(options);
+}
 
 std::string DownloadFolder(const HubDownloadOptions& options) {
   if (!options.output_dir.empty()) return options.output_dir;
+  if (options.repo_type == "dataset") return DatasetRoot() + "/" + options.repo_id;
   return "/tmp/" + options.repo_id.substr(options.repo_id.rfind('/') + 1);
 }
 
@@ -558,13 +672,17 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
   };
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"output-dir", "hf-token", "ignore-patterns", "revision"}, &parsed, &error)) {
+  if (!ParseArgs(args, {}, {"output-dir", "hf-token", "ignore-patterns", "revision", "repo-type"}, &parsed, &error)) {
     return usage(error);
   }
   if (parsed.positional.size() != 1) return usage("expected one <repo_id> (e.g. meta-llama/Llama-3.2-1B-Instruct)");
   HubDownloadOptions o;
   o.repo_id = parsed.positional[0];
   if (Status valid = ValidateRepoId(o.repo_id); !valid.ok()) return usage(valid.message());
+  o.repo_type = parsed.Get("repo-type", "model");
+  if (o.repo_type != "model" && o.repo_type != "dataset") {
+    return usage("--repo-type " + TerminalText(o.repo_type) + ": not model or dataset (the Hub's spaces are not downloaded)");
+  }
   o.output_dir = parsed.Get("output-dir");
   o.revision = parsed.Get("revision", "main");
   if (o.revision.empty()) return usage("--revision is empty");
@@ -589,7 +707,7 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
     err << "error: tune download: " << result.status().message() << "\n";
     return result.status().ExitCode();
   }
-  out << "Downloaded " << o.repo_id << " (revision " << TerminalText(o.revision) << ") to "
+  out << "Downloaded " << (o.repo_type == "dataset" ? "dataset " : "") << o.repo_id << " (revision " << TerminalText(o.revision) << ") to "
       << TerminalText(result->output_dir) << ": "
       << result->downloaded.size() << " file" << (result->downloaded.size() == 1 ? "" : "s") << " fetched, "
       << result->skipped.size() << " already complete, " << result->ignored.size() << " ignored\n";

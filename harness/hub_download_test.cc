@@ -12,6 +12,7 @@
 #include <fcntl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -95,6 +96,11 @@ class MockHub {
   bool endless_pages = false;   // every listing page links to another ("...&p", "...&p&p", ...)
   std::string raw_listing;      // served as the listing instead of Listing() when non-empty
   size_t header_flood = 0;      // bytes of extra headers sent with the listing
+  std::map<std::string, int> fail_503;  // request target -> how many more times it answers 503
+  std::string stall_path;       // this file's next response stalls after stall_after bytes for stall_s
+  size_t stall_after = 0;
+  double stall_s = 0;
+  bool dataset = false;         // serves org/tiny as a dataset repo (/api/datasets/..., /datasets/org/tiny/...)
 
   // "<target> [range]" per request served, and the Authorization headers seen.
   std::vector<std::string> Requests() {
@@ -163,7 +169,7 @@ class MockHub {
 
   void ServeListing(int c, const std::string& target, bool authorized) {
     if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
-    const std::string listing = "/api/models/org/tiny/tree/main?recursive=true";
+    const std::string listing = std::string(dataset ? "/api/datasets" : "/api/models") + "/org/tiny/tree/main?recursive=true";
     if (target != listing && !(endless_pages && target.rfind(listing, 0) == 0)) {
       return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
     }
@@ -201,7 +207,12 @@ class MockHub {
       if (!authorization.empty()) authorizations_.push_back(authorization);
     }
     if (on_request) on_request(target);
-    const std::string api = "/api/models/", resolve = "/org/tiny/resolve/main/", store = "/lfs-store/";
+    if (fail_503[target] > 0) {
+      --fail_503[target];
+      return Respond(c, 503, "Service Unavailable", "busy");
+    }
+    const std::string api = "/api/", store = "/lfs-store/";
+    const std::string resolve = std::string(dataset ? "/datasets" : "") + "/org/tiny/resolve/main/";
     bool authorized = required_token.empty() || authorization == "Bearer " + required_token;
     if (target.rfind(api, 0) == 0) return ServeListing(c, target, authorized);
     std::string path;
@@ -234,6 +245,15 @@ class MockHub {
     if (path == cut_path) {
       cut_path.clear();
       Send(c, head + body.substr(0, cut_after));  // then the connection closes: a cut transfer
+      return;
+    }
+    if (path == stall_path) {
+      stall_path.clear();
+      Send(c, head + body.substr(0, stall_after));
+      for (auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(stall_s);
+           !stop_ && std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
       return;
     }
     Send(c, head + body);
@@ -272,6 +292,7 @@ class HubDownloadTest : public ::testing::Test {
     options_.endpoint = hub_.endpoint();
     options_.output_dir = dir_.path() + "/tiny";
     options_.progress = &progress_;
+    options_.retry_initial_s = 0.01;
   }
 
   StatusOr<HubDownloadResult> Download() {
@@ -315,6 +336,7 @@ TEST_F(HubDownloadTest, IgnorePatternsSkipFiles) {
 }
 
 TEST_F(HubDownloadTest, ACutTransferResumesWithARangeRequest) {
+  options_.retries = 0;  // the next run resumes (with retries, this one does: TransientFailuresAreRetried...)
   hub_.cut_path = "model.safetensors";
   hub_.cut_after = 100000;
   StatusOr<HubDownloadResult> first = Download();
@@ -685,6 +707,90 @@ TEST_F(HubDownloadTest, ListingsAreBounded) {
   }
 }
 
+// A dropped connection or a busy Hub (5xx) is retried within the run with growing waits, each retry a line of
+// its own, and a cut file resumes where it stopped; a Hub that stays busy ends the run naming the tries.
+TEST_F(HubDownloadTest, TransientFailuresAreRetriedWithinTheRun) {
+  hub_.cut_path = "model.safetensors";
+  hub_.cut_after = 100000;
+  const std::string listing = "/api/models/org/tiny/tree/main?recursive=true";
+  hub_.fail_503[listing] = 2;
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("model.safetensors")), hub_.files["model.safetensors"].content);
+  const std::string shown = progress_.str();
+  EXPECT_EQ(shown.rfind("org/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
+                        "; retry 1 of 5 in 0.01 s\n", 0), 0u) << shown;
+  EXPECT_NE(shown.find("\norg/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
+                       "; retry 2 of 5 in 0.02 s\n"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("\nmodel.safetensors: network error: " + hub_.endpoint() + "/org/tiny/resolve/main/"
+                       "model.safetensors: "), std::string::npos) << shown;
+  EXPECT_NE(shown.find(" kept in " + Out("model.safetensors.incomplete") + "; retry 1 of 5 in 0.01 s\n"),
+            std::string::npos) << shown;
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/lfs-store/model.safetensors bytes=100000-"), requests.end())
+      << ::testing::PrintToString(requests);
+
+  hub_.fail_503[listing] = 100;
+  options_.retries = 2;
+  options_.output_dir = dir_.path() + "/busy";
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "org/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
+                                      "; fix: re-run later (a partly downloaded file resumes) (gave up after 3 tries)");
+
+  options_.endpoint = "http://127.0.0.1:1";  // nothing listens: not transient, one try
+  progress_.str("");
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(progress_.str().find("retry"), std::string::npos) << progress_.str();
+}
+
+// A transfer with no data shows as stalled (not a frozen line), and its error starts a line of its own.
+TEST_F(HubDownloadTest, AStalledTransferShowsAsStalled) {
+  hub_.stall_path = "model.safetensors";
+  hub_.stall_after = 1000;
+  hub_.stall_s = 3;
+  options_.stall_notice_s = 0.3;
+  options_.retries = 0;
+  options_.progress_is_terminal = true;
+  CurlTransportOptions quick;
+  quick.stall_timeout_s = 1;
+  std::unique_ptr<HttpTransport> transport = MakeCurlTransport(quick);
+  StatusOr<HubDownloadResult> r = DownloadHubRepo(options_, *transport);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.safetensors: network error: "), std::string::npos) << r.status().message();
+  const std::string shown = progress_.str();
+  const size_t stalled = shown.find("\rmodel.safetensors: 1000 B / 292.97 KiB (0%), ");
+  ASSERT_NE(stalled, std::string::npos) << shown;
+  EXPECT_NE(shown.find(", stalled: no data for ", stalled), std::string::npos) << shown;
+  EXPECT_EQ(shown.back(), '\n') << "the line is ended before the error is printed: " << shown;
+}
+
+// `--repo-type dataset` lists and fetches the dataset repo, into the folder the dataset components read for
+// `source: <hub id>` ($TUNE_MATRIX_DATA/<hub id>, else ~/.cache/tune-matrix/datasets/<hub id>).
+TEST_F(HubDownloadTest, DatasetsGoWhereTheDatasetComponentsReadThem) {
+  hub_.dataset = true;
+  setenv("TUNE_MATRIX_DATA", (dir_.path() + "/data").c_str(), 1);
+  options_.repo_type = "dataset";
+  options_.output_dir.clear();
+  EXPECT_EQ(DownloadFolder(options_), dir_.path() + "/data/org/tiny");
+  StatusOr<HubDownloadResult> r = Download();
+  unsetenv("TUNE_MATRIX_DATA");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output_dir, dir_.path() + "/data/org/tiny");
+  EXPECT_EQ(Read(dir_.path() + "/data/org/tiny/original/tokenizer.model"), hub_.files["original/tokenizer.model"].content);
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_EQ(requests.front(), "/api/datasets/org/tiny/tree/main?recursive=true");
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/datasets/org/tiny/resolve/main/config.json"), requests.end())
+      << ::testing::PrintToString(requests);
+
+  options_.repo_type = "model";
+  options_.output_dir = dir_.path() + "/as_model";
+  r = Download();
+  ASSERT_FALSE(r.ok()) << "a dataset is not a model";
+  EXPECT_NE(r.status().message().find("not found (HTTP 404"), std::string::npos) << r.status().message();
+}
+
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {
   ASSERT_TRUE(Download().ok());
   ASSERT_TRUE(WriteFileAtomically(Out("config.json"), "{}\n").ok());  // not the Hub's file
@@ -779,15 +885,27 @@ TEST_F(TuneDownloadTest, CredentialsInTheEndpointAreNeverPrinted) {
   EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 0) << err_.str();
   hub_.cut_path = "config.json";
   hub_.cut_after = 3;
-  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", dir_.path() + "/cut"}), 1);
-  EXPECT_NE(err_.str().find("network error: " + hub_.endpoint() + "/org/tiny/resolve/main/config.json"),
-            std::string::npos) << err_.str();
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", dir_.path() + "/cut"}), 0) << err_.str();
+  EXPECT_NE(err_.str().find("config.json: network error: " + hub_.endpoint() + "/org/tiny/resolve/main/config.json"),
+            std::string::npos) << "the retry's line: " << err_.str();
   setenv("HF_ENDPOINT", "http://hfuser:s3cret-pass@127.0.0.1:1", 1);  // nothing listens there
   EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 1);
   EXPECT_NE(err_.str().find("network error listing its files: http://127.0.0.1:1/api/models/"), std::string::npos)
       << err_.str();
   EXPECT_EQ(printed.find("s3cret"), std::string::npos) << printed;
   EXPECT_EQ(printed.find("hfuser"), std::string::npos) << printed;
+}
+
+TEST_F(TuneDownloadTest, RepoTypeDataset) {
+  hub_.dataset = true;
+  setenv("TUNE_MATRIX_DATA", (dir_.path() + "/data").c_str(), 1);
+  EXPECT_EQ(Tune({"download", "org/tiny", "--repo-type", "dataset"}), 0) << err_.str();
+  unsetenv("TUNE_MATRIX_DATA");
+  EXPECT_EQ(out_.str().rfind("Downloaded dataset org/tiny (revision main) to " + dir_.path() +
+                                 "/data/org/tiny: 3 files fetched, 0 already complete, 0 ignored\n", 0), 0u)
+      << out_.str();
+  EXPECT_EQ(Tune({"download", "org/tiny", "--repo-type", "space"}), 2);
+  EXPECT_NE(err_.str().find("--repo-type space: not model or dataset"), std::string::npos) << err_.str();
 }
 
 TEST_F(TuneDownloadTest, ExitStatusesAndMessages) {
