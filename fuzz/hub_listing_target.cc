@@ -53,7 +53,6 @@ void CheckAcceptedPath(const HubFile& f) {
   if (f.path.find("//") != std::string::npos || f.path.back() == '/') {
     Broken("CheckRepoPath accepted an empty component", f.path);
   }
-  if (f.size < 0) Broken("a listed file with a negative size was accepted", f.path);
 }
 
 void CheckUrl(const std::string& url) {
@@ -95,6 +94,7 @@ bool RunHubListing(const std::string& input) {
   if (!files.ok()) return false;
   if (entries < static_cast<int64_t>(files->size()) || entries > 1000) Broken("the entry count", input);
   for (const HubFile& f : *files) {
+    if (f.size < 0) Broken("a listed file with a negative size was accepted", f.path);
     CheckAcceptedPath(f);
     Status s = CheckRepoPath(f.path, "o/r");
     if (ActsOnTerminal(s.message()) || ActsOnTerminal(TerminalText(f.path))) {

@@ -405,7 +405,7 @@ Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std:
       [&](long status, const char* data, size_t n) {
         if (first && start > 0 && status != 206 && !Restart(p)) return !(write_failed = true);
         first = false;  // above: the server ignored the Range header and sends the whole file, so start over
-        const size_t keep = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(n), listed - p->size));
+        const size_t keep = static_cast<size_t>(std::clamp<int64_t>(listed - p->size, 0, static_cast<int64_t>(n)));
         too_long = keep < n;
         if (!WriteAll(p->fd.get(), data, keep)) return !(write_failed = true);
         p->size += static_cast<int64_t>(keep);

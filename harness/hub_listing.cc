@@ -127,7 +127,12 @@ StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const s
     if (e.contains("lfs") && e["lfs"].is_object()) {
       const nlohmann::json& lfs = e["lfs"];
       if (lfs.contains("oid") && lfs["oid"].is_string()) f.sha256 = lfs["oid"].get<std::string>();
-      if (lfs.contains("size") && lfs["size"].is_number_integer()) f.size = lfs["size"].get<int64_t>();
+      if (lfs.contains("size") && lfs["size"].is_number_integer()) {
+        if (lfs["size"].get<int64_t>() < 0) {  // found by fuzzing: a negative size went on to the download
+          return Status::IoError(what + ": a file of the Hub's file listing has a negative LFS size: " + Excerpt(e));
+        }
+        f.size = lfs["size"].get<int64_t>();
+      }
     }
     files.push_back(std::move(f));
   }

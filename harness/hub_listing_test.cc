@@ -169,6 +169,12 @@ TEST(HubListing, Listing) {
   EXPECT_TRUE(ParseTreeListing(R"([{"type":"file","path":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x","size":1}])", "l").ok())
       << "brackets in strings are not nesting";
   EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a"}])", "listing").ok());
+  EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a","size":-1}])", "listing").ok());
+  StatusOr<std::vector<HubFile>> negative =  // found by fuzzing
+      ParseTreeListing(R"([{"type":"file","path":"a","size":1,"lfs":{"oid":"x","size":-5}}])", "listing");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("a file of the Hub's file listing has a negative LFS size: {"),
+            std::string::npos) << negative.status().message();
 }
 
 }  // namespace
