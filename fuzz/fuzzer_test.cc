@@ -1,6 +1,7 @@
 // The fuzz targets as a short CTest test: a few seconds of seeded mutations per target (the same inputs on
 // every run), so that CI catches a crash, a hang or a broken invariant on hostile configs, overrides,
-// journals, write-back, safetensors headers, dataset files, tokenizer files and the Hub's listings. scripts/fuzz.sh runs the same loop for longer.
+// journals, write-back, safetensors headers, dataset files, tokenizer files and the Hub's listings. scripts/fuzz.sh
+// runs the same loop for longer.
 #include "fuzz/fuzzer.h"
 
 #include <gtest/gtest.h>

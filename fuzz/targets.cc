@@ -522,7 +522,9 @@ std::vector<FuzzTarget> AllTargets() {
       // m.model is 264 KiB; the trained byte-fallback models about 10 KiB.
       // A page of the Hub's tree listing (the Hub's are about 1,000 entries, 300 KiB; 64 KiB reaches every shape).
       {"hub_listing", RunHubListing, HubListingDictionary(), 64 * 1024},
-      {"sentencepiece_model", RunSentencePieceModel, {"\x0a", "\x12", "\x18\x04", "\x18\x06", "\x15", "<0x41>", "\xe2\x96\x81"},
+      {"sentencepiece_model",
+       RunSentencePieceModel,
+       {"\x0a", "\x12", "\x18\x04", "\x18\x06", "\x15", "<0x41>", "\xe2\x96\x81"},
        288 * 1024},
   };
 }

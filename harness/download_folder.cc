@@ -43,12 +43,14 @@ Status WrongKind(int dir, const std::string& name, const std::string& shown, con
                  const std::string& wanted) {
   if (S_ISLNK(st.st_mode)) {
     return Status::FailedPrecondition(
-        shown + ": is a symbolic link (to " + LinkTarget(dir, name) + "); a download never writes through a link in "
+        shown + ": is a symbolic link (to " + LinkTarget(dir, name) +
+        "); a download never writes through a link in "
         "its folder nor keeps one in a file's place; refused, nothing written there; fix: remove the link (or "
         "choose another --output-dir)");
   }
-  return Status::FailedPrecondition(shown + ": is " + DescribeFileKind(st.st_mode) + ", not " + wanted +
-                                    "; refused, nothing written there; fix: remove it (or choose another --output-dir)");
+  return Status::FailedPrecondition(
+      shown + ": is " + DescribeFileKind(st.st_mode) + ", not " + wanted +
+      "; refused, nothing written there; fix: remove it (or choose another --output-dir)");
 }
 
 }  // namespace
@@ -62,17 +64,20 @@ StatusOr<bool> StatAt(int dir, const std::string& name, const std::string& shown
 StatusOr<std::unique_ptr<LockedFolder>> LockedFolder::Open(const std::string& path, std::string* notice) {
   TM_RETURN_IF_ERROR(MakeDirs(path));
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd.valid()) return Status::IoError(TerminalText(path) + ": cannot be opened as a folder (" + ErrnoText(errno) + ")");
+  if (!fd.valid())
+    return Status::IoError(TerminalText(path) + ": cannot be opened as a folder (" + ErrnoText(errno) + ")");
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
       return Status::Unavailable(
-          TerminalText(path) + ": another download is writing into this folder (it holds the folder's lock); two downloads into "
+          TerminalText(path) +
+          ": another download is writing into this folder (it holds the folder's lock); two downloads into "
           "one folder would write the same partial files; nothing written; fix: wait for it to finish and run this "
           "again (complete files are skipped), or choose another --output-dir");
     }
     if (notice != nullptr) {
-      *notice = TerminalText(path) + ": not locked (" + ErrnoText(err) + "); make sure no other download writes into it";
+      *notice =
+          TerminalText(path) + ": not locked (" + ErrnoText(err) + "); make sure no other download writes into it";
     }
   }
   return std::unique_ptr<LockedFolder>(new LockedFolder(std::move(fd), path));
@@ -150,9 +155,7 @@ StatusOr<UniqueFd> OpenRegularFile(int dir, const std::string& name, const std::
   return fd;
 }
 
-bool OwnedSolely(const struct stat& st) {
-  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1;
-}
+bool OwnedSolely(const struct stat& st) { return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && st.st_nlink == 1; }
 
 StatusOr<PartialFile> OpenPartial(int dir, const std::string& name, const std::string& shown) {
   PartialFile partial;
@@ -175,8 +178,9 @@ StatusOr<PartialFile> OpenPartial(int dir, const std::string& name, const std::s
     const std::string why = st.st_uid != ::geteuid()
                                 ? "belongs to user id " + std::to_string(st.st_uid) + ", not to this process's (" +
                                       std::to_string(::geteuid()) + ")"
-                                : "has " + std::to_string(st.st_nlink) + " names (hard links): its bytes are also "
-                                  "another file's";
+                                : "has " + std::to_string(st.st_nlink) +
+                                      " names (hard links): its bytes are also "
+                                      "another file's";
     return Status::FailedPrecondition(shown + ": a partial download that " + why +
                                       "; resuming it would write into a file this download did not make; refused; "
                                       "fix: remove it and run again");

@@ -176,11 +176,8 @@ class CurlTransport : public HttpTransport {
   CurlTransportOptions options_;
 };
 
-
 // The repo's path on the Hub: "owner/name" for a model, "datasets/owner/name" for a dataset.
-std::string RepoPath(const HubDownloadOptions& o) {
-  return (o.repo_type == "dataset" ? "datasets/" : "") + o.repo_id;
-}
+std::string RepoPath(const HubDownloadOptions& o) { return (o.repo_type == "dataset" ? "datasets/" : "") + o.repo_id; }
 
 // The token for a request to `url`: the one given on HF_ENDPOINT's own origin (scheme, host and port), none
 // anywhere else, wherever the URL came from (a listing's Link header names any URL it likes).
@@ -205,7 +202,8 @@ Status NextTry(const HubDownloadOptions& o, const Status& failure, bool transien
   if (o.progress != nullptr) {
     const std::string& m = failure.message();
     *o.progress << m.substr(0, std::min(m.find("; fix:"), m.size())) << "; retry " << tries << " of " << o.retries
-                << " in " << FormatNumber(wait, wait < 1 ? 2 : 0) << " s\n" << std::flush;
+                << " in " << FormatNumber(wait, wait < 1 ? 2 : 0) << " s\n"
+                << std::flush;
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(wait));
   return Status::OK();
@@ -225,10 +223,12 @@ Status HttpError(const HubDownloadOptions& o, const std::string& file, const std
   }
   if (status == 401 || status == 403) {
     return Status::FailedPrecondition(
-        what + ": the Hub refused " + shown + " with the token given (HTTP " + std::to_string(status) + "): " +
-        o.repo_id + " is gated or private and this token is invalid or has no access to it; fix: check the token "
+        what + ": the Hub refused " + shown + " with the token given (HTTP " + std::to_string(status) +
+        "): " + o.repo_id +
+        " is gated or private and this token is invalid or has no access to it; fix: check the token "
         "(https://huggingface.co/settings/tokens) and that your account was granted access on "
-        "https://huggingface.co/" + o.repo_id + (sent_token ? "" : "; or " + token_fix));
+        "https://huggingface.co/" +
+        o.repo_id + (sent_token ? "" : "; or " + token_fix));
   }
   if (status == 404 && !file.empty()) {
     return Status::NotFound(what + ": the Hub lists this file but answered HTTP 404 for " + shown +
@@ -284,7 +284,13 @@ StatusOr<Digests> HashFile(int fd, const HubFile& f, const std::string& shown) {
 class Progress {
  public:
   Progress(const HubDownloadOptions& o, const std::string& name, int64_t total, int64_t start)
-      : o_(o), name_(name), total_(total), start_(start), bytes_(start), begun_(Clock::now()), last_(begun_),
+      : o_(o),
+        name_(name),
+        total_(total),
+        start_(start),
+        bytes_(start),
+        begun_(Clock::now()),
+        last_(begun_),
         last_data_(begun_) {}
   ~Progress() {
     if (open_) *o_.progress << "\n" << std::flush;
@@ -385,7 +391,7 @@ bool Restart(PartialFile* p) {
 struct Fetch {
   const HubFile& file;
   FolderEntry entry;
-  std::string partial_name;  // "<name>.incomplete"
+  std::string partial_name;   // "<name>.incomplete"
   std::string shown_partial;  // its path, as messages show it
   PartialFile partial;
   std::string shown_name() const { return TerminalText(file.path); }
@@ -416,7 +422,8 @@ Status GetInto(const HubDownloadOptions& o, HttpTransport& transport, const std:
   if (too_long) {
     f->Discard();
     return Status::IoError(f->shown_name() + ": the Hub sent more than the " + std::to_string(listed) + " bytes (" +
-                           FormatBytes(listed) + ") its listing gives for this file (the bound on its download); "
+                           FormatBytes(listed) +
+                           ") its listing gives for this file (the bound on its download); "
                            "stopped there, nothing beyond written, and the download was deleted; fix: re-run the "
                            "command (if it happens again, the Hub or something between serves another file than it "
                            "lists)");
@@ -491,8 +498,8 @@ Status Finish(const Fetch& f) {
 }
 
 // Fetches `file` into `folder`, resuming `<file>.incomplete`; `*fetched` false when it was already complete.
-Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const LockedFolder& folder,
-                 const HubFile& file, bool* fetched) {
+Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const LockedFolder& folder, const HubFile& file,
+                 bool* fetched) {
   StatusOr<FolderEntry> entry = folder.Entry(file.path);
   if (!entry.ok()) return entry.status();
   Fetch f{file, std::move(entry).value(), "", "", PartialFile()};
@@ -502,11 +509,13 @@ Status FetchFile(const HubDownloadOptions& o, HttpTransport& transport, const Lo
   if (!present.ok()) return present.status();
   *fetched = *present != Present::kComplete;
   if (*present == Present::kComplete) {
-    if (o.progress != nullptr) *o.progress << f.shown_name() << ": already complete (size and checksum match), skipped\n";
+    if (o.progress != nullptr)
+      *o.progress << f.shown_name() << ": already complete (size and checksum match), skipped\n";
     return Status::OK();
   }
   if (*present == Present::kOther && o.progress != nullptr) {
-    *o.progress << f.shown_name() << ": present but not this revision's file (or not this user's alone); downloading it\n";
+    *o.progress << f.shown_name()
+                << ": present but not this revision's file (or not this user's alone); downloading it\n";
   }
   StatusOr<PartialFile> partial = OpenPartial(f.entry.dir.get(), f.partial_name, f.shown_partial);
   if (!partial.ok()) return partial.status();
@@ -527,11 +536,11 @@ Status CheckOutputFolder(const std::string& dir) {
   for (const auto& [folder, what] : guarded) {
     const std::string real_folder = RealPathToBe(folder);
     if (real == real_folder || real.rfind(real_folder + "/", 0) == 0) {
-      return Status::InvalidArgument(
-          "--output-dir " + TerminalText(dir) + ": lies inside " + folder +
-          (real == dir ? "" : " (it resolves to " + TerminalText(real) + ")") +
-          ", which holds " + what + "; a download there would overwrite them; nothing written; fix: choose a folder "
-          "outside the checkout's configs/ and reports/ (the default is /tmp/<name>)");
+      return Status::InvalidArgument("--output-dir " + TerminalText(dir) + ": lies inside " + folder +
+                                     (real == dir ? "" : " (it resolves to " + TerminalText(real) + ")") +
+                                     ", which holds " + what +
+                                     "; a download there would overwrite them; nothing written; fix: choose a folder "
+                                     "outside the checkout's configs/ and reports/ (the default is /tmp/<name>)");
     }
   }
   return Status::OK();
@@ -554,11 +563,12 @@ Status ListingPage(const HubDownloadOptions& o, HttpTransport& transport, const 
       &response);
   if (too_big) {
     const bool page = room > bounds.max_page_bytes;
-    return Status::IoError(
-        o.repo_id + ": the Hub's file listing (at " + ShownUrl(url) + ") exceeds " +
-        FormatBytes(page ? bounds.max_page_bytes : bounds.max_bytes) + " (tune download's bound on " +
-        (page ? "one page of a listing" : "a listing, all pages together") + "); refused, nothing downloaded; fix: "
-        "check HF_ENDPOINT points at a trustworthy Hub (a repo this large is beyond tune download)");
+    return Status::IoError(o.repo_id + ": the Hub's file listing (at " + ShownUrl(url) + ") exceeds " +
+                           FormatBytes(page ? bounds.max_page_bytes : bounds.max_bytes) +
+                           " (tune download's bound on " +
+                           (page ? "one page of a listing" : "a listing, all pages together") +
+                           "); refused, nothing downloaded; fix: "
+                           "check HF_ENDPOINT points at a trustworthy Hub (a repo this large is beyond tune download)");
   }
   if (!s.ok()) {
     return Status::IoError(o.repo_id + ": network error listing its files: " + s.message() +
@@ -590,22 +600,23 @@ StatusOr<std::vector<HubFile>> ListRepo(const HubDownloadOptions& o, HttpTranspo
   std::vector<HubFile> files;
   std::set<std::string> seen;
   int64_t bytes = 0, entries = 0;
-  std::string url = o.endpoint + "/api/" + (o.repo_type == "dataset" ? "datasets/" : "models/") + o.repo_id +
-                    "/tree/" + PercentEncode(o.revision, false) + "?recursive=true";
+  std::string url = o.endpoint + "/api/" + (o.repo_type == "dataset" ? "datasets/" : "models/") + o.repo_id + "/tree/" +
+                    PercentEncode(o.revision, false) + "?recursive=true";
   auto last_line = std::chrono::steady_clock::now();
   for (int page = 0; !url.empty(); ++page) {
     const auto now = std::chrono::steady_clock::now();
     if (o.progress != nullptr && now - last_line > std::chrono::seconds(2)) {  // a long listing is never silent
-      *o.progress << o.repo_id << ": listing its files, page " << page + 1 << ", " << files.size()
-                  << " files so far\n" << std::flush;
+      *o.progress << o.repo_id << ": listing its files, page " << page + 1 << ", " << files.size() << " files so far\n"
+                  << std::flush;
       last_line = now;
     }
     if (page == bounds.max_pages || !seen.insert(url).second) {
       return Status::IoError(o.repo_id + ": the Hub's file listing does not end: " +
-                             (page == bounds.max_pages ? "more than " + std::to_string(page) + " pages (tune download's "
-                                                         "bound on a listing)"
-                                                       : "page " + std::to_string(page + 1) + " is " + ShownUrl(url) +
-                                                             " again") +
+                             (page == bounds.max_pages
+                                  ? "more than " + std::to_string(page) +
+                                        " pages (tune download's "
+                                        "bound on a listing)"
+                                  : "page " + std::to_string(page + 1) + " is " + ShownUrl(url) + " again") +
                              "; refused, nothing downloaded; fix: check HF_ENDPOINT points at a trustworthy Hub");
     }
     std::string body, next;
@@ -664,6 +675,50 @@ StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, H
   return result;
 }
 
+namespace {
+
+// What `tune download`'s arguments and environment ask for; InvalidArgument naming a bad one (usage).
+StatusOr<HubDownloadOptions> OptionsFromArgs(const ParsedArgs& parsed) {
+  if (parsed.positional.size() != 1) {
+    return Status::InvalidArgument("expected one <repo_id> (e.g. meta-llama/Llama-3.2-1B-Instruct)");
+  }
+  HubDownloadOptions o;
+  o.repo_id = parsed.positional[0];
+  TM_RETURN_IF_ERROR(ValidateRepoId(o.repo_id));
+  o.repo_type = parsed.Get("repo-type", "model");
+  if (o.repo_type != "model" && o.repo_type != "dataset") {
+    return Status::InvalidArgument("--repo-type " + TerminalText(o.repo_type) +
+                                   ": not model or dataset (the Hub's spaces are not downloaded)");
+  }
+  o.output_dir = parsed.Get("output-dir");
+  o.revision = parsed.Get("revision", "main");
+  if (o.revision.empty()) return Status::InvalidArgument("--revision is empty");
+  o.token = parsed.Get("hf-token");
+  if (o.token.empty() && std::getenv("HF_TOKEN") != nullptr) o.token = std::getenv("HF_TOKEN");
+  if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') {
+    o.endpoint = endpoint;
+  }
+  while (!o.endpoint.empty() && o.endpoint.back() == '/') o.endpoint.pop_back();
+  for (const auto& [name, value] : parsed.flags) {
+    if (name != "ignore-patterns") continue;
+    for (const std::string& p : SplitList(value)) o.ignore_patterns.push_back(p);
+  }
+  return o;
+}
+
+void PrintSummary(const HubDownloadOptions& o, const HubDownloadResult& result, std::ostream& out) {
+  out << "Downloaded " << (o.repo_type == "dataset" ? "dataset " : "") << o.repo_id << " (revision "
+      << TerminalText(o.revision) << ") to " << TerminalText(result.output_dir) << ": " << result.downloaded.size()
+      << " file" << (result.downloaded.size() == 1 ? "" : "s") << " fetched, " << result.skipped.size()
+      << " already complete, " << result.ignored.size() << " ignored\n";
+  std::vector<std::string> present = result.downloaded;
+  present.insert(present.end(), result.skipped.begin(), result.skipped.end());
+  std::sort(present.begin(), present.end());
+  for (const std::string& p : present) out << TerminalText(result.output_dir + "/" + p) << "\n";
+}
+
+}  // namespace
+
 int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
                        HttpTransport& transport) {
   auto usage = [&](const std::string& message) {
@@ -675,27 +730,9 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
   if (!ParseArgs(args, {}, {"output-dir", "hf-token", "ignore-patterns", "revision", "repo-type"}, &parsed, &error)) {
     return usage(error);
   }
-  if (parsed.positional.size() != 1) return usage("expected one <repo_id> (e.g. meta-llama/Llama-3.2-1B-Instruct)");
-  HubDownloadOptions o;
-  o.repo_id = parsed.positional[0];
-  if (Status valid = ValidateRepoId(o.repo_id); !valid.ok()) return usage(valid.message());
-  o.repo_type = parsed.Get("repo-type", "model");
-  if (o.repo_type != "model" && o.repo_type != "dataset") {
-    return usage("--repo-type " + TerminalText(o.repo_type) + ": not model or dataset (the Hub's spaces are not downloaded)");
-  }
-  o.output_dir = parsed.Get("output-dir");
-  o.revision = parsed.Get("revision", "main");
-  if (o.revision.empty()) return usage("--revision is empty");
-  o.token = parsed.Get("hf-token");
-  if (o.token.empty() && std::getenv("HF_TOKEN") != nullptr) o.token = std::getenv("HF_TOKEN");
-  if (const char* endpoint = std::getenv("HF_ENDPOINT"); endpoint != nullptr && *endpoint != '\0') {
-    o.endpoint = endpoint;
-  }
-  while (!o.endpoint.empty() && o.endpoint.back() == '/') o.endpoint.pop_back();
-  for (const auto& [name, value] : parsed.flags) {
-    if (name != "ignore-patterns") continue;
-    for (const std::string& p : SplitList(value)) o.ignore_patterns.push_back(p);
-  }
+  StatusOr<HubDownloadOptions> options = OptionsFromArgs(parsed);
+  if (!options.ok()) return usage(options.status().message());
+  HubDownloadOptions& o = *options;
   o.progress = &err;
   o.progress_is_terminal = &err == &std::cerr && isatty(STDERR_FILENO);
   if (!o.ignore_patterns.empty()) {
@@ -707,14 +744,7 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
     err << "error: tune download: " << result.status().message() << "\n";
     return result.status().ExitCode();
   }
-  out << "Downloaded " << (o.repo_type == "dataset" ? "dataset " : "") << o.repo_id << " (revision " << TerminalText(o.revision) << ") to "
-      << TerminalText(result->output_dir) << ": "
-      << result->downloaded.size() << " file" << (result->downloaded.size() == 1 ? "" : "s") << " fetched, "
-      << result->skipped.size() << " already complete, " << result->ignored.size() << " ignored\n";
-  std::vector<std::string> present = result->downloaded;
-  present.insert(present.end(), result->skipped.begin(), result->skipped.end());
-  std::sort(present.begin(), present.end());
-  for (const std::string& p : present) out << TerminalText(result->output_dir + "/" + p) << "\n";
+  PrintSummary(o, *result, out);
   return kExitOk;
 }
 

@@ -1,15 +1,14 @@
 #include "harness/hub_download.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
-#include <ftw.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <atomic>
 #include <chrono>
@@ -90,17 +89,17 @@ class MockHub {
   bool ignore_range = false;
   // Called with each request's target once it is read, before the answer (a hostile neighbour's moment).
   std::function<void(const std::string& target)> on_request;
-  std::string link_next;        // the listing's `Link: <it>; rel="next"` header ("" sends none)
-  std::string redirect_to;      // where redirected files go ("" is this Hub's own /lfs-store/)
+  std::string link_next;                           // the listing's `Link: <it>; rel="next"` header ("" sends none)
+  std::string redirect_to;                         // where redirected files go ("" is this Hub's own /lfs-store/)
   std::map<std::string, std::string> serve_extra;  // bytes served after a file's listed content
-  bool endless_pages = false;   // every listing page links to another ("...&p", "...&p&p", ...)
-  std::string raw_listing;      // served as the listing instead of Listing() when non-empty
-  size_t header_flood = 0;      // bytes of extra headers sent with the listing
-  std::map<std::string, int> fail_503;  // request target -> how many more times it answers 503
-  std::string stall_path;       // this file's next response stalls after stall_after bytes for stall_s
+  bool endless_pages = false;                      // every listing page links to another ("...&p", "...&p&p", ...)
+  std::string raw_listing;                         // served as the listing instead of Listing() when non-empty
+  size_t header_flood = 0;                         // bytes of extra headers sent with the listing
+  std::map<std::string, int> fail_503;             // request target -> how many more times it answers 503
+  std::string stall_path;  // this file's next response stalls after stall_after bytes for stall_s
   size_t stall_after = 0;
   double stall_s = 0;
-  bool dataset = false;         // serves org/tiny as a dataset repo (/api/datasets/..., /datasets/org/tiny/...)
+  bool dataset = false;  // serves org/tiny as a dataset repo (/api/datasets/..., /datasets/org/tiny/...)
 
   // "<target> [range]" per request served, and the Authorization headers seen.
   std::vector<std::string> Requests() {
@@ -169,14 +168,16 @@ class MockHub {
 
   void ServeListing(int c, const std::string& target, bool authorized) {
     if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
-    const std::string listing = std::string(dataset ? "/api/datasets" : "/api/models") + "/org/tiny/tree/main?recursive=true";
+    const std::string listing =
+        std::string(dataset ? "/api/datasets" : "/api/models") + "/org/tiny/tree/main?recursive=true";
     if (target != listing && !(endless_pages && target.rfind(listing, 0) == 0)) {
       return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
     }
     std::string headers = "Content-Type: application/json\r\n";
     std::string next = endless_pages ? endpoint() + target + "&p" : link_next;
     if (!next.empty()) headers += "Link: <" + next + ">; rel=\"next\"\r\n";
-    for (size_t i = 0; headers.size() < header_flood; ++i) headers += "X-Flood-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n";
+    for (size_t i = 0; headers.size() < header_flood; ++i)
+      headers += "X-Flood-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n";
     return Respond(c, 200, "OK", raw_listing.empty() ? Listing() : raw_listing, headers);
   }
 
@@ -222,8 +223,8 @@ class MockHub {
       auto f = files.find(path);
       if (f != files.end() && f->second.redirect) {
         return Respond(c, 302, "Found", "",
-                       "Location: " + (redirect_to.empty() ? endpoint() : redirect_to) + store + target.substr(resolve.size()) +
-                           "\r\n");
+                       "Location: " + (redirect_to.empty() ? endpoint() : redirect_to) + store +
+                           target.substr(resolve.size()) + "\r\n");
       }
     } else if (target.rfind(store, 0) == 0) {
       path = PercentDecode(target.substr(store.size()));
@@ -456,8 +457,10 @@ TEST_F(HubDownloadTest, GitControlPathsAreRefusedBeforeAnythingIsWritten) {
     StatusOr<HubDownloadResult> r = Download();
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + std::string(bad) + "'"),
-              std::string::npos) << r.status().message();
-    EXPECT_NE(r.status().message().find("', which lies in git's control folder ("), std::string::npos) << r.status().message();
+              std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("', which lies in git's control folder ("), std::string::npos)
+        << r.status().message();
     EXPECT_EQ(Read(Out(".git/config")), "[core]\n\tbare = false\n");
     EXPECT_FALSE(PathExists(Out("config.json"))) << "checked before anything is written";
     EXPECT_FALSE(PathExists(Out("sub")));
@@ -489,10 +492,12 @@ TEST_F(HubDownloadTest, LinksPlantedInTheFolderAreNeverFollowed) {
     ASSERT_EQ(symlink(victim.c_str(), Out(c.plant).c_str()), 0);
     StatusOr<HubDownloadResult> r = Download();
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().message(),
-              Out(c.refused_at) + ": is a symbolic link (to " + victim + "); a download never writes through a link in "
-              "its folder nor keeps one in a file's place; refused, nothing written there; fix: remove the link (or "
-              "choose another --output-dir)");
+    EXPECT_EQ(
+        r.status().message(),
+        Out(c.refused_at) + ": is a symbolic link (to " + victim +
+            "); a download never writes through a link in "
+            "its folder nor keeps one in a file's place; refused, nothing written there; fix: remove the link (or "
+            "choose another --output-dir)");
     EXPECT_EQ(r.status().ExitCode(), 2);
     if (c.folder) {
       StatusOr<std::vector<std::string>> there = ListRegularFiles(victim, "", nullptr);
@@ -555,9 +560,10 @@ TEST_F(HubDownloadTest, ASecondDownloadIntoTheSameFolderIsRefused) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
   EXPECT_EQ(r.status().message(),
-            options_.output_dir + ": another download is writing into this folder (it holds the folder's lock); two "
-            "downloads into one folder would write the same partial files; nothing written; fix: wait for it to "
-            "finish and run this again (complete files are skipped), or choose another --output-dir");
+            options_.output_dir +
+                ": another download is writing into this folder (it holds the folder's lock); two "
+                "downloads into one folder would write the same partial files; nothing written; fix: wait for it to "
+                "finish and run this again (complete files are skipped), or choose another --output-dir");
   EXPECT_EQ(hub_.Requests(), std::vector<std::string>{"/api/models/org/tiny/tree/main?recursive=true"});
   ASSERT_TRUE(Download().ok()) << "the lock is the folder's, released with its holder";
 }
@@ -585,10 +591,12 @@ TEST_F(HubDownloadTest, TheCheckoutsConfigsAndReportsAreRefused) {
     std::string output_dir, inside;
     std::vector<std::string> made;  // what a download there would create in the checkout
   } cases[] = {
-      {checkout + "/configs", checkout + "/configs",
+      {checkout + "/configs",
+       checkout + "/configs",
        {checkout + "/configs/config.json", checkout + "/configs/model.safetensors", checkout + "/configs/original"}},
       {checkout + "/configs/hub_download_test_x", checkout + "/configs", {checkout + "/configs/hub_download_test_x"}},
-      {checkout + "/recipes/../configs/hub_download_test_z", checkout + "/configs",
+      {checkout + "/recipes/../configs/hub_download_test_z",
+       checkout + "/configs",
        {checkout + "/configs/hub_download_test_z"}},
       {link + "/hub_download_test_y", checkout + "/reports", {checkout + "/reports/hub_download_test_y"}},
   };
@@ -605,7 +613,9 @@ TEST_F(HubDownloadTest, TheCheckoutsConfigsAndReportsAreRefused) {
     EXPECT_EQ(r.status().message().rfind("--output-dir " + c.output_dir + ": lies inside " + c.inside, 0), 0u)
         << r.status().message();
     EXPECT_NE(r.status().message().find("nothing written; fix: choose a folder outside the checkout's configs/ and "
-                                        "reports/"), std::string::npos) << r.status().message();
+                                        "reports/"),
+              std::string::npos)
+        << r.status().message();
   }
   EXPECT_TRUE(hub_.Requests().empty());
   options_.output_dir = dir_.path() + "/fine";
@@ -636,12 +646,15 @@ TEST_F(HubDownloadTest, TheTokenGoesOnlyToTheEndpointsOrigin) {
 TEST_F(HubDownloadTest, NamesWithControlCharactersAreShownEscaped) {
   hub_.files = {{"evil\x1b]0;owned\x07.txt", MockFile{"a", false, false, ""}},
                 {"two\nlines.txt", MockFile{"b", false, false, ""}},
-                {"c1\xc2\x9b" "31m.txt", MockFile{"c", false, false, ""}}};
+                {"c1\xc2\x9b"
+                 "31m.txt",
+                 MockFile{"c", false, false, ""}}};
   StatusOr<HubDownloadResult> r = Download();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Read(Out("two\nlines.txt")), "b") << "stored under its own name";
   const std::string shown = progress_.str();
-  for (const char* raw : {"\x1b", "\x07", "\xc2\x9b", "two\nlines"}) EXPECT_EQ(shown.find(raw), std::string::npos) << shown;
+  for (const char* raw : {"\x1b", "\x07", "\xc2\x9b", "two\nlines"})
+    EXPECT_EQ(shown.find(raw), std::string::npos) << shown;
   EXPECT_NE(shown.find("evil\\x1b]0;owned\\x07.txt: "), std::string::npos) << shown;
   EXPECT_NE(shown.find("two\\nlines.txt: "), std::string::npos) << shown;
   EXPECT_NE(shown.find("c1\\u009b31m.txt: "), std::string::npos) << shown;
@@ -677,8 +690,9 @@ TEST_F(HubDownloadTest, ListingsAreBounded) {
   } cases[] = {
       {"a page linking to itself", "does not end: page 2 is " + first + " again; refused, nothing downloaded",
        [&] { hub_.link_next = first; }},
-      {"endless pages, entries", "has more than 20 entries (tune download's bound on a listing, files and folders of "
-                                 "all pages together); refused, nothing downloaded",
+      {"endless pages, entries",
+       "has more than 20 entries (tune download's bound on a listing, files and folders of "
+       "all pages together); refused, nothing downloaded",
        [&] { hub_.endless_pages = true, options_.listing_bounds.max_entries = 20; }},
       {"endless pages, pages", "does not end: more than 3 pages (tune download's bound on a listing); refused",
        [&] { hub_.endless_pages = true, options_.listing_bounds.max_pages = 3; }},
@@ -688,7 +702,8 @@ TEST_F(HubDownloadTest, ListingsAreBounded) {
        [&] { options_.listing_bounds.max_page_bytes = 100; }},
       {"deep nesting", "nests JSON deeper than 32 levels (tune download's bound; a listing needs 3); refused",
        [&] { hub_.raw_listing = std::string(100000, '[') + std::string(100000, ']'); }},
-      {"a flood of headers", "the server sent more than 256.00 KiB of response headers (tune download's bound); refused",
+      {"a flood of headers",
+       "the server sent more than 256.00 KiB of response headers (tune download's bound); refused",
        [&] { hub_.header_flood = 1 << 20; }},
   };
   for (const Case& c : cases) {
@@ -718,14 +733,23 @@ TEST_F(HubDownloadTest, TransientFailuresAreRetriedWithinTheRun) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Read(Out("model.safetensors")), hub_.files["model.safetensors"].content);
   const std::string shown = progress_.str();
-  EXPECT_EQ(shown.rfind("org/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
-                        "; retry 1 of 5 in 0.01 s\n", 0), 0u) << shown;
+  EXPECT_EQ(
+      shown.rfind("org/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing + "; retry 1 of 5 in 0.01 s\n",
+                  0),
+      0u)
+      << shown;
   EXPECT_NE(shown.find("\norg/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
-                       "; retry 2 of 5 in 0.02 s\n"), std::string::npos) << shown;
-  EXPECT_NE(shown.find("\nmodel.safetensors: network error: " + hub_.endpoint() + "/org/tiny/resolve/main/"
-                       "model.safetensors: "), std::string::npos) << shown;
+                       "; retry 2 of 5 in 0.02 s\n"),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find("\nmodel.safetensors: network error: " + hub_.endpoint() +
+                       "/org/tiny/resolve/main/"
+                       "model.safetensors: "),
+            std::string::npos)
+      << shown;
   EXPECT_NE(shown.find(" kept in " + Out("model.safetensors.incomplete") + "; retry 1 of 5 in 0.01 s\n"),
-            std::string::npos) << shown;
+            std::string::npos)
+      << shown;
   std::vector<std::string> requests = hub_.Requests();
   EXPECT_NE(std::find(requests.begin(), requests.end(), "/lfs-store/model.safetensors bytes=100000-"), requests.end())
       << ::testing::PrintToString(requests);
@@ -778,7 +802,8 @@ TEST_F(HubDownloadTest, DatasetsGoWhereTheDatasetComponentsReadThem) {
   unsetenv("TUNE_MATRIX_DATA");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->output_dir, dir_.path() + "/data/org/tiny");
-  EXPECT_EQ(Read(dir_.path() + "/data/org/tiny/original/tokenizer.model"), hub_.files["original/tokenizer.model"].content);
+  EXPECT_EQ(Read(dir_.path() + "/data/org/tiny/original/tokenizer.model"),
+            hub_.files["original/tokenizer.model"].content);
   std::vector<std::string> requests = hub_.Requests();
   EXPECT_EQ(requests.front(), "/api/datasets/org/tiny/tree/main?recursive=true");
   EXPECT_NE(std::find(requests.begin(), requests.end(), "/datasets/org/tiny/resolve/main/config.json"), requests.end())
@@ -880,14 +905,16 @@ TEST_F(TuneDownloadTest, CredentialsInTheEndpointAreNeverPrinted) {
   setenv("HF_ENDPOINT", with_password.c_str(), 1);
   EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--revision", "v9"}), 2);
   EXPECT_NE(err_.str().find("not found (HTTP 404 from " + hub_.endpoint() + "/api/models/org/tiny/tree/v9"),
-            std::string::npos) << err_.str();
+            std::string::npos)
+      << err_.str();
   EXPECT_NE(err_.str().find("' on " + hub_.endpoint() + "; fix"), std::string::npos) << err_.str();
   EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 0) << err_.str();
   hub_.cut_path = "config.json";
   hub_.cut_after = 3;
   EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", dir_.path() + "/cut"}), 0) << err_.str();
   EXPECT_NE(err_.str().find("config.json: network error: " + hub_.endpoint() + "/org/tiny/resolve/main/config.json"),
-            std::string::npos) << "the retry's line: " << err_.str();
+            std::string::npos)
+      << "the retry's line: " << err_.str();
   setenv("HF_ENDPOINT", "http://hfuser:s3cret-pass@127.0.0.1:1", 1);  // nothing listens there
   EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 1);
   EXPECT_NE(err_.str().find("network error listing its files: http://127.0.0.1:1/api/models/"), std::string::npos)
@@ -902,7 +929,9 @@ TEST_F(TuneDownloadTest, RepoTypeDataset) {
   EXPECT_EQ(Tune({"download", "org/tiny", "--repo-type", "dataset"}), 0) << err_.str();
   unsetenv("TUNE_MATRIX_DATA");
   EXPECT_EQ(out_.str().rfind("Downloaded dataset org/tiny (revision main) to " + dir_.path() +
-                                 "/data/org/tiny: 3 files fetched, 0 already complete, 0 ignored\n", 0), 0u)
+                                 "/data/org/tiny: 3 files fetched, 0 already complete, 0 ignored\n",
+                             0),
+            0u)
       << out_.str();
   EXPECT_EQ(Tune({"download", "org/tiny", "--repo-type", "space"}), 2);
   EXPECT_NE(err_.str().find("--repo-type space: not model or dataset"), std::string::npos) << err_.str();

@@ -21,10 +21,10 @@ std::string FoldedName(const std::string& part) {
   std::string folded;
   for (size_t i = 0; i < part.size(); ++i) {
     const auto b = [&](size_t k) { return i + k < part.size() ? static_cast<unsigned char>(part[i + k]) : 0; };
-    const bool ignorable = (b(0) == 0xE2 && b(1) == 0x80 && ((b(2) >= 0x8C && b(2) <= 0x8F) ||
-                                                             (b(2) >= 0xAA && b(2) <= 0xAE))) ||
-                           (b(0) == 0xE2 && b(1) == 0x81 && b(2) >= 0xAA && b(2) <= 0xAF) ||
-                           (b(0) == 0xEF && b(1) == 0xBB && b(2) == 0xBF);
+    const bool ignorable =
+        (b(0) == 0xE2 && b(1) == 0x80 && ((b(2) >= 0x8C && b(2) <= 0x8F) || (b(2) >= 0xAA && b(2) <= 0xAE))) ||
+        (b(0) == 0xE2 && b(1) == 0x81 && b(2) >= 0xAA && b(2) <= 0xAF) ||
+        (b(0) == 0xEF && b(1) == 0xBB && b(2) == 0xBF);
     if (ignorable) {
       i += 2;
       continue;
@@ -90,17 +90,19 @@ std::pair<size_t, size_t> Authority(const std::string& url) {
 
 }  // namespace
 
-StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what,
-                                                int64_t max_entries, int64_t* entries) {
+StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what, int64_t max_entries,
+                                                int64_t* entries) {
   if (NestedDeeperThan(json, kMaxListingDepth)) {
-    return Status::IoError(what + ": the Hub's file listing nests JSON deeper than " + std::to_string(kMaxListingDepth) +
-                           " levels (tune download's bound; a listing needs 3); refused, nothing downloaded; fix: check "
-                           "HF_ENDPOINT points at a trustworthy Hugging Face Hub");
+    return Status::IoError(
+        what + ": the Hub's file listing nests JSON deeper than " + std::to_string(kMaxListingDepth) +
+        " levels (tune download's bound; a listing needs 3); refused, nothing downloaded; fix: check "
+        "HF_ENDPOINT points at a trustworthy Hugging Face Hub");
   }
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_array()) {
     return Status::IoError(what + ": the Hub's file listing is not a JSON array (the start: '" +
-                           TerminalText(json.substr(0, 80)) + "'); fix: check HF_ENDPOINT points at a Hugging Face Hub");
+                           TerminalText(json.substr(0, 80)) +
+                           "'); fix: check HF_ENDPOINT points at a Hugging Face Hub");
   }
   const int64_t before = entries != nullptr ? *entries : 0;
   if (before + static_cast<int64_t>(j.size()) > max_entries) {
@@ -159,7 +161,8 @@ Status CheckRepoPath(const std::string& path, const std::string& repo_id) {
   parts.pop_back();
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& part = parts[i];
-    if (part == "." || part == "..") return refuse("has a '" + part + "' component (it could escape the output folder)");
+    if (part == "." || part == "..")
+      return refuse("has a '" + part + "' component (it could escape the output folder)");
     if (part.size() > 255) return refuse("has a component longer than 255 bytes (a file system's name limit)");
     std::string control = ControlFolder(part, i, i + 1 < parts.size() ? parts[i + 1] : "");
     if (!control.empty()) return refuse("lies in " + control);
@@ -191,8 +194,8 @@ Status ValidateRepoId(const std::string& repo_id) {
       return refuse("'" + TerminalText(part) + "' holds a character other than letters, digits, '-', '_' and '.'");
     }
     if (!word(part.front()) || !word(part.back())) {
-      return refuse("'" + part + "' starts or ends with '" + std::string(1, word(part.front()) ? part.back() : part.front()) +
-                    "'");
+      return refuse("'" + part + "' starts or ends with '" +
+                    std::string(1, word(part.front()) ? part.back() : part.front()) + "'");
     }
   }
   return Status::OK();

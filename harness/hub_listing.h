@@ -12,10 +12,10 @@ namespace tmx {
 
 // A file of the repo as the tree listing gives it.
 struct HubFile {
-  std::string path;    // relative to the repo root, '/'-separated
+  std::string path;  // relative to the repo root, '/'-separated
   int64_t size = 0;
-  std::string sha256;  // the LFS object id ("" for a file stored in git)
-  std::string git_oid; // the git blob sha1 (of the LFS pointer for an LFS file)
+  std::string sha256;   // the LFS object id ("" for a file stored in git)
+  std::string git_oid;  // the git blob sha1 (of the LFS pointer for an LFS file)
 };
 
 // Bounds on what a listing may hold, all its pages together: far above the Hub's largest repos, far below
@@ -41,7 +41,8 @@ StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const s
                                                 int64_t* entries = nullptr);
 
 // OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
-// components, at most 4096 bytes with components of at most 255 (Linux's limits), no backslash or NUL, not ending in `.incomplete`, and no control folder among its components:
+// components, at most 4096 bytes with components of at most 255 (Linux's limits), no backslash or NUL, not ending in
+// `.incomplete`, and no control folder among its components:
 // `.git` in any case (also as HFS+ and NTFS fold names: ignorable code points, trailing dots and spaces,
 // `git~1`), `.hg`, `.svn`, `.bzr`, and a leading `.cache/huggingface`. Otherwise FailedPrecondition naming it.
 Status CheckRepoPath(const std::string& path, const std::string& repo_id);

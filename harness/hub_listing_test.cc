@@ -34,16 +34,16 @@ TEST(HubListing, ControlFoldersAreRefusedInAnyCase) {
     EXPECT_NE(s.message().find("refused, nothing downloaded"), std::string::npos) << s.message();
   }
   // What Hub repos hold and git allows: .gitattributes in every repo, names that only start like a control folder.
-  for (const char* good : {".gitattributes", ".gitignore", "sub/.gitkeep", ".github/workflows/ci.yml", "git/config",
-                           "x.git/config", ".git-blame-ignore-revs", ".hgignore", ".cache/other/x", "a/.cache/huggingface/x",
-                           "my.git~1"}) {
+  for (const char* good :
+       {".gitattributes", ".gitignore", "sub/.gitkeep", ".github/workflows/ci.yml", "git/config", "x.git/config",
+        ".git-blame-ignore-revs", ".hgignore", ".cache/other/x", "a/.cache/huggingface/x", "my.git~1"}) {
     EXPECT_TRUE(CheckRepoPath(good, "org/r").ok()) << good << ": " << CheckRepoPath(good, "org/r").message();
   }
 }
 
 TEST(HubListing, RepoIdsAsTheHubValidatesThem) {
-  for (const char* good : {"gpt2", "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B", "a/b", "_x/y_", "o/a.b-c_d",
-                           "o/x2"}) {
+  for (const char* good :
+       {"gpt2", "meta-llama/Llama-3.2-1B-Instruct", "Qwen/Qwen2.5-0.5B", "a/b", "_x/y_", "o/a.b-c_d", "o/x2"}) {
     EXPECT_TRUE(ValidateRepoId(good).ok()) << good << ": " << ValidateRepoId(good).message();
   }
   struct Case {
@@ -63,7 +63,8 @@ TEST(HubListing, RepoIdsAsTheHubValidatesThem) {
       {"o/na me", "'na me' holds a character other than letters, digits, '-', '_' and '.'"},
       {"o/n\x1b[31m", "'n\\x1b[31m' holds a character other than letters, digits, '-', '_' and '.'"},
       {"o/" + std::string(97, 'n'), "'nnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},
-      {"o/\x1b" + std::string(97, 'n'), "'\\x1bnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},  // found by fuzzing
+      {"o/\x1b" + std::string(97, 'n'),
+       "'\\x1bnnnnnnnnnnnnnnnnnnn...' is longer than 96 characters"},  // found by fuzzing
   };
   for (const Case& c : bad) {
     Status s = ValidateRepoId(c.id);
@@ -117,7 +118,8 @@ TEST(HubListing, ShownUrlsHoldNoCredentialsAndNoControls) {
 TEST(HubListing, NextPageFromTheLinkHeader) {
   const std::string page = "https://hub.example/api/models/o/r/tree/main?recursive=true";
   EXPECT_EQ(NextPageUrl("", page), "");
-  EXPECT_EQ(NextPageUrl("<https://hub.example/api/x?cursor=abc>; rel=\"next\"", page), "https://hub.example/api/x?cursor=abc");
+  EXPECT_EQ(NextPageUrl("<https://hub.example/api/x?cursor=abc>; rel=\"next\"", page),
+            "https://hub.example/api/x?cursor=abc");
   EXPECT_EQ(NextPageUrl("<https://a/1>; rel=\"prev\", <https://a/2>; rel=\"next\"", page), "https://a/2");
   EXPECT_EQ(NextPageUrl("</api/x?cursor=2>; rel=\"next\"", page), "https://hub.example/api/x?cursor=2");
   EXPECT_EQ(NextPageUrl("<//evil.example/x>; rel=\"next\"", page), "//evil.example/x") << "never made absolute";
@@ -166,7 +168,8 @@ TEST(HubListing, Listing) {
   StatusOr<std::vector<HubFile>> deep = ParseTreeListing("[" + std::string(40, '[') + std::string(41, ']'), "listing");
   ASSERT_FALSE(deep.ok());
   EXPECT_NE(deep.status().message().find("nests JSON deeper than 32 levels"), std::string::npos);
-  EXPECT_TRUE(ParseTreeListing(R"([{"type":"file","path":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x","size":1}])", "l").ok())
+  EXPECT_TRUE(
+      ParseTreeListing(R"([{"type":"file","path":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x","size":1}])", "l").ok())
       << "brackets in strings are not nesting";
   EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a"}])", "listing").ok());
   EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a","size":-1}])", "listing").ok());
@@ -174,7 +177,8 @@ TEST(HubListing, Listing) {
       ParseTreeListing(R"([{"type":"file","path":"a","size":1,"lfs":{"oid":"x","size":-5}}])", "listing");
   ASSERT_FALSE(negative.ok());
   EXPECT_NE(negative.status().message().find("a file of the Hub's file listing has a negative LFS size: {"),
-            std::string::npos) << negative.status().message();
+            std::string::npos)
+      << negative.status().message();
 }
 
 }  // namespace
