@@ -1,6 +1,7 @@
 // The fuzz targets as a short CTest test: a few seconds of seeded mutations per target (the same inputs on
 // every run), so that CI catches a crash, a hang or a broken invariant on hostile configs, overrides,
-// journals, write-back, safetensors headers, dataset files and tokenizer files. scripts/fuzz.sh runs the same loop for longer.
+// journals, write-back, safetensors headers, dataset files, tokenizer files and the Hub's listings. scripts/fuzz.sh
+// runs the same loop for longer.
 #include "fuzz/fuzzer.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +22,7 @@ TEST_P(FuzzTest, SeededMutationsNeitherCrashNorHang) {
     ASSERT_FALSE(seeds->empty());
     FuzzOptions options;
     options.seed = 20261202;
-    options.seconds = 4;  // seven targets: 28 s in all
+    options.seconds = 4;  // nine targets: 36 s in all
     options.max_inputs = 200000;
     FuzzStats stats = Fuzz(target, *seeds, options);
     EXPECT_GE(stats.inputs, static_cast<int64_t>(seeds->size()));
@@ -35,7 +36,7 @@ TEST_P(FuzzTest, SeededMutationsNeitherCrashNorHang) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, FuzzTest,
                          ::testing::Values("config", "override", "journal", "writeback", "safetensors", "dataset",
-                                           "tokenizer_json", "sentencepiece_model"),
+                                           "tokenizer_json", "hub_listing", "sentencepiece_model"),
                          [](const auto& info) { return info.param; });
 
 TEST(MutatorTest, TheSameSeedGivesTheSameInputs) {

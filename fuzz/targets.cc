@@ -12,6 +12,7 @@
 #include "base/file_util.h"
 #include "base/folder.h"
 #include "base/json_io.h"
+#include "fuzz/hub_listing_target.h"
 #include "fuzz/mutator.h"
 #include "harness/config.h"
 #include "harness/yaml_bounds.h"
@@ -519,7 +520,11 @@ std::vector<FuzzTarget> AllTargets() {
       // The largest seed (recipes/data/samples/tokenizers/tokenizer.json) is 155 KiB.
       {"tokenizer_json", RunTokenizerJson, TokenizerDictionary(), 192 * 1024},
       // m.model is 264 KiB; the trained byte-fallback models about 10 KiB.
-      {"sentencepiece_model", RunSentencePieceModel, {"\x0a", "\x12", "\x18\x04", "\x18\x06", "\x15", "<0x41>", "\xe2\x96\x81"},
+      // A page of the Hub's tree listing (the Hub's are about 1,000 entries, 300 KiB; 64 KiB reaches every shape).
+      {"hub_listing", RunHubListing, HubListingDictionary(), 64 * 1024},
+      {"sentencepiece_model",
+       RunSentencePieceModel,
+       {"\x0a", "\x12", "\x18\x04", "\x18\x06", "\x15", "<0x41>", "\xe2\x96\x81"},
        288 * 1024},
   };
 }
@@ -527,6 +532,7 @@ std::vector<FuzzTarget> AllTargets() {
 StatusOr<std::vector<std::string>> SeedCorpus(const std::string& target, const std::string& source_dir) {
   std::vector<std::string> seeds;
   if (target == "safetensors") return SafetensorsSeeds();
+  if (target == "hub_listing") return HubListingSeeds();
   if (target == "tokenizer_json") return TokenizerSeeds(source_dir);
   if (target == "sentencepiece_model") return SentencePieceSeeds(source_dir);
   if (target == "dataset") {

@@ -2,7 +2,8 @@
 // to write support back into, safetensors files (their header length and header, the torch-free part of
 // the checkpoint reader: recipes/checkpoint/safetensors_header.h), local dataset files (the record parsers of
 // recipes/data/records.h: JSON, JSON Lines, CSV, text) and tokenizer files (a Hugging Face tokenizer.json, or a
-// byte-level BPE vocab.json and merges.txt: recipes/data/tokenizers/hf_tokenizer.h, byte_bpe.h).
+// byte-level BPE vocab.json and merges.txt: recipes/data/tokenizers/hf_tokenizer.h, byte_bpe.h) and a page of
+// the Hugging Face Hub's tree listing with its Link header (`tune download`: fuzz/hub_listing_target.h).
 //
 // Not a target of its own: a recipe's saved state (recipes/train_state.cc) is a safetensors file read by LibTorch
 // code; its untrusted part, the header length and header, is what the "safetensors" target runs (the same
@@ -24,7 +25,7 @@ namespace tmx::fuzz {
 
 struct FuzzTarget {
   std::string name;  // "config", "override", "journal", "writeback", "safetensors", "dataset", "tokenizer_json",
-                     // "sentencepiece_model"
+                     // "hub_listing", "sentencepiece_model"
   // Runs one input; returns whether it was accepted (parsed without error), so that the fuzzer keeps it
   // to mutate further.
   std::function<bool(const std::string&)> run;
@@ -41,7 +42,8 @@ std::vector<FuzzTarget> AllTargets();
 // data files of recipes/data/samples/datasets/ for "dataset", the tokenizer.json files of
 // recipes/data/samples/tokenizers/ and recipes/data/testdata/ and the tiny byte-level BPE's vocab.json and
 // merges.txt (one input, split at a "#merges.txt" line) for "tokenizer_json", m.model and the two byte-fallback
-// models of recipes/data/testdata/ for "sentencepiece_model", plus a few hand-written hostile seeds.
+// models of recipes/data/testdata/ for "sentencepiece_model", hand-made listings and Link headers for
+// "hub_listing", plus a few hand-written hostile seeds.
 StatusOr<std::vector<std::string>> SeedCorpus(const std::string& target, const std::string& source_dir);
 
 }  // namespace tmx::fuzz

@@ -27,6 +27,13 @@ std::string CheckoutConfigDir() {
   return std::string(TM_DEFAULT_CONFIG_DIR);
 }
 
+std::string DatasetRoot() {
+  const char* env = std::getenv("TUNE_MATRIX_DATA");
+  if (env != nullptr && *env != '\0') return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "") + "/.cache/tune-matrix/datasets";
+}
+
 std::string BuiltinConfigPath(const std::string& name) { return BuiltinConfigDir() + "/" + name + ".yaml"; }
 
 StatusOr<LocatedConfig> LocateConfig(const std::string& name_or_path, const Registry& registry,

@@ -17,6 +17,11 @@ std::string BuiltinConfigDir();
 // taken from elsewhere.
 std::string CheckoutConfigDir();
 
+// The folder of the datasets a config names by Hub id: $TUNE_MATRIX_DATA, else
+// $HOME/.cache/tune-matrix/datasets. The dataset components read <it>/<hub id>/ (recipes/data/sources.h);
+// `tune download --repo-type dataset` writes there.
+std::string DatasetRoot();
+
 // "<dir>/<name>.yaml".
 std::string BuiltinConfigPath(const std::string& name);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "harness/hub_listing.h"
 
 namespace tmx {
 
@@ -21,6 +22,9 @@ struct HttpRequest {
   std::string url;
   std::string bearer_token;  // "" sends no Authorization header
   int64_t range_from = -1;
+  // Called about once a second while the request runs, data or not (nullptr: not called): what shows a
+  // stalled transfer as stalled.
+  std::function<void()> tick;
 };
 
 struct HttpResponse {
@@ -28,6 +32,9 @@ struct HttpResponse {
   std::string final_url;           // where redirects led
   std::vector<std::pair<std::string, std::string>> headers;  // the last response's, names lowercase
   std::string error_body;          // the start of a non-2xx response's body
+  // With a transport failure: whether it may pass on a retry (the connection reset or cut short, a timeout, a
+  // stall), as opposed to one that will not (no server at the address, an unknown host, a refused body).
+  bool transient = false;
   std::string Header(const std::string& lowercase_name) const;
 };
 
@@ -42,32 +49,20 @@ class HttpTransport {
                      HttpResponse* response) = 0;
 };
 
-// The libcurl transport (HTTPS, redirects, a 30 s connect timeout, a transfer stalled for 60 s fails).
-std::unique_ptr<HttpTransport> MakeCurlTransport();
-
-// A file of the repo as the tree listing gives it.
-struct HubFile {
-  std::string path;    // relative to the repo root, '/'-separated
-  int64_t size = 0;
-  std::string sha256;  // the LFS object id ("" for a file stored in git)
-  std::string git_oid; // the git blob sha1 (of the LFS pointer for an LFS file)
+struct CurlTransportOptions {
+  long connect_timeout_s = 30;
+  long stall_timeout_s = 60;  // a transfer with no data for this long fails (transient)
 };
 
-// Parses one page of `GET {endpoint}/api/models/{repo}/tree/{revision}?recursive=true`: files only
-// (directories dropped). `what` names the listing in errors.
-StatusOr<std::vector<HubFile>> ParseTreeListing(const std::string& json, const std::string& what);
-
-// OK when `path` from a listing may be written under the output folder: relative, no `.`/`..`/empty
-// components, no backslash or NUL. Otherwise an error naming it.
-Status CheckRepoPath(const std::string& path, const std::string& repo_id);
-
-// fnmatch-style, as huggingface_hub's ignore_patterns: `*` also matches `/`; a pattern ending in `/` matches
-// everything under that folder.
-bool MatchesPattern(const std::string& path, const std::string& pattern);
+// The libcurl transport (HTTPS, redirects, at most 256 KiB of response headers).
+std::unique_ptr<HttpTransport> MakeCurlTransport(const CurlTransportOptions& options = CurlTransportOptions());
 
 // What `tune download` is asked to do; the defaults are torchtune's.
 struct HubDownloadOptions {
   std::string repo_id;  // "owner/name"
+  // "model" (the default) or "dataset": where the Hub keeps the repo (/api/datasets/..., /datasets/...), and
+  // where it goes by default (DownloadFolder).
+  std::string repo_type = "model";
   // Where the files go. "" is torchtune's default, /tmp/<name> (the part of repo_id after the last '/').
   std::string output_dir;
   // A Hugging Face token for gated and private repos; "" sends none. Never printed.
@@ -80,9 +75,20 @@ struct HubDownloadOptions {
   std::ostream* progress = nullptr;
   bool progress_is_terminal = false;
   double progress_interval_s = 0.25;  // at most this often (2 s between lines when not a terminal)
+  HubListingBounds listing_bounds;    // what the repo's listing may hold (hub_listing.h)
+  // A transient failure (HttpResponse::transient, or HTTP 429, 500, 502, 503, 504) is retried up to `retries`
+  // times within the run, after retry_initial_s, then twice as long each time up to retry_max_s
+  // (huggingface_hub's http_backoff); each retry is a line of its own, and a file resumes where it stopped.
+  int retries = 5;
+  double retry_initial_s = 1;
+  double retry_max_s = 8;
+  // A transfer with no data for this long is shown as stalled (its progress line says so, rewritten or
+  // repeated at least this often while the stall lasts).
+  double stall_notice_s = 10;
 };
 
-// The output folder `options` resolve to.
+// The output folder `options` resolve to: output_dir when given, else torchtune's /tmp/<name> for a model and
+// DatasetRoot()/<owner>/<name> for a dataset, the folder the dataset components read for `source: <hub id>`.
 std::string DownloadFolder(const HubDownloadOptions& options);
 
 struct HubDownloadResult {
@@ -98,8 +104,8 @@ struct HubDownloadResult {
 StatusOr<HubDownloadResult> DownloadHubRepo(const HubDownloadOptions& options, HttpTransport& transport);
 
 // `tune download <repo_id> [--output-dir DIR] [--hf-token TOKEN] [--ignore-patterns GLOB[,GLOB]]
-// [--revision REV]`: the subcommand's body, with HF_TOKEN and HF_ENDPOINT from the environment. Returns the
-// exit status.
+// [--revision REV] [--repo-type model|dataset]`: the subcommand's body, with HF_TOKEN and HF_ENDPOINT from
+// the environment. Returns the exit status.
 int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
                        HttpTransport& transport);
 

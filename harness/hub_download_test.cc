@@ -1,13 +1,17 @@
 #include "harness/hub_download.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -18,13 +22,27 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "base/folder.h"
 #include "base/sha.h"
-#include "harness/registry.h"
-#include "harness/tune_cli.h"
+#include "base/text.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx {
 namespace {
+
+// What the mock Hub's resolve URLs name (PercentEncode's inverse).
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 // A file the mock Hub serves.
 struct MockFile {
@@ -69,6 +87,19 @@ class MockHub {
   std::string cut_path;                         // this file's next response stops after cut_after bytes
   size_t cut_after = 0;
   bool ignore_range = false;
+  // Called with each request's target once it is read, before the answer (a hostile neighbour's moment).
+  std::function<void(const std::string& target)> on_request;
+  std::string link_next;                           // the listing's `Link: <it>; rel="next"` header ("" sends none)
+  std::string redirect_to;                         // where redirected files go ("" is this Hub's own /lfs-store/)
+  std::map<std::string, std::string> serve_extra;  // bytes served after a file's listed content
+  bool endless_pages = false;                      // every listing page links to another ("...&p", "...&p&p", ...)
+  std::string raw_listing;                         // served as the listing instead of Listing() when non-empty
+  size_t header_flood = 0;                         // bytes of extra headers sent with the listing
+  std::map<std::string, int> fail_503;             // request target -> how many more times it answers 503
+  std::string stall_path;  // this file's next response stalls after stall_after bytes for stall_s
+  size_t stall_after = 0;
+  double stall_s = 0;
+  bool dataset = false;  // serves org/tiny as a dataset repo (/api/datasets/..., /datasets/org/tiny/...)
 
   // "<target> [range]" per request served, and the Authorization headers seen.
   std::vector<std::string> Requests() {
@@ -135,6 +166,21 @@ class MockHub {
     return j.dump();
   }
 
+  void ServeListing(int c, const std::string& target, bool authorized) {
+    if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
+    const std::string listing =
+        std::string(dataset ? "/api/datasets" : "/api/models") + "/org/tiny/tree/main?recursive=true";
+    if (target != listing && !(endless_pages && target.rfind(listing, 0) == 0)) {
+      return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
+    }
+    std::string headers = "Content-Type: application/json\r\n";
+    std::string next = endless_pages ? endpoint() + target + "&p" : link_next;
+    if (!next.empty()) headers += "Link: <" + next + ">; rel=\"next\"\r\n";
+    for (size_t i = 0; headers.size() < header_flood; ++i)
+      headers += "X-Flood-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n";
+    return Respond(c, 200, "OK", raw_listing.empty() ? Listing() : raw_listing, headers);
+  }
+
   void Handle(int c) {
     std::string request;
     char buf[4096];
@@ -161,29 +207,31 @@ class MockHub {
       requests_.push_back(target + (range.empty() ? "" : " " + range));
       if (!authorization.empty()) authorizations_.push_back(authorization);
     }
-    const std::string api = "/api/models/", resolve = "/org/tiny/resolve/main/", store = "/lfs-store/";
-    bool authorized = required_token.empty() || authorization == "Bearer " + required_token;
-    if (target.rfind(api, 0) == 0) {
-      if (!authorized) return Respond(c, 401, "Unauthorized", R"({"error":"Invalid credentials"})");
-      if (target != "/api/models/org/tiny/tree/main?recursive=true") {
-        return Respond(c, 404, "Not Found", R"({"error":"Repository not found"})");
-      }
-      return Respond(c, 200, "OK", Listing(), "Content-Type: application/json\r\n");
+    if (on_request) on_request(target);
+    if (fail_503[target] > 0) {
+      --fail_503[target];
+      return Respond(c, 503, "Service Unavailable", "busy");
     }
+    const std::string api = "/api/", store = "/lfs-store/";
+    const std::string resolve = std::string(dataset ? "/datasets" : "") + "/org/tiny/resolve/main/";
+    bool authorized = required_token.empty() || authorization == "Bearer " + required_token;
+    if (target.rfind(api, 0) == 0) return ServeListing(c, target, authorized);
     std::string path;
     if (target.rfind(resolve, 0) == 0) {
       if (!authorized) return Respond(c, 401, "Unauthorized", "");
-      path = target.substr(resolve.size());
+      path = PercentDecode(target.substr(resolve.size()));
       auto f = files.find(path);
       if (f != files.end() && f->second.redirect) {
-        return Respond(c, 302, "Found", "", "Location: " + endpoint() + store + path + "\r\n");
+        return Respond(c, 302, "Found", "",
+                       "Location: " + (redirect_to.empty() ? endpoint() : redirect_to) + store +
+                           target.substr(resolve.size()) + "\r\n");
       }
     } else if (target.rfind(store, 0) == 0) {
-      path = target.substr(store.size());
+      path = PercentDecode(target.substr(store.size()));
     }
     auto f = files.find(path);
     if (f == files.end()) return Respond(c, 404, "Not Found", "Entry not found");
-    const std::string& content = f->second.content;
+    const std::string content = f->second.content + serve_extra[path];
     size_t from = 0;
     if (!range.empty() && !ignore_range) {
       from = std::stoul(range.substr(range.find('=') + 1));
@@ -200,6 +248,15 @@ class MockHub {
       Send(c, head + body.substr(0, cut_after));  // then the connection closes: a cut transfer
       return;
     }
+    if (path == stall_path) {
+      stall_path.clear();
+      Send(c, head + body.substr(0, stall_after));
+      for (auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(stall_s);
+           !stop_ && std::chrono::steady_clock::now() < until;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      return;
+    }
     Send(c, head + body);
   }
 
@@ -210,6 +267,10 @@ class MockHub {
   std::mutex mu_;
   std::vector<std::string> requests_, authorizations_;
 };
+
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+void RemoveTree(const std::string& path) { nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS); }
 
 std::string Bytes(size_t n, unsigned seed) {
   std::string s(n, '\0');
@@ -232,6 +293,7 @@ class HubDownloadTest : public ::testing::Test {
     options_.endpoint = hub_.endpoint();
     options_.output_dir = dir_.path() + "/tiny";
     options_.progress = &progress_;
+    options_.retry_initial_s = 0.01;
   }
 
   StatusOr<HubDownloadResult> Download() {
@@ -275,6 +337,7 @@ TEST_F(HubDownloadTest, IgnorePatternsSkipFiles) {
 }
 
 TEST_F(HubDownloadTest, ACutTransferResumesWithARangeRequest) {
+  options_.retries = 0;  // the next run resumes (with retries, this one does: TransientFailuresAreRetried...)
   hub_.cut_path = "model.safetensors";
   hub_.cut_after = 100000;
   StatusOr<HubDownloadResult> first = Download();
@@ -374,13 +437,383 @@ TEST_F(HubDownloadTest, UnsafePathsInTheListingAreRefused) {
     hub_.extra_listed_paths = {bad};
     StatusOr<HubDownloadResult> r = Download();
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + std::string(bad) + "'"),
+    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + TerminalText(bad) + "'"),
               std::string::npos)
         << r.status().message();
     EXPECT_NE(r.status().message().find("refused, nothing downloaded"), std::string::npos);
     EXPECT_FALSE(PathExists(options_.output_dir)) << "checked before anything is written";
     EXPECT_FALSE(PathExists(dir_.path() + "/escape.txt"));
   }
+}
+
+// A listing naming .git/config, downloaded into a git working tree, would replace that file and run its
+// core.fsmonitor command on the next `git status`: refused before anything is written.
+TEST_F(HubDownloadTest, GitControlPathsAreRefusedBeforeAnythingIsWritten) {
+  ASSERT_TRUE(MakeDirs(options_.output_dir + "/.git").ok());
+  ASSERT_TRUE(WriteFileAtomically(Out(".git/config"), "[core]\n\tbare = false\n").ok());
+  for (const char* bad : {".git/config", ".GIT/config", "sub/.git/hooks/post-checkout"}) {
+    SCOPED_TRACE(bad);
+    hub_.extra_listed_paths = {bad};
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("org/tiny: the Hub's file listing names '" + std::string(bad) + "'"),
+              std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("', which lies in git's control folder ("), std::string::npos)
+        << r.status().message();
+    EXPECT_EQ(Read(Out(".git/config")), "[core]\n\tbare = false\n");
+    EXPECT_FALSE(PathExists(Out("config.json"))) << "checked before anything is written";
+    EXPECT_FALSE(PathExists(Out("sub")));
+  }
+}
+
+// Links a neighbour planted in the output folder (or a folder above a file) are never written through, reused
+// or kept: each case is refused with a message naming the link, and the file outside is untouched.
+TEST_F(HubDownloadTest, LinksPlantedInTheFolderAreNeverFollowed) {
+  hub_.files["nested/deeper/x.bin"] = MockFile{"x", false, false, ""};
+  const std::string outside = dir_.path() + "/outside";
+  struct Case {
+    std::string name, plant, link_target_content;  // plant: the path made a link to `outside/victim...`
+    bool folder;                                   // link to the folder `outside` rather than a file there
+    std::string refused_at;                        // the path the message names
+  } cases[] = {
+      {"a folder of a file", "original", "", true, "original"},
+      {"a folder above folders to make", "nested", "", true, "nested"},
+      {"a partial file", "model.safetensors.incomplete", "precious", false, "model.safetensors.incomplete"},
+      {"a complete-looking final file", "config.json", hub_.files["config.json"].content, false, "config.json"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    options_.output_dir = dir_.path() + "/out_" + std::to_string(&c - cases);
+    ASSERT_TRUE(MakeDirs(ParentDir(Out(c.plant))).ok());
+    ASSERT_TRUE(MakeDirs(outside + "/" + c.name).ok());
+    const std::string victim = outside + "/" + c.name + (c.folder ? "" : "/victim");
+    if (!c.folder) ASSERT_TRUE(WriteFileAtomically(victim, c.link_target_content).ok());
+    ASSERT_EQ(symlink(victim.c_str(), Out(c.plant).c_str()), 0);
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(
+        r.status().message(),
+        Out(c.refused_at) + ": is a symbolic link (to " + victim +
+            "); a download never writes through a link in "
+            "its folder nor keeps one in a file's place; refused, nothing written there; fix: remove the link (or "
+            "choose another --output-dir)");
+    EXPECT_EQ(r.status().ExitCode(), 2);
+    if (c.folder) {
+      StatusOr<std::vector<std::string>> there = ListRegularFiles(victim, "", nullptr);
+      EXPECT_TRUE(there.ok() && there->empty()) << ::testing::PrintToString(*there);
+      EXPECT_FALSE(PathExists(victim + "/deeper")) << "no folder made through the link";
+    } else {
+      EXPECT_EQ(Read(victim), c.link_target_content);
+    }
+    EXPECT_FALSE(PathExists(Out("model.safetensors"))) << "refused before anything is written";
+  }
+}
+
+// The same links planted while the download runs (after its first checks) are refused as each file is reached.
+TEST_F(HubDownloadTest, ALinkPlantedDuringTheDownloadIsRefused) {
+  const std::string outside = dir_.path() + "/outside";
+  ASSERT_TRUE(MakeDirs(outside).ok());
+  hub_.on_request = [&](const std::string& target) {
+    if (target == "/org/tiny/resolve/main/model.safetensors") symlink(outside.c_str(), Out("original").c_str());
+  };
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(Out("original") + ": is a symbolic link (to " + outside + ")"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(PathExists(outside + "/tokenizer.model"));
+  EXPECT_FALSE(PathExists(outside + "/tokenizer.model.incomplete"));
+}
+
+// A partial file this download did not make is never resumed: another name for another file's bytes (a hard
+// link), or a FIFO (which must not block the download either).
+TEST_F(HubDownloadTest, APartialFileNotSolelyThisUsersIsNotResumed) {
+  const std::string victim = dir_.path() + "/victim";
+  ASSERT_TRUE(WriteFileAtomically(victim, "precious").ok());
+  ASSERT_TRUE(MakeDirs(options_.output_dir).ok());
+  ASSERT_EQ(link(victim.c_str(), Out("model.safetensors.incomplete").c_str()), 0);
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), Out("model.safetensors.incomplete") +
+                                      ": a partial download that has 2 names (hard links): its bytes are also another "
+                                      "file's; resuming it would write into a file this download did not make; "
+                                      "refused; fix: remove it and run again");
+  EXPECT_EQ(Read(victim), "precious");
+
+  ASSERT_EQ(unlink(Out("model.safetensors.incomplete").c_str()), 0);
+  ASSERT_EQ(mkfifo(Out("model.safetensors.incomplete").c_str(), 0600), 0);
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), Out("model.safetensors.incomplete") +
+                                      ": is a FIFO, not a regular file; refused, nothing written there; fix: remove it "
+                                      "(or choose another --output-dir)");
+}
+
+// Two downloads into one folder would share their partial files: the second is refused, naming the folder.
+TEST_F(HubDownloadTest, ASecondDownloadIntoTheSameFolderIsRefused) {
+  ASSERT_TRUE(MakeDirs(options_.output_dir).ok());
+  int held = open(options_.output_dir.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(flock(held, LOCK_EX | LOCK_NB), 0);  // what the first download holds
+  StatusOr<HubDownloadResult> r = Download();
+  close(held);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kUnavailable);
+  EXPECT_EQ(r.status().message(),
+            options_.output_dir +
+                ": another download is writing into this folder (it holds the folder's lock); two "
+                "downloads into one folder would write the same partial files; nothing written; fix: wait for it to "
+                "finish and run this again (complete files are skipped), or choose another --output-dir");
+  EXPECT_EQ(hub_.Requests(), std::vector<std::string>{"/api/models/org/tiny/tree/main?recursive=true"});
+  ASSERT_TRUE(Download().ok()) << "the lock is the folder's, released with its holder";
+}
+
+// `owner/.` named the folder /tmp/. (torchtune's default /tmp/<name>), so the repo went straight into /tmp.
+TEST_F(HubDownloadTest, RepoIdsTheHubRefusesAreRefusedBeforeAnyRequest) {
+  for (const char* bad : {"org/.", "org/..", ".", "org/.git/x"}) {
+    options_.repo_id = bad;
+    options_.output_dir.clear();
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(r.status().message().rfind("'" + std::string(bad) + "' is not a Hub repo id: ", 0), 0u)
+        << r.status().message();
+  }
+  EXPECT_TRUE(hub_.Requests().empty());
+}
+
+// The checkout's built-in configs and recorded results are never a download's folder, however it is named.
+TEST_F(HubDownloadTest, TheCheckoutsConfigsAndReportsAreRefused) {
+  const std::string checkout = TM_SOURCE_DIR;
+  const std::string link = dir_.path() + "/reports_link";
+  ASSERT_EQ(symlink((checkout + "/reports").c_str(), link.c_str()), 0);
+  struct Case {
+    std::string output_dir, inside;
+    std::vector<std::string> made;  // what a download there would create in the checkout
+  } cases[] = {
+      {checkout + "/configs",
+       checkout + "/configs",
+       {checkout + "/configs/config.json", checkout + "/configs/model.safetensors", checkout + "/configs/original"}},
+      {checkout + "/configs/hub_download_test_x", checkout + "/configs", {checkout + "/configs/hub_download_test_x"}},
+      {checkout + "/recipes/../configs/hub_download_test_z",
+       checkout + "/configs",
+       {checkout + "/configs/hub_download_test_z"}},
+      {link + "/hub_download_test_y", checkout + "/reports", {checkout + "/reports/hub_download_test_y"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.output_dir);
+    options_.output_dir = c.output_dir;
+    StatusOr<HubDownloadResult> r = Download();
+    for (const std::string& made : c.made) {
+      EXPECT_FALSE(PathExists(made));
+      RemoveTree(made);  // should a failing check have written there
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(r.status().message().rfind("--output-dir " + c.output_dir + ": lies inside " + c.inside, 0), 0u)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find("nothing written; fix: choose a folder outside the checkout's configs/ and "
+                                        "reports/"),
+              std::string::npos)
+        << r.status().message();
+  }
+  EXPECT_TRUE(hub_.Requests().empty());
+  options_.output_dir = dir_.path() + "/fine";
+  EXPECT_TRUE(Download().ok());
+}
+
+// The token goes to HF_ENDPOINT's own scheme, host and port only: not to a listing page on another origin
+// (its Link header names any URL it likes), nor to where a file redirects (another port here).
+TEST_F(HubDownloadTest, TheTokenGoesOnlyToTheEndpointsOrigin) {
+  MockHub other;
+  other.files["model.safetensors"] = hub_.files["model.safetensors"];
+  other.files.erase("config.json");
+  hub_.link_next = other.endpoint() + "/api/models/org/tiny/tree/main?recursive=true";
+  hub_.redirect_to = other.endpoint();
+  options_.token = "hf_only_for_the_hub";
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("model.safetensors")), hub_.files["model.safetensors"].content);
+  std::vector<std::string> asked = other.Requests();
+  EXPECT_NE(std::find(asked.begin(), asked.end(), "/api/models/org/tiny/tree/main?recursive=true"), asked.end())
+      << "the second page was read: " << ::testing::PrintToString(asked);
+  EXPECT_NE(std::find(asked.begin(), asked.end(), "/lfs-store/model.safetensors"), asked.end());
+  EXPECT_EQ(other.Authorizations(), std::vector<std::string>{}) << "no token to another origin";
+  EXPECT_FALSE(hub_.Authorizations().empty()) << "the Hub itself gets it";
+}
+
+// A listing's names reach the terminal escaped: no escape sequence, bell or line break of theirs.
+TEST_F(HubDownloadTest, NamesWithControlCharactersAreShownEscaped) {
+  hub_.files = {{"evil\x1b]0;owned\x07.txt", MockFile{"a", false, false, ""}},
+                {"two\nlines.txt", MockFile{"b", false, false, ""}},
+                {"c1\xc2\x9b"
+                 "31m.txt",
+                 MockFile{"c", false, false, ""}}};
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("two\nlines.txt")), "b") << "stored under its own name";
+  const std::string shown = progress_.str();
+  for (const char* raw : {"\x1b", "\x07", "\xc2\x9b", "two\nlines"})
+    EXPECT_EQ(shown.find(raw), std::string::npos) << shown;
+  EXPECT_NE(shown.find("evil\\x1b]0;owned\\x07.txt: "), std::string::npos) << shown;
+  EXPECT_NE(shown.find("two\\nlines.txt: "), std::string::npos) << shown;
+  EXPECT_NE(shown.find("c1\\u009b31m.txt: "), std::string::npos) << shown;
+
+  hub_.extra_listed_paths = {".git/\x1b[2J"};
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find('\x1b'), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("names '.git/\\x1b[2J'"), std::string::npos) << r.status().message();
+}
+
+// A file served longer than its listed size is stopped at that size (a 1 MiB file once filled a disk).
+TEST_F(HubDownloadTest, ABodyLongerThanItsListedSizeIsCutThereAndRefused) {
+  hub_.serve_extra["model.safetensors"] = std::string(5 << 20, 'x');
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "model.safetensors: the Hub sent more than the 300000 bytes (292.97 KiB) its listing gives for this file "
+            "(the bound on its download); stopped there, nothing beyond written, and the download was deleted; fix: "
+            "re-run the command (if it happens again, the Hub or something between serves another file than it "
+            "lists)");
+  EXPECT_FALSE(PathExists(Out("model.safetensors")));
+  EXPECT_FALSE(PathExists(Out("model.safetensors.incomplete")));
+}
+
+// A listing that never ends, or is too large or too deep, ends with an error naming the bound it broke, before
+// anything is written (a self-linking listing of large pages used to die of std::bad_alloc).
+TEST_F(HubDownloadTest, ListingsAreBounded) {
+  const std::string first = hub_.endpoint() + "/api/models/org/tiny/tree/main?recursive=true";
+  struct Case {
+    std::string name, expected;
+    std::function<void()> set_up;
+  } cases[] = {
+      {"a page linking to itself", "does not end: page 2 is " + first + " again; refused, nothing downloaded",
+       [&] { hub_.link_next = first; }},
+      {"endless pages, entries",
+       "has more than 20 entries (tune download's bound on a listing, files and folders of "
+       "all pages together); refused, nothing downloaded",
+       [&] { hub_.endless_pages = true, options_.listing_bounds.max_entries = 20; }},
+      {"endless pages, pages", "does not end: more than 3 pages (tune download's bound on a listing); refused",
+       [&] { hub_.endless_pages = true, options_.listing_bounds.max_pages = 3; }},
+      {"endless pages, bytes", "exceeds 2.93 KiB (tune download's bound on a listing, all pages together); refused",
+       [&] { hub_.endless_pages = true, options_.listing_bounds.max_bytes = 3000; }},
+      {"one large page", "exceeds 100 B (tune download's bound on one page of a listing); refused",
+       [&] { options_.listing_bounds.max_page_bytes = 100; }},
+      {"deep nesting", "nests JSON deeper than 32 levels (tune download's bound; a listing needs 3); refused",
+       [&] { hub_.raw_listing = std::string(100000, '[') + std::string(100000, ']'); }},
+      {"a flood of headers",
+       "the server sent more than 256.00 KiB of response headers (tune download's bound); refused",
+       [&] { hub_.header_flood = 1 << 20; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    hub_.link_next.clear();
+    hub_.endless_pages = false;
+    hub_.raw_listing.clear();
+    hub_.header_flood = 0;
+    options_.listing_bounds = HubListingBounds();
+    c.set_up();
+    StatusOr<HubDownloadResult> r = Download();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message().rfind("org/tiny", 0), 0u) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
+    EXPECT_FALSE(PathExists(options_.output_dir));
+  }
+}
+
+// A dropped connection or a busy Hub (5xx) is retried within the run with growing waits, each retry a line of
+// its own, and a cut file resumes where it stopped; a Hub that stays busy ends the run naming the tries.
+TEST_F(HubDownloadTest, TransientFailuresAreRetriedWithinTheRun) {
+  hub_.cut_path = "model.safetensors";
+  hub_.cut_after = 100000;
+  const std::string listing = "/api/models/org/tiny/tree/main?recursive=true";
+  hub_.fail_503[listing] = 2;
+  StatusOr<HubDownloadResult> r = Download();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Read(Out("model.safetensors")), hub_.files["model.safetensors"].content);
+  const std::string shown = progress_.str();
+  EXPECT_EQ(
+      shown.rfind("org/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing + "; retry 1 of 5 in 0.01 s\n",
+                  0),
+      0u)
+      << shown;
+  EXPECT_NE(shown.find("\norg/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
+                       "; retry 2 of 5 in 0.02 s\n"),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find("\nmodel.safetensors: network error: " + hub_.endpoint() +
+                       "/org/tiny/resolve/main/"
+                       "model.safetensors: "),
+            std::string::npos)
+      << shown;
+  EXPECT_NE(shown.find(" kept in " + Out("model.safetensors.incomplete") + "; retry 1 of 5 in 0.01 s\n"),
+            std::string::npos)
+      << shown;
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/lfs-store/model.safetensors bytes=100000-"), requests.end())
+      << ::testing::PrintToString(requests);
+
+  hub_.fail_503[listing] = 100;
+  options_.retries = 2;
+  options_.output_dir = dir_.path() + "/busy";
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "org/tiny: the Hub answered HTTP 503 to " + hub_.endpoint() + listing +
+                                      "; fix: re-run later (a partly downloaded file resumes) (gave up after 3 tries)");
+
+  options_.endpoint = "http://127.0.0.1:1";  // nothing listens: not transient, one try
+  progress_.str("");
+  r = Download();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(progress_.str().find("retry"), std::string::npos) << progress_.str();
+}
+
+// A transfer with no data shows as stalled (not a frozen line), and its error starts a line of its own.
+TEST_F(HubDownloadTest, AStalledTransferShowsAsStalled) {
+  hub_.stall_path = "model.safetensors";
+  hub_.stall_after = 1000;
+  hub_.stall_s = 3;
+  options_.stall_notice_s = 0.3;
+  options_.retries = 0;
+  options_.progress_is_terminal = true;
+  CurlTransportOptions quick;
+  quick.stall_timeout_s = 1;
+  std::unique_ptr<HttpTransport> transport = MakeCurlTransport(quick);
+  StatusOr<HubDownloadResult> r = DownloadHubRepo(options_, *transport);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.safetensors: network error: "), std::string::npos) << r.status().message();
+  const std::string shown = progress_.str();
+  const size_t stalled = shown.find("\rmodel.safetensors: 1000 B / 292.97 KiB (0%), ");
+  ASSERT_NE(stalled, std::string::npos) << shown;
+  EXPECT_NE(shown.find(", stalled: no data for ", stalled), std::string::npos) << shown;
+  EXPECT_EQ(shown.back(), '\n') << "the line is ended before the error is printed: " << shown;
+}
+
+// `--repo-type dataset` lists and fetches the dataset repo, into the folder the dataset components read for
+// `source: <hub id>` ($TUNE_MATRIX_DATA/<hub id>, else ~/.cache/tune-matrix/datasets/<hub id>).
+TEST_F(HubDownloadTest, DatasetsGoWhereTheDatasetComponentsReadThem) {
+  hub_.dataset = true;
+  setenv("TUNE_MATRIX_DATA", (dir_.path() + "/data").c_str(), 1);
+  options_.repo_type = "dataset";
+  options_.output_dir.clear();
+  EXPECT_EQ(DownloadFolder(options_), dir_.path() + "/data/org/tiny");
+  StatusOr<HubDownloadResult> r = Download();
+  unsetenv("TUNE_MATRIX_DATA");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->output_dir, dir_.path() + "/data/org/tiny");
+  EXPECT_EQ(Read(dir_.path() + "/data/org/tiny/original/tokenizer.model"),
+            hub_.files["original/tokenizer.model"].content);
+  std::vector<std::string> requests = hub_.Requests();
+  EXPECT_EQ(requests.front(), "/api/datasets/org/tiny/tree/main?recursive=true");
+  EXPECT_NE(std::find(requests.begin(), requests.end(), "/datasets/org/tiny/resolve/main/config.json"), requests.end())
+      << ::testing::PrintToString(requests);
+
+  options_.repo_type = "model";
+  options_.output_dir = dir_.path() + "/as_model";
+  r = Download();
+  ASSERT_FALSE(r.ok()) << "a dataset is not a model";
+  EXPECT_NE(r.status().message().find("not found (HTTP 404"), std::string::npos) << r.status().message();
 }
 
 TEST_F(HubDownloadTest, CompleteFilesAreSkippedAndWrongOnesFetchedAgain) {
@@ -416,47 +849,7 @@ TEST_F(HubDownloadTest, MissingRepoOrRevisionAndNoServer) {
             std::string::npos) << r.status().message();
 }
 
-TEST(HubDownloadPieces, Paths) {
-  EXPECT_TRUE(CheckRepoPath("config.json", "r").ok());
-  EXPECT_TRUE(CheckRepoPath("original/params.json", "r").ok());
-  EXPECT_TRUE(CheckRepoPath("a..b/c", "r").ok());
-  for (const char* bad : {"", "/x", "..", "a/..", "a/./b", "a/", "x.incomplete"}) {
-    EXPECT_FALSE(CheckRepoPath(bad, "r").ok()) << "'" << bad << "'";
-  }
-}
-
-TEST(HubDownloadPieces, Patterns) {
-  struct Case {
-    std::string path, pattern;
-    bool matches;
-  } cases[] = {
-      {"model.safetensors", "*.safetensors", true},
-      {"sub/model.safetensors", "*.safetensors", true},  // `*` crosses folders, as in fnmatch
-      {"original/consolidated.00.pth", "original/consolidated.00.pth", true},
-      {"original/params.json", "original/", true},
-      {"original/params.json", "original/*", true},
-      {"config.json", "original/*", false},
-      {"config.json", "*.safetensors", false},
-  };
-  for (const Case& c : cases) EXPECT_EQ(MatchesPattern(c.path, c.pattern), c.matches) << c.path << " ~ " << c.pattern;
-}
-
-TEST(HubDownloadPieces, ListingAndDefaults) {
-  StatusOr<std::vector<HubFile>> files = ParseTreeListing(
-      R"([{"type":"directory","oid":"d","size":0,"path":"original"},
-          {"type":"file","oid":"1111111111111111111111111111111111111111","size":12,"path":"config.json"},
-          {"type":"file","oid":"2222222222222222222222222222222222222222","size":134,"path":"original/w.pth",
-           "lfs":{"oid":"abc","size":9000,"pointerSize":134}}])",
-      "listing");
-  ASSERT_TRUE(files.ok()) << files.status().ToString();
-  ASSERT_EQ(files->size(), 2u);
-  EXPECT_EQ((*files)[0].path, "config.json");
-  EXPECT_EQ((*files)[0].sha256, "");
-  EXPECT_EQ((*files)[1].size, 9000);
-  EXPECT_EQ((*files)[1].sha256, "abc");
-  EXPECT_FALSE(ParseTreeListing("{\"error\":\"x\"}", "listing").ok());
-  EXPECT_FALSE(ParseTreeListing(R"([{"type":"file","path":"a"}])", "listing").ok());
-
+TEST(HubDownloadPieces, Defaults) {
   HubDownloadOptions o;
   o.repo_id = "meta-llama/Llama-3.2-1B-Instruct";
   EXPECT_EQ(DownloadFolder(o), "/tmp/Llama-3.2-1B-Instruct");
@@ -480,9 +873,9 @@ class TuneDownloadTest : public HubDownloadTest {
   int Tune(const std::vector<std::string>& args) {
     out_.str("");
     err_.str("");
-    return RunTune(registry_, args, out_, err_);
+    std::unique_ptr<HttpTransport> transport = MakeCurlTransport();
+    return RunDownloadCommand(std::vector<std::string>(args.begin() + 1, args.end()), out_, err_, *transport);
   }
-  Registry registry_;
   std::ostringstream out_, err_;
 };
 
@@ -497,6 +890,51 @@ TEST_F(TuneDownloadTest, DownloadsAndListsTheFiles) {
   ASSERT_EQ(Tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--revision", "main"}), 0) << err_.str();
   EXPECT_NE(out_.str().find(": 1 file fetched, 2 already complete, 0 ignored\n"), std::string::npos) << out_.str();
   EXPECT_NE(err_.str().find("config.json: already complete"), std::string::npos) << err_.str();
+}
+
+// A password in HF_ENDPOINT authenticates to the Hub but is never printed: not in an HTTP error, not in a
+// network error, not in the list of files.
+TEST_F(TuneDownloadTest, CredentialsInTheEndpointAreNeverPrinted) {
+  const std::string with_password = "http://hfuser:s3cret-pass@127.0.0.1:" + hub_.endpoint().substr(17);
+  std::string printed;
+  auto tune = [&](const std::vector<std::string>& args) {
+    int status = Tune(args);
+    printed += out_.str() + err_.str();
+    return status;
+  };
+  setenv("HF_ENDPOINT", with_password.c_str(), 1);
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir, "--revision", "v9"}), 2);
+  EXPECT_NE(err_.str().find("not found (HTTP 404 from " + hub_.endpoint() + "/api/models/org/tiny/tree/v9"),
+            std::string::npos)
+      << err_.str();
+  EXPECT_NE(err_.str().find("' on " + hub_.endpoint() + "; fix"), std::string::npos) << err_.str();
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 0) << err_.str();
+  hub_.cut_path = "config.json";
+  hub_.cut_after = 3;
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", dir_.path() + "/cut"}), 0) << err_.str();
+  EXPECT_NE(err_.str().find("config.json: network error: " + hub_.endpoint() + "/org/tiny/resolve/main/config.json"),
+            std::string::npos)
+      << "the retry's line: " << err_.str();
+  setenv("HF_ENDPOINT", "http://hfuser:s3cret-pass@127.0.0.1:1", 1);  // nothing listens there
+  EXPECT_EQ(tune({"download", "org/tiny", "--output-dir", options_.output_dir}), 1);
+  EXPECT_NE(err_.str().find("network error listing its files: http://127.0.0.1:1/api/models/"), std::string::npos)
+      << err_.str();
+  EXPECT_EQ(printed.find("s3cret"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("hfuser"), std::string::npos) << printed;
+}
+
+TEST_F(TuneDownloadTest, RepoTypeDataset) {
+  hub_.dataset = true;
+  setenv("TUNE_MATRIX_DATA", (dir_.path() + "/data").c_str(), 1);
+  EXPECT_EQ(Tune({"download", "org/tiny", "--repo-type", "dataset"}), 0) << err_.str();
+  unsetenv("TUNE_MATRIX_DATA");
+  EXPECT_EQ(out_.str().rfind("Downloaded dataset org/tiny (revision main) to " + dir_.path() +
+                                 "/data/org/tiny: 3 files fetched, 0 already complete, 0 ignored\n",
+                             0),
+            0u)
+      << out_.str();
+  EXPECT_EQ(Tune({"download", "org/tiny", "--repo-type", "space"}), 2);
+  EXPECT_NE(err_.str().find("--repo-type space: not model or dataset"), std::string::npos) << err_.str();
 }
 
 TEST_F(TuneDownloadTest, ExitStatusesAndMessages) {
@@ -523,8 +961,6 @@ TEST_F(TuneDownloadTest, ExitStatusesAndMessages) {
   EXPECT_NE(err_.str().find("is not a Hub repo id"), std::string::npos) << err_.str();
   EXPECT_EQ(Tune({"download", "org/nope", "--output-dir", options_.output_dir}), 2);
   EXPECT_NE(err_.str().find("not found (HTTP 404"), std::string::npos) << err_.str();
-  EXPECT_EQ(Tune({"help", "download"}), 0);
-  EXPECT_NE(out_.str().find("--ignore-patterns"), std::string::npos) << out_.str();
 }
 
 }  // namespace

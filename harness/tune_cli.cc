@@ -718,14 +718,19 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
   const Registry* r = &registry;
   return {
       {"download",
-       "download <repo_id> [--output-dir DIR] [--hf-token TOKEN] [--ignore-patterns GLOB[,GLOB...]] [--revision REV]",
-       "Download a model from the Hugging Face Hub",
+       "download <repo_id> [--output-dir DIR] [--hf-token TOKEN] [--ignore-patterns GLOB[,GLOB...]] [--revision REV]"
+       " [--repo-type model|dataset]",
+       "Download a model or dataset from the Hugging Face Hub",
        "Fetches every file of the repo's revision (default main) into --output-dir (default /tmp/<name>, as\n"
-       "torchtune's). The token comes from --hf-token or HF_TOKEN (gated and private repos need one); the Hub\n"
-       "from HF_ENDPOINT (default https://huggingface.co). --ignore-patterns skips files matching a glob (`*`\n"
-       "crosses folders), e.g. --ignore-patterns 'original/*'; nothing is skipped by default. A file is\n"
-       "written as <file>.incomplete, checked against the Hub's sha256 (LFS) or git sha1, then renamed; an\n"
-       "interrupted download resumes where it stopped when run again, and complete files are skipped.\n"
+       "torchtune's; for --repo-type dataset, $TUNE_MATRIX_DATA/<repo_id> or ~/.cache/tune-matrix/datasets/<repo_id>,\n"
+       "where a config's `source: <repo_id>` is read). The token comes from --hf-token or HF_TOKEN (gated and\n"
+       "private repos need one) and goes only to the Hub, from HF_ENDPOINT (default https://huggingface.co).\n"
+       "--ignore-patterns skips files matching a glob (`*` crosses folders), e.g. --ignore-patterns 'original/*';\n"
+       "nothing is skipped by default. A file is written as <file>.incomplete, checked against the Hub's sha256\n"
+       "(LFS) or git sha1, then renamed; a dropped connection or a busy Hub is retried within the run (5 times,\n"
+       "waiting 1 s doubling to 8 s), an interrupted download resumes where it stopped when run again, and\n"
+       "complete files are skipped. Paths in .git and other control folders, links in the output folder, and\n"
+       "output folders inside the checkout's configs/ or reports/ are refused.\n"
        "Example: tune download meta-llama/Llama-3.2-1B-Instruct --output-dir /tmp/Llama-3.2-1B-Instruct",
        [](const auto& a, auto& o, auto& e) {
          std::unique_ptr<HttpTransport> transport = MakeCurlTransport();

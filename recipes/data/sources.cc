@@ -123,13 +123,6 @@ std::string MissingHubMessage(const std::string& id, const std::string& dir) {
 
 }  // namespace
 
-std::string DatasetRoot() {
-  const char* env = std::getenv("TUNE_MATRIX_DATA");
-  if (env != nullptr && *env != '\0') return env;
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : "") + "/.cache/tune-matrix/datasets";
-}
-
 std::string ShippedDatasetsDir() { return CheckoutConfigDir() + "/../recipes/data/datasets"; }
 
 std::string DescribeSource(const SourceOptions& options) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "harness/config_store.h"
 #include "recipes/data/records.h"
 
 namespace tmx::data {
@@ -33,8 +34,7 @@ struct SourceOptions {
   std::string split = "train";
 };
 
-// $TUNE_MATRIX_DATA, else $HOME/.cache/tune-matrix/datasets.
-std::string DatasetRoot();
+using ::tmx::DatasetRoot;  // harness/config_store.h: $TUNE_MATRIX_DATA, else $HOME/.cache/tune-matrix/datasets
 
 // The datasets shipped with tune-matrix, found beside the checkout's configs: recipes/data/datasets.
 std::string ShippedDatasetsDir();
