@@ -167,6 +167,38 @@ std::vector<std::pair<std::string, std::string>> CpuClassEnv(const std::string& 
   return {{kAtenCapabilityVariable, c->aten_capability}, {kOnednnIsaVariable, c->onednn_isa}};
 }
 
+StatusOr<CpuClassChoice> ChooseCpuClass(const std::string& requested, const std::set<std::string>& flags,
+                                        const CpuClassEnvironment& env) {
+  CpuClassChoice choice;
+  if (requested.empty()) {
+    StatusOr<std::string> here = EffectiveCpuClass(flags, env);
+    if (!here.ok()) return here.status();
+    choice.cpu_class = *here;
+    return choice;
+  }
+  if (FindCpuClass(requested) == nullptr) {
+    return Status::InvalidArgument("'" + requested + "' is not a CPU class (" + CpuClassNames() + ")");
+  }
+  const std::string machine = CpuClassOfFlags(flags);
+  if (CpuClassRank(requested) > CpuClassRank(machine)) {
+    std::vector<std::string> lacking, lower;
+    for (int rank = CpuClassRank(machine) + 1; rank <= CpuClassRank(requested); ++rank) {
+      for (const char* f : CpuClasses()[rank].flags) {
+        if (!flags.count(f)) lacking.push_back(f);
+      }
+    }
+    for (int rank = 0; rank <= CpuClassRank(machine); ++rank) lower.push_back(CpuClasses()[rank].name);
+    const std::string fix = "fix: run it on a machine of class " + requested + ", or choose one of " +
+                            JoinStrings(lower, ", ");
+    return Status::InvalidArgument("CPU class " + requested + " is above this machine's class " + machine +
+                                   " (its CPU lacks " + JoinStrings(lacking, ", ") +
+                                   "): capping ATen and oneDNN can only lower a class; " + fix);
+  }
+  choice.cpu_class = requested;
+  choice.env = CpuClassEnv(requested);
+  return choice;
+}
+
 CpuClassEnvironment WithOverrides(CpuClassEnvironment env,
                                   const std::vector<std::pair<std::string, std::string>>& overrides) {
   for (const auto& [name, value] : overrides) {

@@ -68,6 +68,18 @@ StatusOr<std::string> DetectCpuClass();
 // ONEDNN_MAX_CPU_ISA is unset). Empty for a name that is no class.
 std::vector<std::pair<std::string, std::string>> CpuClassEnv(const std::string& cpu_class);
 
+// The class a run's children compute at, and what their environment needs for it.
+struct CpuClassChoice {
+  std::string cpu_class;
+  // Added to each child's environment (CpuClassEnv of a class asked for); empty: they inherit this process's.
+  std::vector<std::pair<std::string, std::string>> env;
+};
+// With `requested` (a class name), that class and its CpuClassEnv, so a lower class is measured on a higher
+// machine; InvalidArgument for a name that is no class, or a class above what the machine's `flags` give (a cap
+// only lowers). With `requested` empty, the class `env` leaves (EffectiveCpuClass) and no variables.
+StatusOr<CpuClassChoice> ChooseCpuClass(const std::string& requested, const std::set<std::string>& flags,
+                                        const CpuClassEnvironment& env);
+
 // `env` as a child started with `overrides` (added or overriding variables) sees it.
 CpuClassEnvironment WithOverrides(CpuClassEnvironment env,
                                   const std::vector<std::pair<std::string, std::string>>& overrides);

@@ -120,6 +120,31 @@ TEST(CpuClassTest, AChildsEnvironmentCapsItAtTheClassAskedFor) {
   }
 }
 
+TEST(CpuClassTest, ARunAsksForAClassAtOrBelowTheMachines) {
+  StatusOr<CpuClassChoice> capped = ChooseCpuClass("avx2", kZen4Epyc, {{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  EXPECT_EQ(capped->cpu_class, "avx2");
+  EXPECT_EQ(capped->env, CpuClassEnv("avx2"));
+  StatusOr<CpuClassChoice> same = ChooseCpuClass("avx512_bf16", kZen4Epyc, {});
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->env, CpuClassEnv("avx512_bf16"));
+  // Nothing asked for: the class the inherited environment leaves, and no variables of its own.
+  StatusOr<CpuClassChoice> inherited = ChooseCpuClass("", kZen4Epyc, {{"ONEDNN_MAX_CPU_ISA", "AVX512_CORE"}});
+  ASSERT_TRUE(inherited.ok());
+  EXPECT_EQ(inherited->cpu_class, "avx512");
+  EXPECT_TRUE(inherited->env.empty());
+
+  StatusOr<CpuClassChoice> above = ChooseCpuClass("amx", kZen4Epyc, {});
+  ASSERT_FALSE(above.ok());
+  EXPECT_EQ(above.status().message(),
+            "CPU class amx is above this machine's class avx512_bf16 (its CPU lacks amx_tile, amx_int8, amx_bf16): "
+            "capping ATen and oneDNN can only lower a class; fix: run it on a machine of class amx, or choose one of "
+            "default, avx2, avx512, avx512_bf16");
+  StatusOr<CpuClassChoice> unknown = ChooseCpuClass("avx3", kSapphireRapids, {});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(), "'avx3' is not a CPU class (default, avx2, avx512, avx512_bf16, amx)");
+}
+
 TEST(CpuClassTest, ThisMachineHasAClass) {
   StatusOr<std::string> here = DetectCpuClass();
   ASSERT_TRUE(here.ok()) << here.status().ToString();

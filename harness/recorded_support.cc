@@ -22,12 +22,46 @@ RecordedSupport ReadRecordedSupport(const YAML::Node& entry) {
                          : key == "prefill_tokens_per_second" ? &r.prefill_tokens_per_second
                          : key == "peak_memory_gib"           ? &r.peak_memory_gib
                          : key == "device_name"               ? &r.device_name
+                         : key == "cpu_class"                 ? &r.cpu_class
+                         : key == "torch_version"             ? &r.torch_version
                          : key == "repair"                    ? &r.repair
                          : key == "repaired_status"           ? &r.repaired_status
                                                               : nullptr;
     if (field != nullptr) *field = kv.second.Scalar();
   }
   return r;
+}
+
+namespace {
+
+// A key of before columns: a bare device type, which every YAML reader takes as a string.
+bool IsBareType(const std::string& key) {
+  return !key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
+
+}  // namespace
+
+std::map<std::string, RecordedSupport> RecordedColumns(const YAML::Node& support) {
+  std::map<std::string, RecordedSupport> columns;
+  if (!support.IsMap()) return columns;
+  for (const auto& kv : support) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string& key = kv.first.Scalar();
+    RecordedSupport r = ReadRecordedSupport(kv.second);
+    if (!r.recorded()) continue;
+    if (IsBareType(key)) {
+      columns[ColumnOfRecord(key, r.cpu_class, r.host, r.device_name, r.torch_version)] = r;
+    } else if (ParseColumnKey(key)) {
+      columns[key] = r;
+    }
+  }
+  return columns;
+}
+
+RecordedSupport FindRecordedSupport(const YAML::Node& support, const std::string& column) {
+  std::map<std::string, RecordedSupport> columns = RecordedColumns(support);
+  auto it = columns.find(column);
+  return it == columns.end() ? RecordedSupport() : it->second;
 }
 
 RecordedSupport RecordedRepair(const RecordedSupport& entry, const std::vector<std::string>& repair) {

@@ -46,5 +46,27 @@ TEST(RecordedSupportTest, NothingRecordedForANodeThatIsNotAMapOrAFieldThatIsNotA
   EXPECT_EQ(r.reason, "x");
 }
 
+// A block as tune-matrix writes it: an entry per column.
+const char kColumns[] =
+    "\"cpu (amx, torch 2.11.0)\":\n  status: fails\n  torch_version: \"2.11.0\"\n"
+    "\"cpu (amx, torch 2.15.0)\":\n  status: runs\n  torch_version: \"2.15.0\"\n"
+    "\"cuda (torch 2.15.0)\":\n  status: too_large\n  torch_version: \"2.15.0\"\n";
+
+TEST(RecordedSupportTest, EntriesAreFoundByTheirColumnOnly) {
+  YAML::Node support = YAML::Load(kColumns);
+  std::map<std::string, RecordedSupport> columns = RecordedColumns(support);
+  ASSERT_EQ(columns.size(), 3u);
+  EXPECT_EQ(FindRecordedSupport(support, "cpu (amx, torch 2.15.0)").status, "runs");
+  EXPECT_EQ(FindRecordedSupport(support, "cpu (amx, torch 2.11.0)").status, "fails");
+  EXPECT_FALSE(FindRecordedSupport(support, "cpu (avx2, torch 2.15.0)").recorded());
+  // A block written before columns, keyed by device type: its entry is of the column its fields name.
+  YAML::Node legacy = YAML::Load(
+      "cpu:\n  status: too_slow\n  device_name: \"Intel(R) Xeon(R) Processor\"\n  host: \"vm\"\n"
+      "  torch_version: \"2.11.0\"\nmps:\n  status: invalid\n");
+  EXPECT_EQ(FindRecordedSupport(legacy, "cpu (amx, torch 2.11.0)").status, "too_slow");
+  EXPECT_EQ(FindRecordedSupport(legacy, "mps").status, "invalid");
+  EXPECT_FALSE(FindRecordedSupport(legacy, "cpu (avx512_bf16, torch 2.11.0)").recorded());
+}
+
 }  // namespace
 }  // namespace tmx

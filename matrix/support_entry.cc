@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/text.h"
+#include "harness/column.h"
 
 namespace tmx::matrix {
 namespace {
@@ -82,6 +83,7 @@ const std::vector<SupportField>& SupportFields() {
       AddedText("repair", &SupportEntry::repair),
       AddedText("repaired_status", &SupportEntry::repaired_status),
       Text("device_name", &SupportEntry::device_name),
+      AddedText("cpu_class", &SupportEntry::cpu_class),
       Text("torch_version", &SupportEntry::torch_version),
       Text("verified_at", &SupportEntry::verified_at),
       Text("config_hash", &SupportEntry::config_hash),
@@ -115,6 +117,10 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
   return j;
 }
 
+std::string ColumnOfEntry(const std::string& device_type, const SupportEntry& entry) {
+  return ColumnOfRecord(device_type, entry.cpu_class, entry.host, entry.device_name, entry.torch_version);
+}
+
 std::string RepairedOutcome(const std::string& repaired_status, size_t overrides) {
   return repaired_status + " with " + std::to_string(overrides) + (overrides == 1 ? " override" : " overrides");
 }
@@ -145,6 +151,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.reference_time_s = cell.reference_time_s;
   if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
   s.device_name = cell.provenance.device_name;
+  s.cpu_class = cell.provenance.cpu_class;
   s.torch_version = cell.provenance.torch_version;
   s.verified_at = cell.provenance.verified_at;
   s.config_hash = cell.config_hash;

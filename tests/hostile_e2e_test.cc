@@ -263,12 +263,12 @@ TEST_F(HostileTest, ResourcesTheMachineCannotGiveAreRefusedBeforeAnythingStarts)
 }
 
 TEST_F(HostileTest, ARecordedStatusStandsForTheConfigAsWrittenOnly) {
-  // A record said 'invalid' for the config as written; overrides that change it used to be refused too.
+  // A record said 'invalid' for the config as written, in the column this machine runs in; overrides that change
+  // it used to be refused too.
   const std::string path = configs_ + "/tiny/lora_single_device.yaml";
   std::string text = ReadFile(path).value();
-  const size_t at = text.find("      status: runs");
-  ASSERT_NE(at, std::string::npos);
-  text.replace(at, std::string("      status: runs").size(), "      status: invalid\n      reason: \"stand-in record\"");
+  text = text.substr(0, text.find("# --- BEGIN tune-matrix")) + "metadata:\n  support:\n" +
+         test::RunningCpuColumn().Entry("invalid", "      reason: \"stand-in record\"\n");
   ASSERT_TRUE(WriteFileAtomically(path, text).ok());
   const std::vector<std::string> run = {"run", "lora_finetune_single_device", "--config", "tiny/lora_single_device",
                                         "device=cpu", "output_dir=" + dir_ + "/out"};
