@@ -255,6 +255,13 @@ std::string RepairRecord(const Config& config, const std::vector<std::string>& r
          DescribeRecordedSupport(repaired);
 }
 
+// The torch axis of the config's records, before it runs here (TorchAxisWarning): a line, or nothing.
+void WarnOfTheTorchAxis(const Config& config, const std::string& name, const DeviceInfo& device, std::ostream& err) {
+  std::ostringstream quiet;
+  const std::string warning = TorchAxisWarning(config.Find("metadata.support"), RunningColumn(device, quiet), name);
+  if (!warning.empty()) err << "warning: " << warning << "\n";
+}
+
 // For a config that `check` found invalid: when every problem has a repair and the repaired config is valid,
 // the overrides, what tune-matrix recorded of them, and the flag that applies them.
 void ShowRepair(const std::optional<Repaired>& repaired, const Config& config, const std::string& command,
@@ -494,6 +501,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
       << (check.absent ? check.device.type + " by its traits; not on this machine" : check.device.name) << ").\n";
   WarnIfTooLarge(*config, *recipe, registry, check, err);
+  WarnOfTheTorchAxis(*config, located->name, check.device, err);
   if (recipe->missing_inputs) {
     // Warnings only: the files may be fetched before the run.
     for (const Problem& p : recipe->missing_inputs(*config, registry)) err << "warning: " << p.ToString() << "\n";
@@ -640,6 +648,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   std::ostringstream quiet;
   const std::string type = ColumnKey(RunningColumn(check.device, quiet));
   RecordedSupport entry = RecordedHere(*config, check.device, err);
+  WarnOfTheTorchAxis(*config, located->name, check.device, err);
   // With a repair applied, what the matrix recorded of the config run with that repair (nothing: another one).
   if (!applied.empty()) entry = RecordedRepair(entry, applied);
   const std::string& status = entry.status;

@@ -245,7 +245,10 @@ Status PublishJournalResults(const std::vector<CellResult>& records, const std::
     config.entries[cell.second] = std::move(entry);
   }
   std::vector<ConfigSupport> sorted;
-  for (auto& [name, config] : configs) sorted.push_back(std::move(config));
+  for (auto& [name, config] : configs) {
+    AddTorchSummaries(&config.entries);  // as a block would hold them
+    sorted.push_back(std::move(config));
+  }
   for (const GeneratedReport& r : RenderReports(sorted, *history)) {
     TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
   }

@@ -277,8 +277,10 @@ StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::
   return std::move(claims->entries);
 }
 
-StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& support,
+StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& entries,
                                         const std::string& path) {
+  SupportEntries support = entries;
+  AddTorchSummaries(&support);  // the torch axis of each device column, from the entries the block holds
   SupportBlockLocation loc = LocateSupportBlock(text, path);
   if (!loc.damage.ok()) return loc.damage;
   TM_RETURN_IF_ERROR(ReadBlock(text, loc, path).status());

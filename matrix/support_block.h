@@ -40,7 +40,8 @@ StatusOr<ConfigSupport> ReadConfigSupport(const std::string& text, const std::st
 // "<path>:<line>: ...".
 StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::string& path);
 
-// `text` with its block replaced by one rendering `support` (no block at all when `support` is empty).
+// `text` with its block replaced by one rendering `support` (no block at all when `support` is empty), each
+// entry's torch axis (torch_versions, min_torch) set from the entries of its device column (AddTorchSummaries).
 // Deterministic: columns in OrderColumns order (keys double-quoted), fixed field order, numbers rounded (tokens/s to
 // 0.1, step time to 4 significant digits, peak memory to 0.001 GiB, trailing zeros dropped), strings
 // double-quoted and escaped with line breaks collapsed to spaces. Errors, naming "<path>:<line>": a damaged

@@ -59,6 +59,8 @@ constexpr char kSampleBlock[] =
     "      device_name: \"Intel Xeon\"\n"
     "      cpu_class: \"amx\"\n"
     "      torch_version: \"2.11.0\"\n"
+    "      torch_versions: \"2.11.0 runs\"\n"
+    "      min_torch: \"2.11.0\"\n"
     "      verified_at: \"2026-12-02T11:30:00Z\"\n"
     "      config_hash: \"abc\"\n"
     "    cuda:\n"
@@ -294,13 +296,19 @@ TEST(ReadSupportEntriesTest, ReadsAnExistingBlock) {
   ASSERT_TRUE(claims.ok());
   EXPECT_EQ(claims->supported_devices, std::vector<std::string>{"cpu (class unknown, torch 2.11.0)"});
   EXPECT_EQ(claims->entry_lines.at("cuda (torch 2.11.0)"), 17);
-  // Written again, under the columns' keys.
+  // Written again, each entry gains its device column's torch axis.
   std::string rewritten = RenderWithSupport(Fixture("with_block.yaml"), *support, "with_block.yaml").value();
   std::string expected = Fixture("with_block.yaml");
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
            {"[cpu]", "[\"cpu (class unknown, torch 2.11.0)\"]"},
            {"    cpu:", "    \"cpu (class unknown, torch 2.11.0)\":"},
-           {"    cuda:", "    \"cuda (torch 2.11.0)\":"}}) {
+           {"    cuda:", "    \"cuda (torch 2.11.0)\":"},
+           {"      torch_version: \"2.11.0\"\n      verified_at: \"2026-12-02",
+            "      torch_version: \"2.11.0\"\n      torch_versions: \"2.11.0 runs\"\n      min_torch: \"2.11.0\"\n"
+            "      verified_at: \"2026-12-02"},
+           {"      torch_version: \"2.11.0\"\n      verified_at: \"2026-12-01",
+            "      torch_version: \"2.11.0\"\n      torch_versions: \"2.11.0 fails\"\n      verified_at: "
+            "\"2026-12-01"}}) {
     expected = Replace(expected, from, to);
   }
   EXPECT_EQ(rewritten, expected);
@@ -554,14 +562,18 @@ TEST_F(WriteBackSupportTest, ReplacesOnlyTheColumnsOfTheUpdate) {
   std::string before = Fixture("with_block.yaml");
   std::string cuda_start = "    cuda:\n";
   std::string expected =
-      Replace(Replace(before.substr(0, before.find(cuda_start)), "supported_devices: [cpu]",
-                      "supported_devices: [\"cpu (class unknown, torch 2.11.0)\", \"cuda (torch 2.11.0)\"]"),
-              "    cpu:", "    \"cpu (class unknown, torch 2.11.0)\":") +
+      Replace(Replace(Replace(before.substr(0, before.find(cuda_start)), "supported_devices: [cpu]",
+                              "supported_devices: [\"cpu (class unknown, torch 2.11.0)\", \"cuda (torch 2.11.0)\"]"),
+                      "    cpu:", "    \"cpu (class unknown, torch 2.11.0)\":"),
+              "      torch_version: \"2.11.0\"\n",
+              "      torch_version: \"2.11.0\"\n      torch_versions: \"2.11.0 runs\"\n      min_torch: \"2.11.0\"\n") +
       "    \"cuda (torch 2.11.0)\":\n"
       "      status: runs\n"
       "      tokens_per_second: 5000.0\n"
       "      peak_memory_gib: 12.346\n"
       "      torch_version: \"2.11.0\"\n"
+      "      torch_versions: \"2.11.0 runs\"\n"
+      "      min_torch: \"2.11.0\"\n"
       "      verified_at: \"2026-12-03T00:00:00Z\"\n"
       "# --- END tune-matrix support metadata ---\n";
   EXPECT_EQ(ReadFile(path).value(), expected);

@@ -85,6 +85,8 @@ const std::vector<SupportField>& SupportFields() {
       Text("device_name", &SupportEntry::device_name),
       AddedText("cpu_class", &SupportEntry::cpu_class),
       Text("torch_version", &SupportEntry::torch_version),
+      AddedText("torch_versions", &SupportEntry::torch_versions),
+      AddedText("min_torch", &SupportEntry::min_torch),
       Text("verified_at", &SupportEntry::verified_at),
       Text("config_hash", &SupportEntry::config_hash),
       Text("host", &SupportEntry::host),
@@ -119,6 +121,33 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
 
 std::string ColumnOfEntry(const std::string& device_type, const SupportEntry& entry) {
   return ColumnOfRecord(device_type, entry.cpu_class, entry.host, entry.device_name, entry.torch_version);
+}
+
+void AddTorchSummaries(std::map<std::string, SupportEntry>* support) {
+  // Per device column, its entries' (torch version, status), oldest torch first.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> measured;
+  for (const auto& [key, entry] : *support) {
+    std::optional<Column> column = ParseColumnKey(key);
+    if (column && !column->torch_version.empty())
+      measured[DeviceColumnKey(*column)].emplace_back(column->torch_version, entry.status);
+  }
+  for (auto& [device, versions] : measured) {
+    std::sort(versions.begin(), versions.end(),
+              [](const auto& a, const auto& b) { return CompareTorchVersions(a.first, b.first) < 0; });
+  }
+  for (auto& [key, entry] : *support) {
+    std::optional<Column> column = ParseColumnKey(key);
+    auto it = column ? measured.find(DeviceColumnKey(*column)) : measured.end();
+    entry.torch_versions.clear();
+    entry.min_torch.clear();
+    if (it == measured.end()) continue;
+    std::vector<std::string> parts;
+    for (const auto& [torch, status] : it->second) {
+      parts.push_back(torch + " " + status);
+      if (entry.min_torch.empty() && IsRunsStatus(status)) entry.min_torch = torch;
+    }
+    entry.torch_versions = JoinStrings(parts, ", ");
+  }
 }
 
 std::string RepairedOutcome(const std::string& repaired_status, size_t overrides) {

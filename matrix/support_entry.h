@@ -37,6 +37,11 @@ struct SupportEntry {
   // A cpu entry's CPU class as its record has it (Provenance::cpu_class); "" where the record has none.
   std::string cpu_class;
   std::string torch_version;
+  // The torch axis of the entry's device column (DeviceColumnKey: the device type and CPU class), the same in each
+  // of its entries (AddTorchSummaries): every torch version measured there with its status, oldest first ("2.11.0
+  // runs, 2.15.0 fails"), and `min_torch`, the oldest of them on which the config runs ("" where none does).
+  std::string torch_versions;
+  std::string min_torch;
   std::string verified_at;  // UTC, ISO 8601
   std::string config_hash;  // ConfigHash of the config the result was observed with
   // Where the result was observed (provenance, kept through `tune-matrix merge`).
@@ -115,6 +120,10 @@ SupportEntry SupportFromCell(const CellResult& cell);
 
 // The column (harness/column.h) of an entry of `device_type`: ColumnOf its record, from the fields it keeps.
 std::string ColumnOfEntry(const std::string& device_type, const SupportEntry& entry);
+
+// Sets every entry's torch_versions and min_torch from the entries of `support` (keyed by column) that share its
+// device column, so a block says per device on which torch versions a config was measured and from which it runs.
+void AddTorchSummaries(std::map<std::string, SupportEntry>* support);
 
 // "runs with 2 overrides", "fails with 1 override": a repaired cell's outcome in a few words.
 std::string RepairedOutcome(const std::string& repaired_status, size_t overrides);

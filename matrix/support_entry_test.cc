@@ -108,7 +108,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 37u);
+  EXPECT_EQ(names.size(), 39u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -220,6 +220,24 @@ TEST(SupportEntryTest, AStandInIsWrittenOnlyWhenASampleStoodInForTheData) {
   StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_TRUE(read->at(ColumnOfEntry("cpu", sample)) == sample);
+}
+
+// Each entry carries its device column's torch axis: every torch measured there with its status, oldest first, and
+// the oldest on which the config runs; another class's or device's entries are another axis.
+TEST(SupportEntryTest, EachEntryCarriesTheTorchAxisOfItsDeviceColumn) {
+  std::map<std::string, SupportEntry> support = {{"cpu (amx, torch 2.15.0)", Entry("runs")},
+                                                 {"cpu (amx, torch 2.9.0)", Entry("fails")},
+                                                 {"cpu (amx, torch 2.11.0)", Entry("runs")},
+                                                 {"cpu (avx2, torch 2.11.0)", Entry("too_slow")},
+                                                 {"cuda", Entry("runs")}};
+  AddTorchSummaries(&support);
+  for (const char* amx : {"cpu (amx, torch 2.15.0)", "cpu (amx, torch 2.9.0)", "cpu (amx, torch 2.11.0)"}) {
+    EXPECT_EQ(support[amx].torch_versions, "2.9.0 fails, 2.11.0 runs, 2.15.0 runs") << amx;
+    EXPECT_EQ(support[amx].min_torch, "2.11.0") << amx;
+  }
+  EXPECT_EQ(support["cpu (avx2, torch 2.11.0)"].torch_versions, "2.11.0 too_slow");
+  EXPECT_EQ(support["cpu (avx2, torch 2.11.0)"].min_torch, "");  // it runs on none
+  EXPECT_EQ(support["cuda"].torch_versions, "");                 // no torch recorded
 }
 
 }  // namespace

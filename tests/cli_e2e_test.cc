@@ -121,6 +121,47 @@ TEST_F(CliTest, ARepairIsNamedWithItsRecordAndAppliedByRepair) {
   EXPECT_TRUE(PathExists(dir_ + "/out/summary.json")) << ran.output;
 }
 
+// The torch axis of a config's records: validate and run warn when this torch is older than the config's
+// min_torch in this machine's device column, or when it was never measured in that column at all.
+TEST_F(CliTest, ValidateAndRunWarnOfAnOlderTorchOrAnUnmeasuredColumn) {
+  StatusOr<std::string> text = ReadFile(std::string(TM_SOURCE_DIR) + "/configs/tiny/full_single_device.yaml");
+  ASSERT_TRUE(text.ok());
+  const std::string plain = text->substr(0, text->find("# --- BEGIN tune-matrix"));
+  const CpuColumn here = test::RunningCpuColumn();
+  auto entry = [](const std::string& cpu_class, const std::string& torch) {
+    return "    \"cpu (" + cpu_class + ", torch " + torch + ")\":\n      status: runs\n      cpu_class: \"" +
+           cpu_class + "\"\n      torch_version: \"" + torch + "\"\n      torch_versions: \"" + torch +
+           " runs\"\n"
+           "      min_torch: \"" +
+           torch + "\"\n";
+  };
+  const std::string newer = dir_ + "/newer.yaml", other = dir_ + "/other.yaml";
+  ASSERT_TRUE(WriteFileAtomically(newer, plain + "metadata:\n  support:\n" + entry(here.cpu_class, "99.0.0")).ok());
+  ASSERT_TRUE(WriteFileAtomically(other, plain + "metadata:\n  support:\n" + entry(here.Other(), here.torch)).ok());
+
+  Result older = Exec({kTune, "validate", newer, "device=cpu"});
+  EXPECT_EQ(older.code, 0) << older.output;
+  EXPECT_NE(older.output.find("warning: " + newer + " runs on " + here.Device() +
+                              " from torch 99.0.0 (its min_torch; measured there: 99.0.0 runs), and this is torch " +
+                              here.torch + "\n"),
+            std::string::npos)
+      << older.output;
+  Result unmeasured = Exec({kTune, "validate", other, "device=cpu"});
+  EXPECT_EQ(unmeasured.code, 0) << unmeasured.output;
+  EXPECT_NE(unmeasured.output.find("warning: tune-matrix never measured " + other + " on " + here.Device() +
+                                   ": its records are of cpu (" + here.Other() + ", torch " + here.torch +
+                                   ") (runs), another CPU class or device, and say nothing of this one\n"),
+            std::string::npos)
+      << unmeasured.output;
+  // `tune run` says it before it trains.
+  Result ran = Exec({kTune, "run", "full_finetune_single_device", "--config", newer, "device=cpu",
+                     "output_dir=" + dir_ + "/out", "max_steps_per_epoch=1", "save_checkpoints=False"});
+  EXPECT_EQ(ran.code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("warning: " + newer + " runs on " + here.Device() + " from torch 99.0.0"),
+            std::string::npos)
+      << ran.output;
+}
+
 // The numeric check's own test: a wrong attention kernel on the checked path (bf16 on cpu; the float32
 // reference is left alone) makes the cell `wrong`, while the same cell without it agrees with its reference.
 TEST_F(CliTest, AnInjectedWrongKernelMakesTheCellWrong) {

@@ -241,7 +241,11 @@ TEST_F(HostileTest, ValidateRefusesValuesNoRunCanUse) {
                 "lora.rank 1000000 is above");
   test::Result fine = Run(test::kTune, {"validate", "tiny/lora_single_device", "output_dir=/tmp/x/", "optimizer.lr=1e-4"});
   EXPECT_EQ(fine.code, 0) << fine.output;
-  EXPECT_EQ(fine.output.find("warning"), std::string::npos) << fine.output;
+  // No warning but the torch axis's, which a machine of another CPU class than the committed records' gets.
+  std::string warnings = fine.output;
+  const std::string axis = "warning: tune-matrix never measured tiny/lora_single_device on ";
+  if (warnings.find(axis) != std::string::npos) warnings.erase(warnings.find(axis));
+  EXPECT_EQ(warnings.find("warning"), std::string::npos) << fine.output;
   // A batch no device holds: valid as written, but the prediction (no longer an overflowed, negative number)
   // says it will not fit.
   test::Result huge = Run(test::kTune, {"validate", "tiny/lora_single_device", "batch_size=1000000000000"});
