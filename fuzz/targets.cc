@@ -103,7 +103,7 @@ bool RunJournal(const std::string& input) {
   std::string combined = matrix::CombinedJournalText(*cells);
   StatusOr<std::vector<matrix::CellResult>> merged = matrix::ParseJournalText(combined, "c", nullptr, nullptr, kNow);
   if (!merged.ok() || merged->size() != matrix::LatestByCell(*cells).size()) Broken("the combined journal");
-  (void)matrix::LatestByDeviceType(*cells);
+  (void)matrix::LatestByColumn(*cells);
   std::ostringstream junit;
   matrix::WriteJUnit(*cells, junit);
   return true;
@@ -128,14 +128,15 @@ bool RunWriteBack(const std::string& input) {
     return false;
   }
   (void)matrix::ReadConfigSupport(input, "fuzz.yaml");
-  StatusOr<std::string> updated = matrix::UpdateSupport(input, {{"cpu", matrix::SupportFromCell(cell)}}, "fuzz.yaml");
+  const std::string column = matrix::ColumnOf(cell);
+  StatusOr<std::string> updated = matrix::UpdateSupport(input, {{column, matrix::SupportFromCell(cell)}}, "fuzz.yaml");
   if (!updated.ok()) return false;
   if (StripGeneratedBlock(*updated) != StripGeneratedBlock(input)) {
     Broken("write-back changed bytes outside its block");
   }
   StatusOr<matrix::ConfigSupport> claims = matrix::ReadConfigSupport(*updated, "fuzz.yaml");
   if (!claims.ok()) Broken("a written block does not read back: " + claims.status().message());
-  StatusOr<std::string> again = matrix::UpdateSupport(*updated, {{"cpu", matrix::SupportFromCell(cell)}}, "f");
+  StatusOr<std::string> again = matrix::UpdateSupport(*updated, {{column, matrix::SupportFromCell(cell)}}, "f");
   if (!again.ok() || *again != *updated) Broken("writing the same support twice changed the file");
   return true;
 }

@@ -22,12 +22,78 @@ RecordedSupport ReadRecordedSupport(const YAML::Node& entry) {
                          : key == "prefill_tokens_per_second" ? &r.prefill_tokens_per_second
                          : key == "peak_memory_gib"           ? &r.peak_memory_gib
                          : key == "device_name"               ? &r.device_name
+                         : key == "cpu_class"                 ? &r.cpu_class
+                         : key == "torch_version"             ? &r.torch_version
+                         : key == "torch_versions"            ? &r.torch_versions
+                         : key == "min_torch"                 ? &r.min_torch
                          : key == "repair"                    ? &r.repair
                          : key == "repaired_status"           ? &r.repaired_status
                                                               : nullptr;
     if (field != nullptr) *field = kv.second.Scalar();
   }
   return r;
+}
+
+namespace {
+
+// A key of before columns: a bare device type, which every YAML reader takes as a string.
+bool IsBareType(const std::string& key) {
+  return !key.empty() && key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+}
+
+}  // namespace
+
+std::map<std::string, RecordedSupport> RecordedColumns(const YAML::Node& support) {
+  std::map<std::string, RecordedSupport> columns;
+  if (!support.IsMap()) return columns;
+  for (const auto& kv : support) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string& key = kv.first.Scalar();
+    RecordedSupport r = ReadRecordedSupport(kv.second);
+    if (!r.recorded()) continue;
+    if (IsBareType(key)) {
+      columns[ColumnOfRecord(key, r.cpu_class, r.host, r.device_name, r.torch_version)] = r;
+    } else if (ParseColumnKey(key)) {
+      columns[key] = r;
+    }
+  }
+  return columns;
+}
+
+RecordedSupport FindRecordedSupport(const YAML::Node& support, const std::string& column) {
+  std::map<std::string, RecordedSupport> columns = RecordedColumns(support);
+  auto it = columns.find(column);
+  return it == columns.end() ? RecordedSupport() : it->second;
+}
+
+std::string TorchAxisWarning(const YAML::Node& support, const Column& running, const std::string& config) {
+  std::map<std::string, RecordedSupport> columns = RecordedColumns(support);
+  if (columns.empty()) return "";
+  const std::string device = DeviceColumnKey(running);
+  const RecordedSupport* here = nullptr;  // any entry of the running device column: they share its torch axis
+  std::vector<std::string> elsewhere;
+  for (const auto& [key, entry] : columns) {
+    std::optional<Column> c = ParseColumnKey(key);
+    if (c && DeviceColumnKey(*c) == device) {
+      here = &entry;
+    } else {
+      elsewhere.push_back(key + " (" + entry.status + ")");
+    }
+  }
+  if (here == nullptr) {
+    return "tune-matrix never measured " + config + " on " + device + ": its records are of " +
+           JoinStrings(elsewhere, ", ") + ", another CPU class or device, and say nothing of this one";
+  }
+  const std::string measured = here->torch_versions.empty() ? "" : "measured there: " + here->torch_versions;
+  if (!here->min_torch.empty() && CompareTorchVersions(running.torch_version, here->min_torch) < 0) {
+    return config + " runs on " + device + " from torch " + here->min_torch + " (its min_torch" +
+           (measured.empty() ? "" : "; " + measured) + "), and this is torch " + running.torch_version;
+  }
+  if (!columns.count(ColumnKey(running))) {
+    return "tune-matrix never measured " + config + " on " + device + " with torch " + running.torch_version +
+           (measured.empty() ? "" : " (" + measured + ")");
+  }
+  return "";
 }
 
 RecordedSupport RecordedRepair(const RecordedSupport& entry, const std::vector<std::string>& repair) {

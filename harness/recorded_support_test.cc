@@ -46,5 +46,56 @@ TEST(RecordedSupportTest, NothingRecordedForANodeThatIsNotAMapOrAFieldThatIsNotA
   EXPECT_EQ(r.reason, "x");
 }
 
+// A block as tune-matrix writes it: an entry per column, each with its device column's torch axis.
+const char kColumns[] =
+    "\"cpu (amx, torch 2.11.0)\":\n  status: fails\n  torch_version: \"2.11.0\"\n"
+    "  torch_versions: \"2.11.0 fails, 2.15.0 runs\"\n  min_torch: \"2.15.0\"\n"
+    "\"cpu (amx, torch 2.15.0)\":\n  status: runs\n  torch_version: \"2.15.0\"\n"
+    "  torch_versions: \"2.11.0 fails, 2.15.0 runs\"\n  min_torch: \"2.15.0\"\n"
+    "\"cuda (torch 2.15.0)\":\n  status: too_large\n  torch_version: \"2.15.0\"\n"
+    "  torch_versions: \"2.15.0 too_large\"\n";
+
+TEST(RecordedSupportTest, EntriesAreFoundByTheirColumnOnly) {
+  YAML::Node support = YAML::Load(kColumns);
+  std::map<std::string, RecordedSupport> columns = RecordedColumns(support);
+  ASSERT_EQ(columns.size(), 3u);
+  EXPECT_EQ(FindRecordedSupport(support, "cpu (amx, torch 2.15.0)").status, "runs");
+  EXPECT_EQ(FindRecordedSupport(support, "cpu (amx, torch 2.11.0)").status, "fails");
+  EXPECT_FALSE(FindRecordedSupport(support, "cpu (avx2, torch 2.15.0)").recorded());
+  // A block written before columns, keyed by device type: its entry is of the column its fields name.
+  YAML::Node legacy = YAML::Load(
+      "cpu:\n  status: too_slow\n  device_name: \"Intel(R) Xeon(R) Processor\"\n  host: \"vm\"\n"
+      "  torch_version: \"2.11.0\"\nmps:\n  status: invalid\n");
+  EXPECT_EQ(FindRecordedSupport(legacy, "cpu (amx, torch 2.11.0)").status, "too_slow");
+  EXPECT_EQ(FindRecordedSupport(legacy, "mps").status, "invalid");
+  EXPECT_FALSE(FindRecordedSupport(legacy, "cpu (avx512_bf16, torch 2.11.0)").recorded());
+}
+
+TEST(RecordedSupportTest, TheTorchAxisWarnsOfAnOlderOrUnmeasuredTorchAndAnUnmeasuredClass) {
+  YAML::Node support = YAML::Load(kColumns);
+  struct Case {
+    Column running;
+    std::string warning;
+  };
+  const std::vector<Case> cases = {
+      {{"cpu", "amx", "2.15.0"}, ""},  // measured here, and runs
+      {{"cpu", "amx", "2.11.0"},
+       "c runs on cpu (amx) from torch 2.15.0 (its min_torch; measured there: 2.11.0 fails, 2.15.0 runs), and this "
+       "is torch 2.11.0"},
+      {{"cpu", "amx", "2.16.0"},
+       "tune-matrix never measured c on cpu (amx) with torch 2.16.0 (measured there: 2.11.0 fails, 2.15.0 runs)"},
+      {{"cpu", "avx512_bf16", "2.15.0"},
+       "tune-matrix never measured c on cpu (avx512_bf16): its records are of cpu (amx, torch 2.11.0) (fails), cpu "
+       "(amx, torch 2.15.0) (runs), cuda (torch 2.15.0) (too_large), another CPU class or device, and say nothing of "
+       "this one"},
+      {{"cuda", "", "2.15.0"}, ""},  // measured: too_large, which `tune run` says itself
+      {{"cuda", "", "2.9.0"},
+       "tune-matrix never measured c on cuda with torch 2.9.0 (measured there: 2.15.0 too_large)"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(TorchAxisWarning(support, c.running, "c"), c.warning) << ColumnKey(c.running);
+  // A config of no record at all: nothing to say.
+  EXPECT_EQ(TorchAxisWarning(YAML::Node(), {"cpu", "amx", "2.11.0"}, "c"), "");
+}
+
 }  // namespace
 }  // namespace tmx

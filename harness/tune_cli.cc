@@ -7,15 +7,19 @@
 #include <cstring>
 #include <exception>
 #include <iomanip>
+#include <map>
 #include <optional>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "base/cpu_class.h"
 #include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/input_file.h"
 #include "base/json_io.h"
 #include "base/text.h"
+#include "harness/column.h"
 #include "harness/config_block.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
@@ -215,18 +219,47 @@ std::optional<Repaired> Repair(const LocatedConfig& located, const std::vector<s
   return r;
 }
 
-// Whether and where tune-matrix ran the config with `repair` on `device`'s type: "tune-matrix ran it so on cpu
-// (AMD EPYC): runs · 812.5 tok/s · 3.1 GiB peak (2026-12-05T09:00:00Z, vm, 0123456789ab)", or that it has not.
+// The matrix column a run on `device` here is in (harness/column.h): its type, this machine's CPU class as ATen and
+// oneDNN will use it (a class the environment makes unknown is said once, and left unknown), this LibTorch.
+Column RunningColumn(const DeviceInfo& device, std::ostream& err) {
+  Column column{device.type, "", TorchVersion()};
+  if (device.type != "cpu") return column;
+  StatusOr<std::string> cpu_class = DetectCpuClass();
+  if (cpu_class.ok()) {
+    column.cpu_class = *cpu_class;
+  } else {
+    err << "warning: " << cpu_class.status().message() << "\n";
+  }
+  return column;
+}
+
+// What tune-matrix recorded of the config in the column a run on `device` here is in.
+RecordedSupport RecordedHere(const Config& config, const DeviceInfo& device, std::ostream& err) {
+  return FindRecordedSupport(config.Find("metadata.support"), ColumnKey(RunningColumn(device, err)));
+}
+
+// Whether and where tune-matrix ran the config with `repair` in `device`'s column here: "tune-matrix ran it with
+// this repair on cpu (amx, torch 2.11.0) (Intel Xeon): runs · 812.5 tok/s · 3.1 GiB peak (2026-12-05T09:00:00Z, vm,
+// 0123456789ab)", or that it has not.
 std::string RepairRecord(const Config& config, const std::vector<std::string>& repair, const DeviceInfo& device) {
-  RecordedSupport entry = ReadRecordedSupport(config.Find("metadata.support." + device.type));
+  std::ostringstream quiet;  // a class the environment hides is said by the caller's own lookup
+  const std::string column = ColumnKey(RunningColumn(device, quiet));
+  RecordedSupport entry = FindRecordedSupport(config.Find("metadata.support"), column);
   RecordedSupport repaired = RecordedRepair(entry, repair);
   if (!repaired.recorded()) {
-    return "tune-matrix has not run it with this repair on " + device.type + " yet" +
+    return "tune-matrix has not run it with this repair on " + column + " yet" +
            (entry.repair.empty() ? "" : " (its record there is of " + entry.repair + ")");
   }
-  return "tune-matrix ran it with this repair on " + device.type +
+  return "tune-matrix ran it with this repair on " + column +
          (repaired.device_name.empty() ? "" : " (" + repaired.device_name + ")") + ": " +
          DescribeRecordedSupport(repaired);
+}
+
+// The torch axis of the config's records, before it runs here (TorchAxisWarning): a line, or nothing.
+void WarnOfTheTorchAxis(const Config& config, const std::string& name, const DeviceInfo& device, std::ostream& err) {
+  std::ostringstream quiet;
+  const std::string warning = TorchAxisWarning(config.Find("metadata.support"), RunningColumn(device, quiet), name);
+  if (!warning.empty()) err << "warning: " << warning << "\n";
 }
 
 // For a config that `check` found invalid: when every problem has a repair and the repaired config is valid,
@@ -347,7 +380,7 @@ void WarnIfTooLarge(const Config& config, const RecipeSpec& recipe, const Regist
              "enable_activation_checkpointing=True, use a LoRA config, or a device with more memory\n";
     }
   }
-  RecordedSupport entry = ReadRecordedSupport(config.Find("metadata.support." + device.type));
+  RecordedSupport entry = RecordedHere(config, device, err);
   if (entry.status == "too_large") {
     err << "warning: tune-matrix recorded this config (as written) as too_large on " << device.type << " ("
         << (entry.verified_at.empty() ? "no date" : entry.verified_at)
@@ -386,23 +419,23 @@ std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) 
   return "";
 }
 
-// For a user's file that is a built-in config as written: what tune-matrix recorded for that built-in on
-// `type` (every device type when `type` is empty or has no entry), and whether the overrides leave it so.
-void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const std::string& type,
+// For a user's file that is a built-in config as written: what tune-matrix recorded for that built-in in `column`
+// (every column when `column` is empty or has no entry), and whether the overrides leave it so.
+void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const std::string& column,
                         const std::vector<std::string>& changed, std::ostream& out) {
   StatusOr<LocatedConfig> located = LocateConfig(twin, registry);
   if (!located.ok()) return;
   StatusOr<Config> config = LoadResolvedConfig(*located, {});
   if (!config.ok()) return;
   out << "note: this file is the built-in config " << twin << " (the same outside its support block); ";
-  YAML::Node support = config->Find("metadata.support");
-  YAML::Node entry = support.IsMap() && !type.empty() ? support[type] : YAML::Node();
-  if (entry.IsMap()) {
-    out << "tune-matrix recorded it on " << type << ": " << DescribeRecordedSupport(ReadRecordedSupport(entry));
-  } else if (support.IsMap() && support.size() > 0) {
+  std::map<std::string, RecordedSupport> columns = RecordedColumns(config->Find("metadata.support"));
+  auto entry = columns.find(column);
+  if (entry != columns.end()) {
+    out << "tune-matrix recorded it on " << column << ": " << DescribeRecordedSupport(entry->second);
+  } else if (!columns.empty()) {
     std::vector<std::string> recorded;
-    for (const auto& kv : support) recorded.push_back(kv.first.Scalar() + ": " + DescribeRecordedSupport(ReadRecordedSupport(kv.second)));
-    out << "tune-matrix has " << (type.empty() ? "" : "no record of it on " + type + "; it has ")
+    for (const auto& [key, r] : columns) recorded.push_back(key + ": " + DescribeRecordedSupport(r));
+    out << "tune-matrix has " << (column.empty() ? "" : "no record of it on " + column + "; it has ")
         << JoinStrings(recorded, "; ");
   } else {
     out << "tune-matrix has no record of it yet";
@@ -445,7 +478,8 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   if (!choice->why.empty()) (check.problems.empty() ? out : err) << "note: " << choice->why << "\n";
   const std::string twin = BuiltinTwin(registry, *located);
   if (!twin.empty()) {
-    ShowBuiltinSupport(registry, twin, check.device.type,
+    std::ostringstream quiet;
+    ShowBuiltinSupport(registry, twin, check.device.type.empty() ? "" : ColumnKey(RunningColumn(check.device, quiet)),
                        KeysChangedByOverrides(*located, overrides, *config, *recipe, registry),
                        check.problems.empty() ? out : err);
   }
@@ -467,6 +501,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
       << (check.absent ? check.device.type + " by its traits; not on this machine" : check.device.name) << ").\n";
   WarnIfTooLarge(*config, *recipe, registry, check, err);
+  WarnOfTheTorchAxis(*config, located->name, check.device, err);
   if (recipe->missing_inputs) {
     // Warnings only: the files may be fetched before the run.
     for (const Problem& p : recipe->missing_inputs(*config, registry)) err << "warning: " << p.ToString() << "\n";
@@ -609,8 +644,11 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   }
   // The config's generated support metadata (written by tune-matrix) may already know this fails here: it
   // describes the config as written, so it stands only when the overrides leave the config as it was.
-  const std::string& type = check.device.type;
-  RecordedSupport entry = ReadRecordedSupport(config->Find("metadata.support." + type));
+  // Of the column this run is in: another CPU class's or torch's record says nothing of it (harness/column.h).
+  std::ostringstream quiet;
+  const std::string type = ColumnKey(RunningColumn(check.device, quiet));
+  RecordedSupport entry = RecordedHere(*config, check.device, err);
+  WarnOfTheTorchAxis(*config, located->name, check.device, err);
   // With a repair applied, what the matrix recorded of the config run with that repair (nothing: another one).
   if (!applied.empty()) entry = RecordedRepair(entry, applied);
   const std::string& status = entry.status;
@@ -698,8 +736,11 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return kExitOk;
   }
   for (const DeviceInfo& d : devices) {
-    out << d.id << "  " << d.name << "  memory " << (d.total_memory_bytes ? FormatBytes(d.total_memory_bytes) : "unknown")
-        << "  bf16 " << (d.bf16_matmul_backward ? "yes" : "no") << "  fp16 " << (d.fp16_matmul_backward ? "yes" : "no")
+    std::ostringstream quiet;
+    const Column column = RunningColumn(d, quiet);
+    out << d.id << "  " << d.name << (column.cpu_class.empty() ? "" : "  class " + column.cpu_class) << "  memory "
+        << (d.total_memory_bytes ? FormatBytes(d.total_memory_bytes) : "unknown") << "  bf16 "
+        << (d.bf16_matmul_backward ? "yes" : "no") << "  fp16 " << (d.fp16_matmul_backward ? "yes" : "no")
         << "  memory-stats " << (d.memory_stats ? "yes" : "no") << "  distributed "
         << (d.distributed_backend.empty() ? "none" : d.distributed_backend) << "\n";
     for (const std::string& n : d.notes) out << "    note: " << n << "\n";

@@ -50,7 +50,7 @@ std::vector<CalibrationRow> CalibrationRows(const History& history) {
     if (!e.extrapolated_step_time_s && !e.extrapolated_peak_memory_gib) continue;
     CalibrationRow r;
     r.config = cell.first;
-    r.device_type = cell.second;
+    r.column = cell.second;
     r.proxy = e.proxy;
     r.verified_at = e.verified_at;
     r.commit = e.commit;
@@ -75,7 +75,7 @@ ErrorSummary SummarizeErrors(const std::vector<CalibrationRow>& rows, std::optio
     errors.push_back(e);
     if (e >= s.max) {
       s.max = e;
-      s.worst = r.config + " on " + r.device_type;
+      s.worst = r.config + " on " + r.column;
     }
   }
   s.cells = errors.size();
@@ -92,7 +92,7 @@ void WriteCalibrationTable(const std::vector<CalibrationRow>& rows, const std::v
     out << "| config | device | proxies | measured | step time s (measured) | extrapolated | error | peak GiB (measured) | "
            "extrapolated | error |\n|---|---|---|---|---|---|---|---|---|---|\n";
     for (const CalibrationRow& r : rows) {
-      out << "| `" << r.config << "` | " << r.device_type << " | " << r.proxy << " | " << r.verified_at.substr(0, 10)
+      out << "| `" << r.config << "` | " << r.column << " | " << r.proxy << " | " << r.verified_at.substr(0, 10)
           << (r.commit.empty() ? "" : " " + r.commit.substr(0, 7)) << " | " << Fixed(r.step_time_s, 3) << " | "
           << Fixed(r.extrapolated_step_time_s, 3) << " | " << Percent(r.step_error) << " | "
           << Fixed(r.peak_memory_gib, 2) << " | " << Fixed(r.extrapolated_peak_memory_gib, 2) << " | "

@@ -21,7 +21,7 @@ namespace tmx::matrix {
 // (extrapolated / measured - 1); an error is unknown where either side is.
 struct CalibrationRow {
   std::string config;
-  std::string device_type;
+  std::string column;       // harness/column.h
   std::string proxy;        // SupportEntry::proxy
   std::string verified_at;  // when the calibrated record was measured, and at which commit
   std::string commit;

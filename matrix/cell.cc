@@ -5,8 +5,10 @@
 #include <limits>
 #include <utility>
 
+#include "base/cpu_class.h"
 #include "base/json_io.h"
 #include "base/text.h"
+#include "harness/column.h"
 #include "harness/device.h"
 
 namespace tmx::matrix {
@@ -250,6 +252,16 @@ Status CheckDevice(const CellResult& r, const std::string& where, int64_t) {
   return Status::OK();
 }
 
+// A CPU class is a cpu record's, and one of base/cpu_class.h's names.
+Status CheckCpuClass(const CellResult& r, const std::string& where, int64_t) {
+  const std::string& cpu_class = r.provenance.cpu_class;
+  if (cpu_class.empty() || (r.device_type == "cpu" && FindCpuClass(cpu_class) != nullptr)) return Status::OK();
+  return Fail(where,
+              "provenance.cpu_class \"" + cpu_class.substr(0, 40) + "\" " +
+                  (r.device_type == "cpu" ? "is not a CPU class (" + CpuClassNames() + ")"
+                                          : "is set on a " + r.device_type + " record; only cpu records have one"));
+}
+
 // The warm-up counts among the recorded steps, so its range depends on how many there are.
 Status CheckWarmup(const CellResult& r, const std::string& where, int64_t) {
   int64_t steps = static_cast<int64_t>(r.step_times_s.size());
@@ -387,9 +399,11 @@ const std::vector<JournalField>& JournalFields() {
       {"reference_loss", kOptional, Slot<&R::reference_loss>(), {}},
       {"reference_grad_norm", kOptional, Slot<&R::reference_grad_norm>(), {}},
       {"loss_delta", kOptional, Slot<&R::loss_delta>(), Range(0, kMaxSeconds, "a relative delta of 0 or more")},
-      {"grad_norm_delta", kOptional, Slot<&R::grad_norm_delta>(), Range(0, kMaxSeconds, "a relative delta of 0 or more")},
+      {"grad_norm_delta", kOptional, Slot<&R::grad_norm_delta>(),
+       Range(0, kMaxSeconds, "a relative delta of 0 or more")},
       {"loss_tolerance", kOptional, Slot<&R::loss_tolerance>(), Range(0, 1, "a relative tolerance from 0 to 1")},
-      {"grad_norm_tolerance", kOptional, Slot<&R::grad_norm_tolerance>(), Range(0, 1, "a relative tolerance from 0 to 1")},
+      {"grad_norm_tolerance", kOptional, Slot<&R::grad_norm_tolerance>(),
+       Range(0, 1, "a relative tolerance from 0 to 1")},
       {"numeric_dtype", kOptional, Slot<&R::numeric_dtype>(), {}},
       {"numeric_note", kOptional, Slot<&R::numeric_note>(), {}},
       {"reference_time_s", kOptional, Slot<&R::reference_time_s>(), Seconds()},
@@ -405,8 +419,10 @@ const std::vector<JournalField>& JournalFields() {
       {"provenance.commit", kRequired, Slot<&R::provenance, &Provenance::commit>(), {}},
       {"provenance.torch_version", kRequired, Slot<&R::provenance, &Provenance::torch_version>(), {}},
       {"provenance.device_name", kRequired, Slot<&R::provenance, &Provenance::device_name>(), {}},
-      {"provenance.verified_at", kRequired, Slot<&R::provenance, &Provenance::verified_at>(),
-       Check(CheckVerifiedAt)},
+      // Added after schema version 1 was first written (issue 57): a record without it reads "", a class known only
+      // where RecordedCpuClass knows the CPU.
+      {"provenance.cpu_class", kOptional, Slot<&R::provenance, &Provenance::cpu_class>(), Check(CheckCpuClass)},
+      {"provenance.verified_at", kRequired, Slot<&R::provenance, &Provenance::verified_at>(), Check(CheckVerifiedAt)},
   };
   return fields;
 }
@@ -553,6 +569,11 @@ StatusOr<CellResult> CellResultFromJson(const nlohmann::json& j, const std::stri
   }
   TM_RETURN_IF_ERROR(ValidateCellResult(r, where, now));
   return r;
+}
+
+std::string ColumnOf(const CellResult& r) {
+  const Provenance& p = r.provenance;
+  return ColumnOfRecord(r.device_type, p.cpu_class, p.host, p.device_name, p.torch_version);
 }
 
 bool DatedAhead(const std::string& verified_at, int64_t now) {

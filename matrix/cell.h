@@ -74,6 +74,10 @@ struct Provenance {
   std::string torch_version;  // LibTorch version the cell ran with
   std::string device_name;    // e.g. "NVIDIA H200", or the CPU model
   std::string verified_at;    // UTC, ISO 8601, e.g. "2026-12-02T11:30:00Z"
+  // A cpu record's CPU class (base/cpu_class.h): what ATen and oneDNN used, the machine's class lowered by their
+  // environment variables (`tune-matrix run --cpu-class`). "" on other device types, and in a record made before
+  // records carried it (RecordedCpuClass says which of those are known). Part of the record's column.
+  std::string cpu_class;
 };
 
 struct CellResult {
@@ -203,6 +207,10 @@ inline constexpr int64_t kMaxClockSkewSeconds = 15 * 60;
 // Whether `verified_at` (a UTC time) is later than `now` by more than kMaxClockSkewSeconds: a date that would
 // outrank every real measurement of its cell for ever, so it is never trusted as the newer one.
 bool DatedAhead(const std::string& verified_at, int64_t now);
+
+// The record's column (harness/column.h): its device type, CPU class (RecordedCpuClass) and torch version, as
+// ColumnKey spells it ("cpu (amx, torch 2.11.0)"). Records of different columns are different observations.
+std::string ColumnOf(const CellResult& r);
 
 // The fields of a journal record, in one table (JournalFields) from which the writer (ToJson), the reader
 // (CellResultFromJson) and the checks (ValidateCellResult) all follow: a new field is one row there.

@@ -360,6 +360,15 @@ TEST(CellValidationTest, ValuesOutOfRangeOrInconsistentAreRefused) {
        "field \"device\" is \"auto\", not a device such as cpu or cuda:0"},
       {"device and type disagree", [](json& j) { j["device_type"] = "cpu"; },
        "device type \"cpu\" does not match device \"cuda:0\""},
+      {"a CPU class on a cuda record", [](json& j) { j["provenance"]["cpu_class"] = "amx"; },
+       "provenance.cpu_class \"amx\" is set on a cuda record; only cpu records have one"},
+      {"no CPU class",
+       [](json& j) {
+         j["device"] = "cpu";
+         j["device_type"] = "cpu";
+         j["provenance"]["cpu_class"] = "avx3";
+       },
+       "provenance.cpu_class \"avx3\" is not a CPU class (default, avx2, avx512, avx512_bf16, amx)"},
       {"not a date", [](json& j) { j["provenance"]["verified_at"] = "2026-02-30T00:00:00Z"; },
        "provenance.verified_at \"2026-02-30T00:00:00Z\" is not a UTC time of the form 2026-12-02T11:30:00Z"},
       {"fraction", [](json& j) { j["provenance"]["verified_at"] = "2026-11-22T10:00:00.5Z"; },
@@ -414,6 +423,9 @@ json At(const json& record, const std::string& key) {
 // written with exactly the table's keys (and schema_version), and reads back equal in every row.
 TEST(JournalFieldsTest, ARecordWithEveryFieldSetRoundTrips) {
   CellResult in = FullCell();
+  // A cpu record, which alone has a CPU class.
+  in.key.device = in.device_type = "cpu";
+  in.provenance.cpu_class = "avx512_bf16";
   // Invalid as written (FullCell's kFails is also the default), and timed out with its repair.
   in.status = CellStatus::kInvalid;
   in.repair = {"optimizer._component_=torch.optim.AdamW", "~optimizer.optim_bits"};

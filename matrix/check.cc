@@ -8,6 +8,8 @@
 #include "base/clock.h"
 #include "base/file_util.h"
 #include "base/text.h"
+#include "harness/column.h"
+#include "matrix/escape.h"
 #include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
@@ -64,7 +66,7 @@ class ConfigChecker {
     std::vector<std::string> types = c_.supported_devices;
     for (const auto& [type, entry] : c_.entries) types.push_back(type);
     for (const auto& [type, obs] : observed_) types.push_back(type);
-    types = OrderDeviceTypes(types);
+    types = OrderColumns(types);
     std::vector<Evidence> evidence;
     for (const std::string& t : types) evidence.push_back(Resolve(t));
     for (size_t i = 0; i < types.size(); ++i) Compare(types[i], evidence[i]);
@@ -84,8 +86,14 @@ class ConfigChecker {
     problems_->push_back({kind, location, message, fix});
   }
 
-  std::string RerunFix(const std::string& type) const {
-    return "rerun and record it: tune-matrix run --configs '" + c_.config + "' --devices " + type +
+  // On a machine of the column's CPU class (or a higher one, capped to it) and torch version.
+  std::string RerunFix(const std::string& column) const {
+    std::optional<Column> c = ParseColumnKey(column);
+    std::string devices = c ? c->device_type : column;
+    if (c && !c->cpu_class.empty()) devices += " --cpu-class " + c->cpu_class;
+    return "rerun and record it" +
+           std::string(c && !c->torch_version.empty() ? " with torch " + c->torch_version : "") +
+           ": tune-matrix run --configs '" + c_.config + "' --devices " + devices +
            " --journal rerun.jsonl --no-write-back && tune-matrix merge reports/journal.jsonl rerun.jsonl";
   }
 
@@ -95,22 +103,24 @@ class ConfigChecker {
     for (const auto& [type, status] : effective_) {
       if (IsRunsStatus(status)) runs.push_back(type);
     }
-    return "supported_devices: [" + JoinStrings(OrderDeviceTypes(runs), ", ") + "]";
+    std::vector<std::string> quoted;
+    for (const std::string& column : OrderColumns(runs)) quoted.push_back(YamlQuote(column));
+    return "supported_devices: [" + JoinStrings(quoted, ", ") + "]";
   }
 
   std::string AcceptFix(const std::string& type, const std::string& status) const {
     return "if expected, record it: " + options_.accept_command + "  (it writes " + CorrectList() +
-           (status.empty() ? "" : " and support." + type + ".status: " + status) + " into " + c_.path + ")";
+           (status.empty() ? "" : " and support." + YamlQuote(type) + ".status: " + status) + " into " + c_.path + ")";
   }
 
-  // What is recorded and what was (freshly) observed for one device type.
+  // What is recorded and what was (freshly) observed for one column.
   struct Evidence {
     const SupportEntry* entry = nullptr;
     const CellResult* obs = nullptr;  // null when superseded by the entry or made with an older config
     std::string origin;
   };
 
-  // First pass: reports stale entries and observations, and settles the status each device type should
+  // First pass: reports stale entries and observations, and settles the status each column should
   // have, so that every fix can quote the whole corrected supported_devices list.
   Evidence Resolve(const std::string& type) {
     Evidence ev;
@@ -203,7 +213,7 @@ class ConfigChecker {
         "if expected, record it: " + options_.accept_command + "; otherwise " + CauseHint(entry, obs));
   }
 
-  // The list must name exactly the device types whose status runs. Types already reported above carry the
+  // The list must name exactly the columns whose status runs. Types already reported above carry the
   // corrected list in their fix; the rest disagree within the block itself (an edit by hand).
   void CheckSupportedList(const std::vector<std::string>& types) {
     std::set<std::string> listed(c_.supported_devices.begin(), c_.supported_devices.end());
@@ -238,8 +248,8 @@ class ConfigChecker {
   const CheckOptions& options_;
   std::vector<CheckProblem>* problems_;
   CheckCounts* counts_;
-  std::map<std::string, std::string> effective_;  // device type -> status as it should now be recorded
-  std::set<std::string> reported_;                // device types with a status problem
+  std::map<std::string, std::string> effective_;  // column -> status as it should now be recorded
+  std::set<std::string> reported_;                // columns with a status problem
 };
 
 // "invalid, too_large or too_slow": the statuses of cells recorded without starting.
@@ -300,9 +310,9 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs
   CheckCounts ignored;
   if (counts == nullptr) counts = &ignored;
   *counts = CheckCounts();
-  // config -> device type -> (newest record, its origin)
+  // config -> column -> (newest record, its origin)
   std::map<std::string, std::map<std::string, std::pair<const CellResult*, std::string>>> latest;
-  for (const auto& [key, i] : LatestIndexByDeviceType(observed.records)) {
+  for (const auto& [key, i] : LatestIndexByColumn(observed.records)) {
     latest[key.first][key.second] = {&observed.records[i], i < observed.origins.size() ? observed.origins[i] : ""};
   }
   std::vector<CheckProblem> problems;
@@ -344,12 +354,12 @@ std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs
   std::set<std::string> builtin;
   for (const ConfigSupport& c : configs) builtin.insert(c.config);
   std::vector<CellResult> records;
-  std::vector<ConfigDeviceType> cells;
+  std::vector<ConfigColumn> cells;
   for (size_t i = 0; i < all->size(); ++i) {
     if (!builtin.count((*all)[i].key.config)) continue;
     records.push_back((*all)[i]);
     origins.push_back(all_origins[i]);
-    cells.emplace_back(records.back().key.config, records.back().device_type);
+    cells.emplace_back(records.back().key.config, ColumnOf(records.back()));
   }
   StatusOr<History> journal_history = ReadHistory(history_dir, cells);
   const std::string fix = "add the journal's records to history: tune-matrix merge " + journal;

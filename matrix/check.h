@@ -1,9 +1,9 @@
 // `tune-matrix check`: does what the configs claim about their devices still match what was observed?
 //
 // The claims are each built-in config's generated block (`metadata.supported_devices` and
-// `metadata.support.<device type>`); the observations are journals (the committed reports/journal.jsonl, or
-// what CI jobs just wrote). Like PyTorch's OpInfo `test_dtypes`, which compares the dtypes an operator
-// claims with the ones that work when tried, every disagreement is one problem with a paste-ready fix:
+// `metadata.support.<column>`, harness/column.h); the observations are journals (the committed
+// reports/journal.jsonl, or what CI jobs just wrote). Like PyTorch's OpInfo `test_dtypes`, which compares the dtypes an
+// operator claims with the ones that work when tried, every disagreement is one problem with a paste-ready fix:
 //
 //   newly broken   recorded `runs`, the latest observation does not run
 //   newly fixed    recorded anything else (or nothing), the latest observation runs
@@ -14,7 +14,9 @@
 //   reports        reports/SUPPORT.md, support.json or index.html is not what the configs' metadata and
 //                  history render to, or a record of reports/journal.jsonl is missing from the history
 //
-// An observation older than the config's entry for that device is superseded by the entry and ignored.
+// Claims and observations are compared column by column: a record of one CPU class or torch version is never
+// checked against the entry of another. An observation older than the config's entry for its column is superseded
+// by the entry and ignored.
 #pragma once
 
 #include <ostream>
@@ -54,13 +56,13 @@ struct CheckProblem {
 
 // What a check compared, for its summary line.
 struct CheckCounts {
-  int observations = 0;     // (config, device type) pairs with a fresh observation compared to the claims
+  int observations = 0;     // (config, column) pairs with a fresh observation compared to the claims
   int speed_compared = 0;   // of those, running on both sides with tokens/s compared
   int speed_too_short = 0;  // running on both sides, but a step shorter than min_step_time_s
   int speed_disturbed = 0;  // running on both sides, but the observation was measured beside other work
 };
 
-// Every problem, grouped by kind in the order above, then by config and device type. `counts` may be null.
+// Every problem, grouped by kind in the order above, then by config and column. `counts` may be null.
 std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs, const JournalSet& observed,
                                        const CheckOptions& options, CheckCounts* counts = nullptr);
 

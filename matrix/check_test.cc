@@ -64,6 +64,27 @@ TEST_F(CheckTest, AgreeingClaimsAndObservationsPass) {
   EXPECT_TRUE(Check({}).empty()) << printed_;
 }
 
+// An observation of another CPU class or torch version is checked against its own column: an AVX2 machine that
+// fails, or runs at a hundredth of the speed, breaks nothing the AMX machine's entry says.
+TEST_F(CheckTest, AnotherClassOrTorchIsAnotherColumnNeverComparedWithTheEntry) {
+  Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_, 1000)});
+  CellResult avx2 = Obs("tiny/lora", "cpu", CellStatus::kRuns, 10);
+  avx2.provenance.cpu_class = "avx2";
+  CellResult newer = Obs("tiny/lora", "cpu", CellStatus::kFails);
+  newer.provenance.torch_version = "2.15.0";
+  CheckCounts counts;
+  JournalSet set;
+  set.records = {avx2, newer};
+  set.origins = {"new.jsonl:1", "new.jsonl:2"};
+  std::vector<CheckProblem> p = CheckSupport(ReadBuiltinClaims(co_.registry).value(), set, {}, &counts);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].kind, ProblemKind::kNewlyFixed);  // not recorded in its column, runs there
+  EXPECT_EQ(p[0].message.rfind("cpu (avx2, torch 2.11.0): not recorded, now runs", 0), 0u) << p[0].message;
+  EXPECT_EQ(p[1].kind, ProblemKind::kDisagrees);
+  EXPECT_EQ(p[1].message.rfind("cpu (amx, torch 2.15.0): no support entry, observed fails", 0), 0u) << p[1].message;
+  EXPECT_EQ(counts.speed_compared, 0);
+}
+
 TEST_F(CheckTest, NewlyBrokenAndNewlyFixedAreListedSeparatelyWithTheCorrection) {
   Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_),
           co_.Observe("tiny/lora", "cuda:0", CellStatus::kFails, old_)});
@@ -72,15 +93,18 @@ TEST_F(CheckTest, NewlyBrokenAndNewlyFixedAreListedSeparatelyWithTheCorrection) 
   ASSERT_EQ(p.size(), 2u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kNewlyBroken);
   EXPECT_EQ(p[0].location, co_.Path("tiny/lora") + ":8");
-  EXPECT_NE(p[0].message.find("cpu: recorded runs (verified " + old_ +
+  EXPECT_NE(p[0].message.find("cpu (amx, torch 2.11.0): recorded runs (verified " + old_ +
                               " at commit 0123456789ab), now fails "
                               "(new.jsonl:1, job job-cpu, host host-cpu"),
             std::string::npos)
       << p[0].message;
   EXPECT_NE(p[0].fix.find("tune-matrix merge new.jsonl"), std::string::npos) << p[0].fix;
-  EXPECT_NE(p[0].fix.find("supported_devices: [cuda] and support.cpu.status: fails"), std::string::npos) << p[0].fix;
+  EXPECT_NE(p[0].fix.find(
+                "supported_devices: [\"cuda (torch 2.11.0)\"] and support.\"cpu (amx, torch 2.11.0)\".status: fails"),
+            std::string::npos)
+      << p[0].fix;
   EXPECT_EQ(p[1].kind, ProblemKind::kNewlyFixed);
-  EXPECT_NE(p[1].message.find("cuda: recorded fails"), std::string::npos) << p[1].message;
+  EXPECT_NE(p[1].message.find("cuda (torch 2.11.0): recorded fails"), std::string::npos) << p[1].message;
   EXPECT_NE(printed_.find("newly broken (1):\n  "), std::string::npos) << printed_;
   EXPECT_NE(printed_.find("newly fixed (1):\n  "), std::string::npos) << printed_;
   EXPECT_NE(printed_.find("\n    fix: "), std::string::npos) << printed_;
@@ -94,33 +118,41 @@ TEST_F(CheckTest, ADeviceThatRanButIsNotListedAndAListedDeviceThatFailed) {
   EXPECT_EQ(p[0].kind, ProblemKind::kNewlyFixed);
   EXPECT_NE(p[0].message.find("not recorded, now runs"), std::string::npos) << p[0].message;
   EXPECT_NE(p[0].message.find("it ran but is not listed in supported_devices"), std::string::npos);
-  EXPECT_NE(p[0].fix.find("supported_devices: [cpu, cuda]"), std::string::npos) << p[0].fix;
+  EXPECT_NE(p[0].fix.find("supported_devices: [\"cpu (amx, torch 2.11.0)\", \"cuda (torch 2.11.0)\"]"),
+            std::string::npos)
+      << p[0].fix;
 
   // A list edited by hand: it claims cuda, which nothing supports, and drops cpu, which runs.
   std::string text = co_.Read("tiny/lora");
-  size_t at = text.find("supported_devices: [cpu]");
+  const std::string listed = "supported_devices: [\"cpu (amx, torch 2.11.0)\"]";
+  size_t at = text.find(listed);
   ASSERT_NE(at, std::string::npos);
-  co_.Write("tiny/lora", text.replace(at, std::string("supported_devices: [cpu]").size(), "supported_devices: [cuda]"));
+  co_.Write("tiny/lora", text.replace(at, listed.size(), "supported_devices: [\"cuda (torch 2.11.0)\"]"));
   p = Check({});
   ASSERT_EQ(p.size(), 2u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kDisagrees);
   EXPECT_EQ(p[0].location, co_.Path("tiny/lora") + ":6");
-  EXPECT_NE(p[0].message.find("cpu: its status is runs, but metadata.supported_devices does not list it"),
-            std::string::npos)
+  EXPECT_NE(
+      p[0].message.find("cpu (amx, torch 2.11.0): its status is runs, but metadata.supported_devices does not list it"),
+      std::string::npos)
       << p[0].message;
-  EXPECT_NE(p[1].message.find("cuda: metadata.supported_devices lists cuda, but nothing was recorded or observed"),
+  EXPECT_NE(p[1].message.find("cuda (torch 2.11.0): metadata.supported_devices lists cuda (torch 2.11.0), but nothing "
+                              "was recorded or observed"),
             std::string::npos)
       << p[1].message;
-  EXPECT_EQ(p[0].fix, "write supported_devices: [cpu]");
+  EXPECT_EQ(p[0].fix, "write " + listed);
 
   text = co_.Read("tiny/lora");
-  at = text.find("supported_devices: [cuda]");
-  co_.Write("tiny/lora",
-            text.replace(at, std::string("supported_devices: [cuda]").size(), "supported_devices: [cpu, cpu]"));
+  const std::string wrong = "supported_devices: [\"cuda (torch 2.11.0)\"]";
+  at = text.find(wrong);
+  co_.Write("tiny/lora", text.replace(at, wrong.size(),
+                                      "supported_devices: [\"cpu (amx, torch 2.11.0)\", \"cpu (amx, torch 2.11.0)\"]"));
   p = Check({});
   ASSERT_EQ(p.size(), 1u) << printed_;
-  EXPECT_EQ(p[0].message, "metadata.supported_devices names a device more than once: [cpu, cpu]");
-  EXPECT_EQ(p[0].fix, "write supported_devices: [cpu]");
+  EXPECT_EQ(
+      p[0].message,
+      "metadata.supported_devices names a device more than once: [cpu (amx, torch 2.11.0), cpu (amx, torch 2.11.0)]");
+  EXPECT_EQ(p[0].fix, "write " + listed);
 }
 
 TEST_F(CheckTest, OtherStatusChangesDisagree) {
@@ -128,7 +160,7 @@ TEST_F(CheckTest, OtherStatusChangesDisagree) {
   std::vector<CheckProblem> p = Check({Obs("tiny/full", "cpu", CellStatus::kTimeout)});
   ASSERT_EQ(p.size(), 1u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kDisagrees);
-  EXPECT_NE(p[0].message.find("cpu: recorded fails"), std::string::npos);
+  EXPECT_NE(p[0].message.find("cpu (amx, torch 2.11.0): recorded fails"), std::string::npos);
   EXPECT_NE(p[0].message.find("observed timeout"), std::string::npos) << p[0].message;
 }
 
@@ -140,11 +172,16 @@ TEST_F(CheckTest, AConfigEditedSinceItsSupportWasVerifiedIsStale) {
   std::vector<CheckProblem> p = Check({});
   ASSERT_EQ(p.size(), 1u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kStale);
-  EXPECT_NE(p[0].message.find("cpu: support entry runs (verified " + old_), std::string::npos) << p[0].message;
+  EXPECT_NE(p[0].message.find("cpu (amx, torch 2.11.0): support entry runs (verified " + old_), std::string::npos)
+      << p[0].message;
   EXPECT_NE(p[0].message.find("was made with config hash " + old_hash + ", but the config has changed since"),
             std::string::npos)
       << p[0].message;
-  EXPECT_NE(p[0].fix.find("tune-matrix run --configs 'tiny/lora' --devices cpu"), std::string::npos) << p[0].fix;
+  // On the column's class and torch: a rerun elsewhere would record another column.
+  EXPECT_NE(p[0].fix.find("rerun and record it with torch 2.11.0: tune-matrix run --configs 'tiny/lora' --devices cpu "
+                          "--cpu-class amx "),
+            std::string::npos)
+      << p[0].fix;
 
   // An observation of the old config is stale too, and is not compared: one problem names both.
   CellResult old_obs = Obs("tiny/lora", "cpu", CellStatus::kFails);
@@ -192,7 +229,8 @@ TEST_F(CheckTest, TokensPerSecondMayFallOnlyWithinTheNoise) {
   std::vector<CheckProblem> p = Check({Obs("tiny/lora", "cpu", CellStatus::kRuns, 850)});
   ASSERT_EQ(p.size(), 1u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kSlower);
-  EXPECT_NE(p[0].message.find("cpu: tokens/s fell 15.0%, from 1000.0 (verified " + old_ + " at commit 0123456789ab)"),
+  EXPECT_NE(p[0].message.find("cpu (amx, torch 2.11.0): tokens/s fell 15.0%, from 1000.0 (verified " + old_ +
+                              " at commit 0123456789ab)"),
             std::string::npos)
       << p[0].message;
   EXPECT_NE(p[0].fix.find("otherwise both ran commit 0123456789ab, so the machine or its load changed"),
@@ -364,7 +402,8 @@ TEST_F(CheckTest, AGenerationCellWithoutLossesIsPublishedWithItsPrefillAndChecke
   StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(co_.registry);
   ASSERT_TRUE(configs.ok()) << configs.status().ToString();
   for (const ConfigSupport& c : *configs) {
-    if (c.config == "tiny/lora") EXPECT_EQ(c.entries.at("cpu").time_to_first_token_s, std::optional<double>(0.25));
+    if (c.config == "tiny/lora")
+      EXPECT_EQ(c.entries.at("cpu (amx, torch 2.11.0)").time_to_first_token_s, std::optional<double>(0.25));
   }
   EXPECT_TRUE(CheckReports(*configs, co_.dir() + "/reports").empty());
   EXPECT_TRUE(Check({generation("2026-12-02T12:00:00Z", 990)}).empty()) << printed_;

@@ -63,7 +63,7 @@ std::string Reason(const CellResult& r) {
 }
 
 std::string Line(const CellChange& c, const SpeedNoise& noise) {
-  std::string head = c.config + "  " + c.device_type + "  ";
+  std::string head = c.config + "  " + c.column + "  ";
   switch (c.kind) {
     case ChangeKind::kNewlyBroken:
     case ChangeKind::kNewlyFixed:
@@ -140,8 +140,8 @@ int Comparison::Regressions() const { return Count(ChangeKind::kNewlyBroken) + C
 Comparison CompareRecords(const std::vector<CellResult>& before, const std::vector<CellResult>& after,
                           const SpeedNoise& noise) {
   Comparison c;
-  std::map<ConfigDeviceType, CellResult> old = LatestByDeviceType(before);
-  std::map<ConfigDeviceType, CellResult> now = LatestByDeviceType(after);
+  std::map<ConfigColumn, CellResult> old = LatestByColumn(before);
+  std::map<ConfigColumn, CellResult> now = LatestByColumn(after);
   c.before_cells = static_cast<int>(old.size());
   c.after_cells = static_cast<int>(now.size());
   for (const auto& [key, b] : old) {
@@ -177,7 +177,7 @@ Comparison CompareRecords(const std::vector<CellResult>& before, const std::vect
     ++c.unchanged;
   }
   std::stable_sort(c.changes.begin(), c.changes.end(), [](const CellChange& x, const CellChange& y) {
-    return std::tie(x.kind, x.config, x.device_type) < std::tie(y.kind, y.config, y.device_type);
+    return std::tie(x.kind, x.config, x.column) < std::tie(y.kind, y.config, y.column);
   });
   return c;
 }

@@ -1,6 +1,7 @@
 // `tune-matrix compare A B`: what changed between two sets of observations, each a journal file or the
-// journal committed at a git commit of this checkout. Per (config, device type), as the configs keep them,
-// the newest record of each side (LatestByDeviceType) is compared:
+// journal committed at a git commit of this checkout. Per (config, column), as the configs keep them, the newest
+// record of each side (LatestByColumn) is compared; records of different columns (another CPU class or torch
+// version, harness/column.h) are different cells, never compared for speed:
 //
 //   newly broken    ran before, does not run after
 //   newly fixed     did not run before, runs after
@@ -43,15 +44,15 @@ const char* ChangeKindTitle(ChangeKind kind);  // "newly broken", ...
 struct CellChange {
   ChangeKind kind;
   std::string config;
-  std::string device_type;
+  std::string column;                // harness/column.h: records of different columns are never compared
   std::optional<CellResult> before;  // absent for kAppeared
   std::optional<CellResult> after;   // absent for kDisappeared
   SpeedChange speed;                 // for kSlower and kFaster
 };
 
 struct Comparison {
-  std::vector<CellChange> changes;  // by kind in the order above, then config and device type
-  int before_cells = 0;             // (config, device type) pairs on each side
+  std::vector<CellChange> changes;  // by kind in the order above, then config and column
+  int before_cells = 0;             // (config, column) pairs on each side
   int after_cells = 0;
   int unchanged = 0;        // on both sides, same status, no speed change beyond the noise
   int speed_compared = 0;   // running on both sides with tokens/s compared

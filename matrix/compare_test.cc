@@ -42,11 +42,15 @@ TEST(CompareTest, SortsEveryCellIntoWhatChanged) {
                                    Rec("new", "cuda:1", runs, 5, true), Rec("same", "cpu", runs, 1000, true)};
   Comparison c = CompareRecords(before, after, {});
   std::vector<std::pair<ChangeKind, std::string>> got;
-  for (const CellChange& change : c.changes) got.emplace_back(change.kind, change.config + "@" + change.device_type);
+  for (const CellChange& change : c.changes) got.emplace_back(change.kind, change.config + "@" + change.column);
   std::vector<std::pair<ChangeKind, std::string>> want = {
-      {ChangeKind::kNewlyBroken, "a@cpu"},    {ChangeKind::kNewlyFixed, "b@cpu"}, {ChangeKind::kStatusChanged, "c@cpu"},
-      {ChangeKind::kSlower, "d@cpu"},         {ChangeKind::kFaster, "e@cpu"},     {ChangeKind::kAppeared, "new@cuda"},
-      {ChangeKind::kDisappeared, "gone@cuda"}};
+      {ChangeKind::kNewlyBroken, "a@cpu (avx512_bf16, torch 2.11.0)"},
+      {ChangeKind::kNewlyFixed, "b@cpu (avx512_bf16, torch 2.11.0)"},
+      {ChangeKind::kStatusChanged, "c@cpu (avx512_bf16, torch 2.11.0)"},
+      {ChangeKind::kSlower, "d@cpu (avx512_bf16, torch 2.11.0)"},
+      {ChangeKind::kFaster, "e@cpu (avx512_bf16, torch 2.11.0)"},
+      {ChangeKind::kAppeared, "new@cuda (torch 2.11.0)"},
+      {ChangeKind::kDisappeared, "gone@cuda (torch 2.11.0)"}};
   EXPECT_EQ(got, want);
   EXPECT_EQ(c.unchanged, 2);  // f (5% slower is noise) and same
   EXPECT_EQ(c.speed_compared, 4);
@@ -57,22 +61,26 @@ TEST(CompareTest, SortsEveryCellIntoWhatChanged) {
   EXPECT_EQ(out.str(),
             "tune-matrix compare: old.jsonl (8 cells) -> new.jsonl (8 cells)\n"
             "newly broken (1):\n"
-            "  a  cpu  runs -> fails: exited with code 1: RuntimeError: CUDA out of memory <tried 2 GiB> & \"more\""
+            "  a  cpu (avx512_bf16, torch 2.11.0)  runs -> fails: exited with code 1: RuntimeError: CUDA out of memory "
+            "<tried 2 GiB> & \"more\""
             "  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "newly fixed (1):\n"
-            "  b  cpu  fails -> runs, 900.0 tok/s  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
+            "  b  cpu (avx512_bf16, torch 2.11.0)  fails -> runs, 900.0 tok/s  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "status changed (1):\n"
-            "  c  cpu  fails -> timeout: timeout: not started  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
+            "  c  cpu (avx512_bf16, torch 2.11.0)  fails -> timeout: timeout: not started  (bbbbbbbbbbbb, "
+            "2026-11-29T10:00:00Z)\n"
             "slower (1):\n"
-            "  d  cpu  1000.0 -> 700.0 tok/s (-30.0%; allowed 10.0% = max(--max-slowdown 10.0%, 3.0 x combined "
+            "  d  cpu (avx512_bf16, torch 2.11.0)  1000.0 -> 700.0 tok/s (-30.0%; allowed 10.0% = max(--max-slowdown "
+            "10.0%, 3.0 x combined "
             "spread 2.8%))  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "faster (1):\n"
-            "  e  cpu  1000.0 -> 1300.0 tok/s (+30.0%; allowed 10.0% = max(--max-slowdown 10.0%, 3.0 x combined "
+            "  e  cpu (avx512_bf16, torch 2.11.0)  1000.0 -> 1300.0 tok/s (+30.0%; allowed 10.0% = max(--max-slowdown "
+            "10.0%, 3.0 x combined "
             "spread 2.8%))  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "appeared (1):\n"
-            "  new  cuda  runs  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
+            "  new  cuda (torch 2.11.0)  runs  (bbbbbbbbbbbb, 2026-11-29T10:00:00Z)\n"
             "disappeared (1):\n"
-            "  gone  cuda  was runs  (aaaaaaaaaaaa, 2026-11-21T10:00:00Z)\n"
+            "  gone  cuda (torch 2.11.0)  was runs  (aaaaaaaaaaaa, 2026-11-21T10:00:00Z)\n"
             "tune-matrix compare: 2 regression(s) (1 newly broken, 1 slower); 2 cells unchanged; tokens/s compared "
             "for 4 (0 with steps under --min-step-time)\n");
 }

@@ -1,9 +1,11 @@
 #include "matrix/history.h"
 
 #include <algorithm>
+#include <iterator>
 #include <tuple>
 
 #include "base/file_util.h"
+#include "harness/column.h"
 
 namespace tmx::matrix {
 namespace {
@@ -27,9 +29,8 @@ bool IsSafeConfigName(const std::string& config) {
 }
 
 // The identity of a measurement, in file order.
-std::tuple<const std::string&, const std::string&, const std::string&, const std::string&> Identity(
-    const CellResult& r) {
-  return std::tie(r.provenance.verified_at, r.key.device, r.provenance.host, r.key.config);
+std::tuple<std::string, std::string, std::string, std::string, std::string> Identity(const CellResult& r) {
+  return {r.provenance.verified_at, r.key.device, r.provenance.host, r.key.config, ColumnOf(r)};
 }
 
 std::string TextOf(const std::vector<CellResult>& records) {
@@ -38,8 +39,9 @@ std::string TextOf(const std::vector<CellResult>& records) {
   return text;
 }
 
-// Reads one cell's file; NotFound is an empty history.
-StatusOr<std::vector<CellResult>> ReadCellFile(const std::string& path, const ConfigDeviceType& cell) {
+// Reads the file of `config` on `device_type`; NotFound is an empty history.
+StatusOr<std::vector<CellResult>> ReadCellFile(const std::string& path, const std::string& config,
+                                               const std::string& device_type) {
   std::vector<std::string> origins;
   StatusOr<std::vector<CellResult>> records = ReadJournal(path, nullptr, &origins);
   if (!records.ok()) {
@@ -48,9 +50,9 @@ StatusOr<std::vector<CellResult>> ReadCellFile(const std::string& path, const Co
   }
   for (size_t i = 0; i < records->size(); ++i) {
     const CellResult& r = (*records)[i];
-    if (r.key.config != cell.first || r.device_type != cell.second) {
+    if (r.key.config != config || r.device_type != device_type) {
       return Status::InvalidArgument(origins[i] + ": history holds a record of " + r.key.config + " on " +
-                                     r.key.device + " in the file of " + cell.first + " on " + cell.second +
+                                     r.key.device + " in the file of " + config + " on " + device_type +
                                      "; fix: move that line to its own cell's file");
     }
   }
@@ -110,7 +112,8 @@ std::vector<CellResult> NormalizeHistory(std::vector<CellResult> records) {
 }
 
 Status AddToHistory(const std::string& history_dir, const std::vector<CellResult>& records, HistoryUpdate* update) {
-  std::map<std::string, std::pair<ConfigDeviceType, std::vector<CellResult>>> added;  // by file
+  // By file: (config, device type) and the records to add.
+  std::map<std::string, std::pair<std::pair<std::string, std::string>, std::vector<CellResult>>> added;
   for (const CellResult& r : records) {
     StatusOr<std::string> path = HistoryFile(history_dir, r.key.config, r.device_type);
     if (!path.ok()) return path.status();
@@ -122,7 +125,8 @@ Status AddToHistory(const std::string& history_dir, const std::vector<CellResult
   std::vector<std::pair<std::string, std::string>> writes;
   int count = 0;
   for (auto& [path, cell_records] : added) {
-    StatusOr<std::vector<CellResult>> existing = ReadCellFile(path, cell_records.first);
+    StatusOr<std::vector<CellResult>> existing =
+        ReadCellFile(path, cell_records.first.first, cell_records.first.second);
     if (!existing.ok()) return existing.status();
     std::string before = TextOf(*existing);
     size_t had = NormalizeHistory(*existing).size();
@@ -141,28 +145,37 @@ Status AddToHistory(const std::string& history_dir, const std::vector<CellResult
   return Status::OK();
 }
 
-StatusOr<History> ReadHistory(const std::string& history_dir, const std::vector<ConfigDeviceType>& cells) {
+StatusOr<History> ReadHistory(const std::string& history_dir, const std::vector<ConfigColumn>& cells) {
   History history;
-  for (const ConfigDeviceType& cell : cells) {
-    StatusOr<std::string> path = HistoryFile(history_dir, cell.first, cell.second);
+  std::map<std::string, std::vector<CellResult>> files;  // each file read once, for all its columns
+  for (const ConfigColumn& cell : cells) {
+    const std::string type = ColumnDeviceType(cell.second);
+    StatusOr<std::string> path = HistoryFile(history_dir, cell.first, type);
     if (!path.ok()) return path.status();
-    StatusOr<std::vector<CellResult>> records = ReadCellFile(*path, cell);
-    if (!records.ok()) return records.status();
-    if (!records->empty()) history[cell] = NormalizeHistory(std::move(records).value());
+    auto file = files.find(*path);
+    if (file == files.end()) {
+      StatusOr<std::vector<CellResult>> records = ReadCellFile(*path, cell.first, type);
+      if (!records.ok()) return records.status();
+      file = files.emplace(*path, NormalizeHistory(std::move(records).value())).first;
+    }
+    std::vector<CellResult> column;
+    std::copy_if(file->second.begin(), file->second.end(), std::back_inserter(column),
+                 [&](const CellResult& r) { return ColumnOf(r) == cell.second; });
+    if (!column.empty()) history[cell] = std::move(column);
   }
   return history;
 }
 
 StatusOr<History> ReadHistoryOf(const std::string& history_dir, const std::vector<ConfigSupport>& configs) {
-  std::vector<ConfigDeviceType> cells;
+  std::vector<ConfigColumn> cells;
   for (const ConfigSupport& c : configs) {
-    for (const auto& [type, entry] : c.entries) cells.emplace_back(c.config, type);
+    for (const auto& [column, entry] : c.entries) cells.emplace_back(c.config, column);
   }
   return ReadHistory(history_dir, cells);
 }
 
 bool InHistory(const History& history, const CellResult& record) {
-  auto it = history.find({record.key.config, record.device_type});
+  auto it = history.find({record.key.config, ColumnOf(record)});
   if (it == history.end()) return false;
   return std::any_of(it->second.begin(), it->second.end(),
                      [&](const CellResult& h) { return Identity(h) == Identity(record); });

@@ -10,8 +10,10 @@
 //   the files of the cells it measured, so a reader sees per cell what changed; two branches touch the same
 //   file only where both measured that cell, and reports/.gitattributes (merge=union) resolves that by
 //   keeping both sides' lines.
+// - One file holds every column of its device type (harness/column.h: a cpu file holds each CPU class and torch
+//   version); readers take the records of one column from it.
 // - The reader does not trust the order: it sorts by (verified_at, device, host) and keeps one record per
-//   (config, device, verified_at, host), the identity of a measurement. A union-merged or concatenated file
+//   (config, device, verified_at, host, column), the identity of a measurement. A union-merged or concatenated file
 //   therefore reads correctly, adding the same records again changes nothing, and the next write puts the
 //   file back in order.
 // - Nothing replaces a record: `run` adds the journal it moves aside, `run` and `merge` add the records
@@ -34,8 +36,8 @@ namespace tmx::matrix {
 inline constexpr int kHistoryTailLines = 40;
 inline constexpr size_t kHistoryTailBytes = 8192;
 
-// The measurements of each cell, by (config, device type), oldest first.
-using History = std::map<ConfigDeviceType, std::vector<CellResult>>;
+// The measurements of each cell, by (config, column), oldest first.
+using History = std::map<ConfigColumn, std::vector<CellResult>>;
 
 // <reports_dir>/history
 std::string HistoryDir(const std::string& reports_dir);
@@ -50,7 +52,7 @@ StatusOr<std::string> HistoryFile(const std::string& history_dir, const std::str
 // kHistoryTailBytes bytes from the first whole UTF-8 character.
 CellResult ForHistory(CellResult record);
 
-// Sorted by (verified_at, device, host), one record per (config, device, verified_at, host); of two records
+// Sorted by (verified_at, device, host), one record per (config, device, verified_at, host, column); of two records
 // of one measurement that differ, the one whose journal line sorts first, so the result does not depend on
 // the order of the input.
 std::vector<CellResult> NormalizeHistory(std::vector<CellResult> records);
@@ -67,11 +69,12 @@ struct HistoryUpdate {
 // file fails with nothing written. `update` may be null.
 Status AddToHistory(const std::string& history_dir, const std::vector<CellResult>& records, HistoryUpdate* update);
 
-// The history of the given cells (a cell without a file has none). A file that is not a journal, or holds a
-// record of another cell, fails with "<file>:<line>: ...".
-StatusOr<History> ReadHistory(const std::string& history_dir, const std::vector<ConfigDeviceType>& cells);
+// The history of the given cells, each (config, column) the records of that column in the file of its config and
+// device type (a cell without a file or such records has none). A file that is not a journal, or holds a record of
+// another config or device type, fails with "<file>:<line>: ...".
+StatusOr<History> ReadHistory(const std::string& history_dir, const std::vector<ConfigColumn>& cells);
 
-// ReadHistory of every (config, device type) that has a support entry.
+// ReadHistory of every (config, column) that has a support entry.
 StatusOr<History> ReadHistoryOf(const std::string& history_dir, const std::vector<ConfigSupport>& configs);
 
 // Whether `history` holds the measurement `record` is of.

@@ -8,6 +8,10 @@
 namespace tmx::matrix {
 namespace {
 
+// The columns of Record's records: a CPU of no known class, and cuda, on torch 2.11.0.
+constexpr const char* kCpu = "cpu (class unknown, torch 2.11.0)";
+constexpr const char* kCuda = "cuda (torch 2.11.0)";
+
 CellResult Record(const std::string& config, const std::string& device, const std::string& verified_at,
                   CellStatus status = CellStatus::kRuns, double tps = 100) {
   CellResult r;
@@ -85,24 +89,46 @@ TEST_F(HistoryTest, AddsEachMeasurementOnceInTimeOrder) {
   CellResult elsewhere = newer;
   elsewhere.provenance.host = "host-b";
   EXPECT_EQ(Add({elsewhere}), 1);
-  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", "cpu"}, {"tiny/lora", "cuda"}, {"tiny/full", "cpu"}});
+  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", kCpu}, {"tiny/lora", kCuda}, {"tiny/full", kCpu}});
   ASSERT_TRUE(h.ok()) << h.status().ToString();
-  EXPECT_EQ(h->at({"tiny/lora", "cpu"}).size(), 3u);
-  EXPECT_EQ(h->count({"tiny/full", "cpu"}), 0u);
+  EXPECT_EQ(h->at({"tiny/lora", kCpu}).size(), 3u);
+  EXPECT_EQ(h->count({"tiny/full", kCpu}), 0u);
   EXPECT_TRUE(InHistory(*h, older));
   EXPECT_FALSE(InHistory(*h, Record("tiny/lora", "cpu", "2026-11-23T00:00:00Z")));
 }
 
 // A generation measurement keeps its prefill in history and reads back without a loss.
+// One file holds every column of its device type; each column reads as its own history, and a record of one class
+// and another of the same second and host are two measurements.
+TEST_F(HistoryTest, EachColumnOfAFileIsItsOwnHistory) {
+  CellResult amx = Record("tiny/lora", "cpu", "2026-11-22T00:00:00Z");
+  amx.provenance.cpu_class = "amx";
+  CellResult avx2 = amx;
+  avx2.provenance.cpu_class = "avx2";
+  CellResult newer_torch = Record("tiny/lora", "cpu", "2026-11-23T00:00:00Z");
+  newer_torch.provenance.cpu_class = "amx";
+  newer_torch.provenance.torch_version = "2.15.0";
+  EXPECT_EQ(Add({amx, avx2, newer_torch}), 3);
+  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", "cpu (amx, torch 2.11.0)"},
+                                            {"tiny/lora", "cpu (avx2, torch 2.11.0)"},
+                                            {"tiny/lora", "cpu (amx, torch 2.15.0)"},
+                                            {"tiny/lora", "cpu (avx512, torch 2.11.0)"}});
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->size(), 3u);
+  EXPECT_EQ(h->at({"tiny/lora", "cpu (avx2, torch 2.11.0)"}).at(0).provenance.cpu_class, "avx2");
+  EXPECT_EQ(h->at({"tiny/lora", "cpu (amx, torch 2.15.0)"}).size(), 1u);
+  EXPECT_TRUE(InHistory(*h, avx2));
+}
+
 TEST_F(HistoryTest, AGenerationMeasurementKeepsItsPrefill) {
   CellResult generated = Record("tiny/generation", "cpu", "2026-11-22T00:00:00Z", CellStatus::kRuns, 812.5);
   generated.time_to_first_token_s = 0.0625;
   generated.prefill_tokens_per_second = 4096.5;
   EXPECT_EQ(Add({generated}), 1);
   EXPECT_EQ(Text("tiny/generation", "cpu"), JournalLine(generated) + "\n");
-  StatusOr<History> h = ReadHistory(dir(), {{"tiny/generation", "cpu"}});
+  StatusOr<History> h = ReadHistory(dir(), {{"tiny/generation", kCpu}});
   ASSERT_TRUE(h.ok()) << h.status().ToString();
-  const CellResult& back = h->at({"tiny/generation", "cpu"}).at(0);
+  const CellResult& back = h->at({"tiny/generation", kCpu}).at(0);
   EXPECT_EQ(back.tokens_per_second, std::optional<double>(812.5));
   EXPECT_EQ(back.time_to_first_token_s, std::optional<double>(0.0625));
   EXPECT_EQ(back.prefill_tokens_per_second, std::optional<double>(4096.5));
@@ -120,9 +146,9 @@ TEST_F(HistoryTest, AUnionMergedFileReadsInOrderWithoutDuplicates) {
   ASSERT_TRUE(WriteFileAtomically(File("tiny/lora", "cpu"), JournalLine(a) + "\n" + JournalLine(c) + "\n" +
                                                                 JournalLine(b) + "\n" + JournalLine(a) + "\n")
                   .ok());
-  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", "cpu"}});
+  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", kCpu}});
   ASSERT_TRUE(h.ok()) << h.status().ToString();
-  const std::vector<CellResult>& cell = h->at({"tiny/lora", "cpu"});
+  const std::vector<CellResult>& cell = h->at({"tiny/lora", kCpu});
   ASSERT_EQ(cell.size(), 3u);
   EXPECT_EQ(cell[0].provenance.verified_at, "2026-11-21T00:00:00Z");
   EXPECT_EQ(cell[2].provenance.verified_at, "2026-11-23T00:00:00Z");
@@ -165,7 +191,7 @@ TEST_F(HistoryTest, ARecordInAnotherCellsFileIsAnError) {
   ASSERT_TRUE(WriteFileAtomically(File("tiny/lora", "cpu"),
                                   JournalLine(Record("tiny/full", "cpu", "2026-11-21T00:00:00Z")) + "\n")
                   .ok());
-  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", "cpu"}});
+  StatusOr<History> h = ReadHistory(dir(), {{"tiny/lora", kCpu}});
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.status().message().find("cpu.jsonl:1: history holds a record of tiny/full on cpu"), std::string::npos)
       << h.status().message();

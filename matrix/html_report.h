@@ -11,7 +11,7 @@
 // The page leads with what changed at each cell's newest measurement (ChangesSincePrevious), each line a link
 // that opens its cell; a cell that does not run shows its reason, shortened, in the matrix, and a cell
 // measured beside other work is marked. Filters, the search and the open cell live in the URL's fragment
-// (#q=qwen3+lora&status=fails&open=<config>@<device type>), so a view can be linked to and back/forward
+// (#q=qwen3+lora&status=fails&open=<config>@<column>), so a view can be linked to and back/forward
 // restores it.
 //
 // The stylesheet and script are matrix/html_report.css and matrix/html_report.js, compiled in as strings. The
@@ -44,14 +44,14 @@ class HtmlReporter final : public SupportReporter {
   const History& history_;
 };
 
-// What the page leads with. Per (config, device type) shown, its newest measurement in history against the one
+// What the page leads with. Per (config, column) shown, its newest measurement in history against the one
 // before it, classified by CompareRecords (compare.h) with the default SpeedNoise, so the page, `tune-matrix
 // compare` and `check` call the same things newly broken, fixed, slower or faster; cells measured once are
 // left out. `disturbed` lists the newest measurements made beside other work (CellResult::disturbed), whose
 // speed is not compared.
 struct PageChanges {
   Comparison comparison;
-  std::vector<CellResult> disturbed;  // by config, then device type
+  std::vector<CellResult> disturbed;  // by config, then column
   std::string since;                  // the earliest compared previous measurement's day, "" when none
 };
 PageChanges ChangesSincePrevious(const History& history, const std::vector<const ConfigSupport*>& configs,

@@ -279,7 +279,7 @@ TEST_F(HtmlReportBrowserTest, FiltersSortsAndOpensACellsDetails) {
       {"sort_desc_first", "odd/<b>\"name\"&"},
       {"sort_aria", "descending"},
       {"details_config", "tiny/lora_single_device"},
-      {"details_device", "on cpu"},
+      {"details_device", "on cpu (avx512_bf16, torch 2.11.0)"},
       {"details_status", "runs"},
       {"details_charts", "2"},
       {"details_points", "4"},
@@ -301,15 +301,17 @@ TEST_F(HtmlReportBrowserTest, FiltersSortsAndOpensACellsDetails) {
 // A link to a view (filters and an open cell in the fragment) opens that view.
 TEST_F(HtmlReportBrowserTest, AViewIsRestoredFromTheUrl) {
   BrowserResult r = OpenView(testing::MakeReportFixture(), "report-restored.png",
-                             "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu");
+                             "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu+%28avx512_bf16%2C+torch+"
+                             "2.11.0%29");
   ExpectARestoredView(r);
   EXPECT_EQ(Seen(r, "restored_search"), "LORA tiny");
   EXPECT_EQ(Seen(r, "restored_status"), "runs");
   EXPECT_EQ(Seen(r, "restored_family"), "");
   EXPECT_EQ(Seen(r, "restored_rows"), "tiny/lora_single_device");
-  EXPECT_EQ(Seen(r, "restored_open"), "tiny/lora_single_device on cpu");
+  EXPECT_EQ(Seen(r, "restored_open"), "tiny/lora_single_device on cpu (avx512_bf16, torch 2.11.0)");
   EXPECT_EQ(Seen(r, "restored_selected"), "1");
-  EXPECT_EQ(Seen(r, "restored_permalink"), "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu");
+  EXPECT_EQ(Seen(r, "restored_permalink"),
+            "#q=LORA+tiny&status=runs&open=tiny%2Flora_single_device%40cpu+%28avx512_bf16%2C+torch+2.11.0%29");
 }
 
 // A generation cell's details name its speed decode and show its time to first token and prefill speed, with
@@ -317,9 +319,10 @@ TEST_F(HtmlReportBrowserTest, AViewIsRestoredFromTheUrl) {
 TEST_F(HtmlReportBrowserTest, AGenerationCellsDetailsShowItsPrefill) {
   testing::ReportFixture f = testing::MakeReportFixture();
   testing::AddGenerationCell(&f);
-  BrowserResult r = OpenView(f, "report-generation.png", "#open=tiny%2Fgeneration%40cpu");
+  BrowserResult r =
+      OpenView(f, "report-generation.png", "#open=tiny%2Fgeneration%40cpu+%28avx512_bf16%2C+torch+2.11.0%29");
   ExpectARestoredView(r);
-  EXPECT_EQ(Seen(r, "restored_open"), "tiny/generation on cpu");
+  EXPECT_EQ(Seen(r, "restored_open"), "tiny/generation on cpu (avx512_bf16, torch 2.11.0)");
   const std::string fields = Seen(r, "restored_fields");
   for (const char* shown : {"decode tokens/s: 812.4 | time to first token: 52.3 ms | prefill tokens/s: 4,100.2 | "
                             "step time: ",

@@ -54,25 +54,31 @@ TEST(HtmlReporterTest, TheMatrixHasARowPerConfigAndACellPerDeviceType) {
   std::string page = Render(testing::MakeReportFixture());
   EXPECT_EQ(Count(page, "<tr data-config="), 6u);
   EXPECT_EQ(Count(page, "<td class=\"cell "), 18u);
-  EXPECT_NE(page.find("<th data-sort=\"device\" data-device=\"cpu\"><button type=\"button\">cpu</button></th>"
-                      "<th data-sort=\"device\" data-device=\"cuda\"><button type=\"button\">cuda</button></th>"
-                      "<th data-sort=\"device\" data-device=\"mps\"><button type=\"button\">mps</button></th>"),
+  EXPECT_NE(page.find("<th data-sort=\"device\" data-device=\"cpu (avx512_bf16, torch 2.11.0)\"><button "
+                      "type=\"button\">cpu (avx512_bf16, torch 2.11.0)</button></th>"
+                      "<th data-sort=\"device\" data-device=\"cuda (torch 2.11.0)\"><button type=\"button\">cuda "
+                      "(torch 2.11.0)</button></th>"
+                      "<th data-sort=\"device\" data-device=\"mps (torch 2.11.0)\"><button type=\"button\">mps (torch "
+                      "2.11.0)</button></th>"),
             std::string::npos);
   // Rows in config order, each with its family and recipe for the filters.
   EXPECT_LT(page.find("data-config=\"llama3_1/8B_lora_single_device\""),
             page.find("data-config=\"tiny/full_single_device\""));
-  EXPECT_NE(page.find("<tr data-config=\"tiny/full_single_device\" data-family=\"tiny\" "
-                      "data-recipe=\"full_finetune_single_device\"><th scope=\"row\">tiny/full_single_device</th>"
-                      "<td class=\"recipe\">full_finetune_single_device</td>"
-                      "<td class=\"cell st-runs\" data-device=\"cpu\" data-status=\"runs\" data-tps=\"26000.0\" "
-                      "tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device on cpu\">"
-                      "<span class=\"status\">runs</span><span class=\"measured\">26000 tok/s · 0.53 GiB</span>"
-                      "</td><td class=\"cell st-none\" data-device=\"cuda\" data-status=\"none\">"
-                      "<span class=\"status\">—</span></td><td class=\"cell st-invalid\" data-device=\"mps\" "
-                      "data-status=\"invalid\" tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device "
-                      "on mps: invalid: invalid: not started\"><span class=\"status\">invalid</span>"
-                      "<span class=\"reason\">invalid: not started</span></td></tr>"),
-            std::string::npos)
+  EXPECT_NE(
+      page.find(
+          "<tr data-config=\"tiny/full_single_device\" data-family=\"tiny\" "
+          "data-recipe=\"full_finetune_single_device\"><th scope=\"row\">tiny/full_single_device</th>"
+          "<td class=\"recipe\">full_finetune_single_device</td>"
+          "<td class=\"cell st-runs\" data-device=\"cpu (avx512_bf16, torch 2.11.0)\" data-status=\"runs\" "
+          "data-tps=\"26000.0\" "
+          "tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device on cpu (avx512_bf16, torch 2.11.0)\">"
+          "<span class=\"status\">runs</span><span class=\"measured\">26000 tok/s · 0.53 GiB</span>"
+          "</td><td class=\"cell st-none\" data-device=\"cuda (torch 2.11.0)\" data-status=\"none\">"
+          "<span class=\"status\">—</span></td><td class=\"cell st-invalid\" data-device=\"mps (torch 2.11.0)\" "
+          "data-status=\"invalid\" tabindex=\"0\" role=\"button\" title=\"open tiny/full_single_device "
+          "on mps (torch 2.11.0): invalid: invalid: not started\"><span class=\"status\">invalid</span>"
+          "<span class=\"reason\">invalid: not started</span></td></tr>"),
+      std::string::npos)
       << page;
   // A shipped sample that stood in for the data is marked; no other cell is.
   EXPECT_EQ(Count(page, "<span class=\"stand-in\">sample data</span>"), 1u);
@@ -81,7 +87,7 @@ TEST(HtmlReporterTest, TheMatrixHasARowPerConfigAndACellPerDeviceType) {
                       "</option><option value=\"llama3_2\">llama3_2</option><option value=\"odd\">odd</option>"
                       "<option value=\"tiny\">tiny</option></select>"),
             std::string::npos);
-  EXPECT_NE(page.find("6 configs × 3 device types · verified between 2026-12-02 and 2026-12-04 (UTC) · "
+  EXPECT_NE(page.find("6 configs × 3 device columns · verified between 2026-12-02 and 2026-12-04 (UTC) · "
                       "16 measurements in history"),
             std::string::npos);
 }
@@ -102,19 +108,20 @@ TEST(HtmlReporterTest, EscapesNamesAndReasons) {
 TEST(HtmlReporterTest, TheDataHoldsEachCellsEntryRecordAndHistory) {
   testing::ReportFixture f = testing::MakeReportFixture();
   nlohmann::json data = Data(Render(f));
-  EXPECT_EQ(data["devices"], nlohmann::json::array({"cpu", "cuda", "mps"}));
+  EXPECT_EQ(data["devices"],
+            nlohmann::json::array({testing::kFixtureCpu, testing::kFixtureCuda, testing::kFixtureMps}));
   ASSERT_EQ(data["configs"].size(), 6u);
   const nlohmann::json& tiny = data["configs"][5];
   EXPECT_EQ(tiny["config"], "tiny/lora_single_device");
   EXPECT_EQ(tiny["family"], "tiny");
   EXPECT_EQ(tiny["recipe"], "lora_finetune_single_device");
-  const nlohmann::json& cpu = tiny["cells"]["cpu"];
+  const nlohmann::json& cpu = tiny["cells"][testing::kFixtureCpu];
   EXPECT_EQ(cpu["entry"]["status"], "runs");
   EXPECT_EQ(cpu["entry"]["stand_in"], "the shipped alpaca sample (alpaca_data.json not found)");
   // The record the entry was made from: what the entry does not keep.
   EXPECT_EQ(cpu["record"]["device"], "cpu");
   EXPECT_EQ(cpu["record"]["predicted_memory_bytes"],
-            f.history.at({"tiny/lora_single_device", "cpu"})[3].predicted_memory_bytes);
+            f.history.at({"tiny/lora_single_device", testing::kFixtureCpu})[3].predicted_memory_bytes);
   EXPECT_EQ(cpu["record"]["device_memory_bytes"], int64_t{80} << 30);
   EXPECT_EQ(cpu["record"]["exit_code"], 0);
   EXPECT_EQ(cpu["record"]["output_tail"],
@@ -128,14 +135,14 @@ TEST(HtmlReporterTest, TheDataHoldsEachCellsEntryRecordAndHistory) {
   EXPECT_EQ(cpu["history"][2]["tokens_per_second"], nullptr);
   EXPECT_EQ(cpu["history"][3]["commit"], "4444444444444444444444444444444444444444");
   EXPECT_EQ(cpu["record"]["disturbed"], "");
-  const nlohmann::json& busy = data["configs"][0]["cells"]["cuda"];  // llama3_1/8B_lora_single_device
+  const nlohmann::json& busy = data["configs"][0]["cells"][testing::kFixtureCuda];  // llama3_1/8B_lora_single_device
   EXPECT_EQ(busy["record"]["disturbed"], "other processes used 40% of the machine's CPU while it ran (more than 25%)");
   EXPECT_EQ(busy["record"]["others_cpu_share"], 0.4);
   EXPECT_EQ(busy["record"]["steal_share"], 0.0);
-  EXPECT_EQ(data["peak_memory"]["cpu"], PeakMemoryMeaning("cpu"));
-  EXPECT_EQ(data["peak_memory"]["cuda"], PeakMemoryMeaning("cuda"));
+  EXPECT_EQ(data["peak_memory"][testing::kFixtureCpu], PeakMemoryMeaning("cpu"));
+  EXPECT_EQ(data["peak_memory"][testing::kFixtureCuda], PeakMemoryMeaning("cuda"));
   // An entry whose measurement is not in history has no record and no trend.
-  const nlohmann::json& odd = data["configs"][3]["cells"]["cuda"];
+  const nlohmann::json& odd = data["configs"][3]["cells"][testing::kFixtureCuda];
   EXPECT_EQ(odd["record"], nullptr);
   EXPECT_EQ(odd["history"], nlohmann::json::array());
 }
@@ -146,8 +153,10 @@ TEST(HtmlReporterTest, AGenerationCellShowsItsDecodeSpeedAndPrefill) {
   testing::ReportFixture f = testing::MakeReportFixture();
   testing::AddGenerationCell(&f);
   std::string page = Render(f);
-  EXPECT_NE(page.find("<td class=\"cell st-runs\" data-device=\"cpu\" data-status=\"runs\" data-tps=\"812.4\" "
-                      "tabindex=\"0\" role=\"button\" title=\"open tiny/generation on cpu\"><span class=\"status\">"
+  EXPECT_NE(page.find("<td class=\"cell st-runs\" data-device=\"cpu (avx512_bf16, torch 2.11.0)\" data-status=\"runs\" "
+                      "data-tps=\"812.4\" "
+                      "tabindex=\"0\" role=\"button\" title=\"open tiny/generation on cpu (avx512_bf16, torch "
+                      "2.11.0)\"><span class=\"status\">"
                       "runs</span><span class=\"measured\">812 decode tok/s · 52.3 ms to first token · 4100 prefill "
                       "tok/s · 0.25 GiB</span></td>"),
             std::string::npos)
@@ -165,7 +174,7 @@ TEST(HtmlReporterTest, AGenerationCellShowsItsDecodeSpeedAndPrefill) {
     if (c["config"] == "tiny/generation") generation = &c;
   }
   ASSERT_NE(generation, nullptr);
-  const nlohmann::json& cell = (*generation)["cells"]["cpu"];
+  const nlohmann::json& cell = (*generation)["cells"][testing::kFixtureCpu];
   EXPECT_EQ(cell["entry"]["tokens_per_second"], 812.4);
   EXPECT_EQ(cell["entry"]["time_to_first_token_s"], 0.0523);
   EXPECT_EQ(cell["entry"]["prefill_tokens_per_second"], 4100.2);
@@ -177,7 +186,7 @@ TEST(HtmlReporterTest, AGenerationCellShowsItsDecodeSpeedAndPrefill) {
   EXPECT_EQ(cell["history"][1]["tokens_per_second"], 812.4);
   // A training cell's entry and points have no prefill keys (the committed page keeps its bytes).
   ASSERT_EQ(data["configs"][6]["config"], "tiny/lora_single_device");
-  const nlohmann::json& training = data["configs"][6]["cells"]["cpu"];
+  const nlohmann::json& training = data["configs"][6]["cells"][testing::kFixtureCpu];
   EXPECT_FALSE(training["entry"].contains("time_to_first_token_s"));
   EXPECT_FALSE(training["history"][0].contains("time_to_first_token_s"));
   EXPECT_FALSE(training["history"][0].contains("prefill_tokens_per_second"));
@@ -195,17 +204,22 @@ TEST(HtmlReporterTest, RepairedAndWrongCellsAreMarked) {
   SupportEntry wrong;
   wrong.status = "wrong";
   wrong.reason = "its numbers disagree with the reference";
-  wrong.numeric = "bf16 on cpu against float32 on cpu: first loss off by 2.83% (tolerance 1.00%)";
+  wrong.numeric =
+      "bf16 on cpu against float32 on cpu (avx512_bf16, torch 2.11.0): first loss off by 2.83% (tolerance 1.00%)";
   wrong.loss_delta = 0.0283;
-  f.configs.push_back({"qwen2/1.5B_full_single_device", "full_finetune_single_device", {{"cpu", repaired}}});
-  f.configs.push_back({"tiny/llama3_1_full_single_device", "full_finetune_single_device", {{"cpu", wrong}}});
+  f.configs.push_back(
+      {"qwen2/1.5B_full_single_device", "full_finetune_single_device", {{testing::kFixtureCpu, repaired}}});
+  f.configs.push_back(
+      {"tiny/llama3_1_full_single_device", "full_finetune_single_device", {{testing::kFixtureCpu, wrong}}});
   std::string page = Render(f);
   EXPECT_NE(page.find("<span class=\"measured\">runs with 2 overrides · 44 tok/s</span>"), std::string::npos) << page;
   EXPECT_NE(page.find("<span class=\"repair-mark\" title=\"repaired with optimizer._component_=torch.optim.AdamW "
                       "optimizer.fused=True\">repaired</span>"),
             std::string::npos)
       << page;
-  EXPECT_NE(page.find("<td class=\"cell st-wrong\" data-device=\"cpu\" data-status=\"wrong\""), std::string::npos);
+  EXPECT_NE(
+      page.find("<td class=\"cell st-wrong\" data-device=\"cpu (avx512_bf16, torch 2.11.0)\" data-status=\"wrong\""),
+      std::string::npos);
   EXPECT_NE(page.find("A cell invalid as written whose every problem has a known override"), std::string::npos);
   // The details panel reads the check's note and the repair from the page's data.
   nlohmann::json data = Data(page);
@@ -213,23 +227,23 @@ TEST(HtmlReporterTest, RepairedAndWrongCellsAreMarked) {
   for (const nlohmann::json& c : data["configs"]) {
     if (c["config"] != "tiny/llama3_1_full_single_device") continue;
     found = true;
-    EXPECT_EQ(c["cells"]["cpu"]["entry"]["numeric"], wrong.numeric);
-    EXPECT_DOUBLE_EQ(c["cells"]["cpu"]["entry"]["loss_delta"].get<double>(), 0.0283);
+    EXPECT_EQ(c["cells"][testing::kFixtureCpu]["entry"]["numeric"], wrong.numeric);
+    EXPECT_DOUBLE_EQ(c["cells"][testing::kFixtureCpu]["entry"]["loss_delta"].get<double>(), 0.0283);
   }
   EXPECT_TRUE(found);
 }
 
 TEST(HtmlReporterTest, GivenDeviceTypesAreTheColumns) {
-  std::string page = Render(testing::MakeReportFixture(), {"cuda"});
+  std::string page = Render(testing::MakeReportFixture(), {testing::kFixtureCuda});
   EXPECT_EQ(Count(page, "<td class=\"cell "), 6u);
-  EXPECT_EQ(page.find("data-device=\"cpu\""), std::string::npos);
-  EXPECT_EQ(Data(page)["devices"], nlohmann::json::array({"cuda"}));
+  EXPECT_EQ(page.find("data-device=\"cpu (avx512_bf16, torch 2.11.0)\""), std::string::npos);
+  EXPECT_EQ(Data(page)["devices"], nlohmann::json::array({testing::kFixtureCuda}));
 }
 
 TEST(HtmlReporterTest, AnEmptyMatrix) {
   testing::ReportFixture none;
   std::string page = Render(none);
-  EXPECT_NE(page.find("0 configs × 0 device types · no cell verified yet · 0 measurements in history"),
+  EXPECT_NE(page.find("0 configs × 0 device columns · no cell verified yet · 0 measurements in history"),
             std::string::npos);
   EXPECT_EQ(Count(page, "<tr data-config="), 0u);
   EXPECT_EQ(Data(page), nlohmann::json::parse(R"({"devices":[],"peak_memory":{},"configs":[]})"));
@@ -264,17 +278,17 @@ TEST(HtmlReporterTest, ChangesSincePreviousClassifiesEachCellsNewestMeasurement)
   PageChanges changes = ChangesSincePrevious(f.history, configs, ReportColumns(f.configs, {}));
   std::vector<std::string> seen;
   for (const CellChange& c : changes.comparison.changes) {
-    seen.push_back(std::string(ChangeKindTitle(c.kind)) + " " + c.config + " " + c.device_type);
+    seen.push_back(std::string(ChangeKindTitle(c.kind)) + " " + c.config + " " + c.column);
   }
-  EXPECT_EQ(seen, (std::vector<std::string>{"newly broken llama3_2/1B_lora_single_device cuda",
-                                            "newly fixed tiny/lora_single_device cpu",
-                                            "slower llama3_2/1B_full_single_device cpu"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"newly broken llama3_2/1B_lora_single_device cuda (torch 2.11.0)",
+                                            "newly fixed tiny/lora_single_device cpu (avx512_bf16, torch 2.11.0)",
+                                            "slower llama3_2/1B_full_single_device cpu (avx512_bf16, torch 2.11.0)"}));
   EXPECT_EQ(changes.comparison.speed_too_short, 0);
   EXPECT_EQ(changes.since, "2026-12-01");
   ASSERT_EQ(changes.disturbed.size(), 1u);
   EXPECT_EQ(changes.disturbed[0].key.config, "llama3_1/8B_lora_single_device");
   // Only the columns shown are compared.
-  PageChanges cpu_only = ChangesSincePrevious(f.history, configs, {"cuda"});
+  PageChanges cpu_only = ChangesSincePrevious(f.history, configs, {testing::kFixtureCuda});
   ASSERT_EQ(cpu_only.comparison.changes.size(), 1u);
   EXPECT_EQ(cpu_only.comparison.changes[0].kind, ChangeKind::kNewlyBroken);
 }
@@ -286,21 +300,25 @@ TEST(HtmlReporterTest, TheSummaryLinksEachChangeToItsCell) {
   EXPECT_LT(summary, page.find("<table id=\"matrix\">"));  // it leads
   std::string section = page.substr(summary, page.find("</section>", summary) - summary);
   EXPECT_EQ(Count(section, "<li "), 4u) << section;
-  EXPECT_NE(section.find("<li class=\"ch-newly-broken\" data-kind=\"newly broken\" "
-                         "data-config=\"llama3_2/1B_lora_single_device\" data-device=\"cuda\"><a "
-                         "href=\"#open=llama3_2%2F1B_lora_single_device%40cuda\"><b>newly broken</b> "
-                         "llama3_2/1B_lora_single_device on cuda</a> runs → fails: exited with code 1: "
-                         "RuntimeError: CUDA out of memory &lt;tried 2 GiB&gt; &amp; &quot;more&quot; · "
-                         "2026-12-02 → 2026-12-04</li>"),
-            std::string::npos)
+  EXPECT_NE(
+      section.find("<li class=\"ch-newly-broken\" data-kind=\"newly broken\" "
+                   "data-config=\"llama3_2/1B_lora_single_device\" data-device=\"cuda (torch 2.11.0)\"><a "
+                   "href=\"#open=llama3_2%2F1B_lora_single_device%40cuda%20%28torch%202.11.0%29\"><b>newly broken</b> "
+                   "llama3_2/1B_lora_single_device on cuda (torch 2.11.0)</a> runs → fails: exited with code 1: "
+                   "RuntimeError: CUDA out of memory &lt;tried 2 GiB&gt; &amp; &quot;more&quot; · "
+                   "2026-12-02 → 2026-12-04</li>"),
+      std::string::npos)
       << section;
-  EXPECT_NE(section.find("<b>slower</b> llama3_2/1B_full_single_device on cpu</a> 40 → 28 tok/s, -30.0% "
-                         "(allowed ±10.0%) · 2026-12-01 → 2026-12-02</li>"),
-            std::string::npos)
+  EXPECT_NE(
+      section.find(
+          "<b>slower</b> llama3_2/1B_full_single_device on cpu (avx512_bf16, torch 2.11.0)</a> 40 → 28 tok/s, -30.0% "
+          "(allowed ±10.0%) · 2026-12-01 → 2026-12-02</li>"),
+      std::string::npos)
       << section;
-  EXPECT_NE(section.find("<b>disturbed</b> llama3_1/8B_lora_single_device on cuda</a> measured beside other "
-                         "work on 2026-12-02"),
-            std::string::npos)
+  EXPECT_NE(
+      section.find("<b>disturbed</b> llama3_1/8B_lora_single_device on cuda (torch 2.11.0)</a> measured beside other "
+                   "work on 2026-12-02"),
+      std::string::npos)
       << section;
   // Newly broken first, disturbed last.
   EXPECT_LT(section.find("ch-newly-broken"), section.find("ch-newly-fixed"));
@@ -347,13 +365,14 @@ TEST(HtmlReporterTest, ACellThatDoesNotRunShowsItsReasonShortened) {
   const std::string reason = "predicted peak memory 67.10 GiB exceeds 85% of cpu's 23.54 GiB\nand then some more "
                              "words that do not fit";
   for (ConfigSupport& c : f.configs) {
-    if (c.config == "llama3_1/8B_lora_single_device") c.entries["cpu"].reason = reason;  // too_large
+    if (c.config == "llama3_1/8B_lora_single_device") c.entries[testing::kFixtureCpu].reason = reason;  // too_large
   }
   std::string page = Render(f);
   EXPECT_NE(page.find("<span class=\"reason\">predicted peak memory 67.10 GiB exceeds 85% of cpu&apos;s 23.54 "
                       "GiB…</span>"),
             std::string::npos);
-  EXPECT_NE(page.find("title=\"open llama3_1/8B_lora_single_device on cpu: too_large: predicted peak memory 67.10 "
+  EXPECT_NE(page.find("title=\"open llama3_1/8B_lora_single_device on cpu (avx512_bf16, torch 2.11.0): too_large: "
+                      "predicted peak memory 67.10 "
                       "GiB exceeds 85% of cpu&apos;s 23.54 GiB and then some more words that do not fit\""),
             std::string::npos);
   // A cell that runs shows no reason; a disturbed one is marked, with why in its title.

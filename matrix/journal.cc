@@ -152,20 +152,22 @@ std::map<Key, CellResult> Records(const std::vector<CellResult>& cells, const st
   return records;
 }
 
-ConfigDeviceType TypeKey(const CellResult& c) { return {c.key.config, c.device_type}; }
+ConfigColumn ColumnKeyOf(const CellResult& c) { return {c.key.config, ColumnOf(c)}; }
 
 }  // namespace
 
-std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells) {
-  return Records(cells, NewestIndex<CellKey>(cells, [](const CellResult& c) { return c.key; }));
+std::map<CellColumn, CellResult> LatestByCell(const std::vector<CellResult>& cells) {
+  return Records(cells, NewestIndex<CellColumn>(cells, [](const CellResult& c) {
+                   return CellColumn{c.key, ColumnOf(c)};
+                 }));
 }
 
-std::map<ConfigDeviceType, size_t> LatestIndexByDeviceType(const std::vector<CellResult>& cells) {
-  return NewestIndex<ConfigDeviceType>(cells, TypeKey);
+std::map<ConfigColumn, size_t> LatestIndexByColumn(const std::vector<CellResult>& cells) {
+  return NewestIndex<ConfigColumn>(cells, ColumnKeyOf);
 }
 
-std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells) {
-  return Records(cells, LatestIndexByDeviceType(cells));
+std::map<ConfigColumn, CellResult> LatestByColumn(const std::vector<CellResult>& cells) {
+  return Records(cells, LatestIndexByColumn(cells));
 }
 
 }  // namespace tmx::matrix

@@ -39,20 +39,24 @@ StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, cons
                                                    std::vector<std::string>* warnings,
                                                    std::vector<std::string>* origins, int64_t now);
 
-// Whether record `a` replaces `b` of the same cell or device type: verified later (provenance.verified_at
-// compared as text, which orders the fixed UTC form "YYYY-MM-DDTHH:MM:SSZ" by time); within the same
-// second the greater device id (cuda:1 over cuda:0), so the choice does not depend on the order journals
-// are read in; for the very same device and second, the record read later.
+// Whether record `a` replaces `b` of the same cell and column (ColumnOf; records of different columns never
+// replace each other): verified later (provenance.verified_at compared as text, which orders the fixed UTC form
+// "YYYY-MM-DDTHH:MM:SSZ" by time); within the same second the greater device id (cuda:1 over cuda:0), so the
+// choice does not depend on the order journals are read in; for the very same device and second, the record
+// read later.
 bool Supersedes(const CellResult& a, const CellResult& b);
 
-// The newest record per (config, device), by Supersedes.
-std::map<CellKey, CellResult> LatestByCell(const std::vector<CellResult>& cells);
+// A cell (config, device) in one column (ColumnOf): what one record replaces another of.
+using CellColumn = std::pair<CellKey, std::string>;
+// The newest record per cell and column, by Supersedes.
+std::map<CellColumn, CellResult> LatestByCell(const std::vector<CellResult>& cells);
 
-// The newest record per (config, device type), as config metadata keeps it: several devices of one type
-// (cuda:0, cuda:1) share one entry, and the one that Supersedes the others wins.
-using ConfigDeviceType = std::pair<std::string, std::string>;
-std::map<ConfigDeviceType, CellResult> LatestByDeviceType(const std::vector<CellResult>& cells);
+// The newest record per (config, column), as config metadata keeps them: several devices of one type (cuda:0,
+// cuda:1) share one column, and the one that Supersedes the others wins; a column is a device type, its CPU
+// class and torch version (harness/column.h), so a record never stands for another class or torch.
+using ConfigColumn = std::pair<std::string, std::string>;
+std::map<ConfigColumn, CellResult> LatestByColumn(const std::vector<CellResult>& cells);
 // The same choice as positions in `cells`, for callers that keep something beside each record.
-std::map<ConfigDeviceType, size_t> LatestIndexByDeviceType(const std::vector<CellResult>& cells);
+std::map<ConfigColumn, size_t> LatestIndexByColumn(const std::vector<CellResult>& cells);
 
 }  // namespace tmx::matrix

@@ -276,18 +276,52 @@ TEST(LatestByCellTest, PicksNewestPerCellAndLaterOnTies) {
       Cell("b", "cpu", "2026-12-01T10:00:00Z", CellStatus::kFails, "tie, earlier"),
       Cell("b", "cpu", "2026-12-01T10:00:00Z", CellStatus::kRuns, "tie, later"),
   };
-  std::map<CellKey, CellResult> latest = LatestByCell(cells);
+  std::map<CellColumn, CellResult> latest = LatestByCell(cells);
   struct Want {
-    CellKey key;
+    CellColumn key;
     const char* reason;
-  } wants[] = {{{"a", "cpu"}, "newest"}, {{"a", "cuda:0"}, "only"}, {{"b", "cpu"}, "tie, later"}};
+  } wants[] = {{{{"a", "cpu"}, "cpu (class unknown)"}, "newest"},
+               {{{"a", "cuda:0"}, "cuda"}, "only"},
+               {{{"b", "cpu"}, "cpu (class unknown)"}, "tie, later"}};
   ASSERT_EQ(latest.size(), 3u);
   for (const Want& w : wants) {
-    SCOPED_TRACE(w.key.config + "/" + w.key.device);
+    SCOPED_TRACE(w.key.first.config + "/" + w.key.first.device);
     ASSERT_EQ(latest.count(w.key), 1u);
     EXPECT_EQ(latest.at(w.key).reason, w.reason);
   }
   EXPECT_TRUE(LatestByCell({}).empty());
+}
+
+// A record of another CPU class or torch version is another observation: the newest of each column stands, and
+// none replaces another however much newer it is.
+TEST(LatestByCellTest, RecordsOfDifferentColumnsNeverSupersedeEachOther) {
+  auto in = [](CellResult r, const std::string& cpu_class, const std::string& torch) {
+    r.provenance.cpu_class = cpu_class;
+    r.provenance.torch_version = torch;
+    return r;
+  };
+  std::vector<CellResult> cells = {
+      in(Cell("a", "cpu", "2026-12-01T10:00:00Z", CellStatus::kRuns, "amx"), "amx", "2.11.0"),
+      in(Cell("a", "cpu", "2026-12-03T10:00:00Z", CellStatus::kTooSlow, "avx2, newer"), "avx2", "2.11.0"),
+      in(Cell("a", "cpu", "2026-12-02T10:00:00Z", CellStatus::kFails, "amx on 2.15"), "amx", "2.15.0"),
+      in(Cell("a", "cpu", "2026-12-04T10:00:00Z", CellStatus::kRuns, "amx on 2.15, newest"), "amx", "2.15.0"),
+  };
+  std::map<CellColumn, CellResult> latest = LatestByCell(cells);
+  ASSERT_EQ(latest.size(), 3u);
+  EXPECT_EQ(latest.at({{"a", "cpu"}, "cpu (amx, torch 2.11.0)"}).reason, "amx");
+  EXPECT_EQ(latest.at({{"a", "cpu"}, "cpu (avx2, torch 2.11.0)"}).reason, "avx2, newer");
+  EXPECT_EQ(latest.at({{"a", "cpu"}, "cpu (amx, torch 2.15.0)"}).reason, "amx on 2.15, newest");
+  std::map<ConfigColumn, CellResult> by_column = LatestByColumn(cells);
+  ASSERT_EQ(by_column.size(), 3u);
+  EXPECT_EQ(by_column.at({"a", "cpu (amx, torch 2.11.0)"}).status, CellStatus::kRuns);
+  // A record made before records carried a class is of the class its CPU is known by, or of none.
+  CellResult xeon = Cell("a", "cpu", kT);
+  xeon.provenance.host = "vm";
+  xeon.provenance.device_name = "Intel(R) Xeon(R) Processor";
+  xeon.provenance.torch_version = "2.11.0";
+  EXPECT_EQ(ColumnOf(xeon), "cpu (amx, torch 2.11.0)");
+  xeon.provenance.device_name = "AMD EPYC";
+  EXPECT_EQ(ColumnOf(xeon), "cpu (class unknown, torch 2.11.0)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/cpu_class.h"
 #include "base/file_util.h"
 #include "base/subprocess.h"
 #include "base/text.h"
@@ -83,6 +84,17 @@ Provenance LocalProvenance(const std::string& job) {
   return p;
 }
 
+Status ChooseRunColumn(const std::string& requested, MatrixOptions* options) {
+  StatusOr<CpuClassChoice> choice = ChooseCpuClass(requested, MachineCpuFlags(), ReadCpuClassEnvironment());
+  if (!choice.ok()) {
+    return choice.status().WithContext(requested.empty() ? "this machine's CPU class" : "--cpu-class " + requested);
+  }
+  options->cpu_class = choice->cpu_class;
+  options->child_env = choice->env;
+  options->torch_version = TorchVersion();
+  return Status::OK();
+}
+
 StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output) {
   // stdout and stderr arrive merged, and torch may log lines such as "[W foo.cpp:1] ..." around the list:
   // try each line that starts with '[', last first, as the start of the list, up to a line that ends it.
@@ -114,14 +126,16 @@ std::string DescribeMatmulPeak(const DeviceInfo& device) {
          (device.matmul_peak_threads == 1 ? " thread" : " threads");
 }
 
-StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only,
-                                                  bool matmul_peak, const std::vector<int>& cpus) {
+StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only, bool matmul_peak,
+                                                  const std::vector<int>& cpus,
+                                                  const std::vector<std::pair<std::string, std::string>>& env) {
   SubprocessSet set;
   SubprocessOptions o;
   o.argv = {tune, "devices", "--json"};
   if (!only.empty()) o.argv.insert(o.argv.end(), {"--device", only});
   if (matmul_peak) o.argv.push_back("--matmul-peak");
   o.cpus = cpus;
+  o.env = env;
   o.timeout_s = 300;
   o.tail_bytes = 1 << 20;
   StatusOr<Subprocess*> child = set.Add(o);

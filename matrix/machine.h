@@ -3,11 +3,13 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "harness/device.h"
 #include "matrix/cell.h"
+#include "matrix/plan.h"
 
 namespace tmx::matrix {
 
@@ -22,6 +24,11 @@ std::string Hostname();
 // the given CI job, and the torch version this harness links (kept by cells recorded without a child).
 Provenance LocalProvenance(const std::string& job);
 
+// Sets `options`' column (MatrixOptions::cpu_class, torch_version, child_env): this LibTorch's version, and the CPU
+// class of `requested` (--cpu-class; "" for this machine's as its environment leaves it, base/cpu_class.h
+// ChooseCpuClass). InvalidArgument, naming --cpu-class, for a class that is none or above this machine's.
+Status ChooseRunColumn(const std::string& requested, MatrixOptions* options);
+
 // The device list printed by `tune devices --json` (after any other output).
 StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output);
 
@@ -30,9 +37,11 @@ StatusOr<std::vector<DeviceInfo>> ParseDeviceList(const std::string& output);
 // holds it, or nothing when it is absent.
 // With `matmul_peak`, each device's matmul peak is measured too (`tune devices --matmul-peak`,
 // harness/matmul_peak.h), for the cells' shares of it, with the child pinned to `cpus` (a cpu lane's; empty:
-// not pinned).
+// not pinned) and `env` added to its environment (the run's CPU class caps, MatrixOptions::child_env: the peak is
+// the class's the cells compute at).
 StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only = "",
-                                                  bool matmul_peak = false, const std::vector<int>& cpus = {});
+                                                  bool matmul_peak = false, const std::vector<int>& cpus = {},
+                                                  const std::vector<std::pair<std::string, std::string>>& env = {});
 // "cpu: matmul peak bf16 829 GFLOP/s, fp32 206 GFLOP/s at 2 threads"; "" for a device not measured.
 std::string DescribeMatmulPeak(const DeviceInfo& device);
 

@@ -79,10 +79,10 @@ std::string DeviceProblem(const std::string& device) {
 
 const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies", "calibrate",
                                             "no-repairs", "no-numeric-check"};
-const std::vector<std::string> kValueFlags = {"devices",         "configs", "recipes", "steps",       "timeout",
-                                              "budget",          "journal", "job",     "work-dir",    "tune",
-                                              "memory-fraction", "shard",   "junit",   "reports-dir", "startup-share",
-                                              "lanes",           "time-limit"};
+const std::vector<std::string> kValueFlags = {
+    "devices", "configs",     "recipes",       "steps", "timeout",         "budget",
+    "journal", "job",         "work-dir",      "tune",  "memory-fraction", "shard",
+    "junit",   "reports-dir", "startup-share", "lanes", "time-limit",      "cpu-class"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";
@@ -193,6 +193,12 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
     UsageError(err, cmd, "--lanes must be at least 1");
     return false;
   }
+  // The column the cells record into: this torch, and the CPU class asked for or this machine's.
+  Status column = ChooseRunColumn(parsed.Get("cpu-class"), options);
+  if (!column.ok()) {
+    UsageError(err, cmd, column.message());
+    return false;
+  }
   return true;
 }
 
@@ -245,7 +251,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
                        : proxied      ? "proxy"
                        : c.runnable   ? "run"
                                       : CellStatusName(c.preset.status);
-    out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << c.key.device << "  " << c.key.config
+    out << what << std::string(what.size() < 11 ? 11 - what.size() : 1, ' ') << DeviceShown(c) << "  " << c.key.config
         << "  predicted " << FormatBytes(c.predicted_memory_bytes);
     if (proxied) {
       // What the whole config would need, then each proxy: the cell records the planned status with them.
@@ -351,7 +357,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   Status handlers = SubprocessSet::InstallInterruptHandlers();
   if (!handlers.ok()) return Fail(err, handlers);
   // Each device's matmul peak is measured once, with the devices, for every cell's share of it.
-  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true);
+  StatusOr<std::vector<DeviceInfo>> devices =
+      DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, {}, options.child_env);
   if (!devices.ok()) return Fail(err, devices.status());
   if (options.cpu_lanes == 0) {
     const int accelerators = static_cast<int>(std::count_if(devices->begin(), devices->end(), [](const DeviceInfo& d) {
@@ -369,7 +376,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     }
     out << ")\n";
     // The peak again inside a lane's CPUs, at the threads a cell of that lane computes with.
-    devices = DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, lanes.front().cpus);
+    devices = DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, lanes.front().cpus, options.child_env);
     if (!devices.ok()) return Fail(err, devices.status());
   }
   for (const DeviceInfo& d : *devices) {
@@ -431,8 +438,9 @@ std::vector<std::string> Uncalibrated(const Registry& registry, const std::vecto
   for (const ConfigSupport& c : configs) {
     for (const auto& [type, e] : c.entries) {
       if (!IsRunsStatus(e.repaired_status.empty() ? e.status : e.repaired_status)) continue;
-      if (std::any_of(rows.begin(), rows.end(),
-                      [&, &type = type](const CalibrationRow& r) { return r.config == c.config && r.device_type == type; })) {
+      if (std::any_of(rows.begin(), rows.end(), [&, &type = type](const CalibrationRow& r) {
+            return r.config == c.config && r.column == type;
+          })) {
         continue;
       }
       StatusOr<LocatedConfig> located = LocateConfig(c.config, registry);
@@ -471,7 +479,7 @@ int Numeric(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   for (const std::string& w : warnings) err << "warning: " << w << "\n";
   if (!records.ok()) return Fail(err, records.status());
   std::vector<CellResult> latest;
-  for (auto& [cell, record] : LatestByDeviceType(*records)) latest.push_back(std::move(record));
+  for (auto& [cell, record] : LatestByColumn(*records)) latest.push_back(std::move(record));
   WriteNumericSpreads(NumericSpreads(latest), out);
   return kExitOk;
 }
@@ -653,7 +661,7 @@ constexpr int kExitSkipped = 77;
 int Cell(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"device", "steps", "timeout", "work-dir", "tune"}, &parsed, &error)) {
+  if (!ParseArgs(args, {}, {"device", "steps", "timeout", "work-dir", "tune", "cpu-class"}, &parsed, &error)) {
     return UsageError(err, "cell", error);
   }
   if (parsed.positional.size() != 1 || !parsed.Has("device")) {
@@ -686,12 +694,14 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return UsageError(err, "cell", "--steps must be at least 2 and --timeout above 0");
   }
   if (parsed.Has("steps")) options.startup_share = 0;  // the steps asked for, not more
+  Status column = ChooseRunColumn(parsed.Get("cpu-class"), &options);
+  if (!column.ok()) return UsageError(err, "cell", column.message());
   std::string device = CtestDevice(parsed.Get("device"));
   std::string problem = DeviceProblem(device);
   if (!problem.empty()) return UsageError(err, "cell", "--device: " + problem);
   // Only the cell's own device is probed; a bare type ("cuda") means its first device, so the cell runs once
   // even on a machine with several.
-  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path, device);
+  StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path, device, false, {}, options.child_env);
   if (!devices.ok()) return Fail(err, devices.status());
   const DeviceInfo* chosen = devices->empty() ? nullptr : &devices->front();
   if (chosen == nullptr) {
@@ -745,19 +755,23 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
 // The help texts name the report files from ReportFiles().
 std::string MergeHelp() {
   return std::string(
-    "Combines journals from several machines or CI jobs: per (config, device) the newest record wins, with\n"
-    "its provenance (host, job, commit). Writes the results into each config's metadata block, regenerates\n"
-    "reports/") + ReportFileList("", "and") + ", adds every merged record to reports/history, and\n"
-    "writes the combined journal (newest record per cell).\n"
-    "A malformed line, a record that does not belong to this checkout (wrong recipe, mismatched device\n"
-    "type, a time not in UTC form) or a journal with no built-in config at all fails the merge naming the\n"
-    "file and line, and nothing is written. Records of configs renamed or removed since, and an unfinished\n"
-    "last line (a job killed mid-write), are skipped with a warning.\n\n"
-    "  --journal-out PATH       combined journal (default reports/journal.jsonl); its own records are merged\n"
-    "                           too, so a merge never drops a cell from it\n"
-    "  --replace-journal        write only the given journals' records to --journal-out\n"
-    "  --reports-dir DIR        reports folder (default reports)\n"
-    "  --junit FILE             also write the merged cells as JUnit XML";
+             "Combines journals from several machines or CI jobs: per (config, device) and column (the CPU class and\n"
+             "torch version, as in \"cpu (amx, torch 2.11.0)\") the newest record wins, with its provenance (host,\n"
+             "job, commit); a record of another class or torch is another column, kept beside it. Writes the results "
+             "into each config's metadata block, regenerates\n"
+             "reports/") +
+         ReportFileList("", "and") +
+         ", adds every merged record to reports/history, and\n"
+         "writes the combined journal (newest record per cell).\n"
+         "A malformed line, a record that does not belong to this checkout (wrong recipe, mismatched device\n"
+         "type, a time not in UTC form) or a journal with no built-in config at all fails the merge naming the\n"
+         "file and line, and nothing is written. Records of configs renamed or removed since, and an unfinished\n"
+         "last line (a job killed mid-write), are skipped with a warning.\n\n"
+         "  --journal-out PATH       combined journal (default reports/journal.jsonl); its own records are merged\n"
+         "                           too, so a merge never drops a cell from it\n"
+         "  --replace-journal        write only the given journals' records to --journal-out\n"
+         "  --reports-dir DIR        reports folder (default reports)\n"
+         "  --junit FILE             also write the merged cells as JUnit XML";
 }
 
 std::string CheckHelp() {
@@ -779,12 +793,13 @@ std::string CheckHelp() {
 const char* kCompareHelp =
     "Prints what changed between two sets of observations, A before B: each a journal file, or a commit\n"
     "of this checkout (HEAD~1, a branch, a tag, a commit id), whose committed journal is read with\n"
-    "`git show <commit>:reports/journal.jsonl`. Per (config, device type) the newest record of each side\n"
-    "is compared, and the cells are listed under: newly broken (ran, does not run now), newly fixed,\n"
+    "`git show <commit>:reports/journal.jsonl`. Per (config, column: the device type, its CPU class and the\n"
+    "torch version, as in \"cpu (amx, torch 2.11.0)\") the newest record of each side is compared (records\n"
+    "of different columns never are), and the cells are listed under: newly broken (ran, does not run now), newly "
+    "fixed,\n"
     "status changed (e.g. fails -> timeout), slower and faster (tokens/s moved beyond the noise model\n"
     "`check` uses), appeared and disappeared; then one summary line. Nothing is written.\n\n"
-    "  --journal PATH             the journal's path in commits (default reports/journal.jsonl)\n"
-    TM_NOISE_FLAGS_HELP
+    "  --journal PATH             the journal's path in commits (default reports/journal.jsonl)\n" TM_NOISE_FLAGS_HELP
     "\nExit status: 0 no regression, 1 a regression (a cell newly broken or slower), 2 bad arguments,\n"
     "a file that is not a journal, or a name that is neither a journal file nor a commit.";
 
@@ -794,72 +809,87 @@ const char* kCellHelp =
     "`ctest --resource-spec-file`, --device cuda becomes the GPU CTest allotted (CTEST_RESOURCE_GROUP_0_GPUS).\n\n"
     "  --device D               device (required)\n"
     "  --steps N, --timeout S   budget, as for run (with --steps, exactly N steps)\n"
-    "  --work-dir DIR           output and journal folder (default runs/cells)\n\n"
-    "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large, too_slow), 2 bad arguments.";
+    "  --work-dir DIR           output and journal folder (default runs/cells)\n"
+    "  --cpu-class CLASS        ATen's and oneDNN's instruction sets capped to CLASS, as for run\n\n"
+    "Exit status: 0 runs, 1 fails or timeout, 77 skipped (device absent, invalid, too_large, too_slow), 2 bad "
+    "arguments.";
 
 std::string RunHelp() {
   return std::string(
-    "Runs every built-in config (or the config files --configs names) on every device of this machine,\n"
-    "each in its own process (`tune run` with device=<d>, a short step budget and a fresh output folder),\n"
-    "records each cell in the journal as it\n"
-    "finishes, writes the results into each config's generated metadata block and regenerates\n"
-    "reports/") + ReportFileList("", "and") + ". Every record, and those of a journal it moves aside,\n"
-    "is kept in reports/history.\n\n"
-    "  --devices cpu,cuda:0     devices to cover (default: all)\n"
-    "  --configs 'tiny/*'       built-in config name patterns, comma-separated (default: all); or your own\n"
-    "                           config files and folders (a.yaml,my_configs/): their records go to\n"
-    "                           " + kUserResultsDir + "/ (journal.jsonl, the reports, runs/) unless --journal,\n"
-    "                           --reports-dir and --work-dir say otherwise, never into the built-in\n"
-    "                           configs or their reports. A file's recipe is the one its comment names\n"
-    "                           (`# tune run <recipe> --config ...`), else the one --recipes names\n"
-    "  --recipes a,b            recipes to cover (default: all)\n"
-    "  --steps N                optimizer steps per cell, the first excluded from timings (default 3)\n"
-    "  --startup-share F        a cell whose recorded start-up (process, model, data) would be more than F\n"
-    "                           of its wall time trains more steps, the fewest that bring it to 2/3 F, at\n"
-    "                           most 12 and within --budget (default 0.15; 0: every cell trains --steps)\n"
-    "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
-    "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
-    "                           too_slow, not started (default 150; 0: no budget)\n"
-    "  --time-limit S           seconds the run's cells may take in all (a rolling refresh): the cells\n"
-    "                           with the oldest records (none first) run in that order as far as their\n"
-    "                           predicted times fit, the rest keep their records for a later run, which\n"
-    "                           starts where this one stopped (default 0: every cell;\n"
-    "                           scripts/run-matrix.sh passes 3300)\n"
-    "  --memory-fraction F      share of device memory a cell may use (default 0.85); on cpu the cells of\n"
-    "                           all lanes share it\n"
-    "  --lanes N                cpu lanes: host cells run N at a time, each pinned to its share of the\n"
-    "                           cores (threads, tokens/s and disturbance are its lane's), longest first,\n"
-    "                           while their predicted peaks fit the memory together (default: one per 4\n"
-    "                           cores left after 2 per accelerator, at least 1: one on 2 cores)\n"
-    "  --no-proxies             record too_large and too_slow cells from the prediction alone; by default\n"
-    "                           each runs proxies of its config with the models cut to 1 and 4 layers\n"
-    "                           (when they fit), records whether every operation ran, and extrapolates\n"
-    "                           step time, tokens/s and peak memory to the real depth\n"
-    "  --calibrate              also run the proxies of cells that run in full, so each records the\n"
-    "                           extrapolation beside the measurement (`tune-matrix calibration`)\n"
-    "  --no-repairs             record invalid cells from validation alone; by default a config whose\n"
-    "                           every device problem names its override (a paged optimizer on cpu ->\n"
-    "                           AdamW) runs with those overrides, recorded as invalid as written with\n"
-    "                           the repair and what it got\n"
-    "  --no-numeric-check       no float32 reference runs; by default each cell that trains is followed by\n"
-    "                           one step of its config (or shallowest proxy) in float32 on cpu, and a cell\n"
-    "                           whose first loss or gradient norm lies outside its dtype's tolerance of the\n"
-    "                           reference's is recorded `wrong`\n"
-    "  --journal PATH           journal file (default reports/journal.jsonl)\n"
-    "  --resume                 run only the cells missing from the journal\n"
-    "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"
-    "                           it the journal keeps every cell's record until a newer one replaces it\n"
-    "  --job NAME               CI job name recorded with each cell\n"
-    "  --shard i/n              run only shard i of n (deterministic, balanced by recorded durations)\n"
-    "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
-    "  --no-write-back          record in the journal only\n"
-    "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
-    "  --reports-dir DIR        folder of " + ReportFileList("", "") + ", history (default reports)\n"
-    "  --tune PATH              the tune executable (default: beside tune-matrix)\n\n"
-    "A cell that fails because of the machine (a full disk, an unwritable folder) is not recorded: that is\n"
-    "no verdict on the device, and its earlier record stands.\n\n"
-    "Exit status: 0 when every cell was recorded (whatever its result), 1 when a cell failed because of the\n"
-    "machine, 2 for bad arguments, 130 when interrupted (the cells recorded so far stay in the journal).";
+             "Runs every built-in config (or the config files --configs names) on every device of this machine,\n"
+             "each in its own process (`tune run` with device=<d>, a short step budget and a fresh output folder),\n"
+             "records each cell in the journal as it\n"
+             "finishes, writes the results into each config's generated metadata block and regenerates\n"
+             "reports/") +
+         ReportFileList("", "and") +
+         ". Every record, and those of a journal it moves aside,\n"
+         "is kept in reports/history.\n\n"
+         "  --devices cpu,cuda:0     devices to cover (default: all)\n"
+         "  --configs 'tiny/*'       built-in config name patterns, comma-separated (default: all); or your own\n"
+         "                           config files and folders (a.yaml,my_configs/): their records go to\n"
+         "                           " +
+         kUserResultsDir +
+         "/ (journal.jsonl, the reports, runs/) unless --journal,\n"
+         "                           --reports-dir and --work-dir say otherwise, never into the built-in\n"
+         "                           configs or their reports. A file's recipe is the one its comment names\n"
+         "                           (`# tune run <recipe> --config ...`), else the one --recipes names\n"
+         "  --recipes a,b            recipes to cover (default: all)\n"
+         "  --steps N                optimizer steps per cell, the first excluded from timings (default 3)\n"
+         "  --startup-share F        a cell whose recorded start-up (process, model, data) would be more than F\n"
+         "                           of its wall time trains more steps, the fewest that bring it to 2/3 F, at\n"
+         "                           most 12 and within --budget (default 0.15; 0: every cell trains --steps)\n"
+         "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
+         "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
+         "                           too_slow, not started (default 150; 0: no budget)\n"
+         "  --time-limit S           seconds the run's cells may take in all (a rolling refresh): the cells\n"
+         "                           with the oldest records (none first) run in that order as far as their\n"
+         "                           predicted times fit, the rest keep their records for a later run, which\n"
+         "                           starts where this one stopped (default 0: every cell;\n"
+         "                           scripts/run-matrix.sh passes 3300)\n"
+         "  --memory-fraction F      share of device memory a cell may use (default 0.85); on cpu the cells of\n"
+         "                           all lanes share it\n"
+         "  --lanes N                cpu lanes: host cells run N at a time, each pinned to its share of the\n"
+         "                           cores (threads, tokens/s and disturbance are its lane's), longest first,\n"
+         "                           while their predicted peaks fit the memory together (default: one per 4\n"
+         "                           cores left after 2 per accelerator, at least 1: one on 2 cores)\n"
+         "  --no-proxies             record too_large and too_slow cells from the prediction alone; by default\n"
+         "                           each runs proxies of its config with the models cut to 1 and 4 layers\n"
+         "                           (when they fit), records whether every operation ran, and extrapolates\n"
+         "                           step time, tokens/s and peak memory to the real depth\n"
+         "  --calibrate              also run the proxies of cells that run in full, so each records the\n"
+         "                           extrapolation beside the measurement (`tune-matrix calibration`)\n"
+         "  --no-repairs             record invalid cells from validation alone; by default a config whose\n"
+         "                           every device problem names its override (a paged optimizer on cpu ->\n"
+         "                           AdamW) runs with those overrides, recorded as invalid as written with\n"
+         "                           the repair and what it got\n"
+         "  --no-numeric-check       no float32 reference runs; by default each cell that trains is followed by\n"
+         "                           one step of its config (or shallowest proxy) in float32 on cpu, and a cell\n"
+         "                           whose first loss or gradient norm lies outside its dtype's tolerance of the\n"
+         "                           reference's is recorded `wrong`\n"
+         "  --journal PATH           journal file (default reports/journal.jsonl)\n"
+         "  --resume                 run only the cells missing from the journal\n"
+         "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"
+         "                           it the journal keeps every cell's record until a newer one replaces it\n"
+         "  --job NAME               CI job name recorded with each cell\n"
+         "  --shard i/n              run only shard i of n (deterministic, balanced by recorded durations)\n"
+         "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
+         "  --no-write-back          record in the journal only\n"
+         "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
+         "  --reports-dir DIR        folder of " +
+         ReportFileList("", "") +
+         ", history (default reports)\n"
+         "  --tune PATH              the tune executable (default: beside tune-matrix)\n"
+         "  --cpu-class CLASS        run the cells with ATen's and oneDNN's instruction sets capped to CLASS\n"
+         "                           (default, avx2, avx512, avx512_bf16 or amx; ATEN_CPU_CAPABILITY and\n"
+         "                           ONEDNN_MAX_CPU_ISA in each child's environment), so a lower class is\n"
+         "                           measured on a higher machine; refused above this machine's class. Default:\n"
+         "                           this machine's class, as those variables in the environment leave it\n\n"
+         "Each cpu record carries its CPU class and every record its torch version: cells of another class or\n"
+         "torch are columns of their own (\"cpu (amx, torch 2.11.0)\"), never replacing or compared with these.\n\n"
+         "A cell that fails because of the machine (a full disk, an unwritable folder) is not recorded: that is\n"
+         "no verdict on the device, and its earlier record stands.\n\n"
+         "Exit status: 0 when every cell was recorded (whatever its result), 1 when a cell failed because of the\n"
+         "machine, 2 for bad arguments, 130 when interrupted (the cells recorded so far stay in the journal).";
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ TEST_F(CompareCliTest, ExitsOneOnARegressionAndZeroOtherwise) {
   EXPECT_EQ(Run({"compare", before, same}), 0) << err_.str();
   EXPECT_NE(out_.str().find("tune-matrix compare: no changes; 1 cells unchanged"), std::string::npos) << out_.str();
   EXPECT_EQ(Run({"compare", before, slower}), 1);
-  EXPECT_NE(out_.str().find("slower (1):\n  tiny/lora  cpu  1000.0 -> 500.0 tok/s (-50.0%"), std::string::npos)
+  EXPECT_NE(out_.str().find("slower (1):\n  tiny/lora  cpu (avx512_bf16, torch 2.11.0)  1000.0 -> 500.0 tok/s (-50.0%"),
+            std::string::npos)
       << out_.str();
   EXPECT_EQ(Run({"compare", before, broken}), 1);
   EXPECT_NE(out_.str().find("newly broken (1):"), std::string::npos) << out_.str();

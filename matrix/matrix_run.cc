@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "base/cpu_usage.h"
 #include "base/file_util.h"
@@ -24,9 +25,9 @@ constexpr double kBusyProbeS = 0.3;
 // so a run that is stopped and started again, however often, loses no record; it is checked here, so that a
 // damaged one stops the run before any cell. Only --fresh sets it aside (as <journal>.prev, its records first
 // added to the history with `keep_history`).
-StatusOr<std::vector<CellKey>> PrepareJournal(const Registry& registry, const MatrixOptions& options,
-                                              bool keep_history, std::ostream& out, std::ostream& err) {
-  std::vector<CellKey> done;
+StatusOr<std::set<CellColumn>> PrepareJournal(const Registry& registry, const MatrixOptions& options, bool keep_history,
+                                              std::ostream& out, std::ostream& err) {
+  std::set<CellColumn> done;
   if (::access(options.journal_path.c_str(), F_OK) != 0) return done;
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> previous = ReadJournal(options.journal_path, &warnings);
@@ -37,7 +38,7 @@ StatusOr<std::vector<CellKey>> PrepareJournal(const Registry& registry, const Ma
   }
   for (const std::string& w : warnings) err << "warning: " << w << "\n";
   if (options.resume) {
-    for (const auto& [key, cell] : LatestByCell(*previous)) done.push_back(key);
+    for (const auto& [key, cell] : LatestByCell(*previous)) done.insert(key);
   } else if (options.fresh) {
     if (keep_history && options.user_configs.empty()) {
       TM_RETURN_IF_ERROR(RecordHistory(registry, *previous, options.reports_dir, out));
@@ -53,12 +54,12 @@ StatusOr<std::vector<CellKey>> PrepareJournal(const Registry& registry, const Ma
   return done;
 }
 
-// The newest record per cell, in journal order: what a completed run leaves in its journal.
+// The newest record per cell and column, in journal order: what a completed run leaves in its journal.
 std::vector<CellResult> Compacted(const std::vector<CellResult>& all) {
-  std::map<CellKey, CellResult> latest = LatestByCell(all);
+  std::map<CellColumn, CellResult> latest = LatestByCell(all);
   std::vector<CellResult> kept;
   for (const CellResult& r : all) {
-    auto it = latest.find(r.key);
+    auto it = latest.find({r.key, ColumnOf(r)});
     if (it != latest.end() && JournalLine(it->second) == JournalLine(r)) {
       kept.push_back(r);
       latest.erase(it);
@@ -78,15 +79,21 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
                               const RunSetting& setting, std::ostream& out, std::ostream& err) {
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, setting.devices, options);
   if (!cells.ok()) return cells.status();
-  StatusOr<std::vector<CellKey>> done = PrepareJournal(registry, options, write_back, out, err);
-  if (!done.ok()) return done.status();
+  StatusOr<std::set<CellColumn>> journaled = PrepareJournal(registry, options, write_back, out, err);
+  if (!journaled.ok()) return journaled.status();
+  // A cell is done when the journal holds a record of it in the column this run records into.
+  std::vector<CellKey> done;
   size_t runnable = 0, left = 0, deferred = 0;
   double deferred_s = 0;
   for (const PlannedCell& c : *cells) {
     runnable += c.runnable && !c.deferred;
     deferred += c.deferred;
     if (c.deferred) deferred_s += c.ExpectedTotalS();
-    left += std::find(done->begin(), done->end(), c.key) == done->end();
+    if (journaled->count({c.key, c.column})) {
+      done.push_back(c.key);
+    } else {
+      ++left;
+    }
   }
   out << "tune-matrix: " << cells->size() << " cells" << ShardText(options) << " (" << runnable << " to run, "
       << cells->size() - runnable - deferred << " recorded without running";
@@ -95,6 +102,11 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
         << ": about " << FormatDuration(deferred_s) << " of work, the cells with the newest records";
   }
   out << ") on " << setting.devices.size() << " device(s)";
+  std::vector<std::string> shown;  // each device with the class and torch its records go to
+  for (const PlannedCell& c : *cells) {
+    if (std::find(shown.begin(), shown.end(), DeviceShown(c)) == shown.end()) shown.push_back(DeviceShown(c));
+  }
+  if (!shown.empty()) out << ": " << JoinStrings(shown, ", ");
   if (options.resume) {
     out << "; " << cells->size() - left << " already in the journal, " << left << " left";
     if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
@@ -105,7 +117,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
     if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
   }
 
-  StatusOr<MatrixRun> run = RunCells(*cells, *done, *setting.runner, options, setting.provenance, out, setting.now);
+  StatusOr<MatrixRun> run = RunCells(*cells, done, *setting.runner, options, setting.provenance, out, setting.now);
   if (!run.ok() || run->interrupted) return run;
   if (!run->deferred.empty()) {
     std::vector<std::string> names;
@@ -137,10 +149,10 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
     }
   }
   if (!options.junit_path.empty()) {
-    std::map<CellKey, CellResult> latest = LatestByCell(*all);
+    std::map<CellColumn, CellResult> latest = LatestByCell(*all);
     std::vector<CellResult> planned;
     for (const PlannedCell& c : *cells) {
-      auto it = latest.find(c.key);
+      auto it = latest.find({c.key, c.column});
       if (it != latest.end()) planned.push_back(it->second);
     }
     TM_RETURN_IF_ERROR(WriteJUnitFile(planned, options.junit_path));

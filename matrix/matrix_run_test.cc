@@ -34,6 +34,9 @@ class MatrixRunTest : public ::testing::Test {
     options_.work_dir = co_.dir() + "/runs";
     options_.reports_dir = co_.dir() + "/reports";
     options_.junit_path = co_.dir() + "/junit.xml";
+    // The column `tune-matrix run` records into on the AMX machine the checkout's records were made on.
+    options_.cpu_class = "amx";
+    options_.torch_version = "2.11.0";
     ASSERT_TRUE(MakeDirs(options_.reports_dir).ok());
     // Each child "runs" its steps: the summary lands in the cell's output_dir= override.
     runner_.on_start = [this](const CellCommand& cmd) {
@@ -78,11 +81,12 @@ TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsTheNewestRecordPerCe
   StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
   ASSERT_EQ(journal->size(), 3u);  // the old tiny/lora record replaced by this run's (it is in the history)
   for (const CellResult& r : *journal) EXPECT_EQ(r.status, CellStatus::kRuns) << r.key.config;
-  EXPECT_NE(out_.str().find("tune-matrix: 3 cells (3 to run, 0 recorded without running) on 1 device(s)"),
+  EXPECT_NE(out_.str().find("tune-matrix: 3 cells (3 to run, 0 recorded without running) on 1 device(s): cpu (amx, "
+                            "torch 2.11.0)\n"),
             std::string::npos)
       << out_.str();
   std::string lora = co_.Read("tiny/lora");
-  EXPECT_NE(lora.find("supported_devices: [cpu]"), std::string::npos) << lora;
+  EXPECT_NE(lora.find("supported_devices: [\"cpu (amx, torch 2.11.0)\"]"), std::string::npos) << lora;
   EXPECT_NE(lora.find("tokens_per_second: 50.0"), std::string::npos) << lora;
   EXPECT_TRUE(PathExists(options_.reports_dir + "/SUPPORT.md"));
   EXPECT_NE(ReadFile(options_.junit_path)->find("tests=\"3\""), std::string::npos);
@@ -168,6 +172,54 @@ TEST_F(MatrixRunTest, ResumeRunsOnlyTheMissingCellsAndNoWriteBackLeavesConfigsAl
   ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
   EXPECT_EQ(runner_.started, std::vector<std::string>{"tiny/full@cpu"});
   EXPECT_EQ(ReadJournal(options_.journal_path, nullptr)->size(), 3u);
+}
+
+// --cpu-class: every child runs with ATen's and oneDNN's instruction sets capped to the class, in its environment
+// vector, and its records are of that class's column, beside the records of the machine's own class, which they
+// neither replace nor resume.
+TEST_F(MatrixRunTest, ACappedClassCapsEveryChildAndRecordsAColumnOfItsOwn) {
+  const std::string amx =
+      JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-11-21T10:00:00Z")) + "\n";
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, amx).ok());
+  options_.cpu_class = "avx2";
+  options_.child_env = {{"ATEN_CPU_CAPABILITY", "avx2"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}};
+  options_.resume = true;  // the amx record is no record of this column: its cell runs
+  StatusOr<MatrixRun> run = RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(runner_.commands.size(), 3u);
+  for (const CellCommand& cmd : runner_.commands) {
+    EXPECT_EQ(cmd.env, options_.child_env) << cmd.key.config;
+    EXPECT_EQ(cmd.argv.front(), "/bin/tune") << "a program and its arguments, never a shell string";
+  }
+  for (const CellResult& r : run->recorded) {
+    EXPECT_EQ(r.provenance.cpu_class, "avx2");
+    EXPECT_EQ(ColumnOf(r), "cpu (avx2, torch 2.11.0)");
+  }
+  EXPECT_NE(out_.str().find("on 1 device(s): cpu (avx2, torch 2.11.0); 0 already in the journal, 3 left\n"),
+            std::string::npos)
+      << out_.str();
+  EXPECT_NE(out_.str().find("[1/3] cpu (avx2, torch 2.11.0)  "), std::string::npos) << out_.str();
+  // The journal keeps the amx record beside the avx2 ones, and the config a column for each.
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok());
+  EXPECT_EQ(journal->size(), 4u);
+  const std::string lora = co_.Read("tiny/lora");
+  EXPECT_NE(lora.find("    \"cpu (amx, torch 2.11.0)\":\n      status: runs\n      tokens_per_second: 100.0"),
+            std::string::npos)
+      << lora;
+  EXPECT_NE(lora.find("    \"cpu (avx2, torch 2.11.0)\":\n      status: runs\n      tokens_per_second: 50.0"),
+            std::string::npos)
+      << lora;
+  EXPECT_NE(lora.find("      cpu_class: \"avx2\"\n"), std::string::npos) << lora;
+  // Resumed in the avx2 column, nothing is left to run; in the amx column, the two cells it lacks.
+  runner_.commands.clear();
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
+  EXPECT_TRUE(runner_.commands.empty());
+  options_.cpu_class = "amx";
+  options_.child_env.clear();
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/false, setting_, out_, err_).ok());
+  ASSERT_EQ(runner_.commands.size(), 2u);
+  EXPECT_TRUE(runner_.commands[0].env.empty());
 }
 
 TEST_F(MatrixRunTest, OneCellIsRecordedInItsOwnJournalOnly) {

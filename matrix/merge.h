@@ -34,8 +34,9 @@ struct JournalSet {
 StatusOr<JournalSet> LoadJournals(const std::vector<std::string>& paths, const Registry& registry,
                                   int64_t now = UnixNow());
 
-// The combined journal: the newest record of each (config, device), one JSON line each, sorted by config
-// then device, so merging the same journals in any order gives the same bytes.
+// The combined journal: the newest record of each (config, device) in each column (LatestByCell: another CPU
+// class or torch version is another column, kept beside it), one JSON line each, sorted by config, device and
+// column, so merging the same journals in any order gives the same bytes.
 std::string CombinedJournalText(const std::vector<CellResult>& records);
 
 struct MergeOptions {
@@ -45,7 +46,7 @@ struct MergeOptions {
   std::string reports_dir = "reports";
 };
 
-// Writes the newest record of each (config, device type) into the configs' metadata, then the reports and
+// Writes the newest record of each (config, column) into the configs' metadata, then the reports and
 // the combined journal. Every config is rendered before any file is written.
 Status MergeJournals(const JournalSet& journals, const Registry& registry, const MergeOptions& options,
                      std::ostream& log);

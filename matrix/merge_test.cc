@@ -13,6 +13,10 @@
 namespace tmx::matrix {
 namespace {
 
+using testing::TestCheckout;
+constexpr const char* kCpu = TestCheckout::kCpu;
+constexpr const char* kCuda = TestCheckout::kCuda;
+
 class MergeTest : public ::testing::Test {
  protected:
   std::string Journal(const std::string& name, const std::vector<CellResult>& cells) {
@@ -45,17 +49,17 @@ TEST_F(MergeTest, JournalsFromTwoMachinesFillEachDeviceWithProvenance) {
   ASSERT_TRUE(Merge({cpu, cuda}).ok());
 
   ConfigSupport claims = ReadConfigSupport(co_.Read("tiny/lora"), "x").value();
-  EXPECT_EQ(claims.supported_devices, std::vector<std::string>({"cpu"}));
+  EXPECT_EQ(claims.supported_devices, std::vector<std::string>({kCpu}));
   ASSERT_EQ(claims.entries.size(), 2u);
-  EXPECT_EQ(claims.entries["cpu"].status, "runs");
-  EXPECT_EQ(*claims.entries["cpu"].tokens_per_second, 812.4);
-  EXPECT_EQ(claims.entries["cpu"].host, "host-cpu");
-  EXPECT_EQ(claims.entries["cpu"].job, "job-cpu");
-  EXPECT_EQ(claims.entries["cpu"].commit, "0123456789abcdef0123456789abcdef01234567");
-  EXPECT_EQ(claims.entries["cuda"].status, "fails");
-  EXPECT_EQ(claims.entries["cuda"].reason, "fails for a reason");
-  EXPECT_EQ(claims.entries["cuda"].host, "host-cuda");
-  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/full"), "x")->entries["cpu"].status, "too_large");
+  EXPECT_EQ(claims.entries[kCpu].status, "runs");
+  EXPECT_EQ(*claims.entries[kCpu].tokens_per_second, 812.4);
+  EXPECT_EQ(claims.entries[kCpu].host, "host-cpu");
+  EXPECT_EQ(claims.entries[kCpu].job, "job-cpu");
+  EXPECT_EQ(claims.entries[kCpu].commit, "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(claims.entries[kCuda].status, "fails");
+  EXPECT_EQ(claims.entries[kCuda].reason, "fails for a reason");
+  EXPECT_EQ(claims.entries[kCuda].host, "host-cuda");
+  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/full"), "x")->entries[kCpu].status, "too_large");
   // The user's bytes stay in front of the block; the untouched config gets no block.
   EXPECT_EQ(co_.Read("tiny/lora").rfind("# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n# --- BEGIN", 0), 0u);
   EXPECT_EQ(co_.Read("tiny/lora_big"), "batch_size: 64\nlr: 3e-4\n");
@@ -67,6 +71,34 @@ TEST_F(MergeTest, JournalsFromTwoMachinesFillEachDeviceWithProvenance) {
   EXPECT_EQ(merged->size(), 3u);
 }
 
+// A record of another CPU class or torch version is another column: merged beside the others' entries, never over
+// them, however much newer, and kept in the combined journal beside them.
+TEST_F(MergeTest, RecordsOfAnotherClassOrTorchAreColumnsOfTheirOwn) {
+  CellResult amx = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z", 812.4);
+  CellResult avx2 = co_.Observe("tiny/lora", "cpu", CellStatus::kTooSlow, "2026-12-03T10:00:00Z");
+  avx2.provenance.cpu_class = "avx2";
+  CellResult newer_torch = co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-04T10:00:00Z");
+  newer_torch.provenance.torch_version = "2.15.0";
+  ASSERT_TRUE(Merge({Journal("amx.jsonl", {amx}), Journal("other.jsonl", {avx2, newer_torch})}).ok());
+  ConfigSupport claims = ReadConfigSupport(co_.Read("tiny/lora"), "x").value();
+  ASSERT_EQ(claims.entries.size(), 3u);
+  EXPECT_EQ(claims.entries[kCpu].status, "runs");
+  EXPECT_EQ(*claims.entries[kCpu].tokens_per_second, 812.4);
+  EXPECT_EQ(claims.entries["cpu (avx2, torch 2.11.0)"].status, "too_slow");
+  EXPECT_EQ(claims.entries["cpu (avx2, torch 2.11.0)"].cpu_class, "avx2");
+  EXPECT_EQ(claims.entries["cpu (amx, torch 2.15.0)"].status, "fails");
+  EXPECT_EQ(claims.supported_devices, std::vector<std::string>({kCpu}));
+  StatusOr<std::vector<CellResult>> merged = ReadJournal(co_.dir() + "/merged.jsonl", nullptr);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_EQ(merged->size(), 3u);
+  // The SUPPORT.md table has one column each.
+  std::string support = ReadFile(co_.dir() + "/reports/SUPPORT.md").value();
+  EXPECT_NE(support.find("| config | recipe | cpu (amx, torch 2.11.0) | cpu (amx, torch 2.15.0) | cpu (avx2, torch "
+                         "2.11.0) |"),
+            std::string::npos)
+      << support;
+}
+
 TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
   std::string older =
       Journal("older.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
@@ -75,7 +107,7 @@ TEST_F(MergeTest, NewestRecordWinsWhateverTheOrderAndSameInputGivesSameBytes) {
   ASSERT_TRUE(Merge({newer, older}).ok());
   std::string first = co_.Read("tiny/lora");
   std::string first_journal = ReadFile(co_.dir() + "/merged.jsonl").value();
-  EXPECT_EQ(ReadConfigSupport(first, "x")->entries["cpu"].status, "runs");
+  EXPECT_EQ(ReadConfigSupport(first, "x")->entries[kCpu].status, "runs");
   ASSERT_TRUE(Merge({older, newer}).ok());
   EXPECT_EQ(co_.Read("tiny/lora"), first);
   EXPECT_EQ(ReadFile(co_.dir() + "/merged.jsonl").value(), first_journal);
@@ -89,8 +121,8 @@ TEST_F(MergeTest, AnOlderJournalDoesNotRollBackANewerEntry) {
                               co_.Observe("tiny/full", "cpu", CellStatus::kFails, "2026-12-01T09:00:00Z")});
   ASSERT_TRUE(Merge({newer}).ok());
   ASSERT_TRUE(Merge({older}).ok());
-  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/lora"), "x")->entries["cpu"].status, "runs");
-  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/full"), "x")->entries["cpu"].status, "fails");  // nothing newer there
+  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/lora"), "x")->entries[kCpu].status, "runs");
+  EXPECT_EQ(ReadConfigSupport(co_.Read("tiny/full"), "x")->entries[kCpu].status, "fails");  // nothing newer there
 }
 
 TEST_F(MergeTest, TiesWithinASecondDoNotDependOnTheOrderOfJournals) {
@@ -101,7 +133,7 @@ TEST_F(MergeTest, TiesWithinASecondDoNotDependOnTheOrderOfJournals) {
   co_.Write("tiny/lora", "# LoRA, small\nbatch_size: 4  # per step\nlr: 3e-4\n");
   ASSERT_TRUE(Merge({b, a}).ok());
   EXPECT_EQ(co_.Read("tiny/lora"), first);
-  EXPECT_EQ(ReadConfigSupport(first, "x")->entries["cuda"].status, "runs");  // cuda:1 over cuda:0
+  EXPECT_EQ(ReadConfigSupport(first, "x")->entries[kCuda].status, "runs");  // cuda:1 over cuda:0
 }
 
 TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
@@ -111,7 +143,7 @@ TEST_F(MergeTest, TwoGpusOfOneTypeShareOneEntryNewestWins) {
   ASSERT_TRUE(Merge({j}).ok());
   ConfigSupport claims = ReadConfigSupport(co_.Read("tiny/lora"), "x").value();
   ASSERT_EQ(claims.entries.size(), 1u);
-  EXPECT_EQ(claims.entries["cuda"].status, "runs");
+  EXPECT_EQ(claims.entries[kCuda].status, "runs");
 }
 
 TEST_F(MergeTest, MalformedOrForeignJournalsAreRejectedNamingFileAndLineAndNothingIsWritten) {

@@ -10,6 +10,7 @@
 #include "base/file_util.h"
 #include "base/input_file.h"
 #include "base/text.h"
+#include "harness/column.h"
 #include "harness/config_store.h"
 #include "harness/proxy.h"
 #include "matrix/journal.h"
@@ -104,6 +105,11 @@ std::string TooLargeReason(const MemoryJudgement& judged, int64_t bytes) {
   return basis + " peak memory " + FormatBytes(bytes) + " exceeds " + judged.limit;
 }
 
+std::string DeviceShown(const PlannedCell& cell) {
+  if (cell.column.rfind(cell.device_type, 0) != 0) return cell.key.device;
+  return cell.key.device + cell.column.substr(cell.device_type.size());
+}
+
 int64_t MemoryLimit(const DeviceInfo& device, const MatrixOptions& options) {
   if (device.total_memory_bytes <= 0) return 0;
   return static_cast<int64_t>(options.memory_fraction * static_cast<double>(device.total_memory_bytes));
@@ -118,7 +124,7 @@ namespace {
 
 constexpr double kBudgetBand = 1.25;
 
-// How long cells take on one device type, fitted from its measured cells.
+// How long cells take in one column (a device type, its CPU class and torch), fitted from its measured cells.
 struct DeviceRates {
   double fixed_s = 0;            // start-up of the smallest cell (process, device probe, data)
   double s_per_parameter = 0;    // start-up per model parameter (building and initialising weights)
@@ -141,7 +147,7 @@ std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>
   std::map<std::string, Sums> sums;
   for (size_t i = 0; i < cells.size(); ++i) {
     if (!wall_s[i] || !step_s[i] || work[i] <= 0) continue;
-    Sums& s = sums[cells[i].device_type];
+    Sums& s = sums[cells[i].column];
     // A record made before start-up was recorded ran `steps` steps; its warm-up step counts as start-up here,
     // good enough for the rates but not for choosing the cell's steps.
     const double startup = startup_s[i] ? *startup_s[i] : std::max(0.0, *wall_s[i] - steps * *step_s[i]);
@@ -189,7 +195,7 @@ struct CellSource {
 // One proxy of a cell, cut to `layers`: false, with `*note` (starting "no proxy: ") saying why, for a config
 // without a model to cut, a proxy the recipe refuses, one predicted over the memory limit (`*over_memory`), or
 // one predicted over the wall-clock limit of a cell (judged only when `measured_rates`: the rates were fitted
-// to cells of the device type, as for the cell itself). Not the cell budget: the rates, fitted to whole
+// to cells of the column, as for the cell itself). Not the cell budget: the rates, fitted to whole
 // models, overestimate a proxy several times (Llama 3.1 8B LoRA's pair: 99 s predicted, 28 s measured), and a
 // proxy that does run long is stopped at the limit and says so.
 // `vocab_divisor` above 1 cuts the vocabulary too (harness/proxy.h ProxyOf).
@@ -406,7 +412,7 @@ struct PlanConfig {
   bool selected = false;
 };
 
-// The newest record per (config, device type) in the journal at `path`, as support entries: what a user
+// The newest record per (config, column) in the journal at `path`, as support entries: what a user
 // config has recorded (the matrix writes no block into a user's file). No journal: nothing recorded.
 StatusOr<std::map<std::string, SupportEntries>> JournalEntries(const std::string& path) {
   std::map<std::string, SupportEntries> entries;
@@ -414,15 +420,16 @@ StatusOr<std::map<std::string, SupportEntries>> JournalEntries(const std::string
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> records = ReadJournal(path, &warnings);
   if (!records.ok()) return records.status();
-  for (const auto& [cell, record] : LatestByDeviceType(*records)) entries[cell.first][cell.second] = SupportFromCell(record);
+  for (const auto& [cell, record] : LatestByColumn(*records))
+    entries[cell.first][cell.second] = SupportFromCell(record);
   return entries;
 }
 
-// Plans `cell`'s proxies (PlanProxies, at its device type's rates) and records in its preset the real sizes they
+// Plans `cell`'s proxies (PlanProxies, at its column's rates) and records in its preset the real sizes they
 // are cut from; returns their expected time in all, 0 with `*note` saying why where none fit.
 double AddProxies(PlannedCell* cell, const CellSource& source, const Registry& registry, const MatrixOptions& options,
                   const std::map<std::string, DeviceRates>& rates, std::string* note) {
-  auto rate = rates.find(cell->device_type);
+  auto rate = rates.find(cell->column);
   RealSize real;
   cell->proxies = PlanProxies(*cell, source, registry, options, rate == rates.end() ? DeviceRates() : rate->second,
                               rate != rates.end(), &real, note);
@@ -528,7 +535,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
   std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
   std::vector<std::optional<double>> recorded_reference_s;  // its numeric check's reference run's wall time
   // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
-  // few configs predicts them from every measured cell of the device type), then left out.
+  // few configs predicts them from every measured cell of the column), then left out.
   std::vector<bool> selected;
   std::vector<CellSource> sources;                   // how each cell's config was found and is launched
   std::vector<PlanConfig> configs;
@@ -572,6 +579,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cell.config_path = located.path;
       cell.device = *device;
       cell.device_type = device->type;
+      cell.column = ColumnKey({device->type, device->type == "cpu" ? options.cpu_class : "", options.torch_version});
       cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
       cell.steps = options.max_steps;
       std::vector<std::string> overrides = CellOverrides(recipe, device->id, cell.steps, cell.output_dir);
@@ -631,7 +639,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       }
       r.predicted_memory_bytes = cell.predicted_memory_bytes;
       // The wall time of the cell's last started run here; a cell never started here is estimated.
-      auto entry = recorded->find(cell.device_type);
+      auto entry = recorded->find(cell.column);
       std::optional<double> seconds, step_seconds;
       std::optional<CellStatus> status;
       if (entry != recorded->end()) {
@@ -693,17 +701,17 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cells.push_back(std::move(cell));
     }
   }
-  // A cell never measured here is predicted from the cells of its device type that were:
+  // A cell never measured here is predicted from the cells of its column that were:
   //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work,
   // each rate fitted over the measured cells (ratios of sums, so the large, kernel-bound cells set the rates).
   std::map<std::string, DeviceRates> rates =
       FitDeviceRates(cells, work, parameters, recorded_s, recorded_startup_s, recorded_step_s, options.max_steps);
   for (size_t i = 0; i < cells.size(); ++i) {
     if (!cells[i].runnable) continue;  // recorded from the plan: takes no time
-    auto rate = rates.find(cells[i].device_type);
+    auto rate = rates.find(cells[i].column);
     bool measured_type = rate != rates.end();
     DeviceRates r = measured_type ? rate->second : DeviceRates();
-    // Start-up and step time: the cell's record here, else the device type's rates; judged at max_steps.
+    // Start-up and step time: the cell's record here, else the column's rates; judged at max_steps.
     std::optional<double> startup_s, step_s;
     if (recorded_startup_s[i]) {
       startup_s = recorded_startup_s[i];
@@ -718,7 +726,7 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       cells[i].expected_duration_s =
           recorded_s[i] ? *recorded_s[i] : r.Predict(parameters[i], work[i], options.max_steps);
     }
-    // The budget judges only predictions made from this device type's own measurements, with a band around
+    // The budget judges only predictions made from this column's own measurements, with a band around
     // it so that a cell does not flip between runs and too_slow from one run to the next: a measured cell
     // stays in until it took kBudgetBand times the budget, a cell recorded too_slow stays out until it is
     // predicted under the budget divided by kBudgetBand.
@@ -730,10 +738,10 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
       CellResult& slow = cells[i].preset;
       slow.status = CellStatus::kTooSlow;
       slow.reason = "predicted to take " + FormatDuration(cells[i].expected_duration_s) + " on " + cells[i].device.id +
-                 (recorded_s[i] ? " (its last recorded run)" : " (its size and work at the rates measured on " +
-                                                                    cells[i].device_type + ")") +
-                 ", over the cell budget of " + FormatDuration(options.cell_budget_s) +
-                 "; run it with: tune-matrix cell " +
+                    (recorded_s[i] ? " (its last recorded run)"
+                                   : " (its size and work at the rates measured on " + cells[i].column + ")") +
+                    ", over the cell budget of " + FormatDuration(options.cell_budget_s) +
+                    "; run it with: tune-matrix cell " +
                     (options.user_configs.empty() ? cells[i].key.config : cells[i].config_path) + " --device " +
                     cells[i].device.id;
       cells[i].runnable = false;

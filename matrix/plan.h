@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/config.h"
@@ -49,8 +50,8 @@ struct MatrixOptions {
   // Wall-clock limit of one cell, seconds.
   double cell_timeout_s = 900;
   // Seconds a cell may be expected to take. A cell predicted to take longer is recorded as too_slow and not
-  // started; the prediction is its recorded wall time on this device type, else a start-up and a step rate
-  // fitted to the cells of this device type that have a recorded time (no such cell: no prediction, the
+  // started; the prediction is its recorded wall time in this column, else a start-up and a step rate
+  // fitted to the cells of this column that have a recorded time (no such cell: no prediction, the
   // cell runs). A band of 25% either way keeps a cell near the budget from flipping between runs: a measured
   // cell is left out only past 1.25 x the budget, a too_slow one let back only under budget / 1.25. 0: no budget.
   double cell_budget_s = 150;
@@ -107,6 +108,14 @@ struct MatrixOptions {
   int cpu_lanes = 1;
   // The CPUs the lanes split; empty: this process's own (ReadAffinityCpus).
   std::vector<int> lane_cpus;
+  // The column the run records into (harness/column.h): the CPU class its cpu cells run at (`tune-matrix run`:
+  // this machine's, base/cpu_class.h, or --cpu-class) and the torch version the cells run with. The plan reads
+  // the records of that column only: another class's or torch's times and peaks never plan this one's cells.
+  std::string cpu_class;
+  std::string torch_version;
+  // Variables added to every child's environment: --cpu-class's caps of ATen and oneDNN (CpuClassChoice::env);
+  // empty: the children inherit this process's.
+  std::vector<std::pair<std::string, std::string>> child_env;
 };
 
 // The proxy depths a cell too large or too slow for its device runs at (matrix/proxy_cell.h): the
@@ -172,9 +181,13 @@ struct PlannedCell {
   std::string config_path;
   DeviceInfo device;
   std::string device_type;
+  // The column its record goes to (ColumnOf the record: the device type, MatrixOptions' CPU class on cpu, and
+  // torch version), and whose records planned it.
+  std::string column;
   int64_t predicted_memory_bytes = 0;
-  // Expected wall time in seconds: the config's recorded `wall_time_s` for this device type, else the
-  // recipe's estimated work scaled by the cells that have a recorded time. Orders the run, balances shards, feeds the ETA.
+  // Expected wall time in seconds: the config's recorded `wall_time_s` in this column, else the recipe's
+  // estimated work scaled by the cells of the column that have a recorded time. Orders the run, balances shards, feeds
+  // the ETA.
   double expected_duration_s = 0;
   // Optimizer steps the cell trains: MatrixOptions::max_steps, or more by MatrixOptions::startup_share.
   int steps = 0;
@@ -221,6 +234,10 @@ struct PlannedCell {
     return total_s;
   }
 };
+
+// The cell's device as progress lines show it: its id with its column's class and torch ("cpu (amx, torch
+// 2.11.0)", "cuda:1 (torch 2.11.0)").
+std::string DeviceShown(const PlannedCell& cell);
 
 // Overrides applied to every cell's `tune run`: the device, a fresh output folder, and the recipe's own
 // budget for `steps` optimizer steps (RecipeSpec::cell_overrides).

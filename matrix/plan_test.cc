@@ -46,8 +46,17 @@ const PlannedCell& Find(const std::vector<PlannedCell>& cells, const std::string
   return none;
 }
 
-TEST(PlanTest, DistributedCellsLaunchTheRanksOfTheirDeviceType) {
+// Options whose cells record into the column of the checkout's committed records (the Intel Xeon with AMX, torch
+// 2.11.0), so the plan reads their measurements.
+MatrixOptions CommittedColumn() {
   MatrixOptions options;
+  options.cpu_class = "amx";
+  options.torch_version = "2.11.0";
+  return options;
+}
+
+TEST(PlanTest, DistributedCellsLaunchTheRanksOfTheirDeviceType) {
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), devices, options);
@@ -65,7 +74,7 @@ TEST(PlanTest, DistributedCellsLaunchTheRanksOfTheirDeviceType) {
 }
 
 TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   std::vector<DeviceInfo> devices = {Device("cpu", 24, /*bf16=*/false),
                                      Device("cuda:0", 40)};
@@ -141,7 +150,7 @@ TEST(PlanTest, EveryConfigOnEveryDeviceWithStaticOutcomes) {
 }
 
 TEST(PlanTest, FiltersAndUnknownNames) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.config_globs = {"tiny/*"};
   options.devices = {"cpu"};
   std::vector<DeviceInfo> devices = {Device("cpu", 24), Device("cuda:0", 80)};
@@ -162,7 +171,7 @@ TEST(PlanTest, FiltersAndUnknownNames) {
 // --recipes and --configs choose cells, not the measurements their predictions come from: a cell is planned
 // alike in a run of a few configs and in a run of all.
 TEST(PlanTest, FiltersDoNotChangeTheRatesPredictionsUse) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   std::vector<DeviceInfo> devices = {Device("cpu", 24)};
   StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -183,14 +192,14 @@ TEST(PlanTest, FiltersDoNotChangeTheRatesPredictionsUse) {
 
 // Shards of the built-in matrix: together every cell once, durations taken from the configs' records.
 TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   std::vector<DeviceInfo> devices = {Device("cpu", 24, /*bf16=*/false),
                                      Device("cuda:0", 40)};
   StatusOr<std::vector<PlannedCell>> all = PlanCells(recipes::BuiltinRegistry(), devices, options);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   for (const PlannedCell& c : *all) {
     SupportEntries recorded = ReadSupportEntries(ReadFile(c.config_path).value(), c.config_path).value();
-    auto entry = recorded.find(c.device_type);
+    auto entry = recorded.find(c.column);
     std::optional<CellStatus> status =
         entry == recorded.end() ? std::nullopt : ParseCellStatus(entry->second.status);
     if (!c.runnable) {
@@ -224,7 +233,7 @@ TEST(PlanTest, ShardsPartitionTheCellsUsingRecordedDurations) {
 }
 
 TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeasured) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   options.config_globs = {"llama3_2/*_lora_single_device"};
   options.proxies = false;  // ACellTooLargeForItsDeviceRunsProxiesThatFit has them
@@ -250,7 +259,7 @@ TEST(PlanTest, ACellPredictedOverTheBudgetIsTooSlowOnlyWhereItsDeviceTypeWasMeas
 }
 
 TEST(PlanTest, ABandAroundTheBudgetKeepsAMeasuredCellFromFlipping) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.config_globs = {"llama3_2/1B_lora_single_device"};
   std::vector<DeviceInfo> devices = {Device("cpu", 24)};
   StatusOr<std::vector<PlannedCell>> unbudgeted = [&] {
@@ -269,7 +278,7 @@ TEST(PlanTest, ABandAroundTheBudgetKeepsAMeasuredCellFromFlipping) {
 }
 
 TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.config_globs = {"tiny/lora_single_device"};
   options.cell_budget_s = 0;
   StatusOr<std::vector<PlannedCell>> roomy = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 64)}, options);
@@ -286,7 +295,8 @@ TEST(PlanTest, ACellPredictedJustOverTheMemoryLimitIsTried) {
 }
 
 TEST(CellStepsTest, MoreStepsOnlyWhereTheyBringStartUpDownToItsShare) {
-  MatrixOptions options;  // 3 steps, start-up at most 15% (aiming at 10%), at most 12 steps, budget 150 s
+  // 3 steps, start-up at most 15% (aiming at 10%), at most 12 steps, budget 150 s
+  MatrixOptions options = CommittedColumn();
   // 2.25 s of start-up and 3.26 s steps: 18.7% at 3 steps, 11.4% at 6, 9.0% at 7.
   EXPECT_EQ(CellSteps(2.25, 3.26, options), 7);
   EXPECT_EQ(CellSteps(13.6, 22.3, options), 6);  // 147.4 s, within the budget
@@ -309,10 +319,10 @@ TEST(CellStepsTest, MoreStepsOnlyWhereTheyBringStartUpDownToItsShare) {
   options.cell_budget_s = 5;
   EXPECT_EQ(CellSteps(1, 0.75, options), 5);  // 12 steps do not fit in 5 s; 5 do (4.75 s)
   // Switched off, and nonsense inputs: the base steps.
-  options = MatrixOptions();
+  options = CommittedColumn();
   options.startup_share = 0;
   EXPECT_EQ(CellSteps(2.25, 3.26, options), 3);
-  options = MatrixOptions();
+  options = CommittedColumn();
   EXPECT_EQ(CellSteps(2.25, 0, options), 3);
   EXPECT_EQ(CellSteps(-1, 3, options), 3);
 }
@@ -320,7 +330,7 @@ TEST(CellStepsTest, MoreStepsOnlyWhereTheyBringStartUpDownToItsShare) {
 // The committed cpu records carry start-up and step times: each runnable cell trains the steps they call
 // for, and its child command says so.
 TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   StatusOr<std::vector<PlannedCell>> cells = PlanCells(recipes::BuiltinRegistry(), {Device("cpu", 24)}, options);
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();
@@ -328,7 +338,7 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
   for (const PlannedCell& c : *cells) {
     if (!c.runnable || !c.proxies.empty()) continue;  // a proxied cell trains max_steps per proxy
     SupportEntries recorded = ReadSupportEntries(ReadFile(c.config_path).value(), c.config_path).value();
-    auto entry = recorded.find("cpu");
+    auto entry = recorded.find(c.column);
     // Never run here (no record, or one from the plan alone: a proxied too_slow cell the rates now let in): its
     // steps follow a predicted start-up.
     if (entry == recorded.end() || !CellStarted(*ParseCellStatus(entry->second.status))) continue;
@@ -358,9 +368,32 @@ TEST(PlanTest, ACellTrainsTheStepsItsRecordedStartUpCallsFor) {
   }
 }
 
+// A run plans from its own column's records only: the committed AMX records time and judge the AMX column's cells,
+// and none of another class's or torch's.
+TEST(PlanTest, ACellIsPlannedFromTheRecordsOfItsOwnColumnOnly) {
+  MatrixOptions options = CommittedColumn();
+  options.tune_path = "/bin/tune";
+  options.config_globs = {"tiny/lora_single_device"};
+  std::vector<DeviceInfo> devices = {Device("cpu", 24)};
+  StatusOr<std::vector<PlannedCell>> amx = PlanCells(recipes::BuiltinRegistry(), devices, options);
+  ASSERT_TRUE(amx.ok()) << amx.status().ToString();
+  ASSERT_EQ(amx->size(), 1u);
+  EXPECT_EQ(amx->front().column, "cpu (amx, torch 2.11.0)");
+  EXPECT_EQ(DeviceShown(amx->front()), "cpu (amx, torch 2.11.0)");
+  EXPECT_FALSE(amx->front().recorded_at.empty()) << "the committed record of this config";
+  for (const auto& [cpu_class, torch] : {std::pair<std::string, std::string>{"avx2", "2.11.0"}, {"amx", "2.15.0"}}) {
+    options.cpu_class = cpu_class;
+    options.torch_version = torch;
+    StatusOr<std::vector<PlannedCell>> other = PlanCells(recipes::BuiltinRegistry(), devices, options);
+    ASSERT_TRUE(other.ok()) << other.status().ToString();
+    EXPECT_EQ(other->front().column, "cpu (" + cpu_class + ", torch " + torch + ")");
+    EXPECT_TRUE(other->front().recorded_at.empty()) << other->front().column;
+  }
+}
+
 // The options the proxy tests plan one config with: no cell budget, so only the memory decides.
 MatrixOptions ProxyTestOptions(const std::string& config) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   options.config_globs = {config};
   options.cell_budget_s = 0;
@@ -500,7 +533,7 @@ TEST(PlanTest, WhereNoSecondDepthFitsTheShallowProxyRunsAlone) {
 // --calibrate: a real-size cell that runs in full runs its proxies first (the argv stays the cell's own); a tiny
 // one, whose two layers leave nothing to cut, runs alone.
 TEST(PlanTest, CalibrationRunsTheProxiesOfCellsThatRunInFull) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   options.cell_budget_s = 0;
   options.calibrate = true;
@@ -536,7 +569,7 @@ struct UserLora {
     record.config_hash = ConfigHash(text);
     record.wall_time_s = 5;
     record.tokens_per_second = 100;
-    record.provenance = {"host", "", "", "2.11.0", "Test CPU", "2026-11-22T10:00:00Z"};
+    record.provenance = {"host", "", "", "2.11.0", "Test CPU", "2026-11-22T10:00:00Z", "amx"};
   }
   // Writes `record` as the journal's only line and plans.
   StatusOr<std::vector<PlannedCell>> PlanFromRecord() const {
@@ -544,7 +577,7 @@ struct UserLora {
     return PlanCells(recipes::BuiltinRegistry(), devices, options);
   }
   std::string path, text;
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   std::vector<DeviceInfo> devices = {Device("cpu", 24)};
   CellResult record;
 };
@@ -621,7 +654,7 @@ TEST(PlanTest, ARunStoppedAtTheMemoryLimitIsTooLargeUntilADeviceHasMore) {
 // as a too_large cell's, with their own reference; none beside proxies (calibration) or on a device whose
 // memory is not the host's.
 TEST(PlanTest, ACellThatRunsInFullHasProxiesReadyForAStopAtTheMemoryLimit) {
-  MatrixOptions options;
+  MatrixOptions options = CommittedColumn();
   options.tune_path = "/bin/tune";
   options.config_globs = {"llama3_2/1B_lora_single_device"};
   options.cell_budget_s = 0;

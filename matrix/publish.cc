@@ -56,7 +56,7 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
   const int64_t now = UnixNow();
   std::map<std::string, SupportEntries> updates;
   std::set<std::pair<std::string, std::string>> disturbed;  // (config, device type) measured beside other work
-  for (const auto& [key, cell] : LatestByDeviceType(records)) {
+  for (const auto& [key, cell] : LatestByColumn(records)) {
     if (registry.RecipeForConfig(key.first) == nullptr) continue;
     updates[key.first][key.second] = SupportFromCell(cell);
     if (!cell.disturbed.empty()) disturbed.insert(key);
@@ -220,21 +220,21 @@ Status PublishJournalResults(const std::vector<CellResult>& records, const std::
   if (update.added > 0) {
     log << "added " << update.added << " measurement(s) to " << dir << " (" << update.files_written << " file(s))\n";
   }
-  std::vector<ConfigDeviceType> cells;
-  for (const auto& [cell, record] : LatestByDeviceType(records)) cells.push_back(cell);
+  std::vector<ConfigColumn> cells;
+  for (const auto& [cell, record] : LatestByColumn(records)) cells.push_back(cell);
   StatusOr<History> history = ReadHistory(dir, cells);
   if (!history.ok()) return history.status();
   std::map<std::string, ConfigSupport> configs;
   for (const auto& [cell, measured] : *history) {
     if (measured.empty()) continue;
-    const CellResult newest = LatestByDeviceType(measured).begin()->second;
+    const CellResult newest = LatestByColumn(measured).begin()->second;
     SupportEntry entry = SupportFromCell(newest);
     if (!newest.disturbed.empty()) {
       std::vector<CellResult> calm;
       std::copy_if(measured.begin(), measured.end(), std::back_inserter(calm),
                    [](const CellResult& r) { return r.disturbed.empty(); });
       std::optional<SupportEntry> previous;
-      if (!calm.empty()) previous = SupportFromCell(LatestByDeviceType(calm).begin()->second);
+      if (!calm.empty()) previous = SupportFromCell(LatestByColumn(calm).begin()->second);
       KeepPreviousSpeeds(previous ? &*previous : nullptr, &entry);
     }
     ConfigSupport& config = configs[cell.first];
@@ -245,7 +245,10 @@ Status PublishJournalResults(const std::vector<CellResult>& records, const std::
     config.entries[cell.second] = std::move(entry);
   }
   std::vector<ConfigSupport> sorted;
-  for (auto& [name, config] : configs) sorted.push_back(std::move(config));
+  for (auto& [name, config] : configs) {
+    AddTorchSummaries(&config.entries);  // as a block would hold them
+    sorted.push_back(std::move(config));
+  }
   for (const GeneratedReport& r : RenderReports(sorted, *history)) {
     TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
   }

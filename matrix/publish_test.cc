@@ -98,7 +98,8 @@ TEST_F(PublishTest, AnEntryDatedAheadOfTheClockIsReplacedNotKept) {
   ASSERT_TRUE(WriteBackResults(co_.registry, {record}, log_).ok());
   EXPECT_NE(co_.Read("tiny/lora").find("status: runs"), std::string::npos) << co_.Read("tiny/lora");
   EXPECT_NE(log_.str().find("replaced " + co_.Path("tiny/lora") +
-                            " cpu: its entry is dated 2099-01-01T00:00:00Z, after this machine's clock ("),
+                            " cpu (amx, torch 2.11.0): its entry is dated 2099-01-01T00:00:00Z, after this "
+                            "machine's clock ("),
             std::string::npos)
       << log_.str();
 }
@@ -122,7 +123,7 @@ TEST_F(PublishTest, ADisturbedRecordsSpeedIsNotPublished) {
   EXPECT_NE(after.find("verified_at: \"2026-12-02T11:00:00Z\""), std::string::npos) << after;
   EXPECT_NE(after.find("peak_memory_gib: 1"), std::string::npos) << after;
   EXPECT_NE(log_.str().find("kept the speeds of " + co_.Path("tiny/lora") +
-                            " cpu: the new record was measured beside other work (disturbed)"),
+                            " cpu (amx, torch 2.11.0): the new record was measured beside other work (disturbed)"),
             std::string::npos)
       << log_.str();
 

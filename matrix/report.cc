@@ -12,6 +12,7 @@
 
 #include "base/json_io.h"
 #include "base/text.h"
+#include "harness/column.h"
 #include "harness/device_types.h"
 
 namespace tmx::matrix {
@@ -32,7 +33,7 @@ std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs
   for (const ConfigSupport& c : configs) {
     for (const auto& entry : c.entries) found.push_back(entry.first);
   }
-  return OrderDeviceTypes(std::move(found));
+  return OrderColumns(std::move(found));
 }
 
 std::string FormatLatency(double seconds) {
@@ -75,7 +76,8 @@ std::string Measurements(const SupportEntry& s) {
 }
 
 std::string PeakMemoryMeaning(const std::string& device_type) {
-  const DeviceTypeTraits* traits = FindDeviceType(device_type);
+  const std::string type = ColumnDeviceType(device_type);
+  const DeviceTypeTraits* traits = FindDeviceType(type.empty() ? device_type : type);
   if (traits == nullptr) return "";
   switch (traits->peak_memory) {
     case DeviceTypeTraits::PeakMemory::kProcessRss:
@@ -90,14 +92,15 @@ std::string PeakMemoryMeaning(const std::string& device_type) {
 
 std::string PeakMemorySentence(const std::vector<std::string>& columns) {
   std::vector<std::pair<std::string, std::vector<std::string>>> meanings;  // in the order columns first have them
-  for (const std::string& type : columns) {
-    std::string meaning = PeakMemoryMeaning(type);
+  for (const std::string& column : columns) {
+    std::string meaning = PeakMemoryMeaning(column);
     if (meaning.empty()) continue;
+    const std::string type = ColumnDeviceType(column).empty() ? column : ColumnDeviceType(column);
     auto it = std::find_if(meanings.begin(), meanings.end(), [&](const auto& m) { return m.first == meaning; });
     if (it == meanings.end()) {
       meanings.push_back({meaning, {type}});
-    } else {
-      it->second.push_back(type);
+    } else if (std::find(it->second.begin(), it->second.end(), type) == it->second.end()) {
+      it->second.push_back(type);  // a device type once, whatever its columns
     }
   }
   if (meanings.empty()) return "";

@@ -17,15 +17,16 @@ namespace tmx::matrix {
 class SupportReporter {
  public:
   virtual ~SupportReporter() = default;
-  // Writes the whole report for `configs` (listed sorted by config name) with one column or entry per device
-  // type in `device_types`, in that order; an empty `device_types` means every device type present, in
-  // OrderDeviceTypes order. Deterministic: the same input gives the same bytes (no clock is read).
+  // Writes the whole report for `configs` (listed sorted by config name) with one column or entry per matrix
+  // column (harness/column.h: "cpu (amx, torch 2.11.0)") in `device_types`, in that order; an empty
+  // `device_types` means every column present, in OrderColumns order. Deterministic: the same input gives the
+  // same bytes (no clock is read).
   virtual void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
                       std::ostream& out) = 0;
 };
 
 // reports/SUPPORT.md: a title, a note on how it was generated with the range of verification dates, a table
-// configs x device types ("✅ runs · 812 tok/s · 0.42 GiB", "❌ fails", "⛔ too_large", "⏱ timeout",
+// configs x columns ("✅ runs · 812 tok/s · 0.42 GiB", "❌ fails", "⛔ too_large", "⏱ timeout",
 // "🚫 invalid", "—" where not measured), then every cell that does not run with its reason.
 class MarkdownReporter final : public SupportReporter {
  public:
@@ -33,11 +34,12 @@ class MarkdownReporter final : public SupportReporter {
               std::ostream& out) override;
 };
 
-// reports/support.json: {"schema_version": 1, "configs": [{"config", "recipe", "support": {<device type>:
-// {every SupportFields() field, null for a number not measured}}}]}, keys in that fixed order, indented by 2.
+// reports/support.json: {"schema_version": 2, "configs": [{"config", "recipe", "support": {<column>: {every
+// SupportFields() field, null for a number not measured}}}]}, keys in that fixed order, indented by 2. Version 2:
+// entries are keyed by column ("cpu (amx, torch 2.11.0)"), where version 1 keyed them by device type ("cpu").
 class JsonReporter final : public SupportReporter {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   void Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
               std::ostream& out) override;
 };
@@ -46,8 +48,7 @@ class JsonReporter final : public SupportReporter {
 
 // `configs` sorted by config name (then recipe).
 std::vector<const ConfigSupport*> SortedByConfig(const std::vector<ConfigSupport>& configs);
-// The report's device type columns: `device_types`, or when empty every device type with an entry, in
-// OrderDeviceTypes order.
+// The report's columns: `device_types`, or when empty every column with an entry, in OrderColumns order.
 std::vector<std::string> ReportColumns(const std::vector<ConfigSupport>& configs,
                                        const std::vector<std::string>& device_types);
 // What a cell that runs measured, e.g. "812 tok/s · 40% of the bf16 peak · 0.42 GiB"; "" for a cell that does
@@ -59,10 +60,10 @@ std::string Measurements(const SupportEntry& entry);
 // A short time as the page's details show one: "52.3 ms" under a second, then "2.51 s", "12.3 s", "123 s".
 std::string FormatLatency(double seconds);
 
-// What a peak memory reading is on `device_type`, from the device table (DeviceTypeTraits::peak_memory):
-// "high-water mark of resident memory summed over the cell's processes" where the device's memory is the
-// host's, "device allocator's peak of the largest rank" on accelerators, "" where nothing is read or the type is unknown. SUPPORT.md and the page
-// both say it in these words.
+// What a peak memory reading is on `device_type` (or a column of it), from the device table
+// (DeviceTypeTraits::peak_memory): "high-water mark of resident memory summed over the cell's processes" where the
+// device's memory is the host's, "device allocator's peak of the largest rank" on accelerators, "" where nothing is
+// read or the type is unknown. SUPPORT.md and the page both say it in these words.
 std::string PeakMemoryMeaning(const std::string& device_type);
 
 // "Peak memory is the high-water mark of resident memory summed over the cell's processes on cpu and the

@@ -106,6 +106,34 @@ TEST(MarkdownReporterTest, ARepairedCellShowsWhatItsRepairGot) {
   EXPECT_EQ(plain.str().find("known override"), std::string::npos);
 }
 
+// Each CPU class and torch version is a column of its own, named beside the device, in OrderColumns' order; one
+// never stands in for another.
+TEST(MarkdownReporterTest, EachCpuClassAndTorchVersionIsAColumnOfItsOwn) {
+  SupportEntry amx = Entry("runs", "2026-12-02T11:30:00Z");
+  amx.tokens_per_second = 812.4;
+  SupportEntry avx2 = Entry("too_slow", "2026-12-03T11:30:00Z", "predicted 40m");
+  avx2.cpu_class = "avx2";
+  SupportEntry newer = Entry("fails", "2026-12-04T11:30:00Z", "boom");
+  newer.torch_version = "2.15.0";
+  std::vector<ConfigSupport> configs = {
+      {"c",
+       "lora_finetune_single_device",
+       {{"cpu (avx2, torch 2.11.0)", avx2}, {"cpu (amx, torch 2.15.0)", newer}, {"cpu (amx, torch 2.11.0)", amx}}}};
+  std::ostringstream out;
+  MarkdownReporter().Report(configs, {}, out);
+  EXPECT_NE(
+      out.str().find("| config | recipe | cpu (amx, torch 2.11.0) | cpu (amx, torch 2.15.0) | cpu (avx2, torch "
+                     "2.11.0) |\n|---|---|---|---|---|\n| `c` | `lora_finetune_single_device` | ✅ runs · 812 tok/s "
+                     "| ❌ fails | 🐢 too_slow |\n"),
+      std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("| `c` | cpu (avx2, torch 2.11.0) | 🐢 too_slow | predicted 40m |"), std::string::npos);
+  EXPECT_NE(out.str().find("Peak memory is the high-water mark of resident memory summed over the cell's processes on "
+                           "cpu.\n"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(MarkdownReporterTest, WritesTheSupportTable) {
   std::ostringstream out;
   MarkdownReporter().Report(Sample(), {"cpu", "cuda", "mps"}, out);
@@ -185,7 +213,7 @@ TEST(JsonReporterTest, WritesEveryFieldInFixedOrder) {
   std::ostringstream out;
   JsonReporter().Report(configs, {"cuda", "cpu"}, out);
   EXPECT_EQ(out.str(), R"({
-  "schema_version": 1,
+  "schema_version": 2,
   "configs": [
     {
       "config": "llama3_2/1B_lora_single_device",
@@ -298,7 +326,7 @@ TEST(JsonReporterTest, AGenerationEntryHasItsPrefillAfterItsSpeed) {
 TEST(JsonReporterTest, EmptyInput) {
   std::ostringstream out;
   JsonReporter().Report({}, {}, out);
-  EXPECT_EQ(out.str(), "{\n  \"schema_version\": 1,\n  \"configs\": []\n}\n");
+  EXPECT_EQ(out.str(), "{\n  \"schema_version\": 2,\n  \"configs\": []\n}\n");
 }
 
 TEST(EstimateRemainingTest, ScalesThePlanByTheRunSoFarWithoutBlowingUpOnShortCells) {

@@ -196,6 +196,8 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     r.provenance.commit = provenance.commit;
     if (r.provenance.torch_version.empty()) r.provenance.torch_version = provenance.torch_version;
     if (r.provenance.device_name.empty()) r.provenance.device_name = cell.device.name;
+    // The class its cpu children ran at (MatrixOptions::cpu_class): the record's column is the one it was planned in.
+    if (cell.device_type == "cpu") r.provenance.cpu_class = options.cpu_class;
     r.provenance.verified_at = now();
     TM_RETURN_IF_ERROR(AppendToJournal(options.journal_path, r));
     ++completed;
@@ -203,7 +205,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     if (cell.runnable) runnable_cost_done += cell.ExpectedTotalS();
     std::optional<double> eta =
         EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
-    progress << FormatProgressLine(completed, total, cell.key.device, cell.key.config, elapsed, eta) << "  "
+    progress << FormatProgressLine(completed, total, DeviceShown(cell), cell.key.config, elapsed, eta) << "  "
              << CellStatusName(r.status);
     if (r.repaired_status) {
       progress << " as written, " << RepairedOutcome(CellStatusName(*r.repaired_status), r.repair.size());
@@ -321,6 +323,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       cmd.lane = lane_name;
       if (lane != nullptr) cmd.cpus = lane->cpus;
       cmd.argv = child.argv;
+      cmd.env = options.child_env;
       cmd.log_path = child.output_dir + ".log";
       cmd.timeout_s = options.cell_timeout_s;
       if (host && c->device.total_memory_bytes > 0) {

@@ -26,6 +26,7 @@ class SchedulerTest : public ::testing::Test {
   void SetUp() override {
     options_.journal_path = dir_ + "/journal.jsonl";
     options_.max_steps = 3;
+    options_.cpu_class = "amx";  // the class a run on the checkout's AMX machine records its cpu cells with
   }
 
   PlannedCell Cell(const std::string& config, const std::string& device, bool runnable = true) {
@@ -303,7 +304,7 @@ TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
   StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
   ASSERT_TRUE(journal.ok());
   std::vector<CellKey> done;
-  for (const auto& [key, r] : LatestByCell(*journal)) done.push_back(key);
+  for (const auto& [key, r] : LatestByCell(*journal)) done.push_back(key.first);
   FakeRunner second;
   StatusOr<MatrixRun> resumed = RunCells(cells, done, second, options_, Provenance{}, progress);
   ASSERT_TRUE(resumed.ok());
@@ -384,7 +385,9 @@ TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
   for (const auto& [config, text] : original) co.Write(config, text);
   std::map<std::string, std::string> from_full = merge({full}, "full");
   for (const auto& [name, text] : from_full) EXPECT_EQ(from_shards[name], text) << name;
-  EXPECT_NE(from_full["tiny/lora"].find("supported_devices: [cpu, cuda]"), std::string::npos) << from_full["tiny/lora"];
+  EXPECT_NE(from_full["tiny/lora"].find("supported_devices: [\"cpu (amx, torch 2.11.0)\", \"cuda (torch 2.11.0)\"]"),
+            std::string::npos)
+      << from_full["tiny/lora"];
   EXPECT_NE(from_full["tiny/lora_big"].find("status: too_large"), std::string::npos);
 }
 

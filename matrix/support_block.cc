@@ -9,13 +9,15 @@
 #include <utility>
 
 #include "base/file_util.h"
+#include "harness/column.h"
 #include "harness/yaml_bounds.h"
 #include "matrix/escape.h"
 
 namespace tmx::matrix {
 namespace {
 
-// A plain lowercase name that every YAML reader takes as a string: device types and statuses.
+// A plain lowercase name that every YAML reader takes as a string: statuses, and the device types that keyed a block
+// written before columns (its entries' fields say their columns).
 bool IsPlainName(const std::string& s) {
   if (s.empty() || !(s[0] >= 'a' && s[0] <= 'z')) return false;
   for (char c : s) {
@@ -29,30 +31,32 @@ bool IsPlainName(const std::string& s) {
 }
 
 Status CheckRenderable(const SupportEntries& support, const std::string& path) {
-  for (const auto& [type, entry] : support) {
-    if (!IsPlainName(type)) {
+  for (const auto& [column, entry] : support) {
+    if (!ParseColumnKey(column)) {
       return Status::InvalidArgument(
-          path + ": cannot write support for device type \"" + type +
-          "\": a device type is a plain lowercase name such as cpu, cuda, mps or xpu (a device string such as "
-          "cuda:0 is not one); fix: key the entry by CellResult::device_type");
+          path + ": cannot write support for \"" + column +
+          "\": an entry is keyed by its column, such as \"cpu (amx, torch 2.11.0)\" or \"cuda (torch 2.11.0)\" (a "
+          "device string such as cuda:0 is not one); fix: key the entry by ColumnOf(record)");
     }
     if (!ParseCellStatus(entry.status)) {
-      return Status::InvalidArgument(path + ": cannot write support for device type " + type + ": status \"" +
-                                     entry.status +
+      return Status::InvalidArgument(path + ": cannot write support for " + column + ": status \"" + entry.status +
                                      "\" is not one of " + CellStatusNames() + "; fix: use CellStatusName()");
     }
   }
   return Status::OK();
 }
 
+// A column as the block writes it: a plain name as it is ("cuda"), any other double-quoted.
+std::string BlockKey(const std::string& column) { return IsPlainName(column) ? column : YamlQuote(column); }
+
 std::string RenderBlock(const SupportEntries& support, const std::string& eol, bool added_break) {
   std::vector<std::string> types;
   for (const auto& entry : support) types.push_back(entry.first);
-  types = OrderDeviceTypes(std::move(types));
+  types = OrderColumns(std::move(types));
   std::string supported;
   for (const std::string& t : types) {
     if (!IsRunsStatus(support.at(t).status)) continue;
-    supported += (supported.empty() ? "" : ", ") + t;
+    supported += (supported.empty() ? "" : ", ") + BlockKey(t);
   }
   std::string out = std::string(kSupportBlockBegin) + eol;
   out += "metadata:" + eol;
@@ -60,7 +64,7 @@ std::string RenderBlock(const SupportEntries& support, const std::string& eol, b
   out += "  support:" + eol;
   for (const std::string& t : types) {
     const SupportEntry& e = support.at(t);
-    out += "    " + t + ":" + eol;
+    out += "    " + BlockKey(t) + ":" + eol;
     for (const SupportField& f : SupportFields()) {
       std::string value;
       if (f.number) {
@@ -112,9 +116,9 @@ class BlockReader {
       if (!listed.IsSequence()) return Error(listed.Mark().line, "`metadata.supported_devices` must be a list");
       claims.supported_devices_line = FileLine(listed.Mark().line);
       for (const YAML::Node& d : listed) {
-        if (!d.IsScalar() || !IsPlainName(d.Scalar())) {
+        if (!d.IsScalar() || !(ParseColumnKey(d.Scalar()) || IsPlainName(d.Scalar()))) {
           return Error(d.Mark().line, "`metadata.supported_devices` holds `" + (d.IsScalar() ? d.Scalar() : "?") +
-                                          "`, which is not a device type such as cpu or cuda");
+                                          "`, which is not a column such as \"cpu (amx, torch 2.11.0)\"");
         }
         claims.supported_devices.push_back(d.Scalar());
       }
@@ -122,15 +126,27 @@ class BlockReader {
     YAML::Node entries = metadata["support"];
     if (!entries || entries.IsNull()) return claims;
     if (!entries.IsMap()) return Error(entries.Mark().line, "`metadata.support` must be a mapping");
+    std::map<std::string, std::string> legacy;  // a block of before columns: device type -> its entry's column
     for (const auto& kv : entries) {
-      std::string type = kv.first.Scalar();
-      if (!kv.first.IsScalar() || !IsPlainName(type)) {
-        return Error(kv.first.Mark().line, "`" + type + "` is not a device type such as cpu or cuda");
+      std::string key = kv.first.Scalar();
+      const bool bare_type = kv.first.IsScalar() && IsPlainName(key);
+      std::optional<Column> column = kv.first.IsScalar() && !bare_type ? ParseColumnKey(key) : std::nullopt;
+      if (!column && !bare_type) {
+        return Error(kv.first.Mark().line, "`" + key + "` is not a column such as \"cpu (amx, torch 2.11.0)\"");
       }
       SupportEntry entry;
-      TM_RETURN_IF_ERROR(ReadEntry(kv.second, type, &entry));
-      claims.entries[type] = std::move(entry);
-      claims.entry_lines[type] = FileLine(kv.first.Mark().line);
+      TM_RETURN_IF_ERROR(ReadEntry(kv.second, key, &entry));
+      std::string own = ColumnOfEntry(column ? column->device_type : key, entry);
+      if (column && own != key) {
+        return Error(kv.first.Mark().line, "`" + key + "` holds an entry of column \"" + own +
+                                               "\" (its cpu_class, host, device_name and torch_version say so)");
+      }
+      if (!column) legacy[key] = own;
+      claims.entries[own] = std::move(entry);
+      claims.entry_lines[own] = FileLine(kv.first.Mark().line);
+    }
+    for (std::string& d : claims.supported_devices) {
+      if (legacy.count(d)) d = legacy[d];
     }
     return claims;
   }
@@ -261,8 +277,10 @@ StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::
   return std::move(claims->entries);
 }
 
-StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& support,
+StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& entries,
                                         const std::string& path) {
+  SupportEntries support = entries;
+  AddTorchSummaries(&support);  // the torch axis of each device column, from the entries the block holds
   SupportBlockLocation loc = LocateSupportBlock(text, path);
   if (!loc.damage.ok()) return loc.damage;
   TM_RETURN_IF_ERROR(ReadBlock(text, loc, path).status());

@@ -1,6 +1,8 @@
 // The generated support block inside a config file, and writing it back: a block at the end of each config
 // file, between a BEGIN and an END comment line, holding `metadata.supported_devices` and
-// `metadata.support.<device type>`. Every byte outside the block belongs to the user and is kept exactly.
+// `metadata.support.<column>` (harness/column.h: "cpu (amx, torch 2.11.0)"; a block written before columns, keyed
+// by device type, reads as the columns its entries' fields name, and is written again keyed by them). Every byte
+// outside the block belongs to the user and is kept exactly.
 //
 // The markers, finding the block and the config's hash outside it are harness/config_block.h's.
 //
@@ -26,7 +28,7 @@
 
 namespace tmx::matrix {
 
-// Device type ("cpu", "cuda", ...) -> its entry, as a block holds them.
+// Column ("cpu (amx, torch 2.11.0)", "cuda (torch 2.11.0)") -> its entry, as a block holds them.
 using SupportEntries = std::map<std::string, SupportEntry>;
 
 // What the block in `text` claims, as a ConfigSupport whose block fields are set (supported_devices,
@@ -38,21 +40,23 @@ StatusOr<ConfigSupport> ReadConfigSupport(const std::string& text, const std::st
 // "<path>:<line>: ...".
 StatusOr<SupportEntries> ReadSupportEntries(const std::string& text, const std::string& path);
 
-// `text` with its block replaced by one rendering `support` (no block at all when `support` is empty).
-// Deterministic: device types in OrderDeviceTypes order, fixed field order, numbers rounded (tokens/s to
+// `text` with its block replaced by one rendering `support` (no block at all when `support` is empty), each
+// entry's torch axis (torch_versions, min_torch) set from the entries of its device column (AddTorchSummaries).
+// Deterministic: columns in OrderColumns order (keys double-quoted), fixed field order, numbers rounded (tokens/s to
 // 0.1, step time to 4 significant digits, peak memory to 0.001 GiB, trailing zeros dropped), strings
 // double-quoted and escaped with line breaks collapsed to spaces. Errors, naming "<path>:<line>": a damaged
 // block; a config that is not valid YAML, not one block-style mapping, or ends its document with `...`; a
-// top-level `metadata` key outside the block; a device type or status that is not a plain lowercase name.
+// top-level `metadata` key outside the block; a key that is not a column (ParseColumnKey), or a status that is
+// none.
 StatusOr<std::string> RenderWithSupport(const std::string& text, const SupportEntries& support,
                                         const std::string& path);
 
-// `text` with the entries of the device types in `updates` replaced (others stay as they are), rendered as
+// `text` with the entries of the columns in `updates` replaced (others stay as they are), rendered as
 // RenderWithSupport does.
 StatusOr<std::string> UpdateSupport(const std::string& text, const SupportEntries& updates,
                                     const std::string& path);
 
-// Reads `path`, replaces the entries of the device types in `updates` (others stay as they are), renders and
+// Reads `path`, replaces the entries of the columns in `updates` (others stay as they are), renders and
 // replaces the file atomically if and only if its bytes change. `changed` (may be null) says whether it was
 // written. On error nothing is written.
 Status WriteBackSupport(const std::string& path, const SupportEntries& updates, bool* changed);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/text.h"
+#include "harness/column.h"
 
 namespace tmx::matrix {
 namespace {
@@ -82,7 +83,10 @@ const std::vector<SupportField>& SupportFields() {
       AddedText("repair", &SupportEntry::repair),
       AddedText("repaired_status", &SupportEntry::repaired_status),
       Text("device_name", &SupportEntry::device_name),
+      AddedText("cpu_class", &SupportEntry::cpu_class),
       Text("torch_version", &SupportEntry::torch_version),
+      AddedText("torch_versions", &SupportEntry::torch_versions),
+      AddedText("min_torch", &SupportEntry::min_torch),
       Text("verified_at", &SupportEntry::verified_at),
       Text("config_hash", &SupportEntry::config_hash),
       Text("host", &SupportEntry::host),
@@ -115,6 +119,37 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry) {
   return j;
 }
 
+std::string ColumnOfEntry(const std::string& device_type, const SupportEntry& entry) {
+  return ColumnOfRecord(device_type, entry.cpu_class, entry.host, entry.device_name, entry.torch_version);
+}
+
+void AddTorchSummaries(std::map<std::string, SupportEntry>* support) {
+  // Per device column, its entries' (torch version, status), oldest torch first.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> measured;
+  for (const auto& [key, entry] : *support) {
+    std::optional<Column> column = ParseColumnKey(key);
+    if (column && !column->torch_version.empty())
+      measured[DeviceColumnKey(*column)].emplace_back(column->torch_version, entry.status);
+  }
+  for (auto& [device, versions] : measured) {
+    std::sort(versions.begin(), versions.end(),
+              [](const auto& a, const auto& b) { return CompareTorchVersions(a.first, b.first) < 0; });
+  }
+  for (auto& [key, entry] : *support) {
+    std::optional<Column> column = ParseColumnKey(key);
+    auto it = column ? measured.find(DeviceColumnKey(*column)) : measured.end();
+    entry.torch_versions.clear();
+    entry.min_torch.clear();
+    if (it == measured.end()) continue;
+    std::vector<std::string> parts;
+    for (const auto& [torch, status] : it->second) {
+      parts.push_back(torch + " " + status);
+      if (entry.min_torch.empty() && IsRunsStatus(status)) entry.min_torch = torch;
+    }
+    entry.torch_versions = JoinStrings(parts, ", ");
+  }
+}
+
 std::string RepairedOutcome(const std::string& repaired_status, size_t overrides) {
   return repaired_status + " with " + std::to_string(overrides) + (overrides == 1 ? " override" : " overrides");
 }
@@ -145,6 +180,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.reference_time_s = cell.reference_time_s;
   if (cell.peak_memory_bytes) s.peak_memory_gib = static_cast<double>(*cell.peak_memory_bytes) / (1 << 30);
   s.device_name = cell.provenance.device_name;
+  s.cpu_class = cell.provenance.cpu_class;
   s.torch_version = cell.provenance.torch_version;
   s.verified_at = cell.provenance.verified_at;
   s.config_hash = cell.config_hash;

@@ -1,6 +1,7 @@
-// What the matrix says about a config: per device type one support entry (status, measurements and where
-// they were observed), and per config its entries with what its generated block claims. Two names for
-// everything the configs, the checks and the reports pass around: SupportEntry and ConfigSupport.
+// What the matrix says about a config: per column (a device type, its CPU class and torch version,
+// harness/column.h) one support entry (status, measurements and where they were observed), and per config its entries
+// with what its generated block claims. Two names for everything the configs, the checks and the reports pass around:
+// SupportEntry and ConfigSupport.
 //
 // The fields of an entry are one table (SupportFields), which drives the block's rendering and parsing
 // (support_block.h), equality, and the JSON report: adding a field is one row there.
@@ -17,7 +18,7 @@
 
 namespace tmx::matrix {
 
-// One `metadata.support.<device type>` entry.
+// One entry of `metadata.support`, keyed by its column ("cpu (amx, torch 2.11.0)").
 struct SupportEntry {
   std::string status;  // a CellStatusName (a name in CellStatuses()), e.g. "runs"
   std::string reason;  // one line; empty for "runs"
@@ -33,7 +34,14 @@ struct SupportEntry {
   // sets how many steps the next run of the cell trains (MatrixOptions::startup_share).
   std::optional<double> startup_time_s;
   std::string device_name;
+  // A cpu entry's CPU class as its record has it (Provenance::cpu_class); "" where the record has none.
+  std::string cpu_class;
   std::string torch_version;
+  // The torch axis of the entry's device column (DeviceColumnKey: the device type and CPU class), the same in each
+  // of its entries (AddTorchSummaries): every torch version measured there with its status, oldest first ("2.11.0
+  // runs, 2.15.0 fails"), and `min_torch`, the oldest of them on which the config runs ("" where none does).
+  std::string torch_versions;
+  std::string min_torch;
   std::string verified_at;  // UTC, ISO 8601
   std::string config_hash;  // ConfigHash of the config the result was observed with
   // Where the result was observed (provenance, kept through `tune-matrix merge`).
@@ -107,8 +115,15 @@ nlohmann::ordered_json SupportEntryToJson(const SupportEntry& entry);
 
 // The entry a cell contributes to its config's metadata (status, reason, median step time, tokens/s, a
 // generation's time to first token and prefill tokens/s, peak memory in GiB, provenance), stored under
-// cell.device_type.
+// ColumnOf(cell).
 SupportEntry SupportFromCell(const CellResult& cell);
+
+// The column (harness/column.h) of an entry of `device_type`: ColumnOf its record, from the fields it keeps.
+std::string ColumnOfEntry(const std::string& device_type, const SupportEntry& entry);
+
+// Sets every entry's torch_versions and min_torch from the entries of `support` (keyed by column) that share its
+// device column, so a block says per device on which torch versions a config was measured and from which it runs.
+void AddTorchSummaries(std::map<std::string, SupportEntry>* support);
 
 // "runs with 2 overrides", "fails with 1 override": a repaired cell's outcome in a few words.
 std::string RepairedOutcome(const std::string& repaired_status, size_t overrides);
@@ -124,13 +139,13 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry);
 struct ConfigSupport {
   std::string config;                           // built-in name, e.g. "llama3_2/1B_lora_single_device"
   std::string recipe;                           // the recipe that lists it
-  std::map<std::string, SupportEntry> entries;  // metadata.support, by device type
-  std::vector<std::string> supported_devices;   // metadata.supported_devices
+  std::map<std::string, SupportEntry> entries;  // metadata.support, by column (ColumnOfEntry)
+  std::vector<std::string> supported_devices;   // metadata.supported_devices: the columns that run
   std::string path;                             // its file, as problems name it
   std::string current_hash;                     // ConfigHash of the file as it is now
   // File lines (1-based; 0 when the config has no block), so problems can point at them.
   int supported_devices_line = 0;
-  std::map<std::string, int> entry_lines;  // device type -> line of `<type>:` under `support:`
+  std::map<std::string, int> entry_lines;  // column -> line of its key under `support:`
   int block_end_line = 0;                  // line of the END marker
 };
 

@@ -62,14 +62,14 @@ TEST(SupportFromCellTest, TakesTheFlopRateAndItsShareOfThePeak) {
   EXPECT_EQ(e.peak_share, std::optional<double>(0.25));
   EXPECT_FALSE(e.extrapolated_peak_share.has_value());
   EXPECT_EQ(e.peak_dtype, "bf16");
-  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{"cpu", e}}, "c.yaml");
+  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{ColumnOfEntry("cpu", e), e}}, "c.yaml");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_NE(text->find("      gflops_per_second: 300.0\n      peak_share: 0.25\n      peak_dtype: \"bf16\"\n"),
             std::string::npos)
       << *text;
   StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
-  EXPECT_TRUE(read->at("cpu") == e);
+  EXPECT_TRUE(read->at(ColumnOfEntry("cpu", e)) == e);
   cell.peak_flops.reset();
   e = SupportFromCell(cell);
   EXPECT_EQ(e.gflops_per_second, std::optional<double>(300));
@@ -108,7 +108,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 36u);
+  EXPECT_EQ(names.size(), 39u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -170,7 +170,8 @@ TEST(SupportEntryTest, ThePrefillIsInSupportJsonOnlyWhereMeasured) {
 }
 
 TEST(SupportEntryTest, AGenerationEntryRoundTripsThroughTheBlock) {
-  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{"cpu", GenerationEntry()}}, "c.yaml");
+  StatusOr<std::string> text =
+      RenderWithSupport("lr: 1\n", {{ColumnOfEntry("cpu", GenerationEntry()), GenerationEntry()}}, "c.yaml");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_NE(text->find("      tokens_per_second: 812.5\n      time_to_first_token_s: 0.05235\n"
                        "      prefill_tokens_per_second: 4100.3\n      peak_memory_gib: 0.5\n"),
@@ -178,11 +179,11 @@ TEST(SupportEntryTest, AGenerationEntryRoundTripsThroughTheBlock) {
       << *text;
   StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
-  const SupportEntry& back = read->at("cpu");
+  const SupportEntry& back = read->begin()->second;
   EXPECT_EQ(back.time_to_first_token_s, std::optional<double>(0.05235));
   EXPECT_EQ(back.prefill_tokens_per_second, std::optional<double>(4100.3));
   // A training entry's block has neither.
-  text = RenderWithSupport("lr: 1\n", {{"cpu", Entry("runs")}}, "c.yaml");
+  text = RenderWithSupport("lr: 1\n", {{"cpu (class unknown)", Entry("runs")}}, "c.yaml");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_EQ(text->find("first_token"), std::string::npos) << *text;
   EXPECT_EQ(text->find("prefill"), std::string::npos) << *text;
@@ -206,19 +207,37 @@ TEST(SupportEntryTest, ADisturbedCellKeepsThePreviousPrefill) {
 TEST(SupportEntryTest, AStandInIsWrittenOnlyWhenASampleStoodInForTheData) {
   SupportEntry real = Entry("runs");
   real.verified_at = "2026-12-02T11:30:00Z";
-  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{"cpu", real}}, "c.yaml");
+  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{ColumnOfEntry("cpu", real), real}}, "c.yaml");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_EQ(text->find("stand_in"), std::string::npos) << *text;
   SupportEntry sample = real;
   sample.stand_in = "the shipped alpaca sample (alpaca_data.json not found)";
-  text = RenderWithSupport("lr: 1\n", {{"cpu", sample}}, "c.yaml");
+  text = RenderWithSupport("lr: 1\n", {{ColumnOfEntry("cpu", sample), sample}}, "c.yaml");
   ASSERT_TRUE(text.ok()) << text.status().ToString();
   EXPECT_NE(text->find("      stand_in: \"the shipped alpaca sample (alpaca_data.json not found)\"\n"),
             std::string::npos)
       << *text;
   StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
   ASSERT_TRUE(read.ok()) << read.status().ToString();
-  EXPECT_TRUE(read->at("cpu") == sample);
+  EXPECT_TRUE(read->at(ColumnOfEntry("cpu", sample)) == sample);
+}
+
+// Each entry carries its device column's torch axis: every torch measured there with its status, oldest first, and
+// the oldest on which the config runs; another class's or device's entries are another axis.
+TEST(SupportEntryTest, EachEntryCarriesTheTorchAxisOfItsDeviceColumn) {
+  std::map<std::string, SupportEntry> support = {{"cpu (amx, torch 2.15.0)", Entry("runs")},
+                                                 {"cpu (amx, torch 2.9.0)", Entry("fails")},
+                                                 {"cpu (amx, torch 2.11.0)", Entry("runs")},
+                                                 {"cpu (avx2, torch 2.11.0)", Entry("too_slow")},
+                                                 {"cuda", Entry("runs")}};
+  AddTorchSummaries(&support);
+  for (const char* amx : {"cpu (amx, torch 2.15.0)", "cpu (amx, torch 2.9.0)", "cpu (amx, torch 2.11.0)"}) {
+    EXPECT_EQ(support[amx].torch_versions, "2.9.0 fails, 2.11.0 runs, 2.15.0 runs") << amx;
+    EXPECT_EQ(support[amx].min_torch, "2.11.0") << amx;
+  }
+  EXPECT_EQ(support["cpu (avx2, torch 2.11.0)"].torch_versions, "2.11.0 too_slow");
+  EXPECT_EQ(support["cpu (avx2, torch 2.11.0)"].min_torch, "");  // it runs on none
+  EXPECT_EQ(support["cuda"].torch_versions, "");                 // no torch recorded
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 namespace tmx {
 namespace {
 
+using test::CpuColumn;
 using test::Exec;
 using test::kMatrix;
 using test::kTune;
@@ -79,18 +80,22 @@ TEST_F(CliTest, ARepairIsNamedWithItsRecordAndAppliedByRepair) {
   EXPECT_NE(meta.output.find("note: --repair: no repair is known for every problem below"), std::string::npos)
       << meta.output;
 
-  // The tiny config with a support entry recording a run with the repair, and a paged optimizer given on the
-  // command line: the record of that repair is named, and the repaired run trains.
+  // The tiny config with a support entry recording a run with the repair in this machine's column, and a paged
+  // optimizer given on the command line: the record of that repair is named, and the repaired run trains.
   StatusOr<std::string> text = ReadFile(std::string(TM_SOURCE_DIR) + "/configs/tiny/full_single_device.yaml");
   ASSERT_TRUE(text.ok());
+  const CpuColumn here = test::RunningCpuColumn();
   const std::string config = dir_ + "/paged.yaml";
   const std::string repair = "optimizer._component_=torch.optim.AdamW optimizer.fused=True";
   ASSERT_TRUE(WriteFileAtomically(config, text->substr(0, text->find("# --- BEGIN tune-matrix")) +
-                                              "metadata:\n  support:\n    cpu:\n      status: invalid\n"
-                                              "      repair: \"" + repair + "\"\n      repaired_status: runs\n"
-                                              "      tokens_per_second: 812.5\n      device_name: \"AMD EPYC\"\n"
-                                              "      verified_at: \"2026-12-05T09:00:00Z\"\n      host: vm\n"
-                                              "      commit: 0123456789abcdef0123\n")
+                                              "metadata:\n  support:\n" +
+                                              here.Entry("invalid", "      repair: \"" + repair +
+                                                                        "\"\n      repaired_status: runs\n"
+                                                                        "      tokens_per_second: 812.5\n"
+                                                                        "      device_name: \"AMD EPYC\"\n"
+                                                                        "      verified_at: \"2026-12-05T09:00:00Z\"\n"
+                                                                        "      host: vm\n"
+                                                                        "      commit: 0123456789abcdef0123\n"))
                   .ok());
   const std::vector<std::string> args = {"optimizer=bitsandbytes.optim.PagedAdamW", "device=cpu",
                                          "output_dir=" + dir_ + "/out", "max_steps_per_epoch=1", "save_checkpoints=False"};
@@ -98,8 +103,12 @@ TEST_F(CliTest, ARepairIsNamedWithItsRecordAndAppliedByRepair) {
   validate.insert(validate.end(), args.begin(), args.end());
   Result named = Exec(validate);
   EXPECT_EQ(named.code, 2) << named.output;
-  EXPECT_NE(named.output.find("repair: with " + repair + " it is valid on cpu\n  tune-matrix ran it with this repair "
-                              "on cpu (AMD EPYC): runs · 812.5 tok/s (2026-12-05T09:00:00Z, vm, 0123456789ab)"),
+  EXPECT_NE(named.output.find("repair: with " + repair +
+                              " it is valid on cpu\n  tune-matrix ran it with this repair "
+                              "on " +
+                              here.Key() +
+                              " (AMD EPYC): runs · 812.5 tok/s (2026-12-05T09:00:00Z, vm, "
+                              "0123456789ab)"),
             std::string::npos)
       << named.output;
   std::vector<std::string> run = {kTune, "run", "full_finetune_single_device", "--config", config, "--repair"};
@@ -110,6 +119,47 @@ TEST_F(CliTest, ARepairIsNamedWithItsRecordAndAppliedByRepair) {
             std::string::npos)
       << ran.output;
   EXPECT_TRUE(PathExists(dir_ + "/out/summary.json")) << ran.output;
+}
+
+// The torch axis of a config's records: validate and run warn when this torch is older than the config's
+// min_torch in this machine's device column, or when it was never measured in that column at all.
+TEST_F(CliTest, ValidateAndRunWarnOfAnOlderTorchOrAnUnmeasuredColumn) {
+  StatusOr<std::string> text = ReadFile(std::string(TM_SOURCE_DIR) + "/configs/tiny/full_single_device.yaml");
+  ASSERT_TRUE(text.ok());
+  const std::string plain = text->substr(0, text->find("# --- BEGIN tune-matrix"));
+  const CpuColumn here = test::RunningCpuColumn();
+  auto entry = [](const std::string& cpu_class, const std::string& torch) {
+    return "    \"cpu (" + cpu_class + ", torch " + torch + ")\":\n      status: runs\n      cpu_class: \"" +
+           cpu_class + "\"\n      torch_version: \"" + torch + "\"\n      torch_versions: \"" + torch +
+           " runs\"\n"
+           "      min_torch: \"" +
+           torch + "\"\n";
+  };
+  const std::string newer = dir_ + "/newer.yaml", other = dir_ + "/other.yaml";
+  ASSERT_TRUE(WriteFileAtomically(newer, plain + "metadata:\n  support:\n" + entry(here.cpu_class, "99.0.0")).ok());
+  ASSERT_TRUE(WriteFileAtomically(other, plain + "metadata:\n  support:\n" + entry(here.Other(), here.torch)).ok());
+
+  Result older = Exec({kTune, "validate", newer, "device=cpu"});
+  EXPECT_EQ(older.code, 0) << older.output;
+  EXPECT_NE(older.output.find("warning: " + newer + " runs on " + here.Device() +
+                              " from torch 99.0.0 (its min_torch; measured there: 99.0.0 runs), and this is torch " +
+                              here.torch + "\n"),
+            std::string::npos)
+      << older.output;
+  Result unmeasured = Exec({kTune, "validate", other, "device=cpu"});
+  EXPECT_EQ(unmeasured.code, 0) << unmeasured.output;
+  EXPECT_NE(unmeasured.output.find("warning: tune-matrix never measured " + other + " on " + here.Device() +
+                                   ": its records are of cpu (" + here.Other() + ", torch " + here.torch +
+                                   ") (runs), another CPU class or device, and say nothing of this one\n"),
+            std::string::npos)
+      << unmeasured.output;
+  // `tune run` says it before it trains.
+  Result ran = Exec({kTune, "run", "full_finetune_single_device", "--config", newer, "device=cpu",
+                     "output_dir=" + dir_ + "/out", "max_steps_per_epoch=1", "save_checkpoints=False"});
+  EXPECT_EQ(ran.code, 0) << ran.output;
+  EXPECT_NE(ran.output.find("warning: " + newer + " runs on " + here.Device() + " from torch 99.0.0"),
+            std::string::npos)
+      << ran.output;
 }
 
 // The numeric check's own test: a wrong attention kernel on the checked path (bf16 on cpu; the float32
@@ -362,7 +412,9 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
   Result cal = Exec({kMatrix, "plan", "--devices", "cpu", "--configs", "qwen2/0.5B_lora_single_device", "--calibrate",
                      "--startup-share", "0", "--steps", "5"});
   ASSERT_EQ(cal.code, 0) << cal.output;
-  EXPECT_NE(("\n" + cal.output).find("\ncalibrate  cpu  qwen2/0.5B_lora_single_device  predicted "), std::string::npos)
+  const CpuColumn here = test::RunningCpuColumn();  // the column this machine plans and records in
+  EXPECT_NE(("\n" + cal.output).find("\ncalibrate  " + here.Key() + "  qwen2/0.5B_lora_single_device  predicted "),
+            std::string::npos)
       << cal.output;
   EXPECT_NE(cal.output.find(", 5 steps in full after proxies of 1 layer "), std::string::npos) << cal.output;
   EXPECT_EQ(cal.output.find("(fails)"), std::string::npos) << cal.output;
@@ -371,7 +423,7 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
   // --time-limit: what does not fit is left for a later run, each such line and the total say so.
   Result limited = Exec({kMatrix, "plan", "--devices", "cpu", "--configs", "qwen*_single_device", "--time-limit", "1"});
   ASSERT_EQ(limited.code, 0) << limited.output;
-  EXPECT_NE(("\n" + limited.output).find("\nlater      cpu  qwen"), std::string::npos) << limited.output;
+  EXPECT_NE(("\n" + limited.output).find("\nlater      " + here.Key() + "  qwen"), std::string::npos) << limited.output;
   EXPECT_NE(limited.output.find("(left for a later run by --time-limit: "), std::string::npos) << limited.output;
   EXPECT_NE(limited.output.find(" left for a later run by --time-limit (about "), std::string::npos) << limited.output;
   EXPECT_NE(limited.output.find(": 1 to run"), std::string::npos) << limited.output;  // the oldest, whatever its time
@@ -503,7 +555,8 @@ TEST_F(MatrixCiTest, AUserConfigGoesThroughPlanCellAndRunWithoutTouchingTheBuilt
 
   Result plan = in_work({"plan", "--configs", "mine/my_lora.yaml", "--devices", "cpu"});
   EXPECT_EQ(plan.code, 0) << plan.output;
-  EXPECT_NE(plan.output.find("cpu  my_lora  predicted"), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find(test::RunningCpuColumn().Key() + "  my_lora  predicted"), std::string::npos)
+      << plan.output;
   EXPECT_NE(plan.output.find("1 cells: 1 to run"), std::string::npos) << plan.output;
 
   Result cell = in_work({"cell", "mine/my_lora.yaml", "--device", "cpu"});
@@ -562,10 +615,12 @@ TEST_F(MatrixCiTest, ValidateOfACopyShowsTheBuiltInsRecordedSupport) {
 
   Result r = Exec({kTune, "validate", copy, "device=cpu"}, env);
   EXPECT_EQ(r.code, 0) << r.output;
+  // The committed record is the AMX machine's: named by its column whatever this machine's class and torch.
   EXPECT_NE(r.output.find("note: this file is the built-in config tiny/lora_single_device (the same outside its "
-                          "support block); tune-matrix recorded it on cpu: runs · 1234.5 tok/s · "),
+                          "support block); tune-matrix "),
             std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("cpu (amx, torch 2.11.0): runs · 1234.5 tok/s · "), std::string::npos) << r.output;
   r = Exec({kTune, "validate", copy, "device=cpu", "batch_size=2"}, env);
   EXPECT_NE(r.output.find("that is the config as written, and your overrides change batch_size"), std::string::npos)
       << r.output;
@@ -607,7 +662,12 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
   ASSERT_EQ(merged.code, 0) << merged.output;
   std::string lora = Config("tiny/lora_single_device");
   EXPECT_NE(lora, lora_before);
-  EXPECT_NE(lora.find("supported_devices: [cpu]"), std::string::npos) << lora;
+  // This machine's column runs; the committed records' column (another class, where this is no AMX machine) stays.
+  const CpuColumn here = test::RunningCpuColumn();
+  const size_t listed = lora.find("supported_devices: [");
+  ASSERT_NE(listed, std::string::npos) << lora;
+  EXPECT_NE(lora.substr(listed, lora.find('\n', listed) - listed).find("\"" + here.Key() + "\""), std::string::npos)
+      << lora;
   EXPECT_NE(lora.find("job: \"cpu-shard-"), std::string::npos) << lora;
   EXPECT_EQ(Config("llama3_2/1B_lora_single_device"), untouched);
   EXPECT_NE(ReadFile(dir_ + "/reports/SUPPORT.md").value().find("tiny/full_single_device"), std::string::npos);
@@ -647,13 +707,14 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
       << failing.output;
   // (The accept command also names reports/journal.jsonl first when the working folder has one.)
   EXPECT_NE(failing.output.find("fix: if expected, record it: tune-matrix merge "), std::string::npos) << failing.output;
-  EXPECT_NE(failing.output.find(dir_ + "/merged.jsonl " + dir_ +
-                                "/broken.jsonl  (it writes supported_devices: [] and support.cpu.status: fails"),
+  EXPECT_NE(failing.output.find(dir_ + "/merged.jsonl " + dir_ + "/broken.jsonl  (it writes supported_devices: ["),
             std::string::npos)
       << failing.output;
-  EXPECT_NE(failing.output.find("stale (config changed since verified) (1):\n  " + configs_ +
-                                "/tiny/full_single_device.yaml:"),
-            std::string::npos)
+  EXPECT_NE(failing.output.find("] and support.\"" + here.Key() + "\".status: fails"), std::string::npos)
+      << failing.output;
+  // Stale in each column it has (this machine's, and the committed records' where that is another).
+  EXPECT_NE(failing.output.find("stale (config changed since verified) ("), std::string::npos) << failing.output;
+  EXPECT_NE(failing.output.find("\n  " + configs_ + "/tiny/full_single_device.yaml:"), std::string::npos)
       << failing.output;
   ASSERT_TRUE(WriteFileAtomically(configs_ + "/tiny/full_single_device.yaml",
                                   Config("tiny/full_single_device").substr(9)).ok());

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "base/cpu_class.h"
 #include "base/subprocess.h"
 
 namespace tmx::test {
@@ -24,6 +25,22 @@ Result Exec(std::vector<std::string> argv, std::vector<std::pair<std::string, st
   r.code = done->result().exit_code.value_or(-1);
   r.output = done->result().output_tail;
   return r;
+}
+
+std::string CpuColumn::Entry(const std::string& status, const std::string& fields) const {
+  return "    \"" + Key() + "\":\n      status: " + status + "\n" + fields + "      cpu_class: \"" + cpu_class +
+         "\"\n      torch_version: \"" + torch + "\"\n";
+}
+
+CpuColumn RunningCpuColumn() {
+  CpuColumn c;
+  c.cpu_class = DetectCpuClass().value();
+  const std::string devices = Exec({kTune, "devices"}).output;
+  const size_t at = devices.find("LibTorch ");
+  EXPECT_NE(at, std::string::npos) << devices;
+  if (at != std::string::npos) c.torch = devices.substr(at + 9, devices.find('\n', at) - at - 9);
+  EXPECT_NE(devices.find("  class " + c.cpu_class + "  "), std::string::npos) << devices;
+  return c;
 }
 
 }  // namespace tmx::test

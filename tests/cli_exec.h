@@ -16,6 +16,19 @@ struct Result {
 Result Exec(std::vector<std::string> argv, std::vector<std::pair<std::string, std::string>> env = {},
             double timeout_s = 300);
 
+// The matrix column a cpu run of `tune` here is in (harness/column.h): this machine's CPU class, and the LibTorch
+// `tune devices` names.
+struct CpuColumn {
+  std::string cpu_class, torch;
+  std::string Key() const { return "cpu (" + cpu_class + ", torch " + torch + ")"; }
+  std::string Device() const { return "cpu (" + cpu_class + ")"; }
+  // A class that is not this machine's.
+  std::string Other() const { return cpu_class == "amx" ? "avx2" : "amx"; }
+  // A block entry of that column, as tune-matrix writes one, with `fields` (indented lines) after its status.
+  std::string Entry(const std::string& status, const std::string& fields = "") const;
+};
+CpuColumn RunningCpuColumn();
+
 // The binaries of this build.
 inline const std::string kTune = std::string(TM_BINARY_DIR) + "/bin/tune";
 inline const std::string kMatrix = std::string(TM_BINARY_DIR) + "/bin/tune-matrix";

@@ -48,6 +48,10 @@ class TestCheckout {
     ASSERT_TRUE(WriteFileAtomically(BuiltinConfigPath(config), text).ok());
   }
 
+  // The columns Observe's records go to: cpu on an AMX machine, cuda, both on torch 2.11.0.
+  static constexpr const char* kCpu = "cpu (amx, torch 2.11.0)";
+  static constexpr const char* kCuda = "cuda (torch 2.11.0)";
+
   // A record of `config` on `device` as `tune-matrix run` writes it, observed with the config as it is now.
   CellResult Observe(const std::string& config, const std::string& device, CellStatus status,
                      const std::string& verified_at, double tokens_per_second = 100) const {
@@ -72,6 +76,7 @@ class TestCheckout {
     r.provenance.commit = "0123456789abcdef0123456789abcdef01234567";
     r.provenance.torch_version = "2.11.0";
     r.provenance.device_name = r.device_type == "cpu" ? "Test CPU" : "Test GPU";
+    if (r.device_type == "cpu") r.provenance.cpu_class = "amx";
     r.provenance.verified_at = verified_at;
     return r;
   }

@@ -14,6 +14,11 @@
 
 namespace tmx::matrix::testing {
 
+// The fixture's columns (harness/column.h): its cpu records are of a Zen 4 EPYC's class, all on torch 2.11.0.
+inline const std::string kFixtureCpu = "cpu (avx512_bf16, torch 2.11.0)";
+inline const std::string kFixtureCuda = "cuda (torch 2.11.0)";
+inline const std::string kFixtureMps = "mps (torch 2.11.0)";
+
 inline CellResult FixtureRecord(const std::string& config, const std::string& recipe, const std::string& device,
                                 CellStatus status, const std::string& verified_at, double tps, double peak_gib,
                                 const std::string& commit) {
@@ -49,6 +54,7 @@ inline CellResult FixtureRecord(const std::string& config, const std::string& re
                   "2.11.0",
                   r.device_type == "cpu" ? "AMD EPYC" : "NVIDIA H200",
                   verified_at};
+  if (r.device_type == "cpu") r.provenance.cpu_class = "avx512_bf16";
   return r;
 }
 
@@ -70,8 +76,8 @@ inline void AddCell(ReportFixture* f, const std::string& config, const std::stri
   }
   SupportEntry e = SupportFromCell(records.back());
   e.stand_in = stand_in;
-  c->entries[records.back().device_type] = e;
-  f->history[{config, records.back().device_type}] = records;
+  c->entries[ColumnOf(records.back())] = e;
+  f->history[{config, ColumnOf(records.back())}] = records;
 }
 
 inline ReportFixture MakeReportFixture() {
@@ -122,7 +128,7 @@ inline ReportFixture MakeReportFixture() {
   odd.status = "fails";
   odd.reason = "<img src=x onerror=alert(1)> & </script> \u2028 line";
   odd.verified_at = "2026-12-04T10:00:00Z";
-  f.configs.back().entries["cuda"] = odd;
+  f.configs.back().entries[kFixtureCuda] = odd;
   return f;
 }
 
