@@ -1,8 +1,32 @@
 # Locates LibTorch. Order:
 #   1. Torch_DIR or CMAKE_PREFIX_PATH given by the caller (for example the GPU machine's own PyTorch);
-#   2. torch.utils.cmake_prefix_path of TUNE_MATRIX_PYTHON (the venv made by scripts/setup.sh).
-# Sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to
-# compile the CUDA-only code (allocator statistics, device properties) against.
+#   2. torch.utils.cmake_prefix_path of TUNE_MATRIX_PYTHON, the venv scripts/setup.sh makes for the torch
+#      version this checkout asks for (cmake/TorchSetting.cmake: TUNE_MATRIX_TORCH_VERSION, else the file
+#      torch-version).
+# Then sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to compile the
+# CUDA-only code (allocator statistics, device properties) against.
+include("${CMAKE_CURRENT_LIST_DIR}/TorchSetting.cmake")
+tm_torch_setting("${PROJECT_SOURCE_DIR}" TUNE_MATRIX_TORCH_VERSION TUNE_MATRIX_VENV)
+set(TUNE_MATRIX_PYTHON "${TUNE_MATRIX_VENV}/bin/python")
+# The torch minor versions built and tested (README: "Torch versions"); outside them the build warns.
+set(TUNE_MATRIX_TORCH_OLDEST 2.11)
+set(TUNE_MATRIX_TORCH_NEWEST 2.15)
+
+# A build folder configured against another venv (the setting changed) forgets what it found there: every
+# cached path into the old venv (Torch_DIR, Caffe2_DIR, the library paths TorchConfig found), so that
+# find_package looks again.
+if(DEFINED CACHE{TUNE_MATRIX_TORCH_VENV_USED} AND NOT TUNE_MATRIX_TORCH_VENV_USED STREQUAL TUNE_MATRIX_VENV)
+  message(STATUS "LibTorch: the torch setting moved from ${TUNE_MATRIX_TORCH_VENV_USED} to ${TUNE_MATRIX_VENV}")
+  get_cmake_property(_tm_cached CACHE_VARIABLES)
+  foreach(_tm_var IN LISTS _tm_cached)
+    get_property(_tm_value CACHE "${_tm_var}" PROPERTY VALUE)
+    string(FIND "${_tm_value}" "${TUNE_MATRIX_TORCH_VENV_USED}/" _tm_at)
+    if(NOT _tm_at EQUAL -1)
+      unset("${_tm_var}" CACHE)
+    endif()
+  endforeach()
+  unset(TUNE_MATRIX_TORCH_VENV_USED CACHE)
+endif()
 
 # A LibTorch built with CUDA (the PyPI wheel is) makes find_package(Torch) demand a CUDA toolkit, even for
 # CPU-only code, and fail on machines without one (a hosted CI runner, a laptop). Without a toolkit, stand
@@ -17,22 +41,41 @@ if(NOT CMAKE_CUDA_COMPILER AND NOT TARGET torch::cudart)
 endif()
 
 find_package(Torch QUIET CONFIG)
-if(NOT Torch_FOUND)
-  if(NOT EXISTS "${TUNE_MATRIX_PYTHON}")
-    message(FATAL_ERROR
-      "LibTorch not found: no Torch_DIR/CMAKE_PREFIX_PATH names one and ${TUNE_MATRIX_PYTHON} does not exist.\n"
-      "Fix: run scripts/setup.sh, or pass -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')\".")
+if(Torch_FOUND AND NOT DEFINED CACHE{TUNE_MATRIX_TORCH_VENV_USED})
+  message(STATUS "LibTorch ${Torch_VERSION} from ${Torch_DIR} (given by Torch_DIR/CMAKE_PREFIX_PATH)")
+else()
+  if(NOT Torch_FOUND)
+    if(NOT EXISTS "${TUNE_MATRIX_PYTHON}")
+      message(FATAL_ERROR
+        "LibTorch not found: no Torch_DIR/CMAKE_PREFIX_PATH names one and ${TUNE_MATRIX_PYTHON} (torch "
+        "${TUNE_MATRIX_TORCH_VERSION}) does not exist.\n"
+        "Fix: run scripts/setup.sh, or pass -DCMAKE_PREFIX_PATH=\"$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')\".")
+    endif()
+    execute_process(
+      COMMAND "${TUNE_MATRIX_PYTHON}" -c "import torch; print(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _tm_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _tm_rc)
+    if(NOT _tm_rc EQUAL 0)
+      message(FATAL_ERROR "${TUNE_MATRIX_PYTHON} cannot import torch. Fix: run scripts/setup.sh.")
+    endif()
+    list(APPEND CMAKE_PREFIX_PATH "${_tm_torch_prefix}")
+    find_package(Torch REQUIRED CONFIG)
+    set(TUNE_MATRIX_TORCH_VENV_USED "${TUNE_MATRIX_VENV}" CACHE INTERNAL "The venv whose LibTorch this build found")
   endif()
-  execute_process(
-    COMMAND "${TUNE_MATRIX_PYTHON}" -c "import torch; print(torch.utils.cmake_prefix_path)"
-    OUTPUT_VARIABLE _tm_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _tm_rc)
-  if(NOT _tm_rc EQUAL 0)
-    message(FATAL_ERROR "${TUNE_MATRIX_PYTHON} cannot import torch. Fix: run scripts/setup.sh.")
+  if(NOT Torch_VERSION VERSION_EQUAL TUNE_MATRIX_TORCH_VERSION)
+    message(FATAL_ERROR "${TUNE_MATRIX_VENV} holds torch ${Torch_VERSION}, but this checkout asks for "
+                        "${TUNE_MATRIX_TORCH_VERSION} (TUNE_MATRIX_TORCH_VERSION or the file torch-version). "
+                        "Fix: run scripts/setup.sh, which installs the version asked for.")
   endif()
-  list(APPEND CMAKE_PREFIX_PATH "${_tm_torch_prefix}")
-  find_package(Torch REQUIRED CONFIG)
+  message(STATUS "LibTorch ${Torch_VERSION} from ${Torch_DIR} (the venv of scripts/setup.sh)")
 endif()
-message(STATUS "LibTorch ${Torch_VERSION} from ${Torch_DIR}")
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" _tm_torch_minor "${Torch_VERSION}")
+if(_tm_torch_minor VERSION_LESS TUNE_MATRIX_TORCH_OLDEST OR _tm_torch_minor VERSION_GREATER TUNE_MATRIX_TORCH_NEWEST)
+  message(WARNING "LibTorch ${Torch_VERSION} is outside the torch versions tune-matrix is built and tested "
+                  "with (${TUNE_MATRIX_TORCH_OLDEST} to ${TUNE_MATRIX_TORCH_NEWEST}): it may not compile, "
+                  "or behave differently.")
+endif()
+# What scripts/pack_prebuilt.sh prints as the LibTorch built against.
+set(TUNE_MATRIX_LIBTORCH_VERSION "${Torch_VERSION}" CACHE INTERNAL "The version of the LibTorch found")
 
 # TUNE_MATRIX_TORCH_HAS_CUDA: the LibTorch can run on CUDA devices (the matrix registers cuda cells).
 # TUNE_MATRIX_HAS_CUDA: also the CUDA-only code here is compiled (device names and memory, allocator peaks).
