@@ -3,7 +3,8 @@
 #   2. torch.utils.cmake_prefix_path of TUNE_MATRIX_PYTHON, the venv scripts/setup.sh makes for the torch
 #      version this checkout asks for (cmake/TorchSetting.cmake: TUNE_MATRIX_TORCH_VERSION, else the file
 #      torch-version).
-# Then sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to compile the
+# Then: links the libraries the torch wheel depends on ahead of the machine's (tm_link_wheel_libraries),
+# and sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to compile the
 # CUDA-only code (allocator statistics, device properties) against.
 include("${CMAKE_CURRENT_LIST_DIR}/TorchSetting.cmake")
 tm_torch_setting("${PROJECT_SOURCE_DIR}" TUNE_MATRIX_TORCH_VERSION TUNE_MATRIX_VENV)
@@ -76,6 +77,48 @@ if(_tm_torch_minor VERSION_LESS TUNE_MATRIX_TORCH_OLDEST OR _tm_torch_minor VERS
 endif()
 # What scripts/pack_prebuilt.sh prints as the LibTorch built against.
 set(TUNE_MATRIX_LIBTORCH_VERSION "${Torch_VERSION}" CACHE INTERNAL "The version of the LibTorch found")
+
+# tm_link_wheel_libraries(): when LibTorch is a wheel's (a venv's, or the site-packages that Torch_DIR is in),
+# asks the package metadata (cmake/wheel_library_dirs.py) for the folders holding the libraries of the
+# distributions torch depends on (NCCL, cuDNN, the CUDA runtime...) and gives them to the linker as
+# -rpath-link. The linker resolves libtorch_cuda.so's own dependencies there before the system's folders,
+# where a CUDA toolkit may keep an older libnccl.so.2 than the wheel was built against (undefined references
+# to ncclCommGrow... at link time). At run time libtorch_cuda's RPATH already names the wheel's folders.
+# A LibTorch from no wheel (a libtorch zip) has no metadata: nothing is added. Sets
+# TUNE_MATRIX_WHEEL_LIBRARY_DIRS to the folders (cmake/torch_setting_test.cc checks what the programs load).
+function(tm_link_wheel_libraries)
+  set(TUNE_MATRIX_WHEEL_LIBRARY_DIRS "" PARENT_SCOPE)
+  set(python "")
+  set(site_packages "")
+  if(DEFINED CACHE{TUNE_MATRIX_TORCH_VENV_USED})
+    set(python "${TUNE_MATRIX_PYTHON}")
+  else()
+    get_filename_component(site_packages "${Torch_DIR}/../../../.." ABSOLUTE)
+    file(GLOB dist_info "${site_packages}/torch-*.dist-info")
+    find_program(TUNE_MATRIX_PYTHON3 NAMES python3 python)
+    if(dist_info AND TUNE_MATRIX_PYTHON3)
+      set(python "${TUNE_MATRIX_PYTHON3}")
+    endif()
+  endif()
+  if(python STREQUAL "")
+    message(STATUS "LibTorch: no wheel metadata beside ${Torch_DIR}; the linker finds its dependencies itself")
+    return()
+  endif()
+  execute_process(COMMAND "${python}" "${PROJECT_SOURCE_DIR}/cmake/wheel_library_dirs.py" ${site_packages}
+                  OUTPUT_VARIABLE dirs ERROR_VARIABLE error RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(WARNING "LibTorch: cmake/wheel_library_dirs.py failed (${rc}): ${error}The linker finds the "
+                    "wheel's dependencies itself, and may take older system copies (NCCL).")
+    return()
+  endif()
+  string(REPLACE "\n" ";" dirs "${dirs}")
+  list(LENGTH dirs count)
+  list(JOIN dirs ":" joined)
+  set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,${joined}")
+  set(TUNE_MATRIX_WHEEL_LIBRARY_DIRS "${dirs}" PARENT_SCOPE)
+  message(STATUS "LibTorch: the linker takes the wheel's dependencies from its ${count} library folders first")
+endfunction()
+tm_link_wheel_libraries()
 
 # TUNE_MATRIX_TORCH_HAS_CUDA: the LibTorch can run on CUDA devices (the matrix registers cuda cells).
 # TUNE_MATRIX_HAS_CUDA: also the CUDA-only code here is compiled (device names and memory, allocator peaks).
