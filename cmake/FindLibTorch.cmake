@@ -4,7 +4,8 @@
 #      version this checkout asks for (cmake/TorchSetting.cmake: TUNE_MATRIX_TORCH_VERSION, else the file
 #      torch-version).
 # Then: links the libraries the torch wheel depends on ahead of the machine's (tm_link_wheel_libraries),
-# and sets TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to compile the
+# compiles everything in the C++ standard LibTorch asks for (tm_choose_cxx_standard), and sets
+# TUNE_MATRIX_HAS_CUDA when the LibTorch found was built with CUDA and a CUDA toolkit is here to compile the
 # CUDA-only code (allocator statistics, device properties) against.
 include("${CMAKE_CURRENT_LIST_DIR}/TorchSetting.cmake")
 tm_torch_setting("${PROJECT_SOURCE_DIR}" TUNE_MATRIX_TORCH_VERSION TUNE_MATRIX_VENV)
@@ -119,6 +120,31 @@ function(tm_link_wheel_libraries)
   message(STATUS "LibTorch: the linker takes the wheel's dependencies from its ${count} library folders first")
 endfunction()
 tm_link_wheel_libraries()
+
+# tm_choose_cxx_standard(): every target compiles in one standard, the newer of the project's C++17 and what
+# LibTorch asks for (2.15's TorchConfig asks for cxx_std_20 as a compile feature, which would otherwise raise
+# only the targets that link torch); TUNE_MATRIX_CXX20 asks for C++20 with any LibTorch.
+function(tm_choose_cxx_standard)
+  set(standard 17)
+  get_target_property(features torch INTERFACE_COMPILE_FEATURES)
+  get_target_property(options torch INTERFACE_COMPILE_OPTIONS)
+  foreach(feature IN LISTS features)
+    if(feature MATCHES "^cxx_std_([0-9]+)$" AND CMAKE_MATCH_1 GREATER standard)
+      set(standard "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  foreach(option IN LISTS options)
+    if(option MATCHES "-std=c\\+\\+([0-9]+)" AND CMAKE_MATCH_1 GREATER standard)
+      set(standard "${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  if(TUNE_MATRIX_CXX20 AND standard LESS 20)
+    set(standard 20)
+  endif()
+  set(CMAKE_CXX_STANDARD "${standard}" PARENT_SCOPE)
+  message(STATUS "C++${standard} (LibTorch ${Torch_VERSION})")
+endfunction()
+tm_choose_cxx_standard()
 
 # TUNE_MATRIX_TORCH_HAS_CUDA: the LibTorch can run on CUDA devices (the matrix registers cuda cells).
 # TUNE_MATRIX_HAS_CUDA: also the CUDA-only code here is compiled (device names and memory, allocator peaks).
