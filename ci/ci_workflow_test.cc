@@ -285,8 +285,12 @@ class FakeCheckout {
     }
     Write(script_, *text, st.st_mode & 07777);
     const std::string record = "#!/usr/bin/env bash\nprintf 'CALL %s\\n' \"$(basename \"$0\")\" >>\"$FAKE_LOG\"\n";
-    Write(repo_ + "/scripts/setup.sh", record, 0755);
-    Write(repo_ + "/scripts/build.sh", record, 0755);
+    // Setup and build also log the torch version they were asked for, when one was.
+    const std::string torch =
+        "[ -z \"$TUNE_MATRIX_TORCH_VERSION\" ] || printf 'ARG TUNE_MATRIX_TORCH_VERSION=%s\\n' "
+        "\"$TUNE_MATRIX_TORCH_VERSION\" >>\"$FAKE_LOG\"\n";
+    Write(repo_ + "/scripts/setup.sh", record + torch, 0755);
+    Write(repo_ + "/scripts/build.sh", record + torch, 0755);
     Write(repo_ + "/build/bin/tune-matrix",
           record + "printf 'ARG %s\\n' \"$@\" >>\"$FAKE_LOG\"\n"
                    "case \"$1\" in\n"
@@ -340,6 +344,7 @@ class FakeCheckout {
                 const std::string& cwd) const {
     // Inherited values would change ci/run-device's and the stand-ins' defaults; both read "" as unset.
     Combo vars = {{"TUNE_MATRIX_CONFIGS", ""}, {"GITHUB_JOB", ""}, {"BUILD_DIR", ""}, {"FAKE_RUN_STATUS", ""},
+                  {"TUNE_MATRIX_TORCH_VERSION", ""},
                   {"FAKE_CHECK_STATUS", ""}, {"PWD", cwd}, {"FAKE_LOG", log_}};
     for (const auto& kv : env) vars[kv.first] = kv.second;
     SubprocessOptions o;
@@ -514,6 +519,55 @@ TEST_F(WorkflowTest, FinalJobWaitsForEveryDeviceJobAndRunsWhateverHappened) {
   EXPECT_EQ(FindRun(job, "ci/run-device", "", &unused), -1) << "the final job should merge, not run cells";
 }
 
+// The torch version a device job's combination builds against: its --torch, else the checkout's pin (the file
+// torch-version; scripts/torch_version.sh reads it the same way).
+std::string PinnedTorch() {
+  std::istringstream in(Text(kRoot + "/torch-version"));
+  std::string line;
+  while (std::getline(in, line)) {
+    line = std::regex_replace(line, std::regex("^\\s+|\\s+$"), "");
+    if (!line.empty() && line[0] != '#') return line;
+  }
+  return "";
+}
+
+// "2.15.0" -> 2015, so that minors count up.
+int Minor(const std::string& version) {
+  std::smatch m;
+  if (!std::regex_search(version, m, std::regex("^([0-9]+)\\.([0-9]+)"))) return -1;
+  return std::stoi(m[1]) * 1000 + std::stoi(m[2]);
+}
+
+TEST_F(WorkflowTest, TheCpuJobsCoverEverySupportedTorchMinorOnceAndTestIt) {
+  std::map<int, std::set<std::string>> versions;  // minor -> the releases cpu jobs build against
+  for (const DeviceJob& d : devices_) {
+    if (d.device != "cpu") continue;
+    for (const Combo& combo : MatrixCombos(d.job)) {
+      std::vector<std::string> words;
+      ASSERT_TRUE(FindInvocation(Expand(Str(d.job["steps"][d.run_step]["run"]), combo), "ci/run-device", "", &words));
+      Args args = ParseArgs(words);
+      const std::string torch = args.Has("--torch") ? args.Get("--torch") : PinnedTorch();
+      versions[Minor(torch)].insert(torch);
+      if (!args.Has("--torch")) continue;
+      // Its tests and its cells build against the same torch: the job's environment names it for every step.
+      std::string where = "job " + d.id + " torch=" + torch;
+      EXPECT_EQ(Expand(Str(At(d.job, {"env", "TUNE_MATRIX_TORCH_VERSION"})), combo), torch)
+          << where << ": set `env: TUNE_MATRIX_TORCH_VERSION` to the --torch version, or its tests use the pin";
+      std::vector<std::string> unused;
+      EXPECT_GE(FindRun(d.job, "scripts/test.sh", "", &unused), 0) << where << " runs no tests";
+    }
+  }
+  std::set<int> want;
+  for (int minor = Minor(TM_TORCH_OLDEST); minor <= Minor(TM_TORCH_NEWEST); ++minor) want.insert(minor);
+  std::set<int> got;
+  for (const auto& kv : versions) {
+    got.insert(kv.first);
+    EXPECT_EQ(kv.second.size(), 1u) << "cpu jobs build against " << kv.second.size() << " releases of one minor";
+  }
+  EXPECT_EQ(got, want) << "the cpu jobs should build against one release of each supported minor, "
+                       << TM_TORCH_OLDEST << " to " << TM_TORCH_NEWEST << " (cmake/FindLibTorch.cmake)";
+}
+
 // ---------------------------------------------------------------------------------------------------------
 
 TEST(RunDevice, HelpPrintsUsageAndDoesNothing) {
@@ -546,6 +600,8 @@ TEST(RunDevice, RejectsBadArgumentsBeforeSettingAnythingUp) {
       {{"cpu", "--bogus"}, "--bogus"},
       {{"cpu", "cuda"}, "cuda"},
       {{"cuda/0"}, "cuda/0"},
+      {{"cpu", "--torch", "2.15"}, "--torch"},
+      {{"cpu", "--torch=latest"}, "--torch"},
   };
   FakeCheckout repo;
   for (const Case& c : cases) {
@@ -608,6 +664,27 @@ TEST(RunDevice, TakesTheConfigsFromTheEnvironmentAndTheJobFromGithub) {
   ASSERT_EQ(o.exit_code, 0) << Describe(o);
   EXPECT_EQ(ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"}).Get("--configs"), "llama3_2/*")
       << "--configs should win over TUNE_MATRIX_CONFIGS";
+}
+
+TEST(RunDevice, BuildsAgainstTheTorchAskedForAndNamesItsFilesAndJobAfterIt) {
+  FakeCheckout repo;
+  const std::string out = repo.repo() + "/out";
+  Result o = repo.RunDevice({"cpu", "--torch", "2.15.0", "--shard", "1/2", "--out", out});
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
+  std::vector<Call> calls = repo.Calls();
+  ASSERT_GE(calls.size(), 2u) << Show(calls);
+  EXPECT_EQ(calls[0], (Call{"setup.sh", "TUNE_MATRIX_TORCH_VERSION=2.15.0"})) << Show(calls);
+  EXPECT_EQ(calls[1], (Call{"build.sh", "TUNE_MATRIX_TORCH_VERSION=2.15.0"})) << Show(calls);
+  Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
+  EXPECT_EQ(run.Get("--journal"), out + "/journal-cpu-torch-2.15.0-shard-1-of-2.jsonl");
+  EXPECT_EQ(run.Get("--junit"), out + "/junit-cpu-torch-2.15.0-shard-1-of-2.xml");
+  EXPECT_EQ(run.Get("--job"), "local-cpu-torch-2.15.0");
+
+  // Without --torch the checkout's own setting decides: nothing is set for setup and build.
+  repo.Clear();
+  o = repo.RunDevice({"cpu"});
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
+  EXPECT_EQ(repo.Calls()[0], Call{"setup.sh"}) << Show(repo.Calls());
 }
 
 TEST(RunDevice, ChecksEvenWhenTheRunFailsAndFailsWhenEitherFailed) {

@@ -41,7 +41,7 @@ for p in "${programs[@]}"; do ldd "$p"; done | awk '$3 ~ /^\/(usr\/)?lib/ {print
 
 git rev-parse HEAD > "$DIR/COMMIT"
 pwd > "$DIR/SOURCE_DIR"  # compiled into the tests (their fixtures); run_prebuilt.sh links it to the copy
-torch_version=$(grep -o '^TUNE_MATRIX_TORCH_VERSION:[A-Z]*=.*' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null | cut -d= -f2 || true)
+torch_version=$(grep -o '^TUNE_MATRIX_LIBTORCH_VERSION:[A-Z]*=.*' "$BUILD_DIR/CMakeCache.txt" 2>/dev/null | cut -d= -f2 || true)
 echo "pack_prebuilt: $DIR ($(du -sh "$DIR" | cut -f1)): ${#programs[@]} programs, $(ls "$DIR/lib" | wc -l) libraries," \
      "commit $(cut -c1-12 "$DIR/COMMIT")${torch_version:+, built against LibTorch $torch_version}"
 if [ -n "$(git status --porcelain --untracked-files=no)" ]; then

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything tune-matrix needs on a fresh Debian bookworm machine. Idempotent: a second run
-# only checks. LibTorch comes from the pinned `torch` wheel on PyPI, in a virtual environment outside
-# the checkout so every clone on the machine (CI's included) reuses it.
+# only checks. LibTorch comes from the `torch` wheel on PyPI, in a virtual environment per version outside
+# the checkout so every clone on the machine (CI's included) reuses it (scripts/torch_version.sh):
 #
-#   TUNE_MATRIX_TORCH_VERSION  torch version to install (default: the pinned one below)
+#   TUNE_MATRIX_TORCH_VERSION  torch version to install (default: the file torch-version, the pinned one)
 #   TUNE_MATRIX_VENV           where the virtual environment lives
 #                              (default: ~/.cache/tune-matrix/venv-torch-<version>)
 #   CMAKE_PREFIX_PATH / Torch_DIR  when set to a LibTorch, no venv is made: that LibTorch is used.
@@ -11,8 +11,10 @@
 #                              browser (skipped without it); .ci/run sets it.
 set -euo pipefail
 
-TORCH_VERSION="${TUNE_MATRIX_TORCH_VERSION:-2.11.0}"
-VENV="${TUNE_MATRIX_VENV:-$HOME/.cache/tune-matrix/venv-torch-$TORCH_VERSION}"
+source "$(dirname "$0")/torch_version.sh"
+# A bad setting stops here, before anything is installed.
+TORCH_VERSION="$(torch_version)"
+VENV="$(torch_venv)"
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
