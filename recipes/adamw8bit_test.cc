@@ -186,6 +186,19 @@ TEST(AdamW8bitTest, StepsInRunsOfBlocksAsInOne) {
   EXPECT_FALSE(torch::equal(runs[0], LcgTensor(11, 4800).reshape({48, 100})));
 }
 
+// The share of `n` positive float32 values whose square root by ATen's vectorised operation is not std::sqrt's
+// (correctly rounded): a property of the CPU and of the instruction set ATen chose, which the one-pass step's
+// comparison with the operations' step allows for.
+double VectorisedSqrtOffRate(int64_t n) {
+  const at::Tensor x = LcgTensor(99, n).abs().to(torch::kFloat) + 1e-6f;
+  const at::Tensor root = at::sqrt(x).contiguous();
+  const float* in = x.data_ptr<float>();
+  const float* out = root.data_ptr<float>();
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) off += out[i] != std::sqrt(in[i]) ? 1 : 0;
+  return static_cast<double>(off) / static_cast<double>(n);
+}
+
 // On cpu the 8-bit step is one pass per tensor (BnbAdamWOptions::fused_cpu): the moments' codes and absmax bit for
 // bit the operations' step's, the weights within an ulp, for float32 and bf16 weights and gradients, a tensor whose
 // last block and last vector are partial, weight decay on, a block of zeros (codes 0) and a block that becomes NaN
@@ -215,14 +228,21 @@ TEST(AdamW8bitTest, TheOnePassCpuStepHasTheOperationsBits) {
       // NaN != NaN: compare the bits.
       EXPECT_TRUE(torch::equal(sa.absmax1().view(torch::kInt), sb.absmax1().view(torch::kInt)));
       EXPECT_TRUE(torch::equal(sa.absmax2().view(torch::kInt), sb.absmax2().view(torch::kInt)));
-      // The weights within an ulp or two: ATen's vectorised square root is not correctly rounded (here 434 of 70001
-      // float32 roots an ulp off std::sqrt's), the update (lr 0.01 times the moments' quotient) divides by it, and
-      // its error is an ulp of the update, not of a smaller weight. NaN of either sign counts alike.
+      // The weights within a few ulps: ATen's vectorised square root is not always correctly rounded (434 of 70001
+      // float32 roots an ulp off std::sqrt's on the Xeon this was written on, about a sixth on an AMD EPYC with
+      // AVX-512), the update (lr 0.01 times the moments' quotient) divides by it, and its error is ulps of a 0.01
+      // update, not of a smaller weight: up to 2 on the Xeon, 3 on the EPYC (2.8e-9 on a weight of 0.0016). NaN of
+      // either sign counts alike.
       at::Tensor w1 = fused[0].detach().to(torch::kDouble), w2 = ops[0].detach().to(torch::kDouble);
       const double ulp = dtype == torch::kFloat ? std::ldexp(1.0, -23) : std::ldexp(1.0, -7);
-      EXPECT_TRUE(torch::allclose(w1, w2, /*rtol=*/2 * ulp, /*atol=*/0.01 * 2 * ulp, /*equal_nan=*/true))
+      EXPECT_TRUE(torch::allclose(w1, w2, /*rtol=*/2 * ulp, /*atol=*/0.01 * 4 * ulp, /*equal_nan=*/true))
           << "largest difference " << (w1 - w2).abs().nan_to_num(0).max().item<double>();
-      EXPECT_LT((w1 != w2).logical_and(w1.isnan().logical_not()).sum().item<int64_t>(), n / 100);
+      // Where the roots agree, so do the weights: the weights that differ are bounded by how often this CPU's root
+      // differs from std::sqrt, over the steps so far, not by a constant.
+      const double off = VectorisedSqrtOffRate(n);
+      const double most = n / 100.0 + std::min(1.0, 1.5 * step * off) * static_cast<double>(n);
+      EXPECT_LT((w1 != w2).logical_and(w1.isnan().logical_not()).sum().item<int64_t>(), most)
+          << "this CPU's vectorised float32 square root differs from std::sqrt for " << off * 100 << "% of values";
     }
     const auto& sa = static_cast<const BnbAdamWParamState&>(*a.state().at(fused[0].unsafeGetTensorImpl()));
     EXPECT_EQ(sa.state1().slice(0, 1024, 1280).max().item<uint8_t>(), 0);  // the NaN block's codes
