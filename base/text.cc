@@ -201,4 +201,8 @@ std::vector<std::string> SplitList(const std::string& list, char sep) {
   return items;
 }
 
+std::string Counted(int64_t n, const std::string& singular, const std::string& plural) {
+  return std::to_string(n) + " " + (n == 1 ? singular : plural.empty() ? singular + "s" : plural);
+}
+
 }  // namespace tmx

@@ -63,4 +63,7 @@ std::string TerminalText(const std::string& text);
 // The non-empty items of a `sep`-separated list ("cpu,,cuda" -> {"cpu", "cuda"}).
 std::vector<std::string> SplitList(const std::string& list, char sep = ',');
 
+// "1 cell", "3 cells": `n` and the noun, plural (`plural`, or the singular with an s) unless n is 1.
+std::string Counted(int64_t n, const std::string& singular, const std::string& plural = "");
+
 }  // namespace tmx

@@ -5,6 +5,15 @@
 namespace tmx {
 namespace {
 
+// A count is said in words that agree with it: "1 cell", never "1 cells".
+TEST(TextTest, CountedAgreesWithItsNumber) {
+  EXPECT_EQ(Counted(0, "cell"), "0 cells");
+  EXPECT_EQ(Counted(1, "cell"), "1 cell");
+  EXPECT_EQ(Counted(2, "cell"), "2 cells");
+  EXPECT_EQ(Counted(1, "entry", "entries"), "1 entry");
+  EXPECT_EQ(Counted(3, "entry", "entries"), "3 entries");
+}
+
 TEST(TextTest, EditDistance) {
   EXPECT_EQ(EditDistance("", ""), 0);
   EXPECT_EQ(EditDistance("lora_rank", "lora_rnak"), 1);

@@ -277,7 +277,7 @@ void CheckCoverage(const JournalSet& observed, const CheckOptions& options, std:
         {ProblemKind::kNoCoverage, journals,
          device + ": the job meant to cover " + device + " ran no cell on it (" +
              (recorded == 0 ? std::string("no cell recorded for it")
-                            : std::to_string(recorded) + " cells recorded, none started: all " + NotStartedStatuses()) +
+                            : Counted(recorded, "cell") + " recorded, none started: all " + NotStartedStatuses()) +
              ")",
          "make sure the runner has the device (tune devices) and runs it: ci/run-device " + device});
   }

@@ -217,7 +217,7 @@ TEST_F(CheckTest, ADeviceTheJobWasMeantToCoverWithNoCellStartedFails) {
   Record({co_.Observe("tiny/full", "cpu", CellStatus::kTooLarge, old_)});
   p = Check({Obs("tiny/full", "cpu", CellStatus::kTooLarge)}, o);
   ASSERT_EQ(p.size(), 1u) << printed_;
-  EXPECT_NE(p[0].message.find("1 cells recorded, none started"), std::string::npos) << p[0].message;
+  EXPECT_NE(p[0].message.find("1 cell recorded, none started"), std::string::npos) << p[0].message;
   EXPECT_EQ(Check({}, o).size(), 1u);
 }
 

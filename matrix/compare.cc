@@ -184,8 +184,8 @@ Comparison CompareRecords(const std::vector<CellResult>& before, const std::vect
 
 void PrintComparison(const CompareSide& before, const CompareSide& after, const Comparison& comparison,
                      const SpeedNoise& noise, std::ostream& out) {
-  out << "tune-matrix compare: " << before.label << " (" << comparison.before_cells << " cells) -> " << after.label
-      << " (" << comparison.after_cells << " cells)\n";
+  out << "tune-matrix compare: " << before.label << " (" << Counted(comparison.before_cells, "cell") << ") -> " << after.label
+      << " (" << Counted(comparison.after_cells, "cell") << ")\n";
   for (ChangeKind kind : kKinds) {
     int n = comparison.Count(kind);
     if (n == 0) continue;
@@ -202,7 +202,7 @@ void PrintComparison(const CompareSide& before, const CompareSide& after, const 
     out << regressions << " regression(s) (" << comparison.Count(ChangeKind::kNewlyBroken) << " newly broken, "
         << comparison.Count(ChangeKind::kSlower) << " slower)";
   }
-  out << "; " << comparison.unchanged << " cells unchanged; tokens/s compared for " << comparison.speed_compared << " ("
+  out << "; " << Counted(comparison.unchanged, "cell") << " unchanged; tokens/s compared for " << comparison.speed_compared << " ("
       << comparison.speed_too_short << " with steps under --min-step-time";
   if (comparison.speed_disturbed > 0) {
     out << "; " << comparison.speed_disturbed << " not compared, measured beside other work";

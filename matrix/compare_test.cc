@@ -94,7 +94,7 @@ TEST(CompareTest, NoChangesAndTheNewestRecordPerCell) {
   std::ostringstream out;
   PrintComparison({"x", before}, {"y", after}, c, {}, out);
   EXPECT_EQ(out.str(),
-            "tune-matrix compare: x (1 cells) -> y (1 cells)\ntune-matrix compare: no changes; 1 cells unchanged; "
+            "tune-matrix compare: x (1 cell) -> y (1 cell)\ntune-matrix compare: no changes; 1 cell unchanged; "
             "tokens/s compared for 1 (0 with steps under --min-step-time)\n");
 }
 

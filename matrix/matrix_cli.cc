@@ -311,7 +311,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
     parts.push_back(std::to_string(deferred) + " left for a later run by --time-limit (about " +
                     FormatDuration(deferred_s) + ")");
   }
-  out << cells->size() << " cells: " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
+  out << Counted(static_cast<int64_t>(cells->size()), "cell") << ": " << JoinStrings(parts, ", ") << "; the cells to run are predicted to take about "
       << FormatDuration(seconds) << " in all\n";
   return kExitOk;
 }
@@ -399,7 +399,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   StatusOr<MatrixRun> run = RunMatrix(registry, options, write_back, setting, out, err);
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) {
-    err << "tune-matrix: interrupted; " << run->recorded.size() << " cells recorded in " << options.journal_path
+    err << "tune-matrix: interrupted; " << Counted(static_cast<int64_t>(run->recorded.size()), "cell") << " recorded in " << options.journal_path
         << ". Run again with --resume to finish the rest.\n";
     return kExitInterrupted;
   }
@@ -592,7 +592,7 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
                         std::to_string(paths.size()) + " journal(s)" +
                         (options.expect_devices.empty() ? std::string()
                                                         : ", expecting " + JoinStrings(options.expect_devices, ", ")) +
-                        "; " + std::to_string(counts.observations) + " cells compared, tokens/s of " +
+                        "; " + Counted(counts.observations, "cell") + " compared, tokens/s of " +
                         std::to_string(counts.speed_compared) + " (" + std::to_string(counts.speed_too_short) +
                         " with steps under --min-step-time" +
                         (counts.speed_disturbed > 0 ? "; " + std::to_string(counts.speed_disturbed) +

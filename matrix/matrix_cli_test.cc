@@ -43,7 +43,7 @@ TEST_F(CompareCliTest, ExitsOneOnARegressionAndZeroOtherwise) {
   std::string slower = Journal("slower.jsonl", CellStatus::kRuns, 500);
   std::string broken = Journal("broken.jsonl", CellStatus::kFails, 0);
   EXPECT_EQ(Run({"compare", before, same}), 0) << err_.str();
-  EXPECT_NE(out_.str().find("tune-matrix compare: no changes; 1 cells unchanged"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("tune-matrix compare: no changes; 1 cell unchanged"), std::string::npos) << out_.str();
   EXPECT_EQ(Run({"compare", before, slower}), 1);
   EXPECT_NE(out_.str().find("slower (1):\n  tiny/lora  cpu (avx512_bf16, torch 2.11.0)  1000.0 -> 500.0 tok/s (-50.0%"),
             std::string::npos)

@@ -95,7 +95,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
       ++left;
     }
   }
-  out << "tune-matrix: " << cells->size() << " cells" << ShardText(options) << " (" << runnable << " to run, "
+  out << "tune-matrix: " << Counted(static_cast<int64_t>(cells->size()), "cell") << ShardText(options) << " (" << runnable << " to run, "
       << cells->size() - runnable - deferred << " recorded without running";
   if (deferred > 0) {
     out << ", " << deferred << " left for a later run by --time-limit " << FormatDuration(options.time_limit_s)
@@ -124,7 +124,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
     for (size_t i = 0; i < run->deferred.size() && i < 3; ++i) {
       names.push_back(run->deferred[i].config + " on " + run->deferred[i].device);
     }
-    out << "tune-matrix: " << run->deferred.size() << " cells left for a later run by --time-limit (their records "
+    out << "tune-matrix: " << Counted(static_cast<int64_t>(run->deferred.size()), "cell") << " left for a later run by --time-limit (their records "
         << "stand; the next run with a limit takes the oldest first): " << JoinStrings(names, ", ")
         << (run->deferred.size() > names.size() ? ", ..." : "") << "\n";
   }
@@ -144,7 +144,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
       std::string text;
       for (const CellResult& r : kept) text += JournalLine(r) + "\n";
       TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_path, text));
-      out << "Journal " << options.journal_path << ": " << kept.size() << " cells, newest record each ("
+      out << "Journal " << options.journal_path << ": " << Counted(static_cast<int64_t>(kept.size()), "cell") << ", newest record each ("
           << all->size() - kept.size() << " older records are in the history)\n";
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/file_util.h"
+#include "base/text.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
 
@@ -97,7 +98,7 @@ Status MergeJournals(const JournalSet& journals, const Registry& registry, const
   if (!options.journal_out.empty()) {
     std::string text = CombinedJournalText(journals.records);
     TM_RETURN_IF_ERROR(WriteFileAtomically(options.journal_out, text));
-    log << "wrote " << options.journal_out << " (" << std::count(text.begin(), text.end(), '\n') << " cells)\n";
+    log << "wrote " << options.journal_out << " (" << Counted(std::count(text.begin(), text.end(), '\n'), "cell") << ")\n";
   }
   return Status::OK();
 }

@@ -418,7 +418,7 @@ TEST_F(CliTest, MatrixPlanShowsEachCellsSteps) {
       << cal.output;
   EXPECT_NE(cal.output.find(", 5 steps in full after proxies of 1 layer "), std::string::npos) << cal.output;
   EXPECT_EQ(cal.output.find("(fails)"), std::string::npos) << cal.output;
-  EXPECT_NE(cal.output.find("1 cells: 1 to run (1 in full after their proxies)"), std::string::npos) << cal.output;
+  EXPECT_NE(cal.output.find("1 cell: 1 to run (1 in full after their proxies)"), std::string::npos) << cal.output;
 
   // --time-limit: what does not fit is left for a later run, each such line and the total say so.
   Result limited = Exec({kMatrix, "plan", "--devices", "cpu", "--configs", "qwen*_single_device", "--time-limit", "1"});
@@ -557,7 +557,7 @@ TEST_F(MatrixCiTest, AUserConfigGoesThroughPlanCellAndRunWithoutTouchingTheBuilt
   EXPECT_EQ(plan.code, 0) << plan.output;
   EXPECT_NE(plan.output.find(test::RunningCpuColumn().Key() + "  my_lora  predicted"), std::string::npos)
       << plan.output;
-  EXPECT_NE(plan.output.find("1 cells: 1 to run"), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find("1 cell: 1 to run"), std::string::npos) << plan.output;
 
   Result cell = in_work({"cell", "mine/my_lora.yaml", "--device", "cpu"});
   EXPECT_EQ(cell.code, 0) << cell.output;
@@ -642,7 +642,7 @@ TEST_F(MatrixCiTest, ShardsMergeAndCheckLikeTheCiJobs) {
                          dir_ + "/journal-" + n + ".jsonl", "--junit", dir_ + "/junit-" + n + ".xml", "--job",
                          "cpu-shard-" + n, "--work-dir", dir_ + "/runs", "--no-write-back"});
     ASSERT_EQ(run.code, 0) << run.output;
-    EXPECT_NE(run.output.find("1 cells in shard " + std::string(shard)), std::string::npos) << run.output;
+    EXPECT_NE(run.output.find("1 cell in shard " + std::string(shard)), std::string::npos) << run.output;
     journal_text.push_back(ReadFile(dir_ + "/journal-" + n + ".jsonl").value());
     std::string junit = ReadFile(dir_ + "/junit-" + n + ".xml").value();
     EXPECT_EQ(Count(junit, "<testcase "), 1u) << junit;

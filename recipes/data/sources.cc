@@ -114,10 +114,9 @@ StatusOr<int64_t> Bound(const std::string& text, int64_t n, int64_t open, const 
 
 std::string MissingHubMessage(const std::string& id, const std::string& dir) {
   return "dataset " + id + " is not on this machine: " + dir +
-         "/ does not exist (tune-matrix never downloads); fix: put the dataset's files there (.json, .jsonl, .csv or "
-         ".txt; e.g. on a machine with network `huggingface-cli download " +
-         id + " --repo-type dataset --local-dir " + dir +
-         "`, then copy the folder), set $TUNE_MATRIX_DATA to the folder that holds " + id +
+         "/ does not exist (runs never download); fix: `tune download " + id +
+         " --repo-type dataset` fetches it there, or put the dataset's files there (.json, .jsonl, .csv or .txt), "
+         "set $TUNE_MATRIX_DATA to the folder that holds " + id +
          "/, or use source: json with data_files: <your file>";
 }
 

@@ -81,11 +81,9 @@ TEST_F(SourcesTest, MissingHubDatasetSaysWhereToPutIt) {
   std::string dir = dir_.path() + "/yahma/alpaca-cleaned";
   EXPECT_EQ(records.status().message(),
             "dataset yahma/alpaca-cleaned is not on this machine: " + dir +
-                "/ does not exist (tune-matrix never downloads); fix: put the dataset's files there (.json, .jsonl, "
-                ".csv or .txt; e.g. on a machine with network `huggingface-cli download yahma/alpaca-cleaned "
-                "--repo-type dataset --local-dir " +
-                dir +
-                "`, then copy the folder), set $TUNE_MATRIX_DATA to the "
+                "/ does not exist (runs never download); fix: `tune download yahma/alpaca-cleaned --repo-type "
+                "dataset` fetches it there, or put the dataset's files there (.json, .jsonl, .csv or .txt), set "
+                "$TUNE_MATRIX_DATA to the "
                 "folder that holds yahma/alpaca-cleaned/, or use source: json with data_files: <your file>");
 }
 
