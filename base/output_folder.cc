@@ -5,8 +5,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "base/file_util.h"
 
@@ -20,6 +23,31 @@ std::string NearestExisting(const std::string& path) {
     p = parent;
   }
   return p;
+}
+
+std::string RealPathToBe(const std::string& path) {
+  auto real = [](const std::string& p) -> std::string {
+    std::unique_ptr<char, void (*)(void*)> r(::realpath(p.c_str(), nullptr), std::free);
+    return r ? std::string(r.get()) : "";
+  };
+  std::string result = real(!path.empty() && path[0] == '/' ? "/" : ".");
+  int to_make = 0;  // trailing components of `result` that do not exist yet
+  for (size_t b = 0; b <= path.size();) {
+    const size_t e = std::min(path.find('/', b), path.size());
+    const std::string part = path.substr(b, e - b);
+    b = e + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {
+      result = ParentDir(result);
+      to_make = std::max(0, to_make - 1);
+      continue;
+    }
+    const std::string next = (result == "/" ? "" : result) + "/" + part;
+    const std::string resolved = to_make == 0 ? real(next) : "";
+    to_make += resolved.empty() ? 1 : 0;
+    result = resolved.empty() ? next : resolved;
+  }
+  return result;
 }
 
 std::string FolderWriteProblem(const std::string& folder) {

@@ -14,6 +14,12 @@ namespace tmx {
 // folders exist).
 std::string NearestExisting(const std::string& path);
 
+// The real path `path` has, or will have once its missing folders are made: its existing folders with their
+// symbolic links resolved (as realpath(3)), then the components still to make, `.` dropped and `..` taking
+// the one before it off, as the kernel will walk them. Relative paths start at the working folder. What
+// guards a folder against lying inside another (e.g. the checkout's configs/) compares these.
+std::string RealPathToBe(const std::string& path);
+
 // Why this process cannot create `folder` (with its missing parents) and write into it, or "" when it can.
 // The folder, or else its nearest existing ancestor, must be a folder this process may write into and
 // enter (access W_OK|X_OK); a path through a regular file can never be created. The reason names the path

@@ -1,5 +1,9 @@
 #include "base/output_folder.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "base/file_util.h"
@@ -20,6 +24,26 @@ TEST_F(OutputFolderTest, AFolderThatCanBeMadeHasNoProblemAndNothingIsCreated) {
   EXPECT_FALSE(PathExists(root_ + "/a"));
   EXPECT_EQ(NearestExisting(root_ + "/a/b/c"), root_);
   EXPECT_EQ(NearestExisting("no-such-relative-folder/x"), ".");
+}
+
+TEST_F(OutputFolderTest, RealPathToBeResolvesWhatExistsAndWalksTheRest) {
+  ASSERT_TRUE(MakeDirs(root_ + "/real/inner").ok());
+  ASSERT_EQ(symlink((root_ + "/real").c_str(), (root_ + "/link").c_str()), 0);
+  char* r = realpath(root_.c_str(), nullptr);
+  const std::string real_root = r;
+  std::free(r);
+  struct Case {
+    std::string path, expected;
+  } cases[] = {
+      {root_, real_root},
+      {root_ + "/link", real_root + "/real"},
+      {root_ + "/link/inner/new/deeper", real_root + "/real/inner/new/deeper"},
+      {root_ + "/link/new/../inner", real_root + "/real/inner"},
+      {root_ + "/link/../link/./x/", real_root + "/real/x"},
+      {root_ + "/link/inner/../../real", real_root + "/real"},  // `..` of a link's target, as the kernel walks it
+      {"/", "/"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(RealPathToBe(c.path), c.expected) << c.path;
 }
 
 // A path through a regular file can never be created, whoever runs (root included).
