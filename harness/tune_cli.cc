@@ -570,8 +570,10 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
       return UsageError(err, "run", "recipe " + recipe->name + " runs on one device and takes no --nproc_per_node; " +
                                         "drop it, or use a distributed recipe (tune ls)");
     }
-    // A rank started by a launcher (torchrun, or this one) runs itself.
-    if (std::getenv("RANK") == nullptr) nproc = static_cast<int>(n);
+    // The ranks run without the option; torchrun's variables set around it are refused, not obeyed.
+    Status launchable = CheckLauncherEnvironment(static_cast<int>(n));
+    if (!launchable.ok()) return UsageError(err, "run", launchable.message());
+    nproc = static_cast<int>(n);
   }
   StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
   if (!located.ok()) return Fail(err, located.status());
