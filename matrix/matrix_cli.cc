@@ -104,7 +104,7 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   options->devices = SplitList(parsed.Get("devices"));
   options->recipes = SplitList(parsed.Get("recipes"));
   std::vector<std::string> files;  // --configs items that name files and folders; the rest are patterns
-  for (const std::string& item : SplitList(parsed.Get("configs"))) {
+  for (const std::string& item : SplitConfigsList(parsed.Get("configs"))) {
     (IsConfigPath(item) ? files : options->config_globs).push_back(item);
   }
   options->resume = parsed.Has("resume");

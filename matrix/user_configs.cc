@@ -72,6 +72,29 @@ StatusOr<UserConfig> ReadUserConfig(const Registry& registry, const std::string&
 
 }  // namespace
 
+std::vector<std::string> SplitConfigsList(const std::string& list) {
+  std::vector<std::string> pieces;  // empty ones too, so a joined path keeps its ",,"
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    pieces.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::vector<std::string> items;
+  for (size_t i = 0; i < pieces.size();) {
+    size_t end = i + 1;  // one past the last piece of the item
+    std::string joined = pieces[i];
+    for (size_t j = i + 1; j < pieces.size(); ++j) {
+      joined += "," + pieces[j];
+      if (PathExists(joined)) end = j + 1;
+    }
+    std::string item = pieces[i];
+    for (size_t j = i + 1; j < end; ++j) item += "," + pieces[j];
+    if (!item.empty()) items.push_back(item);
+    i = end;
+  }
+  return items;
+}
+
 bool IsConfigPath(const std::string& item) {
   return EndsWith(item, ".yaml") || EndsWith(item, ".yml") ||
          (item.find_first_of("*?[") == std::string::npos && IsDirectory(item));

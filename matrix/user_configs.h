@@ -29,6 +29,11 @@ inline constexpr char kUserResultsDir[] = "matrix-results";
 // existing folder. Built-in names and patterns ("llama3_2/*") have neither.
 bool IsConfigPath(const std::string& item);
 
+// The items of a --configs list: split at commas, except that pieces whose joining with commas names an existing
+// file or folder stay one item ("runs/a,b/mine.yaml" is one path where that file exists; it used to become
+// "runs/a" and "b/mine.yaml"). The longest such run wins; other pieces stand alone.
+std::vector<std::string> SplitConfigsList(const std::string& list);
+
 // The user configs `items` name (each IsConfigPath): a file itself, or every .yaml under a folder (sub-folders
 // too, not through symbolic links). A config's recipe is the one its leading comment names (`# tune run
 // <recipe> --config ...`, as torchtune's configs and `tune cp`'s copies say) or that torchtune's registry
