@@ -251,6 +251,39 @@ Status Int4IntoPlain(const std::string& scales) {
                                           "with");
 }
 
+// Whether the checkpoint's `src` can be copied into the model's `dst` of the same name: the shape, and a dtype
+// an integer tensor keeps (quantised codes, ids) where a floating one converts.
+Status CheckCopyable(const std::string& name, const at::Tensor& src, const at::Tensor& dst,
+                     const std::map<std::string, const at::Tensor*>& by_name) {
+  if (src.sizes() != dst.sizes()) {
+    return Status::InvalidArgument(name + ": shape " + ShapeText(src.sizes()) + " in the checkpoint, " +
+                                   ShapeText(dst.sizes()) +
+                                   " in the model; fix: build the model with the configuration the checkpoint "
+                                   "was saved from");
+  }
+  if (!c10::isFloatingType(dst.scalar_type()) && c10::isFloatingType(src.scalar_type())) {
+    // Integer model tensors are quantised codes (models::LinearImpl::QuantizeInt4): values would be truncated.
+    return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
+                                   " values in the checkpoint, quantised " +
+                                   std::string(c10::toString(dst.scalar_type())) +
+                                   " codes in the model; fix: load the checkpoint the quantize recipe wrote "
+                                   "(tune run quantize), or set quantizer=null to load the unquantised weights");
+  }
+  if ((!c10::isFloatingType(src.scalar_type()) || !c10::isFloatingType(dst.scalar_type())) &&
+      src.scalar_type() != dst.scalar_type()) {
+    const std::string scales = ScalesOf(name);
+    if (!scales.empty() && by_name.count(scales)) return Int4IntoPlain(scales);
+    // Floating tensors convert between dtypes; integers would become weights of their values (an I32 tensor
+    // into a float32 weight) or codes truncated to a narrower type.
+    return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
+                                   " values in the checkpoint, a " + std::string(c10::toString(dst.scalar_type())) +
+                                   " tensor in the model; an integer tensor loads only into one of its own dtype; "
+                                   "fix: load a checkpoint saved from this model (the file holds other tensors "
+                                   "under this name)");
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bool strict) {
@@ -279,32 +312,7 @@ Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bo
                                             "this model, or load with strict=false to keep the model's value");
     }
     const at::Tensor& src = *it->second;
-    if (src.sizes() != dst.sizes()) {
-      return Status::InvalidArgument(name + ": shape " + ShapeText(src.sizes()) + " in the checkpoint, " +
-                                     ShapeText(dst.sizes()) +
-                                     " in the model; fix: build the model with the configuration the checkpoint "
-                                     "was saved from");
-    }
-    if (!c10::isFloatingType(dst.scalar_type()) && c10::isFloatingType(src.scalar_type())) {
-      // Integer model tensors are quantised codes (models::LinearImpl::QuantizeInt4): values would be truncated.
-      return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
-                                     " values in the checkpoint, quantised " +
-                                     std::string(c10::toString(dst.scalar_type())) +
-                                     " codes in the model; fix: load the checkpoint the quantize recipe wrote "
-                                     "(tune run quantize), or set quantizer=null to load the unquantised weights");
-    }
-    if ((!c10::isFloatingType(src.scalar_type()) || !c10::isFloatingType(dst.scalar_type())) &&
-        src.scalar_type() != dst.scalar_type()) {
-      const std::string scales = ScalesOf(name);
-      if (!scales.empty() && by_name.count(scales)) return Int4IntoPlain(scales);
-      // Floating tensors convert between dtypes; integers would become weights of their values (an I32 tensor
-      // into a float32 weight) or codes truncated to a narrower type.
-      return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
-                                     " values in the checkpoint, a " + std::string(c10::toString(dst.scalar_type())) +
-                                     " tensor in the model; an integer tensor loads only into one of its own dtype; "
-                                     "fix: load a checkpoint saved from this model (the file holds other tensors "
-                                     "under this name)");
-    }
+    TM_RETURN_IF_ERROR(CheckCopyable(name, src, dst, by_name));
     copies.push_back({&name, dst, &src});
   }
   if (strict) {
