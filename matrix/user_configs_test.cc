@@ -42,6 +42,17 @@ TEST_F(UserConfigsTest, PathsAreFilesAndFoldersNotBuiltInNames) {
   EXPECT_FALSE(IsConfigPath(dir_ + "/*"));  // a pattern, even where a folder of that spelling exists
 }
 
+TEST_F(UserConfigsTest, ACommaInsideAnExistingPathDoesNotSplitIt) {
+  // "runs/a,b/mine.yaml" became "runs/a" and "b/mine.yaml", neither of which exists.
+  ASSERT_TRUE(MakeDirs(dir_ + "/a,b").ok());
+  const std::string inside = Write("a,b/mine.yaml", "# tune run full_finetune_single_device --config mine\n");
+  const std::string other = Write("other.yaml", "# tune run full_finetune_single_device --config other\n");
+  EXPECT_EQ(SplitConfigsList(inside + "," + other + ",tiny/*"),
+            (std::vector<std::string>{inside, other, "tiny/*"}));
+  EXPECT_EQ(SplitConfigsList(dir_ + "/a,b," + other), (std::vector<std::string>{dir_ + "/a,b", other}));
+  EXPECT_EQ(SplitConfigsList("tiny/*,,llama3_2/*,"), (std::vector<std::string>{"tiny/*", "llama3_2/*"}));
+}
+
 TEST_F(UserConfigsTest, AFileTakesTheRecipeItsCommentNamesAndItsNameWithoutYaml) {
   const std::string path = Write("mine.yaml", "# tune run full_finetune_single_device --config mine\nlr: 1e-5\n");
   StatusOr<std::vector<UserConfig>> configs = Resolve({path});
