@@ -11,6 +11,7 @@
 #include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
+#include "matrix/record_rules.h"
 
 namespace tmx::matrix {
 namespace {
@@ -312,6 +313,17 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs
     ConfigChecker(c, it != latest.end() ? it->second : none, options, &problems, counts).Check();
   }
   CheckCoverage(observed, options, &problems);
+  for (const ConfigSupport& c : configs) {  // an entry merge would refuse as a record (matrix/record_rules.h)
+    for (const auto& [type, entry] : c.entries) {
+      const std::string contradiction = SupportEntryContradiction(entry);
+      if (contradiction.empty()) continue;
+      auto line = c.entry_lines.find(type);
+      problems.push_back({ProblemKind::kDisagrees,
+                          c.path + (line != c.entry_lines.end() ? ":" + std::to_string(line->second) : ""),
+                          type + ": the support entry contradicts itself: " + contradiction,
+                          "rerun the cell and record it: " + options.accept_command});
+    }
+  }
   std::stable_sort(problems.begin(), problems.end(),
                    [](const CheckProblem& a, const CheckProblem& b) { return a.kind < b.kind; });
   return problems;
