@@ -138,6 +138,58 @@ std::string PercentEncode(const std::string& s, bool keep_slash) {
   return out;
 }
 
+size_t DecodeUtf8(const std::string& s, size_t i, uint32_t* cp) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char b = byte(i);
+  size_t len;
+  uint32_t min;
+  if (b < 0x80) {
+    *cp = b;
+    return 1;
+  } else if ((b & 0xE0) == 0xC0) {
+    len = 2, min = 0x80, *cp = b & 0x1F;
+  } else if ((b & 0xF0) == 0xE0) {
+    len = 3, min = 0x800, *cp = b & 0x0F;
+  } else if ((b & 0xF8) == 0xF0) {
+    len = 4, min = 0x10000, *cp = b & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    *cp = (*cp << 6) | (byte(i + k) & 0x3F);
+  }
+  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+std::string TerminalText(const std::string& text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t len = DecodeUtf8(text, i, &cp);
+    const unsigned char b = static_cast<unsigned char>(text[i]);
+    if (len == 0 || cp < 0x20 || cp == 0x7F || cp == '\\') {
+      const char* named = cp == '\\' ? "\\\\" : cp == '\t' ? "\\t" : cp == '\n' ? "\\n" : cp == '\r' ? "\\r" : nullptr;
+      out += named != nullptr && len != 0 ? std::string(named) : std::string("\\x") + kHex[b >> 4] + kHex[b & 15];
+      ++i;
+      continue;
+    }
+    const bool hidden = (cp >= 0x80 && cp <= 0x9F) || cp == 0x61C || cp == 0x200E || cp == 0x200F ||
+                        (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+    if (hidden) {
+      out += "\\u";
+      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(cp >> shift) & 15];
+    } else {
+      out.append(text, i, len);
+    }
+    i += len;
+  }
+  return out;
+}
+
 std::vector<std::string> SplitList(const std::string& list, char sep) {
   std::vector<std::string> items;
   for (size_t start = 0; start <= list.size();) {

@@ -1,6 +1,7 @@
 // Text helpers for messages: spelling suggestions and human-readable sizes and durations.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,6 +48,17 @@ bool EndsWith(const std::string& s, const std::string& suffix);
 // (upper-case hex). A URL's fragment takes it as it is; huggingface_hub quotes a revision without keeping '/'
 // ("refs/pr/1" -> "refs%2Fpr%2F1") and a file's path keeping it.
 std::string PercentEncode(const std::string& s, bool keep_slash = false);
+
+// Decodes the UTF-8 sequence at s[i] into *cp; returns its length, or 0 when it is not valid UTF-8
+// (truncated, overlong, a surrogate, beyond U+10FFFF). REQUIRES: i < s.size().
+size_t DecodeUtf8(const std::string& s, size_t i, uint32_t* cp);
+
+// `text` safe to print on a terminal, for names and text that come from elsewhere (a server's listing, a
+// file): nothing in it can move the cursor, change colours or the title, ring, break the line or reorder
+// what follows. Backslash becomes "\\", tab, line feed and carriage return "\t", "\n", "\r", other
+// control bytes (and DEL) "\xNN"; C1 controls, bidirectional controls and the line and paragraph separators
+// "\uNNNN"; bytes that are not valid UTF-8 "\xNN". Everything else, printable UTF-8 included, is kept.
+std::string TerminalText(const std::string& text);
 
 // The non-empty items of a `sep`-separated list ("cpu,,cuda" -> {"cpu", "cuda"}).
 std::vector<std::string> SplitList(const std::string& list, char sep = ',');

@@ -74,6 +74,25 @@ TEST(TextTest, EndsWith) {
   EXPECT_FALSE(EndsWith("config.yml", ".yaml"));
 }
 
+TEST(TextTest, TerminalTextLeavesNothingATerminalActsOn) {
+  struct Case {
+    std::string raw, shown;
+  } cases[] = {
+      {"config.json", "config.json"},
+      {"caf\xc3\xa9/\xe6\xa8\xa1\xe5\x9e\x8b.bin", "caf\xc3\xa9/\xe6\xa8\xa1\xe5\x9e\x8b.bin"},  // printable UTF-8 kept
+      {"a\x1b[31mred\x1b[0m", "a\\x1b[31mred\\x1b[0m"},                                   // colours
+      {"t\x1b]0;owned\x07.txt", "t\\x1b]0;owned\\x07.txt"},                                 // the window title, a bell
+      {"two\nlines\r\tx", "two\\nlines\\r\\tx"},
+      {std::string("nul\0del\x7f", 8), "nul\\x00del\\x7f"},
+      {"c1\xc2\x9b" "31m", "c1\\u009b31m"},                                                     // CSI as a C1 control
+      {"rtl\xe2\x80\xaetxt.exe", "rtl\\u202etxt.exe"},                                        // right-to-left override
+      {"sep\xe2\x80\xa8x", "sep\\u2028x"},
+      {"bad\xff\xc3", "bad\\xff\\xc3"},                                                     // not UTF-8
+      {"back\\slash", "back\\\\slash"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(TerminalText(c.raw), c.shown) << c.shown;
+}
+
 TEST(TextTest, PercentEncodeKeepsOnlyUnreservedBytes) {
   EXPECT_EQ(PercentEncode("refs/pr/1"), "refs%2Fpr%2F1");
   EXPECT_EQ(PercentEncode("a b/c.safetensors", true), "a%20b/c.safetensors");

@@ -4,32 +4,6 @@
 
 namespace tmx::matrix {
 
-size_t DecodeUtf8(const std::string& s, size_t i, uint32_t* cp) {
-  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char b = byte(i);
-  size_t len;
-  uint32_t min;
-  if (b < 0x80) {
-    *cp = b;
-    return 1;
-  } else if ((b & 0xE0) == 0xC0) {
-    len = 2, min = 0x80, *cp = b & 0x1F;
-  } else if ((b & 0xF0) == 0xE0) {
-    len = 3, min = 0x800, *cp = b & 0x0F;
-  } else if ((b & 0xF8) == 0xF0) {
-    len = 4, min = 0x10000, *cp = b & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return 0;
-    *cp = (*cp << 6) | (byte(i + k) & 0x3F);
-  }
-  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return 0;
-  return len;
-}
-
 std::string CollapseLineBreaks(const std::string& s) {
   std::string out;
   size_t i = 0;

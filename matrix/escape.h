@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <string>
 
+#include "base/text.h"
+
 namespace tmx::matrix {
 
-// Decodes the UTF-8 sequence at s[i] into *cp; returns its length, or 0 when it is not valid UTF-8
-// (truncated, overlong, a surrogate, beyond U+10FFFF). REQUIRES: i < s.size().
-size_t DecodeUtf8(const std::string& s, size_t i, uint32_t* cp);
+using ::tmx::DecodeUtf8;  // base/text.h
 
 // Replaces each run of whitespace that contains a line break by one space, dropping it at either end.
 std::string CollapseLineBreaks(const std::string& s);
