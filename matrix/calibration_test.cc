@@ -82,7 +82,7 @@ TEST(CalibrationTest, EachCellsNewestCalibrationInItsHistoryWithItsErrors) {
 
   std::ostringstream out;
   WriteCalibrationTable(rows, {"f/3B_full on cpu"}, out);
-  EXPECT_NE(out.str().find("| `a/1B_full` | cpu | 1 and 2 of 16 layers (model.num_layers 2 of 16) | 2026-12-05 582fc78 | "
+  EXPECT_NE(out.str().find("| `a/1B_full` | cpu | 1 and 2 of 16 layers (model.num\\_layers 2 of 16) | 2026-12-05 582fc78 | "
                            "10.000 | 8.500 | -15.0% | 16.00 | 17.00 | +6.2% |"),
             std::string::npos)
       << out.str();

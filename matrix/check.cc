@@ -387,8 +387,9 @@ void PrintProblems(const std::vector<CheckProblem>& problems, std::ostream& out)
       for (const CheckProblem& p : problems) n += p.kind == problems[i].kind;
       out << ProblemKindTitle(problems[i].kind) << " (" << n << "):\n";
     }
-    out << "  " << problems[i].location << ": " << problems[i].message << "\n";
-    out << "    fix: " << problems[i].fix << "\n";
+    // Every part may quote a record's fields (a reason, a host): shown escaped, never acted on by the terminal.
+    out << "  " << TerminalText(problems[i].location) << ": " << TerminalText(problems[i].message) << "\n";
+    out << "    fix: " << TerminalText(problems[i].fix) << "\n";
   }
 }
 

@@ -41,7 +41,8 @@ target_link_libraries(tm_records PUBLIC tm_process tm_harness_core yaml-cpp nloh
 
 tm_add_test(cell_test SOURCES cell_test.cc LIBS tm_records)
 tm_add_test(journal_test SOURCES journal_test.cc record_rules_test.cc LIBS tm_records)
-tm_add_test(support_block_test SOURCES support_block_test.cc support_entry_test.cc escape_test.cc LIBS tm_records)
+tm_add_test(support_block_test SOURCES support_block_test.cc support_entry_test.cc escape_test.cc
+            escape_reports_test.cc LIBS tm_records)
 tm_add_test(report_test SOURCES report_test.cc LIBS tm_records)
 tm_add_test(merge_test SOURCES merge_test.cc LIBS tm_records)
 tm_add_test(check_test SOURCES check_test.cc LIBS tm_records)
