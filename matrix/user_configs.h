@@ -46,8 +46,11 @@ StatusOr<std::vector<UserConfig>> ResolveUserConfigs(const Registry& registry, c
                                                      const std::vector<std::string>& recipes,
                                                      std::vector<std::string>* warnings);
 
-// InvalidArgument when a run of user configs would write into the checkout's own records: `journal_path` or
-// `reports_dir` in the checkout's reports folder, or either inside its configs folder.
+// InvalidArgument when a run of user configs would write into the checkout's own records: `journal_path` (or
+// its lock), `reports_dir` (its history and reports), or anything that exists below `reports_dir`, resolving
+// anywhere inside the checkout's reports/ or configs/ (base/folder_guard.h: real paths, so a symbolic link to
+// the committed journal or `--journal reports/history/<config>/cpu.jsonl` is refused, not only the folders
+// themselves).
 Status CheckUserDestinations(const std::string& journal_path, const std::string& reports_dir);
 
 }  // namespace tmx::matrix
