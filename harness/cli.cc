@@ -1,6 +1,7 @@
 #include "harness/cli.h"
 
 #include <algorithm>
+#include <cctype>
 #include <iomanip>
 
 #include "base/text.h"
@@ -76,44 +77,79 @@ std::string ParsedArgs::Get(const std::string& name, const std::string& fallback
   return fallback;
 }
 
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// "unknown option '--x'", with the closest known name.
+std::string UnknownOption(const std::string& shown, const std::string& name, const std::vector<std::string>& switches,
+                          const std::vector<std::string>& flags_with_value) {
+  std::vector<std::string> all(switches);
+  all.insert(all.end(), flags_with_value.begin(), flags_with_value.end());
+  std::string hint = ClosestMatch(name, all);
+  return "unknown option '" + shown + "'" + (hint.empty() ? "" : ", did you mean '--" + hint + "'?");
+}
+
+// A word that looks like an option but starts with one dash ("-n", "-config"): neither an option nor a
+// positional argument anyone means (a negative number, "-1", is positional).
+bool LooksLikeShortOption(const std::string& a) {
+  return a.size() >= 2 && a[0] == '-' && a[1] != '-' && std::isalpha(static_cast<unsigned char>(a[1]));
+}
+
+}  // namespace
+
 bool ParseArgs(const std::vector<std::string>& args, const std::vector<std::string>& switches,
-               const std::vector<std::string>& flags_with_value, ParsedArgs* parsed, std::string* error) {
-  auto contains = [](const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-  };
+               const std::vector<std::string>& flags_with_value, ParsedArgs* parsed, std::string* error,
+               const std::vector<std::string>& repeatable) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (LooksLikeShortOption(a)) {
+      *error = UnknownOption(a, a.substr(1), switches, flags_with_value) + " (options start with '--')";
+      return false;
+    }
     if (a.rfind("--", 0) != 0 || a == "--") {
       parsed->positional.push_back(a);
       continue;
     }
-    std::string name = a.substr(2);
-    std::string value;
-    size_t eq = name.find('=');
-    bool inline_value = eq != std::string::npos;
+    std::string name = a.substr(2), value;
+    const size_t eq = name.find('=');
+    const bool inline_value = eq != std::string::npos;
     if (inline_value) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    if (contains(switches, name) && !inline_value) {
-      parsed->flags.emplace_back(name, "");
-    } else if (contains(flags_with_value, name)) {
+    if (Contains(switches, name)) {
+      if (inline_value) {
+        *error = "--" + name + " takes no value (got '" + a + "'); fix: write --" + name + " alone";
+        return false;
+      }
+    } else if (Contains(flags_with_value, name)) {
       if (!inline_value) {
         if (i + 1 >= args.size()) {
           *error = "--" + name + " needs a value";
           return false;
         }
+        if (args[i + 1].rfind("--", 0) == 0) {  // the value was left out before the next option
+          *error = "--" + name + " needs a value, and the next argument is the option '" + args[i + 1] + "'; fix: --" +
+                   name + " <value> (or --" + name + "=<value> for a value that starts with --)";
+          return false;
+        }
         value = args[++i];
       }
-      parsed->flags.emplace_back(name, value);
     } else {
-      std::vector<std::string> all;
-      for (const auto& s : switches) all.push_back(s);
-      for (const auto& s : flags_with_value) all.push_back(s);
-      std::string hint = ClosestMatch(name, all);
-      *error = "unknown option '--" + name + "'" + (hint.empty() ? "" : ", did you mean '--" + hint + "'?");
+      *error = UnknownOption("--" + name, name, switches, flags_with_value);
       return false;
     }
+    if (parsed->Has(name) && !Contains(repeatable, name)) {
+      const std::string first = parsed->Get(name);
+      *error = "--" + name + " is given twice" +
+               (Contains(switches, name) ? std::string() : " ('" + first + "' and '" + value + "')") +
+               ", and only one would count; fix: give it once";
+      return false;
+    }
+    parsed->flags.emplace_back(name, value);
   }
   return true;
 }

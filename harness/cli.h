@@ -31,7 +31,11 @@ int DispatchSubcommand(const std::string& program, const std::string& descriptio
                        std::ostream& out, std::ostream& err);
 
 // Splits a command's arguments into flags ("--force", "--recipe=x" or "--recipe x" for names in
-// `flags_with_value`) and positional words. Returns false with a message for an unknown flag.
+// `flags_with_value`) and positional words. Returns false with a message naming the word and the fix for an
+// argument that matches nothing: an unknown flag, a word with one dash ("-n"; a negative number is positional),
+// a switch given a value ("--force=yes"), a flag whose value is missing (at the end, or followed by another
+// "--" option: "--journal --fresh" used to take "--fresh" as the journal), and a flag given twice, of which
+// only one would count, unless `repeatable` names it (its caller reads every value).
 struct ParsedArgs {
   std::vector<std::string> positional;
   std::vector<std::pair<std::string, std::string>> flags;  // name (without --) and value ("" for switches)
@@ -39,6 +43,7 @@ struct ParsedArgs {
   std::string Get(const std::string& name, const std::string& fallback = "") const;
 };
 bool ParseArgs(const std::vector<std::string>& args, const std::vector<std::string>& switches,
-               const std::vector<std::string>& flags_with_value, ParsedArgs* parsed, std::string* error);
+               const std::vector<std::string>& flags_with_value, ParsedArgs* parsed, std::string* error,
+               const std::vector<std::string>& repeatable = {});
 
 }  // namespace tmx

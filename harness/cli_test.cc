@@ -63,5 +63,39 @@ TEST(CliTest, ParseArgsFlagsAndErrors) {
   EXPECT_EQ(error, "--config needs a value");
 }
 
+TEST(CliTest, RepeatedAndUnmatchedFlagsAreRefusedNamingThem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      // The second --journal was silently ignored, the first kept.
+      {{"--journal", "a.jsonl", "--journal", "b.jsonl"},
+       "--journal is given twice ('a.jsonl' and 'b.jsonl'), and only one would count; fix: give it once"},
+      {{"--force", "x", "--force"}, "--force is given twice, and only one would count; fix: give it once"},
+      // --fresh was taken as the journal's path.
+      {{"--journal", "--fresh"},
+       "--journal needs a value, and the next argument is the option '--fresh'; fix: --journal <value> (or "
+       "--journal=<value> for a value that starts with --)"},
+      {{"--force=yes"}, "--force takes no value (got '--force=yes'); fix: write --force alone"},
+      // One dash: it became a positional argument (an override or a journal named "-journal").
+      {{"-journal", "a.jsonl"}, "unknown option '-journal', did you mean '--journal'? (options start with '--')"},
+  };
+  for (const Case& c : cases) {
+    ParsedArgs p;
+    std::string error;
+    EXPECT_FALSE(ParseArgs(c.args, {"force", "fresh"}, {"journal"}, &p, &error)) << c.args[0];
+    EXPECT_EQ(error, c.expected);
+  }
+  ParsedArgs fine;
+  std::string error;
+  EXPECT_TRUE(ParseArgs({"--journal=--odd", "-1", "--tag", "a", "--tag", "b"}, {}, {"journal", "tag"}, &fine, &error,
+                        /*repeatable=*/{"tag"}))
+      << error;
+  EXPECT_EQ(fine.Get("journal"), "--odd");
+  EXPECT_EQ(fine.positional, (std::vector<std::string>{"-1"}));
+  EXPECT_EQ(fine.flags.size(), 3u);
+}
+
 }  // namespace
 }  // namespace tmx

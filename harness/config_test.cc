@@ -53,6 +53,21 @@ TEST(ConfigTest, RejectsDuplicateKeysAndNonMappingTopLevel) {
   EXPECT_EQ(empty.status().message(), "e.yaml: the config is empty; it must be a mapping of keys to values");
 }
 
+TEST(ConfigTest, ASecondDocumentIsRefusedNamingFileAndLine) {
+  // YAML::Load read the first document and ignored the rest: these lr and batch_size never applied.
+  StatusOr<Config> two = Config::FromString("lr: 1\n---\nlr: 2\nbatch_size: 4\n", "two.yaml");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().ExitCode(), 2);
+  EXPECT_NE(two.status().message().find("two.yaml:2:1: a second YAML document starts here, and only the first is "
+                                        "read"),
+            std::string::npos)
+      << two.status().message();
+  EXPECT_NE(two.status().message().find("fix: remove the document marker ('---' or '...')"), std::string::npos);
+  for (const char* one : {"---\nlr: 1\n", "lr: 1\n...\n", "lr: 1\n# ---\n"}) {
+    EXPECT_TRUE(Config::FromString(one, "one.yaml").ok()) << one;
+  }
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   StatusOr<Config> c = Config::LoadFile("/nonexistent/x.yaml");
   ASSERT_FALSE(c.ok());

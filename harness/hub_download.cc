@@ -727,7 +727,9 @@ int RunDownloadCommand(const std::vector<std::string>& args, std::ostream& out, 
   };
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"output-dir", "hf-token", "ignore-patterns", "revision", "repo-type"}, &parsed, &error)) {
+  // --ignore-patterns may be given more than once (huggingface-cli's habit); its patterns add up.
+  if (!ParseArgs(args, {}, {"output-dir", "hf-token", "ignore-patterns", "revision", "repo-type"}, &parsed, &error,
+                 /*repeatable=*/{"ignore-patterns"})) {
     return usage(error);
   }
   StatusOr<HubDownloadOptions> options = OptionsFromArgs(parsed);

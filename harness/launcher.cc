@@ -14,6 +14,7 @@
 
 #include "base/cpu_usage.h"
 #include "base/subprocess.h"
+#include "base/text.h"
 
 namespace tmx {
 namespace {
@@ -87,6 +88,20 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const LaunchOpt
   // Later entries win in SubprocessOptions::env, so options.env overrides torchrun's variables.
   for (const auto& kv : options.env) env.push_back(kv);
   return env;
+}
+
+Status CheckLauncherEnvironment(int nproc) {
+  std::vector<std::string> set;
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK"}) {
+    if (const char* v = std::getenv(name); v != nullptr) set.push_back(std::string(name) + "=" + v);
+  }
+  if (set.empty()) return Status::OK();
+  return Status::InvalidArgument(
+      JoinStrings(set, " and ") + " " + (set.size() == 1 ? "is" : "are") +
+      " already set in the environment (left from an earlier run, or torchrun's), so --nproc_per_node " +
+      std::to_string(nproc) + " would run this process as one of their ranks instead of starting " +
+      std::to_string(nproc) + "; fix: unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT, or "
+      "drop --nproc_per_node where torchrun starts the ranks");
 }
 
 StatusOr<LaunchResult> LaunchRanks(const LaunchOptions& options) {

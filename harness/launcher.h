@@ -55,4 +55,10 @@ std::vector<std::pair<std::string, std::string>> RankEnvironment(const LaunchOpt
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then closed).
 StatusOr<int> FreeLocalPort();
 
+// Whether this process may launch `nproc` ranks: InvalidArgument naming the variables and the fix when torchrun's
+// RANK, WORLD_SIZE or LOCAL_RANK is already set (left in the shell by an earlier run, or torchrun around
+// `tune run --nproc_per_node`). They used to make the launcher run itself as one silent rank of them. The ranks
+// this launcher starts get them set and no --nproc_per_node, so they never ask.
+Status CheckLauncherEnvironment(int nproc);
+
 }  // namespace tmx

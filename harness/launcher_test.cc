@@ -125,6 +125,22 @@ TEST(LauncherTest, EachRankGetsTorchrunsEnvironmentOnTopOfOurs) {
   }
 }
 
+TEST(LauncherTest, TorchrunsVariablesAlreadySetAreRefusedNotObeyed) {
+  // RANK left in the shell made `tune run --nproc_per_node 2` run as one silent rank.
+  unsetenv("LOCAL_RANK");
+  EXPECT_TRUE(CheckLauncherEnvironment(2).ok());
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  Status s = CheckLauncherEnvironment(2);
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), "RANK=0 and WORLD_SIZE=1 are already set in the environment (left from an earlier run, or "
+                         "torchrun's), so --nproc_per_node 2 would run this process as one of their ranks instead "
+                         "of starting 2; fix: unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR "
+                         "MASTER_PORT, or drop --nproc_per_node where torchrun starts the ranks");
+}
+
 TEST(LauncherTest, OmpNumThreadsIsLeftAloneWhenSetAndOptionsEnvWins) {
   const char* saved = std::getenv("OMP_NUM_THREADS");
   const std::string saved_value = saved ? saved : "";

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <exception>
 
+#include "base/system_folders.h"
 #include "base/text.h"
 
 namespace tmx {
@@ -488,12 +489,33 @@ const RecipeSpec* Registry::RecipeForConfig(const std::string& config_name) cons
   return nullptr;
 }
 
+namespace {
+
+// output_dir, which every recipe takes (its run summary goes there): never a system folder, whatever the
+// recipe's own check of the key says (it may know only the top-level ones). Reported once per key.
+void CheckOutputDir(const Config& config, std::vector<Problem>* problems) {
+  const YAML::Node dir = config.Find("output_dir");
+  if (!dir.IsScalar() || dir.Scalar().empty()) return;
+  for (const Problem& p : *problems) {
+    if (p.key == "output_dir") return;
+  }
+  const std::string problem = SystemFolderProblem(dir.Scalar());
+  if (problem.empty()) return;
+  problems->push_back({config.OriginOf("output_dir").ToString(), "output_dir",
+                       "'" + dir.Scalar() + "' " + problem +
+                           ", and a run writes its checkpoints, metrics and summary.json straight into output_dir; "
+                           "use a folder of its own, e.g. output_dir=/tmp/torchtune/my_run"});
+}
+
+}  // namespace
+
 std::vector<Problem> ValidateConfig(const Config& config, const RecipeSpec& recipe, const Registry& registry,
                                     const DeviceInfo* device) {
   Validator v(config, registry, device);
   v.CheckKeys(config.root(), "", recipe.fields, "recipe '" + recipe.name + "'");
   v.CheckFields(config.root(), "", recipe.fields);
   std::vector<Problem> problems = v.Take();
+  CheckOutputDir(config, &problems);
   for (const CrossCheck& check : recipe.checks) {
     for (Problem& p : check(config, registry, device)) problems.push_back(std::move(p));
   }

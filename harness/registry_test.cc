@@ -202,6 +202,23 @@ TEST(RegistryTest, RepairOfJoinsEveryProblemsOverrides) {
   EXPECT_TRUE(RepairOf({}).empty());
 }
 
+TEST(RegistryTest, AnOutputDirInsideASystemFolderIsRefused) {
+  // The recipes' own check listed top-level folders only: output_dir=/usr/bin validated.
+  Registry r = MakeRegistry();
+  RecipeSpec recipe = r.recipes().front();
+  recipe.fields.push_back({"output_dir", FieldType::kString, "", "where the run writes"});
+  Config c = Load("output_dir: /usr/bin\noptimizer:\n  _component_: torch.optim.AdamW\n");
+  std::vector<Problem> problems = ValidateConfig(c, recipe, r, nullptr);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].key, "output_dir");
+  EXPECT_EQ(problems[0].where, "c.yaml:1:13");
+  EXPECT_EQ(problems[0].message, "'/usr/bin' is inside the system folder /usr, and a run writes its checkpoints, "
+                                 "metrics and summary.json straight into output_dir; use a folder of its own, e.g. "
+                                 "output_dir=/tmp/torchtune/my_run");
+  Config fine = Load("output_dir: /tmp/runs/a\noptimizer:\n  _component_: torch.optim.AdamW\n");
+  EXPECT_TRUE(ValidateConfig(fine, recipe, r, nullptr).empty());
+}
+
 TEST(RegistryTest, ValidateForDeviceNamesAvailableDevicesAndOverride) {
   Registry r = MakeRegistry();
   Config c = Load("optimizer:\n  _component_: torch.optim.AdamW\ndevice: cuda\n");

@@ -364,6 +364,23 @@ StatusOr<RecipeChoice> ChooseRecipe(const Registry& registry, const LocatedConfi
   return choice;
 }
 
+// No 64-bit machine addresses more than 2^57 bytes (128 PiB: x86-64's 5-level paging; arm64 stops at 2^52).
+constexpr int64_t kMaxAddressableBytes = int64_t{1} << 57;
+
+// A config no machine can start, whatever its device: the recipe's memory prediction beyond what any machine
+// addresses (batch_size=1000000000000 validated with a warning). Refused by validate and run alike: the
+// prediction errs high by tens of percent, not by such factors. Added to an otherwise valid config's problems.
+void RefuseBeyondAnyMachine(const Config& config, const RecipeSpec& recipe, const Registry& registry,
+                            DeviceCheckResult* check) {
+  if (!check->problems.empty() || !recipe.estimate) return;
+  StatusOr<CellEstimate> estimate = recipe.Estimate(config, registry, check->device);
+  if (!estimate.ok() || estimate->peak_memory_bytes <= kMaxAddressableBytes) return;
+  check->problems.push_back({config.OriginOf("batch_size").ToString(), "batch_size",
+                             "the predicted peak memory, " + FormatBytes(estimate->peak_memory_bytes) +
+                                 ", is more than any 64-bit machine addresses (2^57 bytes, 128 PiB), so no run of it "
+                                 "can start on any device; lower batch_size or tokenizer.max_seq_len"});
+}
+
 // A valid config that this machine cannot hold: the recipe's memory prediction above the device's memory,
 // or the matrix's record of the config as too large on this device type. A warning, not an error: the
 // prediction is conservative, and the config may be meant for another machine.
@@ -490,6 +507,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
         << "table knows of " << check.device.type << " (" << DescribeTraits(check.device)
         << "), not a probed device: what only the device shows (its memory, a kernel that fails) is not checked\n";
   }
+  RefuseBeyondAnyMachine(*config, *recipe, registry, &check);
   if (!check.problems.empty()) {
     err << "error: " << located->name << " is not valid for recipe " << recipe->name << " on device "
         << DeviceShown(check, *config) << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
@@ -605,8 +623,10 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
       return UsageError(err, "run", "recipe " + recipe->name + " runs on one device and takes no --nproc_per_node; " +
                                         "drop it, or use a distributed recipe (tune ls)");
     }
-    // A rank started by a launcher (torchrun, or this one) runs itself.
-    if (std::getenv("RANK") == nullptr) nproc = static_cast<int>(n);
+    // The ranks run without the option; torchrun's variables set around it are refused, not obeyed.
+    Status launchable = CheckLauncherEnvironment(static_cast<int>(n));
+    if (!launchable.ok()) return UsageError(err, "run", launchable.message());
+    nproc = static_cast<int>(n);
   }
   StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
   if (!located.ok()) return Fail(err, located.status());
@@ -626,6 +646,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     check = std::move(repaired->check);
     repaired.reset();
   }
+  RefuseBeyondAnyMachine(*config, *recipe, registry, &check);
   // A run needs the device itself: its absence is the first problem.
   if (check.absent) check.problems.insert(check.problems.begin(), *check.absent);
   if (!check.problems.empty()) {

@@ -19,11 +19,17 @@ struct BoundExceeded {
 // node are known when an alias to it appears, and an alias to a node still open is a cycle.
 class BoundsChecker : public YAML::EventHandler {
  public:
-  BoundsChecker(const MarkLocator& where, const YamlLimits& limits) : where_(where), limits_(limits) {}
+  BoundsChecker(const MarkLocator& where, const YamlLimits& limits, bool single_document)
+      : where_(where), limits_(limits), single_document_(single_document) {}
 
   // Anchors belong to their document: yaml-cpp numbers them from 1 again in each.
   void OnDocumentStart(const YAML::Mark& mark) override {
-    if (++documents_ > limits_.max_documents) {
+    if (++documents_ > 1 && single_document_) {
+      Fail(mark, "a second YAML document starts here, and only the first is read, so everything from here on "
+                 "would be ignored without a word; fix: remove the document marker ('---' or '...') to make one "
+                 "document, or delete what follows it");
+    }
+    if (documents_ > limits_.max_documents) {
       Fail(mark, "the text holds more than " + std::to_string(limits_.max_documents) +
                      " YAML documents (the limit; a ',' where a document should start reads as endless empty "
                      "documents); fix: keep one document per file, and remove stray commas");
@@ -132,16 +138,17 @@ class BoundsChecker : public YAML::EventHandler {
   std::string pending_name_;
   int64_t total_ = 0;
   int documents_ = 0;
+  bool single_document_;
 };
 
-// Runs the checker over the first document of `text`, or over all of them (the checker stops the parser
-// one document past the limit).
+// Runs the checker over every document of `text` (it stops the parser one document past the limit), or over
+// the first and the start of a second, which it refuses.
 Status Check(const std::string& text, const MarkLocator& where, const YamlLimits& limits, bool all_documents) {
   std::istringstream in(text);
-  BoundsChecker checker(where, limits);
+  BoundsChecker checker(where, limits, !all_documents);
   try {
     YAML::Parser parser(in);
-    while (parser.HandleNextDocument(checker) && all_documents) {
+    while (parser.HandleNextDocument(checker)) {
     }
   } catch (const BoundExceeded& e) {
     return e.status;

@@ -38,9 +38,10 @@ struct YamlLimits {
 // Names where a mark is, e.g. "configs/a.yaml:3:7" or "override 'x=[1' at column 4".
 using MarkLocator = std::function<std::string(const YAML::Mark&)>;
 
-// Reads the first document of `text` as parser events and refuses, with InvalidArgument naming the place
+// Reads `text`, one YAML document, as parser events and refuses, with InvalidArgument naming the place
 // (through `where`) and the limit, a document whose aliases refer to a node that contains them, that holds
-// more than `limits.max_nodes` nodes or nests deeper than `limits.max_depth` once aliases are expanded.
+// more than `limits.max_nodes` nodes or nests deeper than `limits.max_depth` once aliases are expanded, and a
+// second document (YAML::Load reads the first and ignores the rest without a word).
 // Malformed YAML is not reported here (it returns OK): the caller's YAML::Load reports it in its own words.
 Status CheckYamlBounds(const std::string& text, const MarkLocator& where, const YamlLimits& limits = {});
 

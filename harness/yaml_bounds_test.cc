@@ -76,7 +76,9 @@ TEST(YamlBoundsTest, EveryDocumentIsCheckedAndAStrayCommaIsNotAnEndlessRun) {
   Status loop = CheckYamlBoundsAllDocuments("a: &x 1\n---\nb: &x [*x]\n", Where);
   ASSERT_FALSE(loop.ok()) << "anchors are per document: the second &x is still open";
   EXPECT_THAT(loop.message(), HasSubstr("t.yaml:3:8: alias *x refers to the node &x that contains it"));
-  EXPECT_TRUE(CheckYamlBounds("a: 1\n---\nb: &x [*x]\n", Where).ok()) << "only the first document";
+  Status second = CheckYamlBounds("a: 1\n---\nb: &x [*x]\n", Where);
+  ASSERT_FALSE(second.ok()) << "a reader of one document refuses a second";
+  EXPECT_THAT(second.message(), HasSubstr("a second YAML document starts here"));
   // yaml-cpp 0.7: YAML::LoadAll(",") returns no more, allocating empty documents until memory runs out.
   for (const char* text : {",", "a: 1\n...\n,\n", "# c\n, a: 1\n"}) {
     Status s = CheckYamlBoundsAllDocuments(text, Where);

@@ -6,6 +6,7 @@
 
 #include "base/stats.h"
 #include "base/text.h"
+#include "matrix/escape.h"
 #include "matrix/extrapolate.h"
 #include "matrix/support_entry.h"
 
@@ -92,8 +93,9 @@ void WriteCalibrationTable(const std::vector<CalibrationRow>& rows, const std::v
     out << "| config | device | proxies | measured | step time s (measured) | extrapolated | error | peak GiB (measured) | "
            "extrapolated | error |\n|---|---|---|---|---|---|---|---|---|---|\n";
     for (const CalibrationRow& r : rows) {
-      out << "| `" << r.config << "` | " << r.column << " | " << r.proxy << " | " << r.verified_at.substr(0, 10)
-          << (r.commit.empty() ? "" : " " + r.commit.substr(0, 7)) << " | " << Fixed(r.step_time_s, 3) << " | "
+      out << "| " << MarkdownCode(r.config) << " | " << MarkdownCell(r.column) << " | " << MarkdownCell(r.proxy)
+          << " | " << MarkdownCell(r.verified_at.substr(0, 10) + (r.commit.empty() ? "" : " " + r.commit.substr(0, 7)))
+          << " | " << Fixed(r.step_time_s, 3) << " | "
           << Fixed(r.extrapolated_step_time_s, 3) << " | " << Percent(r.step_error) << " | "
           << Fixed(r.peak_memory_gib, 2) << " | " << Fixed(r.extrapolated_peak_memory_gib, 2) << " | "
           << Percent(r.memory_error) << " |\n";

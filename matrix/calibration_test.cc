@@ -1,5 +1,6 @@
 #include "matrix/calibration.h"
 
+#include <cmath>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -81,7 +82,7 @@ TEST(CalibrationTest, EachCellsNewestCalibrationInItsHistoryWithItsErrors) {
 
   std::ostringstream out;
   WriteCalibrationTable(rows, {"f/3B_full on cpu"}, out);
-  EXPECT_NE(out.str().find("| `a/1B_full` | cpu | 1 and 2 of 16 layers (model.num_layers 2 of 16) | 2026-12-05 582fc78 | "
+  EXPECT_NE(out.str().find("| `a/1B_full` | cpu | 1 and 2 of 16 layers (model.num\\_layers 2 of 16) | 2026-12-05 582fc78 | "
                            "10.000 | 8.500 | -15.0% | 16.00 | 17.00 | +6.2% |"),
             std::string::npos)
       << out.str();
@@ -109,6 +110,30 @@ TEST(CalibrationTest, ARowReplaysItsProxiesByTodaysRule) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_NEAR(*rows[0].extrapolated_step_time_s, 8.5, 1e-12);
   EXPECT_NEAR(*rows[0].extrapolated_peak_memory_gib, 17, 1e-9);
+}
+
+// Merged records whose proxies span no line: the slope divided by zero (two proxies at one depth), or the line
+// ran to a real size of 0 layers and the tokens/s divided by a step time of 0 or below.
+TEST(CalibrationTest, DegenerateProxiesDivideByNothing) {
+  History history;
+  CellResult same_depth = Calibrated("a/same_depth", 10, 16, "2026-12-05T15:00:00Z");
+  same_depth.proxy_layers = {2, 2};
+  CellResult no_real = Calibrated("a/no_real_size", 10, 16, "2026-12-05T15:00:00Z");
+  no_real.real_layers = 0;
+  no_real.proxy_tokens_per_second = {100, 50};
+  CellResult same_vocab = Calibrated("a/same_vocab", 10, 16, "2026-12-05T15:00:00Z");
+  same_vocab.proxy_layers = {1, 2, 1};
+  same_vocab.proxy_vocab = {1000, 1000, 1000};
+  same_vocab.real_vocab = 4000;
+  same_vocab.proxy_step_times_s = {1, 1.5, 0.9};
+  same_vocab.proxy_peak_memory_bytes = {2 * kGiB, 3 * kGiB, 1.5 * kGiB};
+  for (const CellResult& r : {same_depth, no_real, same_vocab}) history[{r.key.config, "cpu"}] = {r};
+  std::vector<CalibrationRow> rows = CalibrationRows(history);
+  EXPECT_TRUE(rows.empty()) << "nothing extrapolated, so no row: " << rows.size();
+  for (const CalibrationRow& row : rows) {
+    EXPECT_TRUE(!row.step_error || std::isfinite(*row.step_error)) << row.config;
+    EXPECT_TRUE(!row.memory_error || std::isfinite(*row.memory_error)) << row.config;
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "matrix/history.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
+#include "matrix/record_rules.h"
 
 namespace tmx::matrix {
 namespace {
@@ -322,6 +323,17 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs
     ConfigChecker(c, it != latest.end() ? it->second : none, options, &problems, counts).Check();
   }
   CheckCoverage(observed, options, &problems);
+  for (const ConfigSupport& c : configs) {  // an entry merge would refuse as a record (matrix/record_rules.h)
+    for (const auto& [type, entry] : c.entries) {
+      const std::string contradiction = SupportEntryContradiction(entry);
+      if (contradiction.empty()) continue;
+      auto line = c.entry_lines.find(type);
+      problems.push_back({ProblemKind::kDisagrees,
+                          c.path + (line != c.entry_lines.end() ? ":" + std::to_string(line->second) : ""),
+                          type + ": the support entry contradicts itself: " + contradiction,
+                          "rerun the cell and record it: " + options.accept_command});
+    }
+  }
   std::stable_sort(problems.begin(), problems.end(),
                    [](const CheckProblem& a, const CheckProblem& b) { return a.kind < b.kind; });
   return problems;
@@ -385,8 +397,9 @@ void PrintProblems(const std::vector<CheckProblem>& problems, std::ostream& out)
       for (const CheckProblem& p : problems) n += p.kind == problems[i].kind;
       out << ProblemKindTitle(problems[i].kind) << " (" << n << "):\n";
     }
-    out << "  " << problems[i].location << ": " << problems[i].message << "\n";
-    out << "    fix: " << problems[i].fix << "\n";
+    // Every part may quote a record's fields (a reason, a host): shown escaped, never acted on by the terminal.
+    out << "  " << TerminalText(problems[i].location) << ": " << TerminalText(problems[i].message) << "\n";
+    out << "    fix: " << TerminalText(problems[i].fix) << "\n";
   }
 }
 

@@ -412,6 +412,50 @@ TEST_F(CheckTest, AGenerationCellWithoutLossesIsPublishedWithItsPrefillAndChecke
   EXPECT_EQ(p[0].kind, ProblemKind::kSlower);
 }
 
+// Check passed what merge now refuses: an entry at 10^14 % of the peak, a config its readers refuse for its
+// size, a history record that contradicts itself.
+TEST_F(CheckTest, WhatAMergeWouldRefuseFailsTheCheck) {
+  CellResult measured = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_);
+  measured.flops_per_second = 2e10;
+  measured.peak_flops = 1e11;
+  measured.flops_dtype = "bf16";
+  Record({measured});
+  std::string text = co_.Read("tiny/lora");
+  const size_t at = text.find("peak_share: 0.2");
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, std::string("peak_share: 0.2").size(), "peak_share: 1000000000000.0");
+  co_.Write("tiny/lora", text);
+  std::vector<CheckProblem> p = Check({});
+  ASSERT_EQ(p.size(), 1u) << printed_;
+  EXPECT_EQ(p[0].kind, ProblemKind::kDisagrees);
+  EXPECT_EQ(p[0].message.rfind("cpu: the support entry contradicts itself: peak_share 1000000000000.000, outside 0 "
+                               "to 1.250",
+                               0),
+            0u)
+      << p[0].message;
+
+  const std::string full = co_.Read("tiny/full");
+  co_.Write("tiny/full", full + "# " + std::string(5 << 20, 'p') + "\n");
+  StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(co_.registry);
+  ASSERT_FALSE(claims.ok());
+  EXPECT_NE(claims.status().message().find("full.yaml: "), std::string::npos) << claims.status().message();
+  EXPECT_NE(claims.status().message().find("limit for a config"), std::string::npos) << claims.status().message();
+  co_.Write("tiny/full", full);
+
+  const std::string reports = co_.dir() + "/reports";
+  CellResult crashed = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-11-30T00:00:00Z");
+  crashed.exit_code = 139;
+  crashed.term_signal = 11;
+  const std::string history = reports + "/history/tiny/lora/cpu.jsonl";
+  ASSERT_TRUE(WriteFileAtomically(history, JournalLine(crashed) + "\n" + ReadFile(history).value()).ok());
+  claims = ReadBuiltinClaims(co_.registry);
+  ASSERT_TRUE(claims.ok()) << claims.status().ToString();
+  p = CheckReports(*claims, reports);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].message.find("cpu.jsonl:1: cell record breaks rule status_vs_exit"), std::string::npos)
+      << p[0].message;
+}
+
 TEST_F(CheckTest, ADamagedBlockIsAnErrorNamingTheLine) {
   co_.Write("tiny/full", std::string("lr: 1\n") + kSupportBlockBegin + "\nmetadata: [\n" + kSupportBlockEnd + "\n");
   StatusOr<std::vector<ConfigSupport>> claims = ReadBuiltinClaims(co_.registry);

@@ -191,7 +191,7 @@ void PrintComparison(const CompareSide& before, const CompareSide& after, const 
     if (n == 0) continue;
     out << ChangeKindTitle(kind) << " (" << n << "):\n";
     for (const CellChange& c : comparison.changes) {
-      if (c.kind == kind) out << "  " << Line(c, noise) << "\n";
+      if (c.kind == kind) out << "  " << TerminalText(Line(c, noise)) << "\n";  // a record's reason and origin
     }
   }
   int regressions = comparison.Regressions();

@@ -20,6 +20,20 @@ double ExtrapolateToSize(const std::vector<double>& layers, const std::vector<do
          per_id * (real_vocab - vocab[0]);
 }
 
+namespace {
+
+// Whether the proxies draw a line to the real size: deeper proxies deeper (and the real model deepest), with a
+// vocabulary cut the cut proxy at fewer ids than the real model's. Degenerate records (two proxies at one
+// depth, a real size of 0) divided by zero.
+bool ProxiesSpanALine(const CellResult& r) {
+  const std::vector<double>& l = r.proxy_layers;
+  if (r.proxy_vocab.empty()) return l.back() > l.front() && r.real_layers >= l.back();
+  const std::vector<double>& v = r.proxy_vocab;
+  return l[1] > l[0] && v[0] > v[2] && r.real_layers >= l[1] && r.real_vocab >= v[0];
+}
+
+}  // namespace
+
 void ExtrapolateFromProxies(CellResult* r) {
   r->extrapolated_step_time_s.reset();
   r->extrapolated_tokens_per_second.reset();
@@ -27,7 +41,7 @@ void ExtrapolateFromProxies(CellResult* r) {
   r->extrapolated_peak_memory_bytes.reset();
   const size_t n = r->proxy_layers.size();
   if (n < 2 || (!r->proxy_vocab.empty() && (n < 3 || r->proxy_vocab.size() != n)) ||
-      r->proxy_step_times_s.size() != n || r->proxy_peak_memory_bytes.size() != n) {
+      r->proxy_step_times_s.size() != n || r->proxy_peak_memory_bytes.size() != n || !ProxiesSpanALine(*r)) {
     return;
   }
   const bool vocab_cut = !r->proxy_vocab.empty();

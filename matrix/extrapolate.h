@@ -27,7 +27,8 @@ double ExtrapolateToSize(const std::vector<double>& layers, const std::vector<do
 // record holds (proxy_layers, proxy_vocab, proxy_step_times_s, ...; real_layers, real_vocab), replacing any it
 // had. A reading that falls with depth (or rises as ids are cut) extrapolates nothing for its quantity and
 // sets proxy_note to say so. Nothing is extrapolated from fewer than two depths (three proxies with a
-// vocabulary cut) or from lists of unequal lengths.
+// vocabulary cut), from lists of unequal lengths, or from proxies that span no line (two at one depth, a real
+// size smaller than theirs).
 void ExtrapolateFromProxies(CellResult* r);
 
 }  // namespace tmx::matrix

@@ -19,7 +19,10 @@ CellResult Record(const std::string& config, const std::string& device, const st
   r.recipe = "lora_finetune_single_device";
   r.device_type = device.substr(0, device.find(':'));
   r.status = status;
-  if (status == CellStatus::kRuns) r.tokens_per_second = tps;
+  if (status == CellStatus::kRuns) {
+    r.tokens_per_second = tps;
+    r.step_times_s = {0.5};  // the speed's timed step (matrix/record_rules.h)
+  }
   r.output_tail = "line 1\nline 2\n";
   r.provenance = {"host-a", "job", "0123456789abcdef0123456789abcdef01234567", "2.11.0", "CPU", verified_at};
   return r;

@@ -293,28 +293,7 @@ std::string ConfigFamily(const std::string& config) {
   return slash == std::string::npos ? std::string(kTopLevelFamily) : config.substr(0, slash);
 }
 
-std::string InlineJson(const ordered_json& j) {
-  std::string text = DumpJson(j);
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (c == '<') {
-      out += "\\u003c";
-    } else if (c == '>') {
-      out += "\\u003e";
-    } else if (c == '&') {
-      out += "\\u0026";
-    } else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' &&
-               (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
-      out += text[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string InlineJson(const ordered_json& j) { return ScriptJson(DumpJson(j)); }
 
 void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
                           std::ostream& out) {
@@ -348,9 +327,9 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   if (days.empty()) {
     out << "no cell verified yet";
   } else if (days.size() == 1) {
-    out << "verified on " << *days.begin() << " (UTC)";
+    out << "verified on " << HtmlEscape(*days.begin()) << " (UTC)";
   } else {
-    out << "verified between " << *days.begin() << " and " << *days.rbegin() << " (UTC)";
+    out << "verified between " << HtmlEscape(*days.begin()) << " and " << HtmlEscape(*days.rbegin()) << " (UTC)";
   }
   out << " · " << Counted(measurements, "measurement") << " in history</p>\n<ul class=\"legend\">";
   for (const CellStatusInfo* status : ListedStatuses()) {

@@ -9,6 +9,7 @@
 
 #include "base/file_util.h"
 #include "base/json_io.h"
+#include "matrix/record_rules.h"
 
 namespace tmx::matrix {
 namespace {
@@ -102,6 +103,7 @@ StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, cons
     pos = finished ? end + 1 : text.size();
     if (IsBlank(line)) continue;
     std::string where = path + ":" + std::to_string(line_no);
+    TM_RETURN_IF_ERROR(CheckJournalLineSize(line.size(), where));  // before anything parses it
     if (!finished && !IsCompleteJson(line)) {
       if (warnings) {
         warnings->push_back(where + ": skipped an unfinished last line (" + std::to_string(line.size()) +
@@ -121,6 +123,7 @@ StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, cons
     }
     StatusOr<CellResult> cell = CellResultFromJson(j, where, now);
     if (!cell.ok()) return cell.status();
+    TM_RETURN_IF_ERROR(CheckRecordRules(*cell, where));  // what one field says against another
     cells.push_back(std::move(cell).value());
     if (origins) origins->push_back(where);
   }

@@ -63,6 +63,7 @@ TEST_F(JournalTest, AppendsOneLinePerCellAndReadsThemBack) {
 TEST_F(JournalTest, AGenerationCellKeepsItsPrefillAndHasNoLosses) {
   CellResult train = Cell("tiny/lora_single_device", "cpu", "2026-12-01T10:00:00Z");
   train.tokens_per_second = 38000;
+  train.step_times_s = {0.05};
   train.first_loss = 10.5;
   train.last_loss = 10.25;
   CellResult generate = Cell("tiny/generation", "cpu", "2026-12-01T10:05:00Z");

@@ -104,7 +104,7 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   options->devices = SplitList(parsed.Get("devices"));
   options->recipes = SplitList(parsed.Get("recipes"));
   std::vector<std::string> files;  // --configs items that name files and folders; the rest are patterns
-  for (const std::string& item : SplitList(parsed.Get("configs"))) {
+  for (const std::string& item : SplitConfigsList(parsed.Get("configs"))) {
     (IsConfigPath(item) ? files : options->config_globs).push_back(item);
   }
   options->resume = parsed.Has("resume");
@@ -275,7 +275,7 @@ int Plan(const Registry& registry, const std::vector<std::string>& args, std::os
       out << "; numbers checked against float32 on " << c.reference.device << " (about "
           << FormatDuration(c.reference.expected_duration_s) << " of the time)";
     }
-    if (!c.runnable) out << "  (" << c.preset.reason << ")";
+    if (!c.runnable) out << "  (" << TerminalText(c.preset.reason) << ")";  // a merged record's words
     if (c.deferred) {
       out << "  (left for a later run by --time-limit: "
           << (c.recorded_at.empty() ? std::string("it does not fit in the time left")
@@ -407,7 +407,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     err << "tune-matrix: " << run->environment_errors.size()
         << " cell(s) failed because of this machine, not the device, and were not recorded:\n";
     for (const CellResult& r : run->environment_errors) {
-      err << "  " << r.key.config << " on " << r.key.device << ": " << r.reason << "\n";
+      err << "  " << r.key.config << " on " << r.key.device << ": " << TerminalText(r.reason) << "\n";
     }
     err << "Fix the machine (disk space, permissions), then run again with --resume.\n";
     return kExitFailure;
@@ -737,17 +737,20 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   if (!run.ok()) return Fail(err, run.status());
   if (run->interrupted) return kExitInterrupted;
   if (!run->environment_errors.empty()) {
-    err << "ERROR " << config << " on " << device << ": " << run->environment_errors.front().reason << "\n";
+    err << "ERROR " << config << " on " << device << ": " << TerminalText(run->environment_errors.front().reason)
+        << "\n";
     return kExitFailure;
   }
   const CellResult& r = run->recorded.front();
   if (r.status == CellStatus::kRuns) return kExitOk;
   // A cell recorded from the plan alone (invalid, too_large, too_slow) is no failure of the device.
   if (!CellStarted(r.status)) {
-    out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n";
+    out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << TerminalText(r.reason)
+        << "\n";
     return kExitSkipped;
   }
-  err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << r.reason << "\n"
+  err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << TerminalText(r.reason)
+      << "\n"
       << r.output_tail << "\n";
   return kExitFailure;
 }

@@ -252,6 +252,67 @@ TEST_F(MergeTest, RecordsOfARenamedConfigAreDroppedWithAWarning) {
                                   "config (renamed or removed?)");
 }
 
+// Each was merged, written into the config, added to history and published (issue 55's hostile journals); the
+// oversized ones killed the merge only after it had appended to history.
+TEST_F(MergeTest, RecordsThatContradictThemselvesOrPassTheSizeBoundsAreRefusedAndNothingIsWritten) {
+  std::string good =
+      Journal("good.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});
+  auto observed = [&] { return co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z"); };
+  CellResult crashed = observed();
+  crashed.exit_code = 139;
+  crashed.term_signal = 11;
+  CellResult untimed = observed();
+  untimed.step_times_s.clear();
+  untimed.step_time_median_s.reset();
+  untimed.step_time_spread_s.reset();
+  untimed.tokens_per_second = 1e6;
+  CellResult beyond_peak = observed();
+  beyond_peak.flops_per_second = 1e25;
+  beyond_peak.peak_flops = 1e11;
+  CellResult long_steps = observed();
+  long_steps.wall_time_s = 0.46;
+  long_steps.step_times_s = {1e9};
+  long_steps.step_time_median_s = 1e9;
+  CellResult reason = co_.Observe("tiny/full", "cpu", CellStatus::kFails, "2026-12-02T10:00:00Z");
+  reason.reason = std::string(5 << 20, 'r');
+  CellResult tail = observed();
+  tail.output_tail = std::string(8 << 20, 't');
+  const std::vector<std::pair<CellResult, std::string>> cases = {
+      {crashed, "breaks rule status_vs_exit"}, {untimed, "breaks rule speed_vs_steps"},
+      {beyond_peak, "breaks rule peak_share"},  {long_steps, "breaks rule times_within_wall"},
+      {reason, "a journal line of"},            {tail, "a journal line of"}};
+  const std::string before = co_.Read("tiny/full");
+  for (const auto& [record, expect] : cases) {
+    SCOPED_TRACE(expect);
+    const std::string path = co_.dir() + "/bad.jsonl";
+    ASSERT_TRUE(WriteFileAtomically(path, JournalLine(record) + "\n").ok());
+    Status s = Merge({good, path});
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    EXPECT_EQ(s.message().rfind(path + ":1: ", 0), 0u) << s.message().substr(0, 300);
+    EXPECT_NE(s.message().find(expect), std::string::npos) << s.message().substr(0, 300);
+    EXPECT_EQ(co_.Read("tiny/full"), before);
+    EXPECT_FALSE(PathExists(co_.dir() + "/merged.jsonl"));
+    EXPECT_FALSE(PathExists(co_.dir() + "/reports")) << "no history, no report";
+  }
+}
+
+TEST_F(MergeTest, AWriteBackThatWouldPassTheConfigLimitIsRefusedBeforeAnyWrite) {
+  // Its readers (validate, run, plan) refuse a config over 4 MiB; the merge used to write one while check said OK.
+  const std::string padded = co_.Read("tiny/full") + "# " + std::string((4 << 20) - 200, 'p') + "\n";
+  co_.Write("tiny/full", padded);
+  CellResult full = co_.Observe("tiny/full", "cpu", CellStatus::kFails, "2026-12-02T10:00:00Z");
+  full.reason = std::string(60000, 'r');  // within a record's bounds
+  const std::string before_lora = co_.Read("tiny/lora");
+  Status s = Merge({Journal("j.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z"),
+                                        full})});
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("full.yaml: its support block would make it"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("over the 4.00 MiB a config may hold"), std::string::npos) << s.message();
+  EXPECT_EQ(co_.Read("tiny/full"), padded);
+  EXPECT_EQ(co_.Read("tiny/lora"), before_lora) << "every config is rendered before any is written";
+  EXPECT_FALSE(PathExists(co_.dir() + "/reports/history")) << "nothing added to history";
+}
+
 TEST_F(MergeTest, AConfigThatCannotTakeItsBlockStopsTheMergeBeforeAnyWrite) {
   co_.Write("tiny/full", "batch_size: [unclosed\n");
   std::string j = Journal("j.jsonl", {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")});

@@ -5,6 +5,7 @@
 
 #include "base/stats.h"
 #include "base/text.h"
+#include "matrix/escape.h"
 
 namespace tmx::matrix {
 
@@ -120,7 +121,7 @@ void WriteNumericSpreads(const std::vector<NumericSpread>& spreads, std::ostream
   out << "| dtype | cells | first loss: median | largest | tolerance | gradient norm: median | largest | tolerance "
          "| wrong |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const NumericSpread& s : spreads) {
-    out << "| " << s.dtype << " | " << s.cells << " | " << Percent(s.loss_median) << " | " << Percent(s.loss_max)
+    out << "| " << MarkdownCell(s.dtype) << " | " << s.cells << " | " << Percent(s.loss_median) << " | " << Percent(s.loss_max)
         << " | " << Percent(s.tolerance.loss) << " | "
         << (s.grad_norm_cells ? Percent(s.grad_norm_median) + " | " + Percent(s.grad_norm_max) : "— | —") << " | "
         << Percent(s.tolerance.grad_norm) << " | " << s.wrong << " |\n";

@@ -569,6 +569,7 @@ struct UserLora {
     record.config_hash = ConfigHash(text);
     record.wall_time_s = 5;
     record.tokens_per_second = 100;
+    record.step_times_s = {1};  // the speed's timed step (matrix/record_rules.h)
     record.provenance = {"host", "", "", "2.11.0", "Test CPU", "2026-11-22T10:00:00Z", "amx"};
   }
   // Writes `record` as the journal's only line and plans.
@@ -745,6 +746,8 @@ TEST(PlanTest, AUserConfigIsPlannedAloneFromItsFileAndItsJournal) {
   // A record of proxies only (never run in full here): the plan believes their extrapolation over the estimate.
   r.status = CellStatus::kTooLarge;
   r.peak_memory_bytes.reset();
+  r.proxy_layers = {1, 4};  // the proxies an extrapolation is drawn through (matrix/record_rules.h)
+  r.real_layers = 16;
   r.extrapolated_peak_memory_bytes = int64_t{40} << 30;
   cells = lora.PlanFromRecord();
   ASSERT_TRUE(cells.ok()) << cells.status().ToString();

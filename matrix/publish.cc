@@ -15,10 +15,12 @@
 #include "base/clock.h"
 #include "base/file_util.h"
 #include "base/folder.h"
+#include "base/input_file.h"
 #include "base/text.h"
 #include "harness/config_store.h"
 #include "matrix/html_report.h"
 #include "matrix/journal.h"
+#include "matrix/record_rules.h"
 #include "matrix/report.h"
 #include "matrix/support_block.h"
 
@@ -94,6 +96,7 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
     }
     StatusOr<std::string> rendered = UpdateSupport(*text, support, path);
     if (!rendered.ok()) return rendered.status();
+    TM_RETURN_IF_ERROR(CheckConfigFitsReaders(path, rendered->size()));
     if (*rendered == *text) {
       log << "unchanged " << path << "\n";
     } else {
@@ -127,7 +130,7 @@ StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry)
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
       std::string path = BuiltinConfigPath(name);
-      StatusOr<std::string> text = ReadFile(path);
+      StatusOr<std::string> text = ReadFile(path, ConfigInput());  // what validate, run and plan take
       if (!text.ok()) return text.status();
       StatusOr<ConfigSupport> c = ReadConfigSupport(*text, path);
       if (!c.ok()) return c.status();
@@ -204,8 +207,10 @@ Status PublishResults(const Registry& registry, const std::vector<CellResult>& r
   if (!claims.ok()) return claims.status();
   StatusOr<History> history = ReadHistoryOf(HistoryDir(reports_dir), *claims);
   if (!history.ok()) return history.status();
-  TM_RETURN_IF_ERROR(RecordHistory(registry, records, reports_dir, log));
+  // The configs first: their write-back renders every config and refuses (a block past the size its readers take)
+  // before it writes any, so a refusal leaves history as it was too.
   TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log));
+  TM_RETURN_IF_ERROR(RecordHistory(registry, records, reports_dir, log));
   TM_RETURN_IF_ERROR(WriteReports(registry, reports_dir));
   log << "wrote " << ReportFileList(reports_dir + "/", "and") << "\n";
   return Status::OK();

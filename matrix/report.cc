@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <map>
 #include <set>
-#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +13,7 @@
 #include "base/text.h"
 #include "harness/column.h"
 #include "harness/device_types.h"
+#include "matrix/escape.h"
 
 namespace tmx::matrix {
 
@@ -185,36 +185,18 @@ std::set<std::string> VerificationDays(const std::vector<const ConfigSupport*>& 
 
 namespace {
 
-// Text for a GitHub-flavoured Markdown table cell: one line, with the characters that would end the cell or
-// start formatting, links or HTML escaped.
-std::string EscapeCell(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '\r' || c == '\n') {
-      while (i + 1 < s.size() && (s[i + 1] == '\r' || s[i + 1] == '\n')) ++i;
-      if (!out.empty() && i + 1 < s.size()) out += ' ';
-      continue;
-    }
-    if (std::string_view("\\`*_[]<>|~&").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-// A config or recipe name as code, unless it holds what a code span in a table cannot.
-std::string Code(const std::string& s) {
-  if (s.empty() || s.find_first_of("`|\r\n") != std::string::npos) return EscapeCell(s);
-  return "`" + s + "`";
-}
-
 std::string StatusLabel(const std::string& status) {
   const CellStatusInfo* info = FindCellStatus(status);
-  return info ? std::string(info->symbol) + " " + status : EscapeCell(status);
+  return info ? std::string(info->symbol) + " " + status : MarkdownCell(status);
 }
 
+// The measurements quote two text fields of the entry, the peak's dtype and the repaired status: escaped as any
+// cell's text (a status of CellStatuses() is shown as its name, as StatusLabel shows it).
 std::string CellText(const SupportEntry& s) {
-  std::string measured = Measurements(s);
+  SupportEntry shown = s;
+  shown.peak_dtype = MarkdownCell(s.peak_dtype);
+  if (FindCellStatus(s.repaired_status) == nullptr) shown.repaired_status = MarkdownCell(s.repaired_status);
+  std::string measured = Measurements(shown);
   return StatusLabel(s.status) + (s.repaired_status.empty() ? "" : " as written") +
          (measured.empty() ? "" : " · " + measured);
 }
@@ -237,16 +219,17 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
   if (dates.empty()) {
     out << "No cell has been verified yet.\n\n";
   } else if (dates.size() == 1) {
-    out << "Verified on " << *dates.begin() << " (UTC).\n\n";
+    out << "Verified on " << MarkdownCell(*dates.begin()) << " (UTC).\n\n";
   } else {
-    out << "Verified between " << *dates.begin() << " and " << *dates.rbegin() << " (UTC).\n\n";
+    out << "Verified between " << MarkdownCell(*dates.begin()) << " and " << MarkdownCell(*dates.rbegin())
+        << " (UTC).\n\n";
   }
 
   out << "| config | recipe |";
-  for (const std::string& type : columns) out << " " << EscapeCell(type) << " |";
+  for (const std::string& type : columns) out << " " << MarkdownCell(type) << " |";
   out << "\n" << TableRule(columns.size() + 2) << "\n";
   for (const ConfigSupport* c : sorted) {
-    out << "| " << Code(c->config) << " | " << Code(c->recipe) << " |";
+    out << "| " << MarkdownCode(c->config) << " | " << MarkdownCode(c->recipe) << " |";
     for (const std::string& type : columns) {
       auto it = c->entries.find(type);
       out << " " << (it == c->entries.end() ? "—" : CellText(it->second)) << " |";
@@ -271,8 +254,8 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
       auto it = c->entries.find(type);
       if (it == c->entries.end() || IsRunsStatus(it->second.status)) continue;
       const std::string& reason = it->second.reason;
-      rows += "| " + Code(c->config) + " | " + EscapeCell(type) + " | " + StatusLabel(it->second.status) + " | " +
-              (reason.empty() ? "(no reason recorded)" : EscapeCell(reason)) + " |\n";
+      rows += "| " + MarkdownCode(c->config) + " | " + MarkdownCell(type) + " | " + StatusLabel(it->second.status) +
+              " | " + (reason.empty() ? "(no reason recorded)" : MarkdownCell(reason)) + " |\n";
     }
   }
   if (rows.empty()) {
@@ -296,7 +279,7 @@ void MarkdownReporter::Report(const std::vector<ConfigSupport>& configs,
         << TableRule(7) << "\n";
     for (const auto& [origin, cells] : origins) {
       out << "|";
-      for (const std::string& field : origin) out << " " << (field.empty() ? "—" : EscapeCell(field)) << " |";
+      for (const std::string& field : origin) out << " " << (field.empty() ? "—" : MarkdownCell(field)) << " |";
       out << " " << cells << " |\n";
     }
   }

@@ -5,10 +5,12 @@
 
 #include "base/file_util.h"
 #include "base/folder.h"
+#include "base/folder_guard.h"
 #include "base/input_file.h"
 #include "base/text.h"
 #include "harness/config_store.h"
 #include "harness/torchtune_recipes.h"
+#include "matrix/journal.h"
 
 namespace tmx::matrix {
 namespace {
@@ -71,6 +73,29 @@ StatusOr<UserConfig> ReadUserConfig(const Registry& registry, const std::string&
 }
 
 }  // namespace
+
+std::vector<std::string> SplitConfigsList(const std::string& list) {
+  std::vector<std::string> pieces;  // empty ones too, so a joined path keeps its ",,"
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    pieces.push_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  std::vector<std::string> items;
+  for (size_t i = 0; i < pieces.size();) {
+    size_t end = i + 1;  // one past the last piece of the item
+    std::string joined = pieces[i];
+    for (size_t j = i + 1; j < pieces.size(); ++j) {
+      joined += "," + pieces[j];
+      if (PathExists(joined)) end = j + 1;
+    }
+    std::string item = pieces[i];
+    for (size_t j = i + 1; j < end; ++j) item += "," + pieces[j];
+    if (!item.empty()) items.push_back(item);
+    i = end;
+  }
+  return items;
+}
 
 bool IsConfigPath(const std::string& item) {
   return EndsWith(item, ".yaml") || EndsWith(item, ".yml") ||
@@ -149,24 +174,18 @@ StatusOr<std::vector<UserConfig>> ResolveUserConfigs(const Registry& registry, c
 }
 
 Status CheckUserDestinations(const std::string& journal_path, const std::string& reports_dir) {
-  const std::string configs = BuiltinConfigDir();
-  const std::string reports = ParentDir(configs) + "/reports";
-  auto inside = [](const std::string& path, const std::string& dir) {
-    for (std::string p = path;; p = ParentDir(p)) {
-      if (SameFile(p, dir)) return true;
-      if (p == "." || p == "/" || p == ParentDir(p)) return false;
-    }
-  };
-  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--journal", ParentDir(journal_path)},
-                                   {"--reports-dir", reports_dir}}) {
-    if (SameFile(path, reports) || inside(path, configs)) {
-      return Status::InvalidArgument(
-          flag + " " + (flag == "--journal" ? journal_path : reports_dir) +
-          ": a run of your own configs keeps its records apart from the built-in configs' (" + reports + ", " +
-          configs + "); fix: leave the flag out (default " + kUserResultsDir + "/) or name another folder");
-    }
+  // The checkout's configs and reports, where the configs are read from and where the checkout itself keeps them.
+  std::vector<GuardedFolder> guarded;
+  for (const std::string& configs : {BuiltinConfigDir(), CheckoutConfigDir()}) {
+    guarded.push_back({configs, "the built-in configs"});
+    guarded.push_back({ParentDir(configs) + "/reports", "the built-in configs' recorded results"});
   }
-  return Status::OK();
+  const std::string why = "a run of your own configs keeps its records apart from the built-in configs'";
+  const std::string fix = "leave the flag out (default " + std::string(kUserResultsDir) + "/) or name another folder";
+  for (const std::string& journal : {journal_path, JournalLockPath(journal_path)}) {
+    TM_RETURN_IF_ERROR(CheckOutsideGuarded("--journal", journal, guarded, why, fix));
+  }
+  return CheckOutsideGuarded("--reports-dir", reports_dir, guarded, why, fix);  // its history and reports too
 }
 
 }  // namespace tmx::matrix

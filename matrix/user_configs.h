@@ -29,6 +29,11 @@ inline constexpr char kUserResultsDir[] = "matrix-results";
 // existing folder. Built-in names and patterns ("llama3_2/*") have neither.
 bool IsConfigPath(const std::string& item);
 
+// The items of a --configs list: split at commas, except that pieces whose joining with commas names an existing
+// file or folder stay one item ("runs/a,b/mine.yaml" is one path where that file exists; it used to become
+// "runs/a" and "b/mine.yaml"). The longest such run wins; other pieces stand alone.
+std::vector<std::string> SplitConfigsList(const std::string& list);
+
 // The user configs `items` name (each IsConfigPath): a file itself, or every .yaml under a folder (sub-folders
 // too, not through symbolic links). A config's recipe is the one its leading comment names (`# tune run
 // <recipe> --config ...`, as torchtune's configs and `tune cp`'s copies say) or that torchtune's registry
@@ -41,8 +46,11 @@ StatusOr<std::vector<UserConfig>> ResolveUserConfigs(const Registry& registry, c
                                                      const std::vector<std::string>& recipes,
                                                      std::vector<std::string>* warnings);
 
-// InvalidArgument when a run of user configs would write into the checkout's own records: `journal_path` or
-// `reports_dir` in the checkout's reports folder, or either inside its configs folder.
+// InvalidArgument when a run of user configs would write into the checkout's own records: `journal_path` (or
+// its lock), `reports_dir` (its history and reports), or anything that exists below `reports_dir`, resolving
+// anywhere inside the checkout's reports/ or configs/ (base/folder_guard.h: real paths, so a symbolic link to
+// the committed journal or `--journal reports/history/<config>/cpu.jsonl` is refused, not only the folders
+// themselves).
 Status CheckUserDestinations(const std::string& journal_path, const std::string& reports_dir);
 
 }  // namespace tmx::matrix

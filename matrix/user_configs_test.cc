@@ -3,6 +3,7 @@
 #include "matrix/user_configs.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "base/file_util.h"
 #include "matrix/testdata/checkout.h"
@@ -40,6 +41,17 @@ TEST_F(UserConfigsTest, PathsAreFilesAndFoldersNotBuiltInNames) {
   EXPECT_FALSE(IsConfigPath("tiny/*"));
   EXPECT_FALSE(IsConfigPath("llama3_2/1B_lora_single_device"));
   EXPECT_FALSE(IsConfigPath(dir_ + "/*"));  // a pattern, even where a folder of that spelling exists
+}
+
+TEST_F(UserConfigsTest, ACommaInsideAnExistingPathDoesNotSplitIt) {
+  // "runs/a,b/mine.yaml" became "runs/a" and "b/mine.yaml", neither of which exists.
+  ASSERT_TRUE(MakeDirs(dir_ + "/a,b").ok());
+  const std::string inside = Write("a,b/mine.yaml", "# tune run full_finetune_single_device --config mine\n");
+  const std::string other = Write("other.yaml", "# tune run full_finetune_single_device --config other\n");
+  EXPECT_EQ(SplitConfigsList(inside + "," + other + ",tiny/*"),
+            (std::vector<std::string>{inside, other, "tiny/*"}));
+  EXPECT_EQ(SplitConfigsList(dir_ + "/a,b," + other), (std::vector<std::string>{dir_ + "/a,b", other}));
+  EXPECT_EQ(SplitConfigsList("tiny/*,,llama3_2/*,"), (std::vector<std::string>{"tiny/*", "llama3_2/*"}));
 }
 
 TEST_F(UserConfigsTest, AFileTakesTheRecipeItsCommentNamesAndItsNameWithoutYaml) {
@@ -117,14 +129,39 @@ TEST_F(UserConfigsTest, RecordsOfUserConfigsStayOutOfTheCheckoutsReportsAndConfi
   ASSERT_TRUE(MakeDirs(reports).ok());
   Status s = CheckUserDestinations(reports + "/journal.jsonl", dir_ + "/out");
   EXPECT_EQ(s.ExitCode(), 2);
-  EXPECT_NE(s.message().find("--journal " + reports + "/journal.jsonl: a run of your own configs keeps its records "
-                             "apart from the built-in configs'"),
+  EXPECT_NE(s.message().find("--journal " + reports + "/journal.jsonl: resolves to "), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("; a run of your own configs keeps its records apart from the built-in configs'; fix: "
+                             "leave the flag out (default matrix-results/) or name another folder"),
             std::string::npos)
       << s.message();
   s = CheckUserDestinations(dir_ + "/j.jsonl", co_.configs_dir() + "/tiny");
   EXPECT_NE(s.message().find("--reports-dir " + co_.configs_dir() + "/tiny: "), std::string::npos) << s.message();
   EXPECT_TRUE(CheckUserDestinations(dir_ + "/j.jsonl", dir_ + "/out").ok());
   EXPECT_TRUE(CheckUserDestinations("matrix-results/journal.jsonl", "matrix-results").ok());
+}
+
+// Each passed the guard, which compared the journal's folder with reports/ itself: a user-config run with the
+// first compacted a built-in cell's history from 11 records to 2.
+TEST_F(UserConfigsTest, NothingOfAUserRunResolvesIntoTheCheckoutsReportsOrConfigs) {
+  const std::string reports = co_.dir() + "/reports";
+  ASSERT_TRUE(MakeDirs(reports + "/history/tiny/lora").ok());
+  ASSERT_TRUE(WriteFileAtomically(reports + "/journal.jsonl", "\n").ok());
+  const std::string history_file = reports + "/history/tiny/lora/cpu.jsonl";
+  EXPECT_FALSE(CheckUserDestinations(history_file, dir_ + "/out").ok()) << "a history file as the journal";
+  Status s = CheckUserDestinations(dir_ + "/j.jsonl", reports + "/mine");
+  EXPECT_NE(s.message().find("--reports-dir " + reports + "/mine: resolves to "), std::string::npos) << s.message();
+  const std::string link = dir_ + "/journal.jsonl";
+  ASSERT_EQ(::symlink((reports + "/journal.jsonl").c_str(), link.c_str()), 0);
+  s = CheckUserDestinations(link, dir_ + "/out");
+  EXPECT_NE(s.message().find("--journal " + link + ": resolves to "), std::string::npos) << s.message();
+  // A link planted in the user's reports folder: its history would be written into the checkout's.
+  ASSERT_TRUE(MakeDirs(dir_ + "/results").ok());
+  ASSERT_EQ(::symlink((reports + "/history").c_str(), (dir_ + "/results/history").c_str()), 0);
+  s = CheckUserDestinations(dir_ + "/j.jsonl", dir_ + "/results");
+  EXPECT_NE(s.message().find("--reports-dir " + dir_ + "/results: holds " + dir_ + "/results/history, which resolves"),
+            std::string::npos)
+      << s.message();
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ Status LoadTorchtune(const std::string& dir, const std::vector<std::string>& fil
     TM_RETURN_IF_ERROR(loaded.status());
     for (auto& t : loaded->tensors) all.push_back(std::move(t));
   }
-  return LoadBaseWeights(model, all, lora);
+  Status loaded = LoadBaseWeights(model, all, lora);
+  return paths.size() == 1 ? loaded.WithContext(paths[0]) : loaded;  // a tensor's problem names its file
 }
 
 }  // namespace

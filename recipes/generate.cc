@@ -62,6 +62,16 @@ std::string PromptCheck(const YAML::Node& v) {
   return "";
 }
 
+// Between 0 (greedy) and kMinSamplingTemperature a temperature would divide the logits into infinities (a
+// subnormal one is 0 in float32): torchtune divides by 1e-5 there, which is greedy in all but ties.
+std::string TemperatureCheck(const YAML::Node& value) {
+  const double t = value.as<double>();
+  if (!(t > 0 && t < models::kMinSamplingTemperature)) return "";
+  return "'" + value.Scalar() +
+         "' is above 0 but below 1e-5, where dividing the logits by it overflows (torchtune divides by 1e-5 "
+         "instead); use 0 for greedy decoding, or a temperature of at least 1e-5";
+}
+
 enum class Flavor { kGenerate, kV2, kV2Distributed };
 
 Flavor FlavorOf(const std::string& name) {
@@ -83,9 +93,10 @@ std::vector<FieldSpec> GenerateFields(Flavor flavor) {
                                     "the prompt: {system: <text or null>, user: <text or {text: <text>}>}")),
                      PromptCheck),
       AtLeast(Field("max_new_tokens", FieldType::kInt, "300", "tokens to generate at most"), 1),
-      AtLeast(Field("temperature", FieldType::kFloat, "0.6",
-                    "logits are divided by it before sampling; 0 picks the most likely token (greedy)"),
-              0),
+      WithValueCheck(AtLeast(Field("temperature", FieldType::kFloat, "0.6",
+                                   "logits are divided by it before sampling; 0 picks the most likely token (greedy)"),
+                             0),
+                     TemperatureCheck),
       Nullable(AtLeast(Field("top_k", FieldType::kInt, "null", "sample only among the k most likely tokens; null: all"),
                        1)),
   };
@@ -220,7 +231,7 @@ Status Generator::Run(RunSummary* summary) {
     if (id < 0 || id >= vocab) return IdOutsideVocabulary(config_, tok, id, "the prompt", vocab);
   }
   const int64_t length = static_cast<int64_t>(prompt->tokens.size());
-  if (length + *max_new_tokens > decoder.args().max_seq_len) {
+  if (*max_new_tokens > decoder.args().max_seq_len - length) {  // length + max_new_tokens may overflow int64
     return Status::InvalidArgument(config_.OriginOf("max_new_tokens").ToString() + ": max_new_tokens: the prompt's " +
                                    std::to_string(length) + " tokens and max_new_tokens=" +
                                    std::to_string(*max_new_tokens) + " pass the model's max_seq_len of " +

@@ -123,6 +123,37 @@ TEST_F(GenerateRecipeTest, ALongerAnswerThanTheModelHoldsIsRefusedNamingTheFix) 
   EXPECT_FALSE(run.summary["ok"].get<bool>()) << "the summary records the failure";
 }
 
+TEST_F(GenerateRecipeTest, MaxNewTokensNearTheInt64LimitIsRefusedNamingTheFix) {
+  // The prompt's length plus it used to overflow to a negative length, accepted, then a negative cache.
+  Generation run = Generate("tiny/llama3_generation", {"max_new_tokens=9223372036854775800"});
+  EXPECT_EQ(run.status.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(run.status.message().find("max_new_tokens=9223372036854775800 pass the model's max_seq_len of 512; fix: "
+                                      "lower max_new_tokens to"),
+            std::string::npos)
+      << run.status.message();
+}
+
+TEST(GenerateValidateTest, ATemperatureBetweenZeroAndTheSmallestDivisorIsRefused) {
+  const Registry& registry = BuiltinRegistry();
+  const RecipeSpec* recipe = registry.FindRecipe("generate");
+  ASSERT_NE(recipe, nullptr);
+  for (const std::string& t : {"1e-320", "1e-6"}) {
+    StatusOr<Config> c = Load("tiny/llama3_generation", {"temperature=" + t});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    std::vector<Problem> problems = ValidateConfig(*c, *recipe, registry, nullptr);
+    ASSERT_EQ(problems.size(), 1u) << t;
+    EXPECT_EQ(problems[0].key, "temperature");
+    EXPECT_NE(problems[0].message.find("'" + t + "' is above 0 but below 1e-5"), std::string::npos)
+        << problems[0].message;
+    EXPECT_NE(problems[0].message.find("use 0 for greedy decoding"), std::string::npos) << problems[0].message;
+  }
+  for (const std::string& t : {"0", "1e-5", "0.6"}) {
+    StatusOr<Config> c = Load("tiny/llama3_generation", {"temperature=" + t});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_TRUE(ValidateConfig(*c, *recipe, registry, nullptr).empty()) << t;
+  }
+}
+
 TEST(GeneratePromptTest, MessagesAreSystemUserAndAnOpenAnswer) {
   StatusOr<Config> c = Load("tiny/llama3_generation", {"prompt={system: Be brief., user: {text: Hi there}}"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -60,6 +60,18 @@ class FusedAdamW final : public torch::optim::AdamW {
   }
 };
 
+// optimizer.betas: two decay rates in [0, 1) (torch.optim's AdamW refuses others; .nan passed every check here and
+// made the first step's moments NaN).
+std::string BetasCheck(const YAML::Node& value) {
+  bool ok = value.IsSequence() && value.size() == 2;
+  try {
+    for (size_t i = 0; ok && i < 2; ++i) ok = value[i].as<double>() >= 0 && value[i].as<double>() < 1;  // NaN: false
+  } catch (const YAML::Exception&) {
+    ok = false;
+  }
+  return ok ? "" : "expected two numbers in [0, 1), e.g. [0.9, 0.999]";
+}
+
 // optimizer.betas: two numbers.
 StatusOr<std::tuple<double, double>> Betas(const Config& config) {
   YAML::Node betas = config.Find("optimizer.betas");
@@ -208,20 +220,11 @@ ComponentSpec BnbComponent(const BnbVariant& v) {
     if (bits != 8 && bits != 32) return "'" + value.Scalar() + "' is not 8 or 32 (bits of optimizer state)";
     return "";
   };
-  auto betas_check = [](const YAML::Node& value) -> std::string {
-    bool ok = value.IsSequence() && value.size() == 2;
-    try {
-      for (size_t i = 0; ok && i < 2; ++i) ok = value[i].as<double>() >= 0 && value[i].as<double>() < 1;
-    } catch (const YAML::Exception&) {
-      ok = false;
-    }
-    return ok ? "" : "expected two numbers in [0, 1), e.g. [0.9, 0.999]";
-  };
   c.params = {
       AtLeast(Field("lr", FieldType::kFloat, "1e-3", "learning rate"), 0),
       AtLeast(Field("weight_decay", FieldType::kFloat, "1e-2", "decoupled weight decay"), 0),
       AtLeast(Field("eps", FieldType::kFloat, "1e-8", "denominator epsilon"), 0),
-      WithValueCheck(Field("betas", FieldType::kAny, "[0.9, 0.999]", "moment decay rates"), betas_check),
+      WithValueCheck(Field("betas", FieldType::kAny, "[0.9, 0.999]", "moment decay rates"), BetasCheck),
       WithValueCheck(Field("amsgrad", FieldType::kBool, "False", "accepted as False only (bitsandbytes has none)"),
                      amsgrad_check),
       WithValueCheck(Field("optim_bits", FieldType::kInt, "32",
@@ -271,7 +274,7 @@ void AddOptimizerComponents(std::vector<ComponentSpec>* out) {
       AtLeast(Field("lr", FieldType::kFloat, "1e-3", "learning rate"), 0),
       AtLeast(Field("weight_decay", FieldType::kFloat, "0.01", "decoupled weight decay"), 0),
       Above(Field("eps", FieldType::kFloat, "1e-8", "denominator epsilon"), 0),
-      Field("betas", FieldType::kAny, "[0.9, 0.999]", "moment decay rates"),
+      WithValueCheck(Field("betas", FieldType::kAny, "[0.9, 0.999]", "moment decay rates"), BetasCheck),
       Field("amsgrad", FieldType::kBool, "False", "AMSGrad variant"),
       Field("fused", FieldType::kBool, "False",
             "one fused kernel per step (float32 arithmetic for bf16 weights); False: LibTorch's AdamW"),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "harness/config_store.h"
 #include "recipes/builtin.h"
 
 namespace tmx::recipes {
@@ -44,6 +45,24 @@ void Train(torch::optim::Optimizer& opt, std::vector<at::Tensor>& params) {
     torch::manual_seed(100 + step);
     for (size_t i = 0; i < 2; ++i) params[i].mutable_grad() = torch::randn(params[i].sizes()).to(params[i].dtype());
     opt.step();
+  }
+}
+
+TEST(OptimizersTest, BetasMustBeTwoRatesInZeroToOneForEveryAdam) {
+  // AdamW's betas had no check: [.nan, 0.999] validated and made the first step's moments NaN.
+  const Registry& registry = BuiltinRegistry();
+  for (const std::string& config : {"tiny/lora_single_device", "tiny/full_single_device"}) {
+    StatusOr<LocatedConfig> located = LocateConfig(config, registry);
+    ASSERT_TRUE(located.ok()) << located.status().ToString();
+    for (const std::string& betas : {"[.nan, 0.999]", "[0.9, 1.0]", "[0.9]", "[-0.1, 0.9]"}) {
+      StatusOr<Config> c = LoadResolvedConfig(*located, {"optimizer.betas=" + betas}, located->recipe, &registry);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      std::vector<Problem> problems = ValidateConfig(*c, *located->recipe, registry, nullptr);
+      ASSERT_EQ(problems.size(), 1u) << config << " " << betas;
+      EXPECT_EQ(problems[0].key, "optimizer.betas");
+      EXPECT_NE(problems[0].message.find("expected two numbers in [0, 1), e.g. [0.9, 0.999]"), std::string::npos)
+          << problems[0].message;
+    }
   }
 }
 

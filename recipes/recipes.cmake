@@ -21,6 +21,7 @@ add_library(tm_recipes
   optimizers.cc
   parallelism.cc
   run_progress.cc
+  state_values.cc
   tokenize_cli.cc
   train_schema.cc
   train_setup.cc
@@ -54,4 +55,4 @@ tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.c
             optimizer_in_backward_test.cc loss_test.cc flops_test.cc op_profile_test.cc
             run_progress_test.cc train_setup_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
-tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc state_values_test.cc LIBS tm_recipes TORCH LABELS recipes)

@@ -11,6 +11,7 @@
 #include "recipes/adamw8bit.h"
 #include "recipes/data/sample.h"
 #include "recipes/models/lora.h"
+#include "recipes/state_values.h"
 
 namespace tmx::recipes {
 namespace {
@@ -129,6 +130,7 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
   }
   StatusOr<checkpoint::LoadedSafetensors> state = checkpoint::LoadSafetensors(state_path);
   TM_RETURN_IF_ERROR(state.status());
+  TM_RETURN_IF_ERROR(CheckRecipeStateValues(state_path, *state));
   StatusOr<int64_t> next_epoch = MetaInt(state->metadata, "next_epoch", state_path);
   StatusOr<int64_t> global_step = MetaInt(state->metadata, "global_step", state_path);
   TM_RETURN_IF_ERROR(next_epoch.status());

@@ -246,11 +246,47 @@ TEST_F(HostileTest, ValidateRefusesValuesNoRunCanUse) {
   const std::string axis = "warning: tune-matrix never measured tiny/lora_single_device on ";
   if (warnings.find(axis) != std::string::npos) warnings.erase(warnings.find(axis));
   EXPECT_EQ(warnings.find("warning"), std::string::npos) << fine.output;
-  // A batch no device holds: valid as written, but the prediction (no longer an overflowed, negative number)
-  // says it will not fit.
-  test::Result huge = Run(test::kTune, {"validate", "tiny/lora_single_device", "batch_size=1000000000000"});
-  EXPECT_EQ(huge.code, 0) << huge.output;
-  EXPECT_NE(huge.output.find("warning: predicted peak memory"), std::string::npos) << huge.output;
+  // A batch no device holds, but some machine might: valid, and the prediction says it will not fit here.
+  test::Result large = Run(test::kTune, {"validate", "tiny/lora_single_device", "batch_size=1000000"});
+  EXPECT_EQ(large.code, 0) << large.output;
+  EXPECT_NE(large.output.find("warning: predicted peak memory"), std::string::npos) << large.output;
+}
+
+TEST_F(HostileTest, ValidateRefusesNumbersAndFoldersNoRunCanUse) {
+  // Each validated: a batch no machine can address (a warning only), NaN decay rates (NaN moments from the first
+  // step), a folder among the system's programs.
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "batch_size=1000000000000"}),
+                "batch_size: the predicted peak memory, 4194304.00 TiB, is more than any 64-bit machine addresses");
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "optimizer.betas=[.nan, 0.999]"}),
+                "optimizer.betas: expected two numbers in [0, 1), e.g. [0.9, 0.999]");
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "output_dir=/usr/bin"}),
+                "output_dir: '/usr/bin' is inside the system folder /usr");
+  ExpectRefused(Run(test::kTune, {"run", "lora_finetune_single_device", "--config", "tiny/lora_single_device",
+                                  "batch_size=1000000000000", "output_dir=" + dir_ + "/out"}),
+                "is more than any 64-bit machine addresses");
+  EXPECT_FALSE(PathExists(dir_ + "/out"));
+}
+
+TEST_F(HostileTest, FlagsAndEnvironmentThatWouldBeIgnoredAreRefused) {
+  // RANK left in the shell: two ranks asked for, one silent rank ran.
+  test::Result r = test::Exec({test::kTune, "run", "--nproc_per_node", "2", "full_finetune_distributed", "--config",
+                               "tiny/full_distributed", "device=cpu", "output_dir=" + dir_ + "/out"},
+                              {{"TUNE_MATRIX_CONFIG_DIR", configs_}, {"RANK", "0"}, {"WORLD_SIZE", "1"}}, kQuick);
+  ExpectRefused(r, "RANK=0 and WORLD_SIZE=1 are already set in the environment");
+  EXPECT_FALSE(PathExists(dir_ + "/out"));
+  // The second --devices was dropped without a word.
+  ExpectRefused(Run(test::kMatrix, {"plan", "--devices", "cpu", "--devices", "cuda"}),
+                "--devices is given twice ('cpu' and 'cuda'), and only one would count; fix: give it once");
+  ExpectRefused(Run(test::kTune, {"validate", "tiny/lora_single_device", "--recipe", "--repair"}),
+                "--recipe needs a value, and the next argument is the option '--repair'");
+}
+
+TEST_F(HostileTest, ACommaInsideAConfigsPathDoesNotSplitIt) {
+  ASSERT_EQ(test::Exec({"mkdir", "-p", dir_ + "/team,a"}).code, 0);
+  const std::string mine = Write("team,a/mine.yaml", ReadFile(configs_ + "/tiny/lora_single_device.yaml").value());
+  test::Result r = Run(test::kMatrix, {"plan", "--configs", mine, "--devices", "cpu"});
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("mine"), std::string::npos) << r.output;
 }
 
 TEST_F(HostileTest, ResourcesTheMachineCannotGiveAreRefusedBeforeAnythingStarts) {

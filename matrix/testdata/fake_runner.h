@@ -15,6 +15,9 @@ namespace tmx::matrix {
 // Finishes cells in start order with scripted outcomes; records what ran concurrently.
 class FakeRunner : public CellRunner {
  public:
+  // The wall time of an outcome that scripts none.
+  static constexpr double kUnscriptedWallTimeS = 60;
+
   // Called for each cell as it starts, e.g. to write the run summary its child would write.
   std::function<void(const CellCommand&)> on_start;
   std::map<std::string, SubprocessResult> outcomes;  // by config name
@@ -48,6 +51,8 @@ class FakeRunner : public CellRunner {
     out->key = cmd.key;
     out->lane = lane;
     out->result = outcome_of ? outcome_of(cmd) : outcomes[cmd.key.config];
+    // A child takes time: the steps its summary reports fit in it (matrix/record_rules.h), unless scripted.
+    if (out->result.wall_time_s == 0) out->result.wall_time_s = kUnscriptedWallTimeS;
     ++finished_;
     return true;
   }

@@ -14,6 +14,7 @@
 #include "base/json_io.h"
 #include "base/process_info.h"
 #include "base/text.h"
+#include "recipes/checkpoint/quantized_values.h"
 #include "recipes/checkpoint/safetensors_header.h"
 #include "recipes/models/lora.h"
 
@@ -202,6 +203,7 @@ StatusOr<LoadedSafetensors> LoadReporting(const std::string& path, const std::fu
     loaded.tensors.emplace_back(e.name, std::move(t));
     if (read) read(static_cast<int64_t>(e.end - e.begin));
   }
+  TM_RETURN_IF_ERROR(CheckInt4Values(path, loaded.tensors));
   return loaded;
 }
 
@@ -236,6 +238,54 @@ NamedTensors ModuleTensors(const torch::nn::Module& module) {
   return out;
 }
 
+namespace {
+
+// "<p>.scales" for a weight "<p>.weight" (where an int4 linear keeps its scales), else "".
+std::string ScalesOf(const std::string& weight) {
+  return EndsWith(weight, ".weight") ? weight.substr(0, weight.size() - 7) + ".scales" : "";
+}
+
+Status Int4IntoPlain(const std::string& scales) {
+  return Status::InvalidArgument(scales + ": the checkpoint holds int4-quantised weights (the quantize recipe's) and "
+                                          "the model plain ones; fix: set quantizer to the quantizer it was written "
+                                          "with");
+}
+
+// Whether the checkpoint's `src` can be copied into the model's `dst` of the same name: the shape, and a dtype
+// an integer tensor keeps (quantised codes, ids) where a floating one converts.
+Status CheckCopyable(const std::string& name, const at::Tensor& src, const at::Tensor& dst,
+                     const std::map<std::string, const at::Tensor*>& by_name) {
+  if (src.sizes() != dst.sizes()) {
+    return Status::InvalidArgument(name + ": shape " + ShapeText(src.sizes()) + " in the checkpoint, " +
+                                   ShapeText(dst.sizes()) +
+                                   " in the model; fix: build the model with the configuration the checkpoint "
+                                   "was saved from");
+  }
+  if (!c10::isFloatingType(dst.scalar_type()) && c10::isFloatingType(src.scalar_type())) {
+    // Integer model tensors are quantised codes (models::LinearImpl::QuantizeInt4): values would be truncated.
+    return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
+                                   " values in the checkpoint, quantised " +
+                                   std::string(c10::toString(dst.scalar_type())) +
+                                   " codes in the model; fix: load the checkpoint the quantize recipe wrote "
+                                   "(tune run quantize), or set quantizer=null to load the unquantised weights");
+  }
+  if ((!c10::isFloatingType(src.scalar_type()) || !c10::isFloatingType(dst.scalar_type())) &&
+      src.scalar_type() != dst.scalar_type()) {
+    const std::string scales = ScalesOf(name);
+    if (!scales.empty() && by_name.count(scales)) return Int4IntoPlain(scales);
+    // Floating tensors convert between dtypes; integers would become weights of their values (an I32 tensor
+    // into a float32 weight) or codes truncated to a narrower type.
+    return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
+                                   " values in the checkpoint, a " + std::string(c10::toString(dst.scalar_type())) +
+                                   " tensor in the model; an integer tensor loads only into one of its own dtype; "
+                                   "fix: load a checkpoint saved from this model (the file holds other tensors "
+                                   "under this name)");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bool strict) {
   std::map<std::string, const at::Tensor*> by_name;
   for (const auto& [name, tensor] : tensors) {
@@ -262,31 +312,13 @@ Status LoadIntoModule(torch::nn::Module& module, const NamedTensors& tensors, bo
                                             "this model, or load with strict=false to keep the model's value");
     }
     const at::Tensor& src = *it->second;
-    if (src.sizes() != dst.sizes()) {
-      return Status::InvalidArgument(name + ": shape " + ShapeText(src.sizes()) + " in the checkpoint, " +
-                                     ShapeText(dst.sizes()) +
-                                     " in the model; fix: build the model with the configuration the checkpoint "
-                                     "was saved from");
-    }
-    if (!c10::isFloatingType(dst.scalar_type()) && c10::isFloatingType(src.scalar_type())) {
-      // Integer model tensors are quantised codes (models::LinearImpl::QuantizeInt4): values would be truncated.
-      return Status::InvalidArgument(name + ": " + std::string(c10::toString(src.scalar_type())) +
-                                     " values in the checkpoint, quantised " +
-                                     std::string(c10::toString(dst.scalar_type())) +
-                                     " codes in the model; fix: load the checkpoint the quantize recipe wrote "
-                                     "(tune run quantize), or set quantizer=null to load the unquantised weights");
-    }
+    TM_RETURN_IF_ERROR(CheckCopyable(name, src, dst, by_name));
     copies.push_back({&name, dst, &src});
   }
   if (strict) {
     for (const auto& [name, tensor] : tensors) {
       if (model_names.count(name) == 0) {
-        const std::string scales = ".scales";
-        if (name.size() > scales.size() && name.compare(name.size() - scales.size(), scales.size(), scales) == 0) {
-          return Status::InvalidArgument(name + ": the checkpoint holds int4-quantised weights (the quantize "
-                                                "recipe's) and the model plain ones; fix: set quantizer to the "
-                                                "quantizer it was written with");
-        }
+        if (EndsWith(name, ".scales")) return Int4IntoPlain(name);
         return Status::InvalidArgument(name + ": in the checkpoint but not in the model; fix: load a checkpoint "
                                               "of this model, or load with strict=false to ignore it");
       }

@@ -435,6 +435,19 @@ TEST(LoadIntoModuleTest, MismatchesNameTheFirstBadTensorAndLeaveTheModuleUnchang
   }
 }
 
+TEST(LoadIntoModuleTest, AnIntegerTensorIntoAFloatWeightIsRefusedNamingIt) {
+  // An I32 tensor of the right shape was converted into the float32 weight without a word.
+  NamedTensors ints = Checkpoint();
+  ints[1].second = torch::arange(12, torch::kInt).view({3, 4});  // proj.weight
+  Net net;
+  at::Tensor before = net->proj->weight.clone();
+  Status s = LoadIntoModule(*net, ints);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("proj.weight: Int values in the checkpoint, a Float tensor in the model"));
+  EXPECT_THAT(s.message(), HasSubstr("fix: load a checkpoint saved from this model"));
+  EXPECT_TRUE(torch::equal(net->proj->weight, before)) << "nothing copied";
+}
+
 TEST(LoadIntoModuleTest, NonStrictSkipsMissingAndUnexpectedButNotShapes) {
   Net net;
   at::Tensor scale_before = net->layers[0]->as<BlockImpl>()->scale.clone();

@@ -1,10 +1,12 @@
 #include "recipes/data/datasets.h"
 
+#include <algorithm>
 #include <random>
 
 #include "base/text.h"
 #include "recipes/data/components.h"
 #include "recipes/data/packing.h"
+#include "recipes/data/sample_budget.h"
 #include "recipes/data/samples.h"
 #include "recipes/data/sources.h"
 
@@ -100,6 +102,11 @@ StatusOr<SftDataset> RandomTokens(const DatasetOptions& options) {
     return Status::InvalidArgument("num_samples=" + std::to_string(options.num_samples) + " and seq_len=" +
                                    std::to_string(options.seq_len) + "; fix: num_samples >= 1 and seq_len >= 2");
   }
+  TM_RETURN_IF_ERROR(SampleBudget(options.max_sample_bytes)
+                         .Take(SaturatingProduct({options.num_samples, options.seq_len, 2 * static_cast<int64_t>(sizeof(int64_t))}),
+                               "num_samples=" + std::to_string(options.num_samples) + " samples of seq_len=" +
+                                   std::to_string(options.seq_len) + " ids and labels at 8 bytes each",
+                               "lower num_samples or seq_len"));
   std::mt19937_64 rng(static_cast<uint64_t>(options.random_seed));
   SftDataset ds;
   ds.num_records = options.num_samples;
@@ -222,10 +229,13 @@ StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetO
   SftDataset ds;
   ds.num_records = static_cast<int64_t>(records->size());
   ds.source = DescribeSource(SourceFor(*c, options));
+  SampleBudget budget(options.max_sample_bytes);
+  const std::string kFewer = "train on fewer records (split: train[:N]) or a shorter max_seq_len";
   for (const Record& record : *records) {
     if (c->kind == DatasetKind::kText) {
       StatusOr<Sample> s = TextSample(options, record, tokenizer);
       if (!s.ok()) return fail(s.status());
+      TM_RETURN_IF_ERROR(fail(budget.Take(SampleBytes(*s), record.where() + "its sample", kFewer)));
       ds.samples.push_back(std::move(s).value());
       continue;
     }
@@ -235,10 +245,14 @@ StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetO
     if (!valid.ok()) return fail(Status::InvalidArgument(record.where() + valid.message()));
     StatusOr<TokenizedMessages> tokenized = tokenizer.TokenizeMessages(*messages);
     if (!tokenized.ok()) return fail(tokenized.status().WithContext(record.path + ":" + std::to_string(record.line)));
+    // The sample is the tokens and one label each: counted before the labels are made.
+    TM_RETURN_IF_ERROR(fail(budget.Take(2 * static_cast<int64_t>(tokenized->tokens.size() * sizeof(int64_t)),
+                                        record.where() + "its sample", kFewer)));
     ds.samples.push_back(SampleFromMask(*tokenized));
   }
   if (options.packed) {
     PackOptions pack;
+    pack.max_bytes = std::max<int64_t>(1, budget.left());
     pack.max_seq_len = *tokenizer.max_seq_len();
     pack.split_across_pack = options.split_across_pack.value_or(c->kind == DatasetKind::kText);
     StatusOr<std::vector<Sample>> packs = PackSamples(ds.samples, pack);
@@ -267,6 +281,7 @@ StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string&
   StatusOr<std::vector<Record>> records = Records(*c, options);
   if (!records.ok()) return fail(records.status());
   std::vector<PreferenceSample> pairs;
+  SampleBudget budget(options.max_sample_bytes);
   for (const Record& record : *records) {
     auto messages = ToPreferenceMessages(*transform, record);
     if (!messages.ok()) return fail(messages.status());
@@ -276,6 +291,8 @@ StatusOr<std::vector<PreferenceSample>> LoadPreferenceDataset(const std::string&
       StatusOr<TokenizedMessages> tokenized = tokenizer.TokenizeMessages(*side);
       if (!tokenized.ok()) return fail(tokenized.status().WithContext(record.path + ":" + std::to_string(record.line)));
       *out = SampleFromMask(*tokenized);
+      TM_RETURN_IF_ERROR(fail(budget.Take(SampleBytes(*out), record.where() + "its pair",
+                                          "train on fewer records (split: train[:N]) or a shorter max_seq_len")));
     }
     pairs.push_back(std::move(pair));
   }

@@ -98,6 +98,9 @@ struct DatasetOptions {
   int64_t seq_len = 256;
   int64_t random_seed = 0;
   int64_t vocab_size = 0;
+  // The bytes the dataset's samples (and packs) may hold, checked before each is made (sample_budget.h); not a
+  // config key. 0: the machine's memory.
+  int64_t max_sample_bytes = 0;
 };
 
 const std::vector<DatasetComponent>& DatasetComponents();
@@ -113,7 +116,8 @@ struct SftDataset {
 
 // An instruct, chat or text dataset. Errors: FindDatasetComponent's, the source's (NotFound for missing data),
 // InvalidArgument "<file>:<line>: ..." for a bad record, bad options (packed without max_seq_len, an unknown
-// conversation_style), or a dataset with no records.
+// conversation_style), a dataset with no records, or samples that would pass max_sample_bytes (naming the bound,
+// before the memory is allocated).
 StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetOptions& options,
                                     const ModelTokenizer& tokenizer);
 

@@ -222,5 +222,51 @@ TEST(DatasetsTest, RandomTokensHaveTheirShapeAndFollowTheSeed) {
   EXPECT_NE(no_vocab.status().message().find("needs the model's vocabulary size"), std::string::npos);
 }
 
+// A few numbers in a config stood for more samples than any machine holds: std::bad_alloc, or an overflowed size.
+TEST(DatasetsTest, SamplesBeyondTheMachinesMemoryAreRefusedBeforeAllocating) {
+  DatasetOptions o;
+  o.num_samples = 1000000000;
+  o.seq_len = 1000000000000;  // the product passes int64
+  o.vocab_size = 300;
+  StatusOr<SftDataset> random = LoadSftDataset("random_tokens_dataset", o, *Llama3());
+  ASSERT_FALSE(random.ok());
+  EXPECT_EQ(random.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(random.status().message().find("random_tokens_dataset: num_samples=1000000000 samples of "
+                                           "seq_len=1000000000000 ids and labels at 8 bytes each: more than 8 EiB, "
+                                           "over the "),
+            std::string::npos)
+      << random.status().message();
+  EXPECT_NE(random.status().message().find("(this machine's memory); fix: lower num_samples or seq_len"),
+            std::string::npos)
+      << random.status().message();
+
+  // Each pack is padded to max_seq_len: the eight-record sample made packs of 2^40 tokens.
+  DatasetOptions packed = Local("json", "alpaca_sample.json");
+  packed.packed = true;
+  StatusOr<SftDataset> packs = LoadSftDataset("alpaca_dataset", packed, *Llama3(int64_t{1} << 40));
+  ASSERT_FALSE(packs.ok());
+  EXPECT_NE(packs.status().message().find("alpaca_dataset: packing: pack 1 of max_seq_len=1099511627776 tokens"),
+            std::string::npos)
+      << packs.status().message();
+  EXPECT_NE(packs.status().message().find("fix: lower the tokenizer's max_seq_len, or set packed: False"),
+            std::string::npos)
+      << packs.status().message();
+}
+
+TEST(DatasetsTest, TheSamplesBoundNamesTheRecordThatPassesIt) {
+  DatasetOptions o = Local("json", "alpaca_sample.json");
+  o.max_sample_bytes = 4096;
+  StatusOr<SftDataset> ds = LoadSftDataset("alpaca_dataset", o, *Llama3());
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("alpaca_sample.json:"), std::string::npos) << ds.status().message();
+  EXPECT_NE(ds.status().message().find("its sample: "), std::string::npos) << ds.status().message();
+  EXPECT_NE(ds.status().message().find("over the 4.00 KiB the dataset's samples may hold "
+                                       "(DatasetOptions::max_sample_bytes); fix: train on fewer records"),
+            std::string::npos)
+      << ds.status().message();
+  o.max_sample_bytes = 1 << 20;
+  EXPECT_TRUE(LoadSftDataset("alpaca_dataset", o, *Llama3()).ok());
+}
+
 }  // namespace
 }  // namespace tmx::data

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "recipes/data/sample_budget.h"
+
 namespace tmx::data {
 namespace {
 
@@ -59,6 +61,14 @@ StatusOr<std::vector<Sample>> PackSamples(const std::vector<Sample>& samples, co
   }
   std::vector<Sample> packs;
   auto full = [&] { return options.max_packs && static_cast<int64_t>(packs.size()) >= *options.max_packs; };
+  // Each pack is padded to max_seq_len: a huge max_seq_len makes a few tokens a pack no machine holds.
+  SampleBudget budget(options.max_bytes);
+  auto room = [&] {
+    return budget.Take(SaturatingProduct({max, 4 * static_cast<int64_t>(sizeof(int64_t))}),
+                       "packing: pack " + std::to_string(packs.size() + 1) + " of max_seq_len=" + std::to_string(max) +
+                           " tokens (tokens, labels, positions and document ids at 8 bytes each)",
+                       "lower the tokenizer's max_seq_len, or set packed: False");
+  };
   Pending current;
   size_t previous_boundary = 0;
   for (size_t i = 0; i < samples.size() && !full(); ++i) {
@@ -87,12 +97,16 @@ StatusOr<std::vector<Sample>> PackSamples(const std::vector<Sample>& samples, co
         boundary = previous_boundary;
         next_len = current.seq_lens.back();
       }
+      TM_RETURN_IF_ERROR(room());
       packs.push_back(Finish(Slice(current, 0, boundary, done_lens), options));
       current = Slice(current, boundary, current.tokens.size(), {next_len});
     }
     previous_boundary = current.tokens.size();
   }
-  if (!current.tokens.empty() && !full()) packs.push_back(Finish(std::move(current), options));
+  if (!current.tokens.empty() && !full()) {
+    TM_RETURN_IF_ERROR(room());
+    packs.push_back(Finish(std::move(current), options));
+  }
   return packs;
 }
 

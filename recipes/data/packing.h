@@ -26,10 +26,13 @@ struct PackOptions {
   // Split a sample across two packs when it does not fit (text completion's default). When false, a sample longer
   // than max_seq_len is an error and a sample that does not fit starts the next pack.
   bool split_across_pack = false;
+  // The bytes the packs may hold (SampleBudget): each pack is max_seq_len tokens, labels, positions and
+  // document ids, checked before it is made. 0: the machine's memory.
+  int64_t max_bytes = 0;
 };
 
-// InvalidArgument when max_seq_len < 1, or when a sample is longer than max_seq_len and split_across_pack is false
-// (naming the sample's index and length).
+// InvalidArgument when max_seq_len < 1, when a sample is longer than max_seq_len and split_across_pack is false
+// (naming the sample's index and length), or when the next pack would pass max_bytes (naming the bound).
 StatusOr<std::vector<Sample>> PackSamples(const std::vector<Sample>& samples, const PackOptions& options);
 
 }  // namespace tmx::data

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -17,7 +18,11 @@ double Since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 at::Tensor SampleTokens(const at::Tensor& logits, const SamplingOptions& options) {
   TORCH_CHECK(logits.dim() == 2, "SampleTokens: expected logits [batch, vocab], got ", logits.sizes());
   if (options.temperature <= 0) return logits.argmax(-1);
-  torch::Tensor scaled = logits.to(torch::kFloat) / options.temperature;
+  // Shifted so the largest is 0: each quotient is then 0 or below, and a tiny temperature makes the others -inf
+  // (a greedy draw), never +inf - +inf.
+  torch::Tensor shifted = logits.to(torch::kFloat);
+  shifted = shifted - std::get<0>(shifted.max(-1, /*keepdim=*/true));
+  torch::Tensor scaled = shifted / std::max(options.temperature, kMinSamplingTemperature);
   if (options.top_k) {
     const int64_t k = std::min(*options.top_k, scaled.size(-1));
     TORCH_CHECK(k >= 1, "SampleTokens: top_k must be at least 1, got ", *options.top_k);
@@ -35,9 +40,11 @@ Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const Generatio
   TORCH_CHECK(options.max_new_tokens >= 1, "Generate: max_new_tokens must be at least 1, got ",
               options.max_new_tokens);
   const int64_t batch = prompt.size(0), length = prompt.size(1);
+  // Compared as what is left of max_seq_len: length + max_new_tokens may overflow int64.
+  TORCH_CHECK(options.max_new_tokens <= model.args().max_seq_len - length, "Generate: the prompt's ", length,
+              " tokens and max_new_tokens=", options.max_new_tokens, " pass the model's max_seq_len of ",
+              model.args().max_seq_len);
   const int64_t capacity = length + options.max_new_tokens;
-  TORCH_CHECK(capacity <= model.args().max_seq_len, "Generate: the prompt's ", length, " tokens and max_new_tokens=",
-              options.max_new_tokens, " pass the model's max_seq_len of ", model.args().max_seq_len);
   torch::NoGradGuard no_grad;
   auto sync = [&] {
     if (options.synchronize) options.synchronize();

@@ -14,10 +14,15 @@
 
 namespace tmx::models {
 
+// The smallest temperature that divides the logits: torchtune's sample divides by max(temperature, 1e-5), and a
+// smaller divisor (a subnormal one is 0 in float32) turns every logit into an infinity and the draw into NaN.
+inline constexpr double kMinSamplingTemperature = 1e-5;
+
 // How a token is drawn from a position's logits.
 struct SamplingOptions {
   // The logits are divided by it before the softmax. 0: greedy (the largest logit), the limit torchtune's
-  // sample reaches by dividing by max(temperature, 1e-5).
+  // sample reaches by dividing by max(temperature, 1e-5); a temperature below kMinSamplingTemperature divides
+  // by that bound, as torchtune's does.
   double temperature = 1.0;
   // Only the k largest logits (and any equal to the k-th) can be drawn. Unset: every logit.
   std::optional<int64_t> top_k;
@@ -25,7 +30,8 @@ struct SamplingOptions {
 
 // logits [B, V] (any floating dtype) -> [B] int64 token ids. With temperature > 0 it draws as torchtune's
 // sample does, by the exponential race: argmax(softmax(logits / temperature) / q), q ~ Exp(1) from the device's
-// default generator (seed it with torch::manual_seed for reproducible draws).
+// default generator (seed it with torch::manual_seed for reproducible draws). The largest logit is subtracted
+// before the division, so no quotient overflows: finite logits never draw from a NaN softmax.
 at::Tensor SampleTokens(const at::Tensor& logits, const SamplingOptions& options);
 
 struct GenerationOptions {
@@ -52,7 +58,8 @@ struct Generated {
 };
 
 // Generates from `prompt` [B, T] (int64 ids on the model's device, every row T tokens long) without building a
-// graph. REQUIRES: T + max_new_tokens <= the model's max_seq_len (checked; throws c10::Error naming both).
+// graph. REQUIRES: T + max_new_tokens <= the model's max_seq_len (checked without overflow; throws c10::Error
+// naming both).
 Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const GenerationOptions& options);
 
 }  // namespace tmx::models

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "recipes/models/presets.h"
@@ -42,6 +43,33 @@ TEST(SampleTokensTest, DrawsFollowTheSoftmaxOfTheScaledTopK) {
   torch::Tensor a = SampleTokens(logits.slice(0, 0, 100), {1.0, std::nullopt});
   torch::manual_seed(5);
   EXPECT_TRUE(torch::equal(a, SampleTokens(logits.slice(0, 0, 100), {1.0, std::nullopt})));
+}
+
+TEST(SampleTokensTest, ATinyTemperatureOrHugeLogitsDrawTheLargestNeverANan) {
+  // 1e-320 is 0 in float32: logits / it were infinities, the softmax NaN, and every draw token 0.
+  torch::manual_seed(2);
+  torch::Tensor logits = torch::tensor({{0.5f, -1.0f, 3.0f, 2.0f}, {1e30f, -1e30f, 3e38f, 0.0f}});
+  for (double t : {1e-320, 1e-300, 1e-6}) {
+    torch::Tensor drawn = SampleTokens(logits, {t, std::nullopt});
+    EXPECT_EQ(drawn[0].item<int64_t>(), 2) << "temperature " << t;
+    EXPECT_EQ(drawn[1].item<int64_t>(), 2) << "temperature " << t;
+  }
+  // Logits near float32's largest, at an ordinary temperature: no quotient overflows.
+  torch::Tensor drawn = SampleTokens(torch::tensor({{-3e38f, 3e38f}}), {0.5, std::nullopt});
+  EXPECT_EQ(drawn[0].item<int64_t>(), 1);
+}
+
+TEST(GenerateTest, MaxNewTokensNearTheInt64LimitIsRefusedNotOverflowed) {
+  Decoder model = TinyModel("llama3", 3);
+  torch::Tensor prompt = torch::randint(model->args().vocab_size, {1, 5}, torch::kLong);
+  GenerationOptions options;
+  options.max_new_tokens = std::numeric_limits<int64_t>::max() - 2;
+  try {
+    Generate(*model, prompt, options);
+    FAIL() << "a length past int64 was accepted";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("pass the model's max_seq_len"), std::string::npos) << e.what();
+  }
 }
 
 class GenerateFamilyTest : public ::testing::TestWithParam<std::string> {};

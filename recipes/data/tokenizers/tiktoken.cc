@@ -16,6 +16,8 @@ namespace {
 constexpr size_t kMaxEncodeChars = 400000;       // torchtune's MAX_ENCODE_CHARS
 constexpr size_t kMaxNoWhitespaceChars = 25000;  // torchtune's MAX_NO_WHITESPACE_CHARS
 constexpr int64_t kNoRank = std::numeric_limits<int64_t>::max();
+// The largest rank read: ids are int32-sized everywhere a vocabulary is (published tokenizers stay below 2^20).
+constexpr int64_t kMaxRank = std::numeric_limits<int32_t>::max();
 
 // torchtune's chunking: pieces of at most kMaxEncodeChars code points, each split further so that no run of
 // whitespace or of non-whitespace is longer than kMaxNoWhitespaceChars.
@@ -107,6 +109,13 @@ StatusOr<std::unique_ptr<TiktokenTokenizer>> TiktokenTokenizer::Load(const Tikto
     long long rank = std::strtoll(rank_text.c_str(), &rank_end, 10);
     if (rank_text.empty() || *rank_end != '\0' || rank < 0) {
       return Status::InvalidArgument(where + "rank \"" + rank_text + "\" is not a whole number >= 0" + fix);
+    }
+    // strtoll saturates past int64 (and the rank after the largest is the vocabulary's size, kNoRank the largest).
+    if (rank > kMaxRank) {
+      return Status::InvalidArgument(where + "rank \"" + rank_text.substr(0, 40) + "\" is above " +
+                                     std::to_string(kMaxRank) +
+                                     ", the largest a ranks file may hold (the model's vocabulary would be the "
+                                     "largest rank + 1 ids)" + fix);
     }
     if (!tok->ranks_.emplace(bytes, rank).second || !tok->bytes_of_.emplace(rank, bytes).second) {
       return Status::InvalidArgument(where + "token or rank " + std::to_string(rank) +

@@ -103,6 +103,12 @@ TEST(TiktokenTest, BadFilesNameFileLineAndFix) {
   EXPECT_EQ(LoadError("IQ== zero\n"), "<path>:1: rank \"zero\" is not a whole number >= 0" + fix);
   EXPECT_EQ(LoadError("IQ== 0\n"), "<path>: byte 0 has no rank, so some text could not be encoded" + fix);
   EXPECT_EQ(LoadError("\n"), "<path>: holds no tokens" + fix);
+  // Ranks beyond int64 saturated to its largest (the merge loop's "no rank"), and rank + 1 overflowed.
+  const std::string above = "\" is above 2147483647, the largest a ranks file may hold (the model's vocabulary "
+                            "would be the largest rank + 1 ids)" + fix;
+  EXPECT_EQ(LoadError("IQ== 99999999999999999999\n"), "<path>:1: rank \"99999999999999999999" + above);
+  EXPECT_EQ(LoadError("IQ== 9223372036854775807\n"), "<path>:1: rank \"9223372036854775807" + above);
+  EXPECT_EQ(LoadError("IQ== 2147483648\n"), "<path>:1: rank \"2147483648" + above);
 }
 
 TEST(TiktokenTest, Base64) {
