@@ -126,21 +126,48 @@ Disturbance JudgeDisturbance(const MachineCpuTimes& before, const MachineCpuTime
   return d;
 }
 
-Disturbance ProbeMachineLoad(double window_s) {
-  const MachineCpuTimes before = ReadMachineCpuTimes();
+Disturbance ProbeMachineLoad(double window_s, const std::vector<int>& cpus) {
+  const MachineCpuTimes before = ReadMachineCpuTimes(cpus);
   std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, window_s)));
   // This process only sleeps meanwhile: every busy tick is someone else's.
-  return JudgeDisturbance(before, ReadMachineCpuTimes(), 0);
+  return JudgeDisturbance(before, ReadMachineCpuTimes(cpus), 0);
 }
 
-std::string BusyMachineWarning(const Disturbance& probe, double window_s, const DisturbanceOptions& options) {
+namespace {
+
+// "the machine is busy: other processes used 63% of the machine's CPU over the last 0.3 s (more than 25%)", or
+// "" when `probe` is quiet or unknown.
+std::string BusyMachine(const Disturbance& probe, double window_s, const DisturbanceOptions& options) {
   if (!probe.known) return "";
   std::ostringstream window;
   window << window_s;
   const std::string why = DisturbanceReason(probe, options, "over the last " + window.str() + " s");
-  if (why.empty()) return "";
-  return "the machine is busy: " + why +
-         "; cells measured now may be marked disturbed, and their speeds are then not published";
+  return why.empty() ? "" : "the machine is busy: " + why;
+}
+
+}  // namespace
+
+std::string BusyMachineWarning(const Disturbance& probe, double window_s, const DisturbanceOptions& options) {
+  const std::string busy = BusyMachine(probe, window_s, options);
+  if (busy.empty()) return "";
+  return busy + "; cells measured now may be marked disturbed, and their speeds are then not published";
+}
+
+ThreadChoice ThreadsBesideLoad(const UsableCores& cores, const Disturbance& probe, double window_s,
+                           const DisturbanceOptions& options) {
+  ThreadChoice choice;
+  choice.threads = std::max(1, cores.count);
+  const std::string busy = BusyMachine(probe, window_s, options);
+  if (busy.empty()) return choice;
+  // The probe's shares are of the probed CPUs (the affinity); the cores other work keeps busy, rounded.
+  const int probed = cores.affinity > 0 ? cores.affinity : cores.count;
+  const int taken = static_cast<int>(std::lround(std::clamp(probe.others_share + probe.steal_share, 0.0, 1.0) * probed));
+  choice.threads = std::clamp(cores.count - taken, 1, cores.count);
+  choice.busy = true;
+  choice.warning = busy + "; running with " +
+                   std::to_string(choice.threads) + (choice.threads == 1 ? " thread" : " threads") + " of " +
+                   std::to_string(cores.count) + " (the cores other work leaves free; OMP_NUM_THREADS=N chooses)";
+  return choice;
 }
 
 std::optional<double> ParseCgroupCpuMax(const std::string& text) {

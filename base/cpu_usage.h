@@ -67,11 +67,28 @@ std::optional<double> ParseCgroupCpuMax(const std::string& text);
 // What other processes and the hypervisor take of the machine now: its CPU times read `window_s` apart while
 // this process sleeps, judged as a measurement's interval is (JudgeDisturbance). Before a run starts, this says
 // what its cells can expect; the load average would also carry the last minute's work, a run just finished.
-Disturbance ProbeMachineLoad(double window_s);
+// With `cpus`, only those CPUs are looked at (this process's affinity: what other lanes run on is not its load).
+Disturbance ProbeMachineLoad(double window_s, const std::vector<int>& cpus = {});
 
 // A warning when `probe` (ProbeMachineLoad over `window_s`) would mark a measurement disturbed; "" otherwise.
 //   "the machine is busy: other processes used 63% of the machine's CPU over the last 0.3 s (more than 25%);
 //    cells measured now may be marked disturbed, and their speeds are then not published"
 std::string BusyMachineWarning(const Disturbance& probe, double window_s, const DisturbanceOptions& options = {});
+
+// ATen's CPU threads for a run beside other work.
+struct ThreadChoice {
+  int threads = 1;      // at least 1
+  bool busy = false;    // whether the load made the choice (else: all of `cores`)
+  // "" when quiet or the load is unknown; otherwise why and what was chosen:
+  //   "the machine is busy: other processes used 50% of the machine's CPU over the last 0.2 s (more than 25%);
+  //    running with 1 thread of 2 (the cores other work leaves free; OMP_NUM_THREADS=N chooses)"
+  std::string warning;
+};
+// One thread per core of `cores` that the load `probe` (ProbeMachineLoad over `window_s`, on the CPUs of
+// `cores`' affinity) leaves free, when the probe would mark a measurement disturbed: threads beyond the free
+// cores only wait for each other (measured on 2 cores beside one busy process: 60 tiny steps 2.26 s with 1
+// thread, 5.17 s with 2). Quiet or unknown: every usable core.
+ThreadChoice ThreadsBesideLoad(const UsableCores& cores, const Disturbance& probe, double window_s,
+                           const DisturbanceOptions& options = {});
 
 }  // namespace tmx

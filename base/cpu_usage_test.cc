@@ -99,5 +99,36 @@ TEST(CpuUsageTest, ABusyMachineIsSaidBeforeMeasuring) {
   EXPECT_TRUE(ProbeMachineLoad(0.05).known);
 }
 
+// Beside other work a run takes the cores it leaves free, says so once, and never drops below one thread; a
+// quiet machine or an unknown load keeps every usable core and says nothing.
+TEST(CpuUsageTest, ThreadsAreTheCoresOtherWorkLeavesFree) {
+  const UsableCores two = UsableCoresFrom(2, std::nullopt);
+  Disturbance load;
+  load.known = true;
+  load.others_share = 0.5;  // one of two cores spinning
+  ThreadChoice busy = ThreadsBesideLoad(two, load, 0.2);
+  EXPECT_TRUE(busy.busy);
+  EXPECT_EQ(busy.threads, 1);
+  EXPECT_EQ(busy.warning,
+            "the machine is busy: other processes used 50% of the machine's CPU over the last 0.2 s (more than 25%); "
+            "running with 1 thread of 2 (the cores other work leaves free; OMP_NUM_THREADS=N chooses)");
+  load.others_share = 1.0;  // every core taken: still one thread
+  EXPECT_EQ(ThreadsBesideLoad(two, load, 0.2).threads, 1);
+  const UsableCores sixteen = UsableCoresFrom(16, std::nullopt);
+  load.others_share = 0.3;  // about 5 of 16 cores
+  ThreadChoice some = ThreadsBesideLoad(sixteen, load, 0.2);
+  EXPECT_EQ(some.threads, 11);
+  EXPECT_NE(some.warning.find("running with 11 threads of 16"), std::string::npos) << some.warning;
+  const UsableCores quota = UsableCoresFrom(8, 2.0);  // 8 CPUs, a quota of 2 cores, 4 of the 8 busy
+  load.others_share = 0.5;
+  EXPECT_EQ(ThreadsBesideLoad(quota, load, 0.2).threads, 1);
+  load.others_share = 0.1;  // quiet
+  ThreadChoice quiet = ThreadsBesideLoad(two, load, 0.2);
+  EXPECT_FALSE(quiet.busy);
+  EXPECT_EQ(quiet.threads, 2);
+  EXPECT_EQ(quiet.warning, "");
+  EXPECT_EQ(ThreadsBesideLoad(two, Disturbance{}, 0.2).threads, 2);  // unknown load
+}
+
 }  // namespace
 }  // namespace tmx

@@ -10,6 +10,10 @@ namespace tmx {
 // pids that cannot be one (0, negative, beyond pid_t).
 bool ProcessIsAlive(int64_t pid);
 
+// Whether process `pid` has ended: gone, or a zombie nobody reaped yet (a container's init may not reap), which
+// ProcessIsAlive still counts.
+bool ProcessEnded(int64_t pid);
+
 // This machine's host name, "" if unknown.
 std::string HostName();
 

@@ -1,6 +1,7 @@
 #include "base/subprocess.h"
 
 #include "base/cpu_usage.h"
+#include "base/process_info.h"
 #include "tests/scratch_dir.h"
 
 #include <signal.h>
@@ -615,15 +616,6 @@ TEST(SubprocessTest, TerminateAllMarksRunningOnesInterrupted) {
   EXPECT_FALSE(first->result().interrupted);
   EXPECT_TRUE(second->result().interrupted);
   EXPECT_EQ(set.NextFinished(), nullptr);
-}
-
-// Whether `pid` has ended: gone, or a zombie nobody reaped yet (a container's init may not reap).
-bool ProcessEnded(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 // A parent killed outright (SIGKILL: no handler runs, no destructor) takes a die_with_parent child with it;

@@ -68,6 +68,14 @@ std::string ChooseThreads() {
     return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")";
   }
   const UsableCores cores = ReadUsableCores();
+  if (cores.count >= 2) {
+    const ThreadChoice choice =
+        ThreadsBesideLoad(cores, ProbeMachineLoad(kThreadProbeS, ReadAffinityCpus()), kThreadProbeS);
+    if (choice.busy) {
+      at::set_num_threads(choice.threads);
+      return "Threads: " + std::to_string(choice.threads) + ". warning: " + choice.warning;
+    }
+  }
   at::set_num_threads(cores.count);
   return "Threads: " + std::to_string(cores.count) + ", one per core this process may use: " + cores.Describe();
 }
@@ -79,7 +87,9 @@ Status MeasureMatmulPeaks(const MatmulPeakOptions& options, DeviceInfo* device) 
                 ? std::vector<int64_t>{512, 1024, 2048}
                 : std::vector<int64_t>{2048, 4096, 8192};
   }
-  ChooseThreads();
+  // The device's peak: every core (or OMP_NUM_THREADS's choice), whatever else runs.
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  if (omp == nullptr || *omp == '\0') at::set_num_threads(ReadUsableCores().count);
   for (const std::string& name : options.dtypes) {
     StatusOr<c10::ScalarType> dtype = DtypeNamed(name);
     TM_RETURN_IF_ERROR(dtype.status());

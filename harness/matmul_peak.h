@@ -27,8 +27,12 @@ struct MatmulPeakOptions {
 
 // ATen's CPU threads in a recipe: one per core this process may use (affinity and cgroup quota,
 // base/cpu_usage.h; a container given 2 of 16 cores must not run 16 threads), unless OMP_NUM_THREADS chose (the
-// launcher sets it per rank). Returns the line that says which.
+// launcher sets it per rank). Beside other work (its cores looked at for kThreadProbeS first), the cores it leaves
+// free (base/cpu_usage.h's ThreadsBesideLoad). Returns the line that says which, with the warning when busy.
 std::string ChooseThreads();
+// How long ChooseThreads looks at the cores: a few of /proc/stat's 1/100 s ticks per core, enough to tell a core
+// kept busy from an idle one.
+inline constexpr double kThreadProbeS = 0.2;
 
 // Measures `device`'s peak per dtype into device->matmul_peak_flops (FLOP/s) and matmul_peak_threads (ATen's
 // threads while measuring). InvalidArgument for a dtype name that is not bf16, fp16 or fp32.

@@ -404,12 +404,13 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     return kExitInterrupted;
   }
   if (!run->environment_errors.empty()) {
-    err << "tune-matrix: " << run->environment_errors.size()
-        << " cell(s) failed because of this machine, not the device, and were not recorded:\n";
+    err << "tune-matrix: " << Counted(static_cast<int64_t>(run->environment_errors.size()), "cell")
+        << " not recorded: each failed because of this machine, not the device, or made a record that breaks a "
+           "record rule (named below):\n";
     for (const CellResult& r : run->environment_errors) {
       err << "  " << r.key.config << " on " << r.key.device << ": " << TerminalText(r.reason) << "\n";
     }
-    err << "Fix the machine (disk space, permissions), then run again with --resume.\n";
+    err << "Fix the machine (disk space, permissions, a clock that jumped), then run again with --resume.\n";
     return kExitFailure;
   }
   return kExitOk;

@@ -38,6 +38,9 @@ class SubprocessRunner : public CellRunner {
     options.memory_limit_bytes = cmd.memory_limit_bytes;
     options.log_path = cmd.log_path;
     options.cpus = cmd.cpus;
+    // A cell's child (and, through the launcher, its ranks) ends with this process: a tune-matrix killed
+    // outright (SIGKILL, the OOM killer) leaves no cell running on and holding the device.
+    options.die_with_parent = true;
     const MachineCpuTimes before = ReadMachineCpuTimes(cmd.cpus);
     StatusOr<Subprocess*> sub = set_.Add(options);
     if (!sub.ok()) return sub.status().WithContext(CellName(cmd.key));

@@ -1,14 +1,18 @@
 #include "matrix/runner.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
+
+#include "base/process_info.h"
 
 namespace tmx::matrix {
 namespace {
@@ -179,6 +183,43 @@ TEST(RunnerTest, InterruptStopsWaitingAndAbortReturnsTheCells) {
   EXPECT_TRUE(outcomes[0].result.interrupted);
   SubprocessSet::UninstallInterruptHandlers();
   SubprocessSet::ResetInterrupt();
+}
+
+// A tune-matrix killed outright (SIGKILL: no handler, no destructor) takes its running cell with it, instead of
+// leaving the cell's child running on the device with nobody to record it (issue 55).
+TEST(RunnerTest, ACellEndsWhenTheMatrixIsKilled) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t matrix = fork();
+  ASSERT_GE(matrix, 0);
+  if (matrix == 0) {  // the tune-matrix to be killed: starts a cell, reports the cell's pid, waits
+    close(fds[0]);
+    std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
+    const std::string pid_file = ::testing::TempDir() + "/runner_test_cell_" + std::to_string(getpid());
+    CellCommand cmd = Cell("a", "cpu", {"pidfile", pid_file});
+    cmd.timeout_s = 60;
+    pid_t cell = -1;
+    if (runner->Start(cmd).ok()) {
+      for (int i = 0; i < 500 && cell <= 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::ifstream(pid_file) >> cell;
+      }
+    }
+    if (write(fds[1], &cell, sizeof cell) != sizeof cell) _exit(1);
+    for (;;) pause();
+  }
+  close(fds[1]);
+  pid_t cell = -1;
+  ASSERT_EQ(read(fds[0], &cell, sizeof cell), static_cast<ssize_t>(sizeof cell));
+  close(fds[0]);
+  ASSERT_GT(cell, 0);
+  EXPECT_FALSE(ProcessEnded(cell));
+  kill(matrix, SIGKILL);
+  waitpid(matrix, nullptr, 0);
+  const auto start = Clock::now();
+  while (!ProcessEnded(cell) && SecondsSince(start) < 5) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(ProcessEnded(cell)) << "the cell's child outlived the killed matrix";
+  if (!ProcessEnded(cell)) kill(cell, SIGKILL);
 }
 
 }  // namespace

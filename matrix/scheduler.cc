@@ -17,6 +17,7 @@
 #include "matrix/lanes.h"
 #include "matrix/numeric_check.h"
 #include "matrix/proxy_cell.h"
+#include "matrix/record_rules.h"
 #include "matrix/repair_cell.h"
 #include "matrix/report.h"
 
@@ -168,6 +169,15 @@ void AddCpuAccounting(const CellOutcome& outcome, CellResult* r, const Disturban
   r->disturbed = d.reason;
 }
 
+namespace {
+
+// " (proxy of 4 layers)" for a proxy's run, "" for the cell's own: which of a cell's training children `index` is.
+std::string ChildShown(const PlannedCell& cell, size_t index) {
+  return index < cell.proxies.size() ? " (proxy of " + std::to_string(cell.proxies[index].layers) + " layers)" : "";
+}
+
+}  // namespace
+
 StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
                              CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
                              std::ostream& progress, const std::function<std::string()>& now) {
@@ -199,6 +209,16 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     // The class its cpu children ran at (MatrixOptions::cpu_class): the record's column is the one it was planned in.
     if (cell.device_type == "cpu") r.provenance.cpu_class = options.cpu_class;
     r.provenance.verified_at = now();
+    // A record that breaks a record rule would make the journal unreadable to every later reader (resume, merge,
+    // check), so it is refused here as they would refuse it: an error of the run that names the rule, with the
+    // cell's earlier record left standing (the run fails; the cell is measured again by the next one).
+    if (Status rules = CheckRecordRules(r, "cell " + r.key.config + " on " + r.key.device); !rules.ok()) {
+      progress << "ERROR " << rules.message() << " (not recorded)" << std::endl;
+      r.reason = "not recorded, not a verdict on the device: " + rules.message();
+      run.environment_errors.push_back(std::move(r));
+      ++completed;
+      return Status::OK();
+    }
     TM_RETURN_IF_ERROR(AppendToJournal(options.journal_path, r));
     ++completed;
     double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -267,6 +287,9 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     CellResult checked;
   };
   std::map<CellKey, Awaiting> awaiting;
+  // The children run again once because other work disturbed their first run (a burst beside them is often over
+  // by then); a second disturbed run is recorded as disturbed.
+  std::set<std::pair<CellKey, size_t>> retried;
   std::vector<Child> queue;
   for (const PlannedCell* c : pending) {
     if (!c->runnable) {
@@ -392,12 +415,20 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       result = cell->preset;  // the cell as planned, for the message; nothing of it is recorded
       result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
       progress << "ERROR " << cell->key.config << " on " << cell->key.device
-               << (finished_child.index < cell->proxies.size()
-                       ? " (proxy of " + std::to_string(cell->proxies[finished_child.index].layers) + " layers)"
-                       : "")
-               << ": " << result.reason << std::endl;
+               << ChildShown(*cell, finished_child.index) << ": " << result.reason << std::endl;
       proxy_runs.erase(cell->key);
       run.environment_errors.push_back(std::move(result));
+      continue;
+    }
+    if (result.status == CellStatus::kRuns && !result.disturbed.empty() &&
+        retried.insert({cell->key, finished_child.index}).second) {
+      progress << cell->key.config << " on " << cell->key.device << ChildShown(*cell, finished_child.index)
+               << " was measured beside other work (" << result.disturbed << "); running it again once" << std::endl;
+      Child again = finished_child;
+      again.continues = true;
+      again.host_bytes = 0;
+      again.whole_host = false;
+      queue.insert(queue.begin(), again);
       continue;
     }
     if (result.status == CellStatus::kTooLarge && outcome.result.memory_exceeded &&

@@ -19,7 +19,8 @@ struct MatrixRun {
   bool interrupted = false;          // stopped by Ctrl-C/SIGTERM; cells in flight were not recorded
   // Cells whose child failed because of the machine (a full disk, an unwritable folder, no file
   // descriptors: harness/env_failure.h), each with the reason. They are not journaled: an environment
-  // failure is no verdict on the device, and the cell's earlier record stands. The run must fail.
+  // failure is no verdict on the device, and the cell's earlier record stands. The run must fail. Also cells
+  // whose record broke a record rule (matrix/record_rules.h), which no reader would take from the journal.
   std::vector<CellResult> environment_errors;
   // Cells left for a later run by the time limit (MatrixOptions::time_limit_s), by the plan or, once the run
   // fell behind its predictions, before they started: not recorded; their earlier records stand.

@@ -293,6 +293,57 @@ TEST_F(SchedulerTest, AnEnvironmentFailureIsReportedButNeverJournaledAsTheDevice
   EXPECT_EQ(journal->front().key.config, "fine");
 }
 
+// A cell whose record would break a record rule (here: 4.2 s of steps inside a child that lived 0.5 s, as a clock
+// jump could make) is an error of the run, not a journal line that every later reader would refuse.
+TEST_F(SchedulerTest, ARecordThatBreaksARecordRuleIsAnErrorAndNeverJournaled) {
+  std::vector<PlannedCell> cells = {Cell("jumped", "cpu"), Cell("fine", "cpu")};
+  for (const PlannedCell& c : cells) WriteSummary(c, Ran({3.0, 2.5, 2.0}, 1000));
+  FakeRunner runner;
+  runner.outcomes["jumped"] = Exited(0);
+  runner.outcomes["jumped"].wall_time_s = 0.5;
+  runner.outcomes["fine"] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->environment_errors.size(), 1u);
+  EXPECT_EQ(run->environment_errors[0].key.config, "jumped");
+  EXPECT_NE(run->environment_errors[0].reason.find("breaks rule times_within_wall"), std::string::npos)
+      << run->environment_errors[0].reason;
+  EXPECT_NE(progress.str().find("ERROR cell jumped on cpu: cell record breaks rule times_within_wall"),
+            std::string::npos)
+      << progress.str();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_EQ(journal->front().key.config, "fine");
+}
+
+// A cell disturbed by other work runs again once, and the second run is its record (undisturbed here); a cell
+// disturbed twice is recorded as disturbed.
+TEST_F(SchedulerTest, ADisturbedCellRunsAgainOnce) {
+  std::vector<PlannedCell> cells = {Cell("burst", "cpu"), Cell("busy", "cpu")};
+  for (const PlannedCell& c : cells) WriteSummary(c, Ran({3.0, 2.5, 2.0}, 1000));
+  FakeRunner runner;
+  runner.disturbed_finishes = {0, 2, 3};  // burst's first run; both of busy's
+  for (const char* n : {"burst", "busy"}) runner.outcomes[n] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"burst@cpu", "burst@cpu", "busy@cpu", "busy@cpu"}));
+  ASSERT_EQ(run->recorded.size(), 2u);
+  EXPECT_EQ(run->recorded[0].key.config, "burst");
+  EXPECT_EQ(run->recorded[0].disturbed, "");
+  EXPECT_EQ(run->recorded[1].key.config, "busy");
+  EXPECT_NE(run->recorded[1].disturbed, "");
+  EXPECT_NE(progress.str().find("burst on cpu was measured beside other work (other processes used 95% of the "
+                                "machine's CPU while it ran (more than 25%)); running it again once"),
+            std::string::npos)
+      << progress.str();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  EXPECT_EQ(journal->size(), 2u);
+}
+
 TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
   std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu"), Cell("c", "cpu")};
   FakeRunner first;

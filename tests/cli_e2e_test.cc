@@ -2,15 +2,19 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "base/clock.h"
+#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/folder.h"
 #include "base/subprocess.h"
+#include "harness/run_summary.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
 
@@ -345,6 +349,43 @@ TEST_F(CliTest, RunTinyConfigLogsStepsWithMemory) {
   EXPECT_NE(r.output.find(" | 2/2 steps, elapsed "), std::string::npos) << r.output;
   struct stat st;
   EXPECT_EQ(::stat((dir_ + "/run/logs/metrics.jsonl").c_str(), &st), 0);
+}
+
+// Beside other work (here: a spinning thread per core) `tune run` on cpu says once that the machine is busy and
+// trains with the cores it leaves free, one thread here, recorded in its summary (issue 56: 60 tiny steps took
+// 2.26 s with 1 thread and 5.17 s with 2 beside a busy process). OMP_NUM_THREADS empty: ATen's threads unchosen.
+TEST_F(CliTest, RunBesideOtherWorkWarnsOnceAndTrainsOnTheFreeCores) {
+  const int cores = ReadUsableCores().count;
+  if (cores < 2) GTEST_SKIP() << "one usable core: there is no thread count to choose";
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < cores; ++i) {
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  Result r = Exec({kTune, "run", "lora_finetune_single_device", "--config", "tiny/lora_single_device",
+                   "max_steps_per_epoch=1", "save_checkpoints=False", "output_dir=" + dir_ + "/run", "--force"},
+                  {{"OMP_NUM_THREADS", ""}});
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  ASSERT_EQ(r.code, 0) << r.output;
+  size_t warnings = 0;
+  for (size_t at = r.output.find("the machine is busy"); at != std::string::npos;
+       at = r.output.find("the machine is busy", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1u) << r.output;
+  EXPECT_NE(r.output.find("Threads: 1. warning: the machine is busy: other processes used "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("running with 1 thread of " + std::to_string(cores) +
+                          " (the cores other work leaves free; OMP_NUM_THREADS=N chooses)"),
+            std::string::npos)
+      << r.output;
+  StatusOr<RunSummary> summary = ReadRunSummary(dir_ + "/run");
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  EXPECT_EQ(summary->threads, 1);
 }
 
 TEST_F(CliTest, MatrixRejectsBadOptions) {

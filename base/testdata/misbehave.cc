@@ -14,6 +14,7 @@
 //   misbehave ignore-term   ignores SIGTERM, prints "ignoring SIGTERM", hangs
 //   misbehave stdin         reads stdin to its end and prints how many bytes it got
 //   misbehave sleep S       sleeps S seconds (no grandchild), prints "slept", exits 0
+//   misbehave pidfile PATH  writes its pid to PATH, then sleeps until killed
 //   misbehave spin S        computes until it has used S seconds of CPU (a decimal), prints "spun", exits 0
 #include <signal.h>
 #include <time.h>
@@ -48,7 +49,7 @@ void NoCoreDumps() {
 
 int Usage() {
   std::fprintf(stderr, "usage: misbehave ok|exit N|crash|abort|hang|alloc MB|garbage|spew N|env NAME|envs NAME...|pwd|"
-                       "ignore-term|stdin|sleep S\n");
+                       "ignore-term|stdin|sleep S|pidfile PATH\n");
   return 2;
 }
 
@@ -160,6 +161,13 @@ int main(int argc, char** argv) {
     sleep(static_cast<unsigned>(std::atoi(arg)));
     std::printf("slept\n");
     return 0;
+  }
+  if (mode == "pidfile" && arg) {  // writes its pid to the file `arg` names, then sleeps until killed
+    if (FILE* f = std::fopen(arg, "w")) {
+      std::fprintf(f, "%d\n", static_cast<int>(getpid()));
+      std::fclose(f);
+    }
+    for (;;) pause();
   }
   return Usage();
 }

@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ class FakeRunner : public CellRunner {
   std::vector<CellCommand> commands;  // every command started, in order
   size_t max_running = 0;
   bool interrupt_after_first = false;
+  // The finishes (0-based, in finishing order) whose machine readings show other work taking 95% of the machine.
+  std::set<int> disturbed_finishes;
 
   bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
   Status Start(const CellCommand& cmd) override {
@@ -53,6 +56,10 @@ class FakeRunner : public CellRunner {
     out->result = outcome_of ? outcome_of(cmd) : outcomes[cmd.key.config];
     // A child takes time: the steps its summary reports fit in it (matrix/record_rules.h), unless scripted.
     if (out->result.wall_time_s == 0) out->result.wall_time_s = kUnscriptedWallTimeS;
+    if (disturbed_finishes.count(finished_)) {
+      out->machine_before = {true, 100, 0, 1000};
+      out->machine_after = {true, 119, 0, 1020};
+    }
     ++finished_;
     return true;
   }
