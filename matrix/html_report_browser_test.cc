@@ -1,8 +1,10 @@
 // reports/index.html in a real browser. Headless Chromium loads a copy of the page from disk with two
 // test-only scripts added: one at the top of <head> that collects errors (uncaught exceptions and
-// console.error), and testdata/html_report_selftest.js before </body>, which drives the page (filters, search,
-// sorting, opening a cell, the change summary's links, back and forward, contrast, sticky header and column)
-// and writes what it saw into the DOM. The page is also opened with a view in its URL's fragment (the
+// console.error), and testdata/html_report_selftest.js before </body>, which drives the page (filters, search
+// over names, statuses and notes, sorting and the sort in the URL, opening a cell, the change summary's order,
+// fold and links, back and forward, contrast, the page scroll with its header row stuck to the window and its
+// first column to <main>) and writes what it saw into the DOM; a cell's details (what ran, its output, its
+// commit's link) are read where a view is restored. The page is also opened with a view in its URL's fragment (the
 // self-test then reports what was restored) and in a 390 px frame (a phone). `chromium --headless
 // --dump-dom` prints that DOM and --screenshot saves <build>/report.png in the same run (about 2 s). Console
 // messages go to a log file, which must hold none. No Python, Node or DevTools client: one child process per page.
