@@ -11,6 +11,7 @@
 #include "harness/column.h"
 #include "matrix/escape.h"
 #include "matrix/history.h"
+#include "matrix/html_report.h"
 #include "matrix/journal.h"
 #include "matrix/publish.h"
 #include "matrix/record_rules.h"
@@ -347,7 +348,11 @@ std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs
     return {{ProblemKind::kReports, history_dir, history.status().message(),
              "repair or delete that line, then: tune-matrix report --reports-dir " + reports_dir}};
   }
-  for (const GeneratedReport& r : RenderReports(configs, *history)) {
+  // The page is rendered with the repository address it names (the remote of the checkout that wrote it, or
+  // --repo-url), so a clone with another remote, or none, checks it all the same.
+  StatusOr<std::string> page = ReadFile(reports_dir + "/index.html");
+  const ReportOptions rendering{page.ok() ? PageRepositoryUrl(*page) : ""};
+  for (const GeneratedReport& r : RenderReports(configs, *history, rendering)) {
     std::string path = reports_dir + "/" + r.name;
     StatusOr<std::string> text = ReadFile(path);
     if (text.ok() && *text == r.text) continue;

@@ -72,4 +72,40 @@ StatusOr<std::string> FileAtCommit(const std::string& repo_dir, const std::strin
   return r->output_tail;
 }
 
+std::string RepositoryWebUrl(const std::string& remote) {
+  std::string url = remote;
+  while (!url.empty() && (url.back() == '\n' || url.back() == '\r' || url.back() == '/')) url.pop_back();
+  if (url.size() > 4 && url.compare(url.size() - 4, 4, ".git") == 0) url.resize(url.size() - 4);
+  std::string host_path;
+  for (const char* scheme : {"https://", "http://", "ssh://", "git://"}) {
+    if (url.rfind(scheme, 0) == 0) host_path = url.substr(std::string(scheme).size());
+  }
+  if (host_path.empty()) {  // scp-like: [user@]host:path
+    const size_t colon = url.find(':');
+    if (colon == std::string::npos || url.find('/') < colon || url.find("://") != std::string::npos ||
+        url.compare(colon + 1, 1, "/") == 0) {
+      return "";  // a local path, or a scheme with no web address (file://)
+    }
+    host_path = url.substr(0, colon) + "/" + url.substr(colon + 1);
+  }
+  const size_t slash = host_path.find('/');
+  const size_t at = host_path.rfind('@', slash);
+  if (at != std::string::npos) host_path = host_path.substr(at + 1);  // no user or token in a page
+  const size_t port = host_path.find(':');
+  if (port != std::string::npos && port < host_path.find('/')) {
+    host_path.erase(port, host_path.find('/') - port);  // an ssh port is not the web server's
+  }
+  if (host_path.find('/') == std::string::npos || host_path[0] == '/') return "";
+  for (char c : host_path) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == '"' || c == '<' || c == '>' || c == '\\') return "";
+  }
+  return "https://" + host_path;
+}
+
+std::string OriginWebUrl(const std::string& dir) {
+  StatusOr<SubprocessResult> r = RunGit(dir, {"config", "--get", "remote.origin.url"});
+  if (!r.ok() || !r->Succeeded()) return "";
+  return RepositoryWebUrl(r->output_tail);
+}
+
 }  // namespace tmx::matrix

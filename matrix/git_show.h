@@ -17,4 +17,13 @@ StatusOr<std::string> ResolveCommit(const std::string& repo_dir, const std::stri
 // NotFound when the commit has no such file; Unavailable when git cannot be started.
 StatusOr<std::string> FileAtCommit(const std::string& repo_dir, const std::string& commit, const std::string& path);
 
+// The web address of a git remote's URL, for links to commits: "git@github.com:o/r.git" and
+// "https://user:token@github.com/o/r.git" give "https://github.com/o/r" (credentials and ".git" dropped);
+// "ssh://git@host/o/r" gives "https://host/o/r". "" for what is no such address (a local path, file://).
+std::string RepositoryWebUrl(const std::string& remote);
+
+// RepositoryWebUrl of the `origin` remote of the repository holding `dir`; "" when there is none (no git, not
+// a repository, no such remote).
+std::string OriginWebUrl(const std::string& dir);
+
 }  // namespace tmx::matrix

@@ -38,5 +38,28 @@ TEST(GitShowTest, AnUnknownRevisionOrPathIsOneClearError) {
       << missing.status().message();
 }
 
+// The page links commits to the repository's web address, made from the remote's URL without credentials.
+TEST(GitShowTest, ARemotesWebAddressLeavesOutCredentialsAndGitsSuffix) {
+  EXPECT_EQ(RepositoryWebUrl("git@github.com:owner/tune-matrix.git"), "https://github.com/owner/tune-matrix");
+  EXPECT_EQ(RepositoryWebUrl("https://github.com/owner/tune-matrix.git\n"), "https://github.com/owner/tune-matrix");
+  EXPECT_EQ(RepositoryWebUrl("https://user:secret@github.com/owner/tune-matrix"), "https://github.com/owner/tune-matrix");
+  EXPECT_EQ(RepositoryWebUrl("ssh://git@git.example.com:2222/team/tune-matrix.git"),
+            "https://git.example.com/team/tune-matrix");
+  EXPECT_EQ(RepositoryWebUrl("http://gitlab.example.com/group/sub/tune-matrix/"),
+            "https://gitlab.example.com/group/sub/tune-matrix");
+  for (const char* none : {"", "/srv/git/tune-matrix.git", "file:///srv/git/tune-matrix", "../tune-matrix",
+                           "https://github.com", "https://github.com/o/r\"onmouseover=\"x"}) {
+    EXPECT_EQ(RepositoryWebUrl(none), "") << none;
+  }
+}
+
+TEST(GitShowTest, TheOriginRemotesWebAddressOrNone) {
+  testing::GitRepo repo;
+  EXPECT_EQ(OriginWebUrl(repo.dir()), "");  // no remote
+  repo.Git({"remote", "add", "origin", "git@github.com:owner/tune-matrix.git"});
+  EXPECT_EQ(OriginWebUrl(repo.dir()), "https://github.com/owner/tune-matrix");
+  EXPECT_EQ(OriginWebUrl("/nonexistent/folder"), "");
+}
+
 }  // namespace
 }  // namespace tmx::matrix

@@ -33,6 +33,15 @@ std::vector<const CellStatusInfo*> ListedStatuses() {
 
 std::string Attr(const std::string& s) { return HtmlEscape(s); }
 
+// An attribute's value as Attr wrote it, its entities read back.
+std::string AttrUnescape(std::string s) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&apos;", "'"}, {"&amp;", "&"}}) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
 // "1 config", "8 configs".
 std::string Counted(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
 
@@ -83,6 +92,53 @@ const CellResult* EntryMeasurement(const SupportEntry& e, const std::vector<Cell
   return nullptr;
 }
 
+// The proxies that ran for a cell (CellResult's proxy fields), one object each: depth, vocabulary where cut,
+// median step time, tokens/s and peak memory.
+ordered_json ProxiesRan(const CellResult& r) {
+  ordered_json proxies = ordered_json::array();
+  auto at = [](const std::vector<double>& v, size_t i) { return i < v.size() ? std::optional<double>(v[i]) : std::nullopt; };
+  for (size_t i = 0; i < r.proxy_layers.size(); ++i) {
+    std::optional<double> peak = at(r.proxy_peak_memory_bytes, i);
+    proxies.push_back({{"layers", Number(r.proxy_layers[i], 0)},
+                       {"vocab", Number(at(r.proxy_vocab, i), 0)},
+                       {"step_time_s", Number(at(r.proxy_step_times_s, i), 4)},
+                       {"tokens_per_second", Number(at(r.proxy_tokens_per_second, i), 1)},
+                       {"peak_memory_gib", Number(peak && *peak > 0 ? std::optional<double>(*peak / (int64_t{1} << 30))
+                                                                    : std::nullopt, 3)}});
+  }
+  return proxies;
+}
+
+// What ran for a cell besides (or instead of) the config as written: its proxies, its repair, its float32
+// reference run. Only what is recorded; {} for a cell that ran alone.
+ordered_json WhatRan(const CellResult& r) {
+  ordered_json ran = ordered_json::object();
+  if (!r.proxy_layers.empty() || !r.proxy_note.empty()) {
+    ran["proxies"] = {{"ran", ProxiesRan(r)},
+                      {"real_layers", r.real_layers},
+                      {"real_vocab", r.real_vocab},
+                      {"cut", r.proxy_cut},
+                      {"note", r.proxy_note},
+                      {"ops_verified", r.ops_verified ? ordered_json(*r.ops_verified) : ordered_json(nullptr)}};
+  }
+  if (!r.repair.empty()) {
+    ran["repair"] = {{"overrides", r.repair},
+                     {"status", r.repaired_status ? CellStatusName(*r.repaired_status) : ""}};
+  }
+  if (!r.numeric_note.empty() || r.reference_time_s) {
+    ran["reference"] = {{"dtype", r.numeric_dtype},
+                        {"note", r.numeric_note},
+                        {"loss", Number(r.numeric_loss, 4)},
+                        {"reference_loss", Number(r.reference_loss, 4)},
+                        {"loss_delta", Number(r.loss_delta, 5)},
+                        {"grad_norm", Number(r.numeric_grad_norm, 4)},
+                        {"reference_grad_norm", Number(r.reference_grad_norm, 4)},
+                        {"grad_norm_delta", Number(r.grad_norm_delta, 5)},
+                        {"time_s", Number(r.reference_time_s, 1)}};
+  }
+  return ran;
+}
+
 // What the entry's own measurement recorded beyond the entry (null when history does not hold it).
 ordered_json EntryRecord(const SupportEntry& e, const std::vector<CellResult>* history) {
   if (const CellResult* found = EntryMeasurement(e, history)) {
@@ -98,13 +154,14 @@ ordered_json EntryRecord(const SupportEntry& e, const std::vector<CellResult>* h
             {"disturbed", r.disturbed},
             {"others_cpu_share", Number(r.others_cpu_share, 3)},
             {"steal_share", Number(r.steal_share, 3)},
-            {"output_tail", r.output_tail}};
+            {"output_tail", r.output_tail},
+            {"ran", WhatRan(r)}};
   }
   return nullptr;
 }
 
 ordered_json PageData(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns,
-                      const History& history) {
+                      const History& history, const std::string& repository_url) {
   ordered_json list = ordered_json::array();
   for (const ConfigSupport* c : configs) {
     ordered_json cells = ordered_json::object();
@@ -129,7 +186,10 @@ ordered_json PageData(const std::vector<const ConfigSupport*>& configs, const st
   // What peak memory is on each column's device type (PeakMemoryMeaning), for the details panel.
   ordered_json peak_memory = ordered_json::object();
   for (const std::string& type : columns) peak_memory[type] = PeakMemoryMeaning(type);
-  return {{"devices", columns}, {"peak_memory", std::move(peak_memory)}, {"configs", std::move(list)}};
+  ordered_json page = {{"devices", columns}, {"peak_memory", std::move(peak_memory)}};
+  if (!repository_url.empty()) page["repository"] = repository_url;  // where commits link to
+  page["configs"] = std::move(list);
+  return page;
 }
 
 void Options(const std::set<std::string>& values, std::ostream& out) {
@@ -202,24 +262,16 @@ std::string ChangeLine(const std::string& kind, const std::string& config, const
 // How many lines of the change summary show before the rest fold away (a <details> to open).
 constexpr size_t kLeadingChanges = 8;
 
-void ChangeSummary(const PageChanges& changes, std::ostream& out) {
-  out << "<section id=\"changes\" aria-labelledby=\"changes-title\">\n<h2 id=\"changes-title\">Since the "
-         "previous measurement</h2>\n";
-  const Comparison& c = changes.comparison;
-  if (changes.since.empty()) {
-    out << "<p class=\"nothing\">No cell has been measured twice yet.</p>\n";
-  } else if (c.changes.empty()) {
-    out << "<p class=\"nothing\">Nothing changed since " << changes.since
-        << " (each cell's newest measurement against the one before it).</p>\n";
-  } else {
-    out << "<p class=\"note\">Each cell's newest measurement against the one before it (the earliest from "
-        << changes.since << "); speed changes beyond the noise model of <code>tune-matrix compare</code>.</p>\n";
-  }
-  if (c.changes.empty() && changes.disturbed.empty()) {
-    out << "</section>\n";
-    return;
-  }
-  std::vector<std::string> lines;
+// A line of the change summary and the time of the measurement it is about (its newest).
+struct SummaryLine {
+  std::string when;  // verified_at
+  std::string html;
+};
+
+// What changed beyond the noise (status or speed), newest measurement first; at the same time in the order
+// CompareRecords lists kinds (newly broken first).
+std::vector<SummaryLine> ChangeLines(const Comparison& c) {
+  std::vector<SummaryLine> lines;
   for (const CellChange& change : c.changes) {
     if (!change.before || !change.after) continue;  // both sides hold every compared cell
     const CellResult& b = *change.before;
@@ -235,22 +287,68 @@ void ChangeSummary(const PageChanges& changes, std::ostream& out) {
       if (!a.reason.empty()) what += ": " + Shortened(a.reason, 120);
     }
     what += " · " + Day(b) + " → " + Day(a);
-    lines.push_back(ChangeLine(ChangeKindTitle(change.kind), change.config, change.column, what));
+    lines.push_back({a.provenance.verified_at, ChangeLine(ChangeKindTitle(change.kind), change.config, change.column, what)});
   }
-  for (const CellResult& r : changes.disturbed) {
-    lines.push_back(ChangeLine(
-        "disturbed", r.key.config, ColumnOf(r),
-        "measured beside other work on " + Day(r) + ", speed not published: " + Shortened(r.disturbed, 160)));
+  std::stable_sort(lines.begin(), lines.end(), [](const SummaryLine& x, const SummaryLine& y) { return x.when > y.when; });
+  return lines;
+}
+
+// The cells whose newest measurement was made beside other work, folded into one count that opens to their
+// lines (newest first): on a busy machine they are every cell of a run, and no change of theirs is compared.
+void DisturbedFold(const std::vector<CellResult>& disturbed, std::ostream& out) {
+  if (disturbed.empty()) return;
+  std::vector<SummaryLine> lines;
+  for (const CellResult& r : disturbed) {
+    lines.push_back({r.provenance.verified_at,
+                     ChangeLine("disturbed", r.key.config, ColumnOf(r),
+                                "measured beside other work on " + Day(r) +
+                                    ", speed not published: " + Shortened(r.disturbed, 160))});
   }
-  out << "<ul>\n";
-  for (size_t i = 0; i < lines.size() && i < kLeadingChanges; ++i) out << lines[i];
-  out << "</ul>\n";
+  std::stable_sort(lines.begin(), lines.end(), [](const SummaryLine& x, const SummaryLine& y) { return x.when > y.when; });
+  out << "<details class=\"disturbed\"><summary>" << Counted(lines.size(), "cell")
+      << " measured beside other work (status recorded, speed not published)</summary>\n<ul>\n";
+  for (const SummaryLine& line : lines) out << line.html;
+  out << "</ul>\n</details>\n";
+}
+
+void ChangeSummary(const PageChanges& changes, std::ostream& out) {
+  out << "<section id=\"changes\" aria-labelledby=\"changes-title\">\n<h2 id=\"changes-title\">Since the "
+         "previous measurement</h2>\n";
+  const Comparison& c = changes.comparison;
+  if (changes.since.empty()) {
+    out << "<p class=\"nothing\">No cell has been measured twice yet.</p>\n";
+  } else if (c.changes.empty()) {
+    out << "<p class=\"nothing\">Nothing changed since " << changes.since
+        << " (each cell's newest measurement against the one before it).</p>\n";
+  } else {
+    out << "<p class=\"note\">Each cell's newest measurement against the one before it (the earliest from "
+        << changes.since << "), newest first; speed changes beyond the noise model of <code>tune-matrix "
+        << "compare</code>.</p>\n";
+  }
+  const std::vector<SummaryLine> lines = ChangeLines(c);
+  if (!lines.empty()) {
+    out << "<ul>\n";
+    for (size_t i = 0; i < lines.size() && i < kLeadingChanges; ++i) out << lines[i].html;
+    out << "</ul>\n";
+  }
   if (lines.size() > kLeadingChanges) {
     out << "<details><summary>" << (lines.size() - kLeadingChanges) << " more</summary>\n<ul>\n";
-    for (size_t i = kLeadingChanges; i < lines.size(); ++i) out << lines[i];
+    for (size_t i = kLeadingChanges; i < lines.size(); ++i) out << lines[i].html;
     out << "</ul>\n</details>\n";
   }
+  DisturbedFold(changes.disturbed, out);
   out << "</section>\n";
+}
+
+// From the doctype to <body>: the title, the repository the page names (PageRepositoryUrl), the stylesheet.
+void PageHead(const HtmlReportOptions& options, std::ostream& out) {
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+         "<title>tune-matrix support matrix</title>\n";
+  if (!options.repository_url.empty()) {
+    out << "<meta name=\"tm-repository\" content=\"" << Attr(options.repository_url) << "\">\n";
+  }
+  out << "<style>\n" << kHtmlReportCss << "</style>\n</head>\n<body>\n";
 }
 
 }  // namespace
@@ -293,6 +391,16 @@ std::string ConfigFamily(const std::string& config) {
   return slash == std::string::npos ? std::string(kTopLevelFamily) : config.substr(0, slash);
 }
 
+std::string PageRepositoryUrl(const std::string& page) {
+  const std::string tag = "<meta name=\"tm-repository\" content=\"";
+  const size_t head_end = page.find("</head>");
+  const size_t at = page.find(tag);
+  if (at == std::string::npos || at > head_end) return "";
+  const size_t end = page.find('"', at + tag.size());
+  if (end == std::string::npos) return "";
+  return AttrUnescape(page.substr(at + tag.size(), end - at - tag.size()));
+}
+
 std::string InlineJson(const ordered_json& j) { return ScriptJson(DumpJson(j)); }
 
 void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::vector<std::string>& device_types,
@@ -314,10 +422,7 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
     }
   }
 
-  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-         "<title>tune-matrix support matrix</title>\n<style>\n"
-      << kHtmlReportCss << "</style>\n</head>\n<body>\n";
+  PageHead(options_, out);
 
   out << "<header>\n<h1>Support matrix</h1>\n<p class=\"lede\">Which built-in config trains on which device, how "
          "fast and in how much memory. Generated by <code>tune-matrix</code> from each config's "
@@ -344,7 +449,7 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   ChangeSummary(ChangesSincePrevious(history_, sorted, columns), out);
 
   out << "<form id=\"filters\" role=\"search\" autocomplete=\"off\">\n"
-         "<label>Search <input type=\"search\" id=\"f-search\" placeholder=\"config, recipe, reason…\"></label>\n"
+         "<label>Search <input type=\"search\" id=\"f-search\" placeholder=\"name, status, note…\"></label>\n"
          "<label>Family <select id=\"f-family\"><option value=\"\">all</option>";
   Options(families, out);
   out << "</select></label>\n<label>Recipe <select id=\"f-recipe\"><option value=\"\">all</option>";
@@ -390,7 +495,7 @@ void HtmlReporter::Report(const std::vector<ConfigSupport>& configs, const std::
   if (!share.empty()) out << " " << HtmlEscape(share);
   out << "</footer>\n";
 
-  out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_))
+  out << "<script type=\"application/json\" id=\"tm-data\">" << InlineJson(PageData(sorted, columns, history_, options_.repository_url))
       << "</script>\n<script>\n"
       << kHtmlReportJs << "</script>\n</body>\n</html>\n";
 }

@@ -71,6 +71,16 @@
     return commit ? commit.slice(0, 12) : '—';
   }
 
+  // A commit as a link to the repository's page of it where the page names the repository (data.repository,
+  // `tune-matrix report --repo-url` or the checkout's origin remote), else as text; `text` is what it shows.
+  function commitLink(commit, text) {
+    const repository = typeof data.repository === 'string' ? data.repository : '';
+    if (commit && /^https?:\/\/[^\s"<>]+$/.test(repository) && /^[0-9a-f]{7,64}$/.test(commit)) {
+      return el('a', {class: 'mono commit', href: repository + '/commit/' + commit, title: commit}, text);
+    }
+    return el('span', {class: 'mono', title: commit || null}, text);
+  }
+
   // A status as the page shows it: its class gives the colour, the stylesheet the symbol.
   function statusBadge(status, tag) {
     return el(tag || 'span', {class: 'badge st-' + status}, el('span', {class: 'status'}, status));
@@ -82,12 +92,25 @@
 
   // ---- filters and search -----------------------------------------------------------------------------------
 
-  // What the search box matches per config: its name, recipe, and each cell's status, reason and device model.
+  // What the search box matches in a cell: its status, reason and device model, and the words the matrix marks
+  // it with (disturbed, repaired, sample data, proxy) with their notes.
+  function cellSearchParts(cell) {
+    const e = cell.entry;
+    const r = cell.record || {};
+    const ran = r.ran || {};
+    const parts = [e.status, e.reason, e.device_name, e.numeric];
+    if (r.disturbed) parts.push('disturbed', r.disturbed);
+    if (e.repair) parts.push('repaired', e.repair, e.repaired_status);
+    if (e.stand_in) parts.push('sample data', e.stand_in);
+    if (e.proxy) parts.push('proxy proxies', e.proxy);
+    if (ran.proxies && ran.proxies.note) parts.push(ran.proxies.note);
+    return parts.filter(Boolean);
+  }
+
+  // What the search box matches per config: its name, recipe, and each cell's parts (cellSearchParts).
   const searchText = new Map(data.configs.map((c) => {
     const parts = [c.config, c.recipe];
-    for (const cell of Object.values(c.cells)) {
-      parts.push(cell.entry.status, cell.entry.reason, cell.entry.device_name);
-    }
+    for (const cell of Object.values(c.cells)) parts.push(...cellSearchParts(cell));
     return [c.config, parts.join('\n').toLowerCase()];
   }));
 
@@ -116,13 +139,30 @@
     }
     document.getElementById('shown').textContent = shown + ' of ' + rows.length + ' configs';
     document.getElementById('empty').hidden = shown > 0;
+    stickHeader();
   }
+
+  // ---- the header row sticks to the window -------------------------------------------------------------------
+
+  // The page scrolls as one. The table scrolls sideways inside <main>, which makes <main> the scroller its
+  // sticky header row would stick to, so the row is moved down by hand as the window scrolls past the table's
+  // top (never below its last row); its config names stick to <main>'s left edge by CSS.
+  function stickHeader() {
+    const box = table.getBoundingClientRect();
+    const head = table.tHead.getBoundingClientRect().height;
+    const shift = Math.max(0, Math.min(-box.top, box.height - head));
+    table.style.setProperty('--head-shift', shift.toFixed(1) + 'px');
+  }
+  window.addEventListener('scroll', stickHeader, {passive: true});
+  window.addEventListener('resize', stickHeader);
 
   // ---- the view in the URL ---------------------------------------------------------------------------------
 
-  // The filters and the open cell live in the fragment (#q=qwen3+lora&status=fails&open=<config>@<device>), so
-  // a view can be linked to and reloaded, and back/forward walk through the views. Typing in the search box
-  // replaces the current entry; a chosen filter, an opened or closed cell adds one.
+  // The filters, the sort and the open cell live in the fragment (#q=qwen3+lora&status=fails&sort=-recipe&
+  // open=<config>@<device>), so a view can be linked to and reloaded, and back/forward walk through the views.
+  // Typing in the search box replaces the current entry; a chosen filter or sort, an opened or closed cell adds
+  // one. The sort is a column's key (config, recipe or a device column), "-" first when descending; the
+  // default, config ascending, is left out.
   const URL_KEYS = {q: 'search', family: 'family', recipe: 'recipe', status: 'status', device: 'device'};
   const permalink = document.getElementById('permalink');
 
@@ -131,6 +171,9 @@
     for (const [key, control] of Object.entries(URL_KEYS)) {
       const v = key === 'q' ? controls.search.value.trim() : controls[control].value;
       if (v) p.set(key, v);
+    }
+    if (sorted.th !== headers[0] || sorted.direction !== 1) {
+      p.set('sort', (sorted.direction < 0 ? '-' : '') + sortKey(sorted.th));
     }
     if (opened) p.set('open', opened.closest('tr').dataset.config + '@' + opened.dataset.device);
     const text = p.toString();
@@ -165,6 +208,10 @@
       if (c.value !== v) c.value = '';
     }
     applyFilters();
+    const sort = p.get('sort') || '';
+    const key = sort.replace(/^-/, '');
+    const th = headers.find((h) => sortKey(h) === key);
+    sortTo(th || headers[0], th && sort.startsWith('-') ? -1 : 1);
     const open = p.get('open') || '';
     const at = open.lastIndexOf('@');
     const td = at > 0 ? cellAt(open.slice(0, at), open.slice(at + 1)) : null;
@@ -195,7 +242,13 @@
 
   // ---- sorting ----------------------------------------------------------------------------------------------
 
-  let sorted = {th: table.tHead.rows[0].cells[0], direction: 1};
+  const headers = Array.from(table.tHead.rows[0].cells);
+  let sorted = {th: headers[0], direction: 1};
+
+  // A column's key in the URL: its device column, else "config" or "recipe".
+  function sortKey(th) {
+    return th.dataset.device || th.dataset.sort;
+  }
 
   function compareRows(th) {
     const byName = (a, b) => a.dataset.config.localeCompare(b.dataset.config);
@@ -216,17 +269,22 @@
     return byName;
   }
 
-  function sortBy(th) {
-    const direction = sorted.th === th ? -sorted.direction : 1;
+  function sortTo(th, direction) {
     const compare = compareRows(th);
     rows.sort((a, b) => direction * compare(a, b));
     for (const tr of rows) tbody.appendChild(tr);
-    for (const h of table.tHead.rows[0].cells) h.removeAttribute('aria-sort');
+    for (const h of headers) h.removeAttribute('aria-sort');
     th.setAttribute('aria-sort', direction > 0 ? 'ascending' : 'descending');
     sorted = {th, direction};
   }
 
-  for (const th of table.tHead.rows[0].cells) {
+  // A heading clicked: its column ascending, or the other way when it is already the sort.
+  function sortBy(th) {
+    sortTo(th, sorted.th === th ? -sorted.direction : 1);
+    writeUrl(true);
+  }
+
+  for (const th of headers) {
     th.querySelector('button').addEventListener('click', () => sortBy(th));
   }
 
@@ -336,13 +394,106 @@
       .map((h) => el('th', {}, h)));
     const body = points.slice().reverse().map((p) => el('tr', {title: p.reason || null},
       el('td', {}, p.verified_at.replace('T', ' ').replace('Z', '')),
-      el('td', {class: 'mono', title: p.commit || null}, short(p.commit).slice(0, 7)),
+      el('td', {}, commitLink(p.commit, short(p.commit).slice(0, 7))),
       el('td', {}, p.device),
       el('td', {class: 'st-' + p.status}, el('span', {class: 'status'}, p.status)),
       el('td', {class: 'num'}, p.status === 'runs' ? fmt(p.tokens_per_second, 1) : ''),
       el('td', {class: 'num'}, p.status === 'runs' ? fmt(p.peak_memory_gib, 3) : ''),
       el('td', {}, [p.host, p.job].filter(Boolean).join(' · '))));
     return el('table', {class: 'history'}, el('thead', {}, head), el('tbody', {}, ...body));
+  }
+
+  // What ran for a cell besides the config as written (the record's `ran`): its proxies, and whether they were
+  // cut from a config that did not start.
+  function ranOf(entry, record) {
+    const ran = (record && record.ran) || {};
+    return {ran, proxied: Boolean(entry.proxy) || Boolean(ran.proxies && ran.proxies.ran.length)};
+  }
+
+  // How the cell ended, saying what ran where the config as written did not: the repaired config, its proxies.
+  function endedText(entry, record) {
+    const {proxied} = ranOf(entry, record);
+    if (entry.repair) {
+      return startedWith(entry.repaired_status) ? exitText(record) + ' (the repaired config\'s run)'
+        : 'the repaired config did not start: ' + entry.repaired_status + (proxied ? '; its proxies ran' : '');
+    }
+    if (proxied) {
+      return startedWith(entry.status) ? exitText(record) + ' (a proxy of the config)'
+        : 'the config as written did not start (' + entry.status + '); its proxies ran';
+    }
+    return startedWith(entry.status) ? exitText(record) : 'not started: ' + entry.status;
+  }
+
+  // The proxies' numbers, one row per depth, then the real depth's extrapolated from them.
+  function proxyTable(entry, proxies) {
+    const vocab = proxies.ran.some((p) => isNumber(p.vocab) && p.vocab > 0);
+    const head = el('tr', {}, ...['proxy', 'step time', 'tok/s', 'peak GiB'].map((h) => el('th', {}, h)));
+    const depth = (layers, ids) => layers + ' layer' + (layers === 1 ? '' : 's') +
+      (vocab && isNumber(ids) && ids > 0 ? ', ' + fmt(ids, 0) + ' ids' : '');
+    const body = proxies.ran.map((p) => el('tr', {},
+      el('td', {}, depth(p.layers, p.vocab)),
+      el('td', {class: 'num'}, seconds(p.step_time_s)),
+      el('td', {class: 'num'}, fmt(p.tokens_per_second, 1)),
+      el('td', {class: 'num'}, fmt(p.peak_memory_gib, 3))));
+    if (isNumber(entry.extrapolated_step_time_s) || isNumber(entry.extrapolated_peak_memory_gib)) {
+      body.push(el('tr', {class: 'extrapolated'},
+        el('td', {}, '≈ ' + depth(proxies.real_layers, proxies.real_vocab) + ' (extrapolated)'),
+        el('td', {class: 'num'}, seconds(entry.extrapolated_step_time_s)),
+        el('td', {class: 'num'}, fmt(entry.extrapolated_tokens_per_second, 1)),
+        el('td', {class: 'num'}, fmt(entry.extrapolated_peak_memory_gib, 3))));
+    }
+    return el('table', {class: 'proxies'}, el('thead', {}, head), el('tbody', {}, ...body));
+  }
+
+  // "What ran": the repair, the proxies (with their numbers) and the float32 reference run; nothing for a
+  // cell that ran as written alone.
+  function whatRan(entry, record) {
+    const {ran, proxied} = ranOf(entry, record);
+    const items = [];
+    if (entry.repair) {
+      items.push(el('li', {}, 'As written: ' + entry.status + ' here. Repaired with ',
+        el('span', {class: 'mono'}, entry.repair), ': ' + (entry.repaired_status || 'not recorded') + '.'));
+    }
+    const proxies = ran.proxies;
+    if (proxied) {
+      const verified = proxies && proxies.ops_verified === true ? '; every operation of the config ran' : '';
+      const note = proxies && proxies.note ? '; ' + proxies.note : '';
+      items.push(el('li', {}, 'Proxies' + (entry.proxy ? ' of ' + entry.proxy : '') + ' ran in its place' +
+        verified + note + '.'));
+    } else if (proxies && proxies.note) {
+      items.push(el('li', {}, 'No proxy measured: ' + proxies.note + '.'));
+    }
+    const ref = ran.reference;
+    if (ref) {
+      items.push(el('li', {}, 'Float32 reference run' + (isNumber(ref.time_s) ? ' (' + seconds(ref.time_s) + ')' : '') +
+        ': ' + (ref.note || 'no comparison recorded') + '.'));
+    }
+    if (!items.length) return [];
+    return [el('h3', {}, 'What ran'), el('ul', {class: 'ran'}, ...items),
+      proxies && proxies.ran.length ? proxyTable(entry, proxies) : null].filter(Boolean);
+  }
+
+  // The recorded output, saying whose it is; where there is none, why (never "not started" for a cell whose
+  // proxies or repair ran).
+  function outputSection(entry, record) {
+    const {proxied} = ranOf(entry, record);
+    const whose = entry.repair ? ' (the repaired config\'s run)' : proxied ? ' (its proxies\')' : '';
+    const tail = record && record.output_tail ? record.output_tail.replace(/\s+$/, '') : '';
+    const title = el('h3', {}, 'Last lines of output' + whose);
+    if (tail) return [title, el('pre', {class: 'output'}, tail.split('\n').slice(-20).join('\n'))];
+    let none;
+    if (!record) {
+      none = 'Not recorded: this entry\'s measurement is not in reports/history.';
+    } else if (entry.repair) {
+      none = startedWith(entry.repaired_status) ? 'The repaired config\'s run printed nothing that was kept.'
+        : 'None: the repaired config did not start (' + entry.repaired_status + ').';
+    } else if (proxied) {
+      none = 'Its proxies ran; this record keeps no output of theirs (records made before the proxies\' output ' +
+        'was kept hold only a failing proxy\'s).';
+    } else {
+      none = startedWith(entry.status) ? 'The cell printed nothing.' : 'None: the cell was not started (' + entry.status + ').';
+    }
+    return [title, el('p', {class: 'none'}, none)];
   }
 
   // Opens `td`'s details; `push` (default true) adds the view to the browser's history.
@@ -360,7 +511,6 @@
     close.addEventListener('click', () => closeDetails());
     // Measurements a cell that never started does not have are left out rather than shown empty.
     const dl = el('dl');
-    const started = startedWith(entry.status);
     // A generation cell (one with a time to first token): its tokens/s is its decode speed, then its prefill.
     const generation = isNumber(entry.time_to_first_token_s);
     if (isNumber(entry.tokens_per_second)) {
@@ -414,20 +564,16 @@
       field(dl, 'loss', fmt(record.first_loss, 4) + ' → ' + fmt(record.last_loss, 4));
     }
     if (isNumber(entry.wall_time_s)) field(dl, 'cell wall time', seconds(entry.wall_time_s));
-    field(dl, 'ended', started ? exitText(record) : 'not started: ' + entry.status);
+    field(dl, 'ended', endedText(entry, record));
     field(dl, 'device', (entry.device_name || '—') + (record ? ' (' + record.device + ')' : ''));
     field(dl, 'torch', entry.torch_version || '—');
     field(dl, 'host', entry.host || '—');
     field(dl, 'job', entry.job || 'local run');
-    field(dl, 'commit', el('span', {class: 'mono', title: entry.commit || null}, entry.commit || '—'));
+    field(dl, 'commit', commitLink(entry.commit, entry.commit || '—'));
     field(dl, 'verified', entry.verified_at ? entry.verified_at.replace('T', ' ').replace('Z', ' UTC') : '—');
     field(dl, 'config hash', el('span', {class: 'mono'}, entry.config_hash || '—'));
     field(dl, 'sample data', entry.stand_in ? 'yes: ' + entry.stand_in : 'none recorded');
 
-    const tail = record && record.output_tail ? record.output_tail.replace(/\s+$/, '') : '';
-    const output = tail ? el('pre', {class: 'output'}, tail.split('\n').slice(-20).join('\n'))
-      : el('p', {class: 'none'}, !record ? 'Not recorded: this entry\'s measurement is not in reports/history.'
-        : started ? 'The cell printed nothing.' : 'None: the cell was not started (' + entry.status + ').');
 
     const measuredFirstToken = history.some((p) => isNumber(p.time_to_first_token_s));
     const trends = history.length
@@ -445,7 +591,8 @@
       el('div', {}, statusBadge(entry.status), el('span', {class: 'when'}, config.recipe)),
       entry.reason ? el('p', {class: 'reason st-' + entry.status}, entry.reason) : null,
       dl,
-      el('h3', {}, 'Last lines of output'), output,
+      ...whatRan(entry, record),
+      ...outputSection(entry, record),
       el('h3', {}, 'Trends (' + history.length + ' measurement' + (history.length === 1 ? '' : 's') + ')'),
       ...trends].filter(Boolean));
     panel.hidden = false;

@@ -1,8 +1,10 @@
 // reports/index.html in a real browser. Headless Chromium loads a copy of the page from disk with two
 // test-only scripts added: one at the top of <head> that collects errors (uncaught exceptions and
-// console.error), and testdata/html_report_selftest.js before </body>, which drives the page (filters, search,
-// sorting, opening a cell, the change summary's links, back and forward, contrast, sticky header and column)
-// and writes what it saw into the DOM. The page is also opened with a view in its URL's fragment (the
+// console.error), and testdata/html_report_selftest.js before </body>, which drives the page (filters, search
+// over names, statuses and notes, sorting and the sort in the URL, opening a cell, the change summary's order,
+// fold and links, back and forward, contrast, the page scroll with its header row stuck to the window and its
+// first column to <main>) and writes what it saw into the DOM; a cell's details (what ran, its output, its
+// commit's link) are read where a view is restored. The page is also opened with a view in its URL's fragment (the
 // self-test then reports what was restored) and in a 390 px frame (a phone). `chromium --headless
 // --dump-dom` prints that DOM and --screenshot saves <build>/report.png in the same run (about 2 s). Console
 // messages go to a log file, which must hold none. No Python, Node or DevTools client: one child process per page.
@@ -224,7 +226,23 @@ class HtmlReportBrowserTest : public ::testing::Test {
     EXPECT_EQ(Seen(r, "url_hash"), "#q=tiny+lora&status=runs");
     EXPECT_EQ(Seen(r, "url_permalink"), "#q=tiny+lora&status=runs");
     EXPECT_EQ(Seen(r, "url_hash_reset"), "");
+    // The search reads statuses and notes: the disturbed cell's config, the one with sample data.
+    EXPECT_EQ(Seen(r, "search_disturbed_rows"), Seen(r, "search_disturbed_rows_expected"));
+    EXPECT_EQ(Seen(r, "search_disturbed_rows"), "1");  // llama3_1/8B_lora_single_device on cuda
+    EXPECT_EQ(Seen(r, "search_sample_data_rows"), "1");  // tiny/lora_single_device on cpu
+    EXPECT_EQ(Seen(r, "search_repaired_rows"), Seen(r, "search_repaired_rows_expected"));
+    // The sort is in the URL, and back restores the one before.
+    EXPECT_EQ(Seen(r, "sort_url"), "#sort=recipe");
+    EXPECT_EQ(Seen(r, "sort_url_desc"), "#sort=-recipe");
+    EXPECT_EQ(Seen(r, "sort_url_first"), "tiny/lora_single_device");  // lora_finetune_single_device, first by name
+    EXPECT_EQ(Seen(r, "sort_back"), "#sort=recipe ascending");
+    EXPECT_EQ(Seen(r, "sort_url_reset"), "");
+    // Newest first (two changes of 2026-12-04, then one of 12-02), the disturbed line folded under its count.
     EXPECT_EQ(Seen(r, "changes_kinds"), "newly broken,newly fixed,slower,disturbed");
+    EXPECT_EQ(Seen(r, "changes_leading"), "newly broken,newly fixed,slower");
+    EXPECT_EQ(Seen(r, "changes_disturbed_folded"), "true");
+    EXPECT_EQ(Seen(r, "changes_disturbed_summary"),
+              "1 cell measured beside other work (status recorded, speed not published)");
     EXPECT_EQ(Seen(r, "changes_before_table"), "true");
     EXPECT_EQ(Seen(r, "change_link_opens"), "true");
     EXPECT_EQ(Seen(r, "change_closed"), "true");
@@ -235,14 +253,20 @@ class HtmlReportBrowserTest : public ::testing::Test {
     EXPECT_EQ(Seen(r, "page_scrolls_sideways"), "false");
     EXPECT_EQ(Seen(r, "first_status_on_screen"), "true");
     EXPECT_EQ(Seen(r, "scrolled"), "true");
+    // One page scroll: the window scrolled past the table's top, nothing inside the page scrolls down, and the
+    // header row sits at the window's top.
+    EXPECT_EQ(Seen(r, "page_scrolled"), "true");
+    EXPECT_EQ(Seen(r, "main_scrolls_down"), "false");
+    EXPECT_EQ(Seen(r, "main_top_above_window"), "true");
     EXPECT_EQ(Seen(r, "header_sticks"), "true");
     EXPECT_EQ(Seen(r, "first_column_sticks"), "true");
   }
 
   // `f`'s page opened with `fragment` in its URL (a view to restore), its screenshot saved as <build>/<png>.
-  BrowserResult OpenView(const testing::ReportFixture& f, const std::string& png, const std::string& fragment) const {
+  BrowserResult OpenView(const testing::ReportFixture& f, const std::string& png, const std::string& fragment,
+                         const HtmlReportOptions& options = {}) const {
     std::ostringstream page;
-    HtmlReporter(f.history).Report(f.configs, {}, page);
+    HtmlReporter(f.history, options).Report(f.configs, {}, page);
     return LoadInChromium(chromium_, page.str(), std::string(TM_BINARY_DIR) + "/" + png, {fragment});
   }
 
@@ -331,6 +355,51 @@ TEST_F(HtmlReportBrowserTest, AGenerationCellsDetailsShowItsPrefill) {
   }
   EXPECT_EQ(fields.find("loss"), std::string::npos) << fields;
   EXPECT_EQ(Seen(r, "restored_charts"), "decode tokens/s,time to first token (ms),peak memory (GiB)");
+}
+
+// A proxied cell's details say that its proxies ran in its place, with their depths and numbers and the real
+// depth's extrapolation, and show their output; never "not started" or "no output".
+TEST_F(HtmlReportBrowserTest, AProxiedCellsDetailsSayWhatRan) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  testing::AddProxiedAndRepairedCells(&f);
+  BrowserResult r = OpenView(f, "report-proxied.png", "#open=llama3_3%2F70B_lora%40cpu+%28avx512_bf16%2C+torch+2.11.0%29");
+  ExpectARestoredView(r);
+  EXPECT_EQ(Seen(r, "restored_open"), "llama3_3/70B_lora on cpu (avx512_bf16, torch 2.11.0)");
+  const std::string fields = Seen(r, "restored_fields");
+  EXPECT_NE(fields.find("ended: the config as written did not start (too_large); its proxies ran"), std::string::npos)
+      << fields;
+  EXPECT_EQ(Seen(r, "restored_ran"),
+            "Proxies of 1 and 4 of 80 layers (model.num_layers 4 of 80) ran in its place; every operation of the "
+            "config ran.");
+  EXPECT_EQ(Seen(r, "restored_proxy_rows"), "3");  // 1 and 4 layers, and ≈ 80 extrapolated
+  EXPECT_EQ(Seen(r, "restored_output_title"), "Last lines of output (its proxies')");
+  EXPECT_EQ(Seen(r, "restored_output"), "Training llama3_3/70B_lora (4 of 80 layers) on cpu Finished: 3 steps");
+  EXPECT_EQ(fields.find("not started"), std::string::npos) << fields;
+}
+
+// A repaired cell's details: how it ended is the repaired config's run, what ran says the repair and the
+// float32 reference, the output is the repaired run's; its commit links to the repository the page names. A
+// search for "repaired" and a descending sort come back from the URL.
+TEST_F(HtmlReportBrowserTest, ARepairedCellsDetailsSayWhatRanAndLinkItsCommit) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  testing::AddProxiedAndRepairedCells(&f);
+  BrowserResult r = OpenView(f, "report-repaired.png",
+                             "#q=repaired&sort=-recipe&open=tiny%2Fqlora_single_device%40cpu+%28avx512_bf16%2C+torch+"
+                             "2.11.0%29",
+                             HtmlReportOptions{"https://github.com/owner/tune-matrix"});
+  ExpectARestoredView(r);
+  EXPECT_EQ(Seen(r, "restored_rows"), "tiny/qlora_single_device");
+  EXPECT_EQ(Seen(r, "restored_sort"), "recipe descending");
+  const std::string fields = Seen(r, "restored_fields");
+  EXPECT_NE(fields.find("ended: exit code 0 (the repaired config's run)"), std::string::npos) << fields;
+  EXPECT_EQ(fields.find("not started"), std::string::npos) << fields;
+  EXPECT_EQ(Seen(r, "restored_ran"),
+            "As written: invalid here. Repaired with optimizer=torch.optim.AdamW: runs. | Float32 reference run "
+            "(12.5 s): bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%).");
+  EXPECT_EQ(Seen(r, "restored_output_title"), "Last lines of output (the repaired config's run)");
+  EXPECT_EQ(Seen(r, "restored_commit_href"),
+            "https://github.com/owner/tune-matrix/commit/8888888888888888888888888888888888888888");
+  EXPECT_EQ(Seen(r, "restored_permalink").find("sort=-recipe"), std::string("#q=repaired&").size());
 }
 
 // A phone's width (390 px): the same checks, and the status column stays on screen.

@@ -325,6 +325,77 @@ TEST(HtmlReporterTest, TheSummaryLinksEachChangeToItsCell) {
   EXPECT_LT(section.find("ch-slower"), section.find("ch-disturbed"));
 }
 
+// The summary leads with the newest run's changes (the repaired cell's, 2026-12-05), then older ones; the cells
+// measured beside other work are folded into one count that opens to their lines.
+TEST(HtmlReporterTest, TheSummaryLeadsWithTheNewestRunAndFoldsTheDisturbed) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  testing::AddProxiedAndRepairedCells(&f);
+  const std::string page = Render(f);
+  const size_t summary = page.find("<section id=\"changes\"");
+  const std::string section = page.substr(summary, page.find("</section>", summary) - summary);
+  std::vector<std::string> order;
+  for (size_t at = section.find("data-config=\""); at != std::string::npos; at = section.find("data-config=\"", at + 1)) {
+    order.push_back(section.substr(at + 13, section.find('"', at + 13) - at - 13));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"tiny/qlora_single_device", "llama3_2/1B_lora_single_device",
+                                             "tiny/lora_single_device", "llama3_2/1B_full_single_device",
+                                             "llama3_1/8B_lora_single_device"}))
+      << section;
+  EXPECT_NE(section.find("newest first"), std::string::npos);
+  const size_t fold = section.find("<details class=\"disturbed\"><summary>1 cell measured beside other work (status "
+                                   "recorded, speed not published)</summary>");
+  ASSERT_NE(fold, std::string::npos) << section;
+  EXPECT_EQ(Count(section.substr(0, fold), "ch-disturbed"), 0u);
+  EXPECT_EQ(Count(section.substr(fold), "<li class=\"ch-disturbed\""), 1u);
+}
+
+// What ran for a cell is in its data: the proxies' depths and numbers, the repair and what it got, the float32
+// reference run; a cell that ran as written alone has nothing there.
+TEST(HtmlReporterTest, TheDataSaysWhatRanForACell) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  testing::AddProxiedAndRepairedCells(&f);
+  const nlohmann::json data = Data(Render(f));
+  auto cell = [&](const std::string& config) {
+    for (const auto& c : data["configs"]) {
+      if (c["config"] == config) return c["cells"][testing::kFixtureCpu];
+    }
+    return nlohmann::json();
+  };
+  const nlohmann::json proxies = cell("llama3_3/70B_lora")["record"]["ran"]["proxies"];
+  ASSERT_EQ(proxies["ran"].size(), 2u) << proxies.dump();
+  EXPECT_EQ(proxies["ran"][1]["layers"], 4);
+  EXPECT_EQ(proxies["ran"][1]["step_time_s"], 3.5);
+  EXPECT_EQ(proxies["ran"][1]["tokens_per_second"], 585.1);
+  EXPECT_EQ(proxies["ran"][1]["peak_memory_gib"], 4.5);
+  EXPECT_EQ(proxies["real_layers"], 80);
+  EXPECT_EQ(proxies["ops_verified"], true);
+  EXPECT_EQ(cell("llama3_3/70B_lora")["record"]["output_tail"],
+            "Training llama3_3/70B_lora (4 of 80 layers) on cpu\nFinished: 3 steps\n");
+  const nlohmann::json repaired = cell("tiny/qlora_single_device")["record"]["ran"];
+  EXPECT_EQ(repaired["repair"]["overrides"], nlohmann::json::array({"optimizer=torch.optim.AdamW"}));
+  EXPECT_EQ(repaired["repair"]["status"], "runs");
+  EXPECT_EQ(repaired["reference"]["note"], "bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%)");
+  EXPECT_EQ(repaired["reference"]["time_s"], 12.5);
+  EXPECT_EQ(cell("tiny/full_single_device")["record"]["ran"], nlohmann::json::object());
+}
+
+// With the repository's address the page names it (for links to commits, and for a check to render it again);
+// without one it names none and commits stay text.
+TEST(HtmlReporterTest, ThePageNamesTheRepositoryItLinksCommitsTo) {
+  testing::ReportFixture f = testing::MakeReportFixture();
+  std::ostringstream linked;
+  const std::string url = "https://example.com/o/r?a=\"<b>&";
+  HtmlReporter(f.history, HtmlReportOptions{url}).Report(f.configs, {}, linked);
+  EXPECT_NE(linked.str().find("<meta name=\"tm-repository\" content=\"https://example.com/o/r?a=&quot;&lt;b&gt;&amp;\">"),
+            std::string::npos);
+  EXPECT_EQ(PageRepositoryUrl(linked.str()), url);
+  EXPECT_EQ(Data(linked.str())["repository"], url);
+  const std::string plain = Render(f);
+  EXPECT_EQ(PageRepositoryUrl(plain), "");
+  EXPECT_FALSE(Data(plain).contains("repository"));
+  EXPECT_EQ(PageRepositoryUrl("<html><head></head><body><meta name=\"tm-repository\" content=\"x\"></body>"), "");
+}
+
 TEST(HtmlReporterTest, NothingChangedSinceTheEarliestComparedMeasurement) {
   testing::ReportFixture f;
   auto run = [](const std::string& day, double tps) {

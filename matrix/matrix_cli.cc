@@ -28,6 +28,7 @@
 #include "matrix/check.h"
 #include "matrix/compare.h"
 #include "matrix/ctest_cells.h"
+#include "matrix/git_show.h"
 #include "matrix/journal.h"
 #include "matrix/history.h"
 #include "matrix/junit.h"
@@ -78,7 +79,7 @@ std::string DeviceProblem(const std::string& device) {
 }
 
 const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies", "calibrate",
-                                            "no-repairs", "no-numeric-check"};
+                                            "no-repairs", "no-numeric-check", "verbose"};
 const std::vector<std::string> kValueFlags = {
     "devices", "configs",     "recipes",       "steps", "timeout",         "budget",
     "journal", "job",         "work-dir",      "tune",  "memory-fraction", "shard",
@@ -109,6 +110,7 @@ bool ParseOptions(const Registry& registry, const std::string& cmd, const std::v
   }
   options->resume = parsed.Has("resume");
   options->fresh = parsed.Has("fresh");
+  options->verbose = parsed.Has("verbose");
   if (options->resume && options->fresh) {
     UsageError(err, cmd, "--resume keeps the journal and --fresh sets it aside: give one");
     return false;
@@ -419,13 +421,22 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
 int Report(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
-  if (!ParseArgs(args, {}, {"reports-dir"}, &parsed, &error) || !parsed.positional.empty()) {
+  if (!ParseArgs(args, {}, {"reports-dir", "repo-url"}, &parsed, &error) || !parsed.positional.empty()) {
     return UsageError(err, "report", error.empty() ? "takes no positional arguments" : error);
   }
   std::string dir = parsed.Get("reports-dir", "reports");
+  std::optional<ReportOptions> options;  // none: the origin remote's address
+  if (parsed.Has("repo-url")) {
+    const std::string given = parsed.Get("repo-url");
+    options = ReportOptions{given.empty() ? "" : RepositoryWebUrl(given)};
+    if (!given.empty() && options->repository_url.empty()) {
+      return UsageError(err, "report", "--repo-url '" + given + "' is no repository web address; give one such as "
+                                           "https://github.com/OWNER/REPO, or '' for commits as plain text");
+    }
+  }
   std::unique_ptr<CheckoutLock> lock = LockCheckout("report", err);
   if (!lock) return kExitFailure;
-  Status s = WriteReports(registry, dir);
+  Status s = WriteReports(registry, dir, options);
   if (!s.ok()) return Fail(err, s);
   out << "Wrote " << ReportFileList(dir + "/", "and") << "\n";
   return kExitOk;
@@ -878,6 +889,9 @@ std::string RunHelp() {
          "  --shard i/n              run only shard i of n (deterministic, balanced by recorded durations)\n"
          "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
          "  --no-write-back          record in the journal only\n"
+         "  --verbose                list each config file written and each entry kept; by default the run\n"
+         "                           ends with one tally (cells new, updated, unchanged, kept; per status;\n"
+         "                           measured beside other work; config files updated)\n"
          "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
          "  --reports-dir DIR        folder of " +
          ReportFileList("", "") +
@@ -920,8 +934,11 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
        "Write the CTest script of the tiny configs' cells on this LibTorch's device types",
        "The build runs it after linking tune-matrix; CTest includes the script (label `matrix`).",
        [r](const auto& a, auto& o, auto& e) { return CtestCells(*r, a, o, e); }},
-      {"report", "report [--reports-dir DIR]",
-       "Regenerate " + ReportFileList("", "and") + " from the configs' metadata and history", "",
+      {"report", "report [--reports-dir DIR] [--repo-url URL]",
+       "Regenerate " + ReportFileList("", "and") + " from the configs' metadata and history",
+       "Runs no cell. The page links each commit to URL/commit/<id>: --repo-url names the repository's web\n"
+       "address (https://github.com/OWNER/REPO; '' for plain text); without it, the address of the checkout's\n"
+       "`origin` remote, if any.",
        [r](const auto& a, auto& o, auto& e) { return Report(*r, a, o, e); }},
       {"calibration", "calibration [--reports-dir DIR]",
        "Print how far proxies' extrapolations lie from the full runs of the cells calibrated (run --calibrate)",

@@ -1,4 +1,4 @@
-// The tune-matrix command line where it decides exit statuses on its own: `compare`.
+// The tune-matrix command line where it decides exit statuses on its own: `compare`, and `report`'s --repo-url.
 #include "matrix/matrix_cli.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "matrix/html_report.h"
 #include "matrix/journal.h"
 #include "matrix/testdata/report_fixture.h"
 #include "tests/scratch_dir.h"
@@ -70,6 +71,25 @@ TEST_F(CompareCliTest, BadInputExitsTwoWithOneError) {
   EXPECT_EQ(Run({"compare", journal, journal, "--max-slowdown", "2"}), 2);
   EXPECT_NE(err_.str().find("--max-slowdown must be in [0, 1)"), std::string::npos) << err_.str();
   EXPECT_EQ(Run({"compare", journal, journal, "--bogus"}), 2);
+}
+
+// `report --repo-url` names the address the page links commits to; one that is no web address is refused
+// before anything is written, '' asks for plain text.
+TEST_F(CompareCliTest, ReportTakesTheRepositorysWebAddressOrRefusesIt) {
+  const std::string dir = scratch_.path() + "/reports";
+  EXPECT_EQ(Run({"report", "--reports-dir", dir, "--repo-url", "/srv/git/tune-matrix"}), 2);
+  EXPECT_EQ(err_.str().rfind("error: tune-matrix report: --repo-url '/srv/git/tune-matrix' is no repository web "
+                             "address; give one such as https://github.com/OWNER/REPO, or '' for commits as plain text\n",
+                             0),
+            0u)
+      << err_.str();
+  EXPECT_FALSE(PathExists(dir));
+  ASSERT_EQ(Run({"report", "--reports-dir", dir, "--repo-url", "git@github.com:owner/tune-matrix.git"}), 0) << err_.str();
+  StatusOr<std::string> page = ReadFile(dir + "/index.html");
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(PageRepositoryUrl(*page), "https://github.com/owner/tune-matrix");
+  ASSERT_EQ(Run({"report", "--reports-dir", dir, "--repo-url", ""}), 0) << err_.str();
+  EXPECT_EQ(PageRepositoryUrl(*ReadFile(dir + "/index.html")), "");
 }
 
 }  // namespace

@@ -131,11 +131,14 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   std::vector<std::string> warnings;
   StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
   if (!all.ok()) return all.status();
+  std::string tally_line;  // what the write-back did, counted
   if (write_back) {
     // Every record goes to the history first; the journal then keeps the newest per cell. A run of user
     // configs writes its own reports and no config.
     if (options.user_configs.empty()) {
-      TM_RETURN_IF_ERROR(PublishResults(registry, *all, options.reports_dir, out));
+      WriteBackTally tally;
+      TM_RETURN_IF_ERROR(PublishResults(registry, *all, options.reports_dir, out, {options.verbose, &tally}));
+      tally_line = TallyLine(tally);
     } else {
       TM_RETURN_IF_ERROR(PublishJournalResults(*all, options.reports_dir, out));
     }
@@ -147,6 +150,7 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
       out << "Journal " << options.journal_path << ": " << Counted(static_cast<int64_t>(kept.size()), "cell") << ", newest record each ("
           << all->size() - kept.size() << " older records are in the history)\n";
     }
+    if (!tally_line.empty()) out << tally_line << (options.verbose ? "" : " (--verbose lists each)") << "\n";
   }
   if (!options.junit_path.empty()) {
     std::map<CellColumn, CellResult> latest = LatestByCell(*all);

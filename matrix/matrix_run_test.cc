@@ -92,6 +92,28 @@ TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsTheNewestRecordPerCe
   EXPECT_NE(ReadFile(options_.junit_path)->find("tests=\"3\""), std::string::npos);
 }
 
+// A run ends with one tally of what it recorded instead of a line per config file or entry; --verbose
+// (MatrixOptions::verbose) lists them as before, and the tally still ends the run.
+TEST_F(MatrixRunTest, ARunEndsWithATallyAndListsEachCellOnlyWhenVerbose) {
+  const std::string old = JournalLine(co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-11-21T10:00:00Z")) + "\n";
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, old).ok());
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  const std::string quiet = out_.str();
+  EXPECT_EQ(quiet.find("updated " + co_.Path("tiny/lora")), std::string::npos) << quiet;
+  EXPECT_EQ(quiet.find("unchanged "), std::string::npos) << quiet;
+  EXPECT_NE(quiet.find("Tally: 3 cells: 3 new; 3 runs; 3 config files updated (--verbose lists each)\n"),
+            std::string::npos)
+      << quiet;
+
+  out_.str("");
+  options_.verbose = true;
+  setting_.now = [] { return std::string("2026-11-23T10:00:00Z"); };
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  const std::string verbose = out_.str();
+  EXPECT_NE(verbose.find("updated " + co_.Path("tiny/lora") + "\n"), std::string::npos) << verbose;
+  EXPECT_NE(verbose.find("Tally: 3 cells: 3 updated; 3 runs; 3 config files updated\n"), std::string::npos) << verbose;
+}
+
 TEST_F(MatrixRunTest, HistoryKeepsEveryRunsRecordsAndThoseTheyReplace) {
   const std::string history = options_.reports_dir + "/history";
   auto lines = [&](const std::string& file) {

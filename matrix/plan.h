@@ -70,6 +70,9 @@ struct MatrixOptions {
   // Set the existing journal aside (as <journal>.prev) and start an empty one. Without it a run keeps the
   // journal's records: it appends, and a completed run with write-back keeps the newest record per cell.
   bool fresh = false;
+  // Publishing lists each config file written and each entry kept (PublishLog::verbose); off (the default),
+  // a run ends with one tally line (TallyLine) instead.
+  bool verbose = false;
   // The `tune` executable cells run; empty: the one beside tune-matrix.
   std::string tune_path;
   // CI job name recorded with each cell.

@@ -68,6 +68,8 @@ CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResu
     if (r.provenance.torch_version.empty()) r.provenance.torch_version = run.provenance.torch_version;
     if (r.provenance.device_name.empty()) r.provenance.device_name = run.provenance.device_name;
     if (r.stand_in.empty()) r.stand_in = run.stand_in;
+    // What the deepest proxy that printed anything printed: the page shows it as the cell's output.
+    if (!run.output_tail.empty()) r.output_tail = run.output_tail;
     r.world_size = run.world_size;
     if (run.threads) r.threads = run.threads;
   }

@@ -26,7 +26,8 @@ PlannedCell ProxyView(const PlannedCell& cell, size_t index);
 //     proxy_note (also added to the reason) saying which proxy stopped and why, and nothing extrapolated; the
 //     operations are verified when a proxy before it ran (every proxy runs every operation; the deeper ones
 //     are there for the extrapolation), not when the first one stopped.
-// Wall time and CPU time are the proxies' sums; the cell is disturbed when one of its proxies was.
+// Wall time and CPU time are the proxies' sums; the cell is disturbed when one of its proxies was; its output_tail
+// is the deepest proxy's that printed (the page shows it), or the failing one's.
 CellResult ResultFromProxies(const PlannedCell& cell, const std::vector<CellResult>& runs);
 
 // Calibration (MatrixOptions::calibrate): a cell that ran in full (`full`, its own record) and its proxies too.

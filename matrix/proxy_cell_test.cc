@@ -47,8 +47,12 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 TEST(ProxyCellTest, EveryProxyRanKeepsTheStatusAndRecordsExtrapolations) {
   PlannedCell cell = ProxiedCell("/tmp");
   // 1 layer: 2 s a step, 3 GiB; 2 layers: 2.5 s, 3.5 GiB. 32 layers: 17.5 s and 18.5 GiB.
-  CellResult r = ResultFromProxies(cell, {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2)});
+  std::vector<CellResult> runs = {ProxyRan(2, 500, 3 * kGiB), ProxyRan(2.5, 400, 7 * kGiB / 2)};
+  runs[0].output_tail = "proxy of 1 layer: Finished: 3 steps\n";
+  runs[1].output_tail = "proxy of 2 layers: Finished: 3 steps\n";
+  CellResult r = ResultFromProxies(cell, runs);
   EXPECT_EQ(r.status, CellStatus::kTooLarge);
+  EXPECT_EQ(r.output_tail, "proxy of 2 layers: Finished: 3 steps\n");  // the deepest proxy's, for the page
   EXPECT_EQ(r.ops_verified, true);
   EXPECT_EQ(r.proxy_layers, (std::vector<double>{1, 2}));
   EXPECT_EQ(r.real_layers, 32);

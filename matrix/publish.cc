@@ -18,6 +18,7 @@
 #include "base/input_file.h"
 #include "base/text.h"
 #include "harness/config_store.h"
+#include "matrix/git_show.h"
 #include "matrix/html_report.h"
 #include "matrix/journal.h"
 #include "matrix/record_rules.h"
@@ -54,7 +55,84 @@ Status CheckOwnFile(const std::string& path) {
 
 }  // namespace
 
-Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log) {
+namespace {
+
+// Which of a config's entries `support` (the records' new entries) replaces: an entry verified after the record
+// (merged from a newer journal earlier) is not rolled back, unless it is dated after this machine's clock (such
+// an entry would pin its cell for ever); a disturbed record keeps the entry's speeds. Erases the entries kept.
+void KeepNewerEntries(const std::string& path, const std::string& config, const SupportEntries& existing,
+                      const std::set<std::pair<std::string, std::string>>& disturbed, int64_t now,
+                      SupportEntries* support, std::ostream& log, const PublishLog& how) {
+  WriteBackTally none;
+  WriteBackTally& tally = how.tally != nullptr ? *how.tally : none;
+  for (auto it = support->begin(); it != support->end();) {
+    auto old = existing.find(it->first);
+    ++tally.statuses[it->second.status];
+    if (old != existing.end() && DatedAhead(old->second.verified_at, now)) {
+      log << "replaced " << path << " " << it->first << ": its entry is dated " << old->second.verified_at
+          << ", after this machine's clock (" << FormatUtc(now) << ")\n";
+    } else if (old != existing.end() && old->second.verified_at > it->second.verified_at) {
+      if (how.verbose) {
+        log << "kept " << path << " " << it->first << ": its entry (" << old->second.verified_at
+            << ") is newer than the journals' record (" << it->second.verified_at << ")\n";
+      }
+      ++tally.kept_newer;
+      it = support->erase(it);
+      continue;
+    } else if (disturbed.count({config, it->first})) {
+      KeepPreviousSpeeds(old != existing.end() ? &old->second : nullptr, &it->second);
+      ++tally.disturbed;
+      if (how.verbose) {
+        log << "kept the speeds of " << path << " " << it->first
+            << ": the new record was measured beside other work (disturbed)\n";
+      }
+    }
+    ++it;
+  }
+}
+
+// Counts each entry written back as new, updated or unchanged, comparing the config's entries before with
+// those its rendered block reads back as (rounded and summarised as the block holds them).
+void CountWrittenEntries(const SupportEntries& before, const SupportEntries& written, const std::string& rendered,
+                         const std::string& path, WriteBackTally* tally) {
+  StatusOr<SupportEntries> after = ReadSupportEntries(rendered, path);
+  for (const auto& [column, entry] : written) {
+    auto old = before.find(column);
+    if (old == before.end()) {
+      ++tally->new_entries;
+    } else if (after.ok() && after->count(column) && after->at(column) == old->second) {
+      ++tally->unchanged;
+    } else {
+      ++tally->updated;
+    }
+  }
+}
+
+}  // namespace
+
+std::string TallyLine(const WriteBackTally& t) {
+  const int cells = t.new_entries + t.updated + t.unchanged + t.kept_newer;
+  if (cells == 0) return "";
+  std::vector<std::string> what;
+  if (t.new_entries > 0) what.push_back(std::to_string(t.new_entries) + " new");
+  if (t.updated > 0) what.push_back(std::to_string(t.updated) + " updated");
+  if (t.unchanged > 0) what.push_back(std::to_string(t.unchanged) + " unchanged");
+  if (t.kept_newer > 0) what.push_back(std::to_string(t.kept_newer) + " kept (a newer entry stands)");
+  std::vector<std::string> statuses;
+  for (const CellStatusInfo& info : CellStatuses()) {  // in the order messages list statuses
+    auto n = t.statuses.find(info.name);
+    if (n != t.statuses.end() && n->second > 0) statuses.push_back(std::to_string(n->second) + " " + info.name);
+  }
+  std::string line = "Tally: " + Counted(cells, "cell") + ": " + JoinStrings(what, ", ");
+  if (!statuses.empty()) line += "; " + JoinStrings(statuses, ", ");
+  if (t.disturbed > 0) {
+    line += "; " + std::to_string(t.disturbed) + " measured beside other work (status recorded, speeds kept)";
+  }
+  return line + "; " + Counted(t.files_written, "config file") + " updated";
+}
+
+Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log,
+                        const PublishLog& how) {
   const int64_t now = UnixNow();
   std::map<std::string, SupportEntries> updates;
   std::set<std::pair<std::string, std::string>> disturbed;  // (config, device type) measured beside other work
@@ -71,41 +149,23 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
     TM_RETURN_IF_ERROR(CheckOwnFile(path));
     StatusOr<std::string> text = ReadFile(path);
     if (!text.ok()) return text.status();
-    // An entry verified after the record (merged from a newer journal earlier) is not rolled back, unless it
-    // is dated after this machine's clock: such an entry would pin its cell for ever.
     StatusOr<SupportEntries> existing = ReadSupportEntries(*text, path);
     if (!existing.ok()) return existing.status();
-    for (auto it = support.begin(); it != support.end();) {
-      auto old = existing->find(it->first);
-      if (old != existing->end() && DatedAhead(old->second.verified_at, now)) {
-        log << "replaced " << path << " " << it->first << ": its entry is dated " << old->second.verified_at
-            << ", after this machine's clock (" << FormatUtc(now) << ")\n";
-        ++it;
-      } else if (old != existing->end() && old->second.verified_at > it->second.verified_at) {
-        log << "kept " << path << " " << it->first << ": its entry (" << old->second.verified_at
-            << ") is newer than the journals' record (" << it->second.verified_at << ")\n";
-        it = support.erase(it);
-      } else {
-        if (disturbed.count({config, it->first})) {
-          KeepPreviousSpeeds(old != existing->end() ? &old->second : nullptr, &it->second);
-          log << "kept the speeds of " << path << " " << it->first
-              << ": the new record was measured beside other work (disturbed)\n";
-        }
-        ++it;
-      }
-    }
+    KeepNewerEntries(path, config, *existing, disturbed, now, &support, log, how);
     StatusOr<std::string> rendered = UpdateSupport(*text, support, path);
     if (!rendered.ok()) return rendered.status();
+    if (how.tally != nullptr) CountWrittenEntries(*existing, support, *rendered, path, how.tally);
     TM_RETURN_IF_ERROR(CheckConfigFitsReaders(path, rendered->size()));
     if (*rendered == *text) {
-      log << "unchanged " << path << "\n";
+      if (how.verbose) log << "unchanged " << path << "\n";
     } else {
       writes.emplace_back(path, std::move(rendered).value());
     }
   }
   for (const auto& [path, text] : writes) {
     TM_RETURN_IF_ERROR(WriteFileAtomically(path, text));
-    log << "updated " << path << "\n";
+    if (how.verbose) log << "updated " << path << "\n";
+    if (how.tally != nullptr) ++how.tally->files_written;
   }
   return Status::OK();
 }
@@ -148,14 +208,14 @@ StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry)
 
 const std::vector<ReportFile>& ReportFiles() {
   static const std::vector<ReportFile> files = {
-      {"SUPPORT.md", [](const History&) -> std::unique_ptr<SupportReporter> {
+      {"SUPPORT.md", [](const History&, const ReportOptions&) -> std::unique_ptr<SupportReporter> {
          return std::make_unique<MarkdownReporter>();
        }},
-      {"support.json", [](const History&) -> std::unique_ptr<SupportReporter> {
+      {"support.json", [](const History&, const ReportOptions&) -> std::unique_ptr<SupportReporter> {
          return std::make_unique<JsonReporter>();
        }},
-      {"index.html", [](const History& history) -> std::unique_ptr<SupportReporter> {
-         return std::make_unique<HtmlReporter>(history);
+      {"index.html", [](const History& history, const ReportOptions& options) -> std::unique_ptr<SupportReporter> {
+         return std::make_unique<HtmlReporter>(history, HtmlReportOptions{options.repository_url});
        }},
   };
   return files;
@@ -167,30 +227,33 @@ std::string ReportFileList(const std::string& prefix, const std::string& conjunc
   return JoinAlternatives(names, conjunction);
 }
 
-std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history) {
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history,
+                                           const ReportOptions& options) {
   std::vector<GeneratedReport> reports;
   for (const ReportFile& f : ReportFiles()) {
     std::ostringstream text;
-    f.reporter(history)->Report(configs, {}, text);
+    f.reporter(history, options)->Report(configs, {}, text);
     reports.push_back({f.file, text.str()});
   }
   return reports;
 }
 
-Status WriteReports(const Registry& registry, const std::string& reports_dir) {
+Status WriteReports(const Registry& registry, const std::string& reports_dir,
+                    const std::optional<ReportOptions>& options) {
   StatusOr<std::vector<ConfigSupport>> configs = ReadBuiltinClaims(registry);
   if (!configs.ok()) return configs.status();
   StatusOr<History> history = ReadHistoryOf(HistoryDir(reports_dir), *configs);
   if (!history.ok()) return history.status();
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
-  for (const GeneratedReport& r : RenderReports(*configs, *history)) {
+  const ReportOptions rendering = options ? *options : ReportOptions{OriginWebUrl(reports_dir)};
+  for (const GeneratedReport& r : RenderReports(*configs, *history, rendering)) {
     TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
   }
   return Status::OK();
 }
 
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
-                      std::ostream& log) {
+                      std::ostream& log, const PublishLog& how) {
   TM_RETURN_IF_ERROR(MakeDirs(reports_dir));
   // Temporary files a killed write left behind (their writer's pid is gone) are removed first. Callers hold
   // the checkout lock, so no writer of this checkout is running: any age will do.
@@ -209,7 +272,7 @@ Status PublishResults(const Registry& registry, const std::vector<CellResult>& r
   if (!history.ok()) return history.status();
   // The configs first: their write-back renders every config and refuses (a block past the size its readers take)
   // before it writes any, so a refusal leaves history as it was too.
-  TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log));
+  TM_RETURN_IF_ERROR(WriteBackResults(registry, records, log, how));
   TM_RETURN_IF_ERROR(RecordHistory(registry, records, reports_dir, log));
   TM_RETURN_IF_ERROR(WriteReports(registry, reports_dir));
   log << "wrote " << ReportFileList(reports_dir + "/", "and") << "\n";
@@ -254,7 +317,7 @@ Status PublishJournalResults(const std::vector<CellResult>& records, const std::
     AddTorchSummaries(&config.entries);  // as a block would hold them
     sorted.push_back(std::move(config));
   }
-  for (const GeneratedReport& r : RenderReports(sorted, *history)) {
+  for (const GeneratedReport& r : RenderReports(sorted, *history, {OriginWebUrl(reports_dir)})) {
     TM_RETURN_IF_ERROR(WriteFileAtomically(reports_dir + "/" + r.name, r.text));
   }
   log << "wrote " << ReportFileList(reports_dir + "/", "and") << "\n";

@@ -3,7 +3,9 @@
 // reports/index.html are regenerated from every config's metadata and the history.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,10 +18,36 @@
 
 namespace tmx::matrix {
 
+// What a write-back did with each record it wrote back (one per config and column), for a run's closing tally
+// (TallyLine). Every record counts once among new_entries, updated, unchanged and kept_newer; disturbed and
+// `statuses` count them again by what they were.
+struct WriteBackTally {
+  int new_entries = 0;  // the config had no entry for the column
+  int updated = 0;      // the entry changed
+  int unchanged = 0;    // the record gave the entry it had
+  int kept_newer = 0;   // the config's entry was verified after the record, so it stands
+  int disturbed = 0;    // measured beside other work: its status written, the entry's speeds kept
+  std::map<std::string, int> statuses;  // the records' statuses ("runs" -> 50), written back or not
+  int files_written = 0;                // config files rewritten
+};
+// "Tally: 62 cells: 3 new, 40 updated, 17 unchanged, 2 kept (a newer entry stands); 60 runs, 2 fails; 5 measured
+// beside other work (status recorded, speeds kept); 43 config files updated". Empty when no record was tallied.
+std::string TallyLine(const WriteBackTally& tally);
+
+// How a publish logs. `verbose` (default): a line per config file and per entry kept ("updated ...",
+// "unchanged ...", "kept ..."), as merge prints them; off (`tune-matrix run` without --verbose): those lines
+// are left out and only counted into `tally` (where given). Lines that need a reader's attention (an entry
+// dated ahead replaced, a stale temporary file removed) are always written.
+struct PublishLog {
+  bool verbose = true;
+  WriteBackTally* tally = nullptr;
+};
+
 // For each config with records, per device type the newest record (see Supersedes) becomes that device
 // type's entry, unless the entry there was verified later; device types without records keep their
 // entries. Every config is rendered before any is written; unchanged files are not rewritten.
-Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log);
+Status WriteBackResults(const Registry& registry, const std::vector<CellResult>& records, std::ostream& log,
+                        const PublishLog& how = {});
 
 // Adds the records of built-in configs to the history under `reports_dir` (records of other configs have no
 // place there), logging what was added.
@@ -28,9 +56,16 @@ Status RecordHistory(const Registry& registry, const std::vector<CellResult>& re
 
 // One generated report: its file in the reports folder and the reporter that writes it. ReportFiles() is
 // the one list of them: rendering, writing, checking, log lines and help texts read it.
+// What the reports are rendered with besides the configs and history.
+struct ReportOptions {
+  // The repository's web address, which the page links commits to (HtmlReportOptions::repository_url); "":
+  // plain text.
+  std::string repository_url;
+};
+
 struct ReportFile {
   const char* file;  // "SUPPORT.md"
-  std::unique_ptr<SupportReporter> (*reporter)(const History& history);
+  std::unique_ptr<SupportReporter> (*reporter)(const History& history, const ReportOptions& options);
 };
 // SUPPORT.md, support.json, index.html.
 const std::vector<ReportFile>& ReportFiles();
@@ -49,10 +84,13 @@ struct GeneratedReport {
 StatusOr<std::vector<ConfigSupport>> ReadBuiltinClaims(const Registry& registry);
 
 // SUPPORT.md and support.json rendered from the configs' metadata, and index.html from it and `history`.
-std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history);
+std::vector<GeneratedReport> RenderReports(const std::vector<ConfigSupport>& configs, const History& history,
+                                           const ReportOptions& options = {});
 // Reads every built-in config's metadata and their history under `reports_dir`, and writes
-// <reports_dir>/SUPPORT.md, support.json and index.html atomically.
-Status WriteReports(const Registry& registry, const std::string& reports_dir);
+// <reports_dir>/SUPPORT.md, support.json and index.html atomically, with `options`; none given: the repository
+// address is that of the `origin` remote of the repository holding `reports_dir` (OriginWebUrl), if any.
+Status WriteReports(const Registry& registry, const std::string& reports_dir,
+                    const std::optional<ReportOptions>& options = std::nullopt);
 
 // Removes the temporary files killed writes left in the configs and `reports_dir` (RemoveStaleTempFiles;
 // callers hold the checkout lock), then RecordHistory, WriteBackResults, then WriteReports into
@@ -60,7 +98,7 @@ Status WriteReports(const Registry& registry, const std::string& reports_dir);
 // is made and every config block and history file read first, so a folder that cannot be made or a damaged
 // block or file stops it with nothing written.
 Status PublishResults(const Registry& registry, const std::vector<CellResult>& records, const std::string& reports_dir,
-                      std::ostream& log);
+                      std::ostream& log, const PublishLog& how = {});
 
 // What a run of user configs (matrix/user_configs.h) publishes, from `records` (its journal) alone: every
 // record is added to the history under `reports_dir`, and SUPPORT.md, support.json and index.html there show

@@ -136,6 +136,42 @@ TEST_F(PublishTest, ADisturbedRecordsSpeedIsNotPublished) {
   EXPECT_EQ(full.find("tokens_per_second"), std::string::npos) << full;
 }
 
+// Without verbose a publish writes no line per config or entry but counts each record once by what it did
+// (new, updated, unchanged, kept), again by status and disturbance, and the files written: the run's tally.
+TEST_F(PublishTest, AQuietPublishTalliesWhatItDidInsteadOfALinePerCell) {
+  ASSERT_TRUE(WriteBackResults(co_.registry, {co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T10:00:00Z")},
+                               log_).ok());
+  ASSERT_TRUE(WriteBackResults(co_.registry, {co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-03T10:00:00Z")},
+                               log_).ok());
+  CellResult newer_lora = co_.Observe("tiny/lora", "cpu", CellStatus::kFails, "2026-12-04T10:00:00Z");
+  CellResult same_full = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-03T10:00:00Z");
+  CellResult older_full_cuda = co_.Observe("tiny/full", "cuda", CellStatus::kRuns, "2026-12-04T10:00:00Z");
+  older_full_cuda.disturbed = "other processes used 70% of the machine's CPU while it ran (more than 25%)";
+  log_.str("");
+  WriteBackTally tally;
+  ASSERT_TRUE(WriteBackResults(co_.registry, {newer_lora, same_full, older_full_cuda}, log_, {false, &tally}).ok());
+  EXPECT_EQ(log_.str(), "");
+  EXPECT_EQ(tally.updated, 1);      // tiny/lora on cpu: runs -> fails
+  EXPECT_EQ(tally.unchanged, 1);    // tiny/full on cpu: the same record again
+  EXPECT_EQ(tally.new_entries, 1);  // tiny/full on cuda
+  EXPECT_EQ(tally.kept_newer, 0);
+  EXPECT_EQ(tally.disturbed, 1);
+  EXPECT_EQ(tally.files_written, 2);
+  EXPECT_EQ(TallyLine(tally),
+            "Tally: 3 cells: 1 new, 1 updated, 1 unchanged; 2 runs, 1 fails; 1 measured beside other work (status "
+            "recorded, speeds kept); 2 config files updated");
+
+  // An entry verified after the record stands; verbose writes its line as before.
+  WriteBackTally again;
+  CellResult older = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-01T10:00:00Z");
+  ASSERT_TRUE(WriteBackResults(co_.registry, {older}, log_, {true, &again}).ok());
+  EXPECT_EQ(again.kept_newer, 1);
+  EXPECT_EQ(again.files_written, 0);
+  EXPECT_NE(log_.str().find("is newer than the journals' record"), std::string::npos) << log_.str();
+  EXPECT_EQ(TallyLine(again), "Tally: 1 cell: 1 kept (a newer entry stands); 1 runs; 0 config files updated");
+  EXPECT_EQ(TallyLine(WriteBackTally{}), "");
+}
+
 TEST_F(PublishTest, TemporaryFilesOfKilledWritesAreRemovedAndThoseOfLiveOnesKept) {
   // What a write-back killed between writing its temporary file and renaming it leaves behind.
   const std::string dead = co_.configs_dir() + "/tiny/" + AtomicWriteTempName("lora.yaml", 4194302, 0);

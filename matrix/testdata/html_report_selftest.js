@@ -31,13 +31,21 @@
     for (const e of events) window.addEventListener(e, done);
     setTimeout(() => done(null), ms);
   });
-  // The config rows the search's words select, from the data, as the page should (every word, any order).
+  // The config rows the search's words select, from the data, as the page should (every word, any order, in
+  // names, statuses, reasons and the notes the matrix marks cells with).
   const wordRows = (data, query) => {
     const words = query.toLowerCase().split(/\s+/).filter(Boolean);
     return data.configs.filter((c) => {
       const parts = [c.config, c.recipe];
       for (const cell of Object.values(c.cells)) {
-        parts.push(cell.entry.status, cell.entry.reason, cell.entry.device_name);
+        const e = cell.entry;
+        const r = cell.record || {};
+        parts.push(e.status, e.reason, e.device_name, e.numeric || '');
+        if (r.disturbed) parts.push('disturbed', r.disturbed);
+        if (e.repair) parts.push('repaired', e.repair, e.repaired_status);
+        if (e.stand_in) parts.push('sample data', e.stand_in);
+        if (e.proxy) parts.push('proxy proxies', e.proxy);
+        if (r.ran && r.ran.proxies && r.ran.proxies.note) parts.push(r.ran.proxies.note);
       }
       const text = parts.join('\n').toLowerCase();
       return words.every((w) => text.includes(w));
@@ -65,6 +73,18 @@
         .map((dt) => dt.textContent + ': ' + dt.nextElementSibling.textContent).join(' | '));
       put('restored_charts', Array.from(details().querySelectorAll('svg.chart text.title'))
         .map((t) => t.textContent).join(','));
+      // What ran for the cell, its output's heading and text, its proxies' rows, its commit's link; the sort.
+      put('restored_ran', Array.from(details().querySelectorAll('ul.ran li')).map((li) => li.textContent).join(' | '));
+      const outputTitle = Array.from(details().querySelectorAll('h3')).find((h) => h.textContent.startsWith('Last lines'));
+      put('restored_output_title', outputTitle ? outputTitle.textContent : '');
+      const output = outputTitle ? outputTitle.nextElementSibling : null;
+      put('restored_output', output ? output.textContent : '');
+      put('restored_proxy_rows', details().querySelectorAll('table.proxies tbody tr').length);
+      const commit = details().querySelector('dd a.commit');
+      put('restored_commit_href', commit ? commit.getAttribute('href') : '');
+      const sortedBy = $('#matrix thead th[aria-sort]');
+      put('restored_sort', sortedBy ? (sortedBy.dataset.device || sortedBy.dataset.sort) + ' ' +
+        sortedBy.getAttribute('aria-sort') : '');
     } catch (e) {
       put('exception_restore', e && e.stack ? e.stack : e);
     }
@@ -157,7 +177,8 @@
     // Words in any order, any case.
     try {
       for (const [key, query] of [['words', 'LORA tiny'], ['words_reversed', 'tiny lora'],
-        ['words_none', 'tiny lora nosuchword']]) {
+        ['words_none', 'tiny lora nosuchword'], ['search_disturbed', 'disturbed'], ['search_repaired', 'Repaired'],
+        ['search_sample_data', 'sample data']]) {
         set('f-search', query);
         put(key + '_rows', shownRows().length);
         put(key + '_rows_expected', wordRows(data, query));
@@ -177,6 +198,19 @@
       set('f-search', '');
       set('f-status', '');
       put('url_hash_reset', location.hash);
+      // The sort: a heading clicked goes into the URL ("-" descending), the default leaves it; back restores it.
+      clickHeader(1);
+      put('sort_url', decodeURIComponent(location.hash));
+      clickHeader(1);
+      put('sort_url_desc', decodeURIComponent(location.hash));
+      put('sort_url_first', rows()[0].dataset.config);
+      const back = next(['popstate'], 300);
+      history.back();
+      await back;
+      await next(['hashchange'], 50);
+      put('sort_back', decodeURIComponent(location.hash) + ' ' + $('#matrix thead tr').cells[1].getAttribute('aria-sort'));
+      clickHeader(0);
+      put('sort_url_reset', location.hash);
     } catch (e) {
       put('exception_url', e && e.stack ? e.stack : e);
     }
@@ -187,6 +221,14 @@
       if (summary) {
         const items = Array.from(summary.querySelectorAll('li'));
         put('changes_kinds', items.map((li) => li.dataset.kind).join(','));
+        // Newest first; the disturbed lines folded shut under their count, the rest on show.
+        put('changes_leading', items.filter((li) => !li.closest('details')).map((li) => li.dataset.kind).join(','));
+        const disturbed = items.filter((li) => li.dataset.kind === 'disturbed');
+        put('changes_disturbed_folded', disturbed.every((li) => li.closest('details.disturbed') &&
+          !li.closest('details.disturbed').open &&
+          (typeof li.checkVisibility !== 'function' || !li.checkVisibility())));
+        const fold = summary.querySelector('details.disturbed summary');
+        put('changes_disturbed_summary', fold ? fold.textContent : '');
         put('changes_before_table', Boolean(summary.compareDocumentPosition($('#matrix')) &
           Node.DOCUMENT_POSITION_FOLLOWING));
         const nothing = summary.querySelector('.nothing');
@@ -263,8 +305,9 @@
       put('exception_contrast', e && e.stack ? e.stack : e);
     }
 
-    // Layout: the page itself never scrolls sideways; the first status column is on screen; the table scrolls
-    // inside <main> with its header row and first column stuck to <main>'s edges.
+    // Layout: the page itself never scrolls sideways; the first status column is on screen; the page scrolls as
+    // one (nothing inside it scrolls down), the table sideways inside <main>, with its header row stuck to the
+    // window's top and its first column to <main>'s left edge.
     try {
       document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}));
       const main = $('main');
@@ -275,19 +318,24 @@
       put('first_status_on_screen', r.left >= 0 && r.right <= window.innerWidth && r.width > 0);
       put('table_wider_than_main', main.scrollWidth > main.clientWidth);
       // A long table (the first row cloned 80 times) scrolled, as a reader's browser would, until its last
-      // row's last cell is on screen: the header row must still be on screen, at <main>'s top, and the config
-      // names at <main>'s left edge.
+      // row's last cell is on screen: the window scrolled, not <main>; the header row must be at the window's
+      // top, and the config names at <main>'s left edge.
       const clones = Array.from({length: 80}, () => rows()[0].cloneNode(true));
       const tbody = $('#matrix tbody');
       for (const tr of clones) tbody.append(tr);
       const cells = clones[clones.length - 1].querySelectorAll('td.cell');
+      const scrolledWindow = next(['scroll'], 200);
       cells[cells.length - 1].scrollIntoView({block: 'end', inline: 'nearest'});
+      await scrolledWindow;
+      await new Promise((resolve) => requestAnimationFrame(resolve));
       const box = main.getBoundingClientRect();
       const head = $('#matrix thead th').getBoundingClientRect();
       const name = clones[clones.length - 1].querySelector('th[scope="row"]').getBoundingClientRect();
       put('scrolled', main.scrollTop > 0 || window.scrollY > 0);
-      put('header_sticks', head.top >= -1 && head.bottom <= window.innerHeight + 1 &&
-        Math.abs(head.top - (box.top + main.clientTop)) < 2);
+      put('page_scrolled', window.scrollY > 0);
+      put('main_scrolls_down', main.scrollHeight > main.clientHeight + 1 || main.scrollTop > 0);
+      put('main_top_above_window', box.top < -100);
+      put('header_sticks', Math.abs(head.top) < 2 && head.bottom <= window.innerHeight + 1);
       put('first_column_sticks', main.scrollLeft === 0 || Math.abs(name.left - (box.left + main.clientLeft)) < 2);
       for (const tr of clones) tr.remove();
       main.scrollTop = 0;

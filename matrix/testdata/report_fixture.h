@@ -155,4 +155,46 @@ inline void AddGenerationCell(ReportFixture* f) {
   AddCell(f, "tiny/generation", "generate", records);
 }
 
+// Adds what ran beside or instead of two configs (left out of MakeReportFixture, whose counts the page tests
+// check; the tests of the details add it):
+//   - llama3_3/70B_lora on cpu: too_large, proxies of 1 and 4 of its 80 layers ran (the deepest one's output is
+//     the record's), every operation verified, the real depth extrapolated;
+//   - tiny/qlora_single_device on cpu: invalid as written (a paged optimizer), repaired with an override it
+//     runs with, and checked against its float32 reference; it failed the day before, so its newest change
+//     (2026-12-05, a status change) is the newest of the page.
+inline void AddProxiedAndRepairedCells(ReportFixture* f) {
+  const std::string lora = "lora_finetune_distributed";
+  CellResult proxied = FixtureRecord("llama3_3/70B_lora", lora, "cpu", CellStatus::kTooLarge, "2026-12-03T10:00:00Z",
+                                     0, 0, std::string(40, '6'));
+  proxied.reason = "predicted peak memory 140 GiB exceeds 85% of cpu's 23 GiB";
+  proxied.real_layers = 80;
+  proxied.proxy_layers = {1, 4};
+  proxied.proxy_cut = "model.num_layers 4 of 80";
+  proxied.proxy_step_times_s = {2.0, 3.5};
+  proxied.proxy_tokens_per_second = {1024, 585.1};
+  proxied.proxy_peak_memory_bytes = {2.0 * (int64_t{1} << 30), 4.5 * (int64_t{1} << 30)};
+  proxied.extrapolated_step_time_s = 41.5;
+  proxied.extrapolated_tokens_per_second = 49.3;
+  proxied.extrapolated_peak_memory_bytes = int64_t{100} << 30;
+  proxied.ops_verified = true;
+  proxied.wall_time_s = 95;
+  proxied.output_tail = "Training llama3_3/70B_lora (4 of 80 layers) on cpu\nFinished: 3 steps\n";
+  AddCell(f, "llama3_3/70B_lora", lora, {proxied});
+
+  const std::string single = "lora_finetune_single_device";
+  CellResult failed = FixtureRecord("tiny/qlora_single_device", single, "cpu", CellStatus::kFails,
+                                    "2026-12-04T10:00:00Z", 0, 0, std::string(40, '7'));
+  CellResult repaired = FixtureRecord("tiny/qlora_single_device", single, "cpu", CellStatus::kRuns,
+                                      "2026-12-05T10:00:00Z", 30000, 0.4, std::string(40, '8'));
+  repaired.status = CellStatus::kInvalid;
+  repaired.reason = "optimizer: a paged optimizer needs cuda; repaired with optimizer=torch.optim.AdamW: runs";
+  repaired.repair = {"optimizer=torch.optim.AdamW"};
+  repaired.repaired_status = CellStatus::kRuns;
+  repaired.numeric_dtype = "bf16";
+  repaired.numeric_note = "bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%)";
+  repaired.reference_time_s = 12.5;
+  repaired.output_tail = "Training tiny/qlora_single_device (repaired) on cpu\nFinished: 3 steps\n";
+  AddCell(f, "tiny/qlora_single_device", single, {failed, repaired});
+}
+
 }  // namespace tmx::matrix::testing
