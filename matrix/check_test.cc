@@ -428,8 +428,8 @@ TEST_F(CheckTest, WhatAMergeWouldRefuseFailsTheCheck) {
   std::vector<CheckProblem> p = Check({});
   ASSERT_EQ(p.size(), 1u) << printed_;
   EXPECT_EQ(p[0].kind, ProblemKind::kDisagrees);
-  EXPECT_EQ(p[0].message.rfind("cpu: the support entry contradicts itself: peak_share 1000000000000.000, outside 0 "
-                               "to 1.250",
+  EXPECT_EQ(p[0].message.rfind("cpu (amx, torch 2.11.0): the support entry contradicts itself: peak_share "
+                               "1000000000000.000, outside 0 to 1.250",
                                0),
             0u)
       << p[0].message;
