@@ -1,6 +1,7 @@
 #include "matrix/runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -50,6 +51,9 @@ class SubprocessRunner : public CellRunner {
   }
 
   bool WaitForOne(CellOutcome* out) override {
+    using Clock = std::chrono::steady_clock;
+    const auto every = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(heartbeat_every_s_));
+    auto beat = Clock::now() + every;
     for (;;) {
       if (set_.interrupted() || cells_.empty()) return false;
       if (std::unique_ptr<Subprocess> sub = set_.NextFinished()) {
@@ -57,7 +61,16 @@ class SubprocessRunner : public CellRunner {
         return true;
       }
       if (set_.running() == 0) return false;  // cannot happen while cells_ is not empty
-      set_.DoWork(-1);
+      if (!heartbeat_ || heartbeat_every_s_ <= 0) {
+        set_.DoWork(-1);
+        continue;
+      }
+      if (Clock::now() >= beat) {
+        heartbeat_();
+        beat = Clock::now() + every;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(beat - Clock::now()).count();
+      set_.DoWork(static_cast<int>(std::max<int64_t>(1, left)));
     }
   }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +61,18 @@ class CellRunner {
   // True once an interrupt (SIGINT, SIGTERM, SIGHUP) was caught; see
   // SubprocessSet::InstallInterruptHandlers(), which main() must call for signals to be caught.
   virtual bool interrupted() const = 0;
+
+  // While WaitForOne waits, `heartbeat` is called each `every_s` seconds that no cell finishes, so a reader of
+  // the progress is never left without a line for longer (a proxied cell's children can take minutes). None by
+  // default. A fake runner calls it once per wait.
+  void SetHeartbeat(std::function<void()> heartbeat, double every_s) {
+    heartbeat_ = std::move(heartbeat);
+    heartbeat_every_s_ = every_s;
+  }
+
+ protected:
+  std::function<void()> heartbeat_;
+  double heartbeat_every_s_ = 0;
 };
 
 // The real runner: one child process per cell, one running cell per lane, and at most

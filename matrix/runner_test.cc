@@ -83,6 +83,20 @@ TEST(RunnerTest, ACellBesideACpuHogIsJudgedDisturbed) {
   for (const CellOutcome& stopped : hogs->Abort()) EXPECT_TRUE(stopped.result.interrupted);
 }
 
+// While a cell runs, the heartbeat says so at its interval; it stops when the cell finishes.
+TEST(RunnerTest, TheHeartbeatBeatsWhileACellRuns) {
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
+  int beats = 0;
+  runner->SetHeartbeat([&beats] { ++beats; }, 0.1);
+  ASSERT_TRUE(runner->Start(Cell("a", "cpu", {"sleep", "1"})).ok());
+  CellOutcome outcome;
+  ASSERT_TRUE(runner->WaitForOne(&outcome));
+  EXPECT_EQ(outcome.result.exit_code, 0);
+  EXPECT_GE(beats, 5);   // 1 s at 0.1 s, on a loaded machine
+  EXPECT_LE(beats, 11);  // never more often than asked
+  runner->SetHeartbeat(nullptr, 0);
+}
+
 TEST(RunnerTest, ParallelLaneLimit) {
   std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
   ASSERT_TRUE(runner->Start(Cell("a", "cpu", {"exit", "0"})).ok());

@@ -171,6 +171,9 @@ void AddCpuAccounting(const CellOutcome& outcome, CellResult* r, const Disturban
 
 namespace {
 
+// How often a run that waits for its cells says what runs: under the 10 s a reader should ever wait for a line.
+constexpr double kHeartbeatS = 9;
+
 // " (proxy of 4 layers)" for a proxy's run, "" for the cell's own: which of a cell's training children `index` is.
 std::string ChildShown(const PlannedCell& cell, size_t index) {
   return index < cell.proxies.size() ? " (proxy of " + std::to_string(cell.proxies[index].layers) + " layers)" : "";
@@ -271,6 +274,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     bool continues = false;  // a child of a cell that started (its next proxy, its reference, its proxies after a stop)
     int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
     bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
+    Clock::time_point started_at{};
   };
   // Then, when they trained, its numeric check's reference (index children(c)).
   auto children = [](const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); };
@@ -278,6 +282,25 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     return index < c.proxies.size() ? ProxyView(c, index) : index == children(c) ? ReferenceView(c) : c;
   };
   std::map<CellKey, Child> running;
+  // Nothing is silent for long: while no cell finishes, a line every kHeartbeatS names what runs and for how long.
+  runner.SetHeartbeat(
+      [&] {
+        std::vector<std::string> what;
+        for (const auto& [key, child] : running) {
+          const bool reference = child.index == children(*child.cell);
+          what.push_back(key.config + " on " + key.device +
+                         (reference ? " (numeric reference)" : ChildShown(*child.cell, child.index)) + " for " +
+                         FormatDuration(std::chrono::duration<double>(Clock::now() - child.started_at).count()));
+        }
+        progress << "  still running: " << JoinStrings(what, "; ") << " (" << completed << " of " << total
+                 << " done, " << FormatDuration(std::chrono::duration<double>(Clock::now() - start).count())
+                 << " elapsed)" << std::endl;
+      },
+      kHeartbeatS);
+  struct HeartbeatOff {  // the heartbeat reads this function's state: it ends with it
+    CellRunner& runner;
+    ~HeartbeatOff() { runner.SetHeartbeat(nullptr, 0); }
+  } heartbeat_off{runner};
   std::map<CellKey, std::vector<CellResult>> proxy_runs;  // the finished proxies of each proxied cell
   // The cells whose run was stopped at the memory limit, as they go on: their proxies (if_stopped_at_memory_limit).
   std::vector<std::unique_ptr<PlannedCell>> stopped_cells;
@@ -369,6 +392,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       host_running += started.host_bytes;
       host_running_any = host_running_any || host;
       host_whole = host_whole || whole_host;
+      started.started_at = Clock::now();
       running[c->key] = started;
       it = queue.erase(it);
     }

@@ -112,6 +112,9 @@ TEST_F(SchedulerTest, OneCellPerLaneDevicesInParallelAndEveryCellJournaled) {
   EXPECT_EQ(a.provenance.host, "host");
   EXPECT_NE(progress.str().find("[4/4]"), std::string::npos) << progress.str();
   EXPECT_NE(progress.str().find("start-up 6s (58%)"), std::string::npos) << progress.str();
+  // While it waits for cells (the fake: once per wait), the run says what runs.
+  EXPECT_NE(progress.str().find("  still running: a on cpu for "), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find(" done, "), std::string::npos) << progress.str();
 }
 
 // Two cpu lanes: host cells run two at a time, each pinned to its lane's CPUs, longest first; a cell whose

@@ -43,6 +43,7 @@ class FakeRunner : public CellRunner {
   }
   bool WaitForOne(CellOutcome* out) override {
     if (interrupted_ || order_.empty()) return false;
+    if (heartbeat_) heartbeat_();  // once per wait, as if the cell took a while
     if (interrupt_after_first && finished_ == 1) {
       interrupted_ = true;
       return false;
