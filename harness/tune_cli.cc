@@ -281,9 +281,22 @@ struct RecipeChoice {
 
 std::string Implemented(const Registry& registry) { return JoinStrings(registry.RecipeNames(), ", "); }
 
+// Keys whose value cannot change what a device does with a config: the device itself (every matrix cell sets
+// it), where files are read and written, and logging. An override of them leaves a recorded verdict standing.
+bool CannotMatterForTheDevice(const std::string& key) {
+  static const char* const kKeys[] = {"device",          "output_dir",        "checkpointer.checkpoint_dir",
+                                      "checkpointer.output_dir", "tokenizer.path", "metric_logger",
+                                      "log_every_n_steps", "log_peak_memory_stats", "log_level"};
+  for (const char* k : kKeys) {
+    const std::string prefix = k;
+    if (key == prefix || key.rfind(prefix + ".", 0) == 0) return true;
+  }
+  return false;
+}
+
 // The keys whose values `overrides` change from the config as written (both with the recipe's defaults),
-// in the order given. device= and output_dir= are left out: every matrix cell sets them, so a record is
-// about the config with any device and output folder.
+// in the order given, less those that cannot matter for the device (CannotMatterForTheDevice).
+
 std::vector<std::string> KeysChangedByOverrides(const LocatedConfig& located, const std::vector<std::string>& overrides,
                                                 const Config& config, const RecipeSpec& recipe,
                                                 const Registry& registry) {
@@ -294,7 +307,7 @@ std::vector<std::string> KeysChangedByOverrides(const LocatedConfig& located, co
   for (const std::string& o : overrides) {
     std::string key = o.substr(o[0] == '~' ? 1 : 0, o.find('=') == std::string::npos ? std::string::npos
                                                                                       : o.find('=') - (o[0] == '~'));
-    if (key == "device" || key == "output_dir") continue;
+    if (CannotMatterForTheDevice(key)) continue;
     if (shown(as_written->Find(key)) != shown(config.Find(key)) &&
         std::find(changed.begin(), changed.end(), key) == changed.end()) {
       changed.push_back(key);
@@ -420,20 +433,82 @@ std::string DescribeTraits(const DeviceInfo& device) {
 
 // The built-in config that a user's file is a copy of (the same text outside the support block, as `tune cp`
 // writes it or a download of torchtune's config is), or "" when none is.
+// Whether two parsed YAML values are the same values: maps with the same keys (in any order) and the same value
+// under each, sequences element for element, scalars by their text (`['q_proj']` and `[q_proj]` are one value;
+// comments and layout are not values). At the top level the `metadata` key is left out of both (the support
+// block tune-matrix writes).
+bool SameValues(const YAML::Node& a, const YAML::Node& b, bool top = false) {
+  if (a.Type() != b.Type()) return false;
+  if (a.IsScalar()) return a.Scalar() == b.Scalar();
+  if (a.IsSequence()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!SameValues(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  if (!a.IsMap()) return true;  // both null
+  auto keys = [top](const YAML::Node& m) {
+    std::map<std::string, YAML::Node> out;
+    for (const auto& kv : m) {
+      const std::string key = kv.first.as<std::string>("");
+      if (!(top && key == "metadata")) out.emplace(key, kv.second);
+    }
+    return out;
+  };
+  const std::map<std::string, YAML::Node> ka = keys(a), kb = keys(b);
+  if (ka.size() != kb.size()) return false;
+  for (const auto& [key, value] : ka) {
+    auto other = kb.find(key);
+    if (other == kb.end() || !SameValues(value, other->second)) return false;
+  }
+  return true;
+}
+
+// The built-in config a user's file is, as written: the same values outside the support block, whatever their
+// order, layout and comments (torchtune's own file of a config this project mirrors is one), or "". The built-in
+// whose name the file's path ends with is tried first, then every other.
 std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) {
   if (located.builtin) return "";
   StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
   if (!text.ok()) return "";
-  const std::string hash = ConfigHash(*text);
+  YAML::Node mine;
+  try {
+    mine = YAML::Load(*text);
+  } catch (const YAML::Exception&) {
+    return "";
+  }
+  std::vector<std::string> names;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
-      StatusOr<std::string> builtin = ReadFile(BuiltinConfigPath(name), ConfigInput());
-      if (builtin.ok() && ConfigHash(*builtin) == hash && StripGeneratedBlock(*builtin) == StripGeneratedBlock(*text)) {
-        return name;
-      }
+      const std::string tail = "/" + name + ".yaml";
+      const bool named = located.path.size() >= tail.size() &&
+                         located.path.compare(located.path.size() - tail.size(), tail.size(), tail) == 0;
+      names.insert(named ? names.begin() : names.end(), name);
+    }
+  }
+  for (const std::string& name : names) {
+    StatusOr<std::string> builtin = ReadFile(BuiltinConfigPath(name), ConfigInput());
+    if (!builtin.ok()) continue;
+    if (ConfigHash(*builtin) == ConfigHash(*text)) return name;
+    try {
+      if (SameValues(YAML::Load(*builtin), mine, /*top=*/true)) return name;
+    } catch (const YAML::Exception&) {
     }
   }
   return "";
+}
+
+// The config whose support block speaks for `config`: its own when it has one, else that of the built-in config
+// the file is (BuiltinTwin: torchtune's file of a mirrored config), else its own (none). `twin` is set to the
+// built-in's name when it is one.
+Config RecordsOf(const Registry& registry, const LocatedConfig& located, const Config& config, std::string* twin) {
+  *twin = BuiltinTwin(registry, located);
+  if (twin->empty() || config.Find("metadata.support").IsDefined()) return config;
+  StatusOr<LocatedConfig> builtin = LocateConfig(*twin, registry);
+  if (!builtin.ok()) return config;
+  StatusOr<Config> records = LoadResolvedConfig(*builtin, {});
+  return records.ok() ? *records : config;
 }
 
 // For a user's file that is a built-in config as written: what tune-matrix recorded for that built-in in `column`
@@ -444,7 +519,7 @@ void ShowBuiltinSupport(const Registry& registry, const std::string& twin, const
   if (!located.ok()) return;
   StatusOr<Config> config = LoadResolvedConfig(*located, {});
   if (!config.ok()) return;
-  out << "note: this file is the built-in config " << twin << " (the same outside its support block); ";
+  out << "note: this file is the built-in config " << twin << " (the same values outside its support block); ";
   std::map<std::string, RecordedSupport> columns = RecordedColumns(config->Find("metadata.support"));
   auto entry = columns.find(column);
   if (entry != columns.end()) {
@@ -478,6 +553,8 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
   StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
+  std::string twin;  // the built-in config this file is, whose records speak for it
+  const Config records = RecordsOf(registry, *located, *config, &twin);
   std::optional<Repaired> repaired;
   if (!check.problems.empty()) repaired = Repair(*located, overrides, *recipe, registry, check.problems);
   if (parsed.Has("repair")) {
@@ -485,7 +562,7 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
       out << "note: --repair: " << located->name << " is valid on " << check.device.id << " as it is; nothing to repair\n";
     } else if (repaired && repaired->check.problems.empty()) {
       out << "note: --repair: applied " << JoinStrings(repaired->repair, " ") << " for " << repaired->check.device.id
-          << "; " << RepairRecord(*config, repaired->repair, repaired->check.device) << "\n";
+          << "; " << RepairRecord(records, repaired->repair, repaired->check.device) << "\n";
       *config = std::move(repaired->config);
       check = std::move(repaired->check);
     } else {
@@ -493,7 +570,6 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
     }
   }
   if (!choice->why.empty()) (check.problems.empty() ? out : err) << "note: " << choice->why << "\n";
-  const std::string twin = BuiltinTwin(registry, *located);
   if (!twin.empty()) {
     std::ostringstream quiet;
     ShowBuiltinSupport(registry, twin, check.device.type.empty() ? "" : ColumnKey(RunningColumn(check.device, quiet)),
@@ -513,13 +589,13 @@ int Validate(const Registry& registry, const std::vector<std::string>& args, std
         << DeviceShown(check, *config) << " (" << check.problems.size() << " problem" << (check.problems.size() == 1 ? "" : "s")
         << "):\n";
     PrintProblems(check.problems, err);
-    ShowRepair(repaired, *config, "validate", err);
+    ShowRepair(repaired, records, "validate", err);
     return kExitUsage;
   }
   out << "Config " << located->name << " is valid for recipe " << recipe->name << " on " << check.device.id << " ("
       << (check.absent ? check.device.type + " by its traits; not on this machine" : check.device.name) << ").\n";
   WarnIfTooLarge(*config, *recipe, registry, check, err);
-  WarnOfTheTorchAxis(*config, located->name, check.device, err);
+  WarnOfTheTorchAxis(records, located->name, check.device, err);
   if (recipe->missing_inputs) {
     // Warnings only: the files may be fetched before the run.
     for (const Problem& p : recipe->missing_inputs(*config, registry)) err << "warning: " << p.ToString() << "\n";
@@ -634,13 +710,15 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   StatusOr<Config> config = LoadResolvedConfig(*located, overrides, recipe, &registry);
   if (!config.ok()) return Fail(err, config.status());
   DeviceCheckResult check = ValidateForDevice(*config, *recipe, registry, ProbeDevice);
+  std::string twin;  // the built-in config this file is, whose records speak for it
+  const Config records = RecordsOf(registry, *located, *config, &twin);
   // --repair: a config invalid on its device runs with every problem's repair, when that makes it valid.
   std::optional<Repaired> repaired;
   if (!check.problems.empty()) repaired = Repair(*located, overrides, *recipe, registry, check.problems);
   std::vector<std::string> applied;
   if (parsed.Has("repair") && repaired && repaired->check.problems.empty()) {
     err << "note: --repair: applied " << JoinStrings(repaired->repair, " ") << " for " << repaired->check.device.id
-        << "; " << RepairRecord(*config, repaired->repair, repaired->check.device) << "\n";
+        << "; " << RepairRecord(records, repaired->repair, repaired->check.device) << "\n";
     applied = repaired->repair;
     *config = std::move(repaired->config);
     check = std::move(repaired->check);
@@ -653,8 +731,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     err << "error: cannot run " << recipe->name << " with " << located->name << " on " << DeviceShown(check, *config)
         << ":\n";
     PrintProblems(check.problems, err);
-    if (check.device_available) ShowRepair(repaired, *config, "run", err);
-    YAML::Node recorded = config->Find("metadata.supported_devices");
+    if (check.device_available) ShowRepair(repaired, records, "run", err);
+    YAML::Node recorded = records.Find("metadata.supported_devices");
     if (!check.device_available && recorded.IsSequence() && recorded.size() > 0) {
       std::vector<std::string> types;
       for (const auto& t : recorded) types.push_back(t.as<std::string>(""));
@@ -668,8 +746,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   // Of the column this run is in: another CPU class's or torch's record says nothing of it (harness/column.h).
   std::ostringstream quiet;
   const std::string type = ColumnKey(RunningColumn(check.device, quiet));
-  RecordedSupport entry = RecordedHere(*config, check.device, err);
-  WarnOfTheTorchAxis(*config, located->name, check.device, err);
+  RecordedSupport entry = RecordedHere(records, check.device, err);
+  WarnOfTheTorchAxis(records, located->name, check.device, err);
   // With a repair applied, what the matrix recorded of the config run with that repair (nothing: another one).
   if (!applied.empty()) entry = RecordedRepair(entry, applied);
   const std::string& status = entry.status;

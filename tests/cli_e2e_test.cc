@@ -14,6 +14,7 @@
 #include "base/file_util.h"
 #include "base/folder.h"
 #include "base/subprocess.h"
+#include "harness/config_block.h"
 #include "harness/run_summary.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
@@ -657,8 +658,8 @@ TEST_F(MatrixCiTest, ValidateOfACopyShowsTheBuiltInsRecordedSupport) {
   Result r = Exec({kTune, "validate", copy, "device=cpu"}, env);
   EXPECT_EQ(r.code, 0) << r.output;
   // The committed record is the AMX machine's: named by its column whatever this machine's class and torch.
-  EXPECT_NE(r.output.find("note: this file is the built-in config tiny/lora_single_device (the same outside its "
-                          "support block); tune-matrix "),
+  EXPECT_NE(r.output.find("note: this file is the built-in config tiny/lora_single_device (the same values outside "
+                          "its support block); tune-matrix "),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("cpu (amx, torch 2.11.0): runs · 1234.5 tok/s · "), std::string::npos) << r.output;
@@ -666,7 +667,51 @@ TEST_F(MatrixCiTest, ValidateOfACopyShowsTheBuiltInsRecordedSupport) {
   EXPECT_NE(r.output.find("that is the config as written, and your overrides change batch_size"), std::string::npos)
       << r.output;
 
-  ASSERT_TRUE(WriteFileAtomically(copy, ReadFile(copy).value() + "# tried with a larger batch\n").ok());
+  // Overrides of paths and logging cannot matter for the device: the record stands for them.
+  r = Exec({kTune, "validate", copy, "device=cpu", "tokenizer.path=" + dir_ + "/tok.model", "log_every_n_steps=7"}, env);
+  EXPECT_EQ(r.output.find("your overrides change"), std::string::npos) << r.output;
+
+  // torchtune's own file of a mirrored config differs in layout, comments, quoting and order, not in values:
+  // it is the built-in still. Without its support block, keys moved, a comment added, a flow list quoted.
+  std::string text_only = StripGeneratedBlock(ReadFile(copy).value());
+  const size_t device_line = text_only.find("\ndevice: ");
+  ASSERT_NE(device_line, std::string::npos) << text_only;
+  const size_t device_end = text_only.find('\n', device_line + 1);
+  const std::string device = text_only.substr(device_line + 1, device_end - device_line);
+  text_only.erase(device_line + 1, device_end - device_line);
+  text_only = "# torchtune's layout\n" + device + text_only + "# tried with a larger batch\n";
+  ASSERT_TRUE(WriteFileAtomically(copy, text_only).ok());
+  r = Exec({kTune, "validate", copy, "device=cpu"}, env);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("is the built-in config tiny/lora_single_device (the same values"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("cpu (amx, torch 2.11.0): runs · 1234.5 tok/s · "), std::string::npos) << r.output;
+
+  // The built-in's record of a repair speaks for the file too (it used to read "has not run it with this repair").
+  const CpuColumn here = test::RunningCpuColumn();
+  const std::string repair = "optimizer._component_=torch.optim.AdamW optimizer.fused=True";
+  const std::string full = configs_ + "/tiny/full_single_device.yaml";
+  const std::string full_text = StripGeneratedBlock(ReadFile(full).value());
+  ASSERT_TRUE(WriteFileAtomically(full, full_text + "metadata:\n  support:\n" +
+                                            here.Entry("invalid", "      repair: \"" + repair +
+                                                                      "\"\n      repaired_status: runs\n"
+                                                                      "      tokens_per_second: 812.5\n"
+                                                                      "      verified_at: \"2026-12-05T09:00:00Z\"\n"))
+                  .ok());
+  const std::string twin = dir_ + "/full_as_torchtune_has_it.yaml";
+  ASSERT_TRUE(WriteFileAtomically(twin, "# no support block here\n" + full_text).ok());
+  r = Exec({kTune, "validate", twin, "device=cpu", "optimizer=bitsandbytes.optim.PagedAdamW"}, env);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("repair: with " + repair + " it is valid on cpu\n  tune-matrix ran it with this repair on " +
+                          here.Key() + ": runs · 812.5 tok/s"),
+            std::string::npos)
+      << r.output;
+
+  // A changed value is another config.
+  const size_t rank = text_only.find("lora_rank: ");
+  ASSERT_NE(rank, std::string::npos) << text_only;
+  text_only.insert(rank + std::string("lora_rank: ").size(), "1");
+  ASSERT_TRUE(WriteFileAtomically(copy, text_only).ok());
   r = Exec({kTune, "validate", copy, "device=cpu"}, env);
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(r.output.find("is the built-in config"), std::string::npos) << r.output;
