@@ -240,12 +240,24 @@ class Validator {
           same_kind.insert(same_kind.end(), c.aliases.begin(), c.aliases.end());
         }
       }
-      // A few suggestions, never the whole catalogue: the closest names of the kind, else of any kind.
-      std::vector<std::string> hints = ClosestMatches(name, same_kind, 3);
-      if (hints.empty()) hints = ClosestMatches(name, registry_.ComponentNames(/*supported_only=*/true), 3);
+      // A few suggestions, never the whole catalogue: the closest names of the kind, else of any kind. A name in
+      // a module that is no typo (two edits) of one with components here (torchtune's llama3_2_vision) is a
+      // family not implemented, whose closest names are other models (an 11B vision model is no 1B text one).
+      const std::string module = name.substr(0, name.rfind('.') + 1);
+      const bool module_known =
+          module.empty() || std::any_of(same_kind.begin(), same_kind.end(), [&](const std::string& n) {
+            return EditDistance(module, n.substr(0, n.rfind('.') + 1)) <= 2;
+          });
+      std::vector<std::string> hints;
+      if (module_known) hints = ClosestMatches(name, same_kind, 3);
+      if (module_known && hints.empty()) {
+        hints = ClosestMatches(name, registry_.ComponentNames(/*supported_only=*/true), 3);
+      }
       for (std::string& h : hints) h = "'" + h + "'";
       const std::string listing = "`tune ls --components" + (kind.empty() ? std::string() : " " + kind) + "`";
-      Add(ckey, "unknown component '" + name + "'" +
+      const std::string family =
+          module_known ? "" : "; tune-matrix implements nothing of " + module.substr(0, module.size() - 1) + " yet";
+      Add(ckey, "unknown component '" + name + "'" + family +
                     (hints.empty() ? "" : "; did you mean " + JoinAlternatives(hints) + "?") + " (" + listing +
                     " lists " + (count == 1 ? "the " : "all ") + std::to_string(count) +
                     (kind.empty() ? "" : " " + kind) + (count == 1 ? " component)" : " components)"));

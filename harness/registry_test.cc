@@ -154,6 +154,22 @@ TEST(RegistryTest, MissingRequiredAndUnknownComponent) {
                 "c.yaml:2:16: model._component_: unknown component 'tune_matrix.models.tiyn'; did you mean "
                 "'tune_matrix.models.tiny'? (`tune ls --components model` lists the 1 model component)",
             }));
+  // A typo in the module still gets the nearest names; a family none of whose components is here is said to be
+  // one, never answered with another model of a known family (issue 56: an 11B vision model got a 1B text one).
+  c = Load("model:\n  _component_: tune_matrix.modles.tiny\noptimizer:\n  _component_: torch.optim.AdamW\n");
+  EXPECT_EQ(Messages(ValidateConfig(c, r.recipes()[0], r, nullptr)),
+            (std::vector<std::string>{
+                "c.yaml:2:16: model._component_: unknown component 'tune_matrix.modles.tiny'; did you mean "
+                "'tune_matrix.models.tiny'? (`tune ls --components model` lists the 1 model component)",
+            }));
+  c = Load("model:\n  _component_: tune_matrix.models.tiny_vision.tiny_vision_11b\noptimizer:\n  _component_: "
+           "torch.optim.AdamW\n");
+  EXPECT_EQ(Messages(ValidateConfig(c, r.recipes()[0], r, nullptr)),
+            (std::vector<std::string>{
+                "c.yaml:2:16: model._component_: unknown component 'tune_matrix.models.tiny_vision.tiny_vision_11b'; "
+                "tune-matrix implements nothing of tune_matrix.models.tiny_vision yet (`tune ls --components model` "
+                "lists the 1 model component)",
+            }));
 }
 
 // A section made of keys alone (an override of profiler.enabled in a config without the section) names the

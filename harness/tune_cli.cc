@@ -269,8 +269,8 @@ void ShowRepair(const std::optional<Repaired>& repaired, const Config& config, c
   if (!repaired || !repaired->check.problems.empty()) return;
   const DeviceInfo& device = repaired->check.device;
   err << "repair: with " << JoinStrings(repaired->repair, " ") << " it is valid on " << device.id << "\n  "
-      << RepairRecord(config, repaired->repair, device) << "\n  pass --repair to `tune " << command
-      << "` to apply it\n";
+      << RepairRecord(config, repaired->repair, device) << "\n  pass --repair to `tune " << command << "`"
+      << (command == "validate" ? " or `tune run`" : "") << " to apply it\n";
 }
 
 // The recipe a config is checked against, and why that one.

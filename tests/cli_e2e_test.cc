@@ -71,7 +71,7 @@ TEST_F(CliTest, ARepairIsNamedWithItsRecordAndAppliedByRepair) {
   EXPECT_NE(paged.output.find("repair: with optimizer._component_=bitsandbytes.optim.AdamW8bit it is valid on cpu\n"),
             std::string::npos)
       << paged.output;
-  EXPECT_NE(paged.output.find("pass --repair to `tune validate` to apply it"), std::string::npos) << paged.output;
+  EXPECT_NE(paged.output.find("pass --repair to `tune validate` or `tune run` to apply it"), std::string::npos) << paged.output;
   Result applied = Exec({kTune, "validate", "llama3_2/1B_full_single_device", "device=cpu", "--repair"});
   EXPECT_EQ(applied.code, 0) << applied.output;
   EXPECT_NE(applied.output.find("note: --repair: applied optimizer._component_=bitsandbytes.optim.AdamW8bit for cpu"),
