@@ -737,7 +737,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
       std::vector<std::string> types;
       for (const auto& t : recorded) types.push_back(t.as<std::string>(""));
       err << "  tune-matrix recorded this config as running on: " << JoinStrings(types, ", ")
-          << " (for example device=" << types.front() << ")\n";
+          << " (for example device=" << ColumnDeviceType(types.front()) << ")\n";
     }
     return kExitUsage;
   }

@@ -251,6 +251,13 @@ Status Generator::Run(RunSummary* summary) {
   options.pad_id = std::max<int64_t>(0, tok.pad_id());
   options.kv_cache = *kv_cache;
   options.synchronize = [this] { Synchronize(); };
+  // Text from weights nobody trained reads as garbage (`<|unk:478|>`): said before it, so it is not taken for a bug.
+  if (config_.IsNull("checkpointer.checkpoint_dir") || !summary->stand_ins.empty()) {
+    out << "note: the weights are "
+        << (summary->stand_ins.empty() ? "seed-initialised (checkpointer.checkpoint_dir is null)"
+                                       : "stand-ins (" + JoinStrings(summary->stand_ins, "; ") + ")")
+        << ", not trained ones: the text below is noise; its speed is the model's\n";
+  }
   out << "Prompt: " << length << " tokens (" << tok.name() << "); generating up to " << *max_new_tokens
       << " tokens, temperature " << *temperature
       << (options.sampling.top_k ? ", top_k " + std::to_string(*options.sampling.top_k) : std::string()) << ", "

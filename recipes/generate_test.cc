@@ -74,6 +74,11 @@ TEST_F(GenerateRecipeTest, TinyConfigReportsPrefillAndDecodeInItsSummary) {
             std::string::npos)
       << run.output;
   EXPECT_FALSE(run.Text().empty()) << run.output;
+  // The tiny config starts from the seed: its text is noise, and the run says so before it.
+  EXPECT_NE(run.output.find("note: the weights are seed-initialised (checkpointer.checkpoint_dir is null), not trained "
+                            "ones: the text below is noise; its speed is the model's\nPrompt: "),
+            std::string::npos)
+      << run.output;
 }
 
 TEST_F(GenerateRecipeTest, GreedyTextIsTheSameWithAndWithoutTheCache) {

@@ -258,6 +258,9 @@ TEST_F(CliTest, UnavailableDeviceNamesWhatIsThereAndHowToOverride) {
   EXPECT_NE(run.output.find("device 'xpu' is not available on this machine (available: cpu"), std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("override it with device=cpu"), std::string::npos);
+  // Where the matrix recorded it running, by column, with an override that works (a device type, not a column).
+  EXPECT_NE(run.output.find("tune-matrix recorded this config as running on: cpu ("), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("(for example device=cpu)\n"), std::string::npos) << run.output;
   Result r = Exec({kTune, "validate", "llama3_2/1B_lora_single_device", "device=xpu"});
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("note: device 'xpu' is not available on this machine (available: cpu"), std::string::npos)
