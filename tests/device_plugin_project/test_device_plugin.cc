@@ -1,6 +1,8 @@
-// A tiny device plugin for harness/device_plugin_test.cc: PrivateUse1 renamed to TM_TEST_PLUGIN_NAME with a
-// guard for one device and hooks that describe it without running anything (it has no allocator or kernels;
-// plugins/sim is the one that holds tensors). Built several times with switches, one per refusal:
+// A tiny device plugin: PrivateUse1 renamed to TM_TEST_PLUGIN_NAME with a guard for one device, PyTorch's hooks
+// with a generator, and device-table hooks that describe it without running anything (it has no allocator or
+// kernels). It includes only the device-plugin SDK's headers, so tests/device_plugin_project builds it outside
+// the tree (tests/device_plugin_e2e_test.cc); harness/CMakeLists.txt builds it in the tree several times with
+// switches, one per refusal harness/device_plugin_test.cc checks:
 //   TM_TEST_PLUGIN_NO_ENTRY  exports no entry point
 //   TM_TEST_PLUGIN_NO_GUARD  registers no DeviceGuardImpl
 //   TM_TEST_PLUGIN_NO_HOOKS  registers its type without DeviceHooks
@@ -77,7 +79,7 @@ extern "C" void tm_device_plugin_register(tmx::DevicePluginRegistrar* registrar)
   tmx::DeviceTypeTraits traits;
   traits.name = kName;
   traits.takes_index = true;
-  traits.doc = "test device plugin (harness/testdata/test_device_plugin.cc)";
+  traits.doc = "test device plugin (tests/device_plugin_project/test_device_plugin.cc)";
 #ifdef TM_TEST_PLUGIN_NO_HOOKS
   if (!registrar->Register(traits, nullptr).ok()) return;
 #else
