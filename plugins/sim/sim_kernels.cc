@@ -1,6 +1,6 @@
 // The sim device's kernels. The ones that make and move tensors, views and copies (what every backend needs);
-// a native set for what dominates a training step (mm, addmm, bmm), computed by CPU kernels on CPU views of the
-// device's memory (a simulation: no copies); everything else through PyTorch's boxed CPU fallback, which copies
+// a native set for what dominates a training step (mm, addmm, bmm; elementwise, norms, softmax), computed by CPU
+// kernels on CPU views of the device's memory (a simulation: no copies of inputs); everything else through PyTorch's boxed CPU fallback, which copies
 // the arguments to the host and the results back. Every op passes one gate first: a cpu tensor beside sim tensors
 // fails naming the op (unless it is a 0-dim scalar, as on real devices), an op TM_SIM_REMOVE_OPS names fails
 // naming itself, and TM_SIM_WRONG_OP's op has its floating outputs scaled by 1.1 (sim.h).
@@ -182,19 +182,65 @@ at::Tensor Addmm(const at::Tensor& self, const at::Tensor& a, const at::Tensor& 
   return out;
 }
 
-// --- Everything else: the gate, then PyTorch's CPU fallback.
-
-void Fallback(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
-  const c10::OperatorName& op = handle.schema().operator_name();
-  const size_t count = handle.schema().arguments().size();
+// The native set beyond matmuls (elementwise, norms, softmax: NativeOps below), one boxed kernel: the op's CPU
+// kernel runs on CPU views of the sim tensors (inputs are not copied); a result that is one of those views (an
+// in-place op's self) is given back as its sim tensor, a new result is copied onto the device once.
+std::vector<at::Tensor> TensorArguments(const torch::jit::Stack& stack, size_t count) {
   std::vector<at::Tensor> tensors;
-  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(count); it != stack->end(); ++it) {
+  for (auto it = stack.end() - static_cast<std::ptrdiff_t>(count); it != stack.end(); ++it) {
     if (it->isTensor()) tensors.push_back(it->toTensor());
     if (it->isTensorList()) {
       for (const at::Tensor& t : it->toTensorList()) tensors.push_back(t);
     }
   }
-  Admit(op, tensors);
+  return tensors;
+}
+
+at::Tensor BackOnDevice(const at::Tensor& result, const std::vector<std::pair<at::Tensor, at::Tensor>>& viewed) {
+  for (const auto& [device, view] : viewed) {
+    if (result.is_same(view) || (result.data_ptr() == view.data_ptr() && result.sizes().equals(view.sizes()) &&
+                                 result.strides().equals(view.strides()))) {
+      return device;
+    }
+  }
+  at::Tensor copy = at::empty_strided(result.sizes(), result.strides(),
+                                      result.options().device(c10::Device(c10::DeviceType::PrivateUse1, 0)));
+  CpuView(copy).copy_(result);
+  return copy;
+}
+
+void OnViews(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const c10::OperatorName& op = handle.schema().operator_name();
+  const size_t count = handle.schema().arguments().size();
+  Admit(op, TensorArguments(*stack, count));
+  std::vector<std::pair<at::Tensor, at::Tensor>> viewed;  // sim tensor, its CPU view
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(count); it != stack->end(); ++it) {
+    if (it->isTensor() && it->toTensor().device().is_privateuseone()) {
+      viewed.emplace_back(it->toTensor(), CpuView(it->toTensor()));
+      *it = viewed.back().second;
+    }
+  }
+  handle.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  const size_t returns = handle.schema().returns().size();
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(returns); it != stack->end(); ++it) {
+    if (!it->isTensor() || !it->toTensor().defined() || !it->toTensor().device().is_cpu()) continue;
+    *it = BackOnDevice(it->toTensor(), viewed);
+    if (IsWrong(op)) MakeWrong(it->toTensor());
+  }
+}
+
+// The ops that dominate a step besides matmuls, run by OnViews.
+constexpr const char* kNativeOps[] = {
+    "add.Tensor", "add_.Tensor", "sub.Tensor", "mul.Tensor", "mul_.Tensor", "div.Tensor", "neg", "exp", "rsqrt",
+    "pow.Tensor_Scalar", "silu", "silu_backward", "sigmoid", "mean.dim", "sum.dim_IntList", "native_layer_norm",
+    "native_layer_norm_backward", "_softmax", "_softmax_backward_data", "_log_softmax",
+    "_log_softmax_backward_data"};
+
+// --- Everything else: the gate, then PyTorch's CPU fallback.
+
+void Fallback(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const c10::OperatorName& op = handle.schema().operator_name();
+  Admit(op, TensorArguments(*stack, handle.schema().arguments().size()));
   at::native::cpu_fallback(handle, stack);
   if (!IsWrong(op)) return;
   const size_t returns = handle.schema().returns().size();
@@ -221,6 +267,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", Mm);
   m.impl("bmm", Bmm);
   m.impl("addmm", Addmm);
+  for (const char* name : kNativeOps) m.impl(name, torch::CppFunction::makeFromBoxedFunction<&OnViews>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&Fallback>()); }

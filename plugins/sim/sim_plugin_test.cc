@@ -38,13 +38,17 @@ TEST(SimPluginTest, ACpuTensorBesideSimTensorsFailsNamingTheOpButAScalarIsFine) 
   LoadSim();
   at::Tensor on_sim = at::ones({2, 3}).to(kSim);
   at::Tensor on_cpu = at::ones({2, 3});
-  // Structured ops (add, cat: PyTorch's wrapper runs their meta function, then the out= overload on the device)
-  // check devices in their TensorIterator when they have one; otherwise the device's gate names the op.
+  // The device's gate names the op; structured ops outside its native set (maximum, cat: PyTorch's wrapper runs
+  // their meta function first) fail in PyTorch's own device check, naming both devices.
   const std::string added = ErrorOf([&] { (void)(on_sim + on_cpu); });
-  EXPECT_NE(added.find("found at least two devices, sim:0 and cpu"), std::string::npos) << added;
+  EXPECT_NE(added.find("sim: aten::add.Tensor got a cpu tensor of shape [2, 3] beside sim tensors"),
+            std::string::npos)
+      << added;
   const std::string joined = ErrorOf([&] { (void)at::cat({on_sim, on_cpu}); });
   EXPECT_NE(joined.find("sim: aten::cat.out got a cpu tensor of shape [2, 3] beside sim tensors"), std::string::npos)
       << joined;
+  const std::string maxed = ErrorOf([&] { (void)at::maximum(on_sim, on_cpu); });
+  EXPECT_NE(maxed.find("found at least two devices, sim:0 and cpu"), std::string::npos) << maxed;
   EXPECT_NE(ErrorOf([&] { (void)at::mm(on_sim, on_cpu.t()); }).find("sim: aten::mm got a cpu tensor"),
             std::string::npos);
   at::Tensor sum = on_sim + at::scalar_tensor(2.0);
@@ -146,6 +150,34 @@ TEST(SimPluginTest, EachSwitchMakesTheRunFailOrGoWrongAsItSays) {
   EXPECT_NE(no_bf16.result.code, 0);
   EXPECT_NE(no_bf16.result.output.find("with dtype=fp32 it is valid on sim:0"), std::string::npos)
       << no_bf16.result.output;
+}
+
+// A matrix cell on sim (`tune-matrix cell`, which writes neither configs nor reports): the numeric check compares
+// it with cpu's float32 reference, so a wrong kernel makes it `wrong` and a removed one `fails` naming the op.
+TEST(SimPluginTest, AMatrixCellOnSimRunsGoesWrongOrFailsAsTheSwitchesSay) {
+  const char* tmp = std::getenv("TMPDIR");
+  auto cell = [&](const std::string& name, std::vector<std::pair<std::string, std::string>> env) {
+    return Exec({test::kMatrix, "cell", "tiny/lora_single_device", "--device", "sim", "--device-plugin", TM_SIM_PLUGIN,
+                 "--work-dir", std::string(tmp ? tmp : "/tmp") + "/tm_sim_cell_" + name},
+                env);
+  };
+  Result runs = cell("runs", {});
+  EXPECT_EQ(runs.code, 0) << runs.output;
+  EXPECT_NE(runs.output.find("tiny/lora_single_device  elapsed"), std::string::npos) << runs.output;
+  EXPECT_NE(runs.output.find("runs  "), std::string::npos) << runs.output;
+  EXPECT_NE(runs.output.find("numbers: loss 0.00% off float32, grad norm 0.00%"), std::string::npos) << runs.output;
+  Result wrong = cell("wrong", {{"TM_SIM_WRONG_OP", "mm"}});
+  EXPECT_EQ(wrong.code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("FAILED tiny/lora_single_device on sim:0: wrong: its numbers disagree with the "
+                              "reference: fp32 on sim:0 against float32 on cpu"),
+            std::string::npos)
+      << wrong.output;
+  Result fails = cell("fails", {{"TM_SIM_REMOVE_OPS", "mm"}});
+  EXPECT_EQ(fails.code, 1) << fails.output;
+  EXPECT_NE(fails.output.find("FAILED tiny/lora_single_device on sim:0: fails: lora_finetune_single_device failed "
+                              "on sim:0: sim: aten::mm is removed from the simulated device"),
+            std::string::npos)
+      << fails.output;
 }
 
 }  // namespace
