@@ -152,6 +152,14 @@ TEST(SimPluginTest, EachSwitchMakesTheRunFailOrGoWrongAsItSays) {
       << no_bf16.result.output;
 }
 
+TEST(SimPluginTest, ThePlanHasASimColumn) {
+  Result plan = Exec({test::kMatrix, "plan", "--device-plugin", TM_SIM_PLUGIN, "--devices", "cpu,sim", "--configs",
+                      "tiny/lora_single_device"});
+  EXPECT_EQ(plan.code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("run        sim:0 (torch "), std::string::npos) << plan.output;
+  EXPECT_NE(plan.output.find("run        cpu ("), std::string::npos) << plan.output;
+}
+
 // A matrix cell on sim (`tune-matrix cell`, which writes neither configs nor reports): the numeric check compares
 // it with cpu's float32 reference, so a wrong kernel makes it `wrong` and a removed one `fails` naming the op.
 TEST(SimPluginTest, AMatrixCellOnSimRunsGoesWrongOrFailsAsTheSwitchesSay) {
