@@ -14,14 +14,16 @@
 // entry point, registers a name already taken, leaves PrivateUse1 under another name, or lacks a required hook
 // (DeviceHooks, DeviceGuardImpl, PrivateUse1HooksInterface: autograd asks the last on every backward).
 //
-// Why the plugin links against the host program instead of a copy of the harness: the device table is a
+// Why the plugin binds to the host program instead of linking a copy of the harness: the device table is a
 // process-wide object in tm_harness_core, a static library. A plugin that linked its own copy would register
-// into a second table the program never reads. So `tune`, `tune-matrix` and the tests that load plugins are
-// linked with ENABLE_EXPORTS (-rdynamic): their symbols are visible to what they dlopen, and the plugin's
-// references to tmx:: functions (AcceleratorHooks' methods, ProbeDtypes) bind to the program's one copy. A
-// plugin needs only the headers (device_types.h, device_hooks.h and what they include) and LibTorch, which the
-// program has already loaded: dlopen finds the same libtorch by its soname. Registration itself goes through
-// the registrar's virtual method, so the loader sees exactly what a plugin registered.
+// into a second table the program never reads. So `tune`, `tune-matrix` and the tests that load plugins export
+// their tmx:: symbols (a linker dynamic list, harness/device_plugin_exports.map: tmx:: only, so that the
+// program's copies of template code never take the place of LibTorch's), and the plugin's references to tmx::
+// functions (AcceleratorHooks' methods and vtable, ProbeDtypes) bind to the program's one copy. A plugin needs
+// only the headers (device_types.h, device_hooks.h and what they include) and LibTorch, which the program has
+// already loaded: dlopen finds the same libtorch by its soname. Passing a table of function pointers instead
+// would not do: a plugin's hooks derive from AcceleratorHooks, whose vtable and methods live in the program.
+// Registration itself goes through the registrar's virtual method, so the loader sees what a plugin registered.
 #pragma once
 
 #include <memory>
