@@ -638,6 +638,24 @@ TEST(RunDevice, SetsUpBuildsRunsAndChecksWithTheGivenOptions) {
   EXPECT_TRUE(IsDirectory(out)) << "the --out folder was not made";
 }
 
+TEST(RunDevice, PassesADevicePluginToRunAndCheck) {
+  FakeCheckout repo;
+  const std::string plugin = "build/plugins/sim/libtm_sim.so";
+  Result o = repo.RunDevice({"sim", "--device-plugin", plugin, "--configs", "tiny/*"});
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
+  Args run = ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"});
+  EXPECT_EQ(run.Get("--device-plugin"), plugin);
+  EXPECT_EQ(run.Get("--devices"), "sim");
+  Args check = ParseArgs(repo.TuneMatrixCall("check"));
+  EXPECT_EQ(check.Get("--device-plugin"), plugin);
+  EXPECT_EQ(check.Get("--expect-devices"), "sim");
+
+  repo.Clear();
+  o = repo.RunDevice({"cpu"});
+  ASSERT_EQ(o.exit_code, 0) << Describe(o);
+  EXPECT_FALSE(ParseArgs(repo.TuneMatrixCall("run"), {"--no-write-back"}).Has("--device-plugin"));
+}
+
 TEST(RunDevice, DefaultsToEveryConfigALocalJobNameAndCiOutBesideTheCaller) {
   FakeCheckout repo;
   const std::string caller = repo.repo() + "/caller";

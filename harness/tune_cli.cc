@@ -23,6 +23,7 @@
 #include "harness/config_block.h"
 #include "harness/config_store.h"
 #include "harness/device_hooks.h"
+#include "harness/device_plugin.h"
 #include "harness/hub_download.h"
 #include "harness/launcher.h"
 #include "harness/matmul_peak.h"
@@ -920,9 +921,12 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
 
 int RunTune(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
             const std::vector<Subcommand>& extra) {
+  std::vector<std::string> rest = args;
+  if (!LoadDevicePluginsForCommandLine("tune", &rest, err)) return kExitUsage;
   std::vector<Subcommand> table = TuneSubcommands(registry);
   table.insert(table.end(), extra.begin(), extra.end());
-  return DispatchSubcommand("tune", "fine-tune LLMs on any device (tune-matrix)", table, args, out, err);
+  return DispatchSubcommand("tune", "fine-tune LLMs on any device (tune-matrix)\n" + DevicePluginHelp(), table, rest,
+                            out, err);
 }
 
 }  // namespace tmx

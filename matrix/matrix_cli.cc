@@ -22,6 +22,7 @@
 #include "base/text.h"
 #include "harness/cli.h"
 #include "harness/config_store.h"
+#include "harness/device_plugin.h"
 #include "harness/proxy.h"
 #include "matrix/calibration.h"
 #include "matrix/numeric_check.h"
@@ -955,8 +956,10 @@ int RunTuneMatrix(const Registry& registry, const std::vector<std::string>& args
       {"compare", "compare A B [options]", "Print what changed between two journals or commits", kCompareHelp,
        [](const auto& a, auto& o, auto& e) { return Compare(a, o, e); }},
   };
-  return DispatchSubcommand("tune-matrix", "device support of every config, established by running it", table, args,
-                            out, err);
+  std::vector<std::string> rest = args;
+  if (!LoadDevicePluginsForCommandLine("tune-matrix", &rest, err)) return kExitUsage;
+  return DispatchSubcommand("tune-matrix", "device support of every config, established by running it\n" +
+                            DevicePluginHelp(), table, rest, out, err);
 }
 
 }  // namespace tmx::matrix

@@ -39,6 +39,7 @@ endif()
 add_executable(tune tune_main.cc)
 target_link_libraries(tune PRIVATE tm_recipes)
 tm_training_allocator(tune)  # jemalloc where installed (cmake/TuneMatrixTargets.cmake)
+tm_device_plugin_host(tune)  # loads --device-plugin libraries (harness/device_plugin.h)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_qat_test SOURCES qat_test.cc LIBS tm_recipes TORCH LABELS recipes)
