@@ -12,6 +12,7 @@ add_library(tm_recipes
   qat.cc
   trainer.cc
   flops.cc
+  first_step_probe.cc
   op_profile.cc
   generate.cc
   quantize.cc

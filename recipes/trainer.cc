@@ -20,8 +20,10 @@
 #include "harness/device_hooks.h"
 #include "recipes/checkpointers.h"
 #include "recipes/estimate.h"
+#include "recipes/first_step_probe.h"
 #include "recipes/flops.h"
 #include "recipes/loss.h"
+#include "recipes/models/fault_injection.h"
 #include "recipes/op_profile.h"
 #include "recipes/optimizer_in_backward.h"
 
@@ -48,6 +50,15 @@ double Objective::LossCount(const data::Batch& batch) const {
 torch::Tensor Objective::Loss(const data::Batch& batch) {
   const DeviceBatch b = OnDevice(batch, device_);
   return ModelNextTokenLoss(*policy_, b.tokens, b.labels, b.input_pos, b.document_ids);
+}
+
+torch::Tensor Objective::ProbeLogits(const data::Batch& batch) {
+  torch::NoGradGuard no_grad;
+  policy_->eval();  // no dropout: the reference run's logits are the same function of the same weights
+  const DeviceBatch b = OnDevice(batch, device_);
+  torch::Tensor logits = policy_->forward(b.tokens, b.input_pos, b.document_ids);
+  policy_->train();
+  return logits;
 }
 
 Objective::DeviceBatch Objective::OnDevice(const data::Batch& batch, torch::Device device) {
@@ -342,6 +353,14 @@ Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t f
                      StepResult* r) {
   const TrainingSettings& s = settings_;
   parallel_.ZeroGrad(*optimizer_);
+  std::optional<FirstStepProbe> probe;  // for the numeric check (harness/numeric_probe.h), on every rank
+  if (global_step == first_step && NumericProbeRequested()) {
+    const bool quantized = (model_.choice.lora && model_.choice.lora->quantize_base) || model_.fake_quantized_linears > 0;
+    probe.emplace(DtypeConfigName(s.dtype), quantized);
+    const data::Batch first = loader_->BatchAtStep(epoch * loader_->size() + step * s.gradient_accumulation_steps);
+    probe->AddBatch(first.tokens, objective_->ProbeLogits(first));
+    probe->AddParameters(model_.trained, "weight");
+  }
   objective_->StartStep();
   double loss_sum = 0;
   for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
@@ -385,9 +404,14 @@ Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t f
     if (!clip && global_step == first_step) clip = std::numeric_limits<double>::infinity();
     r->grad_norm = parallel_.ReduceAndClip(clip);
     if (global_step == first_step) summary->first_grad_norm = r->grad_norm;
+    if (probe) probe->AddParameters(model_.trained, "gradient");
+    const std::vector<torch::Tensor> before = models::OptimizerFaultBefore(model_.trained_tensors);  // tests only
     optimizer_->step();
+    models::OptimizerFaultAfter(model_.trained_tensors, before);
+    if (probe) probe->AddParameters(model_.trained, "stepped");
   }
   parallel_.AfterStep();
+  if (probe && parallel_.lead()) return probe->Write(s.output_dir);
   return Status::OK();
 }
 
