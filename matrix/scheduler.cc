@@ -232,6 +232,10 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     if (r.loss_delta) {
       progress << "  numbers: loss " << FormatNumber(100 * *r.loss_delta, 2) << "% off float32";
       if (r.grad_norm_delta) progress << ", grad norm " << FormatNumber(100 * *r.grad_norm_delta, 2) << "%";
+      if (r.tensor_error) {
+        progress << ", worst of " << *r.tensors_compared << " tensors " << FormatNumber(100 * *r.tensor_error, 2)
+                 << "% (" << r.tensor_worst << ")";
+      }
     }
     if (r.startup_time_s && r.wall_time_s > 0) {
       progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/numeric_probe.h"
+#include "matrix/journal.h"
 #include "matrix/tensor_check.h"
 #include "tests/cli_exec.h"
 #include "tests/scratch_dir.h"
@@ -102,6 +103,28 @@ TEST_F(NumericFaultTest, TheFloat32PathIsNeverTouched) {
   const matrix::TensorComparison c = matrix::CompareProbes(Run(kFull, "fp32", "attention"), Reference(kFull));
   ASSERT_TRUE(c.worst) << c.problem;
   EXPECT_EQ(c.worst->error, 0) << c.worst->Describe();
+}
+
+// Through the matrix: `tune-matrix cell` runs the cell and its float32 reference, and records the fault (the
+// first loss and gradient norm alone moved 0.17% and 1.21% here, inside their tolerances).
+TEST_F(NumericFaultTest, TheMatrixRecordsAWrongKernelAsWrongNamingTheTensor) {
+  const std::string work = scratch_->path() + "/cell";
+  const test::Result r = test::Exec({test::kMatrix, "cell", kLora.config, "--device", "cpu", "--work-dir", work},
+                                    {{"TUNE_MATRIX_FAULT", "mlp=1.1"}});
+  EXPECT_EQ(r.code, 1) << r.output;  // a `wrong` cell fails its CTest
+  EXPECT_NE(r.output.find("FAILED tiny/llama3_1_lora_single_device on cpu: wrong: its numbers disagree"),
+            std::string::npos)
+      << r.output;
+  StatusOr<std::vector<matrix::CellResult>> journal =
+      matrix::ReadJournal(work + "/tiny_llama3_1_lora_single_device__cpu.jsonl", nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  const matrix::CellResult& cell = (*journal)[0];
+  EXPECT_EQ(cell.status, matrix::CellStatus::kWrong) << cell.reason;
+  EXPECT_GT(cell.tensors_compared.value_or(0), 20);
+  EXPECT_NE(cell.reason.find(" tensors compared, worst " + cell.tensor_worst + ": relative error "), std::string::npos)
+      << cell.reason;
+  EXPECT_GT(*cell.tensor_error, *cell.tensor_tolerance);
 }
 
 }  // namespace
