@@ -4,8 +4,8 @@
 // <output_dir>/numeric_probe.bin when TUNE_MATRIX_NUMERIC_PROBE=1 is in its environment (tune-matrix sets it
 // for the cells it checks); torch-free, so the matrix reads it without LibTorch.
 //
-// Kinds of tensor: "batch" (the first micro-batch's token ids), "logits" (the first micro-batch's, from the
-// initial weights), and per trained parameter "weight" (before the first optimizer step), "gradient" (after
+// Kinds of tensor: "batch" (the first micro-batch's token ids), "logits" (the initial weights' for the first 64
+// positions of its first row), and per trained parameter "weight" (before the first optimizer step), "gradient" (after
 // the first backward) and "stepped" (after the first optimizer step). Every tensor is sampled the same way
 // (ProbeSampleIndices), so two runs of one config and shapes sample the same elements.
 #pragma once

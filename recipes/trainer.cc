@@ -53,10 +53,17 @@ torch::Tensor Objective::Loss(const data::Batch& batch) {
 }
 
 torch::Tensor Objective::ProbeLogits(const data::Batch& batch) {
+  // The first row's first kProbeLogitPositions positions only: causal attention makes them the full batch's
+  // logits there, and a real vocabulary's logits of the whole batch would add gigabytes to the run's peak.
+  constexpr int64_t kProbeLogitPositions = 64;
   torch::NoGradGuard no_grad;
   policy_->eval();  // no dropout: the reference run's logits are the same function of the same weights
   const DeviceBatch b = OnDevice(batch, device_);
-  torch::Tensor logits = policy_->forward(b.tokens, b.input_pos, b.document_ids);
+  const int64_t length = std::min<int64_t>(b.tokens.size(1), kProbeLogitPositions);
+  auto first = [&](const torch::Tensor& t) {
+    return t.defined() && t.dim() >= 2 ? t.narrow(0, 0, 1).narrow(1, 0, length) : t;
+  };
+  torch::Tensor logits = policy_->forward(first(b.tokens), first(b.input_pos), first(b.document_ids));
   policy_->train();
   return logits;
 }
