@@ -106,6 +106,16 @@ struct StepResult {
   double time_s = 0;
 };
 
+// What the numeric probe reads of the trained weights: the parameters by name in one process; across ranks,
+// whose weights live in flat buffers (recipes/parallelism.h), the tensors this rank's optimizer steps, as
+// "flat.0", "flat.1", ... (the lead's, which its reference run with the same ranks lays out the same way).
+NamedParameters ProbedTensors(const NamedParameters& trained, const std::vector<at::Tensor>& stepped, int world_size) {
+  if (world_size == 1) return trained;
+  NamedParameters flat;
+  for (size_t i = 0; i < stepped.size(); ++i) flat.emplace_back("flat." + std::to_string(i), stepped[i]);
+  return flat;
+}
+
 class Trainer {
  public:
   Trainer(const TrainingRecipe& recipe, const Config& config, const RunContext& context, const Registry& registry,
@@ -167,6 +177,8 @@ class Trainer {
   CheckpointFormat format_ = CheckpointFormat::kTorchtune;
   TrainableModel model_;
   OptimizerPtr optimizer_;
+  std::vector<at::Tensor> stepped_;  // what the optimizer steps (Parallelism::Wrap)
+  NamedParameters probed_;           // what the numeric probe reads of them (ProbedTensors)
   std::unique_ptr<OptimizerInBackward> in_backward_;  // with optimizer_in_bwd; hooks removed before optimizer_
   std::optional<data::DataLoader> loader_;
   std::optional<data::DataLoader> val_loader_;  // with run_val_every_n_steps
@@ -266,6 +278,8 @@ Status Trainer::SetupOptimizer(RunSummary* summary) {
   }
   StatusOr<std::vector<at::Tensor>> stepped = parallel_.Wrap(config_, model_);
   TM_RETURN_IF_ERROR(stepped.status());
+  stepped_ = *stepped;
+  probed_ = ProbedTensors(model_.trained, stepped_, parallel_.world_size());
   TM_RETURN_IF_ERROR(SetupValidation(summary));
   StatusOr<OptimizerPtr> optimizer = recipes::SetupOptimizer(config_, registry_, *stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
@@ -366,7 +380,7 @@ Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t f
     probe.emplace(DtypeConfigName(s.dtype), quantized);
     const data::Batch first = loader_->BatchAtStep(epoch * loader_->size() + step * s.gradient_accumulation_steps);
     probe->AddBatch(first.tokens, objective_->ProbeLogits(first));
-    probe->AddParameters(model_.trained, "weight");
+    probe->AddParameters(probed_, "weight");
   }
   objective_->StartStep();
   double loss_sum = 0;
@@ -411,11 +425,11 @@ Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t f
     if (!clip && global_step == first_step) clip = std::numeric_limits<double>::infinity();
     r->grad_norm = parallel_.ReduceAndClip(clip);
     if (global_step == first_step) summary->first_grad_norm = r->grad_norm;
-    if (probe) probe->AddParameters(model_.trained, "gradient");
-    const std::vector<torch::Tensor> before = models::OptimizerFaultBefore(model_.trained_tensors);  // tests only
+    if (probe) probe->AddParameters(probed_, "gradient");
+    const std::vector<torch::Tensor> before = models::OptimizerFaultBefore(stepped_);  // tests only
     optimizer_->step();
-    models::OptimizerFaultAfter(model_.trained_tensors, before);
-    if (probe) probe->AddParameters(model_.trained, "stepped");
+    models::OptimizerFaultAfter(stepped_, before);
+    if (probe) probe->AddParameters(probed_, "stepped");
   }
   parallel_.AfterStep();
   if (probe && parallel_.lead()) return probe->Write(s.output_dir);
