@@ -42,6 +42,7 @@ target_link_libraries(tune PRIVATE tm_recipes)
 tm_training_allocator(tune)  # jemalloc where installed (cmake/TuneMatrixTargets.cmake)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_first_step_probe_test SOURCES first_step_probe_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_qat_test SOURCES qat_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_quantize_test SOURCES quantize_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm_recipes tm_process TORCH
