@@ -117,6 +117,24 @@ void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const C
               (r->reason.empty() ? "" : "; " + r->reason);
 }
 
+namespace {
+
+void AddTensorSpread(const std::vector<const CellResult*>& rows, NumericSpread* s) {
+  std::vector<double> errors;
+  for (const CellResult* r : rows) {
+    if (!r->tensor_error) continue;
+    errors.push_back(*r->tensor_error);
+    if (*r->tensor_error >= s->tensor_max) {
+      s->tensor_max = *r->tensor_error;
+      s->tensor_worst = r->key.config + " on " + r->key.device + ": " + r->tensor_worst;
+    }
+  }
+  s->tensor_cells = errors.size();
+  if (!errors.empty()) s->tensor_median = Median(errors);
+}
+
+}  // namespace
+
 std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records) {
   std::map<std::string, std::vector<const CellResult*>> by_dtype;
   for (const CellResult& r : records) {
@@ -142,6 +160,7 @@ std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records
         s.grad_norm_worst = r->key.config + " on " + r->key.device;
       }
     }
+    AddTensorSpread(rows, &s);
     s.loss_median = Median(loss);
     s.grad_norm_cells = grad.size();
     if (!grad.empty()) s.grad_norm_median = Median(grad);
@@ -167,6 +186,10 @@ void WriteNumericSpreads(const std::vector<NumericSpread>& spreads, std::ostream
     out << s.dtype << ": largest loss delta " << Percent(s.loss_max) << " (" << s.loss_worst << ")";
     if (s.grad_norm_cells) out << ", largest gradient norm delta " << Percent(s.grad_norm_max) << " (" << s.grad_norm_worst << ")";
     out << "\n";
+    if (s.tensor_cells) {
+      out << s.dtype << ": worst tensor of each of " << s.tensor_cells << " cells: median " << Percent(s.tensor_median)
+          << ", largest " << Percent(s.tensor_max) << " (" << s.tensor_worst << ")\n";
+    }
   }
 }
 

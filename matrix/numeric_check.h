@@ -60,6 +60,10 @@ struct NumericSpread {
   double grad_norm_median = 0, grad_norm_max = 0;
   std::string loss_worst, grad_norm_worst;  // "config on device"
   NumericTolerance tolerance;
+  // Over the records whose tensors were compared (CellResult::tensor_error, each its worst tensor's).
+  size_t tensor_cells = 0;
+  double tensor_median = 0, tensor_max = 0;
+  std::string tensor_worst;  // "config on device: tensor"
 };
 std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records);
 

@@ -251,6 +251,23 @@ TEST(NumericCheckTest, SpreadsPerDtype) {
   WriteNumericSpreads(spreads, out);
   EXPECT_NE(out.str().find("| bf16 | 4 | 0.25% | 50.00% | 1.00% | 2.00% | 90.00% | 5.00% | 1 |"), std::string::npos)
       << out.str();
+  EXPECT_EQ(out.str().find("worst tensor"), std::string::npos) << "records without tensors: no line";
+
+  // Records with tensors compared: their worst tensors' spread.
+  std::vector<CellResult> with_tensors = {checked("a", "bf16", 0.001, 0.01, CellStatus::kRuns),
+                                          checked("b", "bf16", 0.001, 0.01, CellStatus::kRuns),
+                                          checked("c", "bf16", 0.001, 0.01, CellStatus::kWrong)};
+  const double errors[] = {0.01, 0.02, 0.09};
+  for (size_t i = 0; i < 3; ++i) {
+    with_tensors[i].tensor_error = errors[i];
+    with_tensors[i].tensor_worst = "layers.0.w gradient";
+  }
+  std::ostringstream tensors;
+  WriteNumericSpreads(NumericSpreads(with_tensors), tensors);
+  EXPECT_NE(tensors.str().find("bf16: worst tensor of each of 3 cells: median 2.00%, largest 9.00% (c on cpu: "
+                               "layers.0.w gradient)"),
+            std::string::npos)
+      << tensors.str();
 }
 
 }  // namespace
