@@ -17,6 +17,7 @@
 // in device_<type>.cc (one line in device_hooks.cc's AttachBuiltinHooks), and a test.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,15 @@ struct DeviceTypeTraits {
   // Whether the device's memory is the host's (read as the process's resident set): what estimates, the
   // matrix's host memory limit and lanes, and the ranks sharing one host ask.
   bool HostMemory() const { return peak_memory == PeakMemory::kProcessRss; }
+  // What the device's runtime holds beside a run's tensors, for memory estimates; -1 for the default by
+  // peak_memory: 1 GiB where the memory is the host's (the process: LibTorch's libraries, allocator caches),
+  // 0.5 GiB on an accelerator (a context and workspaces, cuda's). A simulated device whose allocator counts only
+  // the tensors says 0 (the sim plugin: the plan predicted 514 MiB for a tiny cell whose allocator peak was 52).
+  int64_t runtime_bytes = -1;
+  int64_t RuntimeBytes() const {
+    if (runtime_bytes >= 0) return runtime_bytes;
+    return HostMemory() ? int64_t{1} << 30 : int64_t{1} << 29;
+  }
   // Whether each device of the type has a random generator of its own (beside the cpu one) that activation
   // checkpointing must save and replay, so recomputed dropout draws the same mask.
   bool own_generator = false;

@@ -182,6 +182,14 @@ struct CellResult {
   std::optional<double> loss_tolerance;
   std::optional<double> grad_norm_tolerance;
   std::string numeric_dtype;  // the checked run's dtype ("bf16"), which chose the tolerances
+  // The tensors compared (matrix/tensor_check.h): how many, and the one nearest to or furthest past its
+  // tolerance (its name and kind, relative error, cosine similarity and tolerance). Unknown in records made
+  // before the tensors were compared, which read as they are.
+  std::optional<int> tensors_compared;
+  std::string tensor_worst;
+  std::optional<double> tensor_error;
+  std::optional<double> tensor_cosine;
+  std::optional<double> tensor_tolerance;
   std::string numeric_note;
   // The reference run's wall time: one more child of the cell, left out of wall_time_s (the cell's own
   // children), which the plan adds to the cell's predicted time (ReferenceRun::expected_duration_s).

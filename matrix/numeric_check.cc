@@ -6,6 +6,7 @@
 #include "base/stats.h"
 #include "base/text.h"
 #include "matrix/escape.h"
+#include "matrix/tensor_check.h"
 
 namespace tmx::matrix {
 
@@ -40,7 +41,41 @@ std::string Percent(double share) { return FormatNumber(100 * share, share < 0.0
 
 }  // namespace
 
-void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r) {
+ProbeFiles ProbeFilesIn(const std::string& checked_output_dir, const std::string& reference_output_dir) {
+  return {checked_output_dir + "/" + kNumericProbeFile, reference_output_dir + "/" + kNumericProbeFile};
+}
+
+namespace {
+
+// The tensors' verdict (matrix/tensor_check.h) on `r`: its numbers, and a clause for the note ("" when the
+// probes were not asked for). Returns whether a tensor is outside its tolerance.
+bool CheckTensors(const ProbeFiles& probes, CellResult* r, std::string* clause) {
+  if (probes.checked.empty()) return false;
+  StatusOr<NumericProbe> checked = ReadNumericProbe(probes.checked);
+  StatusOr<NumericProbe> reference = ReadNumericProbe(probes.reference);
+  if (!checked.ok() || !reference.ok()) {
+    *clause = "; tensors not compared: " + (checked.ok() ? reference : checked).status().message();
+    return false;
+  }
+  const TensorComparison c = CompareProbes(*checked, *reference);
+  r->tensors_compared = static_cast<int>(c.compared);
+  if (!c.worst) {
+    *clause = "; tensors not compared: " + c.problem;
+    return false;
+  }
+  r->tensor_worst = c.worst->name;
+  r->tensor_error = c.worst->error;
+  r->tensor_cosine = c.worst->cosine;
+  r->tensor_tolerance = c.worst->tolerance;
+  *clause = "; " + std::to_string(c.compared) + " tensors compared, " + (c.wrong() ? "worst " : "nearest its tolerance ") +
+            c.worst->Describe();
+  return c.wrong();
+}
+
+}  // namespace
+
+void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r,
+                     const ProbeFiles& probes) {
   const ReferenceRun& ref = cell.reference;
   const bool proxied = cell.RunsProxiesInstead();
   const std::string what =
@@ -70,15 +105,35 @@ void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const C
   if (r->grad_norm_delta) {
     numbers += ", gradient norm by " + Percent(*r->grad_norm_delta) + " (" + Percent(tolerance.grad_norm) + ")";
   }
-  r->numeric_note = what + ": " + numbers;
-  const bool wrong =
-      *r->loss_delta > tolerance.loss || (r->grad_norm_delta && *r->grad_norm_delta > tolerance.grad_norm);
+  std::string tensors;
+  const bool wrong_tensor = CheckTensors(probes, r, &tensors);
+  r->numeric_note = what + ": " + numbers + tensors;
+  const bool wrong = wrong_tensor || *r->loss_delta > tolerance.loss ||
+                     (r->grad_norm_delta && *r->grad_norm_delta > tolerance.grad_norm);
   if (!wrong) return;
   r->status = CellStatus::kWrong;
   r->reason = "its numbers disagree with the reference: " + r->numeric_note + "; loss " +
               FormatNumber(*checked.first_loss, 5) + " against " + FormatNumber(*reference.first_loss, 5) +
               (r->reason.empty() ? "" : "; " + r->reason);
 }
+
+namespace {
+
+void AddTensorSpread(const std::vector<const CellResult*>& rows, NumericSpread* s) {
+  std::vector<double> errors;
+  for (const CellResult* r : rows) {
+    if (!r->tensor_error) continue;
+    errors.push_back(*r->tensor_error);
+    if (*r->tensor_error >= s->tensor_max) {
+      s->tensor_max = *r->tensor_error;
+      s->tensor_worst = r->key.config + " on " + r->key.device + ": " + r->tensor_worst;
+    }
+  }
+  s->tensor_cells = errors.size();
+  if (!errors.empty()) s->tensor_median = Median(errors);
+}
+
+}  // namespace
 
 std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records) {
   std::map<std::string, std::vector<const CellResult*>> by_dtype;
@@ -105,6 +160,7 @@ std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records
         s.grad_norm_worst = r->key.config + " on " + r->key.device;
       }
     }
+    AddTensorSpread(rows, &s);
     s.loss_median = Median(loss);
     s.grad_norm_cells = grad.size();
     if (!grad.empty()) s.grad_norm_median = Median(grad);
@@ -130,6 +186,10 @@ void WriteNumericSpreads(const std::vector<NumericSpread>& spreads, std::ostream
     out << s.dtype << ": largest loss delta " << Percent(s.loss_max) << " (" << s.loss_worst << ")";
     if (s.grad_norm_cells) out << ", largest gradient norm delta " << Percent(s.grad_norm_max) << " (" << s.grad_norm_worst << ")";
     out << "\n";
+    if (s.tensor_cells) {
+      out << s.dtype << ": worst tensor of each of " << s.tensor_cells << " cells: median " << Percent(s.tensor_median)
+          << ", largest " << Percent(s.tensor_max) << " (" << s.tensor_worst << ")\n";
+    }
   }
 }
 

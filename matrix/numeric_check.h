@@ -32,11 +32,22 @@ PlannedCell ReferenceView(const PlannedCell& cell);
 // |value / reference - 1|; nullopt when either is unknown, not finite, or the reference is 0.
 std::optional<double> RelativeDelta(const std::optional<double>& value, const std::optional<double>& reference);
 
+// Where the two runs' numeric probes are (harness/numeric_probe.h): <output_dir>/numeric_probe.bin of the
+// checked run and of the reference. Empty: the tensors are not compared.
+struct ProbeFiles {
+  std::string checked;
+  std::string reference;
+};
+ProbeFiles ProbeFilesIn(const std::string& checked_output_dir, const std::string& reference_output_dir);
+
 // Adds the numeric check to `r`, the cell's record: `checked` is the run whose first step is compared (the
 // cell's own, or its shallowest proxy's), `reference` the reference run's record. Records both first steps,
 // the deltas, the tolerance and a note; a delta over the tolerance makes the cell `wrong`, with the numbers in
-// its reason. A reference that did not run (or a checked run without a loss) leaves a note and no verdict.
-void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r);
+// its reason. With `probes`, the tensors too (matrix/tensor_check.h): the worst tensor's numbers are recorded
+// and named in the note, and one outside its tolerance makes the cell `wrong`, named in the reason. A reference
+// that did not run (or a checked run without a loss) leaves a note and no verdict.
+void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r,
+                     const ProbeFiles& probes = {});
 
 // How far the checked runs of one dtype lay from their references, over a journal's records (newest per cell):
 // what the tolerances were chosen from, and what `tune-matrix numeric` prints.
@@ -49,6 +60,10 @@ struct NumericSpread {
   double grad_norm_median = 0, grad_norm_max = 0;
   std::string loss_worst, grad_norm_worst;  // "config on device"
   NumericTolerance tolerance;
+  // Over the records whose tensors were compared (CellResult::tensor_error, each its worst tensor's).
+  size_t tensor_cells = 0;
+  double tensor_median = 0, tensor_max = 0;
+  std::string tensor_worst;  // "config on device: tensor"
 };
 std::vector<NumericSpread> NumericSpreads(const std::vector<CellResult>& records);
 

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
+#include "harness/numeric_probe.h"
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
 #include "matrix/scheduler.h"
@@ -138,6 +140,85 @@ TEST(NumericCheckTest, TheSchedulerRunsTheReferenceAfterTheCell) {
   }
 }
 
+// The journal of RunCells over `cell` alone, its children started by `runner`.
+std::vector<CellResult> RunAndReadBack(const PlannedCell& cell, FakeRunner& runner, const std::string& journal) {
+  MatrixOptions options;
+  options.journal_path = journal;
+  runner.outcomes[cell.key.config].exit_code = 0;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({cell}, {}, runner, options, Provenance{}, progress, [] {
+    return std::string("2026-12-01T05:00:00Z");
+  });
+  EXPECT_TRUE(run.ok()) << run.status().ToString();
+  StatusOr<std::vector<CellResult>> read = ReadJournal(journal, nullptr);
+  EXPECT_TRUE(read.ok()) << read.status().ToString();
+  return read.ok() ? *read : std::vector<CellResult>{};
+}
+
+// What a run started by `cmd` (the cell's, or its reference's in `reference_dir`) leaves: a summary of one step
+// (loss 10, gradient norm 2), and a probe whose gradient is the reference's times `scale`.
+void WriteRunWithProbe(const CellCommand& cmd, const PlannedCell& cell, float scale) {
+  const bool reference = cmd.log_path.find("__reference") != std::string::npos;
+  const std::string dir = reference ? cell.reference.output_dir : cell.output_dir;
+  const std::pair<std::string, std::string> asked(kNumericProbeEnv, "1");
+  EXPECT_NE(std::find(cmd.env.begin(), cmd.env.end(), asked), cmd.env.end());
+  RunSummary s;
+  s.ok = true;
+  s.step_times_s = {1};
+  s.step_tokens = {100};
+  s.losses = {10.0};
+  s.first_grad_norm = 2.0;
+  s.Finish();
+  ASSERT_TRUE(WriteRunSummary(dir, s).ok());
+  const float g = reference ? 1.0f : scale;
+  NumericProbe probe{reference ? "fp32" : "bf16", false,
+                     {{"batch", "batch", {1, 2}}, {"logits", "logits", {0.5f, -0.25f}},
+                      {"layers.0.w", "gradient", {g, -2 * g, 0.5f * g}}}};
+  ASSERT_TRUE(WriteNumericProbe(dir + "/" + kNumericProbeFile, probe).ok());
+}
+
+// Both runs write their numeric probes, asked for in their environment; the cell's gradient off by 10% (with
+// its loss and gradient norm as the reference's) makes it `wrong`, naming the tensor, and the record keeps it.
+TEST(NumericCheckTest, TheSchedulerComparesTheTwoRunsTensors) {
+  for (float scale : {1.0f, 1.1f}) {
+    SCOPED_TRACE(scale);
+    test::ScratchDir scratch("numeric_check_test");
+    const PlannedCell cell = CheckedCell(scratch.path());
+    FakeRunner runner;
+    runner.on_start = [&](const CellCommand& cmd) { WriteRunWithProbe(cmd, cell, scale); };
+    const std::vector<CellResult> journal = RunAndReadBack(cell, runner, scratch.path() + "/journal.jsonl");
+    ASSERT_EQ(journal.size(), 1u);
+    const CellResult& r = journal[0];
+    EXPECT_EQ(*r.loss_delta, 0);
+    EXPECT_EQ(r.tensors_compared, 2);  // the logits and the gradient
+    if (scale == 1.0f) {
+      EXPECT_EQ(r.status, CellStatus::kRuns);
+      EXPECT_EQ(*r.tensor_error, 0);
+      EXPECT_NE(r.numeric_note.find("; 2 tensors compared, nearest its tolerance "), std::string::npos) << r.numeric_note;
+      continue;
+    }
+    EXPECT_EQ(r.status, CellStatus::kWrong);
+    EXPECT_EQ(r.tensor_worst, "layers.0.w gradient");
+    EXPECT_EQ(*r.tensor_tolerance, 0.05);
+    EXPECT_NEAR(*r.tensor_error, 0.1, 1e-6);
+    EXPECT_NE(r.reason.find("2 tensors compared, worst layers.0.w gradient: relative error 0.1 > 0.05"),
+              std::string::npos)
+        << r.reason;
+  }
+}
+
+TEST(NumericCheckTest, WithoutProbesTheTensorsAreNotCompared) {
+  test::ScratchDir scratch("numeric_check_test");
+  PlannedCell cell = CheckedCell(scratch.path());
+  CellResult r = Ran(10.0, 2.0);
+  AddNumericCheck(cell, Ran(10.0, 2.0), Ran(10.0, 2.0), &r, ProbeFilesIn(cell.output_dir, cell.reference.output_dir));
+  EXPECT_EQ(r.status, CellStatus::kRuns);
+  EXPECT_FALSE(r.tensors_compared);
+  EXPECT_NE(r.numeric_note.find("; tensors not compared: " + cell.output_dir + "/numeric_probe.bin: no numeric probe"),
+            std::string::npos)
+      << r.numeric_note;
+}
+
 TEST(NumericCheckTest, SpreadsPerDtype) {
   auto checked = [](const std::string& config, const std::string& dtype, double loss, std::optional<double> grad,
                     CellStatus status) {
@@ -170,6 +251,23 @@ TEST(NumericCheckTest, SpreadsPerDtype) {
   WriteNumericSpreads(spreads, out);
   EXPECT_NE(out.str().find("| bf16 | 4 | 0.25% | 50.00% | 1.00% | 2.00% | 90.00% | 5.00% | 1 |"), std::string::npos)
       << out.str();
+  EXPECT_EQ(out.str().find("worst tensor"), std::string::npos) << "records without tensors: no line";
+
+  // Records with tensors compared: their worst tensors' spread.
+  std::vector<CellResult> with_tensors = {checked("a", "bf16", 0.001, 0.01, CellStatus::kRuns),
+                                          checked("b", "bf16", 0.001, 0.01, CellStatus::kRuns),
+                                          checked("c", "bf16", 0.001, 0.01, CellStatus::kWrong)};
+  const double errors[] = {0.01, 0.02, 0.09};
+  for (size_t i = 0; i < 3; ++i) {
+    with_tensors[i].tensor_error = errors[i];
+    with_tensors[i].tensor_worst = "layers.0.w gradient";
+  }
+  std::ostringstream tensors;
+  WriteNumericSpreads(NumericSpreads(with_tensors), tensors);
+  EXPECT_NE(tensors.str().find("bf16: worst tensor of each of 3 cells: median 2.00%, largest 9.00% (c on cpu: "
+                               "layers.0.w gradient)"),
+            std::string::npos)
+      << tensors.str();
 }
 
 }  // namespace

@@ -34,12 +34,14 @@ add_library(tm_records
   calibration.cc
   extrapolate.cc
   record_rules.cc
+  tensor_check.cc
 )
 target_include_directories(tm_records PUBLIC "${PROJECT_SOURCE_DIR}")
 # tm_process for git_show (a git child process).
 target_link_libraries(tm_records PUBLIC tm_process tm_harness_core yaml-cpp nlohmann_json::nlohmann_json)
 
 tm_add_test(cell_test SOURCES cell_test.cc LIBS tm_records)
+tm_add_test(tensor_check_test SOURCES tensor_check_test.cc LIBS tm_records)
 tm_add_test(journal_test SOURCES journal_test.cc record_rules_test.cc LIBS tm_records)
 tm_add_test(support_block_test SOURCES support_block_test.cc support_entry_test.cc escape_test.cc
             escape_reports_test.cc LIBS tm_records)

@@ -15,6 +15,7 @@
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
 #include "matrix/lanes.h"
+#include "harness/numeric_probe.h"
 #include "matrix/numeric_check.h"
 #include "matrix/proxy_cell.h"
 #include "matrix/record_rules.h"
@@ -254,6 +255,10 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     if (r.loss_delta) {
       progress << "  numbers: loss " << FormatNumber(100 * *r.loss_delta, 2) << "% off float32";
       if (r.grad_norm_delta) progress << ", grad norm " << FormatNumber(100 * *r.grad_norm_delta, 2) << "%";
+      if (r.tensor_error) {
+        progress << ", worst of " << *r.tensors_compared << " tensors " << FormatNumber(100 * *r.tensor_error, 2)
+                 << "% (" << r.tensor_worst << ")";
+      }
     }
     if (r.startup_time_s && r.wall_time_s > 0) {
       progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
@@ -308,6 +313,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   struct Awaiting {
     CellResult result;
     CellResult checked;
+    std::string checked_dir;  // the checked run's output folder, where its numeric probe is
   };
   std::map<CellKey, Awaiting> awaiting;
   // The children run again once because other work disturbed their first run (a burst beside them is often over
@@ -370,6 +376,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       if (lane != nullptr) cmd.cpus = lane->cpus;
       cmd.argv = child.argv;
       cmd.env = options.child_env;
+      if (!c->reference.argv.empty()) cmd.env.emplace_back(kNumericProbeEnv, "1");  // the numeric check's tensors
       cmd.log_path = child.output_dir + ".log";
       cmd.timeout_s = options.cell_timeout_s;
       if (host && c->device.total_memory_bytes > 0) {
@@ -429,7 +436,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         error.reason = "environment failure of the numeric reference, not a verdict on the device: " + *environment;
         run.environment_errors.push_back(std::move(error));
       } else {
-        AddNumericCheck(*cell, done.checked, result, &done.result);
+        AddNumericCheck(*cell, done.checked, result, &done.result, ProbeFilesIn(done.checked_dir, child.output_dir));
         done.result.reference_time_s = result.wall_time_s;
       }
       TM_RETURN_IF_ERROR(record(std::move(done.result), *cell));
@@ -472,6 +479,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       continue;
     }
     CellResult checked = result;  // the run whose first step the numeric check compares
+    std::string checked_dir = child.output_dir;
     if (finished_child.index < cell->proxies.size()) {
       std::vector<CellResult>& done_runs = proxy_runs[cell->key];
       const bool ran = result.status == CellStatus::kRuns;
@@ -484,6 +492,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
         continue;
       }
       checked = done_runs.front();  // a proxied cell's numbers are checked on its shallowest proxy
+      checked_dir = ProxyView(*cell, 0).output_dir;
       result = ResultFromProxies(*cell, done_runs);
       proxy_runs.erase(cell->key);
     } else if (!cell->proxies.empty()) {
@@ -492,7 +501,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     }
     const bool trained = result.status == CellStatus::kRuns || result.ops_verified.value_or(false);
     if (trained && !cell->reference.argv.empty()) {
-      awaiting[cell->key] = {std::move(result), std::move(checked)};
+      awaiting[cell->key] = {std::move(result), std::move(checked), checked_dir};
       queue.insert(queue.begin(), Child{cell, children(*cell), true});
       continue;
     }

@@ -79,6 +79,8 @@ const std::vector<SupportField>& SupportFields() {
       AddedText("numeric", &SupportEntry::numeric),
       AddedNumber("loss_delta", &SupportEntry::loss_delta, ThreeDigits),
       AddedNumber("grad_norm_delta", &SupportEntry::grad_norm_delta, ThreeDigits),
+      AddedText("tensor_worst", &SupportEntry::tensor_worst),
+      AddedNumber("tensor_error", &SupportEntry::tensor_error, ThreeDigits),
       AddedNumber("reference_time_s", &SupportEntry::reference_time_s, TenthsOf),
       AddedText("repair", &SupportEntry::repair),
       AddedText("repaired_status", &SupportEntry::repaired_status),
@@ -207,6 +209,8 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.numeric = cell.numeric_note;
   s.loss_delta = cell.loss_delta;
   s.grad_norm_delta = cell.grad_norm_delta;
+  s.tensor_worst = cell.tensor_worst;
+  s.tensor_error = cell.tensor_error;
   s.repair = JoinStrings(cell.repair, " ");
   if (cell.repaired_status) s.repaired_status = CellStatusName(*cell.repaired_status);
   return s;

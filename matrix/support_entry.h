@@ -80,6 +80,10 @@ struct SupportEntry {
   std::string numeric;
   std::optional<double> loss_delta;
   std::optional<double> grad_norm_delta;
+  // Its tensors (matrix/tensor_check.h): the one nearest to or furthest past its tolerance, and its relative
+  // error (CellResult::tensor_worst, tensor_error).
+  std::string tensor_worst;
+  std::optional<double> tensor_error;
   // The numeric check's reference run's wall time (CellResult::reference_time_s), which wall_time_s leaves out:
   // the plan adds it to the cell's predicted time.
   std::optional<double> reference_time_s;

@@ -101,6 +101,20 @@ TEST(SupportFromCellTest, AProxiedCellWithoutAnExtrapolationKeepsItsDeepestProxy
   EXPECT_FALSE(SupportFromCell(cell).proxy_peak_share.has_value());
 }
 
+TEST(SupportEntryTest, TheNumericChecksWorstTensorIsInTheEntry) {
+  CellResult cell;
+  cell.status = CellStatus::kWrong;
+  cell.tensor_worst = "layers.0.attn.q_proj.lora_a.weight gradient";
+  cell.tensor_error = 0.09412;
+  const SupportEntry e = SupportFromCell(cell);
+  EXPECT_EQ(e.tensor_worst, "layers.0.attn.q_proj.lora_a.weight gradient");
+  EXPECT_EQ(e.tensor_error, std::optional<double>(0.09412));
+  const nlohmann::ordered_json j = SupportEntryToJson(e);
+  EXPECT_EQ(j["tensor_worst"], "layers.0.attn.q_proj.lora_a.weight gradient");
+  EXPECT_EQ(j["tensor_error"].get<double>(), 0.09412);
+  EXPECT_FALSE(SupportEntryToJson(SupportFromCell(CellResult{})).contains("tensor_error"));  // an older record's
+}
+
 TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson) {
   std::set<std::string> names;
   for (const SupportField& f : SupportFields()) {
@@ -108,7 +122,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 39u);
+  EXPECT_EQ(names.size(), 41u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;

@@ -11,8 +11,6 @@
 namespace tmx::recipes {
 namespace {
 
-constexpr int64_t kGiB = int64_t{1} << 30;
-
 // What both predictions start from: the config's model, its optimizer and its weights' dtype.
 struct Trained {
   ModelChoice choice;
@@ -135,7 +133,7 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
                           ? 2 * static_cast<double>(LargestAdaptedWeight(args, *choice.lora)) * bytes
                           : 0;
   const bool host_memory = device.traits().HostMemory();
-  const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
+  const double runtime = static_cast<double>(device.traits().RuntimeBytes());
   const double peak =
       (weights + nf4_weights + grads + std::max(in_flight, layer_in_flight) + states + activations + logits + dora +
        runtime) *

@@ -136,6 +136,20 @@ TEST(EstimateTest, AcceleratorsDoNotCountTheHostRuntime) {
   EXPECT_EQ(Estimate("tiny/lora_single_device", {}).peak_memory_bytes -
                 Estimate("tiny/lora_single_device", {}, cuda).peak_memory_bytes,
             int64_t{1} << 29);
+  // A device type may say what its runtime holds (a simulated device whose allocator counts tensors only: 0).
+  DeviceTypeTraits bare;
+  bare.name = "bareaccel";
+  bare.takes_index = true;
+  bare.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
+  bare.runtime_bytes = 0;
+  ASSERT_TRUE(RegisterDeviceType(bare).ok());
+  DeviceInfo accel = cuda;
+  accel.id = "bareaccel:0";
+  accel.type = "bareaccel";
+  EXPECT_EQ(Estimate("tiny/lora_single_device", {}, cuda).peak_memory_bytes -
+                Estimate("tiny/lora_single_device", {}, accel).peak_memory_bytes,
+            int64_t{1} << 29);
+  UnregisterDeviceType("bareaccel");
 }
 
 // Offloading keeps about two layer inputs on the device instead of one per layer (torchtune's 7B full low-memory

@@ -27,7 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-constexpr int64_t kGiB = int64_t{1} << 30;
 
 // The fewest decode steps a matrix cell makes.
 constexpr int kCellDecodeSteps = 32;
@@ -349,7 +348,7 @@ StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& re
                        bytes;
   const double logits = positions * static_cast<double>(args.vocab_size) * (bytes + 4);
   const bool host_memory = device.traits().HostMemory();
-  const double runtime = static_cast<double>(host_memory ? kGiB : kGiB / 2);
+  const double runtime = static_cast<double>(device.traits().RuntimeBytes());
   double peak = weights + cache + layer + logits + runtime;
   if (ranks > 1) {
     // Tensor parallel: a rank keeps 1/ranks of the layers (embeddings and output whole, counted whole here) and

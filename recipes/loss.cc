@@ -11,6 +11,7 @@
 
 #include "recipes/data/sample.h"
 #include "recipes/models/cpu_vector.h"
+#include "recipes/models/fault_injection.h"
 #include "recipes/models/scaled_mm.h"
 
 namespace tmx::recipes {
@@ -194,12 +195,26 @@ torch::Tensor NextTokenLinearLoss(const torch::Tensor& hidden, const torch::Tens
   return LinearCrossEntropy::apply(rows, weight, targets, chunk_rows, keep, softcap);
 }
 
+namespace {
+
+// The float32 loss scaled by the loss fault when the model's activations `path` are off the reference path
+// (tests only: models/fault_injection.h).
+torch::Tensor FaultOnPathOf(const torch::Tensor& path, const torch::Tensor& loss) {
+  const double scale = models::FaultScale(models::FaultKernel::kLoss);
+  return scale == 1 || models::OnReferencePath(path) ? loss : loss * scale;
+}
+
+}  // namespace
+
 torch::Tensor ModelNextTokenLoss(models::DecoderImpl& model, const torch::Tensor& tokens, const torch::Tensor& labels,
                                  const torch::Tensor& input_pos, const torch::Tensor& document_ids) {
   const torch::Tensor weight = model.PlainOutputWeight();
-  if (!weight.defined()) return NextTokenLoss(model.forward(tokens, input_pos, document_ids), labels);
-  return NextTokenLinearLoss(model.Hidden(tokens, input_pos, document_ids), weight, labels, kLossChunkElements,
-                             model.args().final_softcap);
+  if (!weight.defined()) {
+    const torch::Tensor logits = model.forward(tokens, input_pos, document_ids);
+    return FaultOnPathOf(logits, NextTokenLoss(logits, labels));
+  }
+  const torch::Tensor hidden = model.Hidden(tokens, input_pos, document_ids);
+  return FaultOnPathOf(hidden, NextTokenLinearLoss(hidden, weight, labels, kLossChunkElements, model.args().final_softcap));
 }
 
 namespace {

@@ -12,6 +12,7 @@ add_library(tm_recipes
   qat.cc
   trainer.cc
   flops.cc
+  first_step_probe.cc
   op_profile.cc
   generate.cc
   quantize.cc
@@ -42,6 +43,7 @@ tm_training_allocator(tune)  # jemalloc where installed (cmake/TuneMatrixTargets
 tm_device_plugin_host(tune)  # loads --device-plugin libraries (harness/device_plugin.h)
 
 tm_add_test(recipes_finetune_test SOURCES finetune_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_first_step_probe_test SOURCES first_step_probe_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_qat_test SOURCES qat_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_quantize_test SOURCES quantize_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_distributed_test SOURCES distributed_recipes_test.cc LIBS tm_recipes tm_process TORCH

@@ -20,8 +20,10 @@
 #include "harness/device_hooks.h"
 #include "recipes/checkpointers.h"
 #include "recipes/estimate.h"
+#include "recipes/first_step_probe.h"
 #include "recipes/flops.h"
 #include "recipes/loss.h"
+#include "recipes/models/fault_injection.h"
 #include "recipes/op_profile.h"
 #include "recipes/optimizer_in_backward.h"
 
@@ -48,6 +50,22 @@ double Objective::LossCount(const data::Batch& batch) const {
 torch::Tensor Objective::Loss(const data::Batch& batch) {
   const DeviceBatch b = OnDevice(batch, device_);
   return ModelNextTokenLoss(*policy_, b.tokens, b.labels, b.input_pos, b.document_ids);
+}
+
+torch::Tensor Objective::ProbeLogits(const data::Batch& batch) {
+  // The first row's first kProbeLogitPositions positions only: causal attention makes them the full batch's
+  // logits there, and a real vocabulary's logits of the whole batch would add gigabytes to the run's peak.
+  constexpr int64_t kProbeLogitPositions = 64;
+  torch::NoGradGuard no_grad;
+  policy_->eval();  // no dropout: the reference run's logits are the same function of the same weights
+  const DeviceBatch b = OnDevice(batch, device_);
+  const int64_t length = std::min<int64_t>(b.tokens.size(1), kProbeLogitPositions);
+  auto first = [&](const torch::Tensor& t) {
+    return t.defined() && t.dim() >= 2 ? t.narrow(0, 0, 1).narrow(1, 0, length) : t;
+  };
+  torch::Tensor logits = policy_->forward(first(b.tokens), first(b.input_pos), first(b.document_ids));
+  policy_->train();
+  return logits;
 }
 
 Objective::DeviceBatch Objective::OnDevice(const data::Batch& batch, torch::Device device) {
@@ -87,6 +105,16 @@ struct StepResult {
   std::optional<double> grad_norm;
   double time_s = 0;
 };
+
+// What the numeric probe reads of the trained weights: the parameters by name in one process; across ranks,
+// whose weights live in flat buffers (recipes/parallelism.h), the tensors this rank's optimizer steps, as
+// "flat.0", "flat.1", ... (the lead's, which its reference run with the same ranks lays out the same way).
+NamedParameters ProbedTensors(const NamedParameters& trained, const std::vector<at::Tensor>& stepped, int world_size) {
+  if (world_size == 1) return trained;
+  NamedParameters flat;
+  for (size_t i = 0; i < stepped.size(); ++i) flat.emplace_back("flat." + std::to_string(i), stepped[i]);
+  return flat;
+}
 
 class Trainer {
  public:
@@ -149,6 +177,8 @@ class Trainer {
   CheckpointFormat format_ = CheckpointFormat::kTorchtune;
   TrainableModel model_;
   OptimizerPtr optimizer_;
+  std::vector<at::Tensor> stepped_;  // what the optimizer steps (Parallelism::Wrap)
+  NamedParameters probed_;           // what the numeric probe reads of them (ProbedTensors)
   std::unique_ptr<OptimizerInBackward> in_backward_;  // with optimizer_in_bwd; hooks removed before optimizer_
   std::optional<data::DataLoader> loader_;
   std::optional<data::DataLoader> val_loader_;  // with run_val_every_n_steps
@@ -248,6 +278,8 @@ Status Trainer::SetupOptimizer(RunSummary* summary) {
   }
   StatusOr<std::vector<at::Tensor>> stepped = parallel_.Wrap(config_, model_);
   TM_RETURN_IF_ERROR(stepped.status());
+  stepped_ = *stepped;
+  probed_ = ProbedTensors(model_.trained, stepped_, parallel_.world_size());
   TM_RETURN_IF_ERROR(SetupValidation(summary));
   StatusOr<OptimizerPtr> optimizer = recipes::SetupOptimizer(config_, registry_, *stepped);
   TM_RETURN_IF_ERROR(optimizer.status());
@@ -342,6 +374,14 @@ Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t f
                      StepResult* r) {
   const TrainingSettings& s = settings_;
   parallel_.ZeroGrad(*optimizer_);
+  std::optional<FirstStepProbe> probe;  // for the numeric check (harness/numeric_probe.h), on every rank
+  if (global_step == first_step && NumericProbeRequested()) {
+    const bool quantized = (model_.choice.lora && model_.choice.lora->quantize_base) || model_.fake_quantized_linears > 0;
+    probe.emplace(DtypeConfigName(s.dtype), quantized);
+    const data::Batch first = loader_->BatchAtStep(epoch * loader_->size() + step * s.gradient_accumulation_steps);
+    probe->AddBatch(first.tokens, objective_->ProbeLogits(first));
+    probe->AddParameters(probed_, "weight");
+  }
   objective_->StartStep();
   double loss_sum = 0;
   for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
@@ -385,9 +425,14 @@ Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t f
     if (!clip && global_step == first_step) clip = std::numeric_limits<double>::infinity();
     r->grad_norm = parallel_.ReduceAndClip(clip);
     if (global_step == first_step) summary->first_grad_norm = r->grad_norm;
+    if (probe) probe->AddParameters(probed_, "gradient");
+    const std::vector<torch::Tensor> before = models::OptimizerFaultBefore(stepped_);  // tests only
     optimizer_->step();
+    models::OptimizerFaultAfter(stepped_, before);
+    if (probe) probe->AddParameters(probed_, "stepped");
   }
   parallel_.AfterStep();
+  if (probe && parallel_.lead()) return probe->Write(s.output_dir);
   return Status::OK();
 }
 

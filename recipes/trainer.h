@@ -63,6 +63,9 @@ class Objective {
   // The mean loss of `batch` (on the setup's device) over LossCount; with gradients during training, without
   // during validation. A step's metrics (StepMetrics) come from the calls between StartStep and EndStep.
   virtual torch::Tensor Loss(const data::Batch& batch);
+  // The policy's logits of the start of `batch`'s first row as its weights are, without gradient or dropout:
+  // the numeric probe's (harness/numeric_probe.h), taken before the first step.
+  virtual torch::Tensor ProbeLogits(const data::Batch& batch);
   // Model FLOPs of a micro-batch besides the policy's forward and backward (a frozen model's forward).
   virtual double ExtraFlops(int64_t rows, int64_t length) const { return 0; }
   // Before optimizer step `global_step` (0-based; `first_step` is this run's first, after resuming).

@@ -172,7 +172,7 @@ TEST_F(CliTest, ValidateAndRunWarnOfAnOlderTorchOrAnUnmeasuredColumn) {
 TEST_F(CliTest, AnInjectedWrongKernelMakesTheCellWrong) {
   const std::vector<std::string> cell = {kMatrix, "cell", "tiny/llama3_1_full_single_device", "--device", "cpu",
                                          "--work-dir", dir_};
-  Result fault = Exec(cell, {{"TUNE_MATRIX_FAULT_ATTENTION_SCALE", "4"}});
+  Result fault = Exec(cell, {{"TUNE_MATRIX_FAULT", "attention=4"}});
   EXPECT_EQ(fault.code, 1) << fault.output;
   EXPECT_NE(fault.output.find("FAILED tiny/llama3_1_full_single_device on cpu: wrong: its numbers disagree with the "
                               "reference: bf16 on cpu against float32 on cpu"),

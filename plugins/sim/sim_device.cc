@@ -78,6 +78,7 @@ DeviceTypeTraits Traits() {
   t.takes_index = true;
   t.peak_memory = DeviceTypeTraits::PeakMemory::kAllocator;
   t.own_generator = true;
+  t.runtime_bytes = 0;  // no context: its allocator holds a run's tensors and nothing else
   t.report_rank = 50;
   t.doc = "simulated accelerator (plugins/sim): PrivateUse1 with its own allocator, capacity TM_SIM_MEMORY";
   return t;

@@ -12,27 +12,13 @@
 #include "base/text.h"
 #include "harness/device_hooks.h"
 #include "recipes/models/checkpointing.h"
+#include "recipes/models/fault_injection.h"
 #include "recipes/models/init.h"
 #include "recipes/models/rms_norm.h"
 #include "recipes/models/swiglu.h"
 
 namespace tmx::models {
 namespace {
-
-// A deliberately wrong kernel, for the numeric check's own test (matrix/numeric_check.h): with
-// TUNE_MATRIX_FAULT_ATTENTION_SCALE=<factor> in the environment, attention's output is scaled by it on every
-// path but the reference one (float32 on cpu), as a broken reduced-precision or device kernel would. 1 (no
-// fault) when unset or not a positive number.
-double InjectedAttentionScale() {
-  static const double scale = [] {
-    const char* v = std::getenv("TUNE_MATRIX_FAULT_ATTENTION_SCALE");
-    if (v == nullptr) return 1.0;
-    char* end = nullptr;
-    const double d = std::strtod(v, &end);
-    return end != v && *end == '\0' && d > 0 ? d : 1.0;
-  }();
-  return scale;
-}
 
 template <typename T>
 std::string Str(const T& v) {
@@ -286,11 +272,14 @@ RMSNormImpl::RMSNormImpl(int64_t dim, double eps, c10::TensorOptions options, bo
   scale_ = register_parameter("scale", plus_one ? torch::zeros({dim}, options) : torch::ones({dim}, options));
 }
 
-torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) { return RmsNorm(x, scale_, eps_, plus_one_); }
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  return InjectFault(FaultKernel::kNorm, RmsNorm(x, scale_, eps_, plus_one_));
+}
 
 std::pair<torch::Tensor, torch::Tensor> RMSNormImpl::add_and_forward(const torch::Tensor& x,
                                                                      const torch::Tensor& addend) {
-  return AddRmsNorm(x, addend, scale_, eps_, plus_one_);
+  auto [h, y] = AddRmsNorm(x, addend, scale_, eps_, plus_one_);
+  return {h, InjectFault(FaultKernel::kNorm, y)};
 }
 
 AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options, int64_t layer)
@@ -382,9 +371,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     out = at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, causal, scale,
                                            /*enable_gqa=*/native_gqa);
   }
-  if (const double fault = InjectedAttentionScale(); fault != 1 && !(out.is_cpu() && out.scalar_type() == torch::kFloat)) {
-    out = out * fault;
-  }
+  out = InjectFault(FaultKernel::kAttention, out);  // tests only (models/fault_injection.h)
   return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
 
@@ -401,7 +388,7 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   torch::Tensor gate = w1_(x);
   switch (activation_) {
     case MlpActivation::kSilu:
-      return w2_(SiluMul(gate, w3_(x)));
+      return w2_(InjectFault(FaultKernel::kMlp, SiluMul(gate, w3_(x))));
     case MlpActivation::kGeluTanh:
       gate = torch::gelu(gate, "tanh");
       break;
