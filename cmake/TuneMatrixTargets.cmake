@@ -92,5 +92,7 @@ function(tm_add_test name)
   if(NOT T_LABELS)
     set(T_LABELS unit)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}")
+  # A run's kept matmul peaks (matrix/peak_cache.h) stay in the build folder, not in the user's cache.
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${T_LABELS}"
+                       ENVIRONMENT "TUNE_MATRIX_PEAK_CACHE=${CMAKE_BINARY_DIR}/test-peak-cache")
 endfunction()

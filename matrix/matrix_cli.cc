@@ -37,6 +37,7 @@
 #include "matrix/machine.h"
 #include "matrix/matrix_run.h"
 #include "matrix/merge.h"
+#include "matrix/peak_cache.h"
 #include "matrix/plan.h"
 #include "matrix/publish.h"
 #include "matrix/runner.h"
@@ -346,6 +347,30 @@ std::unique_ptr<CheckoutLock> LockJournal(const std::string& command, const std:
   return TakeLock(JournalLockPath(journal), command + " (journal " + journal + ")", err);
 }
 
+// How long `run` looks at the machine before measuring the devices' peaks.
+constexpr double kPeakLoadProbeS = 0.3;
+
+// The peaks a quiet machine measured are kept (matrix/peak_cache.h); on a busy one they replace what was just
+// measured, which other work reads low, and the run says so.
+void KeepOrUseQuietPeaks(const MatrixOptions& options, bool busy, std::vector<DeviceInfo>* devices, std::ostream& out,
+                         std::ostream& err) {
+  const std::string path = PeakCachePath(Hostname(), options.cpu_class, options.torch_version);
+  if (!busy) {
+    Status kept = SavePeaks(path, *devices);
+    if (!kept.ok()) err << "tune-matrix: warning: the matmul peaks were not kept: " << kept.message() << "\n";
+    return;
+  }
+  StatusOr<int> used = LoadPeaks(path, devices);
+  if (!used.ok()) {
+    err << "tune-matrix: warning: " << used.status().message() << "; the peaks measured now are used\n";
+  } else if (*used > 0) {
+    out << "matmul peaks: the machine is busy, so the peaks measured when it was quiet are used (" << path << ")\n";
+  } else {
+    err << "tune-matrix: warning: the matmul peaks were measured on a busy machine and may read low (no quiet "
+           "run's peaks are kept for this machine yet)\n";
+  }
+}
+
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   MatrixOptions options;
   bool write_back = true;
@@ -359,7 +384,9 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   }
   Status handlers = SubprocessSet::InstallInterruptHandlers();
   if (!handlers.ok()) return Fail(err, handlers);
-  // Each device's matmul peak is measured once, with the devices, for every cell's share of it.
+  // Each device's matmul peak is measured once, with the devices, for every cell's share of it (on a busy machine
+  // replaced by a quiet run's, KeepOrUseQuietPeaks).
+  const bool busy = !BusyMachineWarning(ProbeMachineLoad(kPeakLoadProbeS), kPeakLoadProbeS).empty();
   StatusOr<std::vector<DeviceInfo>> devices =
       DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, {}, options.child_env);
   if (!devices.ok()) return Fail(err, devices.status());
@@ -382,6 +409,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
     devices = DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, lanes.front().cpus, options.child_env);
     if (!devices.ok()) return Fail(err, devices.status());
   }
+  KeepOrUseQuietPeaks(options, busy, &*devices, out, err);
   for (const DeviceInfo& d : *devices) {
     std::string peak = DescribeMatmulPeak(d);
     if (!peak.empty()) out << peak << "\n";

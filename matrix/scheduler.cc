@@ -180,6 +180,77 @@ std::string ChildShown(const PlannedCell& cell, size_t index) {
   return index < cell.proxies.size() ? " (proxy of " + std::to_string(cell.proxies[index].layers) + " layers)" : "";
 }
 
+// A recorded cell's progress line: `head` (FormatProgressLine), its status, speed, share of the peak, proxies,
+// numbers against float32, start-up, reason and disturbance.
+void PrintRecorded(const std::string& head, const CellResult& r, std::ostream& progress) {
+  progress << head << "  " << CellStatusName(r.status);
+  if (r.repaired_status) {
+    progress << " as written, " << RepairedOutcome(CellStatusName(*r.repaired_status), r.repair.size());
+  }
+  if (r.tokens_per_second) {
+    progress << "  " << TokensPerSecondText(*r.tokens_per_second)
+             << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
+  }
+  if (std::optional<double> share = PeakShare(r)) progress << ", " << PeakShareText(*share, r.flops_dtype);
+  if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
+  if (r.ops_verified) {
+    progress << "  proxies of " << ProxiedSize(r) << ": " << (*r.ops_verified ? "ops verified" : "failed");
+    if (r.extrapolated_tokens_per_second) {
+      progress << ", about " << TokensPerSecondText(*r.extrapolated_tokens_per_second) << " tok/s";
+    }
+    if (std::optional<double> share = PeakShare(r, true)) {
+      progress << " at " << PeakShareText(*share, r.flops_dtype);
+    } else if (std::optional<double> at_proxy = ProxyPeakShare(r)) {
+      progress << ", " << PeakShareText(*at_proxy, r.flops_dtype) << " at proxy size";
+    }
+    if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
+  }
+  if (r.loss_delta) {
+    progress << "  numbers: loss " << FormatNumber(100 * *r.loss_delta, 2) << "% off float32";
+    if (r.grad_norm_delta) progress << ", grad norm " << FormatNumber(100 * *r.grad_norm_delta, 2) << "%";
+    if (r.tensor_error) {
+      progress << ", worst of " << *r.tensors_compared << " tensors " << FormatNumber(100 * *r.tensor_error, 2)
+               << "% (" << r.tensor_worst << ")";
+    }
+  }
+  if (r.startup_time_s && r.wall_time_s > 0) {
+    progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
+             << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";
+  }
+  if (!r.reason.empty()) progress << "  (" << r.reason.substr(0, 160) << ")";
+  if (!r.disturbed.empty()) progress << "  disturbed: " << r.disturbed << "; its speed is not published";
+  progress << std::endl;
+}
+
+// A child to start: one of a cell's proxies (index below proxies.size(); they run one after the other,
+// shallowest first), its own run (index proxies.size(), when it has argv), then, when they trained, its numeric
+// check's reference (index Children(cell)).
+struct Child {
+  const PlannedCell* cell;
+  size_t index = 0;
+  bool continues = false;  // a child of a cell that started (its next proxy, its reference, its proxies after a stop)
+  int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
+  bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
+  Clock::time_point started_at{};
+};
+
+size_t Children(const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); }
+
+// The heartbeat's line: what runs, which child, for how long, and how far the run is.
+std::string StillRunning(const std::map<CellKey, Child>& running, size_t completed, size_t total,
+                         Clock::time_point start) {
+  std::vector<std::string> what;
+  for (const auto& [key, child] : running) {
+    const bool reference = child.index == Children(*child.cell);
+    what.push_back(key.config + " on " + key.device +
+                   (reference ? " (numeric reference)" : ChildShown(*child.cell, child.index)) + " for " +
+                   FormatDuration(std::chrono::duration<double>(Clock::now() - child.started_at).count()));
+  }
+  return "  still running: " + JoinStrings(what, "; ") + " (" + std::to_string(completed) + " of " +
+         std::to_string(total) + " done, " +
+         FormatDuration(std::chrono::duration<double>(Clock::now() - start).count()) + " elapsed)";
+}
+
 }  // namespace
 
 StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
@@ -229,79 +300,18 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     if (cell.runnable) runnable_cost_done += cell.ExpectedTotalS();
     std::optional<double> eta =
         EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
-    progress << FormatProgressLine(completed, total, DeviceShown(cell), cell.key.config, elapsed, eta) << "  "
-             << CellStatusName(r.status);
-    if (r.repaired_status) {
-      progress << " as written, " << RepairedOutcome(CellStatusName(*r.repaired_status), r.repair.size());
-    }
-    if (r.tokens_per_second) {
-      progress << "  " << TokensPerSecondText(*r.tokens_per_second)
-               << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
-    }
-    if (std::optional<double> share = PeakShare(r)) progress << ", " << PeakShareText(*share, r.flops_dtype);
-    if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
-    if (r.ops_verified) {
-      progress << "  proxies of " << ProxiedSize(r) << ": " << (*r.ops_verified ? "ops verified" : "failed");
-      if (r.extrapolated_tokens_per_second) {
-        progress << ", about " << TokensPerSecondText(*r.extrapolated_tokens_per_second) << " tok/s";
-      }
-      if (std::optional<double> share = PeakShare(r, true)) {
-        progress << " at " << PeakShareText(*share, r.flops_dtype);
-      } else if (std::optional<double> at_proxy = ProxyPeakShare(r)) {
-        progress << ", " << PeakShareText(*at_proxy, r.flops_dtype) << " at proxy size";
-      }
-      if (r.extrapolated_peak_memory_bytes) progress << ", about " << FormatBytes(*r.extrapolated_peak_memory_bytes);
-    }
-    if (r.loss_delta) {
-      progress << "  numbers: loss " << FormatNumber(100 * *r.loss_delta, 2) << "% off float32";
-      if (r.grad_norm_delta) progress << ", grad norm " << FormatNumber(100 * *r.grad_norm_delta, 2) << "%";
-      if (r.tensor_error) {
-        progress << ", worst of " << *r.tensors_compared << " tensors " << FormatNumber(100 * *r.tensor_error, 2)
-                 << "% (" << r.tensor_worst << ")";
-      }
-    }
-    if (r.startup_time_s && r.wall_time_s > 0) {
-      progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
-               << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";
-    }
-    if (!r.reason.empty()) progress << "  (" << r.reason.substr(0, 160) << ")";
-    if (!r.disturbed.empty()) progress << "  disturbed: " << r.disturbed << "; its speed is not published";
-    progress << std::endl;
+    PrintRecorded(FormatProgressLine(completed, total, DeviceShown(cell), cell.key.config, elapsed, eta), r,
+                  progress);
     run.recorded.push_back(std::move(r));
     return Status::OK();
   };
 
-  // A child to start: one of a cell's proxies (index below proxies.size(); they run one after the other,
-  // shallowest first), or its own run (index proxies.size(), last, when it has argv).
-  struct Child {
-    const PlannedCell* cell;
-    size_t index = 0;
-    bool continues = false;  // a child of a cell that started (its next proxy, its reference, its proxies after a stop)
-    int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
-    bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
-    Clock::time_point started_at{};
-  };
-  // Then, when they trained, its numeric check's reference (index children(c)).
-  auto children = [](const PlannedCell& c) { return c.proxies.size() + (c.argv.empty() ? 0 : 1); };
   auto view = [&](const PlannedCell& c, size_t index) {
-    return index < c.proxies.size() ? ProxyView(c, index) : index == children(c) ? ReferenceView(c) : c;
+    return index < c.proxies.size() ? ProxyView(c, index) : index == Children(c) ? ReferenceView(c) : c;
   };
   std::map<CellKey, Child> running;
   // Nothing is silent for long: while no cell finishes, a line every kHeartbeatS names what runs and for how long.
-  runner.SetHeartbeat(
-      [&] {
-        std::vector<std::string> what;
-        for (const auto& [key, child] : running) {
-          const bool reference = child.index == children(*child.cell);
-          what.push_back(key.config + " on " + key.device +
-                         (reference ? " (numeric reference)" : ChildShown(*child.cell, child.index)) + " for " +
-                         FormatDuration(std::chrono::duration<double>(Clock::now() - child.started_at).count()));
-        }
-        progress << "  still running: " << JoinStrings(what, "; ") << " (" << completed << " of " << total
-                 << " done, " << FormatDuration(std::chrono::duration<double>(Clock::now() - start).count())
-                 << " elapsed)" << std::endl;
-      },
-      kHeartbeatS);
+  runner.SetHeartbeat([&] { progress << StillRunning(running, completed, total, start) << std::endl; }, kHeartbeatS);
   struct HeartbeatOff {  // the heartbeat reads this function's state: it ends with it
     CellRunner& runner;
     ~HeartbeatOff() { runner.SetHeartbeat(nullptr, 0); }
@@ -423,7 +433,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     AddCpuAccounting(outcome, &result);
     std::optional<std::string> environment =
         result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
-    if (finished_child.index == children(*cell)) {
+    if (finished_child.index == Children(*cell)) {
       // The reference: the cell's record with its numeric check. A reference the machine failed is no verdict
       // on the cell's numbers, and the cell's own record stands.
       Awaiting done = std::move(awaiting[cell->key]);
@@ -487,7 +497,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       // The cell's next child starts at once, ahead of other cells: a proxied cell's next proxy while they
       // run, a calibrated cell's every next child (its own run is its verdict, whatever its proxies did).
       const bool calibrating = cell->RunsInFullAfterProxies();
-      if ((ran || calibrating) && finished_child.index + 1 < children(*cell)) {
+      if ((ran || calibrating) && finished_child.index + 1 < Children(*cell)) {
         queue.insert(queue.begin(), Child{cell, finished_child.index + 1, true});
         continue;
       }
@@ -502,7 +512,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
     const bool trained = result.status == CellStatus::kRuns || result.ops_verified.value_or(false);
     if (trained && !cell->reference.argv.empty()) {
       awaiting[cell->key] = {std::move(result), std::move(checked), checked_dir};
-      queue.insert(queue.begin(), Child{cell, children(*cell), true});
+      queue.insert(queue.begin(), Child{cell, Children(*cell), true});
       continue;
     }
     if (trained) result.numeric_note = cell->reference.note;
