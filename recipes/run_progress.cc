@@ -24,15 +24,58 @@ RunProgress::RunProgress(std::ostream* out, Clock now) : out_(out), now_(now ? s
   last_line_ = phase_start_ = steps_start_ = now_();
 }
 
-void RunProgress::Line(const std::string& text) {
+RunProgress::~RunProgress() { StopWatching(); }
+
+void RunProgress::WriteLocked(const std::string& text) {
   if (out_ != nullptr) *out_ << text << std::endl;
   last_line_ = now_();
 }
 
+double RunProgress::LastLine() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_line_;
+}
+
+void RunProgress::Line(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  WriteLocked(text);
+}
+
 void RunProgress::Begin(const std::string& what) {
   Line(what + " ...");
-  phase_start_ = last_line_;
+  phase_start_ = LastLine();
   bytes_shown_ = false;
+}
+
+void RunProgress::StartWatching(double every_s) {
+  if (out_ == nullptr || watcher_.joinable()) return;
+  stop_ = false;
+  watcher_ = std::thread([this, every_s] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      wake_.wait_for(lock, std::chrono::duration<double>(every_s));
+      if (stop_) break;
+      const double now = now_();
+      if (doing_.empty() || now - last_line_ < every_s) continue;
+      WriteLocked(doing_ + " still running (" + FormatSeconds(now - doing_since_) + ")");
+    }
+  });
+}
+
+void RunProgress::Doing(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  doing_ = what;
+  doing_since_ = now_();
+}
+
+void RunProgress::StopWatching() {
+  if (!watcher_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  watcher_.join();
 }
 
 double RunProgress::End(const std::string& done) {
@@ -43,7 +86,7 @@ double RunProgress::End(const std::string& done) {
 
 void RunProgress::Bytes(const std::string& label, int64_t done, int64_t total) {
   const bool last = done >= total;
-  if (last ? !bytes_shown_ : now_() - last_line_ < kBytesEvery) return;
+  if (last ? !bytes_shown_ : now_() - LastLine() < kBytesEvery) return;
   const double share = total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
   Line(label + " " + FormatBytes(done) + " of " + FormatBytes(total) + " (" + FormatNumber(share, 0) + "%)");
   bytes_shown_ = true;
@@ -61,7 +104,7 @@ std::string RunProgress::StepTiming(int64_t done) const {
          ", eta " + FormatSeconds(left);
 }
 
-bool RunProgress::StepLineDue() const { return now_() - last_line_ >= kStepEvery; }
+bool RunProgress::StepLineDue() const { return now_() - LastLine() >= kStepEvery; }
 
 std::string FormatCount(int64_t n) {
   const struct {

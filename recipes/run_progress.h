@@ -4,11 +4,14 @@
 // waiting.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 
 namespace tmx::recipes {
 
@@ -29,6 +32,9 @@ class RunProgress {
 
   // `out` may be null (nothing is printed); `now` defaults to std::chrono::steady_clock.
   explicit RunProgress(std::ostream* out, Clock now = {});
+  ~RunProgress();  // stops the watcher
+  RunProgress(const RunProgress&) = delete;
+  RunProgress& operator=(const RunProgress&) = delete;
 
   // Prints one line and notes when, for the throttling.
   void Line(const std::string& text);
@@ -49,6 +55,14 @@ class RunProgress {
   // Whether a step that is not logged gets a line: kStepEvery seconds since the last line.
   bool StepLineDue() const;
 
+  // Until StopWatching (or the destructor), a thread prints "<what> still running (1m10s)" whenever `every_s`
+  // seconds pass without a line, <what> being the latest Doing's: a step of minutes is never silent (a 0.5B step
+  // was silent for 71 s). Nothing when `out` is null. Every line is then written under one lock.
+  void StartWatching(double every_s = kStepEvery);
+  // What runs now (e.g. "epoch 1 step 3"), timed from now; "" for nothing.
+  void Doing(const std::string& what);
+  void StopWatching();
+
  private:
   std::ostream* out_;
   Clock now_;
@@ -57,6 +71,16 @@ class RunProgress {
   bool bytes_shown_ = false;  // a Bytes line was printed in the current phase
   double steps_start_ = 0;
   int64_t steps_total_ = 0;
+  // The watcher (StartWatching): last_line_ and the stream are shared with it under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::thread watcher_;
+  bool stop_ = false;
+  std::string doing_;
+  double doing_since_ = 0;
+
+  void WriteLocked(const std::string& text);  // REQUIRES: mu_ held
+  double LastLine() const;
 };
 
 // "1.24 B", "494.03 M", "312.58 K", "812": a parameter count at a glance.

@@ -1,7 +1,9 @@
 // Progress lines: phases with their times, throttled byte counts, step timing, and why a run has its steps.
 #include "recipes/run_progress.h"
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -74,6 +76,33 @@ TEST(RunProgressTest, StepsTellTheTimeElapsedAndLeft) {
   EXPECT_EQ(progress.StepTiming(10), "10/10 steps, elapsed 40s, eta 0.00s");
   RunProgress silent(nullptr, t.clock());
   silent.Line("nothing is printed");
+}
+
+// A step longer than the watcher's interval gets "still running" lines from the watcher; a quick one, or a time
+// with nothing running, gets none. (Real time: the watcher is a thread.)
+TEST(RunProgressTest, ALongStepSaysItStillRunsAndNothingElseDoes) {
+  std::ostringstream out;
+  RunProgress progress(&out);
+  progress.StartWatching(0.05);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(out.str(), "");  // nothing runs: no line (the watcher writes only while something runs)
+  progress.Doing("epoch 1 step 3");
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  progress.Doing("");
+  const std::string text = out.str();  // the watcher writes nothing more from here
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(out.str(), text);  // nothing while nothing runs
+  progress.StopWatching();
+  size_t lines = 0;
+  for (size_t at = text.find("epoch 1 step 3 still running ("); at != std::string::npos;
+       at = text.find("epoch 1 step 3 still running (", at + 1)) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 2u) << text;   // about 8 at 0.05 s, fewer on a loaded machine
+  EXPECT_LE(lines, 9u) << text;   // never more often than asked
+  // Stopped: a later line is the caller's alone.
+  progress.Line("done");
+  EXPECT_EQ(out.str(), text + "done\n");
 }
 
 TEST(RunProgressTest, NumbersAtAGlance) {

@@ -491,6 +491,7 @@ Status Trainer::Train(RunSummary* summary) {
   int64_t global_step = start_epoch_ * steps_per_epoch_;
   const int64_t first_step = global_step;
   progress_.StartSteps(steps_.total_steps());
+  progress_.StartWatching();  // a step of minutes says it still runs
   model_.model->train();
   for (int64_t epoch = start_epoch_; epoch < s.epochs; ++epoch) {
     for (int64_t step = 0; step < steps_per_epoch_; ++step) {
@@ -500,11 +501,13 @@ Status Trainer::Train(RunSummary* summary) {
       SetLearningRate(*optimizer_, lr);
       Synchronize();
       if (profiler_) TM_RETURN_IF_ERROR(profiler_->BeforeStep(global_step - first_step));
+      progress_.Doing("epoch " + std::to_string(epoch + 1) + " step " + std::to_string(global_step + 1));
       auto t0 = Clock::now();
       StepResult result;
       TM_RETURN_IF_ERROR(Step(epoch, step, global_step, first_step, summary, &result));
       Synchronize();
       result.time_s = Seconds(t0, Clock::now());
+      progress_.Doing("");
       if (profiler_) {
         StatusOr<bool> wrote = profiler_->AfterStep(global_step - first_step, result.time_s);
         TM_RETURN_IF_ERROR(wrote.status());
@@ -523,6 +526,7 @@ Status Trainer::Train(RunSummary* summary) {
     }
     if (s.save_checkpoints) TM_RETURN_IF_ERROR(SaveCheckpoint(epoch, global_step));
   }
+  progress_.StopWatching();
   return Status::OK();
 }
 
