@@ -479,6 +479,7 @@ std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) 
   } catch (const YAML::Exception&) {
     return "";
   }
+  const std::string hash = ConfigHash(*text);
   std::vector<std::string> names;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
@@ -491,7 +492,7 @@ std::string BuiltinTwin(const Registry& registry, const LocatedConfig& located) 
   for (const std::string& name : names) {
     StatusOr<std::string> builtin = ReadFile(BuiltinConfigPath(name), ConfigInput());
     if (!builtin.ok()) continue;
-    if (ConfigHash(*builtin) == ConfigHash(*text)) return name;
+    if (ConfigHash(*builtin) == hash) return name;
     try {
       if (SameValues(YAML::Load(*builtin), mine, /*top=*/true)) return name;
     } catch (const YAML::Exception&) {
