@@ -134,40 +134,6 @@ struct DeviceRates {
   double Predict(double parameters, double work, int steps) const { return Startup(parameters) + steps * Step(work); }
 };
 
-std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<PlannedCell>& cells,
-                                                  const std::vector<double>& work,
-                                                  const std::vector<double>& parameters,
-                                                  const std::vector<std::optional<double>>& wall_s,
-                                                  const std::vector<std::optional<double>>& startup_s,
-                                                  const std::vector<std::optional<double>>& step_s, int steps) {
-  struct Sums {
-    double step_s = 0, work = 0, startup_s = 0, parameters = 0;
-    std::optional<double> fixed_s;
-  };
-  std::map<std::string, Sums> sums;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    if (!wall_s[i] || !step_s[i] || work[i] <= 0) continue;
-    Sums& s = sums[cells[i].column];
-    // A record made before start-up was recorded ran `steps` steps; its warm-up step counts as start-up here,
-    // good enough for the rates but not for choosing the cell's steps.
-    const double startup = startup_s[i] ? *startup_s[i] : std::max(0.0, *wall_s[i] - steps * *step_s[i]);
-    s.step_s += *step_s[i];
-    s.work += work[i];
-    s.startup_s += startup;
-    s.parameters += parameters[i];
-    s.fixed_s = s.fixed_s ? std::min(*s.fixed_s, startup) : startup;
-  }
-  std::map<std::string, DeviceRates> rates;
-  for (const auto& [type, s] : sums) {
-    DeviceRates r;
-    r.fixed_s = s.fixed_s.value_or(0);
-    r.s_per_work = s.step_s / s.work;
-    if (s.parameters > 0) r.s_per_parameter = std::max(0.0, s.startup_s - r.fixed_s) / s.parameters;
-    rates[type] = r;
-  }
-  return rates;
-}
-
 // The most memory a cell may be predicted to need on `device` and still start: its MemoryLimit plus
 // kMemoryPredictionTolerance (a prediction's margin, never a measured stop's); 0 when the memory is unknown.
 int64_t StartLimit(const DeviceInfo& device, const MatrixOptions& options) {
@@ -191,6 +157,55 @@ struct CellSource {
   // The config's dtype, repaired where it is: the numeric check's tolerance (its proxies keep it).
   std::string dtype = "fp32";
 };
+
+// One cell as the plan's passes see it: the PlannedCell they build, how its config is launched, and what its
+// record in its column says (each field empty for a cell never measured there).
+struct CellDraft {
+  PlannedCell cell;
+  CellSource source;
+  // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
+  // few configs predicts them from every measured cell of the column), then left out.
+  bool selected = false;
+  double work = 0;                                 // training work per step (CellEstimate::work)
+  double parameters = 0;                           // model parameters (CellEstimate::parameters)
+  std::optional<double> recorded_s;                // recorded wall time
+  std::optional<double> recorded_step_s;           // recorded median step time
+  std::optional<double> recorded_startup_s;        // recorded start-up (with a step time)
+  std::optional<double> recorded_reference_s;      // its numeric check's reference run's wall time
+  bool recorded_too_slow = false;                  // its last record here is too_slow
+};
+
+// Each column's rates, fitted over the cells measured in it (ratios of sums, so the large, kernel-bound cells
+// set the rates).
+std::map<std::string, DeviceRates> FitDeviceRates(const std::vector<CellDraft>& drafts, int steps) {
+  struct Sums {
+    double step_s = 0, work = 0, startup_s = 0, parameters = 0;
+    std::optional<double> fixed_s;
+  };
+  std::map<std::string, Sums> sums;
+  for (const CellDraft& d : drafts) {
+    if (!d.recorded_s || !d.recorded_step_s || d.work <= 0) continue;
+    Sums& s = sums[d.cell.column];
+    // A record made before start-up was recorded ran `steps` steps; its warm-up step counts as start-up here,
+    // good enough for the rates but not for choosing the cell's steps.
+    const double startup =
+        d.recorded_startup_s ? *d.recorded_startup_s : std::max(0.0, *d.recorded_s - steps * *d.recorded_step_s);
+    s.step_s += *d.recorded_step_s;
+    s.work += d.work;
+    s.startup_s += startup;
+    s.parameters += d.parameters;
+    s.fixed_s = s.fixed_s ? std::min(*s.fixed_s, startup) : startup;
+  }
+  std::map<std::string, DeviceRates> rates;
+  for (const auto& [type, s] : sums) {
+    DeviceRates r;
+    r.fixed_s = s.fixed_s.value_or(0);
+    r.s_per_work = s.step_s / s.work;
+    if (s.parameters > 0) r.s_per_parameter = std::max(0.0, s.startup_s - r.fixed_s) / s.parameters;
+    rates[type] = r;
+  }
+  return rates;
+}
 
 // One proxy of a cell, cut to `layers`: false, with `*note` (starting "no proxy: ") saying why, for a config
 // without a model to cut, a proxy the recipe refuses, one predicted over the memory limit (`*over_memory`), or
@@ -508,9 +523,11 @@ Status CheckSelection(const Registry& registry, const MatrixOptions& options) {
       "stands for any characters)");
 }
 
-StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
-                                             const MatrixOptions& options) {
-  TM_RETURN_IF_ERROR(CheckSelection(registry, options));
+namespace {
+
+// The devices --devices selects, each of its words naming an available device.
+StatusOr<std::vector<const DeviceInfo*>> ChosenDevices(const std::vector<DeviceInfo>& devices,
+                                                       const MatrixOptions& options) {
   std::vector<const DeviceInfo*> chosen;
   for (const DeviceInfo& d : devices) {
     if (DeviceSelected(d, options.devices)) chosen.push_back(&d);
@@ -525,294 +542,315 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
                                  JoinStrings(ids, ", ") + ")");
     }
   }
+  return chosen;
+}
 
-  std::vector<PlannedCell> cells;
-  std::vector<double> work;                          // training work per step of each cell (CellEstimate::work)
-  std::vector<double> parameters;                    // model parameters of each cell (CellEstimate::parameters)
-  std::vector<std::optional<double>> recorded_s;     // recorded wall time per cell
-  std::vector<std::optional<double>> recorded_step_s;  // recorded median step time per cell
-  std::vector<std::optional<double>> recorded_startup_s;  // recorded start-up per cell (with a step time)
-  std::vector<bool> recorded_too_slow;               // the cell's last record here is too_slow
-  std::vector<std::optional<double>> recorded_reference_s;  // its numeric check's reference run's wall time
-  // Cells outside --recipes and --configs are planned too, for the rates their measurements give (a run of a
-  // few configs predicts them from every measured cell of the column), then left out.
-  std::vector<bool> selected;
-  std::vector<CellSource> sources;                   // how each cell's config was found and is launched
+// Every built-in config (selected or not) and the user's.
+std::vector<PlanConfig> PlanConfigs(const Registry& registry, const MatrixOptions& options) {
   std::vector<PlanConfig> configs;
   for (const RecipeSpec& recipe : registry.recipes()) {
     for (const std::string& name : recipe.configs) {
       configs.push_back({name, BuiltinConfigPath(name), &recipe, true, Selected(options, recipe, name)});
     }
   }
-  std::map<std::string, SupportEntries> user_recorded;
-  if (!options.user_configs.empty()) {
-    StatusOr<std::map<std::string, SupportEntries>> entries = JournalEntries(options.journal_path);
-    if (!entries.ok()) return entries.status();
-    user_recorded = std::move(entries).value();
-  }
   for (const UserConfig& user : options.user_configs) {
     configs.push_back({user.name, user.path, registry.FindRecipe(user.recipe), false, true});
   }
+  return configs;
+}
+
+// A new cell of `config` on `device`, as its own run would start: the preset record and how it launches.
+CellDraft NewDraft(const PlanConfig& planned, const LocatedConfig& located, const std::string& hash,
+                   const DeviceInfo& device, const MatrixOptions& options) {
+  const RecipeSpec& recipe = *planned.recipe;
+  CellDraft d;
+  d.selected = planned.selected;
+  d.source = CellSource{located, {options.tune_path, "run"}};
+  for (const std::string& a : recipe.CellLaunchArgs(device.traits())) d.source.launch.push_back(a);
+  d.source.launch.insert(d.source.launch.end(), {recipe.name, "--config", located.name, "--force", "--allow-stand-ins"});
+  PlannedCell& cell = d.cell;
+  cell.key = {planned.name, device.id};
+  cell.recipe = recipe.name;
+  cell.config_path = located.path;
+  cell.device = device;
+  cell.device_type = device.type;
+  cell.column = ColumnKey({device.type, device.type == "cpu" ? options.cpu_class : "", options.torch_version});
+  cell.output_dir = options.work_dir + "/" + Slug(planned.name) + "__" + Slug(device.id);
+  cell.steps = options.max_steps;
+  CellResult& r = cell.preset;
+  r.key = cell.key;
+  r.recipe = recipe.name;
+  r.device_type = cell.device_type;
+  r.config_hash = hash;
+  r.device_memory_bytes = device.total_memory_bytes;
+  r.world_size = recipe.CellRanks(device.traits());
+  return d;
+}
+
+// The recipe's checks of the cell's config for its device. Invalid as written: with every problem's repair
+// applied (options.repairs), the repaired config is planned instead (and RepairedResult records it as this
+// invalid cell with its repair); returns the problems left.
+std::vector<Problem> ValidateOrRepair(CellDraft* d, const std::vector<std::string>& overrides,
+                                      const Registry& registry, const MatrixOptions& options, Config* config) {
+  const RecipeSpec& recipe = *d->source.located.recipe;
+  std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, &d->cell.device);
+  if (problems.empty()) return problems;
+  CellResult& r = d->cell.preset;
+  r.status = CellStatus::kInvalid;
+  for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
+  r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+  std::vector<std::string> repair = options.repairs ? RepairOf(problems) : std::vector<std::string>();
+  if (repair.empty()) return problems;
+  std::vector<std::string> repaired_overrides = repair;
+  repaired_overrides.insert(repaired_overrides.end(), overrides.begin(), overrides.end());
+  StatusOr<Config> repaired = LoadResolvedConfig(d->source.located, repaired_overrides, &recipe, &registry);
+  std::vector<Problem> left;
+  if (repaired.ok()) left = ValidateConfig(*repaired, recipe, registry, &d->cell.device);
+  if (!repaired.ok() || !left.empty()) {
+    r.reason += "; the repair (" + JoinStrings(repair, " ") + ") leaves it invalid: " +
+                (repaired.ok() ? left.front().key + ": " + left.front().message : repaired.status().message());
+    return problems;
+  }
+  d->cell.repair = repair;
+  d->cell.written = r;
+  d->source.prefix = repair;
+  *config = std::move(repaired).value();
+  r.status = CellStatus::kFails;
+  r.problems.clear();
+  r.reason.clear();
+  return {};
+}
+
+// What the cell's record in its column says, read into the draft; the peak it measured (0: none).
+int64_t ReadRecorded(const SupportEntry& entry, const std::string& hash, CellDraft* d, std::optional<CellStatus>* status) {
+  // A repaired cell's timings are its repaired config's, which is what runs again.
+  *status = ParseCellStatus(entry.repaired_status.empty() ? entry.status : entry.repaired_status);
+  if (*status && CellStarted(**status) && entry.wall_time_s) d->recorded_s = entry.wall_time_s;
+  if (*status == CellStatus::kRuns) d->recorded_step_s = entry.step_time_s;
+  if (d->recorded_s && d->recorded_step_s) d->recorded_startup_s = entry.startup_time_s;
+  d->recorded_too_slow = *status == CellStatus::kTooSlow;
+  d->recorded_reference_s = entry.reference_time_s;
+  if (entry.config_hash == hash) d->cell.recorded_at = entry.verified_at;
+  return entry.peak_memory_gib ? static_cast<int64_t>(*entry.peak_memory_gib * static_cast<double>(int64_t{1} << 30)) : 0;
+}
+
+// The cell's memory judgement; a valid cell is then too_large, or runnable with its argv up to the step
+// overrides (an invalid one is recorded as validated).
+void JudgeMemory(const SupportEntry* entry, int64_t recorded_peak, std::optional<CellStatus> status, bool valid,
+                 const MatrixOptions& options, CellDraft* d) {
+  PlannedCell& cell = d->cell;
+  CellResult& r = cell.preset;
+  const DeviceInfo& device = cell.device;
+  // A cell measured here before is judged by the larger of its prediction and its measured peak: the
+  // estimate assumes typical sequence lengths, and a config's data may be longer.
+  // A cell whose proxies ran (and that never ran in full) is judged by their extrapolation instead of the
+  // recipe's estimate: a measurement of the config's own operations, sequences and allocator at two depths.
+  MemoryJudgement& judged = cell.memory;
+  judged.bytes = std::max(cell.predicted_memory_bytes, recorded_peak);
+  judged.basis = judged.bytes > cell.predicted_memory_bytes ? MemoryJudgement::Basis::kMeasured
+                                                            : MemoryJudgement::Basis::kPredicted;
+  if (recorded_peak == 0 && entry != nullptr && entry->extrapolated_peak_memory_gib) {
+    judged.bytes = static_cast<int64_t>(*entry->extrapolated_peak_memory_gib * static_cast<double>(int64_t{1} << 30));
+    judged.basis = MemoryJudgement::Basis::kExtrapolated;
+  }
+  judged.limit_bytes = StartLimit(device, options);
+  judged.limit = MemoryShare(device, options);
+  // A run stopped here at the memory limit recorded the resident memory it was stopped at, at least the
+  // limit then: it is too large for any limit up to that, whatever the prediction says (the tolerance
+  // above the limit is the prediction's, not a measured stop's). A larger device's limit tries it again.
+  const bool stopped_at_limit =
+      status == CellStatus::kTooLarge && recorded_peak > 0 && recorded_peak >= MemoryLimit(device, options);
+  if (!valid) return;
+  if (stopped_at_limit || (judged.limit_bytes > 0 && judged.bytes > judged.limit_bytes)) {
+    r.status = CellStatus::kTooLarge;
+    r.reason = stopped_at_limit ? "its last run here was stopped at the memory limit, at " +
+                                      FormatBytes(recorded_peak) + " resident, over " + judged.limit
+                                : TooLargeReason(judged, judged.bytes);
+    // The stop stays the cell's evidence in the record its proxies make, or the next plan would judge it
+    // by their extrapolation alone and try the run that was stopped again.
+    if (stopped_at_limit) r.peak_memory_bytes = recorded_peak;
+    return;
+  }
+  judged = MemoryJudgement();
+  cell.runnable = true;
+  // --force: the cell runs even when the config's metadata records an earlier failure here;
+  // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
+  // The overrides follow once the cell's steps are chosen (PredictTime).
+  cell.argv = d->source.launch;
+  cell.argv.insert(cell.argv.end(), d->source.prefix.begin(), d->source.prefix.end());
+}
+
+// One cell of `planned` on `device`: validated (or repaired), estimated, and judged against the memory.
+StatusOr<CellDraft> DraftCell(const PlanConfig& planned, const LocatedConfig& located, const std::string& hash,
+                              const SupportEntries& recorded, const DeviceInfo& device, const Registry& registry,
+                              const MatrixOptions& options) {
+  const RecipeSpec& recipe = *planned.recipe;
+  CellDraft d = NewDraft(planned, located, hash, device, options);
+  PlannedCell& cell = d.cell;
+  std::vector<std::string> overrides = CellOverrides(recipe, device.id, cell.steps, cell.output_dir);
+  StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
+  if (!config.ok()) return config.status().WithContext("planning " + planned.name);
+  const std::vector<Problem> problems = ValidateOrRepair(&d, overrides, registry, options, &*config);
+  // The proxies must train the same batches, or their difference is the data's, not the layers'; the
+  // numeric check's reference the same batch from the same weights.
+  if (config->Find("seed").IsDefined() && config->IsNull("seed")) d.source.prefix.push_back("seed=0");
+  if (StatusOr<std::string> dtype = config->GetString("dtype", "fp32"); dtype.ok()) d.source.dtype = *dtype;
+  // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
+  // above, an estimate's own failure is no verdict) predicts nothing and is planned as free work.
+  StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, device);
+  if (estimate.ok()) {
+    cell.predicted_memory_bytes = estimate->peak_memory_bytes;
+    d.work = estimate->work;
+    d.parameters = static_cast<double>(estimate->parameters);
+  }
+  cell.preset.predicted_memory_bytes = cell.predicted_memory_bytes;
+  // The wall time of the cell's last started run here; a cell never started here is estimated.
+  auto entry = recorded.find(cell.column);
+  std::optional<CellStatus> status;
+  const int64_t recorded_peak = entry != recorded.end() ? ReadRecorded(entry->second, hash, &d, &status) : 0;
+  JudgeMemory(entry != recorded.end() ? &entry->second : nullptr, recorded_peak, status, problems.empty(), options,
+              &d);
+  return d;
+}
+
+// Every cell of every planned config on every chosen device.
+StatusOr<std::vector<CellDraft>> DraftCells(const std::vector<PlanConfig>& configs,
+                                            const std::vector<const DeviceInfo*>& chosen, const Registry& registry,
+                                            const MatrixOptions& options) {
+  std::map<std::string, SupportEntries> journaled;  // a user config's measurements are in the run's journal
+  if (!options.user_configs.empty()) {
+    StatusOr<std::map<std::string, SupportEntries>> entries = JournalEntries(options.journal_path);
+    if (!entries.ok()) return entries.status();
+    journaled = std::move(entries).value();
+  }
+  std::vector<CellDraft> drafts;
   for (const PlanConfig& planned : configs) {
-    const RecipeSpec& recipe = *planned.recipe;
-    const std::string& name = planned.name;
     LocatedConfig located;
-    located.name = planned.builtin ? name : planned.path;
+    located.name = planned.builtin ? planned.name : planned.path;
     located.path = planned.path;
     located.builtin = planned.builtin;
-    located.recipe = &recipe;
+    located.recipe = planned.recipe;
     StatusOr<std::string> text = ReadFile(located.path, ConfigInput());
     if (!text.ok()) return text.status();
-    std::string hash = ConfigHash(*text);
+    const std::string hash = ConfigHash(*text);
     // A built-in config's measurements are in its block; a user config's in the run's journal.
-    StatusOr<SupportEntries> recorded =
-        planned.builtin ? ReadSupportEntries(*text, located.path) : StatusOr<SupportEntries>(user_recorded[name]);
+    StatusOr<SupportEntries> recorded = planned.builtin ? ReadSupportEntries(*text, located.path)
+                                                        : StatusOr<SupportEntries>(journaled[planned.name]);
     if (!recorded.ok()) return recorded.status();
     for (const DeviceInfo* device : chosen) {
-      selected.push_back(planned.selected);
-      CellSource source{located, {options.tune_path, "run"}};
-      for (const std::string& a : recipe.CellLaunchArgs(device->traits())) source.launch.push_back(a);
-      source.launch.insert(source.launch.end(), {recipe.name, "--config", located.name, "--force", "--allow-stand-ins"});
-      PlannedCell cell;
-      cell.key = {name, device->id};
-      cell.recipe = recipe.name;
-      cell.config_path = located.path;
-      cell.device = *device;
-      cell.device_type = device->type;
-      cell.column = ColumnKey({device->type, device->type == "cpu" ? options.cpu_class : "", options.torch_version});
-      cell.output_dir = options.work_dir + "/" + Slug(name) + "__" + Slug(device->id);
-      cell.steps = options.max_steps;
-      std::vector<std::string> overrides = CellOverrides(recipe, device->id, cell.steps, cell.output_dir);
-      StatusOr<Config> config = LoadResolvedConfig(located, overrides, &recipe, &registry);
-      if (!config.ok()) return config.status().WithContext("planning " + name);
-      CellResult& r = cell.preset;
-      r.key = cell.key;
-      r.recipe = recipe.name;
-      r.device_type = cell.device_type;
-      r.config_hash = hash;
-      r.device_memory_bytes = device->total_memory_bytes;
-      r.world_size = recipe.CellRanks(device->traits());
-      std::vector<Problem> problems = ValidateConfig(*config, recipe, registry, device);
-      if (!problems.empty()) {
-        r.status = CellStatus::kInvalid;
-        for (const Problem& p : problems) r.problems.push_back(p.key + ": " + p.message);
-        r.reason = r.problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
-        // Invalid as written; with every problem's repair applied, the repaired config is planned instead (and
-        // RepairedResult records it as this invalid cell with its repair).
-        std::vector<std::string> repair = options.repairs ? RepairOf(problems) : std::vector<std::string>();
-        if (!repair.empty()) {
-          std::vector<std::string> repaired_overrides = repair;
-          repaired_overrides.insert(repaired_overrides.end(), overrides.begin(), overrides.end());
-          StatusOr<Config> repaired = LoadResolvedConfig(located, repaired_overrides, &recipe, &registry);
-          std::vector<Problem> left;
-          if (repaired.ok()) left = ValidateConfig(*repaired, recipe, registry, device);
-          if (repaired.ok() && left.empty()) {
-            cell.repair = repair;
-            cell.written = r;
-            source.prefix = repair;
-            config = std::move(repaired);
-            problems.clear();
-            r.status = CellStatus::kFails;
-            r.problems.clear();
-            r.reason.clear();
-          } else {
-            r.reason += "; the repair (" + JoinStrings(repair, " ") + ") leaves it invalid: " +
-                        (repaired.ok() ? left.front().key + ": " + left.front().message : repaired.status().message());
-          }
-        }
-      }
-      // The proxies must train the same batches, or their difference is the data's, not the layers'; the
-      // numeric check's reference the same batch from the same weights.
-      if (config->Find("seed").IsDefined() && config->IsNull("seed")) source.prefix.push_back("seed=0");
-      if (StatusOr<std::string> dtype = config->GetString("dtype", "fp32"); dtype.ok()) source.dtype = *dtype;
-      sources.push_back(source);
-      // The recipe's own prediction; a config it cannot estimate (its problems are reported by validation
-      // above, an estimate's own failure is no verdict) predicts nothing and is planned as free work.
-      StatusOr<CellEstimate> estimate = recipe.Estimate(*config, registry, *device);
-      if (estimate.ok()) {
-        cell.predicted_memory_bytes = estimate->peak_memory_bytes;
-        work.push_back(estimate->work);
-        parameters.push_back(static_cast<double>(estimate->parameters));
-      } else {
-        work.push_back(0);
-        parameters.push_back(0);
-      }
-      r.predicted_memory_bytes = cell.predicted_memory_bytes;
-      // The wall time of the cell's last started run here; a cell never started here is estimated.
-      auto entry = recorded->find(cell.column);
-      std::optional<double> seconds, step_seconds;
-      std::optional<CellStatus> status;
-      if (entry != recorded->end()) {
-        // A repaired cell's timings are its repaired config's, which is what runs again.
-        status = ParseCellStatus(entry->second.repaired_status.empty() ? entry->second.status
-                                                                       : entry->second.repaired_status);
-        if (status && CellStarted(*status) && entry->second.wall_time_s) seconds = entry->second.wall_time_s;
-        if (status == CellStatus::kRuns) step_seconds = entry->second.step_time_s;
-      }
-      recorded_s.push_back(seconds);
-      recorded_step_s.push_back(step_seconds);
-      recorded_startup_s.push_back(seconds && step_seconds ? entry->second.startup_time_s : std::nullopt);
-      recorded_too_slow.push_back(status == CellStatus::kTooSlow);
-      recorded_reference_s.push_back(entry != recorded->end() ? entry->second.reference_time_s : std::nullopt);
-      if (entry != recorded->end() && entry->second.config_hash == hash) cell.recorded_at = entry->second.verified_at;
+      StatusOr<CellDraft> d = DraftCell(planned, located, hash, *recorded, *device, registry, options);
+      if (!d.ok()) return d.status();
+      drafts.push_back(std::move(d).value());
+    }
+  }
+  return drafts;
+}
 
-      // A cell measured here before is judged by the larger of its prediction and its measured peak: the
-      // estimate assumes typical sequence lengths, and a config's data may be longer.
-      int64_t recorded_peak = 0;
-      if (entry != recorded->end() && entry->second.peak_memory_gib) {
-        recorded_peak = static_cast<int64_t>(*entry->second.peak_memory_gib * static_cast<double>(int64_t{1} << 30));
-      }
-      // A cell whose proxies ran (and that never ran in full) is judged by their extrapolation instead of the
-      // recipe's estimate: a measurement of the config's own operations, sequences and allocator at two depths.
-      MemoryJudgement& judged = cell.memory;
-      judged.bytes = std::max(cell.predicted_memory_bytes, recorded_peak);
-      judged.basis = judged.bytes > cell.predicted_memory_bytes ? MemoryJudgement::Basis::kMeasured
-                                                                : MemoryJudgement::Basis::kPredicted;
-      if (recorded_peak == 0 && entry != recorded->end() && entry->second.extrapolated_peak_memory_gib) {
-        judged.bytes = static_cast<int64_t>(*entry->second.extrapolated_peak_memory_gib * static_cast<double>(int64_t{1} << 30));
-        judged.basis = MemoryJudgement::Basis::kExtrapolated;
-      }
-      judged.limit_bytes = StartLimit(*device, options);
-      judged.limit = MemoryShare(*device, options);
-      // A run stopped here at the memory limit recorded the resident memory it was stopped at, at least the
-      // limit then: it is too large for any limit up to that, whatever the prediction says (the tolerance
-      // above the limit is the prediction's, not a measured stop's). A larger device's limit tries it again.
-      const bool stopped_at_limit = status == CellStatus::kTooLarge && recorded_peak > 0 &&
-                                    recorded_peak >= MemoryLimit(*device, options);
-      if (!problems.empty()) {
-        // recorded as validated
-      } else if (stopped_at_limit || (judged.limit_bytes > 0 && judged.bytes > judged.limit_bytes)) {
-        r.status = CellStatus::kTooLarge;
-        r.reason = stopped_at_limit ? "its last run here was stopped at the memory limit, at " +
-                                          FormatBytes(recorded_peak) + " resident, over " + judged.limit
-                                    : TooLargeReason(judged, judged.bytes);
-        // The stop stays the cell's evidence in the record its proxies make, or the next plan would judge it
-        // by their extrapolation alone and try the run that was stopped again.
-        if (stopped_at_limit) r.peak_memory_bytes = recorded_peak;
-      } else {
-        judged = MemoryJudgement();
-        cell.runnable = true;
-        // --force: the cell runs even when the config's metadata records an earlier failure here;
-        // --allow-stand-ins: inputs this machine lacks are replaced by shipped samples, and the cell says so.
-        // The overrides follow once the cell's steps are chosen (below).
-        cell.argv = source.launch;
-        cell.argv.insert(cell.argv.end(), source.prefix.begin(), source.prefix.end());
-      }
-      cells.push_back(std::move(cell));
-    }
+// The budget judges only predictions made from this column's own measurements, with a band around it so that
+// a cell does not flip between runs and too_slow from one run to the next: a measured cell stays in until it
+// took kBudgetBand times the budget, a cell recorded too_slow stays out until it is predicted under the budget
+// divided by kBudgetBand. True, with the cell recorded too_slow, when it is over.
+bool OverTheBudget(CellDraft* d, bool measured_type, const MatrixOptions& options) {
+  PlannedCell& cell = d->cell;
+  double limit = options.cell_budget_s;
+  if (d->recorded_s) limit *= kBudgetBand;
+  if (d->recorded_too_slow) limit /= kBudgetBand;
+  const bool predicted = d->recorded_s || measured_type;
+  if (!(options.cell_budget_s > 0 && predicted && cell.expected_duration_s > limit)) return false;
+  CellResult& slow = cell.preset;
+  slow.status = CellStatus::kTooSlow;
+  slow.reason = "predicted to take " + FormatDuration(cell.expected_duration_s) + " on " + cell.device.id +
+                (d->recorded_s ? " (its last recorded run)"
+                               : " (its size and work at the rates measured on " + cell.column + ")") +
+                ", over the cell budget of " + FormatDuration(options.cell_budget_s) +
+                "; run it with: tune-matrix cell " +
+                (options.user_configs.empty() ? cell.key.config : cell.config_path) + " --device " + cell.device.id;
+  cell.runnable = false;
+  cell.argv.clear();
+  cell.expected_duration_s = 0;
+  return true;
+}
+
+// A runnable cell's expected time and steps, from its record here, else its column's rates; too_slow when
+// that is over the budget; then the overrides that end its argv.
+void PredictTime(CellDraft* d, const std::map<std::string, DeviceRates>& rates, const Registry& registry,
+                 const MatrixOptions& options) {
+  PlannedCell& cell = d->cell;
+  auto rate = rates.find(cell.column);
+  const bool measured_type = rate != rates.end();
+  const DeviceRates r = measured_type ? rate->second : DeviceRates();
+  // Start-up and step time: the cell's record here, else the column's rates; judged at max_steps.
+  std::optional<double> startup_s, step_s;
+  if (d->recorded_startup_s) {
+    startup_s = d->recorded_startup_s;
+    step_s = d->recorded_step_s;
+  } else if (!d->recorded_s && measured_type) {
+    startup_s = r.Startup(d->parameters);
+    step_s = r.Step(d->work);
   }
-  // A cell never measured here is predicted from the cells of its column that were:
-  //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work,
-  // each rate fitted over the measured cells (ratios of sums, so the large, kernel-bound cells set the rates).
-  std::map<std::string, DeviceRates> rates =
-      FitDeviceRates(cells, work, parameters, recorded_s, recorded_startup_s, recorded_step_s, options.max_steps);
-  for (size_t i = 0; i < cells.size(); ++i) {
-    if (!cells[i].runnable) continue;  // recorded from the plan: takes no time
-    auto rate = rates.find(cells[i].column);
-    bool measured_type = rate != rates.end();
-    DeviceRates r = measured_type ? rate->second : DeviceRates();
-    // Start-up and step time: the cell's record here, else the column's rates; judged at max_steps.
-    std::optional<double> startup_s, step_s;
-    if (recorded_startup_s[i]) {
-      startup_s = recorded_startup_s[i];
-      step_s = recorded_step_s[i];
-    } else if (!recorded_s[i] && measured_type) {
-      startup_s = r.Startup(parameters[i]);
-      step_s = r.Step(work[i]);
-    }
-    if (startup_s && step_s) {
-      cells[i].expected_duration_s = *startup_s + options.max_steps * *step_s;
-    } else {
-      cells[i].expected_duration_s =
-          recorded_s[i] ? *recorded_s[i] : r.Predict(parameters[i], work[i], options.max_steps);
-    }
-    // The budget judges only predictions made from this column's own measurements, with a band around
-    // it so that a cell does not flip between runs and too_slow from one run to the next: a measured cell
-    // stays in until it took kBudgetBand times the budget, a cell recorded too_slow stays out until it is
-    // predicted under the budget divided by kBudgetBand.
-    bool predicted = recorded_s[i] || measured_type;
-    double limit = options.cell_budget_s;
-    if (recorded_s[i]) limit *= kBudgetBand;
-    if (recorded_too_slow[i]) limit /= kBudgetBand;
-    if (options.cell_budget_s > 0 && predicted && cells[i].expected_duration_s > limit) {
-      CellResult& slow = cells[i].preset;
-      slow.status = CellStatus::kTooSlow;
-      slow.reason = "predicted to take " + FormatDuration(cells[i].expected_duration_s) + " on " + cells[i].device.id +
-                    (recorded_s[i] ? " (its last recorded run)"
-                                   : " (its size and work at the rates measured on " + cells[i].column + ")") +
-                    ", over the cell budget of " + FormatDuration(options.cell_budget_s) +
-                    "; run it with: tune-matrix cell " +
-                    (options.user_configs.empty() ? cells[i].key.config : cells[i].config_path) + " --device " +
-                    cells[i].device.id;
-      cells[i].runnable = false;
-      cells[i].argv.clear();
-      cells[i].expected_duration_s = 0;
-      continue;
-    }
-    if (startup_s && step_s) {
-      cells[i].steps = CellSteps(*startup_s, *step_s, options);
-      cells[i].expected_duration_s = *startup_s + cells[i].steps * *step_s;
-    }
-    const RecipeSpec& recipe = *registry.FindRecipe(cells[i].recipe);
-    for (std::string& o : CellOverrides(recipe, cells[i].device.id, cells[i].steps, cells[i].output_dir)) {
-      cells[i].argv.push_back(std::move(o));
-    }
+  if (startup_s && step_s) {
+    cell.expected_duration_s = *startup_s + options.max_steps * *step_s;
+  } else {
+    cell.expected_duration_s = d->recorded_s ? *d->recorded_s : r.Predict(d->parameters, d->work, options.max_steps);
   }
-  // Proxies of the selected cells: a cell too large or too slow for its device runs them instead, where they
-  // fit (the note says why not); with --calibrate, a cell that runs in full runs them first, where it has any.
-  for (size_t i = 0; i < cells.size(); ++i) {
-    PlannedCell& cell = cells[i];
-    const CellStatus status = cell.preset.status;
-    const bool instead = options.proxies && !cell.runnable &&
-                         (status == CellStatus::kTooLarge || status == CellStatus::kTooSlow);
-    if (!selected[i]) continue;
-    if (instead) {
-      PlanProxiesInstead(&cell, sources[i], registry, options, rates);
-    } else if (options.calibrate && cell.runnable) {
-      std::string note;
-      const double proxies_s = AddProxies(&cell, sources[i], registry, options, rates, &note);
-      // One depth alone extrapolates nothing to compare with the cell's own run: no calibration to make.
-      if (cell.proxies.size() < 2) {
-        cell.proxies.clear();
-        cell.preset.real_layers = cell.preset.real_vocab = 0;
-      } else {
-        cell.expected_duration_s += proxies_s;
-      }
-    }
+  if (OverTheBudget(d, measured_type, options)) return;
+  if (startup_s && step_s) {
+    cell.steps = CellSteps(*startup_s, *step_s, options);
+    cell.expected_duration_s = *startup_s + cell.steps * *step_s;
   }
-  // The numeric check's reference of each selected cell that starts (one more child, after the cell's own).
-  for (size_t i = 0; options.numeric_check && i < cells.size(); ++i) {
-    if (!selected[i] || !cells[i].runnable) continue;
-    cells[i].reference =
-        PlanTimedReference(cells[i], sources[i], registry, devices, options, recorded_reference_s[i]);
+  const RecipeSpec& recipe = *registry.FindRecipe(cell.recipe);
+  for (std::string& o : CellOverrides(recipe, cell.device.id, cell.steps, cell.output_dir)) {
+    cell.argv.push_back(std::move(o));
   }
-  // What a host cell that runs in full goes on with if its run is stopped at the memory limit: its proxies,
-  // with their own reference, as a cell predicted too large runs them. The scheduler replaces the copy's
-  // preset with the stopped run's record, keeping the real sizes its proxies are cut from.
-  for (size_t i = 0; options.proxies && i < cells.size(); ++i) {
-    const PlannedCell& cell = cells[i];
-    if (!selected[i] || !cell.runnable || cell.argv.empty() || !cell.proxies.empty() ||
-        !cell.device.traits().HostMemory()) {
-      continue;
-    }
-    PlannedCell stopped = cell;
-    stopped.reference = ReferenceRun();
-    if (!PlanProxiesInstead(&stopped, sources[i], registry, options, rates)) continue;
-    if (options.numeric_check) {
-      stopped.reference = PlanTimedReference(stopped, sources[i], registry, devices, options, std::nullopt);
-    }
-    cells[i].if_stopped_at_memory_limit = std::make_shared<const PlannedCell>(std::move(stopped));
+}
+
+// A selected cell's proxies: a cell too large or too slow for its device runs them instead, where they fit
+// (the note says why not); with --calibrate, a cell that runs in full runs them first, where it has any.
+void PlanProxiesOf(CellDraft* d, const std::map<std::string, DeviceRates>& rates, const Registry& registry,
+                   const MatrixOptions& options) {
+  PlannedCell& cell = d->cell;
+  const CellStatus status = cell.preset.status;
+  if (options.proxies && !cell.runnable && (status == CellStatus::kTooLarge || status == CellStatus::kTooSlow)) {
+    PlanProxiesInstead(&cell, d->source, registry, options, rates);
+    return;
   }
-  std::vector<PlannedCell> chosen_cells;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    if (selected[i]) chosen_cells.push_back(std::move(cells[i]));
+  if (!options.calibrate || !cell.runnable) return;
+  std::string note;
+  const double proxies_s = AddProxies(&cell, d->source, registry, options, rates, &note);
+  // One depth alone extrapolates nothing to compare with the cell's own run: no calibration to make.
+  if (cell.proxies.size() < 2) {
+    cell.proxies.clear();
+    cell.preset.real_layers = cell.preset.real_vocab = 0;
+  } else {
+    cell.expected_duration_s += proxies_s;
   }
-  cells = std::move(chosen_cells);
-  std::vector<ShardItem> items;
-  for (size_t i = 0; i < cells.size(); ++i) {
-    items.push_back({cells[i].key, cells[i].ExpectedTotalS()});
+}
+
+// What a host cell that runs in full goes on with if its run is stopped at the memory limit: its proxies,
+// with their own reference, as a cell predicted too large runs them. The scheduler replaces the copy's
+// preset with the stopped run's record, keeping the real sizes its proxies are cut from.
+void PlanStopFallback(CellDraft* d, const std::map<std::string, DeviceRates>& rates, const Registry& registry,
+                      const std::vector<DeviceInfo>& devices, const MatrixOptions& options) {
+  PlannedCell& cell = d->cell;
+  if (!cell.runnable || cell.argv.empty() || !cell.proxies.empty() || !cell.device.traits().HostMemory()) return;
+  PlannedCell stopped = cell;
+  stopped.reference = ReferenceRun();
+  if (!PlanProxiesInstead(&stopped, d->source, registry, options, rates)) return;
+  if (options.numeric_check) {
+    stopped.reference = PlanTimedReference(stopped, d->source, registry, devices, options, std::nullopt);
+  }
+  cell.if_stopped_at_memory_limit = std::make_shared<const PlannedCell>(std::move(stopped));
+}
+
+// The selected cells of this shard, in the order they start.
+std::vector<PlannedCell> SelectedInOrder(std::vector<CellDraft>* drafts, const MatrixOptions& options) {
+  std::vector<PlannedCell> cells;
+  for (CellDraft& d : *drafts) {
+    if (d.selected) cells.push_back(std::move(d.cell));
   }
   if (options.shard_count > 1) {
+    std::vector<ShardItem> items;
+    for (const PlannedCell& c : cells) items.push_back({c.key, c.ExpectedTotalS()});
     std::vector<int> shard = AssignShards(items, options.shard_count);
     std::vector<PlannedCell> mine;
     for (size_t i = 0; i < cells.size(); ++i) {
@@ -826,6 +864,39 @@ StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std
     return a.expected_duration_s < b.expected_duration_s;
   });
   return cells;
+}
+
+}  // namespace
+
+// The plan's passes, in order: select the devices and configs; draft each cell (validate or repair, estimate,
+// judge its memory); predict the runnable cells' times from their records or their columns' rates (too_slow
+// over the budget); proxies, numeric references and the proxies a stopped run goes on with, for the selected
+// cells; then this shard's cells, deferred by the time limit, in the order they start.
+StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
+                                             const MatrixOptions& options) {
+  TM_RETURN_IF_ERROR(CheckSelection(registry, options));
+  StatusOr<std::vector<const DeviceInfo*>> chosen = ChosenDevices(devices, options);
+  if (!chosen.ok()) return chosen.status();
+  StatusOr<std::vector<CellDraft>> drafts = DraftCells(PlanConfigs(registry, options), *chosen, registry, options);
+  if (!drafts.ok()) return drafts.status();
+  // A cell never measured here is predicted from the cells of its column that were:
+  //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work.
+  const std::map<std::string, DeviceRates> rates = FitDeviceRates(*drafts, options.max_steps);
+  for (CellDraft& d : *drafts) {
+    if (d.cell.runnable) PredictTime(&d, rates, registry, options);  // a cell recorded from the plan takes no time
+  }
+  for (CellDraft& d : *drafts) {
+    if (d.selected) PlanProxiesOf(&d, rates, registry, options);
+  }
+  // The numeric check's reference of each selected cell that starts (one more child, after the cell's own).
+  for (CellDraft& d : *drafts) {
+    if (!options.numeric_check || !d.selected || !d.cell.runnable) continue;
+    d.cell.reference = PlanTimedReference(d.cell, d.source, registry, devices, options, d.recorded_reference_s);
+  }
+  for (CellDraft& d : *drafts) {
+    if (options.proxies && d.selected) PlanStopFallback(&d, rates, registry, devices, options);
+  }
+  return SelectedInOrder(&*drafts, options);
 }
 
 }  // namespace tmx::matrix
