@@ -253,6 +253,353 @@ std::string StillRunning(const std::map<CellKey, Child>& running, size_t complet
 
 }  // namespace
 
+namespace {
+
+// A cell's `index`-th child as it runs: a proxy, its own run, or its numeric reference (Child).
+PlannedCell ChildView(const PlannedCell& c, size_t index) {
+  return index < c.proxies.size() ? ProxyView(c, index) : index == Children(c) ? ReferenceView(c) : c;
+}
+
+// How far the run is: what the progress lines and the heartbeat count, and the expected time behind the ETA.
+struct RunTally {
+  size_t total = 0;      // cells to record (less those the time limit defers on the way)
+  size_t completed = 0;  // cells recorded (or refused) so far
+  Clock::time_point start = Clock::now();
+  double cost_done = 0, cost_total = 0;  // expected seconds of the runnable cells recorded, and of all of them
+  double ElapsedS() const { return std::chrono::duration<double>(Clock::now() - start).count(); }
+};
+
+// Records a cell's result: as written where it was repaired, with the run's provenance, checked against the
+// record rules, appended to the journal, and its progress line printed.
+class Recorder {
+ public:
+  Recorder(const MatrixOptions& options, const Provenance& provenance, std::ostream& progress,
+           const std::function<std::string()>& now, RunTally* tally, MatrixRun* run)
+      : options_(options), provenance_(provenance), progress_(progress), now_(now), tally_(tally), run_(run) {}
+
+  Status Record(CellResult r, const PlannedCell& cell) {
+    r = RepairedResult(cell, std::move(r));  // a repaired cell is recorded invalid as written, with its repair
+    r.provenance.host = provenance_.host;
+    r.provenance.job = provenance_.job;
+    r.provenance.commit = provenance_.commit;
+    if (r.provenance.torch_version.empty()) r.provenance.torch_version = provenance_.torch_version;
+    if (r.provenance.device_name.empty()) r.provenance.device_name = cell.device.name;
+    // The class its cpu children ran at (MatrixOptions::cpu_class): the record's column is the one it was planned in.
+    if (cell.device_type == "cpu") r.provenance.cpu_class = options_.cpu_class;
+    r.provenance.verified_at = now_();
+    ++tally_->completed;
+    // A record that breaks a record rule would make the journal unreadable to every later reader (resume, merge,
+    // check), so it is refused here as they would refuse it: an error of the run that names the rule, with the
+    // cell's earlier record left standing (the run fails; the cell is measured again by the next one).
+    if (Status rules = CheckRecordRules(r, "cell " + r.key.config + " on " + r.key.device); !rules.ok()) {
+      progress_ << "ERROR " << rules.message() << " (not recorded)" << std::endl;
+      r.reason = "not recorded, not a verdict on the device: " + rules.message();
+      run_->environment_errors.push_back(std::move(r));
+      return Status::OK();
+    }
+    if (Status appended = AppendToJournal(options_.journal_path, r); !appended.ok()) {
+      --tally_->completed;
+      return appended;
+    }
+    const double elapsed = tally_->ElapsedS();
+    if (cell.runnable) tally_->cost_done += cell.ExpectedTotalS();
+    std::optional<double> eta = EstimateRemaining(elapsed, tally_->cost_done, tally_->cost_total - tally_->cost_done,
+                                                  tally_->completed > 0);
+    PrintRecorded(FormatProgressLine(tally_->completed, tally_->total, DeviceShown(cell), cell.key.config, elapsed, eta),
+                  r, progress_);
+    run_->recorded.push_back(std::move(r));
+    return Status::OK();
+  }
+
+ private:
+  const MatrixOptions& options_;
+  const Provenance& provenance_;
+  std::ostream& progress_;
+  const std::function<std::string()>& now_;
+  RunTally* tally_;
+  MatrixRun* run_;
+};
+
+// Starts children in the device lanes and the cpu lanes as they free up, under the host's memory limit and
+// the run's time limit, and waits for them: the order of a queue to which a cell's next child is added first.
+class LaneScheduler {
+ public:
+  LaneScheduler(CellRunner& runner, const MatrixOptions& options, RunTally* tally, MatrixRun* run)
+      : runner_(runner), options_(options), tally_(tally), run_(run),
+        lanes_(PlanLanes(options.lane_cpus.empty() ? ReadAffinityCpus() : options.lane_cpus, options.cpu_lanes)) {}
+
+  void Add(Child child) { queue_.push_back(child); }
+  void AddFirst(Child child) { queue_.insert(queue_.begin(), child); }
+  bool Done() const { return queue_.empty() && running_.empty(); }
+  const std::map<CellKey, Child>& running() const { return running_; }
+
+  // Host cells run in the cpu lanes (one lane: the device's own, unpinned), longest first when there are
+  // several, so the last cells to finish are short ones.
+  void OrderForLanes() {
+    if (lanes_.size() <= 1) return;
+    std::stable_sort(queue_.begin(), queue_.end(), [](const Child& a, const Child& b) {
+      return a.cell->ExpectedTotalS() > b.cell->ExpectedTotalS();
+    });
+  }
+
+  // Starts every queued child that may start now, in queue order.
+  Status StartWhatFits() {
+    // The host memory the running host cells are predicted to take, and whether a host cell is waiting for it:
+    // then no later host cell starts before it, so a large cell is never starved by small ones.
+    HostUse host;
+    for (const auto& [key, child] : running_) host.Add(child);
+    bool host_waiting = false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (DeferredByTheTimeLimit(*it)) {
+        it = queue_.erase(it);
+        continue;
+      }
+      StatusOr<bool> started = TryStart(*it, &host, &host_waiting);
+      if (!started.ok()) return started.status();
+      it = *started ? queue_.erase(it) : it + 1;
+    }
+    return Status::OK();
+  }
+
+  // Waits for a running child to end: false when the run was interrupted (the runner aborted; `*status` OK)
+  // or the runner failed (`*status` says how).
+  bool WaitForOne(CellOutcome* outcome, Child* finished, Status* status) {
+    if (!runner_.WaitForOne(outcome)) {
+      if (runner_.interrupted()) {
+        runner_.Abort();
+        run_->interrupted = true;
+      } else {
+        *status = Status::Internal("the cell runner stopped with cells still running");
+      }
+      return false;
+    }
+    auto found = running_.find(outcome->key);
+    if (found == running_.end()) {
+      *status = Status::Internal("the runner reported an unknown cell");
+      return false;
+    }
+    *finished = found->second;
+    running_.erase(found);
+    return true;
+  }
+
+ private:
+  struct HostUse {
+    int64_t bytes = 0;
+    bool any = false, whole = false;
+    void Add(const Child& c) {
+      bytes += c.host_bytes;
+      any = any || c.host_bytes > 0;
+      whole = whole || c.whole_host;
+    }
+  };
+
+  // Behind the predictions the plan fitted to the limit, a cell not started yet waits for a later run.
+  bool DeferredByTheTimeLimit(const Child& child) {
+    const PlannedCell* c = child.cell;
+    if (child.continues || options_.time_limit_s <= 0 || !started_any_ ||
+        tally_->ElapsedS() + c->ExpectedTotalS() <= options_.time_limit_s) {
+      return false;
+    }
+    run_->deferred.push_back(c->key);
+    tally_->cost_total -= c->ExpectedTotalS();
+    --tally_->total;
+    return true;
+  }
+
+  // Starts `queued` if its lane is free and the host's memory allows: true when it started.
+  StatusOr<bool> TryStart(const Child& queued, HostUse* host_use, bool* host_waiting) {
+    const PlannedCell* c = queued.cell;
+    const bool host = IsHostCell(*c);
+    const HostPlace place =
+        host && lanes_.size() > 1 ? PlaceInLanes(*c, lanes_, runner_, host_use->any, host_use->whole) : HostPlace{};
+    const std::string lane_name = place.lane != nullptr ? place.lane->name : c->key.device;
+    if (place.blocked || !runner_.CanStart(lane_name) || (host && *host_waiting)) {
+      if (place.whole_host && !host_use->whole) *host_waiting = true;  // the host empties for it
+      return false;
+    }
+    const PlannedCell child = ChildView(*c, queued.index);
+    CellCommand cmd;
+    cmd.key = c->key;
+    cmd.lane = lane_name;
+    if (place.lane != nullptr) cmd.cpus = place.lane->cpus;
+    cmd.argv = child.argv;
+    cmd.env = options_.child_env;
+    if (!c->reference.argv.empty()) cmd.env.emplace_back(kNumericProbeEnv, "1");  // the numeric check's tensors
+    cmd.log_path = child.output_dir + ".log";
+    cmd.timeout_s = options_.cell_timeout_s;
+    if (host && c->device.total_memory_bytes > 0) {
+      // The host's limit is shared: a cell may take what the running cells' predicted peaks leave of it, and
+      // waits while its own prediction does not fit (alone it always starts, and the limit is all of it).
+      const int64_t limit = MemoryLimit(c->device, options_);
+      if (host_use->any && host_use->bytes + child.predicted_memory_bytes > limit) {
+        *host_waiting = true;
+        return false;
+      }
+      cmd.memory_limit_bytes = limit - host_use->bytes;
+    }
+    Status s = runner_.Start(cmd);
+    if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
+    started_any_ = true;
+    Child started = queued;
+    started.host_bytes = host ? std::max<int64_t>(child.predicted_memory_bytes, 1) : 0;
+    started.whole_host = place.whole_host;
+    host_use->Add(started);
+    started.started_at = Clock::now();
+    running_[c->key] = started;
+    return true;
+  }
+
+  CellRunner& runner_;
+  const MatrixOptions& options_;
+  RunTally* tally_;
+  MatrixRun* run_;
+  const std::vector<CpuLane> lanes_;
+  std::vector<Child> queue_;
+  std::map<CellKey, Child> running_;
+  bool started_any_ = false;
+};
+
+// One cell's job from its first child to its record: its proxies one after the other, its own run, a run
+// again where other work disturbed it, its proxies instead where its run was stopped at the memory limit, then
+// its numeric check's reference; environment failures are reported, never recorded.
+class CellJobs {
+ public:
+  CellJobs(const MatrixOptions& options, Recorder* recorder, LaneScheduler* lanes, std::ostream& progress,
+           MatrixRun* run)
+      : options_(options), recorder_(recorder), lanes_(lanes), progress_(progress), run_(run) {}
+
+  // What follows the end of `finished`, which ended as `outcome`: its cell's next child (ahead of other cells)
+  // or its record.
+  Status Finished(const Child& finished, const CellOutcome& outcome) {
+    const PlannedCell* cell = finished.cell;
+    const PlannedCell child = ChildView(*cell, finished.index);
+    CellResult result = ResultFromOutcome(child, outcome.result, options_);
+    AddCpuAccounting(outcome, &result);
+    std::optional<std::string> environment =
+        result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
+    if (finished.index == Children(*cell)) return ReferenceFinished(*cell, child, std::move(result), environment);
+    if (environment) {
+      result = cell->preset;  // the cell as planned, for the message; nothing of it is recorded
+      result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
+      progress_ << "ERROR " << cell->key.config << " on " << cell->key.device << ChildShown(*cell, finished.index)
+                << ": " << result.reason << std::endl;
+      proxy_runs_.erase(cell->key);
+      run_->environment_errors.push_back(std::move(result));
+      return Status::OK();
+    }
+    if (RunAgain(finished, result) || ProxiesAfterAStop(finished, outcome, &result)) return Status::OK();
+    CellResult checked = result;  // the run whose first step the numeric check compares
+    std::string checked_dir = child.output_dir;
+    if (finished.index < cell->proxies.size()) {
+      std::vector<CellResult>& done_runs = proxy_runs_[cell->key];
+      const bool ran = result.status == CellStatus::kRuns;
+      done_runs.push_back(std::move(result));
+      // The cell's next child starts at once, ahead of other cells: a proxied cell's next proxy while they
+      // run, a calibrated cell's every next child (its own run is its verdict, whatever its proxies did).
+      if ((ran || cell->RunsInFullAfterProxies()) && finished.index + 1 < Children(*cell)) {
+        lanes_->AddFirst(Child{cell, finished.index + 1, true});
+        return Status::OK();
+      }
+      checked = done_runs.front();  // a proxied cell's numbers are checked on its shallowest proxy
+      checked_dir = ProxyView(*cell, 0).output_dir;
+      result = ResultFromProxies(*cell, done_runs);
+      proxy_runs_.erase(cell->key);
+    } else if (!cell->proxies.empty()) {
+      result = CalibratedResult(*cell, proxy_runs_[cell->key], std::move(result));
+      proxy_runs_.erase(cell->key);
+    }
+    const bool trained = result.status == CellStatus::kRuns || result.ops_verified.value_or(false);
+    if (trained && !cell->reference.argv.empty()) {
+      awaiting_[cell->key] = {std::move(result), std::move(checked), checked_dir};
+      lanes_->AddFirst(Child{cell, Children(*cell), true});
+      return Status::OK();
+    }
+    if (trained) result.numeric_note = cell->reference.note;
+    return recorder_->Record(std::move(result), *cell);
+  }
+
+ private:
+  // The reference: the cell's record with its numeric check. A reference the machine failed is no verdict
+  // on the cell's numbers, and the cell's own record stands.
+  Status ReferenceFinished(const PlannedCell& cell, const PlannedCell& child, CellResult result,
+                           const std::optional<std::string>& environment) {
+    Awaiting done = std::move(awaiting_[cell.key]);
+    awaiting_.erase(cell.key);
+    if (environment) {
+      done.result.numeric_note = "not checked: the reference run hit an environment failure: " + *environment;
+      progress_ << "ERROR " << cell.key.config << " on " << cell.key.device << " (numeric reference): " << *environment
+                << std::endl;
+      CellResult error = done.result;
+      error.reason = "environment failure of the numeric reference, not a verdict on the device: " + *environment;
+      run_->environment_errors.push_back(std::move(error));
+    } else {
+      AddNumericCheck(cell, done.checked, result, &done.result, ProbeFilesIn(done.checked_dir, child.output_dir));
+      done.result.reference_time_s = result.wall_time_s;
+    }
+    return recorder_->Record(std::move(done.result), cell);
+  }
+
+  // A child whose run other work disturbed runs again once (a burst beside it is often over by then); a second
+  // disturbed run is recorded as disturbed.
+  bool RunAgain(const Child& finished, const CellResult& result) {
+    const PlannedCell* cell = finished.cell;
+    if (result.status != CellStatus::kRuns || result.disturbed.empty() ||
+        !retried_.insert({cell->key, finished.index}).second) {
+      return false;
+    }
+    progress_ << cell->key.config << " on " << cell->key.device << ChildShown(*cell, finished.index)
+              << " was measured beside other work (" << result.disturbed << "); running it again once" << std::endl;
+    Child again = finished;
+    again.continues = true;
+    again.host_bytes = 0;
+    again.whole_host = false;
+    lanes_->AddFirst(again);
+    return true;
+  }
+
+  // A cell whose own run was stopped at the memory limit, its prediction short: it goes on as one predicted
+  // too large, its proxies instead, and its record is theirs on top of the stopped run's (status, reason, the
+  // resident memory it was stopped at).
+  bool ProxiesAfterAStop(const Child& finished, const CellOutcome& outcome, CellResult* result) {
+    const PlannedCell* cell = finished.cell;
+    if (result->status != CellStatus::kTooLarge || !outcome.result.memory_exceeded ||
+        cell->if_stopped_at_memory_limit == nullptr || finished.index != cell->proxies.size()) {
+      return false;
+    }
+    auto stopped = std::make_unique<PlannedCell>(*cell->if_stopped_at_memory_limit);
+    result->real_layers = stopped->preset.real_layers;
+    result->real_vocab = stopped->preset.real_vocab;
+    stopped->preset = std::move(*result);
+    stopped->expected_duration_s = cell->expected_duration_s;  // the run's ETA counts the cell as planned
+    stopped->reference.expected_duration_s = cell->reference.expected_duration_s;
+    progress_ << cell->key.config << " on " << cell->key.device
+              << " was stopped at the memory limit; its proxies run instead" << std::endl;
+    lanes_->AddFirst(Child{stopped.get(), 0, true});
+    stopped_cells_.push_back(std::move(stopped));
+    return true;
+  }
+
+  // A cell whose own children are done, waiting for its reference: the record, and the run it checks.
+  struct Awaiting {
+    CellResult result;
+    CellResult checked;
+    std::string checked_dir;  // the checked run's output folder, where its numeric probe is
+  };
+
+  const MatrixOptions& options_;
+  Recorder* recorder_;
+  LaneScheduler* lanes_;
+  std::ostream& progress_;
+  MatrixRun* run_;
+  std::map<CellKey, std::vector<CellResult>> proxy_runs_;  // the finished proxies of each proxied cell
+  std::vector<std::unique_ptr<PlannedCell>> stopped_cells_;  // cells going on with their proxies after a stop
+  std::map<CellKey, Awaiting> awaiting_;
+  std::set<std::pair<CellKey, size_t>> retried_;
+};
+
+}  // namespace
+
 StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::vector<CellKey>& done,
                              CellRunner& runner, const MatrixOptions& options, const Provenance& provenance,
                              std::ostream& progress, const std::function<std::string()>& now) {
@@ -267,256 +614,39 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
       pending.push_back(&c);
     }
   }
-  size_t total = pending.size();
-  bool started_any = false;
-  size_t completed = 0;
-  auto start = Clock::now();
-  double runnable_cost_done = 0, runnable_cost_total = 0;
-  for (const PlannedCell* c : pending) runnable_cost_total += c->runnable ? c->ExpectedTotalS() : 0;
-
-  auto record = [&](CellResult r, const PlannedCell& cell) -> Status {
-    r = RepairedResult(cell, std::move(r));  // a repaired cell is recorded invalid as written, with its repair
-    r.provenance.host = provenance.host;
-    r.provenance.job = provenance.job;
-    r.provenance.commit = provenance.commit;
-    if (r.provenance.torch_version.empty()) r.provenance.torch_version = provenance.torch_version;
-    if (r.provenance.device_name.empty()) r.provenance.device_name = cell.device.name;
-    // The class its cpu children ran at (MatrixOptions::cpu_class): the record's column is the one it was planned in.
-    if (cell.device_type == "cpu") r.provenance.cpu_class = options.cpu_class;
-    r.provenance.verified_at = now();
-    // A record that breaks a record rule would make the journal unreadable to every later reader (resume, merge,
-    // check), so it is refused here as they would refuse it: an error of the run that names the rule, with the
-    // cell's earlier record left standing (the run fails; the cell is measured again by the next one).
-    if (Status rules = CheckRecordRules(r, "cell " + r.key.config + " on " + r.key.device); !rules.ok()) {
-      progress << "ERROR " << rules.message() << " (not recorded)" << std::endl;
-      r.reason = "not recorded, not a verdict on the device: " + rules.message();
-      run.environment_errors.push_back(std::move(r));
-      ++completed;
-      return Status::OK();
-    }
-    TM_RETURN_IF_ERROR(AppendToJournal(options.journal_path, r));
-    ++completed;
-    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    if (cell.runnable) runnable_cost_done += cell.ExpectedTotalS();
-    std::optional<double> eta =
-        EstimateRemaining(elapsed, runnable_cost_done, runnable_cost_total - runnable_cost_done, completed > 0);
-    PrintRecorded(FormatProgressLine(completed, total, DeviceShown(cell), cell.key.config, elapsed, eta), r,
-                  progress);
-    run.recorded.push_back(std::move(r));
-    return Status::OK();
-  };
-
-  auto view = [&](const PlannedCell& c, size_t index) {
-    return index < c.proxies.size() ? ProxyView(c, index) : index == Children(c) ? ReferenceView(c) : c;
-  };
-  std::map<CellKey, Child> running;
+  RunTally tally;
+  tally.total = pending.size();
+  for (const PlannedCell* c : pending) tally.cost_total += c->runnable ? c->ExpectedTotalS() : 0;
+  Recorder recorder(options, provenance, progress, now, &tally, &run);
+  LaneScheduler lanes(runner, options, &tally, &run);
+  CellJobs jobs(options, &recorder, &lanes, progress, &run);
   // Nothing is silent for long: while no cell finishes, a line every kHeartbeatS names what runs and for how long.
-  runner.SetHeartbeat([&] { progress << StillRunning(running, completed, total, start) << std::endl; }, kHeartbeatS);
+  runner.SetHeartbeat(
+      [&] { progress << StillRunning(lanes.running(), tally.completed, tally.total, tally.start) << std::endl; },
+      kHeartbeatS);
   struct HeartbeatOff {  // the heartbeat reads this function's state: it ends with it
     CellRunner& runner;
     ~HeartbeatOff() { runner.SetHeartbeat(nullptr, 0); }
   } heartbeat_off{runner};
-  std::map<CellKey, std::vector<CellResult>> proxy_runs;  // the finished proxies of each proxied cell
-  // The cells whose run was stopped at the memory limit, as they go on: their proxies (if_stopped_at_memory_limit).
-  std::vector<std::unique_ptr<PlannedCell>> stopped_cells;
-  // Cells whose own children are done, waiting for their reference: the record, and the run it checks.
-  struct Awaiting {
-    CellResult result;
-    CellResult checked;
-    std::string checked_dir;  // the checked run's output folder, where its numeric probe is
-  };
-  std::map<CellKey, Awaiting> awaiting;
-  // The children run again once because other work disturbed their first run (a burst beside them is often over
-  // by then); a second disturbed run is recorded as disturbed.
-  std::set<std::pair<CellKey, size_t>> retried;
-  std::vector<Child> queue;
   for (const PlannedCell* c : pending) {
     if (!c->runnable) {
-      TM_RETURN_IF_ERROR(record(c->preset, *c));
+      TM_RETURN_IF_ERROR(recorder.Record(c->preset, *c));
     } else {
-      queue.push_back({c});
+      lanes.Add({c});
     }
   }
-  // Host cells run in the cpu lanes (one lane: the device's own, unpinned), longest first when there are several,
-  // so the last cells to finish are short ones.
-  const std::vector<CpuLane> lanes =
-      PlanLanes(options.lane_cpus.empty() ? ReadAffinityCpus() : options.lane_cpus, options.cpu_lanes);
-  if (lanes.size() > 1) {
-    std::stable_sort(queue.begin(), queue.end(), [](const Child& a, const Child& b) {
-      return a.cell->ExpectedTotalS() > b.cell->ExpectedTotalS();
-    });
-  }
-  while (!queue.empty() || !running.empty()) {
-    // The host memory the running host cells are predicted to take, and whether a host cell is waiting for it:
-    // then no later host cell starts before it, so a large cell is never starved by small ones.
-    int64_t host_running = 0;
-    bool host_running_any = false, host_whole = false;
-    for (const auto& [key, child] : running) {
-      host_running += child.host_bytes;
-      host_running_any = host_running_any || child.host_bytes > 0;
-      host_whole = host_whole || child.whole_host;
-    }
-    bool host_waiting = false;
-    for (auto it = queue.begin(); it != queue.end();) {
-      const PlannedCell* c = it->cell;
-      if (!it->continues && options.time_limit_s > 0 && started_any &&
-          std::chrono::duration<double>(Clock::now() - start).count() + c->ExpectedTotalS() > options.time_limit_s) {
-        // Behind the predictions the plan fitted to the limit: the cell waits for a later run.
-        run.deferred.push_back(c->key);
-        runnable_cost_total -= c->ExpectedTotalS();
-        --total;
-        it = queue.erase(it);
-        continue;
-      }
-      const bool host = IsHostCell(*c);
-      const HostPlace place = host && lanes.size() > 1 ? PlaceInLanes(*c, lanes, runner, host_running_any, host_whole)
-                                                       : HostPlace{};
-      const CpuLane* lane = place.lane;
-      const bool whole_host = place.whole_host;
-      const std::string lane_name = lane != nullptr ? lane->name : c->key.device;
-      if (place.blocked || !runner.CanStart(lane_name) || (host && host_waiting)) {
-        if (whole_host && !host_whole) host_waiting = true;  // the host empties for it
-        ++it;
-        continue;
-      }
-      const PlannedCell child = view(*c, it->index);
-      CellCommand cmd;
-      cmd.key = c->key;
-      cmd.lane = lane_name;
-      if (lane != nullptr) cmd.cpus = lane->cpus;
-      cmd.argv = child.argv;
-      cmd.env = options.child_env;
-      if (!c->reference.argv.empty()) cmd.env.emplace_back(kNumericProbeEnv, "1");  // the numeric check's tensors
-      cmd.log_path = child.output_dir + ".log";
-      cmd.timeout_s = options.cell_timeout_s;
-      if (host && c->device.total_memory_bytes > 0) {
-        // The host's limit is shared: a cell may take what the running cells' predicted peaks leave of it, and
-        // waits while its own prediction does not fit (alone it always starts, and the limit is all of it).
-        const int64_t limit = MemoryLimit(c->device, options);
-        if (host_running_any && host_running + child.predicted_memory_bytes > limit) {
-          host_waiting = true;
-          ++it;
-          continue;
-        }
-        cmd.memory_limit_bytes = limit - host_running;
-      }
-      Status s = runner.Start(cmd);
-      if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
-      started_any = true;
-      Child started = *it;
-      started.host_bytes = host ? std::max<int64_t>(child.predicted_memory_bytes, 1) : 0;
-      started.whole_host = whole_host;
-      host_running += started.host_bytes;
-      host_running_any = host_running_any || host;
-      host_whole = host_whole || whole_host;
-      started.started_at = Clock::now();
-      running[c->key] = started;
-      it = queue.erase(it);
-    }
-    if (running.empty()) break;
+  lanes.OrderForLanes();
+  while (!lanes.Done()) {
+    TM_RETURN_IF_ERROR(lanes.StartWhatFits());
+    if (lanes.running().empty()) break;
     CellOutcome outcome;
-    if (!runner.WaitForOne(&outcome)) {
-      if (runner.interrupted()) {
-        runner.Abort();
-        run.interrupted = true;
-        return run;
-      }
-      return Status::Internal("the cell runner stopped with cells still running");
+    Child ended;
+    Status status;
+    if (!lanes.WaitForOne(&outcome, &ended, &status)) {
+      if (!status.ok()) return status;
+      return run;
     }
-    auto found = running.find(outcome.key);
-    if (found == running.end()) return Status::Internal("the runner reported an unknown cell");
-    const Child finished_child = found->second;
-    const PlannedCell* cell = finished_child.cell;
-    running.erase(found);
-    const PlannedCell child = view(*cell, finished_child.index);
-    CellResult result = ResultFromOutcome(child, outcome.result, options);
-    AddCpuAccounting(outcome, &result);
-    std::optional<std::string> environment =
-        result.status == CellStatus::kRuns ? std::nullopt : FindEnvironmentFailure(outcome.result.output_tail);
-    if (finished_child.index == Children(*cell)) {
-      // The reference: the cell's record with its numeric check. A reference the machine failed is no verdict
-      // on the cell's numbers, and the cell's own record stands.
-      Awaiting done = std::move(awaiting[cell->key]);
-      awaiting.erase(cell->key);
-      if (environment) {
-        done.result.numeric_note = "not checked: the reference run hit an environment failure: " + *environment;
-        progress << "ERROR " << cell->key.config << " on " << cell->key.device << " (numeric reference): "
-                 << *environment << std::endl;
-        CellResult error = done.result;
-        error.reason = "environment failure of the numeric reference, not a verdict on the device: " + *environment;
-        run.environment_errors.push_back(std::move(error));
-      } else {
-        AddNumericCheck(*cell, done.checked, result, &done.result, ProbeFilesIn(done.checked_dir, child.output_dir));
-        done.result.reference_time_s = result.wall_time_s;
-      }
-      TM_RETURN_IF_ERROR(record(std::move(done.result), *cell));
-      continue;
-    }
-    if (environment) {
-      result = cell->preset;  // the cell as planned, for the message; nothing of it is recorded
-      result.reason = "environment failure, not a verdict on the device (not recorded): " + *environment;
-      progress << "ERROR " << cell->key.config << " on " << cell->key.device
-               << ChildShown(*cell, finished_child.index) << ": " << result.reason << std::endl;
-      proxy_runs.erase(cell->key);
-      run.environment_errors.push_back(std::move(result));
-      continue;
-    }
-    if (result.status == CellStatus::kRuns && !result.disturbed.empty() &&
-        retried.insert({cell->key, finished_child.index}).second) {
-      progress << cell->key.config << " on " << cell->key.device << ChildShown(*cell, finished_child.index)
-               << " was measured beside other work (" << result.disturbed << "); running it again once" << std::endl;
-      Child again = finished_child;
-      again.continues = true;
-      again.host_bytes = 0;
-      again.whole_host = false;
-      queue.insert(queue.begin(), again);
-      continue;
-    }
-    if (result.status == CellStatus::kTooLarge && outcome.result.memory_exceeded &&
-        cell->if_stopped_at_memory_limit != nullptr && finished_child.index == cell->proxies.size()) {
-      // Its prediction fell short: the cell goes on as one predicted too large, its proxies instead, and its
-      // record is theirs on top of the stopped run's (status, reason, the resident memory it was stopped at).
-      auto stopped = std::make_unique<PlannedCell>(*cell->if_stopped_at_memory_limit);
-      result.real_layers = stopped->preset.real_layers;
-      result.real_vocab = stopped->preset.real_vocab;
-      stopped->preset = std::move(result);
-      stopped->expected_duration_s = cell->expected_duration_s;  // the run's ETA counts the cell as planned
-      stopped->reference.expected_duration_s = cell->reference.expected_duration_s;
-      progress << cell->key.config << " on " << cell->key.device
-               << " was stopped at the memory limit; its proxies run instead" << std::endl;
-      queue.insert(queue.begin(), Child{stopped.get(), 0, true});
-      stopped_cells.push_back(std::move(stopped));
-      continue;
-    }
-    CellResult checked = result;  // the run whose first step the numeric check compares
-    std::string checked_dir = child.output_dir;
-    if (finished_child.index < cell->proxies.size()) {
-      std::vector<CellResult>& done_runs = proxy_runs[cell->key];
-      const bool ran = result.status == CellStatus::kRuns;
-      done_runs.push_back(std::move(result));
-      // The cell's next child starts at once, ahead of other cells: a proxied cell's next proxy while they
-      // run, a calibrated cell's every next child (its own run is its verdict, whatever its proxies did).
-      const bool calibrating = cell->RunsInFullAfterProxies();
-      if ((ran || calibrating) && finished_child.index + 1 < Children(*cell)) {
-        queue.insert(queue.begin(), Child{cell, finished_child.index + 1, true});
-        continue;
-      }
-      checked = done_runs.front();  // a proxied cell's numbers are checked on its shallowest proxy
-      checked_dir = ProxyView(*cell, 0).output_dir;
-      result = ResultFromProxies(*cell, done_runs);
-      proxy_runs.erase(cell->key);
-    } else if (!cell->proxies.empty()) {
-      result = CalibratedResult(*cell, proxy_runs[cell->key], std::move(result));
-      proxy_runs.erase(cell->key);
-    }
-    const bool trained = result.status == CellStatus::kRuns || result.ops_verified.value_or(false);
-    if (trained && !cell->reference.argv.empty()) {
-      awaiting[cell->key] = {std::move(result), std::move(checked), checked_dir};
-      queue.insert(queue.begin(), Child{cell, Children(*cell), true});
-      continue;
-    }
-    if (trained) result.numeric_note = cell->reference.note;
-    TM_RETURN_IF_ERROR(record(std::move(result), *cell));
+    TM_RETURN_IF_ERROR(jobs.Finished(ended, outcome));
   }
   return run;
 }
