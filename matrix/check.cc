@@ -340,7 +340,30 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs
   return problems;
 }
 
-std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir) {
+namespace {
+
+// The records of the journal at `path` with their origins: those `loaded` read already where it holds that
+// journal once, else read now (an unreadable journal holds none here: LoadJournals reports it).
+std::vector<CellResult> JournalRecords(const std::string& path, const JournalSet* loaded,
+                                       std::vector<std::string>* origins) {
+  if (loaded != nullptr && std::count(loaded->paths.begin(), loaded->paths.end(), path) == 1) {
+    std::vector<CellResult> records;
+    for (size_t i = 0; i < loaded->records.size() && i < loaded->origins.size(); ++i) {
+      if (loaded->origins[i].rfind(path + ":", 0) != 0) continue;
+      records.push_back(loaded->records[i]);
+      origins->push_back(loaded->origins[i]);
+    }
+    return records;
+  }
+  StatusOr<std::vector<CellResult>> all = ReadJournal(path, nullptr, origins);
+  if (!all.ok()) origins->clear();
+  return all.ok() ? std::move(all).value() : std::vector<CellResult>();
+}
+
+}  // namespace
+
+std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir,
+                                       const JournalSet* loaded) {
   std::vector<CheckProblem> problems;
   const std::string history_dir = HistoryDir(reports_dir);
   StatusOr<History> history = ReadHistoryOf(history_dir, configs);
@@ -366,15 +389,15 @@ std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs
   // must be in history.
   const std::string journal = reports_dir + "/journal.jsonl";
   std::vector<std::string> all_origins, origins;
-  StatusOr<std::vector<CellResult>> all = ReadJournal(journal, nullptr, &all_origins);
-  if (!all.ok()) return problems;  // LoadJournals reports a journal that cannot be read
+  const std::vector<CellResult> all = JournalRecords(journal, loaded, &all_origins);
+  if (all.empty()) return problems;
   std::set<std::string> builtin;
   for (const ConfigSupport& c : configs) builtin.insert(c.config);
   std::vector<CellResult> records;
   std::vector<ConfigColumn> cells;
-  for (size_t i = 0; i < all->size(); ++i) {
-    if (!builtin.count((*all)[i].key.config)) continue;
-    records.push_back((*all)[i]);
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!builtin.count(all[i].key.config)) continue;
+    records.push_back(all[i]);
     origins.push_back(all_origins[i]);
     cells.emplace_back(records.back().key.config, ColumnOf(records.back()));
   }

@@ -69,7 +69,10 @@ std::vector<CheckProblem> CheckSupport(const std::vector<ConfigSupport>& configs
 // Compares the reports in `reports_dir` with what the configs' metadata and the history there render to (a
 // missing report, or a history file that cannot be read, is a problem too), and checks that every record of
 // <reports_dir>/journal.jsonl, when there is one, is in the history.
-std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir);
+// `loaded`, the journals the command read (LoadJournals): where it holds reports_dir's journal, its records are
+// taken from there instead of reading the file again.
+std::vector<CheckProblem> CheckReports(const std::vector<ConfigSupport>& configs, const std::string& reports_dir,
+                                       const JournalSet* loaded = nullptr);
 
 // The problems grouped under one heading per kind, each as "<location>: <message>" and an indented
 // "fix: ..." line.

@@ -130,6 +130,26 @@ StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, cons
   return cells;
 }
 
+LoadedJournal LoadJournal(const std::string& path) {
+  LoadedJournal journal;
+  journal.path = path;
+  journal.exists = ::access(path.c_str(), F_OK) == 0;
+  if (!journal.exists) return journal;
+  StatusOr<std::vector<CellResult>> records = ReadJournal(path, &journal.warnings);
+  if (records.ok()) {
+    journal.records = std::move(records).value();
+  } else {
+    journal.status = records.status();
+  }
+  return journal;
+}
+
+StatusOr<std::vector<CellResult>> AsJournaled(const std::vector<CellResult>& appended, const std::string& path) {
+  std::string text;
+  for (const CellResult& r : appended) text += JournalLine(r) + "\n";
+  return ParseJournalText(text, path, nullptr, nullptr, UnixNow());
+}
+
 bool Supersedes(const CellResult& a, const CellResult& b) {
   if (a.provenance.verified_at != b.provenance.verified_at) return a.provenance.verified_at > b.provenance.verified_at;
   return a.key.device >= b.key.device;

@@ -39,6 +39,21 @@ StatusOr<std::vector<CellResult>> ParseJournalText(const std::string& text, cons
                                                    std::vector<std::string>* warnings,
                                                    std::vector<std::string>* origins, int64_t now);
 
+// A journal as a command reads it, once: its records and warnings, or why it cannot be read (ReadJournal). A
+// file that does not exist holds no records (`exists` false, `status` OK).
+struct LoadedJournal {
+  std::string path;
+  bool exists = false;
+  Status status;
+  std::vector<CellResult> records;
+  std::vector<std::string> warnings;
+};
+LoadedJournal LoadJournal(const std::string& path);
+
+// `appended`, records a run appended to the journal at `path`, as a reader of the file takes them (each
+// JournalLine parsed as ReadJournal parses it): what the run publishes without reading the file again.
+StatusOr<std::vector<CellResult>> AsJournaled(const std::vector<CellResult>& appended, const std::string& path);
+
 // Whether record `a` replaces `b` of the same cell and column (ColumnOf; records of different columns never
 // replace each other): verified later (provenance.verified_at compared as text, which orders the fixed UTC form
 // "YYYY-MM-DDTHH:MM:SSZ" by time); within the same second the greater device id (cuda:1 over cuda:0), so the

@@ -98,6 +98,44 @@ TEST_F(JournalTest, AGenerationCellKeepsItsPrefillAndHasNoLosses) {
   EXPECT_EQ(Line(back), Line(generate));
 }
 
+// A run reads its journal once (LoadJournal) and appends its records in memory (AsJournaled): the two must
+// hold what reading the file again would, an unfinished line that the first append cut off included.
+TEST_F(JournalTest, ARunsRecordsInMemoryEqualReadingTheAppendedFileAgain) {
+  CellResult a = Cell("a", "cpu", "2026-12-01T10:00:00Z");
+  CellResult b = Cell("b", "cpu", "2026-12-01T10:01:00Z", CellStatus::kFails, "tail \xff byte");
+  b.wall_time_s = 1.0 / 3;  // written with the journal's rounding, read back as a reader gets it
+  CellResult c = Cell("c", "cuda:0", "2026-12-01T10:02:00Z");
+  WriteRaw(Line(a) + "\n" + JournalLine(b).substr(0, 20));
+  LoadedJournal loaded = LoadJournal(path_);
+  ASSERT_TRUE(loaded.exists);
+  ASSERT_TRUE(loaded.status.ok()) << loaded.status.ToString();
+  ASSERT_EQ(loaded.records.size(), 1u);
+  EXPECT_EQ(loaded.warnings.size(), 1u);
+  ASSERT_TRUE(AppendToJournal(path_, b).ok());
+  ASSERT_TRUE(AppendToJournal(path_, c).ok());
+  StatusOr<std::vector<CellResult>> appended = AsJournaled({b, c}, path_);
+  ASSERT_TRUE(appended.ok()) << appended.status().ToString();
+  std::vector<CellResult> in_memory = loaded.records;
+  in_memory.insert(in_memory.end(), appended->begin(), appended->end());
+  StatusOr<std::vector<CellResult>> reread = ReadJournal(path_, nullptr);
+  ASSERT_TRUE(reread.ok()) << reread.status().ToString();
+  ASSERT_EQ(in_memory.size(), reread->size());
+  for (size_t i = 0; i < in_memory.size(); ++i) EXPECT_EQ(Line(in_memory[i]), Line((*reread)[i])) << i;
+}
+
+TEST_F(JournalTest, LoadJournalOfNoFileHoldsNothingAndOfADamagedOneSaysWhy) {
+  LoadedJournal none = LoadJournal(path_);
+  EXPECT_FALSE(none.exists);
+  EXPECT_TRUE(none.status.ok());
+  EXPECT_TRUE(none.records.empty());
+  WriteRaw("{not json\n");
+  LoadedJournal damaged = LoadJournal(path_);
+  EXPECT_TRUE(damaged.exists);
+  EXPECT_FALSE(damaged.status.ok());
+  EXPECT_NE(damaged.status.message().find(path_ + ":1: not a JSON record"), std::string::npos)
+      << damaged.status.message();
+}
+
 TEST_F(JournalTest, MissingFileIsNotFound) {
   StatusOr<std::vector<CellResult>> cells = ReadJournal(path_, nullptr);
   EXPECT_EQ(cells.status().code(), Status::Code::kNotFound);

@@ -626,7 +626,7 @@ int Check(const Registry& registry, const std::vector<std::string>& args, std::o
   CheckCounts counts;
   std::vector<CheckProblem> problems = CheckSupport(*claims, *journals, options, &counts);
   std::string reports_dir = parsed.Get("reports-dir", "reports");
-  std::vector<CheckProblem> reports = CheckReports(*claims, reports_dir);
+  std::vector<CheckProblem> reports = CheckReports(*claims, reports_dir, &*journals);
   problems.insert(problems.end(), reports.begin(), reports.end());
   std::string summary = std::to_string(claims->size()) + " configs against " +
                         std::to_string(journals->records.size()) + " observations from " +

@@ -25,31 +25,32 @@ constexpr double kBusyProbeS = 0.3;
 // so a run that is stopped and started again, however often, loses no record; it is checked here, so that a
 // damaged one stops the run before any cell. Only --fresh sets it aside (as <journal>.prev, its records first
 // added to the history with `keep_history`).
+// `journal` is the run's journal as read before planning; a journal set aside leaves it empty.
 StatusOr<std::set<CellColumn>> PrepareJournal(const Registry& registry, const MatrixOptions& options, bool keep_history,
-                                              std::ostream& out, std::ostream& err) {
+                                              LoadedJournal* journal, std::ostream& out, std::ostream& err) {
   std::set<CellColumn> done;
-  if (::access(options.journal_path.c_str(), F_OK) != 0) return done;
-  std::vector<std::string> warnings;
-  StatusOr<std::vector<CellResult>> previous = ReadJournal(options.journal_path, &warnings);
-  if (!previous.ok()) {
-    return previous.status().WithContext(
+  if (!journal->exists) return done;
+  if (!journal->status.ok()) {
+    return journal->status.WithContext(
         "the journal's records cannot be kept (fix: repair the line, or move the journal away; --fresh sets it "
         "aside)");
   }
-  for (const std::string& w : warnings) err << "warning: " << w << "\n";
+  for (const std::string& w : journal->warnings) err << "warning: " << w << "\n";
+  const std::vector<CellResult>& previous = journal->records;
   if (options.resume) {
-    for (const auto& [key, cell] : LatestByCell(*previous)) done.insert(key);
+    for (const auto& [key, cell] : LatestByCell(previous)) done.insert(key);
   } else if (options.fresh) {
     if (keep_history && options.user_configs.empty()) {
-      TM_RETURN_IF_ERROR(RecordHistory(registry, *previous, options.reports_dir, out));
+      TM_RETURN_IF_ERROR(RecordHistory(registry, previous, options.reports_dir, out));
     } else if (keep_history) {
-      TM_RETURN_IF_ERROR(AddToHistory(HistoryDir(options.reports_dir), *previous, nullptr));
+      TM_RETURN_IF_ERROR(AddToHistory(HistoryDir(options.reports_dir), previous, nullptr));
     }
     std::string aside = options.journal_path + ".prev";
     if (::rename(options.journal_path.c_str(), aside.c_str()) != 0) {
       return Status::IoError(options.journal_path + ": cannot move the previous journal aside");
     }
     out << "Previous journal kept as " << aside << "\n";
+    journal->records.clear();
   }
   return done;
 }
@@ -77,9 +78,12 @@ std::string ShardText(const MatrixOptions& options) {
 
 StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& options, bool write_back,
                               const RunSetting& setting, std::ostream& out, std::ostream& err) {
-  StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, setting.devices, options);
+  // The journal is read once: for planning (a user config's records), keeping, resuming, and publishing, with
+  // this run's records appended in memory as they were to the file.
+  LoadedJournal journal = LoadJournal(options.journal_path);
+  StatusOr<std::vector<PlannedCell>> cells = PlanCells(registry, setting.devices, options, &journal);
   if (!cells.ok()) return cells.status();
-  StatusOr<std::set<CellColumn>> journaled = PrepareJournal(registry, options, write_back, out, err);
+  StatusOr<std::set<CellColumn>> journaled = PrepareJournal(registry, options, write_back, &journal, out, err);
   if (!journaled.ok()) return journaled.status();
   // A cell is done when the journal holds a record of it in the column this run records into.
   std::vector<CellKey> done;
@@ -128,9 +132,9 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
         << "stand; the next run with a limit takes the oldest first): " << JoinStrings(names, ", ")
         << (run->deferred.size() > names.size() ? ", ..." : "") << "\n";
   }
-  std::vector<std::string> warnings;
-  StatusOr<std::vector<CellResult>> all = ReadJournal(options.journal_path, &warnings);
+  StatusOr<std::vector<CellResult>> all = AsJournaled(run->recorded, options.journal_path);
   if (!all.ok()) return all.status();
+  all->insert(all->begin(), journal.records.begin(), journal.records.end());
   std::string tally_line;  // what the write-back did, counted
   if (write_back) {
     // Every record goes to the history first; the journal then keeps the newest per cell. A run of user

@@ -427,15 +427,13 @@ struct PlanConfig {
   bool selected = false;
 };
 
-// The newest record per (config, column) in the journal at `path`, as support entries: what a user
-// config has recorded (the matrix writes no block into a user's file). No journal: nothing recorded.
-StatusOr<std::map<std::string, SupportEntries>> JournalEntries(const std::string& path) {
+// The newest record per (config, column) in the run's journal, as support entries: what a user config has
+// recorded (the matrix writes no block into a user's file). No journal: nothing recorded.
+StatusOr<std::map<std::string, SupportEntries>> JournalEntries(const LoadedJournal& journal) {
   std::map<std::string, SupportEntries> entries;
-  if (!PathExists(path)) return entries;
-  std::vector<std::string> warnings;
-  StatusOr<std::vector<CellResult>> records = ReadJournal(path, &warnings);
-  if (!records.ok()) return records.status();
-  for (const auto& [cell, record] : LatestByColumn(*records))
+  if (!journal.exists) return entries;
+  if (!journal.status.ok()) return journal.status;
+  for (const auto& [cell, record] : LatestByColumn(journal.records))
     entries[cell.first][cell.second] = SupportFromCell(record);
   return entries;
 }
@@ -716,10 +714,11 @@ StatusOr<CellDraft> DraftCell(const PlanConfig& planned, const LocatedConfig& lo
 // Every cell of every planned config on every chosen device.
 StatusOr<std::vector<CellDraft>> DraftCells(const std::vector<PlanConfig>& configs,
                                             const std::vector<const DeviceInfo*>& chosen, const Registry& registry,
-                                            const MatrixOptions& options) {
+                                            const MatrixOptions& options, const LoadedJournal* journal) {
   std::map<std::string, SupportEntries> journaled;  // a user config's measurements are in the run's journal
   if (!options.user_configs.empty()) {
-    StatusOr<std::map<std::string, SupportEntries>> entries = JournalEntries(options.journal_path);
+    StatusOr<std::map<std::string, SupportEntries>> entries =
+        JournalEntries(journal != nullptr ? *journal : LoadJournal(options.journal_path));
     if (!entries.ok()) return entries.status();
     journaled = std::move(entries).value();
   }
@@ -873,11 +872,11 @@ std::vector<PlannedCell> SelectedInOrder(std::vector<CellDraft>* drafts, const M
 // over the budget); proxies, numeric references and the proxies a stopped run goes on with, for the selected
 // cells; then this shard's cells, deferred by the time limit, in the order they start.
 StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
-                                             const MatrixOptions& options) {
+                                             const MatrixOptions& options, const LoadedJournal* journal) {
   TM_RETURN_IF_ERROR(CheckSelection(registry, options));
   StatusOr<std::vector<const DeviceInfo*>> chosen = ChosenDevices(devices, options);
   if (!chosen.ok()) return chosen.status();
-  StatusOr<std::vector<CellDraft>> drafts = DraftCells(PlanConfigs(registry, options), *chosen, registry, options);
+  StatusOr<std::vector<CellDraft>> drafts = DraftCells(PlanConfigs(registry, options), *chosen, registry, options, journal);
   if (!drafts.ok()) return drafts.status();
   // A cell never measured here is predicted from the cells of its column that were:
   //   wall time = fixed start-up + start-up per parameter x parameters + steps x step time per work x work.

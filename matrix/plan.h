@@ -15,6 +15,7 @@
 #include "harness/device.h"
 #include "harness/registry.h"
 #include "matrix/cell.h"
+#include "matrix/journal.h"
 #include "matrix/user_configs.h"
 
 namespace tmx::matrix {
@@ -279,8 +280,9 @@ bool MatchesGlob(const std::string& pattern, const std::string& name);
 Status CheckSelection(const Registry& registry, const MatrixOptions& options);
 
 // The cells of a run (of options' shard), recorded-without-running ones first, then runnable ones by
-// expected duration, shortest first.
+// expected duration, shortest first. A user config's records are in the run's journal (options.journal_path):
+// `journal` is that journal as the caller read it; null, it is read here where user configs need it.
 StatusOr<std::vector<PlannedCell>> PlanCells(const Registry& registry, const std::vector<DeviceInfo>& devices,
-                                             const MatrixOptions& options);
+                                             const MatrixOptions& options, const LoadedJournal* journal = nullptr);
 
 }  // namespace tmx::matrix
