@@ -40,6 +40,7 @@
 #include "matrix/peak_cache.h"
 #include "matrix/plan.h"
 #include "matrix/publish.h"
+#include "matrix/run_flags.h"
 #include "matrix/runner.h"
 #include "matrix/scheduler.h"
 #include "matrix/shard.h"
@@ -48,44 +49,12 @@
 namespace tmx::matrix {
 namespace {
 
-// Reads flag `name`, when given, as one number into *value; the whole text must be the number ("0.5s" is
-// not). False, with a message naming the flag, otherwise.
-template <typename T>
-bool NumberFlag(const ParsedArgs& parsed, const std::string& name, T* value, std::string* error) {
-  if (!parsed.Has(name)) return true;
-  std::string text = parsed.Get(name);
-  size_t used = 0;
-  double number = 0;
-  try {
-    number = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  // Integers must also fit the type (a cast of one that does not is undefined).
-  const double low = static_cast<double>(std::numeric_limits<T>::lowest());
-  const bool fits = !std::is_integral<T>::value || (number >= low && number < -low && number == std::floor(number));
-  if (used == 0 || used != text.size() || !std::isfinite(number) || !fits) {
-    *error = "--" + name + " takes " + (std::is_integral<T>::value ? "a whole number" : "a finite number") +
-             ", not '" + text + "'";
-    return false;
-  }
-  *value = static_cast<T>(number);
-  return true;
-}
-
 // Why `device` names no one device ("" when it does): not a device string, or "auto".
 std::string DeviceProblem(const std::string& device) {
   StatusOr<DeviceSelector> spec = ParseDeviceSelector(device);
   if (!spec.ok()) return spec.status().message();
   return spec->is_auto ? "'auto' names no device; name one such as cpu or cuda" : "";
 }
-
-const std::vector<std::string> kSwitches = {"resume", "fresh", "no-write-back", "no-proxies", "calibrate",
-                                            "no-repairs", "no-numeric-check", "verbose"};
-const std::vector<std::string> kValueFlags = {
-    "devices", "configs",     "recipes",       "steps", "timeout",         "budget",
-    "journal", "job",         "work-dir",      "tune",  "memory-fraction", "shard",
-    "junit",   "reports-dir", "startup-share", "lanes", "time-limit",      "cpu-class"};
 
 int UsageError(std::ostream& err, const std::string& cmd, const std::string& message) {
   err << "error: tune-matrix " << cmd << ": " << message << "\nRun 'tune-matrix help " << cmd << "' for usage.\n";
@@ -94,116 +63,11 @@ int UsageError(std::ostream& err, const std::string& cmd, const std::string& mes
 
 bool ParseOptions(const Registry& registry, const std::string& cmd, const std::vector<std::string>& args,
                   MatrixOptions* options, bool* write_back, std::ostream& err) {
-  ParsedArgs parsed;
-  std::string error;
-  if (!ParseArgs(args, kSwitches, kValueFlags, &parsed, &error)) {
-    UsageError(err, cmd, error);
-    return false;
-  }
-  if (!parsed.positional.empty()) {
-    UsageError(err, cmd, "unexpected argument '" + parsed.positional[0] + "'");
-    return false;
-  }
-  options->devices = SplitList(parsed.Get("devices"));
-  options->recipes = SplitList(parsed.Get("recipes"));
-  std::vector<std::string> files;  // --configs items that name files and folders; the rest are patterns
-  for (const std::string& item : SplitConfigsList(parsed.Get("configs"))) {
-    (IsConfigPath(item) ? files : options->config_globs).push_back(item);
-  }
-  options->resume = parsed.Has("resume");
-  options->fresh = parsed.Has("fresh");
-  options->verbose = parsed.Has("verbose");
-  if (options->resume && options->fresh) {
-    UsageError(err, cmd, "--resume keeps the journal and --fresh sets it aside: give one");
-    return false;
-  }
-  options->job = parsed.Get("job");
-  options->junit_path = parsed.Get("junit");
-  if (parsed.Has("shard")) {
-    StatusOr<ShardSpec> shard = ParseShard(parsed.Get("shard"));
-    if (!shard.ok()) {
-      UsageError(err, cmd, shard.status().message());
-      return false;
-    }
-    options->shard_index = shard->index;
-    options->shard_count = shard->count;
-  }
-  *write_back = !parsed.Has("no-write-back");
-  options->proxies = !parsed.Has("no-proxies");
-  options->calibrate = parsed.Has("calibrate");
-  options->repairs = !parsed.Has("no-repairs");
-  options->numeric_check = !parsed.Has("no-numeric-check");
-  if (parsed.Has("journal")) options->journal_path = parsed.Get("journal");
-  if (parsed.Has("work-dir")) options->work_dir = parsed.Get("work-dir");
-  if (parsed.Has("reports-dir")) options->reports_dir = parsed.Get("reports-dir");
-  if (!files.empty()) {
-    // The user's own configs: their records go to a journal and reports of the user's, never the checkout's.
-    std::vector<std::string> warnings;
-    StatusOr<std::vector<UserConfig>> user = ResolveUserConfigs(registry, files, options->recipes, &warnings);
-    for (const std::string& w : warnings) err << "warning: " << w << "\n";
-    if (!user.ok()) {
-      UsageError(err, cmd, user.status().message());
-      return false;
-    }
-    options->user_configs = std::move(user).value();
-    const std::string results = kUserResultsDir;
-    if (!parsed.Has("journal")) options->journal_path = results + "/journal.jsonl";
-    if (!parsed.Has("work-dir")) options->work_dir = results + "/runs";
-    if (!parsed.Has("reports-dir")) options->reports_dir = results;
-    Status apart = CheckUserDestinations(options->journal_path, options->reports_dir);
-    if (!apart.ok()) {
-      UsageError(err, cmd, apart.message());
-      return false;
-    }
-  }
-  options->tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
-  if (!NumberFlag(parsed, "steps", &options->max_steps, &error) ||
-      !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error) ||
-      !NumberFlag(parsed, "budget", &options->cell_budget_s, &error) ||
-      !NumberFlag(parsed, "memory-fraction", &options->memory_fraction, &error) ||
-      !NumberFlag(parsed, "startup-share", &options->startup_share, &error) ||
-      !NumberFlag(parsed, "lanes", &options->cpu_lanes, &error) ||
-      !NumberFlag(parsed, "time-limit", &options->time_limit_s, &error)) {
-    UsageError(err, cmd, error);
-    return false;
-  }
-  if (!(options->startup_share >= 0 && options->startup_share < 1)) {
-    UsageError(err, cmd, "--startup-share must be 0 (every cell trains --steps) or a share below 1, e.g. 0.15");
-    return false;
-  }
-  if (!(options->cell_timeout_s > 0)) {
-    UsageError(err, cmd, "--timeout must be above 0 seconds");
-    return false;
-  }
-  if (!(options->cell_budget_s >= 0)) {
-    UsageError(err, cmd, "--budget must be 0 (no budget) or a number of seconds");
-    return false;
-  }
-  if (options->max_steps < 2) {
-    UsageError(err, cmd, "--steps must be at least 2 (one warm-up step is excluded from timings)");
-    return false;
-  }
-  if (options->memory_fraction <= 0 || options->memory_fraction > 1) {
-    UsageError(err, cmd, "--memory-fraction must be in (0, 1]");
-    return false;
-  }
-  if (!(options->time_limit_s >= 0)) {
-    UsageError(err, cmd, "--time-limit must be 0 (no limit) or a number of seconds, e.g. 3600");
-    return false;
-  }
-  if (!parsed.Has("lanes")) {
-    options->cpu_lanes = 0;  // `run` chooses from the machine (DefaultCpuLanes)
-  } else if (options->cpu_lanes < 1) {
-    UsageError(err, cmd, "--lanes must be at least 1");
-    return false;
-  }
-  // The column the cells record into: this torch, and the CPU class asked for or this machine's.
-  Status column = ChooseRunColumn(parsed.Get("cpu-class"), options);
-  if (!column.ok()) {
-    UsageError(err, cmd, column.message());
-    return false;
-  }
-  return true;
+  std::vector<std::string> warnings;
+  Status parsed = ParseRunFlags(registry, args, options, write_back, &warnings);
+  for (const std::string& w : warnings) err << "warning: " << w << "\n";
+  if (!parsed.ok()) UsageError(err, cmd, parsed.message());
+  return parsed.ok();
 }
 
 int Fail(std::ostream& err, const Status& s) {
@@ -867,70 +731,8 @@ std::string RunHelp() {
              "reports/") +
          ReportFileList("", "and") +
          ". Every record, and those of a journal it moves aside,\n"
-         "is kept in reports/history.\n\n"
-         "  --devices cpu,cuda:0     devices to cover (default: all)\n"
-         "  --configs 'tiny/*'       built-in config name patterns, comma-separated (default: all); or your own\n"
-         "                           config files and folders (a.yaml,my_configs/): their records go to\n"
-         "                           " +
-         kUserResultsDir +
-         "/ (journal.jsonl, the reports, runs/) unless --journal,\n"
-         "                           --reports-dir and --work-dir say otherwise, never into the built-in\n"
-         "                           configs or their reports. A file's recipe is the one its comment names\n"
-         "                           (`# tune run <recipe> --config ...`), else the one --recipes names\n"
-         "  --recipes a,b            recipes to cover (default: all)\n"
-         "  --steps N                optimizer steps per cell, the first excluded from timings (default 3)\n"
-         "  --startup-share F        a cell whose recorded start-up (process, model, data) would be more than F\n"
-         "                           of its wall time trains more steps, the fewest that bring it to 2/3 F, at\n"
-         "                           most 12 and within --budget (default 0.15; 0: every cell trains --steps)\n"
-         "  --timeout S              wall-clock limit per cell in seconds (default 900)\n"
-         "  --budget S               seconds a cell may be predicted to take; longer ones are recorded as\n"
-         "                           too_slow, not started (default 150; 0: no budget)\n"
-         "  --time-limit S           seconds the run's cells may take in all (a rolling refresh): the cells\n"
-         "                           with the oldest records (none first) run in that order as far as their\n"
-         "                           predicted times fit, the rest keep their records for a later run, which\n"
-         "                           starts where this one stopped (default 0: every cell;\n"
-         "                           scripts/run-matrix.sh passes 3300)\n"
-         "  --memory-fraction F      share of device memory a cell may use (default 0.85); on cpu the cells of\n"
-         "                           all lanes share it\n"
-         "  --lanes N                cpu lanes: host cells run N at a time, each pinned to its share of the\n"
-         "                           cores (threads, tokens/s and disturbance are its lane's), longest first,\n"
-         "                           while their predicted peaks fit the memory together (default: one per 4\n"
-         "                           cores left after 2 per accelerator, at least 1: one on 2 cores)\n"
-         "  --no-proxies             record too_large and too_slow cells from the prediction alone; by default\n"
-         "                           each runs proxies of its config with the models cut to 1 and 4 layers\n"
-         "                           (when they fit), records whether every operation ran, and extrapolates\n"
-         "                           step time, tokens/s and peak memory to the real depth\n"
-         "  --calibrate              also run the proxies of cells that run in full, so each records the\n"
-         "                           extrapolation beside the measurement (`tune-matrix calibration`)\n"
-         "  --no-repairs             record invalid cells from validation alone; by default a config whose\n"
-         "                           every device problem names its override (a paged optimizer on cpu ->\n"
-         "                           AdamW) runs with those overrides, recorded as invalid as written with\n"
-         "                           the repair and what it got\n"
-         "  --no-numeric-check       no float32 reference runs; by default each cell that trains is followed by\n"
-         "                           one step of its config (or shallowest proxy) in float32 on cpu, and a cell\n"
-         "                           whose first loss or gradient norm lies outside its dtype's tolerance of the\n"
-         "                           reference's is recorded `wrong`\n"
-         "  --journal PATH           journal file (default reports/journal.jsonl)\n"
-         "  --resume                 run only the cells missing from the journal\n"
-         "  --fresh                  set the journal aside (as <journal>.prev) and start an empty one; without\n"
-         "                           it the journal keeps every cell's record until a newer one replaces it\n"
-         "  --job NAME               CI job name recorded with each cell\n"
-         "  --shard i/n              run only shard i of n (deterministic, balanced by recorded durations)\n"
-         "  --junit FILE             also write the cells as JUnit XML (one test case per cell)\n"
-         "  --no-write-back          record in the journal only\n"
-         "  --verbose                list each config file written and each entry kept; by default the run\n"
-         "                           ends with one tally (cells new, updated, unchanged, kept; per status;\n"
-         "                           measured beside other work; config files updated)\n"
-         "  --work-dir DIR           per-cell output folders (default runs/matrix)\n"
-         "  --reports-dir DIR        folder of " +
-         ReportFileList("", "") +
-         ", history (default reports)\n"
-         "  --tune PATH              the tune executable (default: beside tune-matrix)\n"
-         "  --cpu-class CLASS        run the cells with ATen's and oneDNN's instruction sets capped to CLASS\n"
-         "                           (default, avx2, avx512, avx512_bf16 or amx; ATEN_CPU_CAPABILITY and\n"
-         "                           ONEDNN_MAX_CPU_ISA in each child's environment), so a lower class is\n"
-         "                           measured on a higher machine; refused above this machine's class. Default:\n"
-         "                           this machine's class, as those variables in the environment leave it\n\n"
+         "is kept in reports/history.\n\n" +
+         RunFlagsHelp() + "\n" +
          "Each cpu record carries its CPU class and every record its torch version: cells of another class or\n"
          "torch are columns of their own (\"cpu (amx, torch 2.11.0)\"), never replacing or compared with these.\n\n"
          "A cell that fails because of the machine (a full disk, an unwritable folder) is not recorded: that is\n"
