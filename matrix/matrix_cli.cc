@@ -563,7 +563,10 @@ std::string CtestDevice(const std::string& device) {
 // Exit status of `tune-matrix cell` when the cell was not started (CTest's SKIP_RETURN_CODE).
 constexpr int kExitSkipped = 77;
 
-int Cell(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// `tune-matrix cell`'s arguments into `options`, `*config` and `*device`: -1, or the exit status of a usage
+// error it printed.
+int ParseCellArgs(const Registry& registry, const std::vector<std::string>& args, MatrixOptions* options,
+                  std::string* config, std::string* device, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
   if (!ParseArgs(args, {}, {"device", "steps", "timeout", "work-dir", "tune", "cpu-class"}, &parsed, &error)) {
@@ -572,50 +575,47 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   if (parsed.positional.size() != 1 || !parsed.Has("device")) {
     return UsageError(err, "cell", "give one config and its device: tune-matrix cell CONFIG --device DEVICE");
   }
-  std::string config = parsed.positional[0];
-  MatrixOptions options;
-  if (IsConfigPath(config)) {
+  *config = parsed.positional[0];
+  if (IsConfigPath(*config)) {
     std::vector<std::string> warnings;
-    StatusOr<std::vector<UserConfig>> user = ResolveUserConfigs(registry, {config}, {}, &warnings);
+    StatusOr<std::vector<UserConfig>> user = ResolveUserConfigs(registry, {*config}, {}, &warnings);
     for (const std::string& w : warnings) err << "warning: " << w << "\n";
     if (!user.ok()) return UsageError(err, "cell", user.status().message());
     if (user->size() != 1) {
-      return UsageError(err, "cell", config + " holds " + std::to_string(user->size()) +
+      return UsageError(err, "cell", *config + " holds " + std::to_string(user->size()) +
                                          " configs; give one file (tune-matrix run --configs takes a folder)");
     }
-    options.user_configs = std::move(user).value();
-    config = options.user_configs.front().name;
-  } else if (registry.RecipeForConfig(config) == nullptr) {
-    return UsageError(err, "cell", "'" + config + "' is neither a built-in config (see tune ls) nor a .yaml file");
+    options->user_configs = std::move(user).value();
+    *config = options->user_configs.front().name;
+  } else if (registry.RecipeForConfig(*config) == nullptr) {
+    return UsageError(err, "cell", "'" + *config + "' is neither a built-in config (see tune ls) nor a .yaml file");
   }
-  options.tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
-  options.work_dir = parsed.Get("work-dir", "runs/cells");
-  options.cell_budget_s = 0;  // a cell asked for by name runs however long it is predicted to take
-  if (!NumberFlag(parsed, "steps", &options.max_steps, &error) ||
-      !NumberFlag(parsed, "timeout", &options.cell_timeout_s, &error)) {
+  options->tune_path = parsed.Get("tune", ExecutableDir() + "/tune");
+  options->work_dir = parsed.Get("work-dir", "runs/cells");
+  options->cell_budget_s = 0;  // a cell asked for by name runs however long it is predicted to take
+  if (!NumberFlag(parsed, "steps", &options->max_steps, &error) ||
+      !NumberFlag(parsed, "timeout", &options->cell_timeout_s, &error)) {
     return UsageError(err, "cell", error);
   }
-  if (options.max_steps < 2 || !(options.cell_timeout_s > 0)) {
+  if (options->max_steps < 2 || !(options->cell_timeout_s > 0)) {
     return UsageError(err, "cell", "--steps must be at least 2 and --timeout above 0");
   }
-  if (parsed.Has("steps")) options.startup_share = 0;  // the steps asked for, not more
-  Status column = ChooseRunColumn(parsed.Get("cpu-class"), &options);
+  if (parsed.Has("steps")) options->startup_share = 0;  // the steps asked for, not more
+  Status column = ChooseRunColumn(parsed.Get("cpu-class"), options);
   if (!column.ok()) return UsageError(err, "cell", column.message());
-  std::string device = CtestDevice(parsed.Get("device"));
-  std::string problem = DeviceProblem(device);
+  *device = CtestDevice(parsed.Get("device"));
+  std::string problem = DeviceProblem(*device);
   if (!problem.empty()) return UsageError(err, "cell", "--device: " + problem);
-  // Only the cell's own device is probed; a bare type ("cuda") means its first device, so the cell runs once
-  // even on a machine with several.
+  return -1;
+}
+
+// The cell's device (a bare type, "cuda", means its first device, so the cell runs once even on a machine with
+// several) and the numeric check's reference device beside it: only those are probed. Empty where the machine
+// lacks the device.
+StatusOr<std::vector<DeviceInfo>> CellDevices(const MatrixOptions& options, const std::string& device) {
   StatusOr<std::vector<DeviceInfo>> devices = DiscoverDevices(options.tune_path, device, false, {}, options.child_env);
-  if (!devices.ok()) return Fail(err, devices.status());
-  const DeviceInfo* chosen = devices->empty() ? nullptr : &devices->front();
-  if (chosen == nullptr) {
-    out << "SKIPPED " << config << " on " << device << ": no " << device << " device on this machine\n";
-    return kExitSkipped;
-  }
-  device = chosen->id;
-  // The numeric check's reference runs on the reference device type (cpu), which probing one device left out.
-  if (!chosen->traits().numeric_reference) {
+  if (!devices.ok() || devices->empty()) return devices;
+  if (!devices->front().traits().numeric_reference) {
     for (const DeviceTypeTraits& type : DeviceTypes()) {
       if (!type.numeric_reference) continue;
       StatusOr<std::vector<DeviceInfo>> reference = DiscoverDevices(options.tune_path, type.name);
@@ -623,6 +623,43 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
       break;
     }
   }
+  return devices;
+}
+
+// The exit status of a cell's run, and its line: 0 runs, 77 recorded without starting, 1 otherwise.
+int CellExit(const MatrixRun& run, const std::string& config, const std::string& device, std::ostream& out,
+             std::ostream& err) {
+  if (run.interrupted) return kExitInterrupted;
+  if (!run.environment_errors.empty()) {
+    err << "ERROR " << config << " on " << device << ": " << TerminalText(run.environment_errors.front().reason)
+        << "\n";
+    return kExitFailure;
+  }
+  const CellResult& r = run.recorded.front();
+  if (r.status == CellStatus::kRuns) return kExitOk;
+  // A cell recorded from the plan alone (invalid, too_large, too_slow) is no failure of the device.
+  if (!CellStarted(r.status)) {
+    out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << TerminalText(r.reason)
+        << "\n";
+    return kExitSkipped;
+  }
+  err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << TerminalText(r.reason)
+      << "\n"
+      << r.output_tail << "\n";
+  return kExitFailure;
+}
+
+int Cell(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  MatrixOptions options;
+  std::string config, device;
+  if (int usage = ParseCellArgs(registry, args, &options, &config, &device, err); usage >= 0) return usage;
+  StatusOr<std::vector<DeviceInfo>> devices = CellDevices(options, device);
+  if (!devices.ok()) return Fail(err, devices.status());
+  if (devices->empty()) {
+    out << "SKIPPED " << config << " on " << device << ": no " << device << " device on this machine\n";
+    return kExitSkipped;
+  }
+  device = devices->front().id;
   Status made = MakeDirs(options.work_dir);
   if (!made.ok()) return Fail(err, made);
   std::string slug = config + "__" + device;
@@ -640,24 +677,7 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
   RunSetting setting{*devices, LocalProvenance("ctest"), runner.get()};
   StatusOr<MatrixRun> run = RunOneCell(registry, config, device, options, setting, out);
   if (!run.ok()) return Fail(err, run.status());
-  if (run->interrupted) return kExitInterrupted;
-  if (!run->environment_errors.empty()) {
-    err << "ERROR " << config << " on " << device << ": " << TerminalText(run->environment_errors.front().reason)
-        << "\n";
-    return kExitFailure;
-  }
-  const CellResult& r = run->recorded.front();
-  if (r.status == CellStatus::kRuns) return kExitOk;
-  // A cell recorded from the plan alone (invalid, too_large, too_slow) is no failure of the device.
-  if (!CellStarted(r.status)) {
-    out << "SKIPPED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << TerminalText(r.reason)
-        << "\n";
-    return kExitSkipped;
-  }
-  err << "FAILED " << config << " on " << device << ": " << CellStatusName(r.status) << ": " << TerminalText(r.reason)
-      << "\n"
-      << r.output_tail << "\n";
-  return kExitFailure;
+  return CellExit(*run, config, device, out, err);
 }
 
 // The help texts name the report files from ReportFiles().

@@ -74,6 +74,42 @@ std::string ShardText(const MatrixOptions& options) {
   return " in shard " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count);
 }
 
+// The run's first line: its cells, how many run, are recorded without running or wait for a later run, on
+// which devices and columns, and with --resume how many the journal holds; then a warning when the machine
+// is busy.
+void PrintRunHead(const std::vector<PlannedCell>& cells, size_t journaled, const MatrixOptions& options,
+                  const RunSetting& setting, std::ostream& out, std::ostream& err) {
+  size_t runnable = 0, deferred = 0;
+  double deferred_s = 0;
+  for (const PlannedCell& c : cells) {
+    runnable += c.runnable && !c.deferred;
+    deferred += c.deferred;
+    if (c.deferred) deferred_s += c.ExpectedTotalS();
+  }
+  const size_t left = cells.size() - journaled;
+  out << "tune-matrix: " << Counted(static_cast<int64_t>(cells.size()), "cell") << ShardText(options) << " (" << runnable << " to run, "
+      << cells.size() - runnable - deferred << " recorded without running";
+  if (deferred > 0) {
+    out << ", " << deferred << " left for a later run by --time-limit " << FormatDuration(options.time_limit_s)
+        << ": about " << FormatDuration(deferred_s) << " of work, the cells with the newest records";
+  }
+  out << ") on " << setting.devices.size() << " device(s)";
+  std::vector<std::string> shown;  // each device with the class and torch its records go to
+  for (const PlannedCell& c : cells) {
+    if (std::find(shown.begin(), shown.end(), DeviceShown(c)) == shown.end()) shown.push_back(DeviceShown(c));
+  }
+  if (!shown.empty()) out << ": " << JoinStrings(shown, ", ");
+  if (options.resume) {
+    out << "; " << cells.size() - left << " already in the journal, " << left << " left";
+    if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
+  }
+  out << std::endl;  // before the first cell, which may take minutes, also where the output is a file (CI logs)
+  if (runnable > 0 && left > 0) {
+    std::string busy = BusyMachineWarning(ProbeMachineLoad(kBusyProbeS), kBusyProbeS);
+    if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
+  }
+}
+
 }  // namespace
 
 StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& options, bool write_back,
@@ -87,40 +123,10 @@ StatusOr<MatrixRun> RunMatrix(const Registry& registry, const MatrixOptions& opt
   if (!journaled.ok()) return journaled.status();
   // A cell is done when the journal holds a record of it in the column this run records into.
   std::vector<CellKey> done;
-  size_t runnable = 0, left = 0, deferred = 0;
-  double deferred_s = 0;
   for (const PlannedCell& c : *cells) {
-    runnable += c.runnable && !c.deferred;
-    deferred += c.deferred;
-    if (c.deferred) deferred_s += c.ExpectedTotalS();
-    if (journaled->count({c.key, c.column})) {
-      done.push_back(c.key);
-    } else {
-      ++left;
-    }
+    if (journaled->count({c.key, c.column})) done.push_back(c.key);
   }
-  out << "tune-matrix: " << Counted(static_cast<int64_t>(cells->size()), "cell") << ShardText(options) << " (" << runnable << " to run, "
-      << cells->size() - runnable - deferred << " recorded without running";
-  if (deferred > 0) {
-    out << ", " << deferred << " left for a later run by --time-limit " << FormatDuration(options.time_limit_s)
-        << ": about " << FormatDuration(deferred_s) << " of work, the cells with the newest records";
-  }
-  out << ") on " << setting.devices.size() << " device(s)";
-  std::vector<std::string> shown;  // each device with the class and torch its records go to
-  for (const PlannedCell& c : *cells) {
-    if (std::find(shown.begin(), shown.end(), DeviceShown(c)) == shown.end()) shown.push_back(DeviceShown(c));
-  }
-  if (!shown.empty()) out << ": " << JoinStrings(shown, ", ");
-  if (options.resume) {
-    out << "; " << cells->size() - left << " already in the journal, " << left << " left";
-    if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
-  }
-  out << std::endl;  // before the first cell, which may take minutes, also where the output is a file (CI logs)
-  if (runnable > 0 && left > 0) {
-    std::string busy = BusyMachineWarning(ProbeMachineLoad(kBusyProbeS), kBusyProbeS);
-    if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
-  }
-
+  PrintRunHead(*cells, done.size(), options, setting, out, err);
   StatusOr<MatrixRun> run = RunCells(*cells, done, *setting.runner, options, setting.provenance, out, setting.now);
   if (!run.ok() || run->interrupted) return run;
   if (!run->deferred.empty()) {
