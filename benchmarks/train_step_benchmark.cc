@@ -168,7 +168,7 @@ std::string Label(Variant v, const TrainStep& step) {
   std::string label = spec.config;
   if (v == kLoraCheckpointing) label += " +checkpointing";
   if (v == kQatFullOff || v == kQatLoraOff) label += " fake quantisation off";
-  return label + ", " + recipes::DtypeConfigName(step.dtype()) + ", " + std::to_string(step.batch_size()) + "x" + std::to_string(kSeqLen) + " tokens, " +
+  return label + ", " + DtypeConfigName(step.dtype()) + ", " + std::to_string(step.batch_size()) + "x" + std::to_string(kSeqLen) + " tokens, " +
          std::to_string(torch::get_num_threads()) + " thread(s)";
 }
 

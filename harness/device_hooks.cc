@@ -13,6 +13,7 @@
 #include <torch/version.h>
 
 #include "base/text.h"
+#include "harness/torch_dtypes.h"
 
 namespace tmx {
 namespace {
@@ -52,8 +53,6 @@ DeviceInfo Probed(const DeviceHooks& hooks, const DeviceTypeTraits& traits, int 
   hooks.Probe(info.index, &info);
   return info;
 }
-
-at::ScalarType DtypeNamed(const std::string& name) { return name == "bf16" ? at::kBFloat16 : at::kHalf; }
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 
 #include "base/cpu_usage.h"
 #include "harness/device_hooks.h"
+#include "harness/torch_dtypes.h"
 
 namespace tmx {
 namespace {
@@ -16,13 +17,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-StatusOr<c10::ScalarType> DtypeNamed(const std::string& name) {
-  if (name == "bf16") return c10::kBFloat16;
-  if (name == "fp16") return c10::kHalf;
-  if (name == "fp32") return c10::kFloat;
-  return Status::InvalidArgument("matmul peak: dtype '" + name + "' is not one of bf16, fp16, fp32");
-}
 
 bool Multiplies(const DeviceInfo& device, const std::string& dtype) {
   if (dtype == "bf16") return device.bf16_matmul_backward;
@@ -91,7 +85,7 @@ Status MeasureMatmulPeaks(const MatmulPeakOptions& options, DeviceInfo* device) 
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (omp == nullptr || *omp == '\0') at::set_num_threads(ReadUsableCores().count);
   for (const std::string& name : options.dtypes) {
-    StatusOr<c10::ScalarType> dtype = DtypeNamed(name);
+    StatusOr<c10::ScalarType> dtype = ScalarTypeNamed(name, "matmul peak");
     TM_RETURN_IF_ERROR(dtype.status());
     if (!Multiplies(*device, name)) continue;
     device->matmul_peak_flops[name] = BestRate(*device, *dtype, sizes, options.seconds_per_size);

@@ -56,7 +56,7 @@ TEST(MatmulPeakTest, AnUnknownDtypeIsRefusedByName) {
   o.dtypes = {"fp8"};
   Status s = MeasureMatmulPeaks(o, &cpu);
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
-  EXPECT_EQ(s.message(), "matmul peak: dtype 'fp8' is not one of bf16, fp16, fp32");
+  EXPECT_EQ(s.message(), "matmul peak: dtype 'fp8' is not one of fp32, bf16, fp16");
 }
 
 TEST(MatmulPeakTest, TuneDevicesMeasuresItWhenAsked) {

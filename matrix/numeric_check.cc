@@ -7,6 +7,7 @@
 #include "base/text.h"
 #include "matrix/escape.h"
 #include "matrix/tensor_check.h"
+#include "harness/dtypes.h"
 
 namespace tmx::matrix {
 
@@ -15,7 +16,7 @@ NumericTolerance ToleranceFor(const std::string& dtype) {
   // float32 from the same weights, over the 39 tiny bf16 cells, at most 0.21% on the first loss and 1.86% on the
   // gradient norm, so about 5x and 2.7x that; an attention output off by 2x moved a tiny full model's first loss
   // by 2.2%. float32 against float32 read 0.000% on both: thread scheduling alone.
-  if (dtype == "bf16" || dtype == "fp16") return {0.01, 0.05};
+  if (ReducedPrecision(dtype)) return {0.01, 0.05};
   return {0.001, 0.01};
 }
 

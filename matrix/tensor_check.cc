@@ -1,4 +1,5 @@
 #include "matrix/tensor_check.h"
+#include "harness/dtypes.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,7 +30,7 @@ TensorTolerance TensorToleranceFor(const std::string& dtype, bool quantized) {
   // twice that, so a 10% kernel error shows there on the update only. fp16 was not measured (it rounds finer
   // than bf16, so bf16's tolerances are loose for it). float32 against float32 is the same computation, thread
   // scheduling aside.
-  if (dtype == "bf16" || dtype == "fp16") {
+  if (ReducedPrecision(dtype)) {
     if (quantized) return {0.01, 0.15, 0.3, 0.05, 0.97, 0.5};
     return {0.01, 0.03, 0.05, 0.05, 0.999, 0.5};
   }
@@ -66,7 +67,10 @@ std::string TensorDelta::Describe() const {
 namespace {
 
 // The bits after a dtype's leading one, which set the spacing of its numbers.
-int MantissaBits(const std::string& dtype) { return dtype == "bf16" ? 7 : dtype == "fp16" ? 10 : 23; }
+int MantissaBits(const std::string& dtype) {
+  const DtypeInfo* d = FindDtype(dtype);
+  return d != nullptr ? d->mantissa_bits : 23;
+}
 
 // The spacing of `dtype`'s numbers at x (0 at 0).
 double Spacing(double x, const std::string& dtype) {

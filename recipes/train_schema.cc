@@ -80,16 +80,8 @@ FieldSpec DeviceField() {
 
 FieldSpec DtypeField() {
   return WithCheck(Choices(Field("dtype", FieldType::kString, "bf16", "the model's dtype: fp32 or bf16"),
-                           {"fp32", "bf16", "fp16"}),
+                           DtypeNames()),
                    DtypeCheck);
-}
-
-c10::ScalarType DtypeNamed(const std::string& name) {
-  return name == "bf16" ? c10::kBFloat16 : name == "fp16" ? c10::kHalf : c10::kFloat;
-}
-
-std::string DtypeConfigName(c10::ScalarType dtype) {
-  return dtype == c10::kBFloat16 ? "bf16" : dtype == c10::kHalf ? "fp16" : "fp32";
 }
 
 std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data) {

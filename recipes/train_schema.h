@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/torch_dtypes.h"
 #include "harness/registry.h"
 
 namespace tmx::recipes {
@@ -27,10 +28,8 @@ FieldSpec SeedField();
 FieldSpec LogLevelField();
 FieldSpec DeviceField();
 FieldSpec DtypeField();
-// The torch dtype a `dtype` value names: fp32, bf16 or fp16 (DtypeField's choices; anything else is fp32).
-c10::ScalarType DtypeNamed(const std::string& name);
-// The reverse: "fp32", "bf16" or "fp16" for the dtype a model is built in.
-std::string DtypeConfigName(c10::ScalarType dtype);
+// A `dtype` value's torch dtype and back: DtypeNamed and DtypeConfigName of the dtype table
+// (harness/torch_dtypes.h), whose names are DtypeField's choices.
 
 // The recipe keys of a single-device training recipe of `kind` on `data`, torchtune's names and defaults.
 std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data = TrainingData::kSamples);

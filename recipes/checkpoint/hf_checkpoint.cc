@@ -14,6 +14,7 @@
 #include "base/json_io.h"
 #include "recipes/checkpoint/hf_config.h"
 #include "recipes/checkpoint/hf_convert.h"
+#include "harness/torch_dtypes.h"
 
 namespace tmx::checkpoint {
 namespace {
@@ -60,17 +61,10 @@ Status RemoveStaleWeights(const std::string& dir, const std::set<std::string>& k
 
 int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
+// config.json's torch_dtype of `type` (the dtype table's); float32 for one no config names.
 std::string DtypeName(c10::ScalarType type) {
-  switch (type) {
-    case c10::kFloat:
-      return "float32";
-    case c10::kBFloat16:
-      return "bfloat16";
-    case c10::kHalf:
-      return "float16";
-    default:
-      return "float32";
-  }
+  const DtypeInfo* d = DtypeOfScalarType(type);
+  return d != nullptr ? d->hf_name : "float32";
 }
 
 StatusOr<NamedTensors> ReadSharded(const std::string& dir, const ReadProgress& progress) {
