@@ -92,6 +92,11 @@ json RunSummaryToJson(const RunSummary& s) {
   }
   if (!s.dtype.empty()) j["dtype"] = s.dtype;
   if (s.flops_per_second) j["flops_per_second"] = NumberToJson(*s.flops_per_second);
+  if (!s.scores.empty()) {
+    json scores = json::object();
+    for (const auto& [name, value] : s.scores) scores[name] = NumberToJson(value);
+    j["scores"] = scores;
+  }
   return j;
 }
 
@@ -136,6 +141,13 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     if (j.contains("step_flops")) s.step_flops = Numbers(j["step_flops"]);
     if (j.contains("dtype")) s.dtype = j["dtype"].get<std::string>();
     if (j.contains("flops_per_second")) s.flops_per_second = FromNumber(j["flops_per_second"]);
+    if (j.contains("scores")) {
+      if (!j["scores"].is_object()) {
+        throw json::type_error::create(302, std::string("scores: expected an object, got ") + j["scores"].type_name(),
+                                       &j["scores"]);
+      }
+      for (const auto& [name, value] : j["scores"].items()) s.scores[name] = FromNumber(value);
+    }
   } catch (const json::exception& e) {
     return Status::InvalidArgument(where + ": run summary field missing or of the wrong type (" + e.what() + ")");
   }
