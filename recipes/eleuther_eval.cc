@@ -270,6 +270,13 @@ Status Evaluator::Run(RunSummary* summary) {
   TM_RETURN_IF_ERROR(tokenizer.status());
   StatusOr<std::vector<LoglikelihoodRequest>> requests = Encode(*tasks, **tokenizer, args);
   TM_RETURN_IF_ERROR(requests.status());
+  // Scores of weights nobody trained are a random model's: said first, so they are not taken for the model's.
+  if (config_.IsNull("checkpointer.checkpoint_dir") || !summary->stand_ins.empty()) {
+    *context_.out << "note: the weights are "
+                  << (summary->stand_ins.empty() ? "seed-initialised (checkpointer.checkpoint_dir is null)"
+                                                 : "stand-ins (" + JoinStrings(summary->stand_ins, "; ") + ")")
+                  << ", not trained ones: the scores below are a random model's; its speed is the model's\n";
+  }
 
   LoglikelihoodOptions options;
   options.batch_size = *batch_size;

@@ -218,6 +218,10 @@ TEST_F(EleutherEvalTest, TuneRunsTheTinyConfigAndPrintsTheScore) {
   while (!(done = set.NextFinished())) set.DoWork();
   const SubprocessResult r = done->result();
   ASSERT_EQ(r.exit_code, 0) << r.output_tail;
+  EXPECT_NE(r.output_tail.find("note: the weights are seed-initialised (checkpointer.checkpoint_dir is null), not "
+                               "trained ones: the scores below are a random model's"),
+            std::string::npos)
+      << r.output_tail;
   EXPECT_NE(r.output_tail.find("truthfulqa_mc2: 8 of the split's 817 documents"), std::string::npos) << r.output_tail;
   EXPECT_NE(r.output_tail.find("|truthfulqa_mc2|2|none|0|acc|↑|"), std::string::npos) << r.output_tail;
   StatusOr<RunSummary> summary = ReadRunSummary(scratch_.path() + "/tiny");
