@@ -1,6 +1,7 @@
 #include "harness/run_summary.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "base/file_util.h"
 #include "base/json_io.h"
@@ -98,6 +99,28 @@ json RunSummaryToJson(const RunSummary& s) {
     j["scores"] = scores;
   }
   return j;
+}
+
+std::string ScoresText(const std::map<std::string, double>& scores) {
+  auto four = [](double v) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.4f", v);
+    return std::string(text);
+  };
+  const std::string suffix = "_stderr";
+  std::string out;
+  for (const auto& [name, score] : scores) {
+    const bool is_stderr = name.size() > suffix.size() &&
+                           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (is_stderr && scores.count(name.substr(0, name.size() - suffix.size()))) continue;  // beside its metric
+    std::string shown = name;
+    const size_t slash = shown.rfind('/');
+    if (slash != std::string::npos) shown[slash] = ' ';
+    out += (out.empty() ? "" : ", ") + shown + " " + four(score);
+    const auto error = scores.find(name + suffix);
+    if (error != scores.end()) out += " ± " + four(error->second);
+  }
+  return out;
 }
 
 StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where) {

@@ -82,6 +82,10 @@ struct RunSummary {
   void Finish();
 };
 
+// An evaluation's scores as one line for a cell's record and the reports: each "<task>/<metric>" with its
+// "<task>/<metric>_stderr" beside it, 4 decimals, joined by ", " ("truthfulqa_mc2 acc 0.2321 ± 0.1526"); "" for none.
+std::string ScoresText(const std::map<std::string, double>& scores);
+
 nlohmann::json RunSummaryToJson(const RunSummary& summary);
 // InvalidArgument, prefixed by `where`, for a summary of another version, with missing or ill-typed fields, or
 // with step times, token counts and losses that disagree (losses are one per step, or none).

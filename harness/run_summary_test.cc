@@ -188,6 +188,11 @@ TEST(RunSummaryTest, AnEvaluationRunRoundTripsItsScores) {
   StatusOr<RunSummary> back = RunSummaryFromJson(RunSummaryToJson(s), "s.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->scores, s.scores);
+  // One line for the cell's record: each metric with its stderr beside it.
+  EXPECT_EQ(ScoresText(s.scores), "truthfulqa_mc2 acc 0.4388 ± 0.0783");
+  EXPECT_EQ(ScoresText({{"truthfulqa_mc1/acc", 0.25}, {"truthfulqa_mc2/acc", 0.5}, {"truthfulqa_mc2/acc_stderr", 0.1}}),
+            "truthfulqa_mc1 acc 0.2500, truthfulqa_mc2 acc 0.5000 ± 0.1000");
+  EXPECT_EQ(ScoresText({}), "");
   for (const nlohmann::json& bad : {nlohmann::json::array({0.5}), nlohmann::json({{"truthfulqa_mc2/acc", "high"}})}) {
     nlohmann::json j = RunSummaryToJson(s);
     j["scores"] = bad;
