@@ -15,13 +15,13 @@
 #include <cmath>
 
 #include "base/file_util.h"
-#include "base/subprocess.h"
 #include "harness/config_store.h"
 #include "harness/run_summary.h"
 #include "recipes/builtin.h"
 #include "recipes/data/samples.h"
 #include "recipes/eval_tasks.h"
 #include "recipes/train_setup.h"
+#include "tests/cli_exec.h"
 #include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
@@ -206,24 +206,15 @@ TEST_F(EleutherEvalTest, AnIncludePathWithoutTheTasksDataIsNamedBeforeTheModelLo
 }
 
 TEST_F(EleutherEvalTest, TuneRunsTheTinyConfigAndPrintsTheScore) {
-  SubprocessSet set;
-  SubprocessOptions o;
-  o.argv = {TM_TUNE_PATH, "run", "eleuther_eval", "--config", "tiny/eleuther_evaluation", "device=cpu",
-            "output_dir=" + scratch_.path() + "/tiny"};
-  o.timeout_s = 300;
-  o.env = {{"OMP_NUM_THREADS", "1"}};
-  StatusOr<Subprocess*> p = set.Add(o);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  std::unique_ptr<Subprocess> done;
-  while (!(done = set.NextFinished())) set.DoWork();
-  const SubprocessResult r = done->result();
-  ASSERT_EQ(r.exit_code, 0) << r.output_tail;
-  EXPECT_NE(r.output_tail.find("note: the weights are seed-initialised (checkpointer.checkpoint_dir is null), not "
+  const test::Result r = test::Exec({test::kTune, "run", "eleuther_eval", "--config", "tiny/eleuther_evaluation",
+                                     "device=cpu", "output_dir=" + scratch_.path() + "/tiny"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("note: the weights are seed-initialised (checkpointer.checkpoint_dir is null), not "
                                "trained ones: the scores below are a random model's"),
             std::string::npos)
-      << r.output_tail;
-  EXPECT_NE(r.output_tail.find("truthfulqa_mc2: 8 of the split's 817 documents"), std::string::npos) << r.output_tail;
-  EXPECT_NE(r.output_tail.find("|truthfulqa_mc2|2|none|0|acc|↑|"), std::string::npos) << r.output_tail;
+      << r.output;
+  EXPECT_NE(r.output.find("truthfulqa_mc2: 8 of the split's 817 documents"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("|truthfulqa_mc2|2|none|0|acc|↑|"), std::string::npos) << r.output;
   StatusOr<RunSummary> summary = ReadRunSummary(scratch_.path() + "/tiny");
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   EXPECT_TRUE(summary->ok);

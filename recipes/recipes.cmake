@@ -55,10 +55,9 @@ if(TUNE_MATRIX_BUILD_TESTS)
   add_dependencies(recipes_distributed_test tune)
 endif()
 tm_add_test(recipes_generate_test SOURCES generate_test.cc LIBS tm_recipes TORCH LABELS recipes)
-tm_add_test(recipes_eleuther_eval_test SOURCES eleuther_eval_test.cc eval_tasks_test.cc LIBS tm_recipes TORCH
-            LABELS recipes)
+tm_add_test(recipes_eleuther_eval_test SOURCES eleuther_eval_test.cc eval_tasks_test.cc
+            "${PROJECT_SOURCE_DIR}/tests/cli_exec.cc" LIBS tm_recipes TORCH LABELS recipes)
 if(TUNE_MATRIX_BUILD_TESTS)
-  target_compile_definitions(recipes_eleuther_eval_test PRIVATE TM_TUNE_PATH="$<TARGET_FILE:tune>")
   add_dependencies(recipes_eleuther_eval_test tune)
 endif()
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
