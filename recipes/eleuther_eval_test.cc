@@ -194,7 +194,7 @@ TEST_F(EleutherEvalTest, BadValuesAreNamedWithFileLineAndKey) {
       << found["apply_chat_template"];
 }
 
-TEST_F(EleutherEvalTest, AnIncludePathWithoutTheTasksDataIsNamedBeforeTheModelLoads) {
+TEST_F(EleutherEvalTest, AnIncludePathWithoutTheTasksDataIsNamedBeforeTheModelLoadsAndOneWithItIsRead) {
   const InProcessRun run =
       Run(WriteConfig(FixtureConfig(scratch_.path())), {"include_path=" + scratch_.path() + "/none"});
   EXPECT_EQ(run.status.code(), Status::Code::kNotFound) << run.status.ToString();
@@ -203,6 +203,19 @@ TEST_F(EleutherEvalTest, AnIncludePathWithoutTheTasksDataIsNamedBeforeTheModelLo
             std::string::npos)
       << run.status.message();
   EXPECT_EQ(run.printed.find("Building"), std::string::npos) << run.printed;
+  // A folder holding the file: its documents are scored instead of the shipped ones (here the first 3 of them).
+  const std::string folder = scratch_.path() + "/split";
+  ASSERT_TRUE(MakeDirs(folder).ok());
+  StatusOr<std::string> sample = ReadFile(data::SamplesDir() + "/eval/truthfulqa_mc.json");
+  ASSERT_TRUE(sample.ok());
+  nlohmann::json docs = nlohmann::json::parse(*sample);
+  docs.erase(docs.begin() + 3, docs.end());
+  ASSERT_TRUE(WriteFileAtomically(folder + "/truthfulqa_mc.json", docs.dump()).ok());
+  const InProcessRun three = Run(WriteConfig(FixtureConfig(scratch_.path())), {"include_path=" + folder});
+  ASSERT_TRUE(three.status.ok()) << three.status.ToString() << three.printed;
+  EXPECT_NE(three.printed.find("truthfulqa_mc2: 3 of the split's 817 documents, from " + folder + "/truthfulqa_mc.json"),
+            std::string::npos)
+      << three.printed;
 }
 
 TEST_F(EleutherEvalTest, TuneRunsTheTinyConfigAndPrintsTheScore) {
