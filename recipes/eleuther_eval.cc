@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 
 #include "base/file_util.h"
 #include "base/json_io.h"
@@ -78,8 +79,8 @@ std::vector<FieldSpec> EvalFields() {
       ComponentField("quantizer", "quantizer",
                      "null, or the quantizer the quantize recipe wrote the checkpoint with (8da4w)", false),
       Nullable(Field("include_path", FieldType::kString, "null",
-                     "a folder holding a task's whole data file (truthfulqa_mc.json: the harness's validation split) "
-                     "in place of the shipped sample; null: the shipped sample")),
+                     "a folder holding a task's whole data file (truthfulqa_mc.json, wikitext.json: the harness's "
+                     "evaluation split as a JSON list) in place of the shipped sample; null: the shipped sample")),
       WithValueCheck(Field("apply_chat_template", FieldType::kBool, "False", "must be False"), ChatTemplateCheck),
       WithValueCheck(Field("chat_template", FieldType::kBool, "False", "must be False (torchtune's spelling)"),
                      ChatTemplateCheck),
@@ -93,6 +94,14 @@ struct TaskRun {
   std::string source;  // the data file read
   std::vector<EvalDoc> docs;
   size_t first_request = 0;
+  std::vector<size_t> requests_of_doc;  // a continuation each (multiple choice), or a window each (rolling)
+};
+
+// A row of the harness's table.
+struct TableRow {
+  std::string task, metric, arrow;
+  double value = 0;
+  std::optional<double> stderr_of_value;
 };
 
 class Evaluator {
@@ -106,7 +115,7 @@ class Evaluator {
   StatusOr<std::vector<TaskRun>> LoadTasks() const;
   StatusOr<models::Decoder> SetupDecoder(RunSummary* summary);
   StatusOr<std::vector<LoglikelihoodRequest>> Encode(std::vector<TaskRun>& tasks, const data::ModelTokenizer& tok,
-                                                     const models::DecoderArgs& args) const;
+                                                     const models::DecoderArgs& args, int64_t max_length) const;
   Status Report(const std::vector<TaskRun>& tasks, const std::vector<Loglikelihood>& results,
                 RunSummary* summary) const;
 
@@ -177,16 +186,33 @@ StatusOr<models::Decoder> Evaluator::SetupDecoder(RunSummary* summary) {
   return model->model;
 }
 
+// The requests of one document: a context and continuation per choice, or the rolling windows of its text.
+std::vector<LoglikelihoodRequest> DocRequests(const EvalTask& task, const EvalDoc& doc, const data::ModelTokenizer& tok,
+                                              int64_t prefix, int64_t max_length) {
+  std::vector<LoglikelihoodRequest> out;
+  if (!IsRolling(task)) {
+    for (const std::string& continuation : doc.continuations) out.push_back(EncodePair(tok, doc.context, continuation, prefix));
+    return out;
+  }
+  for (auto& [context, continuation] : RollingWindows(tok.Encode(doc.text, false, false), prefix, max_length)) {
+    out.push_back({std::move(context), std::move(continuation)});
+  }
+  return out;
+}
+
 StatusOr<std::vector<LoglikelihoodRequest>> Evaluator::Encode(std::vector<TaskRun>& tasks,
                                                               const data::ModelTokenizer& tok,
-                                                              const models::DecoderArgs& args) const {
+                                                              const models::DecoderArgs& args,
+                                                              int64_t max_length) const {
+  // The harness's prefix_token_id with the model's own tokenizer: BOS where it has one, else EOS.
   const int64_t prefix = tok.bos_id() >= 0 ? tok.bos_id() : tok.eos_id();
   std::vector<LoglikelihoodRequest> requests;
   for (TaskRun& run : tasks) {
     run.first_request = requests.size();
     for (const EvalDoc& doc : run.docs) {
-      for (const std::string& continuation : doc.continuations) {
-        LoglikelihoodRequest r = EncodePair(tok, doc.context, continuation, prefix);
+      std::vector<LoglikelihoodRequest> own = DocRequests(*run.task, doc, tok, prefix, max_length);
+      run.requests_of_doc.push_back(own.size());
+      for (LoglikelihoodRequest& r : own) {
         for (std::vector<int64_t>* ids : {&r.context, &r.continuation}) {
           for (int64_t& id : *ids) {
             id = FoldIntoVocabulary(id, args);
@@ -202,46 +228,91 @@ StatusOr<std::vector<LoglikelihoodRequest>> Evaluator::Encode(std::vector<TaskRu
   return requests;
 }
 
-// The harness's table: one row per task.
-void PrintTable(std::ostream& out, const std::vector<TaskRun>& tasks, const std::vector<EvalMetric>& metrics) {
+// The harness's table: a row per task and metric.
+void PrintTable(std::ostream& out, const std::vector<TableRow>& rows) {
   out << "|Tasks|Version|Filter|n-shot|Metric| |Value| |Stderr|\n|---|--:|---|--:|---|---|--:|---|--:|\n";
-  char row[256];
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    std::snprintf(row, sizeof(row), "|%s|2|none|0|acc|↑|%.4f|±|%.4f|\n", tasks[i].task->name.c_str(),
-                  metrics[i].mean, metrics[i].stderr_of_mean);
+  char row[320];
+  for (const TableRow& r : rows) {
+    char error[64] = "N/A";
+    if (r.stderr_of_value) std::snprintf(error, sizeof(error), "%.4f", *r.stderr_of_value);
+    std::snprintf(row, sizeof(row), "|%s|2|none|0|%s|%s|%.4f|±|%s|\n", r.task.c_str(), r.metric.c_str(),
+                  r.arrow.c_str(), r.value, error);
     out << row;
   }
+}
+
+// The results of each of the run's documents, in order.
+std::vector<std::vector<Loglikelihood>> ResultsByDoc(const TaskRun& run, const std::vector<Loglikelihood>& results) {
+  std::vector<std::vector<Loglikelihood>> out;
+  auto next = results.begin() + static_cast<std::ptrdiff_t>(run.first_request);
+  for (size_t count : run.requests_of_doc) {
+    out.emplace_back(next, next + static_cast<std::ptrdiff_t>(count));
+    next += static_cast<std::ptrdiff_t>(count);
+  }
+  return out;
+}
+
+nlohmann::json ReportChoices(const TaskRun& run, const std::vector<Loglikelihood>& results, RunSummary* summary,
+                             std::vector<TableRow>* rows) {
+  nlohmann::json docs = nlohmann::json::array();
+  std::vector<double> scores;
+  const std::vector<std::vector<Loglikelihood>> by_doc = ResultsByDoc(run, results);
+  for (size_t d = 0; d < run.docs.size(); ++d) {
+    std::vector<double> lls;
+    std::vector<bool> greedy;
+    for (const Loglikelihood& r : by_doc[d]) {
+      lls.push_back(r.value);
+      greedy.push_back(r.is_greedy);
+    }
+    scores.push_back(ScoreEvalDoc(*run.task, run.docs[d], lls));
+    docs.push_back({{"loglikelihoods", lls}, {"is_greedy", greedy}, {"acc", NumberToJson(scores.back())}});
+  }
+  const EvalMetric m = MeanWithStderr(scores);
+  summary->scores[run.task->name + "/acc"] = m.mean;
+  summary->scores[run.task->name + "/acc_stderr"] = m.stderr_of_mean;
+  rows->push_back({run.task->name, "acc", "↑", m.mean, m.stderr_of_mean});
+  return {{"acc", NumberToJson(m.mean)}, {"acc_stderr", NumberToJson(m.stderr_of_mean)}, {"docs", docs}};
+}
+
+nlohmann::json ReportRolling(const TaskRun& run, const std::vector<Loglikelihood>& results, RunSummary* summary,
+                             std::vector<TableRow>* rows) {
+  nlohmann::json docs = nlohmann::json::array();
+  std::vector<double> lls;
+  const std::vector<std::vector<Loglikelihood>> by_doc = ResultsByDoc(run, results);
+  for (size_t d = 0; d < run.docs.size(); ++d) {
+    double ll = 0;
+    for (const Loglikelihood& r : by_doc[d]) ll += r.value;
+    lls.push_back(ll);
+    docs.push_back({{"loglikelihood", NumberToJson(ll)}, {"windows", by_doc[d].size()},
+                    {"words", run.docs[d].words}, {"bytes", run.docs[d].bytes}});
+  }
+  const Perplexities p = PerplexitiesOf(lls, run.docs);
+  nlohmann::json out = {{"docs", docs}};
+  for (const auto& [metric, value] : std::vector<std::pair<std::string, double>>{
+           {"bits_per_byte", p.bits_per_byte}, {"byte_perplexity", p.byte_perplexity},
+           {"word_perplexity", p.word_perplexity}}) {
+    summary->scores[run.task->name + "/" + metric] = value;
+    rows->push_back({run.task->name, metric, "↓", value, std::nullopt});
+    out[metric] = NumberToJson(value);
+  }
+  return out;
 }
 
 Status Evaluator::Report(const std::vector<TaskRun>& tasks, const std::vector<Loglikelihood>& results,
                          RunSummary* summary) const {
   nlohmann::json file = {{"scored_as", "lm-evaluation-harness 0.4.8"}, {"tasks", nlohmann::json::object()}};
-  std::vector<EvalMetric> metrics;
+  std::vector<TableRow> rows;
   for (const TaskRun& run : tasks) {
-    nlohmann::json docs = nlohmann::json::array();
-    std::vector<double> scores;
-    size_t next = run.first_request;
-    for (const EvalDoc& doc : run.docs) {
-      std::vector<double> lls;
-      std::vector<bool> greedy;
-      for (size_t i = 0; i < doc.continuations.size(); ++i, ++next) {
-        lls.push_back(results[next].value);
-        greedy.push_back(results[next].is_greedy);
-      }
-      scores.push_back(ScoreEvalDoc(*run.task, doc, lls));
-      docs.push_back({{"loglikelihoods", lls}, {"is_greedy", greedy}, {"acc", NumberToJson(scores.back())}});
-    }
-    const EvalMetric m = MeanWithStderr(scores);
-    metrics.push_back(m);
-    summary->scores[run.task->name + "/acc"] = m.mean;
-    summary->scores[run.task->name + "/acc_stderr"] = m.stderr_of_mean;
-    file["tasks"][run.task->name] = {{"acc", NumberToJson(m.mean)}, {"acc_stderr", NumberToJson(m.stderr_of_mean)},
-                                     {"documents", run.docs.size()}, {"split_documents", run.task->full_size},
-                                     {"source", run.source}, {"docs", docs}};
+    nlohmann::json task = IsRolling(*run.task) ? ReportRolling(run, results, summary, &rows)
+                                               : ReportChoices(run, results, summary, &rows);
+    task["documents"] = run.docs.size();
+    task["split_documents"] = run.task->full_size;
+    task["source"] = run.source;
+    file["tasks"][run.task->name] = std::move(task);
     *context_.out << run.task->name << ": " << run.docs.size() << " of the split's " << run.task->full_size
                   << " documents, from " << run.source << "\n";
   }
-  PrintTable(*context_.out, tasks, metrics);
+  PrintTable(*context_.out, rows);
   StatusOr<std::string> output_dir = config_.GetString("output_dir");
   TM_RETURN_IF_ERROR(output_dir.status());
   return WriteFileAtomically(*output_dir + "/eval_results.json", DumpJson(file, 1) + "\n");
@@ -268,7 +339,8 @@ Status Evaluator::Run(RunSummary* summary) {
   StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer =
       SetupTokenizer(config_, args, context_.allow_stand_ins, &summary->stand_ins);
   TM_RETURN_IF_ERROR(tokenizer.status());
-  StatusOr<std::vector<LoglikelihoodRequest>> requests = Encode(*tasks, **tokenizer, args);
+  const int64_t length = std::min(*max_length, args.max_seq_len);
+  StatusOr<std::vector<LoglikelihoodRequest>> requests = Encode(*tasks, **tokenizer, args, length);
   TM_RETURN_IF_ERROR(requests.status());
   // Scores of weights nobody trained are a random model's: said first, so they are not taken for the model's.
   if (config_.IsNull("checkpointer.checkpoint_dir") || !summary->stand_ins.empty()) {
@@ -280,7 +352,7 @@ Status Evaluator::Run(RunSummary* summary) {
 
   LoglikelihoodOptions options;
   options.batch_size = *batch_size;
-  options.max_length = std::min(*max_length, args.max_seq_len);
+  options.max_length = length;
   if (options.max_length < *max_length) {
     *context_.out << "note: max_seq_length " << *max_length << " is over the model's max_seq_len; requests keep their "
                   << "last " << options.max_length << " tokens\n";
@@ -448,8 +520,8 @@ std::vector<Loglikelihood> ComputeLoglikelihoods(models::DecoderImpl& model,
 RecipeSpec EleutherEvalRecipe() {
   RecipeSpec r;
   r.name = "eleuther_eval";
-  r.doc = "a model scored on EleutherAI's harness tasks (truthfulqa_mc1, truthfulqa_mc2) by log-likelihood, as "
-          "lm-evaluation-harness 0.4.8 scores them, on shipped task samples: accuracy and tokens/s";
+  r.doc = "a model scored on EleutherAI's harness tasks (truthfulqa_mc1, truthfulqa_mc2 by log-likelihood; wikitext's "
+          "rolling perplexity) as lm-evaluation-harness 0.4.8 scores them, on shipped task samples: scores and tokens/s";
   r.launch = RecipeLaunch::kOneProcess;
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = EvalFields();

@@ -7,7 +7,9 @@
 // harness's _encode_pair does with the config's tokenizer without BOS or EOS (torchtune's tok_encode); each request's
 // input is the last max_seq_length + 1 tokens of context + continuation less the last, and its log-likelihood is
 // the sum of the float32 log-softmax of the continuation's tokens (torchtune's decoder returns float32 logits),
-// with whether each was the most likely one (is_greedy). Requests run `batch_size` at a time, longest first,
+// with whether each was the most likely one (is_greedy). A rolling task's document (wikitext) is its text's disjoint
+// windows of max_seq_length tokens, the first after BOS (EOS for a tokenizer without one: the harness's
+// prefix_token_id), summed. Requests run `batch_size` at a time, longest first,
 // right-padded (padding after a causal sequence changes none of its logits). Each batch is a "step" of the run
 // summary (its input tokens over its time: the tokens/s of a cell), and the summary's `scores` hold each task's
 // "<task>/acc" and "<task>/acc_stderr". The run prints the harness's table and writes

@@ -160,6 +160,42 @@ TEST_F(EleutherEvalTest, LoglikelihoodsAndScoresAreTheHarnesss) {
   EXPECT_NE(run.printed.find("|truthfulqa_mc2|2|none|0|acc|↑|0.4389|±|0.0783|"), std::string::npos) << run.printed;
 }
 
+// wikitext (loglikelihood_rolling) on the shipped pages with llama2_tokenizer over m.model (the harness ran
+// transformers' LlamaTokenizer, legacy, on it: the same ids) and windows of 64 tokens: the same windows, each page's
+// summed log-likelihood within 1e-3 (measured: 8.3e-5; sums of about 300 float32 log-probabilities, about -5000
+// in all) and the perplexities within 1e-5 of themselves.
+TEST_F(EleutherEvalTest, RollingPerplexityIsTheHarnesss) {
+  std::string text = FixtureConfig(scratch_.path());
+  const std::string tokenizers = data::SamplesDir() + "/tokenizers";
+  const size_t from = text.find("tokenizer:\n"), to = text.find("apply_chat_template");
+  text.replace(from, to - from,
+               "tokenizer:\n  _component_: torchtune.models.llama2.llama2_tokenizer\n  path: " + tokenizers +
+                   "/m.model\n  max_seq_len: null\n");
+  const InProcessRun run = Run(WriteConfig(text), {"tasks=[wikitext]", "max_seq_length=64"});
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
+  StatusOr<std::string> results = ReadFile(run.output_dir + "/eval_results.json");
+  ASSERT_TRUE(results.ok());
+  const nlohmann::json have = nlohmann::json::parse(*results)["tasks"]["wikitext"];
+  StatusOr<std::string> expected_text = ReadFile(kFixtures + "/expected_rolling.json");
+  ASSERT_TRUE(expected_text.ok());
+  const nlohmann::json want = nlohmann::json::parse(*expected_text);
+  ASSERT_EQ(have["docs"].size(), want["docs"].size());
+  double worst = 0;
+  for (size_t d = 0; d < want["docs"].size(); ++d) {
+    EXPECT_EQ(have["docs"][d]["windows"], want["docs"][d]["windows"].size()) << "page " << d;
+    const double ll = have["docs"][d]["loglikelihood"].get<double>();
+    EXPECT_NEAR(ll, want["docs"][d]["loglikelihood"].get<double>(), 1e-3) << "page " << d;
+    worst = std::max(worst, std::abs(ll - want["docs"][d]["loglikelihood"].get<double>()));
+  }
+  std::cout << "largest page log-likelihood difference from the harness: " << worst << "\n";
+  for (const char* metric : {"word_perplexity", "byte_perplexity", "bits_per_byte"}) {
+    const double w = want[metric].get<double>();
+    EXPECT_NEAR(have[metric].get<double>(), w, 1e-5 * w) << metric;
+    EXPECT_NEAR(run.summary["scores"][std::string("wikitext/") + metric].get<double>(), w, 1e-5 * w) << metric;
+  }
+  EXPECT_NE(run.printed.find("|wikitext|2|none|0|bits_per_byte|↓|"), std::string::npos) << run.printed;
+}
+
 TEST_F(EleutherEvalTest, TorchtunesEvaluationConfigsValidateUnchanged) {
   // qwen3/evaluation.yaml as torchtune ships it, but for its paths; eleuther_evaluation.yaml's extra keys too.
   const std::string text =
@@ -185,7 +221,7 @@ TEST_F(EleutherEvalTest, BadValuesAreNamedWithFileLineAndKey) {
   ASSERT_EQ(found.size(), 4u);
   EXPECT_NE(found["tasks"].find(path + ":8:"), std::string::npos) << found["tasks"];
   EXPECT_NE(found["tasks"].find("task 'hellaswag' is not one tune-matrix scores (it has: truthfulqa_mc1, "
-                                "truthfulqa_mc2); fix: choose among those"),
+                                "truthfulqa_mc2, wikitext); fix: choose among those"),
             std::string::npos)
       << found["tasks"];
   EXPECT_NE(found["batch_size"].find(path + ":9:"), std::string::npos) << found["batch_size"];

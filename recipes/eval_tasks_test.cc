@@ -114,8 +114,70 @@ TEST(EvalTasksTest, AMalformedDocumentIsNamedWithItsFileAndPlace) {
   }
 }
 
+nlohmann::json ExpectedRolling() {
+  StatusOr<std::string> text =
+      ReadFile(std::string(TM_SOURCE_DIR) + "/recipes/testdata/eleuther_eval/expected_rolling.json");
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+}
+
+// The shipped pages (written in wikitext-2's raw format) detokenize, and count words and bytes, as the harness's
+// wikitext task does (expected_rolling.json).
+TEST(EvalTasksTest, WikitextPagesAreDetokenizedAndCountedAsTheHarnessDoes) {
+  const nlohmann::json e = ExpectedRolling();
+  EXPECT_EQ(e["harness"], "lm-eval 0.4.8");
+  StatusOr<std::vector<EvalDoc>> docs = LoadEvalDocs(*FindEvalTask("wikitext"), data::SamplesDir() + "/eval/wikitext.json");
+  ASSERT_TRUE(docs.ok()) << docs.status().ToString();
+  ASSERT_EQ(docs->size(), e["docs"].size());
+  for (size_t i = 0; i < docs->size(); ++i) {
+    EXPECT_EQ((*docs)[i].text, e["docs"][i]["text"].get<std::string>()) << "page " << i;
+    EXPECT_EQ((*docs)[i].words, e["docs"][i]["words"].get<int64_t>()) << "page " << i;
+    EXPECT_EQ((*docs)[i].bytes, e["docs"][i]["bytes"].get<int64_t>()) << "page " << i;
+  }
+  // Each rule on its own: number separators, punctuation, brackets (to the first closing one), headings, 's.
+  EXPECT_EQ(WikitextDetokenize(" = = Song = = \n 3 @.@ 5 ( 1 @,@ 352 ft ) , \" Sorrel \" Reid 's N "),
+            " == Song ==\n3.5 (1,352 ft), \"Sorrel\" Reid's 1 ");
+  EXPECT_EQ(WikitextDetokenize("( a ( b ) c )"), "(a ( b) c )");
+  EXPECT_EQ(SplitWordCount(" a  b\n"), 4);  // re.split: "", "a", "b", ""
+  EXPECT_EQ(SplitWordCount("a"), 1);
+}
+
+TEST(EvalTasksTest, RollingWindowsAreTheHarnesssAndPredictEachTokenOnce) {
+  const nlohmann::json e = ExpectedRolling();
+  const int64_t prefix = e["prefix_token_id"].get<int64_t>();
+  const int64_t length = e["max_length"].get<int64_t>();
+  for (const nlohmann::json& doc : e["docs"]) {
+    const auto tokens = doc["token_ids"].get<std::vector<int64_t>>();
+    const auto windows = RollingWindows(tokens, prefix, length);
+    ASSERT_EQ(windows.size(), doc["windows"].size());
+    for (size_t w = 0; w < windows.size(); ++w) {
+      EXPECT_EQ(windows[w].first, doc["windows"][w]["context"].get<std::vector<int64_t>>()) << "window " << w;
+      EXPECT_EQ(windows[w].second, doc["windows"][w]["continuation"].get<std::vector<int64_t>>()) << "window " << w;
+    }
+  }
+  EXPECT_TRUE(RollingWindows({}, 1, 4).empty());
+  using Windows = std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>;
+  EXPECT_EQ(RollingWindows({5, 6, 7}, 1, 4), (Windows{{{1}, {5, 6, 7}}}));
+  EXPECT_EQ(RollingWindows({5, 6, 7, 8, 9}, 1, 4), (Windows{{{1}, {5, 6, 7, 8}}, {{5, 6, 7, 8}, {9}}}));
+  EXPECT_EQ(RollingWindows({5, 6, 7}, 1, 1), (Windows{{{1}, {5}}, {{5}, {6}}, {{6}, {7}}}));
+}
+
+TEST(EvalTasksTest, PerplexitiesFromTheHarnesssLoglikelihoodsAreItsMetrics) {
+  const nlohmann::json e = ExpectedRolling();
+  StatusOr<std::vector<EvalDoc>> docs = LoadEvalDocs(*FindEvalTask("wikitext"), data::SamplesDir() + "/eval/wikitext.json");
+  ASSERT_TRUE(docs.ok());
+  std::vector<double> lls;
+  for (const nlohmann::json& doc : e["docs"]) lls.push_back(doc["loglikelihood"].get<double>());
+  const Perplexities p = PerplexitiesOf(lls, *docs);
+  for (const auto& [have, key] : std::vector<std::pair<double, const char*>>{
+           {p.word_perplexity, "word_perplexity"}, {p.byte_perplexity, "byte_perplexity"}, {p.bits_per_byte, "bits_per_byte"}}) {
+    const double want = e[key].get<double>();
+    EXPECT_NEAR(have, want, 1e-12 * want) << key;
+  }
+}
+
 TEST(EvalTasksTest, EveryTaskIsFoundByItsHarnessName) {
-  EXPECT_EQ(EvalTaskNames(), "truthfulqa_mc1, truthfulqa_mc2");
+  EXPECT_EQ(EvalTaskNames(), "truthfulqa_mc1, truthfulqa_mc2, wikitext");
   EXPECT_EQ(FindEvalTask("hellaswag"), nullptr);
   for (const EvalTask& t : EvalTasks()) EXPECT_EQ(FindEvalTask(t.name), &t);
 }

@@ -8,6 +8,12 @@
     recipes/testdata/eleuther_eval/expected.json   what the harness computed for it: each request's log-likelihood
                                                    and greedy flag, each document's score, each task's acc and
                                                    acc_stderr, the contexts, and the token ids of a few requests
+    recipes/testdata/eleuther_eval/expected_rolling.json   the harness's wikitext (loglikelihood_rolling) on the
+                                                   shipped pages (recipes/data/samples/eval/wikitext.json) with the
+                                                   same model, the SentencePiece sample m.model (transformers'
+                                                   LlamaTokenizer, legacy; llama2_tokenizer there) and max_length 64,
+                                                   so that each page takes several windows: each page's text after
+                                                   detokenizing, token ids, windows and log-likelihood, and the metrics
 
 The tokenizer is the shipped byte-level BPE (recipes/data/samples/tokenizers/tiny_bpe_*), read by transformers'
 Qwen2Tokenizer here and by tune-matrix's qwen2_tokenizer there. The harness's HFLM runs the model in float32 on
@@ -24,6 +30,7 @@ multiple_choice config is built from, in its order): --mc-task path/to/mc_task.j
 """
 
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -35,6 +42,7 @@ import transformers
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SAMPLE = os.path.join(ROOT, "recipes", "data", "samples", "eval", "truthfulqa_mc.json")
+WIKITEXT = os.path.join(ROOT, "recipes", "data", "samples", "eval", "wikitext.json")
 TOKENIZERS = os.path.join(ROOT, "recipes", "data", "samples", "tokenizers")
 OUT = os.path.join(ROOT, "recipes", "testdata", "eleuther_eval")
 PINNED = {"lm_eval": "0.4.8", "torch": "2.11.0", "transformers": "4.57.6"}
@@ -106,6 +114,50 @@ def task_configs(folder):
                     f"dataset_kwargs:\n  data_files:\n    validation: {SAMPLE}\n")
 
 
+def rolling_configs(folder):
+    """The harness's wikitext, read from the shipped pages (its validation split) instead of the Hub."""
+    import lm_eval
+
+    with open(os.path.join(folder, "wikitext_sample.yaml"), "w") as f:
+        f.write(f"include: {os.path.join(os.path.dirname(lm_eval.__file__), 'tasks', 'wikitext', 'wikitext.yaml')}\n"
+                f"task: wikitext_sample\n"
+                f"dataset_path: json\n"
+                f"dataset_name: null\n"
+                f"training_split: null\n"
+                f"test_split: null\n"
+                f"dataset_kwargs:\n  data_files:\n    validation: {WIKITEXT}\n")
+
+
+def expected_rolling(model):
+    """The harness's wikitext on the shipped pages, in windows of 64 tokens."""
+    from lm_eval import utils
+    from lm_eval.evaluator import evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager, get_task_dict
+    from lm_eval.tasks.wikitext.preprocess_wikitext import wikitext_detokenizer
+
+    tokenizer = transformers.LlamaTokenizer(os.path.join(TOKENIZERS, "m.model"), legacy=True)
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=8, max_length=64, device="cpu")
+    with tempfile.TemporaryDirectory() as folder:
+        rolling_configs(folder)
+        result = evaluate(lm, get_task_dict(["wikitext_sample"], TaskManager(include_path=folder)), log_samples=True)
+    metrics = result["results"]["wikitext_sample"]
+    docs = []
+    for s in sorted(result["samples"]["wikitext_sample"], key=lambda s: s["doc_id"]):
+        text = wikitext_detokenizer(s["doc"])
+        ids = lm.tok_encode(text)
+        windows = [utils.make_disjoint_window(w) for w in
+                   utils.get_rolling_token_windows(ids, lm.prefix_token_id, lm.max_length, 1)]
+        docs.append({"doc_id": s["doc_id"], "text": text, "token_ids": ids,
+                     "windows": [{"context": list(c), "continuation": list(p)} for c, p in windows],
+                     "loglikelihood": float(s["filtered_resps"][0]), "words": s["word_perplexity"][1],
+                     "bytes": s["byte_perplexity"][1]})
+    return {"harness": "lm-eval " + PINNED["lm_eval"], "tokenizer": "llama2_tokenizer on m.model",
+            "max_length": lm.max_length, "prefix_token_id": lm.prefix_token_id,
+            "word_perplexity": metrics["word_perplexity,none"], "byte_perplexity": metrics["byte_perplexity,none"],
+            "bits_per_byte": metrics["bits_per_byte,none"], "docs": docs}
+
+
 def expected_task(lm, result, samples, name):
     metrics = result["results"][name + "_sample"]
     docs = []
@@ -153,7 +205,8 @@ def main():
     }
     folder = os.path.join(OUT, "model")
     shutil.rmtree(folder, ignore_errors=True)
-    model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    # A copy: converting the model itself would round its RoPE inv_freq buffer to bf16 as well.
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
     gen = os.path.join(folder, "generation_config.json")
     if os.path.exists(gen):
         os.remove(gen)
@@ -162,6 +215,13 @@ def main():
         f.write("\n")
     for name, task in expected["tasks"].items():
         print(f"{name}: acc {task['acc']:.6f} +- {task['acc_stderr']:.6f} over {len(task['docs'])} documents")
+    rolling = expected_rolling(model)
+    with open(os.path.join(OUT, "expected_rolling.json"), "w") as f:
+        json.dump(rolling, f, indent=1)
+        f.write("\n")
+    print(f"wikitext: word_perplexity {rolling['word_perplexity']:.4f}, byte_perplexity {rolling['byte_perplexity']:.6f}, "
+          f"bits_per_byte {rolling['bits_per_byte']:.6f} over {len(rolling['docs'])} pages, "
+          f"{sum(len(d['windows']) for d in rolling['docs'])} windows")
 
 
 if __name__ == "__main__":
