@@ -65,9 +65,9 @@ std::vector<FieldSpec> EvalFields() {
       DtypeField(),
       SeedField(),
       LogLevelField(),
-      WithValueCheck(Required(Field("tasks", FieldType::kStringList, "",
-                                    "the harness's tasks to score: " + EvalTaskNames())),
-                     TasksCheck),
+      WithValueCheck(
+          Required(Field("tasks", FieldType::kStringList, "", "the harness's tasks to score: " + EvalTaskNames())),
+          TasksCheck),
       Nullable(Above(Field("limit", FieldType::kFloat, "null",
                            "documents per task: a count, or a fraction below 1 of them; null: all"),
                      0)),
@@ -144,7 +144,9 @@ StatusOr<std::vector<TaskRun>> Evaluator::LoadTasks() const {
   for (const std::string& name : *names) {
     TaskRun run;
     run.task = FindEvalTask(name);
-    if (run.task == nullptr) return Status::InvalidArgument(config_.OriginOf("tasks").ToString() + ": tasks: " + TasksCheck(config_.Find("tasks")));
+    if (run.task == nullptr)
+      return Status::InvalidArgument(config_.OriginOf("tasks").ToString() +
+                                     ": tasks: " + TasksCheck(config_.Find("tasks")));
     run.source = (folder ? *folder : data::SamplesDir() + "/eval") + "/" + run.task->data_file;
     if (folder && !PathExists(run.source)) {
       return Status::NotFound(config_.OriginOf("include_path").ToString() + ": include_path: " + run.source +
@@ -191,7 +193,8 @@ std::vector<LoglikelihoodRequest> DocRequests(const EvalTask& task, const EvalDo
                                               int64_t prefix, int64_t max_length) {
   std::vector<LoglikelihoodRequest> out;
   if (!IsRolling(task)) {
-    for (const std::string& continuation : doc.continuations) out.push_back(EncodePair(tok, doc.context, continuation, prefix));
+    for (const std::string& continuation : doc.continuations)
+      out.push_back(EncodePair(tok, doc.context, continuation, prefix));
     return out;
   }
   for (auto& [context, continuation] : RollingWindows(tok.Encode(doc.text, false, false), prefix, max_length)) {
@@ -210,7 +213,12 @@ StatusOr<std::vector<LoglikelihoodRequest>> Evaluator::Encode(std::vector<TaskRu
   for (TaskRun& run : tasks) {
     run.first_request = requests.size();
     for (const EvalDoc& doc : run.docs) {
-      std::vector<LoglikelihoodRequest> own = DocRequests(*run.task, doc, tok, prefix, max_length);
+      std::vector<LoglikelihoodRequest> own;
+      try {
+        own = DocRequests(*run.task, doc, tok, prefix, max_length);
+      } catch (const data::TokenizeError& e) {  // a pattern that hit PCRE2's match limit: the tokenizer's file named
+        return e.status();
+      }
       run.requests_of_doc.push_back(own.size());
       for (LoglikelihoodRequest& r : own) {
         for (std::vector<int64_t>* ids : {&r.context, &r.continuation}) {
@@ -283,14 +291,17 @@ nlohmann::json ReportRolling(const TaskRun& run, const std::vector<Loglikelihood
     double ll = 0;
     for (const Loglikelihood& r : by_doc[d]) ll += r.value;
     lls.push_back(ll);
-    docs.push_back({{"loglikelihood", NumberToJson(ll)}, {"windows", by_doc[d].size()},
-                    {"words", run.docs[d].words}, {"bytes", run.docs[d].bytes}});
+    docs.push_back({{"loglikelihood", NumberToJson(ll)},
+                    {"windows", by_doc[d].size()},
+                    {"words", run.docs[d].words},
+                    {"bytes", run.docs[d].bytes}});
   }
   const Perplexities p = PerplexitiesOf(lls, run.docs);
   nlohmann::json out = {{"docs", docs}};
-  for (const auto& [metric, value] : std::vector<std::pair<std::string, double>>{
-           {"bits_per_byte", p.bits_per_byte}, {"byte_perplexity", p.byte_perplexity},
-           {"word_perplexity", p.word_perplexity}}) {
+  for (const auto& [metric, value] :
+       std::vector<std::pair<std::string, double>>{{"bits_per_byte", p.bits_per_byte},
+                                                   {"byte_perplexity", p.byte_perplexity},
+                                                   {"word_perplexity", p.word_perplexity}}) {
     summary->scores[run.task->name + "/" + metric] = value;
     rows->push_back({run.task->name, metric, "↓", value, std::nullopt});
     out[metric] = NumberToJson(value);
@@ -359,8 +370,7 @@ Status Evaluator::Run(RunSummary* summary) {
   }
   const int index = context_.device.index;
   options.synchronize = [this, index] { hooks_.Synchronize(index); };
-  *context_.out << "Scoring " << requests->size() << " log-likelihood requests, " << options.batch_size
-                << " a batch\n";
+  *context_.out << "Scoring " << requests->size() << " log-likelihood requests, " << options.batch_size << " a batch\n";
   summary->init_time_s = Seconds(start, Clock::now());
   LoglikelihoodBatches batches;
   const std::vector<Loglikelihood> results = ComputeLoglikelihoods(**model, *requests, options, &batches);
@@ -383,8 +393,8 @@ Status RunEval(const Config& config, const RunContext& context) {
       *context.out << line;
     }
     if (summary.peak_memory_bytes) {
-      *context.out << ", peak memory " << FormatBytes(*summary.peak_memory_bytes) << " ("
-                   << summary.peak_memory_source << ")";
+      *context.out << ", peak memory " << FormatBytes(*summary.peak_memory_bytes) << " (" << summary.peak_memory_source
+                   << ")";
     }
     *context.out << "\n";
   };
@@ -408,14 +418,14 @@ StatusOr<CellEstimate> EstimateEval(const Config& config, const Registry& regist
   e.parameters = CountModelParameters(*choice).total;
   const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
   const double positions = static_cast<double>(*batch) * static_cast<double>(std::min(*max_length, kTypicalSeqLen));
-  const double layer = positions *
-                       (4 * static_cast<double>(args.embed_dim) +
-                        4 * static_cast<double>(args.num_heads * args.resolved_head_dim()) +
-                        3 * static_cast<double>(args.intermediate_dim)) *
-                       bytes;
+  const double layer =
+      positions *
+      (4 * static_cast<double>(args.embed_dim) + 4 * static_cast<double>(args.num_heads * args.resolved_head_dim()) +
+       3 * static_cast<double>(args.intermediate_dim)) *
+      bytes;
   const double logits = positions / 10 * static_cast<double>(args.vocab_size) * (bytes + 8);
-  const double peak = static_cast<double>(e.parameters) * bytes + layer + logits +
-                      static_cast<double>(device.traits().RuntimeBytes());
+  const double peak =
+      static_cast<double>(e.parameters) * bytes + layer + logits + static_cast<double>(device.traits().RuntimeBytes());
   e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
   e.work = static_cast<double>(e.parameters) * positions;
   return e;
@@ -449,8 +459,7 @@ namespace {
 // One batch of requests (indices into `requests`): their inputs right-padded with 0, one forward to the final norm,
 // the output projection only at each continuation's positions, then float32 log-softmax.
 void ScoreBatch(models::DecoderImpl& model, const std::vector<LoglikelihoodRequest>& requests,
-                const std::vector<size_t>& rows, int64_t max_length, std::vector<Loglikelihood>* out,
-                int64_t* tokens) {
+                const std::vector<size_t>& rows, int64_t max_length, std::vector<Loglikelihood>* out, int64_t* tokens) {
   std::vector<std::vector<int64_t>> inputs;
   int64_t longest = 1;
   for (size_t r : rows) {
@@ -520,8 +529,9 @@ std::vector<Loglikelihood> ComputeLoglikelihoods(models::DecoderImpl& model,
 RecipeSpec EleutherEvalRecipe() {
   RecipeSpec r;
   r.name = "eleuther_eval";
-  r.doc = "a model scored on EleutherAI's harness tasks (truthfulqa_mc1, truthfulqa_mc2 by log-likelihood; wikitext's "
-          "rolling perplexity) as lm-evaluation-harness 0.4.8 scores them, on shipped task samples: scores and tokens/s";
+  r.doc =
+      "a model scored on EleutherAI's harness tasks (truthfulqa_mc1, truthfulqa_mc2 by log-likelihood; wikitext's "
+      "rolling perplexity) as lm-evaluation-harness 0.4.8 scores them, on shipped task samples: scores and tokens/s";
   r.launch = RecipeLaunch::kOneProcess;
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = EvalFields();

@@ -50,7 +50,7 @@ struct Loglikelihood {
 
 struct LoglikelihoodOptions {
   int64_t batch_size = 8;
-  int64_t max_length = 4096;      // the harness's max_length (at most the model's max_seq_len)
+  int64_t max_length = 4096;          // the harness's max_length (at most the model's max_seq_len)
   std::function<void()> synchronize;  // the device, before a batch's clock stops (none: the CPU)
 };
 

@@ -10,9 +10,9 @@
 #include "recipes/eleuther_eval.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
 #include "harness/config_store.h"
@@ -40,14 +40,20 @@ nlohmann::json Expected() {
 std::string FixtureConfig(const std::string& dir) {
   const std::string tokenizers = data::SamplesDir() + "/tokenizers";
   return "# tune run eleuther_eval --config this\n"
-         "output_dir: " + dir + "/out\n"
+         "output_dir: " +
+         dir +
+         "/out\n"
          "model:\n  _component_: tune_matrix.models.tiny_llama3_2\n  vocab_size: 2000\n"
          "checkpointer:\n  _component_: torchtune.training.FullModelHFCheckpointer\n"
-         "  checkpoint_dir: " + kFixtures + "/model\n  checkpoint_files: [model.safetensors]\n"
+         "  checkpoint_dir: " +
+         kFixtures +
+         "/model\n  checkpoint_files: [model.safetensors]\n"
          "  output_dir: ${output_dir}\n  model_type: LLAMA3_2\n"
          "resume_from_checkpoint: False\n"
          "tokenizer:\n  _component_: torchtune.models.qwen2.qwen2_tokenizer\n"
-         "  path: " + tokenizers + "/tiny_bpe_vocab.json\n  merges_file: " + tokenizers + "/tiny_bpe_merges.txt\n"
+         "  path: " +
+         tokenizers + "/tiny_bpe_vocab.json\n  merges_file: " + tokenizers +
+         "/tiny_bpe_merges.txt\n"
          "  max_seq_len: null\n"
          "apply_chat_template: False\n"
          "device: cpu\ndtype: fp32\nseed: 1234\n"
@@ -213,7 +219,8 @@ TEST_F(EleutherEvalTest, TorchtunesEvaluationConfigsValidateUnchanged) {
 
 TEST_F(EleutherEvalTest, BadValuesAreNamedWithFileLineAndKey) {
   const std::string path = WriteConfig(
-      "# tune run eleuther_eval --config this\noutput_dir: /tmp/x\nmodel:\n  _component_: tune_matrix.models.tiny_llama3_2\n"
+      "# tune run eleuther_eval --config this\noutput_dir: /tmp/x\nmodel:\n  _component_: "
+      "tune_matrix.models.tiny_llama3_2\n"
       "tokenizer:\n  _component_: tune_matrix.data.byte_tokenizer\ndevice: cpu\n"
       "tasks: [\"truthfulqa_mc2\", \"hellaswag\"]\nbatch_size: 0\nlimit: -1\napply_chat_template: True\n");
   std::map<std::string, std::string> found;
@@ -234,7 +241,8 @@ TEST_F(EleutherEvalTest, AnIncludePathWithoutTheTasksDataIsNamedBeforeTheModelLo
   const InProcessRun run =
       Run(WriteConfig(FixtureConfig(scratch_.path())), {"include_path=" + scratch_.path() + "/none"});
   EXPECT_EQ(run.status.code(), Status::Code::kNotFound) << run.status.ToString();
-  EXPECT_NE(run.status.message().find("include_path: " + scratch_.path() + "/none/truthfulqa_mc.json does not exist; "
+  EXPECT_NE(run.status.message().find("include_path: " + scratch_.path() +
+                                      "/none/truthfulqa_mc.json does not exist; "
                                       "fix: put the harness's truthfulqa_mc1 data"),
             std::string::npos)
       << run.status.message();
@@ -249,8 +257,9 @@ TEST_F(EleutherEvalTest, AnIncludePathWithoutTheTasksDataIsNamedBeforeTheModelLo
   ASSERT_TRUE(WriteFileAtomically(folder + "/truthfulqa_mc.json", docs.dump()).ok());
   const InProcessRun three = Run(WriteConfig(FixtureConfig(scratch_.path())), {"include_path=" + folder});
   ASSERT_TRUE(three.status.ok()) << three.status.ToString() << three.printed;
-  EXPECT_NE(three.printed.find("truthfulqa_mc2: 3 of the split's 817 documents, from " + folder + "/truthfulqa_mc.json"),
-            std::string::npos)
+  EXPECT_NE(
+      three.printed.find("truthfulqa_mc2: 3 of the split's 817 documents, from " + folder + "/truthfulqa_mc.json"),
+      std::string::npos)
       << three.printed;
 }
 
@@ -259,7 +268,7 @@ TEST_F(EleutherEvalTest, TuneRunsTheTinyConfigAndPrintsTheScore) {
                                      "device=cpu", "output_dir=" + scratch_.path() + "/tiny"});
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("note: the weights are seed-initialised (checkpointer.checkpoint_dir is null), not "
-                               "trained ones: the scores below are a random model's"),
+                          "trained ones: the scores below are a random model's"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("truthfulqa_mc2: 8 of the split's 817 documents"), std::string::npos) << r.output;

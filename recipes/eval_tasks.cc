@@ -50,12 +50,14 @@ StatusOr<EvalDoc> ReadTargets(const nlohmann::json& row, const std::string& key,
   for (size_t i = 0; i < choices->size(); ++i) {
     const nlohmann::json& c = (*choices)[i];
     const nlohmann::json& l = (*labels)[i];
-    if (!c.is_string() || !l.is_number_integer()) return BadDoc(path, index, key + " choice " + std::to_string(i) + " is not a text with an integer label");
+    if (!c.is_string() || !l.is_number_integer())
+      return BadDoc(path, index, key + " choice " + std::to_string(i) + " is not a text with an integer label");
     doc.continuations.push_back(" " + c.get<std::string>());
     if (l.get<int64_t>() == 0 && doc.true_count < 0) doc.true_count = static_cast<int64_t>(i);
   }
   // The harness splits at the first 0 label: everything before it is true.
-  if (doc.true_count <= 0) return BadDoc(path, index, key + " needs true answers (label 1) first, then a false one (label 0)");
+  if (doc.true_count <= 0)
+    return BadDoc(path, index, key + " needs true answers (label 1) first, then a false one (label 0)");
   return doc;
 }
 
@@ -116,18 +118,29 @@ std::string WikitextDetokenize(const std::string& page) {
   std::string s = page;
   ReplaceAll(&s, "s '", "s'");
   s = std::regex_replace(s, std::regex("/' [0-9]/"), "/'[0-9]/");  // as the harness writes it: a literal
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {" @-@ ", "-"}, {" @,@ ", ","}, {" @.@ ", "."}, {" : ", ": "}, {" ; ", "; "}, {" . ", ". "},
-           {" ! ", "! "}, {" ? ", "? "}, {" , ", ", "}}) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{" @-@ ", "-"},
+                                                                                 {" @,@ ", ","},
+                                                                                 {" @.@ ", "."},
+                                                                                 {" : ", ": "},
+                                                                                 {" ; ", "; "},
+                                                                                 {" . ", ". "},
+                                                                                 {" ! ", "! "},
+                                                                                 {" ? ", "? "},
+                                                                                 {" , ", ", "}}) {
     ReplaceAll(&s, from, to);
   }
-  for (const auto& [open, close] : std::vector<std::pair<char, char>>{{'(', ')'}, {'[', ']'}, {'{', '}'}, {'"', '"'},
-                                                                      {'\'', '\''}}) {
+  for (const auto& [open, close] :
+       std::vector<std::pair<char, char>>{{'(', ')'}, {'[', ']'}, {'{', '}'}, {'"', '"'}, {'\'', '\''}}) {
     s = TrimEnclosed(s, open, close);
   }
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"= = = =", "===="}, {"= = =", "==="}, {"= =", "=="}, {" \xc2\xb0 ", "\xc2\xb0"}, {" \n", "\n"},
-           {"\n ", "\n"}, {" N ", " 1 "}, {" 's", "'s"}}) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"= = = =", "===="},
+                                                                                 {"= = =", "==="},
+                                                                                 {"= =", "=="},
+                                                                                 {" \xc2\xb0 ", "\xc2\xb0"},
+                                                                                 {" \n", "\n"},
+                                                                                 {"\n ", "\n"},
+                                                                                 {" N ", " 1 "},
+                                                                                 {" 's", "'s"}}) {
     ReplaceAll(&s, from, to);
   }
   return s;

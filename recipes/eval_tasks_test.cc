@@ -5,10 +5,10 @@
 #include "recipes/eval_tasks.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
 #include "recipes/data/samples.h"
@@ -126,7 +126,8 @@ nlohmann::json ExpectedRolling() {
 TEST(EvalTasksTest, WikitextPagesAreDetokenizedAndCountedAsTheHarnessDoes) {
   const nlohmann::json e = ExpectedRolling();
   EXPECT_EQ(e["harness"], "lm-eval 0.4.8");
-  StatusOr<std::vector<EvalDoc>> docs = LoadEvalDocs(*FindEvalTask("wikitext"), data::SamplesDir() + "/eval/wikitext.json");
+  StatusOr<std::vector<EvalDoc>> docs =
+      LoadEvalDocs(*FindEvalTask("wikitext"), data::SamplesDir() + "/eval/wikitext.json");
   ASSERT_TRUE(docs.ok()) << docs.status().ToString();
   ASSERT_EQ(docs->size(), e["docs"].size());
   for (size_t i = 0; i < docs->size(); ++i) {
@@ -164,13 +165,15 @@ TEST(EvalTasksTest, RollingWindowsAreTheHarnesssAndPredictEachTokenOnce) {
 
 TEST(EvalTasksTest, PerplexitiesFromTheHarnesssLoglikelihoodsAreItsMetrics) {
   const nlohmann::json e = ExpectedRolling();
-  StatusOr<std::vector<EvalDoc>> docs = LoadEvalDocs(*FindEvalTask("wikitext"), data::SamplesDir() + "/eval/wikitext.json");
+  StatusOr<std::vector<EvalDoc>> docs =
+      LoadEvalDocs(*FindEvalTask("wikitext"), data::SamplesDir() + "/eval/wikitext.json");
   ASSERT_TRUE(docs.ok());
   std::vector<double> lls;
   for (const nlohmann::json& doc : e["docs"]) lls.push_back(doc["loglikelihood"].get<double>());
   const Perplexities p = PerplexitiesOf(lls, *docs);
-  for (const auto& [have, key] : std::vector<std::pair<double, const char*>>{
-           {p.word_perplexity, "word_perplexity"}, {p.byte_perplexity, "byte_perplexity"}, {p.bits_per_byte, "bits_per_byte"}}) {
+  for (const auto& [have, key] : std::vector<std::pair<double, const char*>>{{p.word_perplexity, "word_perplexity"},
+                                                                             {p.byte_perplexity, "byte_perplexity"},
+                                                                             {p.bits_per_byte, "bits_per_byte"}}) {
     const double want = e[key].get<double>();
     EXPECT_NEAR(have, want, 1e-12 * want) << key;
   }
