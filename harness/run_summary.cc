@@ -1,6 +1,7 @@
 #include "harness/run_summary.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "base/file_util.h"
 #include "base/json_io.h"
@@ -92,7 +93,34 @@ json RunSummaryToJson(const RunSummary& s) {
   }
   if (!s.dtype.empty()) j["dtype"] = s.dtype;
   if (s.flops_per_second) j["flops_per_second"] = NumberToJson(*s.flops_per_second);
+  if (!s.scores.empty()) {
+    json scores = json::object();
+    for (const auto& [name, value] : s.scores) scores[name] = NumberToJson(value);
+    j["scores"] = scores;
+  }
   return j;
+}
+
+std::string ScoresText(const std::map<std::string, double>& scores) {
+  auto four = [](double v) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.4f", v);
+    return std::string(text);
+  };
+  const std::string suffix = "_stderr";
+  std::string out;
+  for (const auto& [name, score] : scores) {
+    const bool is_stderr = name.size() > suffix.size() &&
+                           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (is_stderr && scores.count(name.substr(0, name.size() - suffix.size()))) continue;  // beside its metric
+    std::string shown = name;
+    const size_t slash = shown.rfind('/');
+    if (slash != std::string::npos) shown[slash] = ' ';
+    out += (out.empty() ? "" : ", ") + shown + " " + four(score);
+    const auto error = scores.find(name + suffix);
+    if (error != scores.end()) out += " ± " + four(error->second);
+  }
+  return out;
 }
 
 StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where) {
@@ -136,6 +164,13 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     if (j.contains("step_flops")) s.step_flops = Numbers(j["step_flops"]);
     if (j.contains("dtype")) s.dtype = j["dtype"].get<std::string>();
     if (j.contains("flops_per_second")) s.flops_per_second = FromNumber(j["flops_per_second"]);
+    if (j.contains("scores")) {
+      if (!j["scores"].is_object()) {
+        throw json::type_error::create(302, std::string("scores: expected an object, got ") + j["scores"].type_name(),
+                                       &j["scores"]);
+      }
+      for (const auto& [name, value] : j["scores"].items()) s.scores[name] = FromNumber(value);
+    }
   } catch (const json::exception& e) {
     return Status::InvalidArgument(where + ": run summary field missing or of the wrong type (" + e.what() + ")");
   }

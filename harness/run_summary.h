@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,9 @@ struct RunSummary {
   // The dtype the model computed in ("bf16", "fp32", as configs spell it), which says which matmul peak the
   // FLOP rate compares with; "" when not recorded. Optional in the file.
   std::string dtype;
+  // An evaluation run's scores by "<task>/<metric>" ("truthfulqa_mc2/acc", "truthfulqa_mc2/acc_stderr"), as the
+  // harness names them; empty for a run that scores nothing. Optional in the file.
+  std::map<std::string, double> scores;
 
   // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
   std::optional<double> step_time_median_s;
@@ -77,6 +81,10 @@ struct RunSummary {
   // Computes the statistics above. Call once the steps are recorded.
   void Finish();
 };
+
+// An evaluation's scores as one line for a cell's record and the reports: each "<task>/<metric>" with its
+// "<task>/<metric>_stderr" beside it, 4 decimals, joined by ", " ("truthfulqa_mc2 acc 0.2321 ± 0.1526"); "" for none.
+std::string ScoresText(const std::map<std::string, double>& scores);
 
 nlohmann::json RunSummaryToJson(const RunSummary& summary);
 // InvalidArgument, prefixed by `where`, for a summary of another version, with missing or ill-typed fields, or

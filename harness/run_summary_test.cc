@@ -179,6 +179,30 @@ TEST(RunSummaryTest, RefusesAPrefillThatIsNoNumber) {
   }
 }
 
+// An evaluation run's scores (recipes/eleuther_eval.h) round-trip by name; a run that scores nothing writes none,
+// and scores that are not a mapping of numbers are refused.
+TEST(RunSummaryTest, AnEvaluationRunRoundTripsItsScores) {
+  RunSummary s = Generation();
+  EXPECT_FALSE(RunSummaryToJson(s).contains("scores"));
+  s.scores = {{"truthfulqa_mc2/acc", 0.4388}, {"truthfulqa_mc2/acc_stderr", 0.0783}};
+  StatusOr<RunSummary> back = RunSummaryFromJson(RunSummaryToJson(s), "s.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->scores, s.scores);
+  // One line for the cell's record: each metric with its stderr beside it.
+  EXPECT_EQ(ScoresText(s.scores), "truthfulqa_mc2 acc 0.4388 ± 0.0783");
+  EXPECT_EQ(ScoresText({{"truthfulqa_mc1/acc", 0.25}, {"truthfulqa_mc2/acc", 0.5}, {"truthfulqa_mc2/acc_stderr", 0.1}}),
+            "truthfulqa_mc1 acc 0.2500, truthfulqa_mc2 acc 0.5000 ± 0.1000");
+  EXPECT_EQ(ScoresText({}), "");
+  for (const nlohmann::json& bad : {nlohmann::json::array({0.5}), nlohmann::json({{"truthfulqa_mc2/acc", "high"}})}) {
+    nlohmann::json j = RunSummaryToJson(s);
+    j["scores"] = bad;
+    Status status = RunSummaryFromJson(j, "s.json").status();
+    EXPECT_EQ(status.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(status.message().find("s.json: run summary field missing or of the wrong type"), std::string::npos)
+        << status.message();
+  }
+}
+
 TEST(RunSummaryTest, RefusesOtherVersionsAndMismatchedSteps) {
   nlohmann::json j = RunSummaryToJson(ThreeSteps());
   j["version"] = kRunSummaryVersion + 1;

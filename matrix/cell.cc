@@ -380,6 +380,7 @@ const std::vector<JournalField>& JournalFields() {
       {"disturbed", kOptional, Slot<&R::disturbed>(), {}},
       {"time_to_first_token_s", kOptional, Slot<&R::time_to_first_token_s>(), Seconds()},
       {"prefill_tokens_per_second", kOptional, Slot<&R::prefill_tokens_per_second>(), TokensPerSecond()},
+      {"scores", kOptional, Slot<&R::scores>(), {}},
       {"proxy_layers", kOptional, Slot<&R::proxy_layers>(), Range(1, 65536, "1 to 65536 layers")},
       {"real_layers", kOptional, Slot<&R::real_layers>(), Range(0, 65536, "0 to 65536 layers")},
       {"proxy_vocab", kOptional, Slot<&R::proxy_vocab>(), Range(1, 1e7, "1 to 10000000 ids")},

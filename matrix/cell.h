@@ -109,6 +109,8 @@ struct CellResult {
   // tokens of every sequence over that time. Unknown for training.
   std::optional<double> time_to_first_token_s;
   std::optional<double> prefill_tokens_per_second;
+  // An evaluation cell's scores (RunSummary::scores as ScoresText: "truthfulqa_mc2 acc 0.2321 ± 0.1526"); "" else.
+  std::string scores;
   std::optional<double> first_loss;  // unknown for a run without a loss (generation)
   std::optional<double> last_loss;
   std::optional<double> first_grad_norm;  // RunSummary::first_grad_norm

@@ -36,6 +36,7 @@ CellResult FullCell() {
   r.tokens_per_second = 812.4;
   r.time_to_first_token_s = 0.0625;
   r.prefill_tokens_per_second = 4096.5;
+  r.scores = "truthfulqa_mc2 acc 0.2321 ± 0.1526";
   r.first_loss = 2.5;
   r.last_loss = 1.75;
   r.wall_time_s = 12.5;
@@ -186,7 +187,7 @@ TEST(CellJsonTest, EmptyOptionalsAreOmittedAndStayEmpty) {
   json j = ToJson(in);
   for (const char* key : {"peak_memory_bytes", "init_time_s", "startup_time_s", "step_time_median_s", "step_time_spread_s",
                           "tokens_per_second", "first_loss", "last_loss", "exit_code", "term_signal", "stand_in",
-                          "world_size", "time_to_first_token_s", "prefill_tokens_per_second"}) {
+                          "world_size", "time_to_first_token_s", "prefill_tokens_per_second", "scores"}) {
     EXPECT_FALSE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.dump(),

@@ -65,6 +65,7 @@ std::string Measurements(const SupportEntry& s) {
     parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
   }
   if (finite(s.peak_share)) parts.push_back(PeakShareText(*s.peak_share, s.peak_dtype));
+  if (!s.scores.empty()) parts.push_back(s.scores);
   if (finite(s.time_to_first_token_s)) parts.push_back(FormatLatency(*s.time_to_first_token_s) + " to first token");
   if (finite(s.prefill_tokens_per_second)) {
     parts.push_back(FormatNumber(*s.prefill_tokens_per_second, 0) + " prefill tok/s");
@@ -195,6 +196,7 @@ std::string StatusLabel(const std::string& status) {
 std::string CellText(const SupportEntry& s) {
   SupportEntry shown = s;
   shown.peak_dtype = MarkdownCell(s.peak_dtype);
+  shown.scores = MarkdownCell(s.scores);
   if (FindCellStatus(s.repaired_status) == nullptr) shown.repaired_status = MarkdownCell(s.repaired_status);
   std::string measured = Measurements(shown);
   return StatusLabel(s.status) + (s.repaired_status.empty() ? "" : " as written") +

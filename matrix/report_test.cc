@@ -420,6 +420,15 @@ TEST(MeasurementsTest, NamesAGenerationSpeedDecodeAndLeavesOutWhatIsUnknown) {
   EXPECT_EQ(Measurements(e), "");
 }
 
+TEST(MeasurementsTest, AnEvaluationShowsItsScoresAfterItsSpeed) {
+  SupportEntry e;
+  e.status = "runs";
+  e.tokens_per_second = 52867.9;
+  e.peak_memory_gib = 0.38;
+  e.scores = "truthfulqa_mc2 acc 0.2321 ± 0.1526";
+  EXPECT_EQ(Measurements(e), "52868 tok/s · truthfulqa_mc2 acc 0.2321 ± 0.1526 · 0.38 GiB");
+}
+
 TEST(FormatLatencyTest, MillisecondsUnderASecondThenFewerDecimalsAsItGrows) {
   EXPECT_EQ(FormatLatency(0), "0.0 ms");
   EXPECT_EQ(FormatLatency(0.0523), "52.3 ms");

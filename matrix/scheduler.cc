@@ -120,6 +120,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     }
     r.time_to_first_token_s = summary->time_to_first_token_s;
     r.prefill_tokens_per_second = summary->prefill_tokens_per_second;
+    r.scores = ScoresText(summary->scores);
     r.stand_in = JoinStrings(summary->stand_ins, "; ");
     r.world_size = summary->world_size;
     if (summary->threads > 0) r.threads = summary->threads;

@@ -190,6 +190,28 @@ TEST_F(SchedulerTest, ACellWithMoreRanksThanAnyLaneHasCpusTakesTheWholeHost) {
   EXPECT_EQ(runner.commands[2].cpus, (std::vector<int>{0}));
 }
 
+// An evaluation run's summary: its batches are steps, and its scores become the cell's one line of them.
+TEST_F(SchedulerTest, AnEvaluationCellTakesItsScoresFromTheSummary) {
+  std::vector<PlannedCell> cells = {Cell("eval", "cpu")};
+  cells[0].recipe = "eleuther_eval";
+  RunSummary scored;
+  scored.ok = true;
+  scored.step_times_s = {0.5, 0.25, 0.25};
+  scored.step_tokens = {4096, 4096, 4096};
+  scored.scores = {{"truthfulqa_mc2/acc", 0.23211}, {"truthfulqa_mc2/acc_stderr", 0.15256}};
+  WriteSummary(cells[0], scored);
+  FakeRunner runner;
+  runner.outcomes["eval"] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{"host", "job", "abc", "", "", ""}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_EQ((*journal)[0].scores, "truthfulqa_mc2 acc 0.2321 ± 0.1526");
+  EXPECT_DOUBLE_EQ(*(*journal)[0].tokens_per_second, 16384.0);
+}
+
 // A generation run's summary: decode steps with no loss, and its prefill. The cell takes the decode tokens/s,
 // the time to first token and the prefill tokens/s as the recipe wrote them, and records no loss.
 TEST_F(SchedulerTest, AGenerationCellTakesItsPrefillFromTheSummaryAndHasNoLoss) {

@@ -59,6 +59,7 @@ const std::vector<SupportField>& SupportFields() {
       Number("tokens_per_second", &SupportEntry::tokens_per_second, TenthsOf),
       AddedNumber("time_to_first_token_s", &SupportEntry::time_to_first_token_s, FourDigits),
       AddedNumber("prefill_tokens_per_second", &SupportEntry::prefill_tokens_per_second, TenthsOf),
+      AddedText("scores", &SupportEntry::scores),
       Number("step_time_s", &SupportEntry::step_time_s, FourDigits),
       Number("step_time_spread_s", &SupportEntry::step_time_spread_s, FourDigits),
       Number("peak_memory_gib", &SupportEntry::peak_memory_gib, Thousandths),
@@ -175,6 +176,7 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.tokens_per_second = cell.tokens_per_second;
   s.time_to_first_token_s = cell.time_to_first_token_s;
   s.prefill_tokens_per_second = cell.prefill_tokens_per_second;
+  s.scores = cell.scores;
   s.step_time_s = cell.step_time_median_s;
   s.step_time_spread_s = cell.step_time_spread_s;
   if (cell.wall_time_s > 0) s.wall_time_s = cell.wall_time_s;

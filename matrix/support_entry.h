@@ -63,6 +63,8 @@ struct SupportEntry {
   // from measurements, kept apart from the measured fields above.
   std::string ops_verified;
   std::string proxy;
+  // An evaluation cell's scores (CellResult::scores): "truthfulqa_mc2 acc 0.2321 ± 0.1526"; "" for any other.
+  std::string scores;
   std::optional<double> extrapolated_tokens_per_second;
   std::optional<double> extrapolated_step_time_s;
   std::optional<double> extrapolated_peak_memory_gib;

@@ -122,7 +122,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 41u);
+  EXPECT_EQ(names.size(), 42u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -167,6 +167,20 @@ TEST(SupportFromCellTest, AGenerationCellCarriesItsPrefill) {
   e = SupportFromCell(cell);
   EXPECT_FALSE(e.time_to_first_token_s.has_value());
   EXPECT_FALSE(e.prefill_tokens_per_second.has_value());
+}
+
+// An evaluation cell's scores reach its entry, and from there the block and support.json; other entries keep
+// their bytes (no scores key).
+TEST(SupportFromCellTest, AnEvaluationCellCarriesItsScores) {
+  CellResult cell;
+  cell.status = CellStatus::kRuns;
+  cell.tokens_per_second = 52867.9;
+  cell.scores = "truthfulqa_mc2 acc 0.2321 ± 0.1526";
+  SupportEntry e = SupportFromCell(cell);
+  EXPECT_EQ(e.scores, "truthfulqa_mc2 acc 0.2321 ± 0.1526");
+  EXPECT_EQ(SupportEntryToJson(e)["scores"], "truthfulqa_mc2 acc 0.2321 ± 0.1526");
+  EXPECT_FALSE(SupportEntryToJson(SupportFromCell(CellResult())).contains("scores"));
+  EXPECT_NE(e, SupportFromCell(CellResult()));
 }
 
 // support.json was published before generation cells: a training entry keeps its bytes (no prefill keys,

@@ -5,6 +5,7 @@
 #include "recipes/components.h"
 #include "recipes/distillation.h"
 #include "recipes/dpo.h"
+#include "recipes/eleuther_eval.h"
 #include "recipes/finetune.h"
 #include "recipes/generate.h"
 #include "recipes/model_components.h"
@@ -36,6 +37,7 @@ Status RegisterBuiltins(Registry* registry) {
   TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kLora, RecipeLaunch::kRanks)));
   for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
   TM_RETURN_IF_ERROR(registry->AddRecipe(QuantizeRecipe()));
+  TM_RETURN_IF_ERROR(registry->AddRecipe(EleutherEvalRecipe()));
   // A config listed for a recipe that is not registered would be silently left out.
   for (const ManifestEntry& e : BuiltinConfigManifest()) {
     if (registry->FindRecipe(e.recipe) == nullptr) {

@@ -7,6 +7,8 @@ add_library(tm_recipes
   components.cc
   distillation.cc
   dpo.cc
+  eleuther_eval.cc
+  eval_tasks.cc
   estimate.cc
   finetune.cc
   qat.cc
@@ -53,6 +55,11 @@ if(TUNE_MATRIX_BUILD_TESTS)
   add_dependencies(recipes_distributed_test tune)
 endif()
 tm_add_test(recipes_generate_test SOURCES generate_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_eleuther_eval_test SOURCES eleuther_eval_test.cc eval_tasks_test.cc
+            "${PROJECT_SOURCE_DIR}/tests/cli_exec.cc" LIBS tm_recipes TORCH LABELS recipes)
+if(TUNE_MATRIX_BUILD_TESTS)
+  add_dependencies(recipes_eleuther_eval_test tune)
+endif()
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc
             optimizer_in_backward_test.cc loss_test.cc flops_test.cc op_profile_test.cc

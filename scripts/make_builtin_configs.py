@@ -63,6 +63,8 @@ SECTIONS = [
     ("Profiling", ["profiler"]),
     ("Distillation", ["teacher_model", "teacher_checkpointer", "kd_loss", "kd_ratio"]),
     ("Preference (DPO)", ["ref_checkpointer"]),
+    ("Evaluation (EleutherAI's harness)", ["tasks", "limit", "max_seq_length", "batch_size", "enable_kv_cache",
+                                           "apply_chat_template", "include_path", "quantizer"]),
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
     ("Quantisation", ["quantizer", "fake_quant_after_n_steps"]),
 ]
@@ -126,18 +128,34 @@ def emit(key, value, indent, out, note=None, notes=None):
 
 # What a generation config's notes say instead.
 GENERATION_NOTES = {**KEY_NOTES, "max_seq_len": "null: no limit on the prompt's tokens"}
+# And an evaluation config's.
+EVAL_NOTES = {**KEY_NOTES, "max_seq_len": "null: texts are not cut (max_seq_length cuts each request)",
+              "enable_kv_cache": "for generation tasks (none of the shipped tasks generates)",
+              "limit": "documents per task: a count, or a fraction below 1; null: all",
+              "max_seq_length": "input tokens per request at most (the model's max_seq_len caps it)"}
 
 
-def body(cfg, generation=False):
-    notes = GENERATION_NOTES if generation else KEY_NOTES
+# The sections each kind of config leaves out: generation and evaluation configs' quantizer loads a quantised
+# model, QAT's fake-quantises; an evaluation's batch_size is the harness's.
+SKIPPED = {"training": ("Generation", "Evaluation (EleutherAI's harness)"),
+           "generation": ("Quantisation", "Evaluation (EleutherAI's harness)"),
+           "evaluation": ("Generation", "Quantisation")}
+
+
+def body(cfg, generation=False, evaluation=False):
+    kind = "evaluation" if evaluation else "generation" if generation else "training"
+    notes = EVAL_NOTES if evaluation else GENERATION_NOTES if generation else KEY_NOTES
     out = []
     emit("output_dir", cfg["output_dir"], 0, out,
+         "summary.json and eval_results.json go here" if evaluation else
          "summary.json goes here" if generation else "checkpoints, logs and summary.json go here")
     done = {"output_dir"}
     for title, keys in SECTIONS:
-        if title == ("Quantisation" if generation else "Generation"):
-            continue  # both have a quantizer: generation configs' loads a quantised model, QAT's fake-quantises
-        present = [k for k in keys if k in cfg]
+        if title in SKIPPED[kind]:
+            continue
+        if evaluation and title == "Data":
+            keys = ["seed"]
+        present = [k for k in keys if k in cfg and k not in done]
         if not present:
             continue
         out.append("")
@@ -226,9 +244,44 @@ def quantize_head(title, name, repo, ckpt_dir):
     ]
 
 
+def eval_head(title, name, repo, ckpt_dir):
+    """The comment at the top of an evaluation config."""
+    what = (f"{title}: scored on EleutherAI's lm-evaluation-harness tasks (`tasks`) as the harness 0.4.8 scores "
+            f"them, with the values of torchtune's {name} config. Multiple choice by log-likelihood on the shipped "
+            "task sample (the first 40 of TruthfulQA's 817 questions; include_path: a folder with the whole split).")
+    return ["# " + line for line in textwrap.wrap(what, 114)] + [
+        "# It prints the harness's table and tokens/s, and writes summary.json (with the scores) and eval_results.json.",
+        "#",
+        "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
+        f"# them first, for example: tune download {repo or '<model>'} --output-dir {ckpt_dir.rstrip('/')}",
+        "# A matrix cell runs without them (--allow-stand-ins): the seed's weights and a shipped sample tokenizer",
+        "# stand in, and the cell's record says so.",
+        "#",
+        "# Run it:",
+        f"#   tune run eleuther_eval --config {name}",
+        "# Any field can be overridden on the command line, the device too:",
+        f"#   tune run eleuther_eval --config {name} device=cpu limit=8",
+        "",
+    ]
+
+
+def model_title(component):
+    """torchtune.models.qwen3.qwen3_0_6b_instruct -> Qwen3 0.6B instruct."""
+    family, builder = component.split(".")[-2:]
+    rest = builder[len(family) + 1:] if builder.startswith(family + "_") else builder
+    rest = re.sub(r"(\d)_(\d)", r"\1.\2", rest)
+    rest = re.sub(r"(\d)b\b", r"\1B", rest.replace("_", " "))
+    return f"{FAMILY_TITLE[family]} {rest}"
+
+
 def mirrored(root, source, name, recipe, configs_dir):
     cfg, repo = torchtune_config(root, source)
     model = cfg.get("model", {})
+    if recipe == "eleuther_eval":
+        head = eval_head(model_title(model["_component_"]), name, repo,
+                         cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
+        write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, evaluation=True))
+        return
     if recipe == "quantize":
         family, builder = model["_component_"].split(".")[-2:]
         title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"

@@ -203,7 +203,7 @@ TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
                           "lora_dpo_single_device, full_finetune_distributed, lora_finetune_distributed, "
                           "knowledge_distillation_distributed, qat_distributed, lora_dpo_distributed, "
                           "full_dpo_distributed, qat_lora_finetune_distributed, generate, dev/generate_v2, "
-                          "dev/generate_v2_distributed, quantize)"),
+                          "dev/generate_v2_distributed, quantize, eleuther_eval)"),
             std::string::npos)
       << r.output;
   r = Exec({kTune, "validate", ppo, "--recipe", "ppo_full_finetune_single_device"});
