@@ -324,6 +324,8 @@ void AddPublished(std::vector<ModelPreset>* out) {
   // phi3 / phi4
   add(Preset("phi3", "phi3_mini", Phi3(Sizes(32064, 32, 32, 32, 3072, 8192, 4096), 10000, 2047), 3'821'079'552, "phi3",
              "microsoft/Phi-3-mini-4k-instruct", "Phi-3 mini 4k"));
+  add(Preset("phi4", "phi4_14b", Phi3(Sizes(100352, 40, 40, 10, 5120, 17920, 16384), 250000, 0), 14'659'507'200, "phi3",
+             "microsoft/phi-4", "Phi-4 14B"));
   // llama4: the text decoder of torchtune's early-fusion builders (the vision encoder is not built).
   for (ModelPreset p :
        {Preset("llama4", "llama4_scout_17b_16e",
@@ -337,8 +339,6 @@ void AddPublished(std::vector<ModelPreset>* out) {
     p.builder_params = Llama4Params();
     add(p);
   }
-  add(Preset("phi4", "phi4_14b", Phi3(Sizes(100352, 40, 40, 10, 5120, 17920, 16384), 250000, 0), 14'659'507'200, "phi3",
-             "microsoft/phi-4", "Phi-4 14B"));
 }
 
 // ----- Tiny presets: vocab 512 (the byte tokenizer's 259 ids fit), 2 layers, width 64, MLP 256 -----
