@@ -78,6 +78,20 @@ torch::Tensor AllowedPositions(int64_t t, int64_t s, int64_t window, const torch
   return allowed;
 }
 
+// [B, T] long: each token's position within its document of `document_ids` [B, T] (documents contiguous, as
+// packing lays them out), so chunks and temperatures of a packed document are those it has alone.
+torch::Tensor DocumentPositions(const torch::Tensor& document_ids) {
+  const int64_t t = document_ids.size(1);
+  const torch::Tensor index =
+      torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(document_ids.device())).expand_as(document_ids);
+  torch::Tensor starts = torch::ones_like(document_ids, torch::kBool);
+  if (t > 1) {
+    starts.narrow(1, 1, t - 1).copy_(document_ids.narrow(1, 1, t - 1) != document_ids.narrow(1, 0, t - 1));
+  }
+  const torch::Tensor first = std::get<0>(torch::cummax(torch::where(starts, index, torch::zeros_like(index)), 1));
+  return index - first;
+}
+
 // x / sqrt(mean(x^2) + eps) over the last dimension, in float32, cast back (Llama 4's parameter-free L2Norm).
 torch::Tensor RmsNormalize(const torch::Tensor& x, double eps) {
   const torch::Tensor f = x.to(torch::kFloat);
@@ -402,7 +416,9 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     q = RmsNormalize(q, l2_norm_eps_);
     k = RmsNormalize(k, l2_norm_eps_);
   }
-  if (temperature_floor_ > 0) q = TemperatureTuned(q, start);
+  const torch::Tensor doc_positions =
+      document_ids.defined() && (chunk_ > 0 || temperature_floor_ > 0) ? DocumentPositions(document_ids) : torch::Tensor();
+  if (temperature_floor_ > 0) q = TemperatureTuned(q, start, doc_positions);
   q = q.transpose(1, 2);
   k = k.transpose(1, 2);
   // Keys run over s positions: the cached ones before these t, then these.
@@ -427,9 +443,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   // [T, S], or [B, 1, T, T] when packed documents must not see each other.
   torch::Tensor allowed;
   if (document_ids.defined()) {
-    allowed = (AllowedPositions(t, t, windowed ? window_ : 0, x.device(), chunk) &
-               (document_ids.unsqueeze(2) == document_ids.unsqueeze(1)))
-                  .unsqueeze(1);
+    allowed = AllowedPositions(t, t, windowed ? window_ : 0, x.device()) &
+              (document_ids.unsqueeze(2) == document_ids.unsqueeze(1));
+    if (chunk_ > 0) {
+      const torch::Tensor chunks = torch::div(doc_positions, chunk_, "floor");
+      allowed = allowed & (chunks.unsqueeze(2) == chunks.unsqueeze(1));
+    }
+    allowed = allowed.unsqueeze(1);
   }
   torch::Tensor out;
   if (softcap_ > 0) {
@@ -456,13 +476,17 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
 
-torch::Tensor AttentionImpl::TemperatureTuned(const torch::Tensor& q, int64_t start) const {
-  // Positions start .. start+T-1, in float32 as Hugging Face's cache_position.
+torch::Tensor AttentionImpl::TemperatureTuned(const torch::Tensor& q, int64_t start,
+                                              const torch::Tensor& doc_positions) const {
+  // Positions start .. start+T-1 (or within each packed document), in float32 as Hugging Face's cache_position.
   const torch::Tensor positions =
-      torch::arange(start, start + q.size(1), torch::TensorOptions().dtype(torch::kFloat).device(q.device()));
+      doc_positions.defined()
+          ? doc_positions.to(torch::kFloat)
+          : torch::arange(start, start + q.size(1), torch::TensorOptions().dtype(torch::kFloat).device(q.device()))
+                .unsqueeze(0);
   const torch::Tensor scales =
       torch::log1p(torch::floor((positions + 1.0) / temperature_floor_)) * temperature_scale_ + 1.0;
-  return (q * scales.view({1, -1, 1, 1})).to(q.scalar_type());
+  return (q * scales.unsqueeze(-1).unsqueeze(-1)).to(q.scalar_type());
 }
 
 FeedForwardImpl::FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options,

@@ -237,8 +237,9 @@ class AttentionImpl : public torch::nn::Module {
   double l2_norm_eps_;        // q/k L2 norm's epsilon; 0: off
   double temperature_floor_;  // attention temperature tuning; 0: off
   double temperature_scale_;
-  // q [B, T, heads, head_dim] at positions start.. scaled by Llama 4's temperature (DecoderArgs).
-  torch::Tensor TemperatureTuned(const torch::Tensor& q, int64_t start) const;
+  // q [B, T, heads, head_dim] at positions start.. (or `doc_positions` [B, T] when defined) scaled by Llama 4's
+  // temperature (DecoderArgs).
+  torch::Tensor TemperatureTuned(const torch::Tensor& q, int64_t start, const torch::Tensor& doc_positions) const;
   Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, output_proj_{nullptr};
   RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
 };
