@@ -195,6 +195,22 @@ ModelPreset Preset(std::string family, std::string builder, DecoderArgs args, in
   return p;
 }
 
+// llama4: the text decoder of torchtune's early-fusion builders (the vision encoder is not built).
+void AddLlama4(std::vector<ModelPreset>* out) {
+  for (ModelPreset p :
+       {Preset("llama4", "llama4_scout_17b_16e",
+               Llama4(Sizes(202048, 48, 40, 8, 5120, 8192, 10485760), 16, 1, 16384, true, RopeScaling{16, 1, 1, 8192}),
+               107'769'861'120, "llama4_text", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+               "Llama 4 Scout 17B-16E (text)", Llama4LoraParams()),
+        Preset("llama4", "llama4_maverick_17b_128e",
+               Llama4(Sizes(202048, 48, 40, 8, 5120, 8192, 1048576), 128, 2, 16384, false, std::nullopt),
+               400'711'848'960, "llama4_text", "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+               "Llama 4 Maverick 17B-128E (text)", Llama4LoraParams())}) {
+    p.builder_params = Llama4Params();
+    out->push_back(std::move(p));
+  }
+}
+
 void AddPublished(std::vector<ModelPreset>* out) {
   auto add = [out](ModelPreset p) { out->push_back(std::move(p)); };
   // llama2: MHA except 70B; the 7B MLP is torchtune's scale_hidden_dim_for_mlp(4096) = 11008.
@@ -326,19 +342,7 @@ void AddPublished(std::vector<ModelPreset>* out) {
              "microsoft/Phi-3-mini-4k-instruct", "Phi-3 mini 4k"));
   add(Preset("phi4", "phi4_14b", Phi3(Sizes(100352, 40, 40, 10, 5120, 17920, 16384), 250000, 0), 14'659'507'200, "phi3",
              "microsoft/phi-4", "Phi-4 14B"));
-  // llama4: the text decoder of torchtune's early-fusion builders (the vision encoder is not built).
-  for (ModelPreset p :
-       {Preset("llama4", "llama4_scout_17b_16e",
-               Llama4(Sizes(202048, 48, 40, 8, 5120, 8192, 10485760), 16, 1, 16384, true, RopeScaling{16, 1, 1, 8192}),
-               107'769'861'120, "llama4_text", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
-               "Llama 4 Scout 17B-16E (text)", Llama4LoraParams()),
-        Preset("llama4", "llama4_maverick_17b_128e",
-               Llama4(Sizes(202048, 48, 40, 8, 5120, 8192, 1048576), 128, 2, 16384, false, std::nullopt),
-               400'711'848'960, "llama4_text", "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
-               "Llama 4 Maverick 17B-128E (text)", Llama4LoraParams())}) {
-    p.builder_params = Llama4Params();
-    add(p);
-  }
+  AddLlama4(out);
 }
 
 // ----- Tiny presets: vocab 512 (the byte tokenizer's 259 ids fit), 2 layers, width 64, MLP 256 -----
