@@ -20,6 +20,23 @@ torch::Tensor StackedWeight(int64_t experts, int64_t in, int64_t out, c10::Tenso
   return w;
 }
 
+// Rows of x in the order `order` (a permutation of x's rows), whose backward takes the gradient's rows back
+// through `inverse` (order's inverse): two gathers, where index_select's own backward scatters (an index_add
+// over the rows, slow in bf16 on the CPU).
+class PermuteRows : public torch::autograd::Function<PermuteRows> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& order, const torch::Tensor& inverse) {
+    ctx->saved_data["inverse"] = inverse;
+    return x.index_select(0, order);
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const torch::Tensor inverse = ctx->saved_data["inverse"].toTensor();
+    return {grads[0].index_select(0, inverse), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
 
 MoeRouting RouteTokens(const torch::Tensor& logits, int64_t top_k) {
@@ -33,6 +50,8 @@ MoeRouting RouteTokens(const torch::Tensor& logits, int64_t top_k) {
   const torch::Tensor order = std::get<1>(torch::sort(flat, /*stable=*/true, /*dim=*/0, /*descending=*/false));
   MoeRouting r;
   r.experts = chosen;
+  r.order = order;
+  r.inverse = torch::empty_like(order).scatter_(0, order, torch::arange(order.size(0), order.options()));
   r.tokens = torch::div(order, top_k, "floor");
   r.scores = top_scores.reshape({-1}).index_select(0, order);
   const torch::Tensor counts = torch::bincount(flat, /*weights=*/{}, /*minlength=*/experts).to(torch::kCPU);
@@ -124,12 +143,17 @@ MoeImpl::MoeImpl(const MoeOptions& o, c10::TensorOptions tensor_options, std::sh
 torch::Tensor MoeImpl::forward(const torch::Tensor& x) {
   const int64_t dim = x.size(-1);
   const torch::Tensor flat = x.reshape({-1, dim});
-  last_routing_ = RouteTokens(router_(flat), experts_per_token_);
-  const MoeRouting& r = last_routing_;
-  const torch::Tensor routed = flat.index_select(0, r.tokens) * r.scores.unsqueeze(1);
-  const torch::Tensor expert_out = experts_(routed, r.counts);
-  const torch::Tensor base = shared_ ? shared_forward_(flat) : torch::zeros_like(flat);
-  return base.index_add(0, r.tokens, expert_out).view(x.sizes());
+  const MoeRouting r = RouteTokens(router_(flat), experts_per_token_);
+  last_routing_ = r;
+  last_routing_.scores = r.scores.detach();  // kept for statistics: no hold on this step's graph
+  // Each token's rows, one per chosen expert, in (token, choice) order, then sorted by expert; back after the
+  // experts, summed over the choices.
+  const int64_t k = experts_per_token_;
+  const torch::Tensor per_choice = k == 1 ? flat : flat.repeat_interleave(k, /*dim=*/0);
+  const torch::Tensor routed = PermuteRows::apply(per_choice, r.order, r.inverse) * r.scores.unsqueeze(1);
+  const torch::Tensor expert_out = PermuteRows::apply(experts_(routed, r.counts), r.inverse, r.order);
+  const torch::Tensor summed = k == 1 ? expert_out : expert_out.view({-1, k, dim}).sum(1);
+  return (shared_ ? shared_forward_(flat) + summed : summed).view(x.sizes());
 }
 
 }  // namespace tmx::models

@@ -6,8 +6,9 @@
 //   output:  shared_expert(x) + the sum of the chosen experts' outputs
 //
 // The experts run as one matrix product per expert over the tokens routed to it: tokens are sorted by expert
-// (a stable sort of the routing), split into one contiguous slice per expert, and the slices' results are added
-// back to their tokens with one index_add. No loop over tokens.
+// (a stable sort of the routing), split into one contiguous slice per expert, and the slices' results go back to
+// their tokens through the inverse permutation and are summed over each token's choices. Both permutations are
+// gathers forward and backward (no scatter, which is slow in bf16 on the CPU). No loop over tokens.
 //
 // State-dict names are torchtune's: <layer>.mlp.router.gate.weight [experts, dim],
 // <layer>.mlp.experts.gate_proj / up_proj [experts, dim, hidden], <layer>.mlp.experts.down_proj [experts,
@@ -40,6 +41,8 @@ struct MoeRouting {
   torch::Tensor tokens;         // [tokens * k] long: the token each routed row reads
   torch::Tensor scores;         // [tokens * k] in the logits' dtype: the row's score
   torch::Tensor experts;        // [tokens, k] long: each token's chosen experts, best first
+  torch::Tensor order;          // [tokens * k] long: row i of the sorted rows is (token, choice) row order[i]
+  torch::Tensor inverse;        // [tokens * k] long: order's inverse permutation
   std::vector<int64_t> counts;  // [experts]: rows per expert
 };
 
