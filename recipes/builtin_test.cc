@@ -60,6 +60,49 @@ class SchemaTest : public ::testing::Test {
   const RecipeSpec* recipe_ = nullptr;
 };
 
+// Llama 4's early-fusion switches: the vision encoder is not built, so encoder/fusion_trainable are accepted and
+// change nothing, while a decoder that would not train, or torchtune's refused 'full', is named.
+TEST_F(SchemaTest, Llama4TrainableSwitchesAreCheckedAgainstTheTextOnlyModel) {
+  StatusOr<Config> ok = Load("tiny/llama4_lora_single_device",
+                             {"model.encoder_trainable=lora", "model.fusion_trainable=frozen"});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(Problems(*ok), std::vector<std::string>{});
+  StatusOr<Config> frozen = Load("tiny/llama4_lora_single_device", {"model.decoder_trainable=frozen"});
+  ASSERT_TRUE(frozen.ok());
+  const std::vector<std::string> problems = Problems(*frozen);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("model.decoder_trainable: 'frozen' would train nothing"), std::string::npos)
+      << problems[0];
+  StatusOr<Config> full = Load("tiny/llama4_lora_single_device", {"model.encoder_trainable=full"});
+  ASSERT_TRUE(full.ok());
+  ASSERT_EQ(Problems(*full).size(), 1u);
+  EXPECT_NE(Problems(*full)[0].find("refused by torchtune's LoRA builders"), std::string::npos);
+  StatusOr<Config> off = Load("tiny/llama4_full_single_device", {"model.decoder_trainable=False"});
+  ASSERT_TRUE(off.ok());
+  ASSERT_EQ(Problems(*off).size(), 1u);
+  EXPECT_NE(Problems(*off)[0].find("False would train nothing"), std::string::npos);
+}
+
+// A proxy of Maverick (a mixture of experts every second layer) cuts whole dense + MoE blocks, so it keeps its 128
+// experts and their routing; Scout (every layer a mixture) cuts layers.
+TEST(Llama4ProxyTest, AProxyOfMaverickKeepsItsExpertsAndRouting) {
+  const ComponentSpec* maverick = BuiltinRegistry().FindComponent("torchtune.models.llama4.llama4_maverick_17b_128e");
+  ASSERT_NE(maverick, nullptr);
+  EXPECT_EQ(maverick->layers, 24);  // blocks of 2 layers
+  EXPECT_EQ(maverick->parameter_count, 400'711'848'960);
+  StatusOr<Config> c = Config::FromString(
+      "model:\n  _component_: torchtune.models.llama4.llama4_maverick_17b_128e\n  num_layers: 1\n", "c.yaml");
+  ASSERT_TRUE(c.ok());
+  StatusOr<ModelChoice> cut = ModelFromConfig(*c, BuiltinRegistry());
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(cut->args.num_layers, 2);
+  EXPECT_EQ(cut->args.layers_cut_from, 48);
+  EXPECT_FALSE(cut->args.moe_in_layer(0));
+  EXPECT_TRUE(cut->args.moe_in_layer(1));
+  EXPECT_EQ(cut->args.num_experts, 128);
+  EXPECT_EQ(BuiltinRegistry().FindComponent("torchtune.models.llama4.llama4_scout_17b_16e")->layers, 48);
+}
+
 TEST_F(SchemaTest, DefaultsReachTheConfigWithTheirOrigin) {
   StatusOr<Config> c = Load("tiny/full_single_device", {"~shuffle", "~optimizer.weight_decay"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -95,7 +95,9 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
 
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";
-  tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan"};
+  // Llama 4's decoder_only_tp_plan names the same split of the decoder; a mixture of experts is refused when a run
+  // splits it (TensorParallelArgs), as this plan has no share of the experts.
+  tp.aliases = {"torchtune.models.llama3.base_llama_tp_plan", "torchtune.models.llama4.decoder_only_tp_plan"};
   tp.kind = "tensor_parallel_plan";
   tp.doc = "each layer's attention heads and MLP width split over the ranks (q/k/v, w1, w3 by rows; output_proj, "
            "w2 by columns, their outputs summed); embeddings, norms and the output projection whole on every rank";

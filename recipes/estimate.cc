@@ -38,6 +38,17 @@ int64_t LargestAdaptedWeight(const models::DecoderArgs& args, const models::Lora
   return largest;
 }
 
+// The MLP width whose activations a token keeps in the widest layer: a mixture of experts keeps those of the
+// token's experts and the shared one.
+double ActiveMlpWidth(const models::DecoderArgs& args) {
+  double width = 0;
+  for (int64_t i = 0; i < args.num_layers; ++i) {
+    const int64_t mlps = args.moe_in_layer(i) ? args.experts_per_token + (args.shared_expert ? 1 : 0) : 1;
+    width = std::max(width, static_cast<double>(mlps * args.mlp_dim_of_layer(i)));
+  }
+  return width;
+}
+
 }  // namespace
 
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
@@ -113,8 +124,7 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   // Gemma 7B and Qwen3), and the MLP's.
   const double attention_width = static_cast<double>(args.num_heads * args.resolved_head_dim());
   const double per_layer = b * t *
-                           (6 * static_cast<double>(args.embed_dim) + 4 * attention_width +
-                            4 * static_cast<double>(args.intermediate_dim)) *
+                           (6 * static_cast<double>(args.embed_dim) + 4 * attention_width + 4 * ActiveMlpWidth(args)) *
                            bytes;
   const double layers = static_cast<double>(args.num_layers);
   const bool recompute = *checkpointing || sharding == Sharding::kFull;  // fully sharded layers recompute

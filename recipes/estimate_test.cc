@@ -205,3 +205,18 @@ TEST(EstimateTest, ADistillationTeacherAddsItsWeightsLogitsAndForwardPass) {
 
 }  // namespace
 }  // namespace tmx::recipes
+
+namespace tmx::recipes {
+namespace {
+
+// Llama 4 Scout's LoRA config: the estimate holds every expert's weights (the text model's 107.8B parameters in
+// bf16), not only the 17B a token passes through.
+TEST(EstimateTest, AMixtureOfExpertsCountsEveryExpert) {
+  const CellEstimate e = Estimate("llama4/scout_17B_16E_lora", {"device=cpu"});
+  EXPECT_GT(e.parameters, int64_t{107'769'861'120});
+  EXPECT_LT(e.trainable_parameters, e.parameters / 100);
+  EXPECT_GT(static_cast<double>(e.peak_memory_bytes), 107'769'861'120 * 2.0);
+}
+
+}  // namespace
+}  // namespace tmx::recipes

@@ -25,6 +25,7 @@
 #include "recipes/model_components.h"
 #include "recipes/models/llama.h"
 #include "recipes/models/lora.h"
+#include "recipes/models/presets.h"
 #include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
 
@@ -130,6 +131,36 @@ TEST_F(FinetuneTest, LossFallsOnTinyFullFinetune) {
   EXPECT_LT(last, 0.6 * first) << "first " << first << " last " << last;
   EXPECT_GT(s["peak_memory_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(s["peak_memory_source"], "process_rss");
+}
+
+// Llama 4's tiny model (4 experts, top-1, a shared expert, NoPE layer, chunks) trains in full, and with LoRA on its
+// experts, whose saved adapters over the seed's base give the saved merged model.
+TEST_F(FinetuneTest, Llama4TinyTrainsInFullAndWithLoraOnItsExperts) {
+  nlohmann::json s = Run("tiny/llama4_full_single_device",
+                         {"output_dir=" + dir_ + "/llama4", "max_steps_per_epoch=20", "save_checkpoints=False"}, false);
+  std::vector<double> losses = s["losses"].get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), 20u);
+  const double first = (losses[0] + losses[1] + losses[2]) / 3, last = (losses[17] + losses[18] + losses[19]) / 3;
+  EXPECT_LT(last, 0.9 * first) << "first " << first << " last " << last;
+
+  Run("tiny/llama4_lora_single_device", {"output_dir=" + dir_ + "/llama4_lora", "max_steps_per_epoch=3", "dtype=fp32"},
+      true);
+  StatusOr<checkpoint::LoadedSafetensors> adapters =
+      checkpoint::LoadSafetensors(dir_ + "/llama4_lora/epoch_0/adapter_model.safetensors");
+  StatusOr<checkpoint::LoadedSafetensors> merged =
+      checkpoint::LoadSafetensors(dir_ + "/llama4_lora/epoch_0/model.safetensors");
+  ASSERT_TRUE(adapters.ok() && merged.ok());
+  std::map<std::string, torch::Tensor> saved(adapters->tensors.begin(), adapters->tensors.end());
+  ASSERT_TRUE(saved.count("layers.0.mlp.experts.lora_gate_b"));
+  EXPECT_GT(saved["layers.0.mlp.experts.lora_gate_b"].abs().sum().item<double>(), 0) << "the experts' B trained";
+  models::LoraArgs lora;
+  lora.attn_modules = {"q_proj", "v_proj", "output_proj"};
+  lora.apply_to_mlp = true;
+  const models::DecoderArgs args = models::FindModelPreset("tiny_llama4")->args;
+  torch::manual_seed(1234);
+  models::Decoder adapted(args, lora);
+  ASSERT_TRUE(checkpoint::LoadIntoModule(*adapted, adapters->tensors, /*strict=*/false).ok());
+  ExpectMergedComputesTheSame(*adapted, args, merged->tensors);
 }
 
 TEST_F(FinetuneTest, PackedSamplesTrainWithFullPacks) {

@@ -24,14 +24,26 @@ std::vector<LinearShape> Linears(const FlopModel& m) {
   const int64_t q = a.num_heads * a.resolved_head_dim();
   const int64_t kv = a.num_kv_heads * a.resolved_head_dim();
   const bool mlp = m.lora && m.lora->apply_to_mlp;
-  const std::vector<LinearShape> layer = {
-      {a.embed_dim, q, Adapts(m.lora, "q_proj")},        {a.embed_dim, kv, Adapts(m.lora, "k_proj")},
-      {a.embed_dim, kv, Adapts(m.lora, "v_proj")},       {q, a.embed_dim, Adapts(m.lora, "output_proj")},
-      {a.embed_dim, a.intermediate_dim, mlp},            {a.embed_dim, a.intermediate_dim, mlp},
-      {a.intermediate_dim, a.embed_dim, mlp},
+  const std::vector<LinearShape> attention = {
+      {a.embed_dim, q, Adapts(m.lora, "q_proj")},
+      {a.embed_dim, kv, Adapts(m.lora, "k_proj")},
+      {a.embed_dim, kv, Adapts(m.lora, "v_proj")},
+      {q, a.embed_dim, Adapts(m.lora, "output_proj")},
   };
   std::vector<LinearShape> all;
-  for (int64_t i = 0; i < a.num_layers; ++i) all.insert(all.end(), layer.begin(), layer.end());
+  for (int64_t i = 0; i < a.num_layers; ++i) {
+    all.insert(all.end(), attention.begin(), attention.end());
+    // A mixture of experts: the router, then the MLPs a token passes through (its top-k experts and the shared
+    // one); a dense layer: its one MLP.
+    const int64_t hidden = a.mlp_dim_of_layer(i);
+    const int64_t mlps = a.moe_in_layer(i) ? a.experts_per_token + (a.shared_expert ? 1 : 0) : 1;
+    if (a.moe_in_layer(i)) all.push_back({a.embed_dim, a.num_experts, false});
+    for (int64_t k = 0; k < mlps; ++k) {
+      all.push_back({a.embed_dim, hidden, mlp});
+      all.push_back({a.embed_dim, hidden, mlp});
+      all.push_back({hidden, a.embed_dim, mlp});
+    }
+  }
   all.push_back({a.embed_dim, a.output_dim(), m.lora && m.lora->apply_to_output});
   return all;
 }
@@ -41,8 +53,12 @@ std::vector<LinearShape> Linears(const FlopModel& m) {
 double AttentionForward(const models::DecoderArgs& a, int64_t length) {
   double flops = 0;
   for (int64_t layer = 0; layer < a.num_layers; ++layer) {
-    flops += 4.0 * static_cast<double>(a.num_heads * a.resolved_head_dim()) *
-             static_cast<double>(AttendedPairs(length, a.window_of_layer(layer)));
+    // Chunked attention (Llama 4's RoPE layers): each full chunk of c positions attends c (c + 1) / 2 pairs.
+    const int64_t chunk = a.rope_in_layer(layer) ? a.attention_chunk_size : 0;
+    const int64_t pairs = chunk > 0 && chunk < length ? (length / chunk) * AttendedPairs(chunk, 0) +
+                                                            AttendedPairs(length % chunk, 0)
+                                                      : AttendedPairs(length, a.window_of_layer(layer));
+    flops += 4.0 * static_cast<double>(a.num_heads * a.resolved_head_dim()) * static_cast<double>(pairs);
   }
   return flops;
 }

@@ -2,10 +2,72 @@
 
 #include <c10/core/TensorOptions.h>
 
+#include <cctype>
+#include <optional>
+
 #include "recipes/models/lora.h"
 
 namespace tmx::recipes {
 namespace {
+
+// The layers a proxy cuts together: a mixture of experts every n-th layer makes blocks of n; else 1.
+int64_t LayerPeriod(const models::DecoderArgs& args) {
+  const bool whole = args.num_experts > 0 && args.moe_every_n_layers > 1 && args.num_layers % args.moe_every_n_layers == 0;
+  return whole ? args.moe_every_n_layers : 1;
+}
+
+// The lower-case text of a YAML scalar ("" for anything else).
+std::string LowerScalar(const YAML::Node& v) {
+  std::string text = v.IsScalar() ? v.Scalar() : "";
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+// Llama 4's early-fusion switches (torchtune's EarlyFusionModel). Only the text decoder is built here: the
+// vision encoder and its projection (the fusion parameters) are not, and on text data torchtune's never receive
+// a gradient either, so encoder_trainable and fusion_trainable change nothing and any value torchtune takes is
+// accepted. decoder_trainable must train the decoder: False (full builders) or "frozen" (LoRA builders) would
+// train nothing, and torchtune's LoRA builders refuse "full".
+std::optional<FieldSpec> TrainableField(const models::BuilderParam& p) {
+  const std::string& d = p.default_value;
+  const bool lora = d == "lora" || d == "frozen";  // the LoRA builders take strings, the full ones booleans
+  if (p.name != "decoder_trainable" && p.name != "encoder_trainable" && p.name != "fusion_trainable") {
+    return std::nullopt;
+  }
+  if (!lora) {
+    FieldSpec f = Field(p.name, FieldType::kBool, d,
+                        p.name == "decoder_trainable" ? "train the text decoder (only True: it is all that is built)"
+                                                      : "train the vision " + std::string(p.name == "encoder_trainable"
+                                                                                              ? "encoder"
+                                                                                              : "projection") +
+                                                            " (not built here: no effect)");
+    if (p.name != "decoder_trainable") return f;
+    return WithValueCheck(f, [](const YAML::Node& v) -> std::string {
+      return LowerScalar(v) == "false" ? "False would train nothing: only Llama 4's text decoder is built here (the "
+                                         "vision encoder is not); set it to True"
+                                       : "";
+    });
+  }
+  FieldSpec f = Field(p.name, FieldType::kString, d,
+                      p.name == "decoder_trainable" ? "how the text decoder trains: lora (only lora here)"
+                                                    : "how the vision " +
+                                                          std::string(p.name == "encoder_trainable" ? "encoder"
+                                                                                                    : "projection") +
+                                                          " trains: lora or frozen (not built here: no effect)");
+  const bool decoder = p.name == "decoder_trainable";
+  return WithValueCheck(f, [decoder](const YAML::Node& v) -> std::string {
+    const std::string value = LowerScalar(v);
+    if (value == "full") {
+      return "'full' is refused by torchtune's LoRA builders (no mixed LoRA and full fine-tuning); use the full "
+             "builder (llama4_..._17b_...) to train everything, or 'lora'";
+    }
+    if (value != "lora" && value != "frozen") return "'" + value + "' is not one of lora, frozen";
+    if (decoder && value == "frozen") {
+      return "'frozen' would train nothing: only Llama 4's text decoder is built here; set it to lora";
+    }
+    return "";
+  });
+}
 
 // A builder argument as a schema field: the type, default and constraints its name means in torchtune.
 FieldSpec ParamField(const models::BuilderParam& p) {
@@ -51,6 +113,10 @@ FieldSpec ParamField(const models::BuilderParam& p) {
   }
   if (p.name == "norm_eps") return Above(Field(p.name, FieldType::kFloat, d, "RMSNorm epsilon"), 0);
   if (p.name == "rope_base") return Above(Field(p.name, FieldType::kFloat, d, "RoPE theta"), 0);
+  if (const std::optional<FieldSpec> trainable = TrainableField(p)) return *trainable;
+  if (p.name == "image_size") {
+    return AtLeast(Field(p.name, FieldType::kInt, d, "Llama 4's image tile size; no effect here (text only)"), 1);
+  }
   struct Flag {
     const char* name;
     const char* doc;
@@ -98,14 +164,20 @@ ComponentSpec ModelSpec(const models::ModelPreset& p, bool lora, bool quantized 
   }
   c.params = ParamFields(params);
   if (!p.sized_by_config) {
-    // Not torchtune's: how a matrix proxy (harness/proxy.h) builds the first layers of a preset.
+    // Not torchtune's: how a matrix proxy (harness/proxy.h) builds the first layers of a preset. A model whose
+    // mixture-of-experts layers come every n-th layer (Llama 4 Maverick: dense, MoE, dense, ...) is cut in blocks
+    // of n layers, so every proxy keeps its experts and routing and its cost stays linear in the blocks.
+    const int64_t period = LayerPeriod(p.args);
+    const std::string unit = period > 1 ? " blocks of " + std::to_string(period) + " layers (" +
+                                              std::to_string(period - 1) + " dense, then a mixture of experts)"
+                                        : " layers";
     c.params.push_back(AtMost(Nullable(AtLeast(Field("num_layers", FieldType::kInt, "null",
                                                      "tune-matrix: build only the first N of the " +
-                                                         std::to_string(p.args.num_layers) +
-                                                         " layers (a matrix proxy); null: all"),
+                                                         std::to_string(p.args.num_layers / period) + unit +
+                                                         " (a matrix proxy); null: all"),
                                                1)),
-                              static_cast<double>(p.args.num_layers)));
-    c.layers = p.args.num_layers;
+                              static_cast<double>(p.args.num_layers / period)));
+    c.layers = p.args.num_layers / period;
     if (!p.tiny) {
       c.params.push_back(AtMost(Nullable(AtLeast(Field("vocab_size", FieldType::kInt, "null",
                                                        "tune-matrix: keep only the first N of the " +
@@ -139,7 +211,8 @@ void AddModelComponents(std::vector<ComponentSpec>* out) {
     out->push_back(ModelSpec(p, /*lora=*/false));
     if (p.lora_builder.empty()) continue;
     out->push_back(ModelSpec(p, /*lora=*/true));
-    out->push_back(ModelSpec(p, /*lora=*/true, /*quantized=*/true));
+    // torchtune has no qlora_ builder for a mixture of experts (its grouped experts hold no NF4 base).
+    if (p.args.num_experts == 0) out->push_back(ModelSpec(p, /*lora=*/true, /*quantized=*/true));
   }
   out->push_back(ModelSpec(models::SizedLlama2Preset(), /*lora=*/false));
 }
@@ -161,6 +234,18 @@ Status CutForProxy(const Config& config, const std::string& dotted, const std::s
     *cut_from = *size;
     *size = *kept;
   }
+  return Status::OK();
+}
+
+// CutForProxy of `key`.num_layers, in blocks of LayerPeriod layers (ModelSpec says why).
+Status CutLayersForProxy(const Config& config, const std::string& key, const std::string& name,
+                         models::DecoderArgs* args) {
+  const int64_t period = LayerPeriod(*args);
+  int64_t blocks = args->num_layers / period, blocks_from = 0;
+  TM_RETURN_IF_ERROR(
+      CutForProxy(config, key + ".num_layers", period > 1 ? "blocks of layers" : "layers", name, &blocks, &blocks_from));
+  args->num_layers = blocks * period;
+  if (blocks_from > 0) args->layers_cut_from = blocks_from * period;
   return Status::OK();
 }
 
@@ -210,10 +295,7 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
     Status valid = models::ValidateDecoderArgs(a);
     if (!valid.ok()) return valid.WithContext(config.OriginOf(key).ToString() + ": " + key);
   }
-  if (!model->preset().sized_by_config) {
-    TM_RETURN_IF_ERROR(CutForProxy(config, key + ".num_layers", "layers", spec->name, &choice.args.num_layers,
-                                   &choice.args.layers_cut_from));
-  }
+  if (!model->preset().sized_by_config) TM_RETURN_IF_ERROR(CutLayersForProxy(config, key, spec->name, &choice.args));
   if (!config.IsNull(key + ".tie_word_embeddings")) {
     StatusOr<bool> tied = config.GetBool(key + ".tie_word_embeddings");
     TM_RETURN_IF_ERROR(tied.status());

@@ -42,7 +42,7 @@ FAMILY_TITLE = {
     "llama2": "Llama 2", "code_llama2": "Code Llama 2", "llama3": "Llama 3", "llama3_1": "Llama 3.1",
     "llama3_2": "Llama 3.2", "llama3_3": "Llama 3.3", "mistral": "Mistral", "qwen2": "Qwen2",
     "qwen2_5": "Qwen2.5", "qwen3": "Qwen3", "gemma": "Gemma", "gemma2": "Gemma 2", "phi3": "Phi-3",
-    "phi4": "Phi-4",
+    "phi4": "Phi-4", "llama4": "Llama 4",
 }
 
 # Our section order and the one comment each section gets. Keys not named here follow in torchtune's order.

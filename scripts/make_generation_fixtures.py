@@ -14,7 +14,7 @@ tried: input_ids[1, 0:7], then the other 7-token windows of the two rows; the on
 Made once and committed; rerun only to change the fixtures. Needs Python 3.11 and, pinned:
     torch==2.11.0 (CPU is enough)  transformers==4.57.6  safetensors==0.8.0  numpy (for safetensors.torch)
 e.g.  python3 -m venv /tmp/hf-venv && /tmp/hf-venv/bin/pip install torch==2.11.0 transformers==4.57.6 \\
-      safetensors==0.8.0 numpy && /tmp/hf-venv/bin/python scripts/make_generation_fixtures.py
+      safetensors==0.8.0 numpy && /tmp/hf-venv/bin/python scripts/make_generation_fixtures.py [family ...]
 """
 
 import os
@@ -65,7 +65,10 @@ def main():
         found = getattr(sys.modules[package], "__version__").split("+")[0]
         if found != version:
             sys.exit(f"{package} {found} found; the fixtures are made with {version} (see the docstring)")
+    only = sys.argv[1:]  # families to (re)make; none: all
     for family in sorted(os.listdir(OUT)):
+        if only and family not in only:
+            continue
         folder = os.path.join(OUT, family)
         model = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager",
                                                                   dtype=torch.float32).eval()

@@ -12,7 +12,8 @@ to constants) and the soft-caps and sliding windows are set small, so that each 
 Made once and committed; rerun only to change the fixtures. Needs Python 3.11 and, pinned:
     torch==2.11.0 (CPU is enough)  transformers==4.57.6  safetensors==0.8.0  numpy (for safetensors.torch)
 e.g.  python3 -m venv /tmp/hf-venv && /tmp/hf-venv/bin/pip install torch==2.11.0 transformers==4.57.6 \\
-      safetensors==0.8.0 numpy && /tmp/hf-venv/bin/python scripts/make_parity_fixtures.py
+      safetensors==0.8.0 numpy && /tmp/hf-venv/bin/python scripts/make_parity_fixtures.py [family ...]
+Families named on the command line are remade alone (e.g. llama4); none: all.
 """
 
 import copy
@@ -85,6 +86,20 @@ FAMILIES = {
                                         "rope_theta": 10000.0, "tie_word_embeddings": False}), None),
     # Phi-4: fused projections with grouped-query attention, RoPE base 250000, no window
     "phi4": (transformers.Phi3Config(**{**COMMON, "rope_theta": 250000.0, "tie_word_embeddings": False}), None),
+    # Llama 4 (Scout's options, small): 2 layers, each a mixture of 4 experts (top-2 here, to sum two) and a shared
+    # expert 32 wide, layer 1 without RoPE, layer 0 attending within 4-token chunks with the q/k L2 norm;
+    # temperature tuning from position 3 (floor 4, scale 0.5); Scout's RoPE scaling (factor 16, low = high = 1)
+    "llama4": (transformers.Llama4TextConfig(**{**COMMON, "num_hidden_layers": 2, "head_dim": 8,
+                                                "intermediate_size": 32, "intermediate_size_mlp": 64,
+                                                "num_local_experts": 4,
+                                                "num_experts_per_tok": 2, "interleave_moe_layer_step": 1,
+                                                "use_qk_norm": True, "no_rope_layer_interval": 2,
+                                                "attention_chunk_size": 4, "attn_temperature_tuning": True,
+                                                "floor_scale": 4, "attn_scale": 0.5, "rope_theta": 500000.0,
+                                                "rope_scaling": {"rope_type": "llama3", "factor": 16.0,
+                                                                 "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                                                                 "original_max_position_embeddings": 64},
+                                                "tie_word_embeddings": False}), None),
 }
 
 
@@ -100,6 +115,8 @@ SENSITIVITY = {
                "query_pre_attn_scalar": 8},
     "phi3": {"sliding_window": None},
     "phi4": {"rope_theta": 10000.0},
+    "llama4": {"attention_chunk_size": 64, "use_qk_norm": False, "attn_temperature_tuning": False,
+               "num_experts_per_tok": 1},
 }
 
 
@@ -130,6 +147,8 @@ def randomize(model, generator):
                 p.copy_(0.5 * torch.randn(p.shape, generator=generator))
             elif "embed_tokens" in name:
                 p.copy_(0.5 * torch.randn(p.shape, generator=generator))
+            elif p.dim() == 3:  # Llama 4's experts: [experts, in, out]
+                p.copy_(1.5 * torch.randn(p.shape, generator=generator) / p.shape[-2] ** 0.5)
             else:
                 p.copy_(1.5 * torch.randn(p.shape, generator=generator) / p.shape[-1] ** 0.5)
 
@@ -140,7 +159,10 @@ def main():
         if found != version:
             sys.exit(f"{package} {found} found; the fixtures are made with {version} (see the docstring)")
     os.makedirs(OUT, exist_ok=True)
+    only = sys.argv[1:]  # families to (re)make; none: all
     for index, (family, (config, shard)) in enumerate(FAMILIES.items()):
+        if only and family not in only:
+            continue
         config._attn_implementation = "eager"
         config.torch_dtype = "float32"
         generator = torch.Generator().manual_seed(1000 + index)

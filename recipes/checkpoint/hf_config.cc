@@ -169,6 +169,104 @@ Status LegacyRopeKeys(json* j, const std::string& source) {
   return Status::OK();
 }
 
+// [1 if layer i rotates else 0] for every layer: Hugging Face's no_rope_layers ("no rope" means NoPE-able).
+json NoRopeLayers(const DecoderArgs& a) {
+  json layers = json::array();
+  for (int64_t i = 0; i < a.num_layers; ++i) layers.push_back(a.rope_in_layer(i) ? 1 : 0);
+  return layers;
+}
+
+json MoeLayers(const DecoderArgs& a) {
+  json layers = json::array();
+  for (int64_t i = 0; i < a.num_layers; ++i) {
+    if (a.moe_in_layer(i)) layers.push_back(i);
+  }
+  return layers;
+}
+
+// Llama 4's per-layer lists must follow the intervals DecoderArgs can express.
+Status CheckLayerLists(const Fields& f, const DecoderArgs& a) {
+  if (f.Has("no_rope_layers") && !f.Raw("no_rope_layers").empty()) {
+    json given = f.Raw("no_rope_layers");
+    for (json& v : given) {
+      if (v.is_boolean()) v = v.get<bool>() ? 1 : 0;
+    }
+    if (given != NoRopeLayers(a)) {
+      return f.Error("no_rope_layers", JsonForMessage(f.Raw("no_rope_layers")) +
+                                           " is not a NoPE layer every no_rope_layer_interval (" +
+                                           std::to_string(a.nope_layer_interval) +
+                                           ") layers; other patterns are not implemented");
+    }
+  }
+  if (f.Has("moe_layers") && f.Raw("moe_layers") != MoeLayers(a)) {
+    return f.Error("moe_layers", JsonForMessage(f.Raw("moe_layers")) +
+                                     " is not every interleave_moe_layer_step-th layer; other patterns are not "
+                                     "implemented");
+  }
+  if (f.Has("layer_types")) {
+    const json& types = f.Raw("layer_types");
+    for (size_t i = 0; i < types.size(); ++i) {
+      const bool chunked = a.attention_chunk_size > 0 && a.rope_in_layer(static_cast<int64_t>(i));
+      if (types[i] != json(chunked ? "chunked_attention" : "full_attention")) {
+        return f.Error("layer_types", "layer " + std::to_string(i) + " is " + JsonForMessage(types[i]) +
+                                          "; only chunked attention on the RoPE layers is implemented");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+// Llama 4's mixture-of-experts, NoPE, chunk, q/k norm and temperature keys (Llama4TextConfig's defaults).
+Status ParseLlama4Options(const Fields& f, DecoderArgs* a) {
+  TM_RETURN_IF_ERROR(f.Int("num_local_experts", &a->num_experts, 16));
+  TM_RETURN_IF_ERROR(f.Int("num_experts_per_tok", &a->experts_per_token, 1));
+  TM_RETURN_IF_ERROR(f.Int("interleave_moe_layer_step", &a->moe_every_n_layers, 1));
+  TM_RETURN_IF_ERROR(f.Int("intermediate_size_mlp", &a->dense_intermediate_dim, 16384));
+  TM_RETURN_IF_ERROR(f.Bool("use_qk_norm", &a->qk_l2_norm, true));
+  TM_RETURN_IF_ERROR(f.Int("no_rope_layer_interval", &a->nope_layer_interval, 4));
+  if (f.Has("no_rope_layers") && f.Raw("no_rope_layers").is_array() && !f.Raw("no_rope_layers").empty()) {
+    // transformers saves the list, not the interval: the first NoPE layer gives it (CheckLayerLists checks the
+    // rest); none at all: RoPE everywhere.
+    const json& layers = f.Raw("no_rope_layers");
+    a->nope_layer_interval = 0;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (layers[i] == json(0) || layers[i] == json(false)) {
+        a->nope_layer_interval = static_cast<int64_t>(i) + 1;
+        break;
+      }
+    }
+  }
+  TM_RETURN_IF_ERROR(f.Int("attention_chunk_size", &a->attention_chunk_size, 8192));
+  bool tuning = true;
+  if (f.Has("attn_temperature_tuning") && f.Raw("attn_temperature_tuning").is_number()) {
+    tuning = f.Raw("attn_temperature_tuning").get<double>() != 0;  // early Llama 4 files wrote a number
+  } else {
+    TM_RETURN_IF_ERROR(f.Bool("attn_temperature_tuning", &tuning, true));
+  }
+  double floor = 8192;
+  TM_RETURN_IF_ERROR(f.Number("floor_scale", &floor, 8192.0));
+  TM_RETURN_IF_ERROR(f.Number("attn_scale", &a->attn_temperature_scale, 0.1));
+  a->attn_temperature_floor = tuning ? floor : 0;
+  return CheckLayerLists(f, *a);
+}
+
+void WriteLlama4Options(const DecoderArgs& a, json* j) {
+  json& o = *j;
+  o["num_local_experts"] = a.num_experts;
+  o["num_experts_per_tok"] = a.experts_per_token;
+  o["interleave_moe_layer_step"] = a.moe_every_n_layers;
+  o["moe_layers"] = MoeLayers(a);
+  o["intermediate_size_mlp"] = a.dense_intermediate_dim > 0 ? a.dense_intermediate_dim : a.intermediate_dim;
+  o["use_qk_norm"] = a.qk_l2_norm;
+  o["no_rope_layer_interval"] = a.nope_layer_interval > 0 ? a.nope_layer_interval : a.num_layers + 1;
+  o["no_rope_layers"] = NoRopeLayers(a);
+  o["attention_chunk_size"] = a.attention_chunk_size > 0 ? json(a.attention_chunk_size) : json(nullptr);
+  o["attn_temperature_tuning"] = a.attn_temperature_floor > 0;
+  o["floor_scale"] = a.attn_temperature_floor > 0 ? a.attn_temperature_floor : 8192.0;
+  o["attn_scale"] = a.attn_temperature_scale;
+  o["attention_bias"] = false;
+}
+
 // The keys `type` reads beyond the common ones (its record's columns), and its fixed traits.
 Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArgs* a) {
   models::ApplyFixedTraits(type, a);
@@ -210,6 +308,7 @@ Status ParseTypeOptions(const ModelTypeRecord& type, const Fields& f, DecoderArg
       }
     }
   }
+  if (type.llama4_options) TM_RETURN_IF_ERROR(ParseLlama4Options(f, a));
   {
     // No type here rotates part of a head (Phi-3's configs say 1.0; transformers 5 may write it for any type).
     double partial = 1.0;
@@ -229,6 +328,16 @@ StatusOr<HfModelConfig> ParseHfConfig(const std::string& json_text, const std::s
   json& j = *parsed;
   if (!j.is_object()) {
     return Status::InvalidArgument(source + ": not a JSON object; fix: point to a Hugging Face config.json");
+  }
+  // A multimodal wrapper's config.json (Llama 4's "llama4") holds the text model's under text_config.
+  const bool wrapped = j.contains("model_type") && j["model_type"].is_string() &&
+                       models::FindWrappedModelType(j["model_type"].get<std::string>()) != nullptr;
+  if (wrapped) {
+    if (!j.contains("text_config") || !j["text_config"].is_object()) {
+      return Status::InvalidArgument(source + ": text_config: missing; a " + j["model_type"].get<std::string>() +
+                                     " config.json holds the text model's config there");
+    }
+    j = json(j["text_config"]);
   }
   TM_RETURN_IF_ERROR(LegacyRopeKeys(&j, source));
   Fields f(j, source);
@@ -323,6 +432,7 @@ StatusOr<std::string> HfConfigJson(const std::string& model_type, const DecoderA
     j["rope_scaling"] = nullptr;
   }
   j["sliding_window"] = args.sliding_window > 0 ? json(args.sliding_window) : json(nullptr);
+  if (type->llama4_options) WriteLlama4Options(args, &j);
   if (type->reads_softcaps) {
     j["attn_logit_softcapping"] = args.attn_softcap > 0 ? json(args.attn_softcap) : json(nullptr);
     j["final_logit_softcapping"] = args.final_softcap > 0 ? json(args.final_softcap) : json(nullptr);

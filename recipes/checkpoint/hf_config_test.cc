@@ -275,3 +275,42 @@ TEST(HfConfigTest, WritingRefusesOptionsTheModelTypeCannotExpress) {
 
 }  // namespace
 }  // namespace tmx::checkpoint
+
+namespace tmx::checkpoint {
+namespace {
+
+// Llama 4 Scout's config.json (Llama4ForConditionalGeneration, model_type llama4): the text model's config is
+// its text_config, whose options give the preset.
+TEST(HfConfigTest, Llama4MultimodalConfigGivesTheScoutPreset) {
+  const std::string json = R"({
+    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408},
+    "text_config": {
+      "model_type": "llama4_text", "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192,
+      "intermediate_size_mlp": 16384, "num_hidden_layers": 48, "num_attention_heads": 40,
+      "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 10485760, "rms_norm_eps": 1e-05,
+      "rope_theta": 500000.0, "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1,
+      "use_qk_norm": true, "attention_chunk_size": 8192, "attn_temperature_tuning": true, "floor_scale": 8192,
+      "attn_scale": 0.1, "tie_word_embeddings": false,
+      "rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                       "original_max_position_embeddings": 8192},
+      "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0,
+                         1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0]}})";
+  StatusOr<HfModelConfig> c = ParseHfConfig(json, "scout/config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model_type, "llama4_text");
+  const models::ModelPreset* scout = models::FindModelPreset("llama4_scout_17b_16e");
+  EXPECT_EQ(models::DecoderArgsDifferences(c->args, scout->args), std::vector<std::string>{});
+  // Maverick's interleaving written and read back; a NoPE pattern the decoder cannot follow is named.
+  const models::DecoderArgs maverick = models::FindModelPreset("llama4_maverick_17b_128e")->args;
+  StatusOr<std::string> written = HfConfigJson("llama4_text", maverick);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  std::string odd = json;
+  odd.replace(odd.find("[1, 1, 1, 0"), 11, "[1, 0, 1, 0");
+  StatusOr<HfModelConfig> bad = ParseHfConfig(odd, "odd/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no_rope_layers"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace tmx::checkpoint

@@ -43,8 +43,11 @@ class MapBuilder {
  public:
   MapBuilder(const std::string& model_type, const DecoderArgs& args)
       : a_(args),
-        fused_(models::FindModelType(model_type) != nullptr && models::FindModelType(model_type)->fused_projections),
-        interleaved_(args.rope_layout == RopeLayout::kInterleaved) {}
+        type_(models::FindModelType(model_type)),
+        fused_(type_ != nullptr && type_->fused_projections),
+        llama4_(type_ != nullptr && type_->llama4_options),
+        interleaved_(args.rope_layout == RopeLayout::kInterleaved &&
+                     !(type_ != nullptr && type_->checkpoint_rope_interleaved)) {}
 
   std::vector<HfTensorMap> Build() {
     const int64_t dim = a_.embed_dim, hd = a_.resolved_head_dim();
@@ -79,14 +82,16 @@ class MapBuilder {
       } else {
         Add(hf + "post_attention_layernorm.weight", {dim}, tt + "mlp_norm.scale");
       }
-      if (fused_) {
+      if (llama4_) {
+        Llama4FeedForward(hf, tt, i);
+      } else if (fused_) {
         Fused(hf + "mlp.gate_up_proj.weight", dim,
               {{tt + "mlp.w1.weight", hidden, 0}, {tt + "mlp.w3.weight", hidden, 0}});
       } else {
         Add(hf + "mlp.gate_proj.weight", {hidden, dim}, tt + "mlp.w1.weight");
         Add(hf + "mlp.up_proj.weight", {hidden, dim}, tt + "mlp.w3.weight");
       }
-      Add(hf + "mlp.down_proj.weight", {dim, hidden}, tt + "mlp.w2.weight");
+      if (!llama4_) Add(hf + "mlp.down_proj.weight", {dim, hidden}, tt + "mlp.w2.weight");
       if (a_.post_norms) Add(hf + "post_feedforward_layernorm.weight", {dim}, tt + "mlp_scale.scale");
     }
     Add("model.norm.weight", {dim}, a_.final_softcap > 0 ? "norm.rms_norm.scale" : "norm.scale");
@@ -100,6 +105,26 @@ class MapBuilder {
   void Add(const std::string& hf, std::vector<int64_t> shape, const std::string& tune, int64_t permute_heads = 0) {
     maps_.push_back({hf, shape, {{tune, shape[0], permute_heads}}});
   }
+  // Layer `layer`'s feed_forward: router, experts (gate and up side by side in gate_up_proj) and shared expert
+  // in a mixture-of-experts layer, a gated MLP of the dense width otherwise.
+  void Llama4FeedForward(const std::string& hf, const std::string& tt, int64_t layer) {
+    const int64_t dim = a_.embed_dim, hidden = a_.mlp_dim_of_layer(layer), experts = a_.num_experts;
+    const std::string mlp = a_.moe_in_layer(layer) && a_.shared_expert ? "feed_forward.shared_expert."
+                                                                        : "feed_forward.";
+    const std::string mine = a_.moe_in_layer(layer) ? "mlp.shared_expert." : "mlp.";
+    if (a_.moe_in_layer(layer)) {
+      Add(hf + "feed_forward.router.weight", {experts, dim}, tt + "mlp.router.gate.weight");
+      maps_.push_back({hf + "feed_forward.experts.gate_up_proj",
+                       {experts, dim, 2 * hidden},
+                       {{tt + "mlp.experts.gate_proj", hidden, 0}, {tt + "mlp.experts.up_proj", hidden, 0}},
+                       /*split_dim=*/2});
+      Add(hf + "feed_forward.experts.down_proj", {experts, hidden, dim}, tt + "mlp.experts.down_proj");
+      if (!a_.shared_expert) return;
+    }
+    Add(hf + mlp + "gate_proj.weight", {hidden, dim}, tt + mine + "w1.weight");
+    Add(hf + mlp + "down_proj.weight", {dim, hidden}, tt + mine + "w2.weight");
+    Add(hf + mlp + "up_proj.weight", {hidden, dim}, tt + mine + "w3.weight");
+  }
   void Fused(const std::string& hf, int64_t cols, std::vector<Part> parts) {
     int64_t rows = 0;
     for (const Part& p : parts) rows += p.rows;
@@ -107,7 +132,8 @@ class MapBuilder {
   }
 
   const DecoderArgs& a_;
-  const bool fused_, interleaved_;
+  const models::ModelTypeRecord* type_;
+  const bool fused_, llama4_, interleaved_;
   std::vector<HfTensorMap> maps_;
 };
 
@@ -151,6 +177,31 @@ std::string FirstUnused(const NamedTensors& tensors, const std::set<std::string>
 
 bool Never(const std::string&) { return false; }
 
+// A multimodal checkpoint's tensor of another model than `type`'s (Llama 4's vision_model.*).
+bool WrappedElsewhere(const models::ModelTypeRecord& type, const std::string& name) {
+  for (const std::string& skipped : type.wrapper_skipped) {
+    if (name.rfind(skipped, 0) == 0) return true;
+  }
+  return false;
+}
+
+// LoRA on Llama 4's grouped experts (moe.h's lora_{gate,up,down}_{a,b}) has no PEFT form: PEFT adapts linear
+// modules, and Hugging Face's experts are stacked parameters. They are written beside the others under the
+// Hugging Face module's name, "base_model.model.model.layers.N.feed_forward.experts.lora_gate_a", so the file
+// keeps them (tune-matrix and torchtune read them back); PEFT itself ignores them, and the merged checkpoint
+// carries their update.
+void ExpertAdapters(const NamedTensors& adapters, std::set<std::string>* used, PeftAdapterTensors* out) {
+  const std::string marker = ".mlp.experts.lora_";
+  for (const auto& [name, tensor] : adapters) {
+    const size_t at = name.find(marker);
+    if (at == std::string::npos || name.rfind("layers.", 0) != 0) continue;
+    const std::string hf = "base_model.model.model." + name.substr(0, at) + ".feed_forward.experts." +
+                           name.substr(at + std::string(".mlp.experts.").size());
+    out->tensors.emplace_back(hf, tensor.detach().contiguous());
+    used->insert(name);
+  }
+}
+
 }  // namespace
 
 std::vector<HfTensorMap> HfTensorMaps(const std::string& model_type, const DecoderArgs& args) {
@@ -160,9 +211,19 @@ std::vector<HfTensorMap> HfTensorMaps(const std::string& model_type, const Decod
 StatusOr<NamedTensors> HfToTune(const NamedTensors& hf, const std::string& model_type, const DecoderArgs& args,
                                 const std::string& source) {
   std::map<std::string, const at::Tensor*> by_name;
+  const models::ModelTypeRecord* type = models::FindModelType(model_type);
+  std::set<std::string> wrapper_tensors;  // a multimodal checkpoint's tensors this text model leaves alone
   for (const auto& [name, tensor] : hf) {
-    if (!by_name.emplace(name, &tensor).second) {
-      return Status::InvalidArgument(source + ": " + name + ": the checkpoint holds this tensor twice");
+    std::string own = name;
+    if (type != nullptr && !type->wrapper_prefix.empty()) {
+      if (WrappedElsewhere(*type, name)) {
+        wrapper_tensors.insert(name);
+        continue;
+      }
+      if (name.rfind(type->wrapper_prefix, 0) == 0) own = name.substr(type->wrapper_prefix.size());
+    }
+    if (!by_name.emplace(own, &tensor).second) {
+      return Status::InvalidArgument(source + ": " + own + ": the checkpoint holds this tensor twice");
     }
   }
   const std::string fix =
@@ -194,12 +255,18 @@ StatusOr<NamedTensors> HfToTune(const NamedTensors& hf, const std::string& model
     used.insert(m.hf_name);
     int64_t row = 0;
     for (const Part& p : m.parts) {
-      at::Tensor part = m.parts.size() == 1 ? t : t.narrow(0, row, p.rows);
+      at::Tensor part = m.parts.size() == 1 ? t : t.narrow(m.split_dim, row, p.rows);
       row += p.rows;
       out.emplace_back(p.tune_name, p.permute_heads > 0 ? Repair(part, p.permute_heads, true) : part);
     }
   }
-  const std::string extra = FirstUnused(hf, used, [&args](const std::string& n) { return Ignorable(n, args); });
+  const std::string prefix = type != nullptr ? type->wrapper_prefix : "";
+  const std::string extra = FirstUnused(hf, used, [&](const std::string& n) {
+    if (wrapper_tensors.count(n) > 0) return true;
+    const bool wrapped = !prefix.empty() && n.rfind(prefix, 0) == 0;
+    const std::string own = wrapped ? n.substr(prefix.size()) : n;
+    return (wrapped && used.count(own) > 0) || Ignorable(own, args);
+  });
   if (!extra.empty()) {
     return Status::InvalidArgument(source + ": " + extra + ": in the checkpoint, but a " + model_type +
                                    " model with this configuration has no such tensor" + fix);
@@ -224,7 +291,7 @@ StatusOr<NamedTensors> TuneToHf(const NamedTensors& tune, const std::string& mod
       const at::Tensor t = it->second->detach();
       parts.push_back(p.permute_heads > 0 ? Repair(t, p.permute_heads, false) : t);
     }
-    out.emplace_back(m.hf_name, parts.size() == 1 ? parts[0] : torch::cat(parts, 0));
+    out.emplace_back(m.hf_name, parts.size() == 1 ? parts[0] : torch::cat(parts, m.split_dim));
   }
   const std::string extra = FirstUnused(tune, used, Never);
   if (!extra.empty()) {
@@ -310,6 +377,7 @@ StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, co
     }
     if (targets.insert(LeafName(hf_module)).second) out.target_modules.push_back(LeafName(hf_module));
   }
+  ExpertAdapters(adapters, &used, &out);
   const std::string extra = FirstUnused(adapters, used, Never);
   if (!extra.empty()) {
     return Status::InvalidArgument(extra + ": not an adapter of a tensor a " + model_type +

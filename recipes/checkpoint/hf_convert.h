@@ -5,6 +5,9 @@
 //    permuted per head on the way in and back on the way out (torchtune's convert_weights _permute).
 //  - Fused projections: phi3 checkpoints hold qkv_proj (q, k, v rows stacked) and gate_up_proj (w1 then w3),
 //    split here into q/k/v_proj and w1/w3 as torchtune does.
+//  - Llama 4 (llama4_text): q/k rows need no permutation (its checkpoints rotate adjacent pairs too), the
+//    experts' gate_up_proj splits along its last dimension, and a Llama4ForConditionalGeneration checkpoint's
+//    language_model.* tensors are read as the text model's while its vision tensors are left alone.
 //  - Tied embeddings: a tied model has no output.weight; a tied checkpoint's lm_head.weight, when present, is
 //    ignored.
 #pragma once
@@ -30,6 +33,9 @@ struct HfTensorMap {
   std::string hf_name;            // e.g. "model.layers.0.self_attn.qkv_proj.weight"
   std::vector<int64_t> hf_shape;  // the shape a checkpoint of this model holds
   std::vector<Part> parts;        // one, or the fused parts in row order
+  // The dimension the parts are stacked along: 0 (rows), or Llama 4's experts.gate_up_proj [experts, dim,
+  // 2 x hidden], the gate and up halves side by side in its last dimension (2); a Part's rows count along it.
+  int64_t split_dim = 0;
 };
 
 // The tensors a `model_type` checkpoint of a model with `args` holds, in the decoder's parameter order.

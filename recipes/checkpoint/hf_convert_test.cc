@@ -299,3 +299,45 @@ TEST(HfConvertTest, DoraOnPartOfAFusedModuleNeedsTheBaseWeights) {
 
 }  // namespace
 }  // namespace tmx::checkpoint
+
+namespace tmx::checkpoint {
+namespace {
+
+// Llama 4: Maverick-like interleaving (dense layer 0, mixture layer 1); the experts' gate_up_proj holds gate then
+// up side by side in its last dimension; a Llama4ForConditionalGeneration checkpoint's language_model.* is the
+// text model and its vision tensors are left alone; q/k rows are not permuted.
+TEST(HfConvertTest, Llama4SplitsGateUpAlongTheLastDimensionAndReadsTheMultimodalCheckpoint) {
+  DecoderArgs args = Preset("tiny_llama4").args;
+  args.num_layers = 2;
+  args.moe_every_n_layers = 2;
+  args.dense_intermediate_dim = 96;
+  torch::manual_seed(2);
+  const NamedTensors tune = RandomState(args);
+  StatusOr<NamedTensors> hf = TuneToHf(tune, "llama4_text", args);
+  ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+  std::map<std::string, at::Tensor> h = ByName(*hf), t = ByName(tune);
+  EXPECT_EQ(h.at("model.layers.0.feed_forward.gate_proj.weight").sizes(), torch::IntArrayRef({96, args.embed_dim}));
+  const at::Tensor gate_up = h.at("model.layers.1.feed_forward.experts.gate_up_proj");
+  EXPECT_EQ(gate_up.sizes(), torch::IntArrayRef({args.num_experts, args.embed_dim, 2 * args.intermediate_dim}));
+  EXPECT_TRUE(torch::equal(gate_up.narrow(2, 0, args.intermediate_dim), t.at("layers.1.mlp.experts.gate_proj")));
+  EXPECT_TRUE(torch::equal(gate_up.narrow(2, args.intermediate_dim, args.intermediate_dim),
+                           t.at("layers.1.mlp.experts.up_proj")));
+  EXPECT_TRUE(torch::equal(h.at("model.layers.1.feed_forward.shared_expert.down_proj.weight"),
+                           t.at("layers.1.mlp.shared_expert.w2.weight")));
+  EXPECT_TRUE(torch::equal(h.at("model.layers.0.self_attn.q_proj.weight"), t.at("layers.0.attn.q_proj.weight")));
+
+  NamedTensors multimodal = {{"vision_model.patch_embedding.linear.weight", torch::zeros({4, 4})},
+                             {"multi_modal_projector.linear_1.weight", torch::zeros({4, 4})}};
+  for (const auto& [name, tensor] : *hf) multimodal.emplace_back("language_model." + name, tensor);
+  StatusOr<NamedTensors> back = HfToTune(multimodal, "llama4_text", args, "scout");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  for (const auto& [name, tensor] : *back) EXPECT_TRUE(torch::equal(tensor, t.at(name))) << name;
+  EXPECT_EQ(back->size(), tune.size());
+  multimodal.emplace_back("language_model.model.layers.0.feed_forward.bogus", torch::zeros({1}));
+  StatusOr<NamedTensors> extra = HfToTune(multimodal, "llama4_text", args, "scout");
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("language_model.model.layers.0.feed_forward.bogus"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tmx::checkpoint

@@ -3,7 +3,8 @@
 // How the fixtures were made (once, committed under recipes/checkpoint/testdata/hf_parity/<family>/):
 //   scripts/make_parity_fixtures.py, with torch 2.11.0 and transformers 4.57.6 (pinned and checked by the script),
 //   builds a small random model per family with the family's transformers config class (LlamaConfig,
-//   MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, Gemma2Config, Phi3Config): 2 layers, width 32, 4 query
+//   MistralConfig, Qwen2Config, Qwen3Config, GemmaConfig, Gemma2Config, Phi3Config, Llama4TextConfig: experts,
+//   a NoPE layer, 4-token chunks, temperature tuning from position 3): 2 layers, width 32, 4 query
 //   heads, vocab 96, with the family's options switched on and set small (5-token sliding windows on 12 tokens,
 //   Gemma 2 caps of 5 and 8 with a score scale of 6^-0.5, Llama 3 scaling with an original context of 256...).
 //   Every parameter, norm weights and biases included, is redrawn so that each tensor matters. The model is saved
@@ -100,7 +101,7 @@ TEST_P(HfParityTest, GreedyGenerationMatchesTransformers) {
 
 const std::vector<std::string> kFamilies = {"llama2",   "code_llama2", "llama3", "llama3_1", "llama3_2",
                                             "llama3_3", "mistral",     "qwen2",  "qwen2_5",  "qwen3",
-                                            "gemma",    "gemma2",      "phi3",   "phi4"};
+                                            "gemma",    "gemma2",      "phi3",   "phi4",     "llama4"};
 
 INSTANTIATE_TEST_SUITE_P(Families, HfParityTest, ::testing::ValuesIn(kFamilies),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });

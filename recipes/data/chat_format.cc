@@ -46,11 +46,17 @@ void ModelTokenizer::TruncateBoth(TokenizedMessages* out, std::optional<int64_t>
   out->mask = Truncate(std::move(out->mask), max, options_.truncate_left, eos_mask);
 }
 
+HeaderTokens HeaderTokensOf(ChatFormat format) {
+  if (format == ChatFormat::kLlama4) return {"<|header_start|>", "<|header_end|>", "<|eot|>", "<|eom|>", nullptr};
+  return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>"};
+}
+
 std::vector<int64_t> ModelTokenizer::StopTokens() const {
   std::vector<int64_t> ids = {base_->eos_id()};
-  if (format_ == ChatFormat::kLlama3) {
-    ids.push_back(base_->SpecialId("<|eot_id|>"));
-    ids.push_back(base_->SpecialId("<|eom_id|>"));
+  if (format_ == ChatFormat::kLlama3 || format_ == ChatFormat::kLlama4) {
+    const HeaderTokens names = HeaderTokensOf(format_);
+    ids.push_back(base_->SpecialId(names.eot));
+    ids.push_back(base_->SpecialId(names.eom));
   }
   if (format_ == ChatFormat::kQwen2 || format_ == ChatFormat::kQwen2_5) ids.push_back(base_->pad_id());
   std::vector<int64_t> out;
@@ -76,6 +82,7 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
   try {
     switch (format_) {
       case ChatFormat::kLlama3:
+      case ChatFormat::kLlama4:
         return Llama3(templated, add_end_tokens);
       case ChatFormat::kNoSpecialTokens:
         return NoSpecialTokens(templated, add_end_tokens);
@@ -100,23 +107,24 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
 
 TokenizedMessages ModelTokenizer::Llama3(const std::vector<Message>& messages, bool add_end_tokens) const {
   const Tokenizer& t = *base_;
+  const HeaderTokens names = HeaderTokensOf(format_);
   TokenizedMessages out;
   Append(&out, {t.bos_id()}, true);
   for (size_t i = 0; i < messages.size(); ++i) {
     const Message& m = messages[i];
-    std::vector<int64_t> tokens = {t.SpecialId("<|start_header_id|>")};
+    std::vector<int64_t> tokens = {t.SpecialId(names.start)};
     std::vector<int64_t> role = Text(StripPythonWhitespace(m.role));
     tokens.insert(tokens.end(), role.begin(), role.end());
-    tokens.push_back(t.SpecialId("<|end_header_id|>"));
+    tokens.push_back(t.SpecialId(names.end));
     std::vector<int64_t> blank = Text("\n\n");
     tokens.insert(tokens.end(), blank.begin(), blank.end());
-    if (m.ipython) tokens.push_back(t.SpecialId("<|python_tag|>"));
+    if (m.ipython && names.python != nullptr) tokens.push_back(t.SpecialId(names.python));
     for (const std::string& part : m.content) {
       std::vector<int64_t> body = Text(StripPythonWhitespace(part));
       tokens.insert(tokens.end(), body.begin(), body.end());
     }
     if (add_end_tokens || i + 1 < messages.size()) {
-      tokens.push_back(t.SpecialId(m.eot ? "<|eot_id|>" : "<|eom_id|>"));
+      tokens.push_back(t.SpecialId(m.eot ? names.eot : names.eom));
     }
     Append(&out, tokens, m.masked);
     if (options_.max_seq_len && static_cast<int64_t>(out.tokens.size()) >= *options_.max_seq_len) break;

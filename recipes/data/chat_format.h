@@ -5,6 +5,8 @@
 // Formats (ChatFormat):
 //   kLlama3           <|begin_of_text|>, then per message <|start_header_id|>role<|end_header_id|>\n\n, the
 //                     stripped text, <|eot_id|> (or <|eom_id|>); <|end_of_text|> at the end (Llama3Tokenizer).
+//   kLlama4           the same with Llama 4's <|header_start|>, <|header_end|>, <|eot|>, <|eom|> and no python tag
+//                     (Llama4Tokenizer; text only: image content is refused before tokenizing).
 //   kNoSpecialTokens  BOS at each turn start, the text parts encoded one by one, EOS after each assistant message
 //                     (tokenize_messages_no_special_tokens: Llama 2, Mistral and Gemma, whose [INST] tags, if
 //                     any, come from the prompt template).
@@ -34,7 +36,17 @@
 
 namespace tmx::data {
 
-enum class ChatFormat { kLlama3, kNoSpecialTokens, kPhi3, kQwen2, kQwen2_5, kPhi4, kNone };
+enum class ChatFormat { kLlama3, kLlama4, kNoSpecialTokens, kPhi3, kQwen2, kQwen2_5, kPhi4, kNone };
+
+// The special tokens of Llama 3's and Llama 4's turns (kLlama3, kLlama4; python: none in Llama 4's).
+struct HeaderTokens {
+  const char* start;
+  const char* end;
+  const char* eot;
+  const char* eom;
+  const char* python;
+};
+HeaderTokens HeaderTokensOf(ChatFormat format);
 
 struct TokenizedMessages {
   std::vector<int64_t> tokens;
@@ -83,6 +95,7 @@ class ModelTokenizer {
   static std::vector<T> Truncate(std::vector<T> items, int64_t max_seq_len, bool left, std::optional<T> last);
 
  private:
+  // Llama 3's and Llama 4's turns (kLlama3, kLlama4).
   TokenizedMessages Llama3(const std::vector<Message>& messages, bool add_end_tokens) const;
   TokenizedMessages NoSpecialTokens(const std::vector<Message>& messages, bool add_end_tokens) const;
   StatusOr<TokenizedMessages> Phi3(const std::vector<Message>& messages) const;

@@ -8,7 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "recipes/data/samples.h"
+#include "recipes/data/tokenizer_builders.h"
 #include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/testdata/fixtures.h"
 
@@ -128,6 +132,46 @@ TEST(ChatFormatTest, Llama3InferenceLeavesTheLastTurnOpen) {
   // Training ends "... <|eot_id|> <|end_of_text|>"; inference drops both.
   EXPECT_EQ(std::vector<int64_t>(train->tokens.end() - 2, train->tokens.end()), (std::vector<int64_t>{128009, 128001}));
   EXPECT_EQ(infer->tokens, std::vector<int64_t>(train->tokens.begin(), train->tokens.end() - 2));
+}
+
+// Llama 4's turns are Llama 3's with its own special tokens (torchtune's Llama4Tokenizer): on texts both
+// pre-tokenizers split alike, the same tokens with the special ids mapped.
+TEST(ChatFormatTest, Llama4TurnsAreLlama3sWithLlama4sSpecialTokens) {
+  const nlohmann::json plain{{"max_seq_len", nullptr}, {"prompt_template", nullptr}};
+  auto llama3 = Build("llama3_tokenizer", plain);
+  auto llama4 = Build("torchtune.models.llama4.llama4_transform", plain);
+  ASSERT_NE(llama3, nullptr);
+  ASSERT_NE(llama4, nullptr);
+  const std::map<int64_t, int64_t> mapped = {
+      {128000, 200000}, {128001, 200001}, {128006, 200005}, {128007, 200006}, {128009, 200008}};
+  for (bool end_tokens : {true, false}) {
+    StatusOr<TokenizedMessages> three = llama3->TokenizeMessages(Conversation("single_turn"), end_tokens);
+    StatusOr<TokenizedMessages> four = llama4->TokenizeMessages(Conversation("single_turn"), end_tokens);
+    ASSERT_TRUE(three.ok() && four.ok());
+    std::vector<int64_t> expected = three->tokens;
+    for (int64_t& id : expected) id = mapped.count(id) ? mapped.at(id) : id;
+    EXPECT_EQ(four->tokens, expected);
+    EXPECT_EQ(four->mask, three->mask);
+  }
+  EXPECT_EQ(llama4->StopTokens(), (std::vector<int64_t>{200001, 200008, 200007}));  // eos, <|eot|>, <|eom|>
+}
+
+TEST(ChatFormatTest, Llama4SpecialTokensAreTorchtunes) {
+  const std::map<std::string, int64_t> t = Llama4SpecialTokens();
+  EXPECT_EQ(t.size(), 2048u);  // 200000 .. 202047, each id once
+  std::set<int64_t> ids;
+  for (const auto& [name, id] : t) ids.insert(id);
+  EXPECT_EQ(ids.size(), 2048u);
+  EXPECT_EQ(*ids.begin(), 200000);
+  EXPECT_EQ(*ids.rbegin(), 202047);
+  EXPECT_EQ(t.at("<|finetune_right_pad|>"), 200018);
+  EXPECT_EQ(t.at("<|text_post_train_reserved_special_token_8|>"), 200019);
+  EXPECT_EQ(t.at("<|image|>"), 200090);
+  EXPECT_EQ(t.at("<|patch|>"), 200092);
+  EXPECT_EQ(t.at("<|vision_reserved_special_token_7|>"), 200093);
+  EXPECT_EQ(t.at("<|reasoning_thinking_end|>"), 201143);
+  EXPECT_EQ(t.at("<|reserved_special_token_0|>"), 201144);
+  EXPECT_EQ(t.at("<|reserved_special_token_903|>"), 202047);
 }
 
 // torchtune's stop_tokens: [eos_id, eot_id, eom_id] (Llama 3), [eos_id, pad_id] (Qwen 2/2.5), [eos_id] (others).

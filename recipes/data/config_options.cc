@@ -292,7 +292,20 @@ const std::vector<TokenizerOption>& TokenizerTable() {
           .For([](const TokenizerComponent& c) { return c.kind == K::kGpt2Bpe; }),
       TokenizerOption(Nullable(AtLeast(Field("max_seq_len", FieldType::kInt, "", "cut samples to this many tokens"), 1)),
                       &O::max_seq_len)
-          .For([](const TokenizerComponent& c) { return c.kind != K::kHfTokenizerJson; }),
+          .For([](const TokenizerComponent& c) { return c.kind != K::kHfTokenizerJson; })
+          .Adjust([](const TokenizerComponent& c, FieldSpec* f) {
+            if (c.chat_format == ChatFormat::kLlama4) f->default_yaml = "8192";  // llama4_transform's default
+          }),
+      TokenizerOption(AtLeast(Field("max_num_tiles", FieldType::kInt, "16",
+                                    "tiles an image is cut into at most (images are refused here: text only)"),
+                              1),
+                      &O::max_num_tiles)
+          .For([](const TokenizerComponent& c) { return c.chat_format == ChatFormat::kLlama4; }),
+      TokenizerOption(AtLeast(Field("image_size", FieldType::kInt, "336",
+                                    "pixels of an image tile (images are refused here: text only)"),
+                              1),
+                      &O::image_size)
+          .For([](const TokenizerComponent& c) { return c.chat_format == ChatFormat::kLlama4; }),
       TokenizerOption(WithValueCheck(Nullable(Field("prompt_template", FieldType::kAny, "",
                                                     "null, a template's dotpath or {role: [prepend, append]}; "
                                                     "absent: the builder's default")),

@@ -260,7 +260,11 @@ TEST(ConfigOptionsTableTest, EveryTokenizerTakesItsSchemaAndItsDefaults) {
     StatusOr<TokenizerConfig> t = TokenizerFromConfig(config, "node");
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     EXPECT_EQ(t->options.truncation_type, TokenizerOptions().truncation_type);
-    EXPECT_EQ(t->options.max_seq_len, TokenizerOptions().max_seq_len);
+    // llama4_transform's builder defaults max_seq_len to 8192; every other tokenizer's to None.
+    const std::optional<int64_t> max_seq_len =
+        c.chat_format == ChatFormat::kLlama4 ? std::optional<int64_t>(8192) : TokenizerOptions().max_seq_len;
+    EXPECT_EQ(t->options.max_seq_len, max_seq_len);
+    EXPECT_EQ(t->options.max_num_tiles, TokenizerOptions().max_num_tiles);
   }
 }
 

@@ -65,22 +65,26 @@ StatusOr<std::optional<PromptTemplate>> ResolveTemplate(const PromptTemplateChoi
   return std::optional<PromptTemplate>();
 }
 
+// Llama 3's and Llama 4's tiktoken tokenizers: the pre-tokenizer and the turn and padding tokens of the format.
 StatusOr<std::unique_ptr<Tokenizer>> Llama3Base(const TokenizerComponent& c, const TokenizerOptions& options) {
   TM_RETURN_IF_ERROR(Require("path", options.path, "the model's original/tokenizer.model (tiktoken ranks)"));
   StatusOr<std::map<std::string, int64_t>> specials = Specials(options, c.special_tokens());
   if (!specials.ok()) return specials.status();
+  const bool llama4 = c.chat_format == ChatFormat::kLlama4;
+  const HeaderTokens turns = HeaderTokensOf(c.chat_format);
+  const char* pad = llama4 ? "<|finetune_right_pad|>" : "<|finetune_right_pad_id|>";
+  std::vector<std::string> required = {"<|begin_of_text|>", "<|end_of_text|>", turns.start, turns.end,
+                                       turns.eom,            turns.eot,          pad};
+  if (turns.python != nullptr) required.push_back(turns.python);
   TM_RETURN_IF_ERROR(
-      RequireSpecials(*specials,
-                      {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>",
-                       "<|eot_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>"},
-                      options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
+      RequireSpecials(*specials, required, options.special_tokens_path.empty() ? "the table" : options.special_tokens_path));
   TiktokenOptions tk;
   tk.path = options.path;
-  tk.pattern = kCl100kPattern;
+  tk.pattern = llama4 ? kO200kPattern : kCl100kPattern;
   tk.special_tokens = *specials;
   tk.bos_id = specials->at("<|begin_of_text|>");
   tk.eos_id = specials->at("<|end_of_text|>");
-  tk.pad_id = specials->at("<|finetune_right_pad_id|>");
+  tk.pad_id = specials->at(pad);
   StatusOr<std::unique_ptr<TiktokenTokenizer>> tok = TiktokenTokenizer::Load(tk);
   if (!tok.ok()) return tok.status();
   return std::unique_ptr<Tokenizer>(std::move(tok).value());
@@ -197,6 +201,37 @@ std::map<std::string, int64_t> Llama3SpecialTokens() {
   return t;
 }
 
+// torchtune's LLAMA4_SPECIAL_TOKENS: named tokens from 200000, reserved ones filling the gaps and 201144 .. 202047.
+std::map<std::string, int64_t> Llama4SpecialTokens() {
+  std::map<std::string, int64_t> t;
+  auto reserved = [&t](int64_t from, int64_t to, const std::string& group, int64_t first) {
+    const std::string prefix = group.empty() ? "<|reserved_special_token_" : "<|" + group + "_reserved_special_token_";
+    for (int64_t id = from; id < to; ++id) t[prefix + std::to_string(first + id - from) + "|>"] = id;
+  };
+  const char* named[] = {"<|begin_of_text|>", "<|end_of_text|>", "<|fim_prefix|>", "<|fim_middle|>",
+                         "<|fim_suffix|>",    "<|header_start|>", "<|header_end|>", "<|eom|>",
+                         "<|eot|>",           "<|step|>"};
+  for (int64_t i = 0; i < 10; ++i) t[named[i]] = 200000 + i;
+  reserved(200010, 200018, "text_post_train", 0);
+  t["<|finetune_right_pad|>"] = 200018;
+  reserved(200019, 200080, "text_post_train", 8);
+  const std::pair<const char*, int64_t> vision[] = {
+      {"<|image_start|>", 200080}, {"<|image_end|>", 200081},       {"<|vision_reserved_special_token_0|>", 200082},
+      {"<|vision_reserved_special_token_1|>", 200083},               {"<|tile_x_separator|>", 200084},
+      {"<|tile_y_separator|>", 200085}};
+  for (const auto& [name, id] : vision) t[name] = id;
+  reserved(200086, 200090, "vision", 2);
+  t["<|image|>"] = 200090;
+  t["<|vision_reserved_special_token_6|>"] = 200091;
+  t["<|patch|>"] = 200092;
+  reserved(200093, 201134, "vision", 7);
+  reserved(201134, 201142, "reasoning", 0);
+  t["<|reasoning_thinking_start|>"] = 201142;
+  t["<|reasoning_thinking_end|>"] = 201143;
+  reserved(201144, 202048, "", 0);
+  return t;
+}
+
 std::map<std::string, int64_t> Phi3SpecialTokens() {
   return {{"<|endoftext|>", 32000},    {"<|assistant|>", 32001},    {"<|placeholder1|>", 32002},
           {"<|placeholder2|>", 32003}, {"<|placeholder3|>", 32004}, {"<|placeholder4|>", 32005},
@@ -252,6 +287,8 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
   static const auto* components = new std::vector<TokenizerComponent>{
       {"llama3_tokenizer", "torchtune.models.llama3.llama3_tokenizer", K::kTiktoken, F::kLlama3, "",
        Llama3SpecialTokens},
+      {"llama4_transform", "torchtune.models.llama4.llama4_transform", K::kTiktoken, F::kLlama4, "",
+       Llama4SpecialTokens},
       {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
        kLlama2Chat, nullptr},
       {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,

@@ -8,6 +8,9 @@
 // for (see samples.h for the shipped stand-ins).
 //
 //   llama3_tokenizer     tiktoken ranks file (path); <|begin_of_text|> = 128000 .. 128255; Llama 3 headers
+//   llama4_transform     tiktoken ranks file (path), o200k pre-tokenizer; <|begin_of_text|> = 200000 .. 202047;
+//                        <|header_start|>role<|header_end|> turns ending <|eot|>; text only (max_num_tiles and
+//                        image_size accepted, unused)
 //   llama2_tokenizer     SentencePiece model (path); pad 0; [INST] via Llama2ChatTemplate (the default template)
 //   mistral_tokenizer    SentencePiece model (path); pad 0; [INST] via MistralChatTemplate (the default template)
 //   gemma_tokenizer      SentencePiece model (path); pad 0; no template by default
@@ -69,6 +72,11 @@ struct TokenizerOptions {
   PromptTemplateChoice prompt_template;
   // "right" (default) or "left".
   std::string truncation_type = "right";
+  // llama4_transform's image settings (tiles of image_size pixels, at most max_num_tiles an image). Accepted so
+  // torchtune's configs validate; only text is tokenized here (the vision encoder is not built), so they change
+  // nothing, and a sample or prompt with an image is refused.
+  int64_t max_num_tiles = 16;
+  int64_t image_size = 336;
 };
 
 // The config keys of TokenizerOptions::path and ::merges_file for a kind: "path" and "merges_file", or kGpt2Bpe's
@@ -108,6 +116,7 @@ StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& comp
 
 // The special-token tables torchtune's tokenizers use by default.
 std::map<std::string, int64_t> Llama3SpecialTokens();
+std::map<std::string, int64_t> Llama4SpecialTokens();
 std::map<std::string, int64_t> Phi3SpecialTokens();
 std::map<std::string, int64_t> Qwen2SpecialTokens();
 std::map<std::string, int64_t> Qwen2_5SpecialTokens();

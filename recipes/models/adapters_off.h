@@ -13,8 +13,9 @@ class Module;
 namespace tmx::models {
 
 class LinearImpl;
+class AdapterHolder;
 
-// Turns off the adapter of every LoRA/DoRA Linear in `module` (and its submodules) for the guard's lifetime;
+// Turns off the adapter of every LoRA/DoRA Linear (and AdapterHolder, lora.h) in `module` (and its submodules) for the guard's lifetime;
 // the destructor turns back on exactly those it turned off. A model without adapters is left as it is.
 // Not copyable; not thread-safe with another forward of the same model.
 class AdaptersOff {
@@ -25,10 +26,11 @@ class AdaptersOff {
   AdaptersOff& operator=(const AdaptersOff&) = delete;
 
   // How many adapted layers the guard turned off.
-  size_t count() const { return turned_off_.size(); }
+  size_t count() const { return turned_off_.size() + holders_off_.size(); }
 
  private:
   std::vector<std::shared_ptr<LinearImpl>> turned_off_;
+  std::vector<std::shared_ptr<AdapterHolder>> holders_off_;  // grouped experts (moe.h)
 };
 
 }  // namespace tmx::models

@@ -65,17 +65,68 @@ bool UseNativeGqa(const torch::Tensor& q) {
   return type != nullptr && type->native_gqa_attention;
 }
 
-// [T, S] booleans: query i (position S - T + i) may attend to key j (position j): j is not later and, with a
-// window, fewer than `window` positions earlier.
-torch::Tensor AllowedPositions(int64_t t, int64_t s, int64_t window, const torch::Device& device) {
+// [T, S] booleans: query i (position S - T + i) may attend to key j (position j): j is not later, with a
+// window fewer than `window` positions earlier, and with chunks in the same chunk of `chunk` positions.
+torch::Tensor AllowedPositions(int64_t t, int64_t s, int64_t window, const torch::Device& device, int64_t chunk = 0) {
   const auto options = torch::TensorOptions().dtype(torch::kLong).device(device);
-  torch::Tensor distance = torch::arange(s - t, s, options).unsqueeze(1) - torch::arange(s, options).unsqueeze(0);
+  const torch::Tensor queries = torch::arange(s - t, s, options).unsqueeze(1);
+  const torch::Tensor keys = torch::arange(s, options).unsqueeze(0);
+  torch::Tensor distance = queries - keys;
   torch::Tensor allowed = distance >= 0;
   if (window > 0) allowed = allowed & (distance < window);
+  if (chunk > 0) allowed = allowed & (torch::div(queries, chunk, "floor") == torch::div(keys, chunk, "floor"));
   return allowed;
 }
 
+// [B, T] long: each token's position within its document of `document_ids` [B, T] (documents contiguous, as
+// packing lays them out), so chunks and temperatures of a packed document are those it has alone.
+torch::Tensor DocumentPositions(const torch::Tensor& document_ids) {
+  const int64_t t = document_ids.size(1);
+  const torch::Tensor index =
+      torch::arange(t, torch::TensorOptions().dtype(torch::kLong).device(document_ids.device())).expand_as(document_ids);
+  torch::Tensor starts = torch::ones_like(document_ids, torch::kBool);
+  if (t > 1) {
+    starts.narrow(1, 1, t - 1).copy_(document_ids.narrow(1, 1, t - 1) != document_ids.narrow(1, 0, t - 1));
+  }
+  const torch::Tensor first = std::get<0>(torch::cummax(torch::where(starts, index, torch::zeros_like(index)), 1));
+  return index - first;
+}
+
+// x / sqrt(mean(x^2) + eps) over the last dimension, in float32, cast back (Llama 4's parameter-free L2Norm).
+torch::Tensor RmsNormalize(const torch::Tensor& x, double eps) {
+  const torch::Tensor f = x.to(torch::kFloat);
+  return (f * torch::rsqrt(f.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type());
+}
+
 torch::Tensor SoftCap(const torch::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
+
+Status NonNegative(const char* field, int64_t value, const char* off) {
+  if (value >= 0) return Status::OK();
+  return Status::InvalidArgument(std::string(field) + ": must be 0 (" + off + ") or positive, got " +
+                                 std::to_string(value));
+}
+
+// The mixture-of-experts and Llama 4 attention options (decoder.h).
+Status ValidateMoeArgs(const DecoderArgs& args) {
+  TM_RETURN_IF_ERROR(NonNegative("num_experts", args.num_experts, "no experts"));
+  TM_RETURN_IF_ERROR(NonNegative("dense_intermediate_dim", args.dense_intermediate_dim, "intermediate_dim"));
+  TM_RETURN_IF_ERROR(NonNegative("nope_layer_interval", args.nope_layer_interval, "RoPE in every layer"));
+  TM_RETURN_IF_ERROR(NonNegative("attention_chunk_size", args.attention_chunk_size, "no chunks"));
+  TM_RETURN_IF_ERROR(NonNegativeNumber("attn_temperature_floor", args.attn_temperature_floor));
+  if (!std::isfinite(args.attn_temperature_scale)) {
+    return Status::InvalidArgument("attn_temperature_scale: must be a number, got " + Str(args.attn_temperature_scale));
+  }
+  if (args.num_experts == 0) return Status::OK();
+  TM_RETURN_IF_ERROR(Positive("moe_every_n_layers", args.moe_every_n_layers));
+  if (args.experts_per_token < 1 || args.experts_per_token > args.num_experts) {
+    return Status::InvalidArgument("experts_per_token: must be 1 to num_experts (" + std::to_string(args.num_experts) +
+                                   "), got " + std::to_string(args.experts_per_token));
+  }
+  if (args.mlp_activation != MlpActivation::kSilu) {
+    return Status::InvalidArgument("mlp_activation: experts are SwiGLU MLPs; a mixture of experts needs silu");
+  }
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -117,8 +168,9 @@ Status ValidateDecoderArgs(const DecoderArgs& args) {
     if (!(s->factor > 0) || !std::isfinite(s->factor)) {
       return Status::InvalidArgument("rope_scaling.factor: must be a positive number, got " + Str(s->factor));
     }
-    if (!(s->low_freq_factor > 0 && s->low_freq_factor < s->high_freq_factor) || !std::isfinite(s->high_freq_factor)) {
-      return Status::InvalidArgument("rope_scaling: need 0 < low_freq_factor < high_freq_factor, got " +
+    // Equal factors (Llama 4 Scout: 1 and 1) leave no band between kept and scaled frequencies.
+    if (!(s->low_freq_factor > 0 && s->low_freq_factor <= s->high_freq_factor) || !std::isfinite(s->high_freq_factor)) {
+      return Status::InvalidArgument("rope_scaling: need 0 < low_freq_factor <= high_freq_factor, got " +
                                      Str(s->low_freq_factor) + " and " + Str(s->high_freq_factor));
     }
     TM_RETURN_IF_ERROR(Positive("rope_scaling.old_context_len", s->old_context_len));
@@ -134,6 +186,7 @@ Status ValidateDecoderArgs(const DecoderArgs& args) {
     return Status::InvalidArgument(
         "alternate_sliding_window: set, but sliding_window is 0; set sliding_window or unset the alternation");
   }
+  TM_RETURN_IF_ERROR(ValidateMoeArgs(args));
   if (args.num_classes < 0) {
     return Status::InvalidArgument("num_classes: must be 0 (language-model head) or positive, got " +
                                    std::to_string(args.num_classes));
@@ -166,6 +219,13 @@ std::vector<std::string> DecoderFeatures(const DecoderArgs& a) {
       {"alternating sliding window", a.alternate_sliding_window},
       {"tied embeddings", a.tie_word_embeddings},
       {"classifier head", a.num_classes > 0},
+      {"mixture of experts", a.num_experts > 0},
+      {"shared expert", a.num_experts > 0 && a.shared_expert},
+      {"interleaved dense layers", a.num_experts > 0 && a.moe_every_n_layers > 1},
+      {"NoPE layers", a.nope_layer_interval > 0},
+      {"chunked attention", a.attention_chunk_size > 0},
+      {"q/k L2 norm", a.qk_l2_norm},
+      {"attention temperature tuning", a.attn_temperature_floor > 0},
   };
   std::vector<std::string> on;
   for (const auto& [name, set] : features) {
@@ -215,6 +275,21 @@ std::vector<std::string> DecoderArgsDifferences(const DecoderArgs& a, const Deco
   compare("sliding_window", a.sliding_window, b.sliding_window);
   compare("alternate_sliding_window", a.alternate_sliding_window, b.alternate_sliding_window);
   compare("num_classes", a.num_classes, b.num_classes);
+  compare("num_experts", a.num_experts, b.num_experts);
+  if (a.num_experts > 0 || b.num_experts > 0) {
+    compare("experts_per_token", a.experts_per_token, b.experts_per_token);
+    compare("moe_every_n_layers", a.moe_every_n_layers, b.moe_every_n_layers);
+    compare("shared_expert", a.shared_expert, b.shared_expert);
+  }
+  auto dense = [](const DecoderArgs& d) { return d.dense_intermediate_dim > 0 ? d.dense_intermediate_dim : d.intermediate_dim; };
+  compare("dense_intermediate_dim", dense(a), dense(b));
+  compare("nope_layer_interval", a.nope_layer_interval, b.nope_layer_interval);
+  compare("attention_chunk_size", a.attention_chunk_size, b.attention_chunk_size);
+  compare("qk_l2_norm", a.qk_l2_norm, b.qk_l2_norm);
+  compare("attn_temperature_floor", a.attn_temperature_floor, b.attn_temperature_floor);
+  if (a.attn_temperature_floor > 0 || b.attn_temperature_floor > 0) {
+    compare("attn_temperature_scale", a.attn_temperature_scale, b.attn_temperature_scale);
+  }
   return out;
 }
 
@@ -239,6 +314,11 @@ Status ValidateLoraArgs(const LoraArgs& lora, const DecoderArgs& args) {
     return Status::InvalidArgument(
         "lora.apply_to_output: this model ties its output projection to the token embedding, so there is no "
         "output layer to adapt; set apply_to_output to false");
+  }
+  if (args.num_experts > 0 && (lora.quantize_base || lora.use_dora)) {
+    return Status::InvalidArgument(std::string(lora.quantize_base ? "quantize_base" : "use_dora") +
+                                   ": not implemented for a mixture-of-experts model (torchtune's LoRAGroupedExperts "
+                                   "has neither an NF4 base nor DoRA); set it to false");
   }
   if (lora.quantize_base) {
     // NF4 holds only weights of whole blocks of scales (nf4.h); the same in every layer, so layer 0 names them.
@@ -291,7 +371,12 @@ AttentionImpl::AttentionImpl(const DecoderArgs& args, const LayerLora& lora, c10
                                                             : static_cast<double>(args.resolved_head_dim()))),
       custom_scale_(args.query_pre_attn_scalar > 0),
       softcap_(args.attn_softcap),
-      rope_layout_(args.rope_layout) {
+      rope_layout_(args.rope_layout),
+      use_rope_(args.rope_in_layer(layer)),
+      chunk_(args.rope_in_layer(layer) ? args.attention_chunk_size : 0),
+      l2_norm_eps_(args.qk_l2_norm && args.rope_in_layer(layer) ? args.norm_eps : 0),
+      temperature_floor_(args.rope_in_layer(layer) ? 0 : args.attn_temperature_floor),
+      temperature_scale_(args.attn_temperature_scale) {
   const int64_t dim = args.embed_dim;
   const bool bias = args.qkv_bias;
   q_proj_ = register_module("q_proj", Linear(dim, num_heads_ * head_dim_, options, AdapterIf(lora.q_proj, lora), bias,
@@ -323,8 +408,19 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     k = k_norm_(k);
   }
   // [B, T, heads, head_dim] -> RoPE -> [B, heads, T, head_dim]
-  q = ApplyRotaryEmbedding(q, cos, sin, rope_layout_).transpose(1, 2);
-  k = ApplyRotaryEmbedding(k, cos, sin, rope_layout_).transpose(1, 2);
+  if (use_rope_) {
+    q = ApplyRotaryEmbedding(q, cos, sin, rope_layout_);
+    k = ApplyRotaryEmbedding(k, cos, sin, rope_layout_);
+  }
+  if (l2_norm_eps_ > 0) {
+    q = RmsNormalize(q, l2_norm_eps_);
+    k = RmsNormalize(k, l2_norm_eps_);
+  }
+  const torch::Tensor doc_positions =
+      document_ids.defined() && (chunk_ > 0 || temperature_floor_ > 0) ? DocumentPositions(document_ids) : torch::Tensor();
+  if (temperature_floor_ > 0) q = TemperatureTuned(q, start, doc_positions);
+  q = q.transpose(1, 2);
+  k = k.transpose(1, 2);
   // Keys run over s positions: the cached ones before these t, then these.
   int64_t s = t;
   if (cache != nullptr) {
@@ -343,18 +439,23 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     v = v.repeat_interleave(num_heads_ / num_kv_heads_, /*dim=*/1);
   }
   const bool windowed = window_ > 0 && window_ < s;
+  const int64_t chunk = chunk_ > 0 && chunk_ < s ? chunk_ : 0;
   // [T, S], or [B, 1, T, T] when packed documents must not see each other.
   torch::Tensor allowed;
   if (document_ids.defined()) {
-    allowed = (AllowedPositions(t, t, windowed ? window_ : 0, x.device()) &
-               (document_ids.unsqueeze(2) == document_ids.unsqueeze(1)))
-                  .unsqueeze(1);
+    allowed = AllowedPositions(t, t, windowed ? window_ : 0, x.device()) &
+              (document_ids.unsqueeze(2) == document_ids.unsqueeze(1));
+    if (chunk_ > 0) {
+      const torch::Tensor chunks = torch::div(doc_positions, chunk_, "floor");
+      allowed = allowed & (chunks.unsqueeze(2) == chunks.unsqueeze(1));
+    }
+    allowed = allowed.unsqueeze(1);
   }
   torch::Tensor out;
   if (softcap_ > 0) {
     // Soft-capping acts on the scores themselves, which no fused kernel exposes: the scores, in float32.
     torch::Tensor scores = SoftCap(torch::matmul(q, k.transpose(-2, -1)).to(torch::kFloat) * scale_, softcap_);
-    if (!allowed.defined()) allowed = AllowedPositions(t, s, windowed ? window_ : 0, x.device());
+    if (!allowed.defined()) allowed = AllowedPositions(t, s, windowed ? window_ : 0, x.device(), chunk);
     scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
     out = torch::matmul(torch::softmax(scores, -1).to(v.scalar_type()), v);
   } else {
@@ -363,8 +464,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
     std::optional<torch::Tensor> mask;
     if (allowed.defined()) {
       mask = allowed;
-    } else if (windowed || (s > t && t > 1)) {
-      mask = AllowedPositions(t, s, windowed ? window_ : 0, x.device());
+    } else if (windowed || chunk > 0 || (s > t && t > 1)) {
+      mask = AllowedPositions(t, s, windowed ? window_ : 0, x.device(), chunk);
     }
     // Unmasked: causal when queries and keys are the same positions; a single new query sees every cached key.
     const bool causal = !mask.has_value() && s == t;
@@ -375,13 +476,28 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const torch::Tensor
   return output_proj_(out.transpose(1, 2).reshape({b, t, num_heads_ * head_dim_}));
 }
 
-FeedForwardImpl::FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options)
+torch::Tensor AttentionImpl::TemperatureTuned(const torch::Tensor& q, int64_t start,
+                                              const torch::Tensor& doc_positions) const {
+  // Positions start .. start+T-1 (or within each packed document), in float32 as Hugging Face's cache_position.
+  const torch::Tensor positions =
+      doc_positions.defined()
+          ? doc_positions.to(torch::kFloat)
+          : torch::arange(start, start + q.size(1), torch::TensorOptions().dtype(torch::kFloat).device(q.device()))
+                .unsqueeze(0);
+  const torch::Tensor scales =
+      torch::log1p(torch::floor((positions + 1.0) / temperature_floor_)) * temperature_scale_ + 1.0;
+  return (q * scales.unsqueeze(-1).unsqueeze(-1)).to(q.scalar_type());
+}
+
+FeedForwardImpl::FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options,
+                                 int64_t hidden)
     : activation_(args.mlp_activation) {
   const auto adapter = AdapterIf(lora.mlp, lora);
   const bool nf4 = lora.quantize_base;
-  w1_ = register_module("w1", Linear(args.embed_dim, args.intermediate_dim, options, adapter, /*bias=*/false, nf4));
-  w2_ = register_module("w2", Linear(args.intermediate_dim, args.embed_dim, options, adapter, /*bias=*/false, nf4));
-  w3_ = register_module("w3", Linear(args.embed_dim, args.intermediate_dim, options, adapter, /*bias=*/false, nf4));
+  if (hidden <= 0) hidden = args.intermediate_dim;
+  w1_ = register_module("w1", Linear(args.embed_dim, hidden, options, adapter, /*bias=*/false, nf4));
+  w2_ = register_module("w2", Linear(hidden, args.embed_dim, options, adapter, /*bias=*/false, nf4));
+  w3_ = register_module("w3", Linear(args.embed_dim, hidden, options, adapter, /*bias=*/false, nf4));
 }
 
 torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
@@ -399,6 +515,25 @@ torch::Tensor FeedForwardImpl::forward(const torch::Tensor& x) {
   return w2_(gate * w3_(x));
 }
 
+namespace {
+
+// Layer's mixture of experts, its shared expert a FeedForward of the experts' width.
+Moe MakeMoe(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options) {
+  MoeOptions moe;
+  moe.dim = args.embed_dim;
+  moe.hidden = args.intermediate_dim;
+  moe.num_experts = args.num_experts;
+  moe.experts_per_token = args.experts_per_token;
+  moe.shared_expert = args.shared_expert;
+  moe.adapter = AdapterIf(lora.mlp, lora);
+  if (!args.shared_expert) return Moe(moe, options, nullptr, nullptr);
+  FeedForward shared(args, lora, options);
+  FeedForwardImpl* impl = shared.ptr().get();
+  return Moe(moe, options, shared.ptr(), [impl](const torch::Tensor& x) { return impl->forward(x); });
+}
+
+}  // namespace
+
 TransformerLayerImpl::TransformerLayerImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options,
                                            int64_t layer) {
   const auto norm = [&] { return RMSNorm(args.embed_dim, args.norm_eps, options, args.norm_plus_one); };
@@ -406,7 +541,11 @@ TransformerLayerImpl::TransformerLayerImpl(const DecoderArgs& args, const LayerL
   attn_ = register_module("attn", Attention(args, lora, options, layer));
   if (args.post_norms) sa_scale_ = register_module("sa_scale", norm());
   mlp_norm_ = register_module("mlp_norm", norm());
-  mlp_ = register_module("mlp", FeedForward(args, lora, options));
+  if (args.moe_in_layer(layer)) {
+    moe_ = register_module("mlp", MakeMoe(args, lora, options));
+  } else {
+    mlp_ = register_module("mlp", FeedForward(args, lora, options, args.mlp_dim_of_layer(layer)));
+  }
   if (args.post_norms) mlp_scale_ = register_module("mlp_scale", norm());
 }
 
@@ -416,7 +555,7 @@ torch::Tensor TransformerLayerImpl::forward(const torch::Tensor& x, const torch:
   torch::Tensor attn = attn_->forward(sa_norm_(x), cos, sin, document_ids, cache, start);
   if (partial_sum_) attn = partial_sum_(attn);
   auto [h, normed] = mlp_norm_->add_and_forward(x, sa_scale_ ? sa_scale_(attn) : attn);
-  torch::Tensor mlp = mlp_(normed);
+  torch::Tensor mlp = moe_ ? moe_(normed) : mlp_(normed);
   if (partial_sum_) mlp = partial_sum_(mlp);
   return h + (mlp_scale_ ? mlp_scale_(mlp) : mlp);
 }
@@ -539,6 +678,9 @@ void DecoderImpl::set_partial_sum(std::function<torch::Tensor(const torch::Tenso
 
 StatusOr<DecoderArgs> TensorParallelArgs(const DecoderArgs& args, int64_t ranks) {
   if (ranks < 1) return Status::InvalidArgument("tensor parallelism needs at least 1 rank, got " + Str(ranks));
+  if (args.num_experts > 0 && ranks > 1) {
+    return Status::InvalidArgument("tensor parallelism of a mixture-of-experts model is not implemented; use 1 rank");
+  }
   for (const auto& [name, size] : {std::pair<const char*, int64_t>{"num_heads", args.num_heads},
                                    {"num_kv_heads", args.num_kv_heads},
                                    {"intermediate_dim", args.intermediate_dim}}) {

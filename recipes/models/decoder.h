@@ -6,7 +6,9 @@
 //
 // attn is grouped-query attention with rotary position embeddings (rope.h), optionally with q/k/v biases, a
 // per-head RMSNorm of q and k, a sliding window, soft-capped scores and a custom score scale; mlp is gated:
-// w2(act(w1 x) * w3 x) with act = silu (SwiGLU) or tanh-approximated gelu (GeGLU).
+// w2(act(w1 x) * w3 x) with act = silu (SwiGLU) or tanh-approximated gelu (GeGLU). Llama 4 adds mixture-of-experts
+// layers (moe.h: mlp.router, mlp.experts, mlp.shared_expert in place of mlp.w1/w2/w3), NoPE layers, chunked
+// attention, a parameter-free q/k norm and attention temperature tuning (DecoderArgs).
 //
 // State-dict names are torchtune's:
 //   tok_embeddings.weight, layers.{i}.sa_norm.scale, layers.{i}.attn.{q,k,v}_proj.{weight,bias},
@@ -33,6 +35,7 @@
 
 #include "base/status.h"
 #include "recipes/models/lora.h"
+#include "recipes/models/moe.h"
 #include "recipes/models/rope.h"
 
 namespace tmx::models {
@@ -84,6 +87,28 @@ struct DecoderArgs {
   int64_t sliding_window = 0;
   // With a sliding window: only even-numbered layers (0, 2, ...) use it, the others attend globally (Gemma 2).
   bool alternate_sliding_window = false;
+  // Mixture of experts (Llama 4, moe.h): 0 experts is a plain gated MLP in every layer. With experts, layer i is
+  // a mixture-of-experts layer when (i + 1) % moe_every_n_layers == 0 (torchtune's moe_every_n_layers; Hugging
+  // Face's interleave_moe_layer_step), the others a gated MLP dense_intermediate_dim wide (0: intermediate_dim).
+  // Each MoE layer routes every token to its experts_per_token highest-scoring of num_experts experts, each a
+  // SwiGLU MLP intermediate_dim wide, plus a shared expert of that width when shared_expert.
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 1;
+  int64_t moe_every_n_layers = 1;
+  int64_t dense_intermediate_dim = 0;
+  bool shared_expert = true;
+  // NoPE layers (Llama 4): layer i with (i + 1) % nope_layer_interval == 0 has no RoPE, attends globally and
+  // skips the q/k L2 norm; the others rotate, and with attention_chunk_size attend only within their chunk of
+  // that many positions. 0: RoPE in every layer.
+  int64_t nope_layer_interval = 0;
+  int64_t attention_chunk_size = 0;  // 0: no chunks
+  // Llama 4's use_qk_norm: q and k of the RoPE layers divided by their root mean square over head_dim (no
+  // learned scale, norm_eps), after RoPE.
+  bool qk_l2_norm = false;
+  // Llama 4's attention temperature tuning on the NoPE layers: the query at position p is multiplied by
+  // 1 + attn_temperature_scale * log(1 + floor((p + 1) / attn_temperature_floor)). 0: off.
+  double attn_temperature_floor = 0;
+  double attn_temperature_scale = 0.1;
   // 0: the output projection produces vocab_size logits. > 0: it produces num_classes scores per position
   // instead (torchtune's reward/classifier builders); such a model cannot tie its embeddings.
   int64_t num_classes = 0;
@@ -102,6 +127,18 @@ struct DecoderArgs {
   // The sliding window layer `layer` uses; 0 for global attention.
   int64_t window_of_layer(int64_t layer) const {
     return alternate_sliding_window && layer % 2 != 0 ? 0 : sliding_window;
+  }
+  // Whether layer `layer` rotates q and k (false on NoPE layers).
+  bool rope_in_layer(int64_t layer) const {
+    return nope_layer_interval <= 0 || (layer + 1) % nope_layer_interval != 0;
+  }
+  // Whether layer `layer` is a mixture of experts.
+  bool moe_in_layer(int64_t layer) const {
+    return num_experts > 0 && moe_every_n_layers > 0 && (layer + 1) % moe_every_n_layers == 0;
+  }
+  // The width of layer `layer`'s gated MLP (its experts' width in a MoE layer).
+  int64_t mlp_dim_of_layer(int64_t layer) const {
+    return moe_in_layer(layer) || dense_intermediate_dim <= 0 ? intermediate_dim : dense_intermediate_dim;
   }
 };
 
@@ -195,6 +232,14 @@ class AttentionImpl : public torch::nn::Module {
   bool custom_scale_;  // query_pre_attn_scalar set
   double softcap_;
   RopeLayout rope_layout_;
+  bool use_rope_;             // false on a NoPE layer
+  int64_t chunk_;             // chunked attention: positions per chunk; 0: none
+  double l2_norm_eps_;        // q/k L2 norm's epsilon; 0: off
+  double temperature_floor_;  // attention temperature tuning; 0: off
+  double temperature_scale_;
+  // q [B, T, heads, head_dim] at positions start.. (or `doc_positions` [B, T] when defined) scaled by Llama 4's
+  // temperature (DecoderArgs).
+  torch::Tensor TemperatureTuned(const torch::Tensor& q, int64_t start, const torch::Tensor& doc_positions) const;
   Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, output_proj_{nullptr};
   RMSNorm q_norm_{nullptr}, k_norm_{nullptr};
 };
@@ -203,7 +248,8 @@ TORCH_MODULE(Attention);
 // Gated MLP: w2(act(w1 x) * w3 x); w1, w3 [hidden, dim], w2 [dim, hidden].
 class FeedForwardImpl : public torch::nn::Module {
  public:
-  FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {});
+  // `hidden`: the width; 0 takes args.intermediate_dim.
+  FeedForwardImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {}, int64_t hidden = 0);
   torch::Tensor forward(const torch::Tensor& x);
 
  private:
@@ -231,7 +277,8 @@ class TransformerLayerImpl : public torch::nn::Module {
   Attention attn_{nullptr};
   RMSNorm sa_scale_{nullptr};  // null without post_norms
   RMSNorm mlp_norm_{nullptr};
-  FeedForward mlp_{nullptr};
+  FeedForward mlp_{nullptr};    // null in a mixture-of-experts layer
+  Moe moe_{nullptr};            // null in a dense layer
   RMSNorm mlp_scale_{nullptr};  // null without post_norms
 };
 TORCH_MODULE(TransformerLayer);

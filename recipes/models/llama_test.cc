@@ -295,8 +295,8 @@ TEST(LlamaTest, ValidateLlamaArgsNamesTheProblem) {
   EXPECT_EQ(ValidateLlamaArgs(a).message(), "vocab_size: must be positive, got 0");
 
   a = LlamaTinyArgs();
-  a.rope_scaling->low_freq_factor = 4;
-  EXPECT_EQ(ValidateLlamaArgs(a).message(), "rope_scaling: need 0 < low_freq_factor < high_freq_factor, got 4 and 4");
+  a.rope_scaling->low_freq_factor = 5;
+  EXPECT_EQ(ValidateLlamaArgs(a).message(), "rope_scaling: need 0 < low_freq_factor <= high_freq_factor, got 5 and 4");
 
   auto made = MakeLlama(a);
   EXPECT_EQ(made.status().code(), Status::Code::kInvalidArgument);

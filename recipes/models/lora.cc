@@ -111,6 +111,9 @@ void ForEachSubmodule(const torch::nn::Module& root, Fn&& fn) {
 std::unordered_set<const c10::TensorImpl*> AdapterTensorImpls(const torch::nn::Module& m) {
   std::unordered_set<const c10::TensorImpl*> impls;
   auto collect = [&impls](const torch::nn::Module& module) {
+    if (const auto* holder = dynamic_cast<const AdapterHolder*>(&module)) {
+      for (const torch::Tensor& t : holder->AdapterTensors()) impls.insert(t.unsafeGetTensorImpl());
+    }
     const auto* linear = dynamic_cast<const LinearImpl*>(&module);
     if (linear == nullptr || !linear->has_adapter()) return;
     impls.insert(linear->lora_a().unsafeGetTensorImpl());
@@ -473,6 +476,11 @@ std::vector<std::pair<std::string, torch::Tensor>> MergedStateDict(const torch::
   // dequantise) into.
   std::unordered_map<const c10::TensorImpl*, std::function<torch::Tensor()>> adapted;
   auto collect = [&adapted](const torch::nn::Module& module) {
+    if (const auto* holder = dynamic_cast<const AdapterHolder*>(&module)) {
+      for (const auto& [base, merged] : holder->MergedBaseTensors()) {
+        adapted[base.unsafeGetTensorImpl()] = [merged = merged] { return merged; };
+      }
+    }
     const auto* linear = dynamic_cast<const LinearImpl*>(&module);
     if (linear == nullptr || !(linear->has_adapter() || linear->quantized())) return;
     adapted[linear->weight().unsafeGetTensorImpl()] = [linear] { return linear->MergedWeight(); };

@@ -171,6 +171,19 @@ class LinearImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Linear);
 
+// A module that holds LoRA adapters in tensors of its own instead of LinearImpls (moe.h's grouped experts).
+// FreezeBaseParameters, AdapterParameters, MergedStateDict and AdaptersOff ask it through this interface.
+class AdapterHolder {
+ public:
+  virtual ~AdapterHolder() = default;
+  // The adapter parameters (empty without adapters).
+  virtual std::vector<torch::Tensor> AdapterTensors() const = 0;
+  // Each adapted base parameter with the value it merges into (base + update), detached.
+  virtual std::vector<std::pair<torch::Tensor, torch::Tensor>> MergedBaseTensors() const = 0;
+  virtual void set_adapter_enabled(bool on) = 0;
+  virtual bool adapter_enabled() const = 0;
+};
+
 // Calls InitializeDoraMagnitude on every DoRA linear of `m` (recursively); nothing for LoRA. A recipe calls it
 // once the base weights are loaded, as torchtune does.
 void InitializeDoraMagnitudes(torch::nn::Module& m);

@@ -77,6 +77,19 @@ std::vector<ModelTypeRecord> BuildTypes() {
   phi3.reads_sliding_window = true;
   phi3.fused_projections = true;
   types.push_back(phi3);
+
+  // Llama 4's text model (Llama4ForCausalLM; Llama4ForConditionalGeneration holds it as language_model).
+  ModelTypeRecord llama4;
+  llama4.name = "llama4_text";
+  llama4.causal_lm = "Llama4ForCausalLM";
+  llama4.refuses_attention_bias = true;
+  llama4.reads_rope_scaling = true;
+  llama4.llama4_options = true;
+  llama4.checkpoint_rope_interleaved = true;
+  llama4.wrapper_model_type = "llama4";
+  llama4.wrapper_prefix = "language_model.";
+  llama4.wrapper_skipped = {"vision_model.", "multi_modal_projector."};
+  types.push_back(llama4);
   return types;
 }
 
@@ -90,6 +103,13 @@ const std::vector<ModelTypeRecord>& ModelTypes() {
 const ModelTypeRecord* FindModelType(std::string_view name) {
   for (const ModelTypeRecord& t : ModelTypes()) {
     if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const ModelTypeRecord* FindWrappedModelType(std::string_view name) {
+  for (const ModelTypeRecord& t : ModelTypes()) {
+    if (!t.wrapper_model_type.empty() && t.wrapper_model_type == name) return &t;
   }
   return nullptr;
 }

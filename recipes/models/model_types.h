@@ -42,6 +42,20 @@ struct ModelTypeRecord {
 
   // Weight layout: q/k/v and gate/up fused into qkv_proj and gate_up_proj in the checkpoint (Phi-3).
   bool fused_projections = false;
+
+  // Llama 4 (llama4_text): config.json's mixture-of-experts, NoPE, chunked-attention, q/k norm and temperature
+  // keys; checkpoints hold feed_forward.{router,experts,shared_expert} (experts.gate_up_proj fused along the
+  // last dimension) and feed_forward.{gate,up,down}_proj in dense layers.
+  bool llama4_options = false;
+  // The checkpoint's q/k rows are already interleaved for RoPE (Llama 4 rotates adjacent pairs as complex
+  // numbers), so nothing is permuted on the way in or out.
+  bool checkpoint_rope_interleaved = false;
+  // A multimodal wrapper whose config.json nests this type's under "text_config" (Llama 4: "llama4"); its
+  // checkpoints name this type's tensors under `wrapper_prefix` and hold others (the vision model) under
+  // `wrapper_skipped`, which a text model leaves alone. Empty: none.
+  std::string wrapper_model_type;
+  std::string wrapper_prefix;
+  std::vector<std::string> wrapper_skipped;
 };
 
 // Every model_type implemented, in a fixed order.
@@ -49,6 +63,8 @@ const std::vector<ModelTypeRecord>& ModelTypes();
 
 // The record of `name`; nullptr when the type is not implemented.
 const ModelTypeRecord* FindModelType(std::string_view name);
+// The record whose wrapper_model_type is `name` (Llama 4's "llama4" -> llama4_text); nullptr when none.
+const ModelTypeRecord* FindWrappedModelType(std::string_view name);
 
 // "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3": for messages.
 std::string ModelTypeNames();

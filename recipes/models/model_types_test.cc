@@ -18,8 +18,11 @@ TEST(ModelTypesTest, NamesAreUniqueAndListedInOrder) {
     EXPECT_FALSE(t.causal_lm.empty()) << t.name;
     EXPECT_EQ(FindModelType(t.name), &t);
   }
-  EXPECT_EQ(ModelTypeNames(), "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3");
+  EXPECT_EQ(ModelTypeNames(), "llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, llama4_text");
   EXPECT_EQ(FindModelType("falcon"), nullptr);
+  EXPECT_EQ(FindModelType("llama4"), nullptr);  // the multimodal wrapper: its text_config is llama4_text
+  EXPECT_EQ(FindWrappedModelType("llama4"), FindModelType("llama4_text"));
+  EXPECT_EQ(FindWrappedModelType("llama"), nullptr);
   EXPECT_EQ(FindModelType(""), nullptr);
 }
 

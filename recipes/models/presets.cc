@@ -129,6 +129,48 @@ DecoderArgs Phi3(DecoderArgs a, double rope_base, int64_t window) {
   return a;
 }
 
+// Llama 4 (torchtune's llama4_decoder, Hugging Face's Llama4TextConfig): top-1 routing over `experts` experts
+// plus a shared expert, every `moe_every`-th layer a mixture of experts and the others dense MLPs `dense` wide,
+// no RoPE on every fourth layer, the others attending within 8192-token chunks, attention temperature tuning on
+// the NoPE layers (Hugging Face's; torchtune has none, which differs from position 8191 on).
+DecoderArgs Llama4(DecoderArgs a, int64_t experts, int64_t moe_every, int64_t dense, bool qk_norm,
+                   std::optional<RopeScaling> scaling, int64_t chunk = 8192, double temperature_floor = 8192) {
+  a.rope_base = 500000;
+  a.norm_eps = 1e-5;
+  a.rope_scaling = scaling;
+  a.num_experts = experts;
+  a.experts_per_token = 1;
+  a.moe_every_n_layers = moe_every;
+  a.dense_intermediate_dim = dense;
+  a.shared_expert = true;
+  a.nope_layer_interval = 4;
+  a.attention_chunk_size = chunk;
+  a.qk_l2_norm = qk_norm;
+  a.attn_temperature_floor = temperature_floor;
+  a.attn_temperature_scale = 0.1;
+  return a;
+}
+
+// torchtune's llama4 builders: the full ones take the early-fusion model's trainable switches and image size
+// (the vision encoder is not built here; see model_components.cc for what each value does), the LoRA one the
+// same as strings, then the usual LoRA arguments.
+std::vector<BuilderParam> Llama4Params() {
+  return {{"decoder_trainable", "True"}, {"encoder_trainable", "False"}, {"fusion_trainable", "True"},
+          {"image_size", "336"}};
+}
+
+std::vector<BuilderParam> Llama4LoraParams() {
+  std::vector<BuilderParam> p = {{"lora_attn_modules", ""},
+                                 {"decoder_trainable", "lora"},
+                                 {"encoder_trainable", "frozen"},
+                                 {"fusion_trainable", "lora"}};
+  for (const BuilderParam& q : LoraParams()) {
+    if (q.name != "lora_attn_modules") p.push_back(q);
+  }
+  p.push_back({"image_size", "336"});
+  return p;
+}
+
 DecoderArgs Classifier(DecoderArgs a) {
   a.num_classes = 1;
   return a;
@@ -151,6 +193,22 @@ ModelPreset Preset(std::string family, std::string builder, DecoderArgs args, in
   p.hf_checkpoint = std::move(checkpoint);
   p.description = std::move(description);
   return p;
+}
+
+// llama4: the text decoder of torchtune's early-fusion builders (the vision encoder is not built).
+void AddLlama4(std::vector<ModelPreset>* out) {
+  for (ModelPreset p :
+       {Preset("llama4", "llama4_scout_17b_16e",
+               Llama4(Sizes(202048, 48, 40, 8, 5120, 8192, 10485760), 16, 1, 16384, true, RopeScaling{16, 1, 1, 8192}),
+               107'769'861'120, "llama4_text", "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+               "Llama 4 Scout 17B-16E (text)", Llama4LoraParams()),
+        Preset("llama4", "llama4_maverick_17b_128e",
+               Llama4(Sizes(202048, 48, 40, 8, 5120, 8192, 1048576), 128, 2, 16384, false, std::nullopt),
+               400'711'848'960, "llama4_text", "meta-llama/Llama-4-Maverick-17B-128E-Instruct",
+               "Llama 4 Maverick 17B-128E (text)", Llama4LoraParams())}) {
+    p.builder_params = Llama4Params();
+    out->push_back(std::move(p));
+  }
 }
 
 void AddPublished(std::vector<ModelPreset>* out) {
@@ -284,6 +342,7 @@ void AddPublished(std::vector<ModelPreset>* out) {
              "microsoft/Phi-3-mini-4k-instruct", "Phi-3 mini 4k"));
   add(Preset("phi4", "phi4_14b", Phi3(Sizes(100352, 40, 40, 10, 5120, 17920, 16384), 250000, 0), 14'659'507'200, "phi3",
              "microsoft/phi-4", "Phi-4 14B"));
+  AddLlama4(out);
 }
 
 // ----- Tiny presets: vocab 512 (the byte tokenizer's 259 ids fit), 2 layers, width 64, MLP 256 -----
@@ -322,6 +381,15 @@ void AddTiny(std::vector<ModelPreset>* out) {
       LoraParams(false));
   add("phi3", Phi3(TinySizes(4), 10000, 32), "phi3", "half-split RoPE, 32-token sliding window, untied");
   add("phi4", Phi3(TinySizes(), 250000, 0), "phi3", "grouped-query attention, RoPE base 250000, untied");
+  // As Scout: every layer a mixture (4 experts, top-1, a shared expert), layer 3 without RoPE.
+  DecoderArgs llama4 = Llama4(Sizes(512, 4, 4, 2, 64, 64, 512), 4, 1, 0, true, RopeScaling{16, 1, 1, 8192},
+                              /*chunk=*/16, /*temperature_floor=*/8);
+  add("llama4", llama4, "llama4_text",
+      "4 experts (top-1) and a shared expert in every layer, NoPE layer 3, 16-token chunks, q/k L2 norm, "
+      "attention temperature from position 7",
+      Llama4LoraParams());
+  const std::vector<BuilderParam> switches = Llama4Params();
+  out->back().builder_params.insert(out->back().builder_params.begin(), switches.begin(), switches.end());
 }
 
 std::vector<ModelPreset> BuildTable() {

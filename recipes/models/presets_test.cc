@@ -20,9 +20,15 @@ int64_t ExpectedParameters(const DecoderArgs& a) {
   if (a.qkv_bias) attn += q + 2 * kv;
   if (a.qk_norm) attn += 2 * d;
   const int64_t norms = (a.post_norms ? 4 : 2) * a.embed_dim;
-  const int64_t layer = attn + 3 * a.embed_dim * a.intermediate_dim + norms;
   const int64_t output = a.tie_word_embeddings ? 0 : a.output_dim() * a.embed_dim;
-  return a.vocab_size * a.embed_dim + output + a.num_layers * layer + a.embed_dim;
+  int64_t layers = 0;
+  for (int64_t i = 0; i < a.num_layers; ++i) {
+    // A mixture of experts: the router, every expert and the shared expert, each MLP 3 x dim x hidden.
+    const int64_t mlps = a.moe_in_layer(i) ? a.num_experts + (a.shared_expert ? 1 : 0) : 1;
+    const int64_t router = a.moe_in_layer(i) ? a.num_experts * a.embed_dim : 0;
+    layers += attn + mlps * 3 * a.embed_dim * a.mlp_dim_of_layer(i) + router + norms;
+  }
+  return a.vocab_size * a.embed_dim + output + layers + a.embed_dim;
 }
 
 std::vector<const ModelPreset*> Published() {
@@ -184,6 +190,33 @@ TEST(PresetsTest, FamilyOptionsAreThePublishedOnes) {
   EXPECT_EQ(FindModelPreset("mistral_7b")->args.sliding_window, 4096);
   EXPECT_EQ(FindModelPreset("phi4_14b")->args.rope_base, 250000);
   EXPECT_EQ(FindModelPreset("mistral_reward_7b")->args.output_dim(), 1);
+}
+
+// The text model's parameters as transformers counts them (Llama4ForCausalLM of the published text_config, built on
+// the meta device; every expert counted), and torchtune's llama4 builder options.
+TEST(PresetsTest, Llama4PresetsCountEveryExpert) {
+  const ModelPreset* scout = FindModelPreset("torchtune.models.llama4.llama4_scout_17b_16e");
+  const ModelPreset* maverick = FindModelPreset("lora_llama4_maverick_17b_128e");
+  ASSERT_NE(scout, nullptr);
+  ASSERT_NE(maverick, nullptr);
+  EXPECT_EQ(scout->published_params, 107'769'861'120);
+  EXPECT_EQ(maverick->published_params, 400'711'848'960);
+  EXPECT_EQ(scout->args.num_experts, 16);
+  EXPECT_EQ(maverick->args.num_experts, 128);
+  EXPECT_TRUE(scout->args.moe_in_layer(0));
+  EXPECT_FALSE(maverick->args.moe_in_layer(0));  // Maverick interleaves dense (16384 wide) and MoE layers
+  EXPECT_TRUE(maverick->args.moe_in_layer(1));
+  EXPECT_EQ(maverick->args.mlp_dim_of_layer(0), 16384);
+  EXPECT_EQ(maverick->args.mlp_dim_of_layer(1), 8192);
+  EXPECT_FALSE(scout->args.rope_in_layer(3));
+  EXPECT_TRUE(scout->args.rope_in_layer(4));
+  EXPECT_TRUE(scout->args.qk_l2_norm);
+  EXPECT_FALSE(maverick->args.qk_l2_norm);
+  EXPECT_EQ(scout->args.rope_scaling->factor, 16);
+  EXPECT_FALSE(maverick->args.rope_scaling.has_value());
+  EXPECT_EQ(scout->builder_params.front().name, "decoder_trainable");
+  EXPECT_EQ(scout->lora_params[1].name, "decoder_trainable");
+  EXPECT_EQ(scout->lora_params[1].default_value, "lora");
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace tmx::models {
 // in between, f is interpolated: (1 - s) * f/factor + s * f with s = (old_context_len/w - low) / (high - low).
 struct RopeScaling {
   double factor = 32;          // divisor for low frequencies; 32 for Llama 3.2, 8 for Llama 3.1
-  double low_freq_factor = 1;  // REQUIRES: 0 < low_freq_factor < high_freq_factor
+  double low_freq_factor = 1;  // REQUIRES: 0 < low_freq_factor <= high_freq_factor
   double high_freq_factor = 4;
   int64_t old_context_len = 8192;  // the context length the base frequencies were trained for
 };

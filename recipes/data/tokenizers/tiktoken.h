@@ -41,6 +41,7 @@ struct TiktokenOptions {
 
 // The pattern Llama 3 (and cl100k_base) split text with before byte-pair merging.
 extern const char* const kCl100kPattern;
+extern const char* const kO200kPattern;  // Llama 4's
 
 class TiktokenTokenizer : public Tokenizer {
  public:
