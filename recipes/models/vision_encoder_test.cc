@@ -65,7 +65,7 @@ TEST(VisionEncoderTest, EncodesImagesIntoOneDecoderWidthTokenPerTileToken) {
   torch::NoGradGuard no_grad;
   torch::Tensor images = torch::randn({2, 1, 4, 3, 28, 28});
   torch::Tensor out = encoder(images, torch::tensor({{{2, 2}}, {{1, 3}}}));
-  EXPECT_EQ(out.sizes(), torch::IntArrayRef({2, 4 * 17, 64}));
+  EXPECT_EQ(out.sizes(), torch::IntArrayRef({2, 4 * 17, 32}));
   EXPECT_TRUE(out.isfinite().all().item<bool>());
   // A padding tile's pixels change the real tiles' tokens only through attention: the first image has none.
   torch::Tensor changed = images.clone();
@@ -87,9 +87,9 @@ TEST(VisionEncoderTest, StateDictNamesAreTorchtunes) {
         "projection.output.bias"}) {
     EXPECT_TRUE(params.contains(name)) << name;
   }
-  EXPECT_EQ(params["projection.output.weight"].sizes(), torch::IntArrayRef({64, 32 * 3}));
+  EXPECT_EQ(params["projection.output.weight"].sizes(), torch::IntArrayRef({32, 16 * 3}));
   EXPECT_EQ(params["clip.token_pos_embedding.global_token_positional_embedding"].sizes(),
-            torch::IntArrayRef({4, 4, 17, 32}));
+            torch::IntArrayRef({4, 4, 17, 16}));
 }
 
 TEST(VisionEncoderTest, BadArgsNameTheField) {

@@ -286,9 +286,10 @@ VisionPreset Published(const std::string& size, DecoderArgs decoder, int64_t par
   return p;
 }
 
-// The family's operations at a few hundred thousand parameters: 28-pixel tiles of 7-pixel patches (17 tokens,
-// padded to 24, so the padding mask acts), up to 4 tiles, 3 CLIP layers keeping the inputs of layer 1 and the
-// last output, 2 projection layers, and a 4-layer decoder (vocab 512) with fusion layers before layers 2 and 4.
+// The family's operations at about 120,000 parameters: 28-pixel tiles of 7-pixel patches (17 tokens, padded to
+// 24, so the padding mask acts), up to 4 tiles, CLIP width 16 with 3 layers keeping the inputs of layer 1 and the
+// last output, 2 projection layers, and a 4-layer decoder (width 32, 4 heads, 2 kv heads, MLP 64, vocab 512) with
+// fusion layers before layers 2 and 4.
 VisionPreset Tiny() {
   VisionPreset p;
   p.builder = "tiny_llama3_2_vision";
@@ -298,13 +299,13 @@ VisionPreset Tiny() {
   e.tile_size = 28;
   e.patch_size = 7;
   e.max_num_tiles = 4;
-  e.embed_dim = 32;
+  e.embed_dim = 16;
   e.num_layers = 3;
   e.num_heads = 2;
   e.hidden_states = {1, 3};
   e.num_layers_projection = 2;
-  e.decoder_embed_dim = 64;
-  p.args.decoder = PublishedDecoder(4, 4, 64, 256);
+  e.decoder_embed_dim = 32;
+  p.args.decoder = PublishedDecoder(4, 4, 32, 64);
   p.args.decoder.vocab_size = 512;
   p.args.decoder.num_kv_heads = 2;
   p.args.decoder.max_seq_len = 512;
