@@ -173,7 +173,12 @@ TEST(DatasetsTest, EveryComponentRunsOnItsShippedSample) {
     SCOPED_TRACE(c.dotpath);
     StatusOr<DatasetOptions> options = SampleDatasetOptions(c.dotpath, DatasetOptions());
     ASSERT_TRUE(options.ok()) << options.status().ToString();
-    if (c.kind == DatasetKind::kPreference) {
+    if (c.kind == DatasetKind::kMultimodal) {
+      // Not built yet: refused with what is missing and the fix.
+      auto ds = LoadSftDataset(c.dotpath, *options, *tok);
+      ASSERT_FALSE(ds.ok());
+      EXPECT_NE(ds.status().message().find("is not built yet"), std::string::npos) << ds.status().message();
+    } else if (c.kind == DatasetKind::kPreference) {
       auto pairs = LoadPreferenceDataset(c.dotpath, *options, *tok);
       ASSERT_TRUE(pairs.ok()) << pairs.status().ToString();
       EXPECT_FALSE(pairs->empty());

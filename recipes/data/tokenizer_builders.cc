@@ -252,6 +252,8 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
   static const auto* components = new std::vector<TokenizerComponent>{
       {"llama3_tokenizer", "torchtune.models.llama3.llama3_tokenizer", K::kTiktoken, F::kLlama3, "",
        Llama3SpecialTokens},
+      {"llama3_2_vision_transform", "torchtune.models.llama3_2_vision.llama3_2_vision_transform", K::kTiktoken,
+       F::kLlama3, "", Llama3SpecialTokens, /*images=*/true},
       {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
        kLlama2Chat, nullptr},
       {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
