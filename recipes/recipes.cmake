@@ -28,6 +28,7 @@ add_library(tm_recipes
   train_setup.cc
   train_state.cc
   vision_components.cc
+  vision_training.cc
 )
 target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
 target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint tm_distributed)
@@ -60,3 +61,4 @@ tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.c
             run_progress_test.cc train_setup_test.cc vision_components_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc state_values_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_vision_training_test SOURCES vision_training_test.cc LIBS tm_recipes TORCH LABELS recipes)
