@@ -149,5 +149,56 @@ def main():
           f"image changes logits by {(logits[:, 1:] - text_only).abs().max():.2f}, {size / 1024:.0f} KiB")
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and "--images" not in sys.argv:
     main()
+
+
+# ----- The image transform: transformers' MllamaImageProcessor on small PPM images -----
+
+IMAGE_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "recipes", "data", "testdata",
+                         "mllama_image")
+# (height, width): exactly 1 x 2 tiles (no resize), smaller than a tile (upscaled), tall (downscaled to 4 x 1), wide
+# and odd (downscaled), a square that fits 2 x 2.
+IMAGE_SIZES = [(28, 56), (20, 13), (150, 30), (33, 101), (50, 50)]
+
+
+def write_ppm(path, pixels):
+    h, w, _ = pixels.shape
+    with open(path, "wb") as f:
+        f.write(f"P6\n{w} {h}\n255\n".encode())
+        f.write(pixels.astype("uint8").tobytes())
+
+
+def image_fixtures():
+    import json
+    import numpy as np
+    from PIL import Image
+    # The published checkpoints' preprocessor_config.json: CLIP's mean and std (the class defaults are 0.5).
+    processor = transformers.MllamaImageProcessor(size={"height": TILE, "width": TILE}, max_image_tiles=TILES,
+                                                  image_mean=[0.48145466, 0.4578275, 0.40821073],
+                                                  image_std=[0.26862954, 0.26130258, 0.27577711])
+    shutil.rmtree(IMAGE_OUT, ignore_errors=True)
+    os.makedirs(IMAGE_OUT)
+    rng = np.random.default_rng(54)
+    cases = []
+    for i, (h, w) in enumerate(IMAGE_SIZES):
+        # Smooth gradients plus noise, so resampling errors show but stay small.
+        y, x = np.mgrid[0:h, 0:w]
+        pixels = np.stack([255 * x / max(w - 1, 1), 255 * y / max(h - 1, 1), 128 + 60 * np.sin(x / 3.0 + y / 5.0)], -1)
+        pixels = np.clip(pixels + rng.normal(0, 20, pixels.shape), 0, 255).round()
+        name = f"image{i}_{h}x{w}"
+        write_ppm(os.path.join(IMAGE_OUT, name + ".ppm"), pixels)
+        out = processor(images=[[Image.fromarray(pixels.astype("uint8"))]], return_tensors="np")
+        ratio = out["aspect_ratio_ids"][0, 0]
+        rows, cols = supported_ratios()[ratio - 1]
+        tiles = out["pixel_values"][0, 0, :rows * cols].astype("<f4")
+        tiles.tofile(os.path.join(IMAGE_OUT, name + ".f32"))
+        cases.append({"name": name, "height": h, "width": w, "rows": rows, "cols": cols})
+    with open(os.path.join(IMAGE_OUT, "expected.json"), "w") as f:
+        json.dump({"tile_size": TILE, "max_num_tiles": TILES, "transformers": transformers.__version__,
+                   "cases": cases}, f, indent=1)
+    print(f"{len(cases)} images: {[(c['rows'], c['cols']) for c in cases]} tile grids")
+
+
+if __name__ == "__main__" and "--images" in sys.argv:
+    image_fixtures()
