@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "recipes/checkpoint/hf_checkpoint.h"
 #include "recipes/checkpoint/hf_vision.h"
 #include "recipes/checkpointers.h"
+#include "recipes/data/image_collate.h"
 #include "recipes/models/lora.h"
 #include "recipes/parallelism.h"
 #include "recipes/train_setup.h"
@@ -94,10 +96,23 @@ StatusOr<VisionRun> BuildVisionRun(const TrainingRecipe& recipe, const Config& c
   return run;
 }
 
+// The batch's images as the model takes them (padded_collate_tiled_images_and_mask); undefined without images.
+data::ImageBatch BatchImages(const VisionRun& run, const data::DataLoader& loader, const data::Batch& batch) {
+  std::vector<data::SampleImages> samples;
+  for (int64_t index : batch.indices) samples.push_back({loader.sample(index).tokens, loader.sample(index).images});
+  const models::VisionModelArgs& a = run.choice.args;
+  return data::CollateImages(samples, a.image_token_id(), a.encoder.tokens_per_tile(), batch.tokens.size(1));
+}
+
 // The mean next-token loss of `batch` over its trained labels, and how many there are.
-std::pair<torch::Tensor, int64_t> BatchLoss(VisionRun& run, const data::Batch& batch) {
+std::pair<torch::Tensor, int64_t> BatchLoss(VisionRun& run, const data::DataLoader& loader, const data::Batch& batch) {
   torch::Tensor tokens = batch.tokens.to(run.device), labels = batch.labels.to(run.device);
-  torch::Tensor logits = run.model->forward(tokens).narrow(1, 0, tokens.size(1) - 1);
+  const data::ImageBatch images = BatchImages(run, loader, batch);
+  auto on_device = [&](const torch::Tensor& t) { return t.defined() ? t.to(run.device) : t; };
+  torch::Tensor logits = run.model
+                             ->forward(tokens, on_device(images.images), on_device(images.aspect_ratio),
+                                       on_device(images.encoder_mask))
+                             .narrow(1, 0, tokens.size(1) - 1);
   torch::Tensor targets = labels.narrow(1, 1, labels.size(1) - 1);
   const int64_t count = targets.ne(data::kIgnoreIndex).sum().item<int64_t>();
   torch::Tensor loss = torch::nn::functional::cross_entropy(
@@ -118,6 +133,29 @@ Status SaveVisionEpoch(const TrainingSettings& s, VisionRun& run, int64_t epoch,
   return Status::OK();
 }
 
+// The config's data for `run`'s model: ids up to its fusion tokens, each sample's images matching its <|image|>
+// tokens (the tokenizer's <|image|> must be the model's first fusion token).
+StatusOr<data::DataLoader> VisionData(const Config& config, const TrainingSettings& s, const VisionRun& run,
+                                      const RunContext& context, RunSummary* summary) {
+  models::DecoderArgs ids = run.choice.args.decoder;
+  ids.vocab_size += run.choice.args.num_special_tokens;
+  StatusOr<data::DataLoader> loader = SetupData(config, s, ids, context.allow_stand_ins, &summary->stand_ins);
+  if (!loader.ok()) return loader;
+  const int64_t image_id = run.choice.args.image_token_id();
+  for (int64_t i = 0; i < loader->num_samples(); ++i) {
+    const data::Sample& sample = loader->sample(i);
+    const auto tokens = std::count(sample.tokens.begin(), sample.tokens.end(), image_id);
+    if (tokens != static_cast<int64_t>(sample.images.size())) {
+      return Status::InvalidArgument(config.OriginOf("tokenizer").ToString() + ": sample " + std::to_string(i) +
+                                     " has " + std::to_string(sample.images.size()) + " images but " +
+                                     std::to_string(tokens) + " tokens of id " + std::to_string(image_id) +
+                                     ", the model's first fusion token (<|image|>); fix: use the tokenizer the model "
+                                     "was made with (its <|image|> id must be " + std::to_string(image_id) + ")");
+    }
+  }
+  return loader;
+}
+
 struct VisionStep {
   double loss = 0;
   int64_t tokens = 0;
@@ -130,7 +168,7 @@ StatusOr<VisionStep> TrainStep(VisionRun& run, data::DataLoader& loader, torch::
   VisionStep r;
   for (int64_t micro = 0; micro < s.gradient_accumulation_steps; ++micro) {
     data::Batch batch = loader.BatchAtStep(first_batch + micro);
-    auto [loss, count] = BatchLoss(run, batch);
+    auto [loss, count] = BatchLoss(run, loader, batch);
     if (count == 0) {
       return Status::InvalidArgument("every label of a batch is masked, so there is no token to train on; fix: "
                                      "raise tokenizer.max_seq_len or set dataset.train_on_input=True");
@@ -158,8 +196,7 @@ Status TrainVision(const TrainingRecipe& recipe, const Config& config, const Run
   summary->dtype = DtypeConfigName(s.dtype);
   StatusOr<VisionRun> run = BuildVisionRun(recipe, config, context, s, summary);
   TM_RETURN_IF_ERROR(run.status());
-  StatusOr<data::DataLoader> loader =
-      SetupData(config, s, run->choice.args.decoder, context.allow_stand_ins, &summary->stand_ins);
+  StatusOr<data::DataLoader> loader = VisionData(config, s, *run, context, summary);
   TM_RETURN_IF_ERROR(loader.status());
   StatusOr<OptimizerPtr> optimizer = SetupOptimizer(config, *context.registry, run->trained);
   TM_RETURN_IF_ERROR(optimizer.status());

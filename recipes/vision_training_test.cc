@@ -9,6 +9,7 @@
 #include "recipes/checkpoint/hf_vision.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/data/image_collate.h"
+#include "recipes/data/samples.h"
 #include "recipes/finetune.h"
 #include "tests/in_process_run.h"
 #include "tests/scratch_dir.h"
@@ -115,6 +116,34 @@ TEST_F(VisionTrainingTest, ALoraDecoderTrainsOnlyItsAdapters) {
   const int64_t trained = run.summary["trainable_parameters"].get<int64_t>();
   EXPECT_GT(trained, 0);
   EXPECT_LT(trained, run.summary["total_parameters"].get<int64_t>() / 2);
+}
+
+// The Cauldron's shipped sample (three records, four PPM images) through llama3_2_vision_transform (the byte-level
+// tiktoken sample with Llama 3's special tokens at 256..512, so <|image|> is the tiny model's first fusion token)
+// and the tiled collate into LoRA on every part.
+TEST_F(VisionTrainingTest, TheTinyModelLearnsFromImagesAndText) {
+  const std::string samples = data::SamplesDir();
+  std::string yaml = kTinyVision;
+  const std::string text_data = yaml.substr(yaml.find("tokenizer:"), yaml.find("seed:") - yaml.find("tokenizer:"));
+  yaml.replace(yaml.find(text_data), text_data.size(),
+               "tokenizer:\n  _component_: torchtune.models.llama3_2_vision.llama3_2_vision_transform\n"
+               "  path: " + samples + "/tokenizers/tiktoken_bytes.model\n"
+               "  special_tokens_path: " + samples + "/tokenizers/tiny_vision_special_tokens.json\n"
+               "  image_size: 28\n  max_seq_len: 256\n"
+               "dataset:\n  _component_: torchtune.datasets.multimodal.the_cauldron_dataset\n  source: json\n"
+               "  data_files: " + samples + "/datasets/cauldron_sample.json\n");
+  std::ofstream(config_) << yaml;
+  InProcessRun run = Run({"model=tune_matrix.models.lora_tiny_llama3_2_vision", "model.decoder_trainable=lora",
+                          "model.encoder_trainable=lora", "model.fusion_trainable=lora",
+                          "model.lora_attn_modules=[q_proj,v_proj,output_proj]", "model.apply_lora_to_mlp=True",
+                          "batch_size=2", "epochs=10", "max_steps_per_epoch=null", "optimizer.lr=1e-2",
+                          "lr_scheduler=null", "save_checkpoints=False"},
+                         TrainKind::kLora);
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
+  const std::vector<double> losses = run.summary["losses"].get<std::vector<double>>();
+  ASSERT_EQ(losses.size(), 20u);
+  std::cout << "tiny vision on images: first " << losses.front() << ", last " << losses.back() << "\n";
+  EXPECT_LT(Mean(losses, 16, 4), Mean(losses, 0, 4) - 1.0);
 }
 
 TEST_F(VisionTrainingTest, WhatIsNotBuiltIsRefusedBeforeAnythingRuns) {

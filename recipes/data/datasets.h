@@ -102,6 +102,10 @@ struct DatasetOptions {
   // llava_instruct_dataset, vqa_dataset: the folder the records' image paths are relative to (empty: the
   // source's folder).
   std::string image_dir;
+  // Multimodal datasets: the image transform's tile size (the tokenizer's image_size, set by the recipe; 0: no
+  // image transform, which a multimodal dataset refuses) and most tiles an image.
+  int64_t image_size = 0;
+  int64_t max_num_tiles = 4;
   // Unset: true for text completion, false otherwise (torchtune's defaults).
   std::optional<bool> split_across_pack;
   // random_tokens_dataset: how many samples, each seq_len ids, drawn from random_seed below vocab_size (the
