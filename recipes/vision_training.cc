@@ -85,6 +85,7 @@ StatusOr<VisionRun> BuildVisionRun(const TrainingRecipe& recipe, const Config& c
   torch::manual_seed(settings.seed);
   run.model = models::VisionModel(run.choice.args, run.choice.lora, run.choice.trainable,
                                   c10::TensorOptions().dtype(settings.dtype).device(run.device));
+  run.model->set_activation_checkpointing(settings.activation_checkpointing);
   TM_RETURN_IF_ERROR(LoadVisionWeights(config, context, &run, &summary->stand_ins));
   models::InitializeDoraMagnitudes(*run.model);
   for (const auto& p : run.model->named_parameters()) {
@@ -245,8 +246,6 @@ std::vector<Problem> VisionTrainingRefusals(const TrainingRecipe& recipe, const 
     refuse("model", recipe.name + " with a Llama 3.2 Vision model is not built (only full_finetune_single_device "
                                   "and lora_finetune_single_device are); fix: run one of those with this model");
   }
-  RefuseIfOn(config, "enable_activation_checkpointing", "activation checkpointing",
-             "set enable_activation_checkpointing=False", &out);
   RefuseIfOn(config, "enable_activation_offloading", "activation offloading",
              "set enable_activation_offloading=False", &out);
   RefuseIfOn(config, "optimizer_in_bwd", "optimizer_in_bwd", "set optimizer_in_bwd=False", &out);

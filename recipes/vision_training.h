@@ -7,9 +7,9 @@
 // Hugging Face's names (LoRA adapters merged). summary.json and the step lines are the text recipes'.
 //
 // What it does not build is refused before anything is built, each naming the setting and the fix: ranks
-// (the _distributed recipes), objectives other than plain fine-tuning, activation checkpointing and offloading,
-// optimizer_in_bwd, resuming, validation data, saving adapters alone, and Meta's or torchtune's checkpoint
-// formats.
+// (the _distributed recipes), objectives other than plain fine-tuning, activation offloading, optimizer_in_bwd,
+// resuming, validation data, saving adapters alone, the operation profile, and Meta's or torchtune's checkpoint
+// formats. Activation checkpointing recomputes each encoder and decoder layer in backward.
 #pragma once
 
 #include "base/status.h"

@@ -88,7 +88,7 @@ class VisionTrainingTest : public ::testing::Test {
 };
 
 TEST_F(VisionTrainingTest, TheTinyModelLearnsAndSavesAHuggingFaceCheckpoint) {
-  InProcessRun run = Run({});
+  InProcessRun run = Run({"enable_activation_checkpointing=True"});
   ASSERT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.printed;
   const std::vector<double> losses = run.summary["losses"].get<std::vector<double>>();
   ASSERT_EQ(losses.size(), 20u);
@@ -147,12 +147,12 @@ TEST_F(VisionTrainingTest, TheTinyModelLearnsFromImagesAndText) {
 }
 
 TEST_F(VisionTrainingTest, WhatIsNotBuiltIsRefusedBeforeAnythingRuns) {
-  InProcessRun run = Run({"enable_activation_checkpointing=True"}, TrainKind::kFull, RecipeLaunch::kRanks);
+  InProcessRun run = Run({"enable_activation_offloading=True"}, TrainKind::kFull, RecipeLaunch::kRanks);
   ASSERT_EQ(run.status.code(), Status::Code::kFailedPrecondition) << run.status.ToString();
   EXPECT_NE(run.status.message().find("full_finetune_distributed with a Llama 3.2 Vision model is not built"),
             std::string::npos)
       << run.status.message();
-  EXPECT_NE(run.status.message().find("enable_activation_checkpointing: activation checkpointing is not built"),
+  EXPECT_NE(run.status.message().find("enable_activation_offloading: activation offloading is not built"),
             std::string::npos);
   EXPECT_TRUE(run.summary.is_null());  // nothing written
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "recipes/models/checkpointing.h"
 #include "recipes/models/init.h"
 
 namespace tmx::models {
@@ -281,13 +282,20 @@ torch::Tensor VisionEncoderImpl::forward(const torch::Tensor& images, const torc
     for (int64_t index : args_.hidden_states) {
       if (index == layer) kept.push_back(x);
     }
-    x = clip_layers_[layer]->forward(x, allowed);
+    x = RunLayer(clip_layers_[layer], x, allowed);
   }
   if (!args_.hidden_states.empty() && args_.hidden_states.back() == args_.num_layers) kept.push_back(x);
   x = ln_post_(x);
   if (post_tile_) x = post_tile_(x.view({n, tiles, padded, d}), ratio).reshape({n, tiles * padded, d});
-  for (VisionLayer& layer : projection_layers_) x = layer->forward(x, allowed);
+  for (VisionLayer& layer : projection_layers_) x = RunLayer(layer, x, allowed);
   return Project(x, kept, b, i, tiles);
+}
+
+torch::Tensor VisionEncoderImpl::RunLayer(VisionLayer& layer, const torch::Tensor& x, const torch::Tensor& allowed) {
+  if (!activation_checkpointing_ || !torch::GradMode::is_enabled()) return layer->forward(x, allowed);
+  std::shared_ptr<VisionLayerImpl> impl = layer.ptr();
+  return Checkpoint([impl, allowed](const torch::Tensor& in) { return impl->forward(in, allowed); }, x,
+                    impl->parameters());
 }
 
 torch::Tensor VisionEncoderImpl::Project(const torch::Tensor& x, const std::vector<torch::Tensor>& kept, int64_t b,

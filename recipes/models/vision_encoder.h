@@ -162,6 +162,9 @@ class VisionEncoderImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& images, const torch::Tensor& aspect_ratio);
 
   const VisionEncoderArgs& args() const { return args_; }
+  // When on (and grad mode is on), each CLIP and projection layer keeps only its input and is recomputed in
+  // backward (checkpointing.h); gradients are unchanged. Off by default.
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   // The CLIP part and the projection head (torchtune's fusion module), for choosing what trains.
   torch::nn::Module& clip() { return *clip_; }
   torch::nn::Module& projection() { return *projection_; }
@@ -171,7 +174,10 @@ class VisionEncoderImpl : public torch::nn::Module {
   torch::Tensor Project(const torch::Tensor& x, const std::vector<torch::Tensor>& kept, int64_t b, int64_t i,
                         int64_t tiles);
 
+  torch::Tensor RunLayer(VisionLayer& layer, const torch::Tensor& x, const torch::Tensor& allowed);
+
   VisionEncoderArgs args_;
+  bool activation_checkpointing_ = false;
   std::shared_ptr<torch::nn::Module> clip_, projection_;
   torch::Tensor conv_weight_, cls_;
   TiledTokenPositionalEmbedding token_pos_{nullptr};

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "recipes/models/checkpointing.h"
 #include "recipes/models/init.h"
 #include "recipes/models/rope.h"
 
@@ -181,11 +182,29 @@ torch::Tensor VisionModelImpl::Decode(const torch::Tensor& tokens, const torch::
   torch::Tensor angles = torch::outer(positions, inv_freq_.to(h.device()));
   const torch::Tensor cos = angles.cos(), sin = angles.sin();
   const torch::Tensor allowed = encoder_mask.defined() ? encoder_mask.to(h.device(), torch::kBool) : encoder_mask;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    if (fusion_[i] && image.defined()) h = fusion_[i]->forward(h, image.to(h.dtype()), allowed);
-    h = layers_[i]->forward(h, cos, sin);
-  }
+  const torch::Tensor cast = image.defined() ? image.to(h.dtype()) : image;
+  for (size_t i = 0; i < layers_.size(); ++i) h = RunLayer(i, h, cast, allowed, cos, sin);
   return output_(norm_(h));
+}
+
+torch::Tensor VisionModelImpl::RunLayer(size_t i, const torch::Tensor& h, const torch::Tensor& image,
+                                        const torch::Tensor& allowed, const torch::Tensor& cos,
+                                        const torch::Tensor& sin) {
+  std::shared_ptr<TransformerLayerImpl> layer = layers_[i].ptr();
+  std::shared_ptr<CrossAttentionLayerImpl> fusion = fusion_[i] && image.defined() ? fusion_[i].ptr() : nullptr;
+  auto run = [layer, fusion, image, allowed, cos, sin](const torch::Tensor& x) {
+    return layer->forward(fusion ? fusion->forward(x, image, allowed) : x, cos, sin);
+  };
+  if (!activation_checkpointing_ || !torch::GradMode::is_enabled()) return run(h);
+  // The layer's parameters (its fusion layer's among them) and the image, whose gradient reaches the encoder.
+  std::vector<torch::Tensor> inputs = layer->parameters();
+  if (fusion && image.requires_grad()) inputs.push_back(image);
+  return Checkpoint(run, h, inputs);
+}
+
+void VisionModelImpl::set_activation_checkpointing(bool on) {
+  activation_checkpointing_ = on;
+  encoder_->set_activation_checkpointing(on);
 }
 
 torch::Tensor VisionModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& images,

@@ -96,6 +96,10 @@ class VisionModelImpl : public torch::nn::Module {
   // The decoder alone on the encoder's output image [B, S, decoder dim] (undefined: text only).
   torch::Tensor Decode(const torch::Tensor& tokens, const torch::Tensor& image, const torch::Tensor& encoder_mask);
 
+  // When on (and grad mode is on), each decoder layer (with its fusion layer) and each encoder layer keeps only its
+  // input and is recomputed in backward (checkpointing.h); gradients are unchanged. Off by default.
+  void set_activation_checkpointing(bool on);
+
   // Sets requires_grad on every parameter as `trainable` says (kLora: only that part's adapter weights).
   void SetTrainable(const VisionTrainable& trainable);
 
@@ -105,8 +109,12 @@ class VisionModelImpl : public torch::nn::Module {
  private:
   torch::Tensor Embed(const torch::Tensor& tokens);
 
+  torch::Tensor RunLayer(size_t i, const torch::Tensor& h, const torch::Tensor& image, const torch::Tensor& allowed,
+                         const torch::Tensor& cos, const torch::Tensor& sin);
+
   VisionModelArgs args_;
   std::optional<LoraArgs> lora_;
+  bool activation_checkpointing_ = false;
   VisionEncoder encoder_{nullptr};
   std::shared_ptr<torch::nn::Module> decoder_;
   torch::Tensor tok_weight_, fusion_weight_;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+
 namespace tmx::models {
 namespace {
 
@@ -110,6 +112,34 @@ TEST(VisionModelTest, ATextOnlyBatchTrainsTheDecoder) {
   loss.backward();
   EXPECT_TRUE(model->named_parameters()["decoder.layers.1.fusion_layer.ca_scale.scale"].grad().defined());
   EXPECT_GT(model->named_parameters()["decoder.output.weight"].grad().abs().sum().item<float>(), 0);
+}
+
+TEST(VisionModelTest, ActivationCheckpointingKeepsTheGradients) {
+  auto grads = [](bool checkpointing) {
+    torch::manual_seed(8);
+    VisionModel model(Tiny().args, std::nullopt, VisionTrainable{Trainable::kFull, Trainable::kFull, Trainable::kFull});
+    for (auto& item : model->named_parameters()) {
+      if (item.key().find("scale.scale") != std::string::npos || item.key().find(".gate") != std::string::npos) {
+        torch::NoGradGuard no_grad;
+        item.value().fill_(0.5);  // open every gate, so every part gets a gradient
+      }
+    }
+    model->set_activation_checkpointing(checkpointing);
+    torch::manual_seed(9);
+    torch::Tensor tokens = torch::randint(0, 512, {2, 7});
+    tokens.index_put_({torch::indexing::Slice(), 0}, Tiny().args.image_token_id());
+    model(tokens, torch::randn({2, 1, 2, 3, 28, 28}), torch::tensor({{{1, 2}}, {{2, 1}}})).logsumexp(-1).mean().backward();
+    std::map<std::string, torch::Tensor> out;
+    for (const auto& item : model->named_parameters()) out[item.key()] = item.value().grad().clone();
+    return out;
+  };
+  std::map<std::string, torch::Tensor> plain = grads(false), checkpointed = grads(true);
+  ASSERT_EQ(plain.size(), checkpointed.size());
+  for (const auto& [name, g] : plain) {
+    ASSERT_TRUE(g.defined()) << name;
+    EXPECT_TRUE(torch::allclose(g, checkpointed[name], 1e-5, 1e-6)) << name;
+  }
+  EXPECT_GT(plain["encoder.clip.conv.weight"].abs().sum().item<float>(), 0);
 }
 
 }  // namespace
