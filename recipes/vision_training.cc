@@ -42,30 +42,33 @@ void RefuseIfOn(const Config& config, const std::string& key, const std::string&
   out->push_back({config.OriginOf(key).ToString(), key, what + " is not built for Llama 3.2 Vision models; fix: " + fix});
 }
 
-// Loads the starting weights: checkpointer.checkpoint_dir's Hugging Face safetensors, or the seed's where there is
-// no checkpointer or folder (a stand-in, said in `stand_ins`, when the config names a folder this machine lacks).
-Status LoadVisionWeights(const Config& config, const RunContext& context, VisionRun* run,
-                         std::vector<std::string>* stand_ins) {
-  if (!config.Find("checkpointer").IsDefined() || config.IsNull("checkpointer.checkpoint_dir")) return Status::OK();
+// The folder of the starting weights: checkpointer.checkpoint_dir, or "" for the seed's (no checkpointer or
+// folder; a stand-in, said in `stand_ins`, when the config names a folder this machine lacks). Found before the
+// model is built, so a missing folder costs nothing.
+StatusOr<std::string> WeightsDir(const Config& config, const RunContext& context, const VisionModelChoice& choice,
+                                 std::vector<std::string>* stand_ins) {
+  if (!config.Find("checkpointer").IsDefined() || config.IsNull("checkpointer.checkpoint_dir")) return std::string();
   StatusOr<std::string> dir = config.GetString("checkpointer.checkpoint_dir");
   TM_RETURN_IF_ERROR(dir.status());
-  if (!IsDirectory(*dir)) {
-    const std::string hub = run->choice.preset->hf_checkpoint;
-    if (!context.allow_stand_ins) {
-      return Status::NotFound(config.OriginOf("checkpointer.checkpoint_dir").ToString() +
-                              ": checkpointer.checkpoint_dir " + *dir + " does not exist; fix: put the weights of " +
-                              (hub.empty() ? std::string("the model") : hub) +
-                              " there, or set it to null to start from the seed");
-    }
-    stand_ins->push_back("model " + run->choice.component + " started from the seed (checkpoint_dir " + *dir +
-                         " is absent)");
-    return Status::OK();
+  if (IsDirectory(*dir)) return dir;
+  const std::string hub = choice.preset->hf_checkpoint;
+  if (!context.allow_stand_ins) {
+    return Status::NotFound(config.OriginOf("checkpointer.checkpoint_dir").ToString() +
+                            ": checkpointer.checkpoint_dir " + *dir + " does not exist; fix: put the weights of " +
+                            (hub.empty() ? std::string("the model") : hub) +
+                            " there, or set it to null to start from the seed");
   }
-  StatusOr<checkpoint::NamedTensors> hf = checkpoint::ReadHfSafetensors(*dir);
+  stand_ins->push_back("model " + choice.component + " started from the seed (checkpoint_dir " + *dir +
+                       " is absent)");
+  return std::string();
+}
+
+// Loads `dir`'s Hugging Face safetensors into the model (adapters keep their initialisation).
+Status LoadVisionWeights(const std::string& dir, VisionRun* run) {
+  StatusOr<checkpoint::NamedTensors> hf = checkpoint::ReadHfSafetensors(dir);
   TM_RETURN_IF_ERROR(hf.status());
-  StatusOr<checkpoint::NamedTensors> tune = checkpoint::MllamaHfToTune(*hf, run->choice.args, *dir);
+  StatusOr<checkpoint::NamedTensors> tune = checkpoint::MllamaHfToTune(*hf, run->choice.args, dir);
   TM_RETURN_IF_ERROR(tune.status());
-  // Adapters start from their own initialisation: not in the checkpoint.
   return checkpoint::LoadIntoModule(*run->model, *tune, /*strict=*/!run->choice.lora.has_value());
 }
 
@@ -81,12 +84,14 @@ StatusOr<VisionRun> BuildVisionRun(const TrainingRecipe& recipe, const Config& c
                                                 : "has LoRA adapters; use lora_finetune_single_device"));
   }
   run.choice = *choice;
+  StatusOr<std::string> weights = WeightsDir(config, context, run.choice, &summary->stand_ins);
+  TM_RETURN_IF_ERROR(weights.status());
   run.device = torch::Device(context.device.id);
   torch::manual_seed(settings.seed);
   run.model = models::VisionModel(run.choice.args, run.choice.lora, run.choice.trainable,
                                   c10::TensorOptions().dtype(settings.dtype).device(run.device));
   run.model->set_activation_checkpointing(settings.activation_checkpointing);
-  TM_RETURN_IF_ERROR(LoadVisionWeights(config, context, &run, &summary->stand_ins));
+  if (!weights->empty()) TM_RETURN_IF_ERROR(LoadVisionWeights(*weights, &run));
   models::InitializeDoraMagnitudes(*run.model);
   for (const auto& p : run.model->named_parameters()) {
     summary->total_parameters += p.value().numel();

@@ -100,6 +100,14 @@ TEST_F(VisionTrainingTest, TheTinyModelLearnsAndSavesAHuggingFaceCheckpoint) {
   const models::VisionModelArgs& args = models::FindVisionPreset("tiny_llama3_2_vision")->args;
   auto tune = checkpoint::MllamaHfToTune(saved->tensors, args, "epoch_0");
   ASSERT_TRUE(tune.ok()) << tune.status().ToString();
+  // Started from that checkpoint (Hugging Face's checkpointer), the next run's first loss is the trained model's.
+  InProcessRun again = Run({"max_steps_per_epoch=2", "save_checkpoints=False",
+                            "checkpointer._component_=torchtune.training.FullModelHFCheckpointer",
+                            "checkpointer.checkpoint_dir=" + run.output_dir + "/epoch_0",
+                            "checkpointer.checkpoint_files=[model.safetensors]", "checkpointer.model_type=LLAMA3_VISION",
+                            "checkpointer.output_dir=" + run.output_dir + "/again"});
+  ASSERT_TRUE(again.status.ok()) << again.status.ToString() << "\n" << again.printed;
+  EXPECT_LT(again.summary["losses"][0].get<double>(), losses.front() - 0.5);
 }
 
 TEST_F(VisionTrainingTest, ALoraDecoderTrainsOnlyItsAdapters) {
