@@ -12,12 +12,14 @@
 #include "recipes/optimizers.h"
 #include "recipes/qat.h"
 #include "recipes/quantize.h"
+#include "recipes/vision_components.h"
 
 namespace tmx::recipes {
 
 Status RegisterBuiltins(Registry* registry) {
   std::vector<ComponentSpec> components;
   AddModelComponents(&components);
+  AddVisionModelComponents(&components);
   AddDataComponents(&components);
   AddOptimizerComponents(&components);
   AddCheckpointerComponents(&components);

@@ -310,6 +310,15 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
                                    &choice.args.vocab_cut_from));
   }
   if (!model->lora()) return choice;
+  StatusOr<models::LoraArgs> lora = LoraFromConfig(config, key);
+  TM_RETURN_IF_ERROR(lora.status());
+  choice.lora = *lora;
+  return choice;
+}
+
+}  // namespace
+
+StatusOr<models::LoraArgs> LoraFromConfig(const Config& config, const std::string& key) {
   models::LoraArgs lora;
   StatusOr<std::vector<std::string>> modules = config.GetStringList(key + ".lora_attn_modules");
   StatusOr<bool> mlp = config.GetBool(key + ".apply_lora_to_mlp");
@@ -333,11 +342,8 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
   lora.dropout = *dropout;
   lora.use_dora = *dora;
   lora.quantize_base = *quantize;
-  choice.lora = lora;
-  return choice;
+  return lora;
 }
-
-}  // namespace
 
 StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry, const std::string& key) {
   StatusOr<ModelChoice> choice = ModelAsWritten(config, registry, key);

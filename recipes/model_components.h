@@ -58,6 +58,10 @@ struct ModelChoice {
 StatusOr<ModelChoice> ModelFromConfig(const Config& config, const Registry& registry,
                                       const std::string& key = "model");
 
+// The LoRA settings under `key` (lora_attn_modules, apply_lora_to_mlp, lora_rank, lora_alpha, lora_dropout;
+// apply_lora_to_output, use_dora and quantize_base False when the builder has none), as written: not yet checked.
+StatusOr<models::LoraArgs> LoraFromConfig(const Config& config, const std::string& key);
+
 // The model's sizes from a builder that takes them from the config (torchtune's llama2): a size left out, or
 // sizes that do not make a model (heads that do not divide the width...), as a problem at `model`; none for a
 // model of fixed sizes.

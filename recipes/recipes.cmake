@@ -29,6 +29,8 @@ add_library(tm_recipes
   train_schema.cc
   train_setup.cc
   train_state.cc
+  vision_components.cc
+  vision_training.cc
 )
 target_include_directories(tm_recipes PUBLIC "${PROJECT_SOURCE_DIR}")
 target_link_libraries(tm_recipes PUBLIC tm_harness tm_models tm_data tm_checkpoint tm_distributed)
@@ -63,6 +65,7 @@ endif()
 tm_add_test(recipes_tokenize_cli_test SOURCES tokenize_cli_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.cc estimate_test.cc optimizers_test.cc
             optimizer_in_backward_test.cc loss_test.cc flops_test.cc op_profile_test.cc
-            run_progress_test.cc train_setup_test.cc
+            run_progress_test.cc train_setup_test.cc vision_components_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc state_values_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_vision_training_test SOURCES vision_training_test.cc LIBS tm_recipes TORCH LABELS recipes)

@@ -135,6 +135,14 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data) {
                       "torchtune writes a QLoRA model's dequantised base through an mmap'ed file (for Colab); no "
                       "effect here"));
   }
+  // torchtune's SFT recipes read it (its DPO recipes do not).
+  if (!pairs) {
+    f.push_back(Choices(Field("collate_fn", FieldType::kString, "torchtune.data.padded_collate_sft",
+                      "how samples become a batch: padded_collate_sft (tokens and labels padded to the longest), or "
+                      "padded_collate_tiled_images_and_mask for an image transform's samples (their image tiles, "
+                      "aspect ratios and cross-attention masks padded too)"),
+                {"torchtune.data.padded_collate_sft", "torchtune.data.padded_collate_tiled_images_and_mask"}));
+  }
   // torchtune's full recipe reads it; its Qwen3 LoRA configs carry it too (as False).
   f.push_back(Field("optimizer_in_bwd", FieldType::kBool, "False",
                     "step each trained tensor inside backward and free its gradient at once (less memory); needs "
@@ -160,7 +168,8 @@ std::vector<FieldSpec> DistributedFields(TrainingData data) {
       Nullable(ElementsFrom(Field("custom_sharded_layers", FieldType::kStringList, "null",
                                   "layers sharded as units of their own; every trained parameter's gradient and "
                                   "optimizer state is sharded here already"),
-                            {"tok_embeddings", "output"})),
+                            // A fusion model's (Llama 3.2 Vision's) decoder names them under decoder.
+                            {"tok_embeddings", "output", "decoder.tok_embeddings", "decoder.output"})),
   };
   if (data == TrainingData::kPreferencePairs) return f;  // torchtune's DPO recipes validate nothing
   f.push_back(ComponentField("dataset_val", "dataset", "validation data (used with run_val_every_n_steps)", false));

@@ -402,6 +402,10 @@ StatusOr<data::DataLoader> SetupData(const Config& config, const TrainingSetting
   StatusOr<data::DatasetConfig> dataset_config = data::DatasetFromConfig(config, dataset_key);
   TM_RETURN_IF_ERROR(dataset_config.status());
   dataset_config->options.vocab_size = model.vocab_size;  // what random_tokens_dataset draws from
+  StatusOr<data::TokenizerConfig> transform = data::TokenizerFromConfig(config);
+  StatusOr<data::TokenizerComponent> component =
+      transform.ok() ? data::FindTokenizerComponent(transform->component) : transform.status();
+  if (component.ok() && component->images) dataset_config->options.image_size = transform->options.image_size;
   StatusOr<data::SftDataset> dataset = LoadOrStandIn<data::SftDataset>(
       *dataset_config, dataset_key, allow_stand_ins, stand_ins, [&](const data::DatasetOptions& options) {
         return data::LoadSftDataset(dataset_config->component, options, **tokenizer);

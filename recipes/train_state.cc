@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <set>
 
 #include <torch/torch.h>
@@ -42,6 +43,12 @@ std::vector<std::pair<std::string, torch::Tensor>> BnbStateTensors(const BnbAdam
 }
 
 }  // namespace
+
+double LrScheduleFactor(int64_t step, int64_t total, int64_t warmup, double num_cycles) {
+  if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(std::max<int64_t>(1, warmup));
+  double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+  return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * num_cycles * 2.0 * progress)));
+}
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);

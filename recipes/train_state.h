@@ -30,6 +30,9 @@ namespace tmx::recipes {
 using NamedParameters = std::vector<std::pair<std::string, torch::Tensor>>;
 
 void SetLearningRate(torch::optim::Optimizer& optimizer, double lr);
+// torchtune's get_cosine_schedule_with_warmup: the learning rate's multiplier at optimizer step `step` (0-based)
+// of `total`, linear over `warmup` steps, then a cosine of `num_cycles` periods.
+double LrScheduleFactor(int64_t step, int64_t total, int64_t warmup, double num_cycles);
 
 // Loads starting weights. For LoRA models the adapters are not expected in the checkpoint, but every base
 // weight is; a mismatch names the first offending tensor.

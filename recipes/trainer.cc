@@ -20,6 +20,8 @@
 #include "harness/device_hooks.h"
 #include "recipes/checkpointers.h"
 #include "recipes/estimate.h"
+#include "recipes/vision_components.h"
+#include "recipes/vision_training.h"
 #include "recipes/first_step_probe.h"
 #include "recipes/flops.h"
 #include "recipes/loss.h"
@@ -83,13 +85,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// Learning rate multiplier at optimizer step `step` (0-based) of `total`: linear warm-up, then cosine.
-double ScheduleFactor(int64_t step, int64_t total, int64_t warmup, double num_cycles) {
-  if (step < warmup) return static_cast<double>(step + 1) / static_cast<double>(std::max<int64_t>(1, warmup));
-  double progress = static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
-  return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * num_cycles * 2.0 * progress)));
-}
 
 std::string FormatLr(double lr) {
   std::ostringstream s;
@@ -496,7 +491,7 @@ Status Trainer::Train(RunSummary* summary) {
   for (int64_t epoch = start_epoch_; epoch < s.epochs; ++epoch) {
     for (int64_t step = 0; step < steps_per_epoch_; ++step) {
       objective_->BeforeStep(global_step, first_step, progress_);
-      double lr = base_lr_ * (s.has_schedule ? ScheduleFactor(global_step, total_steps, s.warmup_steps, s.num_cycles)
+      double lr = base_lr_ * (s.has_schedule ? LrScheduleFactor(global_step, total_steps, s.warmup_steps, s.num_cycles)
                                              : 1.0);
       SetLearningRate(*optimizer_, lr);
       Synchronize();
@@ -599,6 +594,9 @@ StatusOr<CellEstimate> EstimatePolicy(const TrainingRecipe& recipe, const Config
 }  // namespace
 
 Status RunTraining(const TrainingRecipe& recipe, const Config& config, const RunContext& context) {
+  if (context.registry != nullptr && VisionComponentOf(config, *context.registry) != nullptr) {
+    return RunVisionTraining(recipe, config, context);  // a fusion model: its own loop (vision_training.h)
+  }
   auto train = [&](Parallelism& parallel, RunSummary* summary) {
     Trainer trainer(recipe, config, context, *context.registry, &parallel);
     return trainer.Run(summary);

@@ -79,6 +79,12 @@ StatusOr<TokenizedMessages> ModelTokenizer::TokenizeMessages(const std::vector<M
     if (!applied.ok()) return applied.status().WithContext(name_);
     templated = std::move(applied).value();
   }
+  for (const Message& m : templated) {
+    if (m.images > 0 && format_ != ChatFormat::kLlama3) {
+      return Status::FailedPrecondition(name_ + ": has no <|image|> token for a message's image; fix: use "
+                                                "torchtune.models.llama3_2_vision.llama3_2_vision_transform");
+    }
+  }
   try {
     switch (format_) {
       case ChatFormat::kLlama3:
@@ -118,6 +124,7 @@ TokenizedMessages ModelTokenizer::Llama3(const std::vector<Message>& messages, b
     tokens.push_back(t.SpecialId(names.end));
     std::vector<int64_t> blank = Text("\n\n");
     tokens.insert(tokens.end(), blank.begin(), blank.end());
+    for (int64_t k = 0; k < m.images; ++k) tokens.push_back(t.SpecialId("<|image|>"));
     if (m.ipython && names.python != nullptr) tokens.push_back(t.SpecialId(names.python));
     for (const std::string& part : m.content) {
       std::vector<int64_t> body = Text(StripPythonWhitespace(part));

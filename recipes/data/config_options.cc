@@ -323,6 +323,9 @@ const std::vector<TokenizerOption>& TokenizerTable() {
       TokenizerOption(PathField("special_tokens_path", "a tokenizer.json whose added tokens replace the family's"),
                       &O::special_tokens_path)
           .For([](const TokenizerComponent& c) { return c.special_tokens != nullptr; }),
+      TokenizerOption(AtLeast(Field("image_size", FieldType::kInt, "", "pixels on a side of one image tile"), 1),
+                      &O::image_size)
+          .For([](const TokenizerComponent& c) { return c.images; }),
       TokenizerOption(Required(PathField("tokenizer_json_path", "the model's tokenizer.json")), &O::tokenizer_json_path)
           .For([](const TokenizerComponent& c) { return c.kind == K::kHfTokenizerJson; }),
       TokenizerOption(PathField("tokenizer_config_json_path", "the model's tokenizer_config.json (bos/eos)"),
@@ -341,6 +344,9 @@ bool IsText(const DatasetComponent& c) { return c.kind == DatasetKind::kText; }
 // Instruct, chat and preference datasets: records become messages, masked by train_on_input.
 bool MakesMessages(const DatasetComponent& c) { return ReadsRecords(c) && !IsText(c); }
 bool TakesConversationStyle(const DatasetComponent& c) { return !c.conversation_styles.empty(); }
+bool IsMultimodal(const DatasetComponent& c) { return c.kind == DatasetKind::kMultimodal; }
+// torchtune's multimodal builders take neither train_on_input nor masking_strategy.
+bool TakesMasking(const DatasetComponent& c) { return MakesMessages(c) && !IsMultimodal(c); }
 
 // Datasets: each option once. The order is the order of the registry's params and of the keys in messages.
 const std::vector<DatasetOption>& DatasetTable() {
@@ -389,7 +395,7 @@ const std::vector<DatasetOption>& DatasetTable() {
                     &O::column_map)
           .For([](const DatasetComponent& c) { return MakesMessages(c) && !TakesConversationStyle(c); }),
       DatasetOption(Field("train_on_input", FieldType::kBool, "", "take loss on the prompt too"), &O::train_on_input)
-          .For(MakesMessages)
+          .For(TakesMasking)
           .Adjust([](const DatasetComponent& c, FieldSpec* f) {
             f->default_yaml = c.default_train_on_input ? "True" : "False";
           }),
@@ -397,7 +403,7 @@ const std::vector<DatasetOption>& DatasetTable() {
                                            "which messages get loss; wins over train_on_input"),
                                      {"train_on_all", "train_on_assistant", "train_on_last"})),
                     &O::masking_strategy)
-          .For(MakesMessages)
+          .For(TakesMasking)
           .Problem(MaskingStrategyProblem),
       // Alpaca's and Stack Exchange's records have no place for a system message.
       DatasetOption(Nullable(Field("new_system_prompt", FieldType::kString, "", "a system message to prepend")),
@@ -410,6 +416,14 @@ const std::vector<DatasetOption>& DatasetTable() {
       DatasetOption(Nullable(Field("split_across_pack", FieldType::kBool, "", "let a sample continue in the next pack")),
                     &O::split_across_pack)
           .For(IsText),
+      DatasetOption(Field("subset", FieldType::kString, "", "the Cauldron's subset (ocrvqa, ai2d, ...)"), &O::subset)
+          .For([](const DatasetComponent& c) { return IsMultimodal(c) && c.image_column == "images"; }),
+      DatasetOption(Nullable(Field("image_dir", FieldType::kString, "", "folder of the records' image paths")),
+                    &O::image_dir)
+          .For([](const DatasetComponent& c) { return IsMultimodal(c) && c.image_column == "image"; })
+          .Adjust([](const DatasetComponent& c, FieldSpec* f) {
+            if (c.style == MessageStyle::kShareGpt) f->default_yaml = "coco/train2017/";
+          }),
       DatasetOption(AtLeast(Field("num_samples", FieldType::kInt, "", "how many samples"), 1), &O::num_samples)
           .For(IsRandomTokens),
       DatasetOption(AtLeast(Field("seq_len", FieldType::kInt, "", "tokens in every sample"), 2), &O::seq_len)

@@ -5,6 +5,7 @@
 
 #include "base/text.h"
 #include "recipes/data/components.h"
+#include "recipes/data/multimodal.h"
 #include "recipes/data/packing.h"
 #include "recipes/data/sample_budget.h"
 #include "recipes/data/samples.h"
@@ -120,6 +121,48 @@ StatusOr<SftDataset> RandomTokens(const DatasetOptions& options) {
   return ds;
 }
 
+// torchtune.datasets.multimodal's records (multimodal.h), tokenized with their images.
+StatusOr<SftDataset> MultimodalDataset(const DatasetComponent& c, DatasetOptions options,
+                                       const ModelTokenizer& tokenizer) {
+  if (options.image_size < 1) {
+    return Status::FailedPrecondition("holds images, which only an image transform's model takes; fix: use "
+                                      "torchtune.models.llama3_2_vision.llama3_2_vision_transform as the tokenizer");
+  }
+  if (options.packed) {
+    return Status::InvalidArgument("packed: True is not supported for multimodal datasets (nor in torchtune); fix: "
+                                   "set packed: False");
+  }
+  if (c.image_column == "images" && options.data_dir.empty() && options.source == c.default_source) {
+    options.data_dir = options.subset;  // the Cauldron's subsets are folders of its repository
+  }
+  StatusOr<MessageTransform> transform = TransformFor(c, options);
+  if (!transform.ok()) return transform.status();
+  StatusOr<std::vector<Record>> records = Records(c, options);
+  if (!records.ok()) return records.status();
+  ImageTransformOptions images;
+  images.tile_size = options.image_size;
+  images.max_num_tiles = options.max_num_tiles;
+  SftDataset ds;
+  ds.num_records = static_cast<int64_t>(records->size());
+  ds.source = DescribeSource(SourceFor(c, options));
+  for (const Record& record : *records) {
+    StatusOr<std::vector<Message>> messages =
+        c.image_column == "images" ? CauldronMessages(record, options) : ToMessages(*transform, record);
+    if (!messages.ok()) return messages.status();
+    StatusOr<std::vector<ImageTiles>> tiles = AttachImages(c, options, images, record, &*messages);
+    if (!tiles.ok()) return tiles.status();
+    StatusOr<TokenizedMessages> tokenized = tokenizer.TokenizeMessages(*messages);
+    if (!tokenized.ok()) return tokenized.status().WithContext(record.path + ":" + std::to_string(record.line));
+    ds.samples.push_back(SampleFromMask(*tokenized));
+    // Truncation may cut image tokens: keep the images whose tokens remain.
+    const int64_t image_id = tokenizer.base().SpecialId("<|image|>");
+    const auto kept = std::count(ds.samples.back().tokens.begin(), ds.samples.back().tokens.end(), image_id);
+    tiles->resize(std::min<size_t>(tiles->size(), static_cast<size_t>(kept)));
+    ds.samples.back().images = std::move(tiles).value();
+  }
+  return ds;
+}
+
 }  // namespace
 
 Sample SampleFromMask(const TokenizedMessages& tokenized) {
@@ -184,6 +227,12 @@ const std::vector<DatasetComponent>& DatasetComponents() {
          "data/rl"},
     };
     for (DatasetComponent& c : *list) c.dotpath = "torchtune.datasets." + c.name;
+    list->push_back({"the_cauldron_dataset", "torchtune.datasets.multimodal.the_cauldron_dataset", K::kMultimodal,
+                     "HuggingFaceM4/the_cauldron", S::kInputOutput, false, {}, "", {}, "images"});
+    list->push_back({"llava_instruct_dataset", "torchtune.datasets.multimodal.llava_instruct_dataset", K::kMultimodal,
+                     "liuhaotian/LLaVA-Instruct-150K", S::kShareGpt, false, {}, "", {}, "image"});
+    list->push_back({"vqa_dataset", "torchtune.datasets.multimodal.vqa_dataset", K::kMultimodal, "", S::kInputOutput,
+                     false, {}, "", {}, "image"});
     list->push_back({"random_tokens_dataset", "tune_matrix.datasets.random_tokens_dataset", K::kRandomTokens, "",
                      S::kInputOutput, false, {}, ""});
     return list;
@@ -217,6 +266,10 @@ StatusOr<SftDataset> LoadSftDataset(const std::string& component, const DatasetO
     return fail(
         Status::InvalidArgument("packed: True needs the tokenizer's max_seq_len; fix: set "
                                 "tokenizer.max_seq_len"));
+  }
+  if (c->kind == DatasetKind::kMultimodal) {
+    StatusOr<SftDataset> multimodal = MultimodalDataset(*c, options, tokenizer);
+    return multimodal.ok() ? multimodal : fail(multimodal.status());
   }
   if (c->kind == DatasetKind::kRandomTokens) {
     StatusOr<SftDataset> random = RandomTokens(options);
@@ -310,6 +363,12 @@ StatusOr<DatasetOptions> SampleDatasetOptions(const std::string& component, Data
   options.column_map.clear();
   if (c->style == MessageStyle::kAlpaca) {
     options.data_files = {dir + "alpaca_sample.json"};
+  } else if (c->kind == DatasetKind::kMultimodal) {
+    // Their images are PPM files under images/, named relative to the sample.
+    options.image_dir.clear();
+    options.data_files = {dir + (c->image_column == "images"           ? "cauldron_sample.json"
+                                 : c->style == MessageStyle::kShareGpt ? "llava_sample.json"
+                                                                       : "vqa_sample.json")};
   } else if (c->kind == DatasetKind::kChat) {
     // A conversation_style the dataset does not take gets the first one's sample.
     const ConversationStyle* style = FindConversationStyle(*c, options.conversation_style);

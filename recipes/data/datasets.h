@@ -20,6 +20,9 @@
 // | text_completion_dataset       | (required)                       | text column             | (all trained)  |
 // | hh_rlhf_helpful_dataset       | RLHFlow/HH-RLHF-Helpful-standard | chosen/rejected lists   | false (pairs)  |
 // | stack_exchange_paired_dataset | lvwerra/stack-exchange-paired    | question/response_j/_k  | false (pairs)  |
+// | multimodal.the_cauldron_dataset | HuggingFaceM4/the_cauldron (subset) | images + texts [{user, assistant}] | false |
+// | multimodal.llava_instruct_dataset | liuhaotian/LLaVA-Instruct-150K | image + ShareGPT conversations | false |
+// | multimodal.vqa_dataset        | (required)                       | image, input, output    | false          |
 //
 // And one of tune-matrix's own, for benchmarks: tune_matrix.datasets.random_tokens_dataset gives num_samples
 // samples of exactly seq_len token ids drawn from `seed`, uniform over the model's vocabulary, every position
@@ -40,7 +43,8 @@
 
 namespace tmx::data {
 
-enum class DatasetKind { kInstruct, kChat, kText, kPreference, kRandomTokens };
+// kMultimodal: records of text and images (torchtune.datasets.multimodal), for an image transform's model.
+enum class DatasetKind { kInstruct, kChat, kText, kPreference, kRandomTokens, kMultimodal };
 
 // A conversation_style value: how the turns of a record are written, and the column the style reads them from
 // (the column_map key that conversation_column fills; also the shipped sample's column).
@@ -63,6 +67,8 @@ struct DatasetComponent {
   // Non-empty: the config says how the conversation is written (conversation_column and conversation_style, one
   // of these) instead of `style` and a column_map (chat_dataset).
   std::vector<ConversationStyle> conversation_styles;
+  // kMultimodal: the column holding the record's image (or list of images).
+  std::string image_column;
 };
 
 // The names of `styles`: the values conversation_style takes.
@@ -90,6 +96,16 @@ struct DatasetOptions {
   bool add_eos = true;
   // Pack samples into tokenizer.max_seq_len-long packs (packing.h). Not for preference datasets.
   bool packed = false;
+  // the_cauldron_dataset: the subset (a folder of the source). torchtune's default spells it "orcvqa", a subset
+  // the Cauldron does not have; every config names one.
+  std::string subset = "ocrvqa";
+  // llava_instruct_dataset, vqa_dataset: the folder the records' image paths are relative to (empty: the
+  // source's folder).
+  std::string image_dir;
+  // Multimodal datasets: the image transform's tile size (the tokenizer's image_size, set by the recipe; 0: no
+  // image transform, which a multimodal dataset refuses) and most tiles an image.
+  int64_t image_size = 0;
+  int64_t max_num_tiles = 4;
   // Unset: true for text completion, false otherwise (torchtune's defaults).
   std::optional<bool> split_across_pack;
   // random_tokens_dataset: how many samples, each seq_len ids, drawn from random_seed below vocab_size (the

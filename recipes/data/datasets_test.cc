@@ -173,7 +173,17 @@ TEST(DatasetsTest, EveryComponentRunsOnItsShippedSample) {
     SCOPED_TRACE(c.dotpath);
     StatusOr<DatasetOptions> options = SampleDatasetOptions(c.dotpath, DatasetOptions());
     ASSERT_TRUE(options.ok()) << options.status().ToString();
-    if (c.kind == DatasetKind::kPreference) {
+    if (c.kind == DatasetKind::kMultimodal) {
+      options->image_size = 28;  // what the recipe sets from the image transform
+      auto ds = LoadSftDataset(c.dotpath, *options, *tok);
+      ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+      ASSERT_FALSE(ds->samples.empty());
+      const int64_t image_id = tok->base().SpecialId("<|image|>");
+      for (const Sample& s : ds->samples) {
+        EXPECT_FALSE(s.images.empty());
+        EXPECT_EQ(std::count(s.tokens.begin(), s.tokens.end(), image_id), static_cast<int64_t>(s.images.size()));
+      }
+    } else if (c.kind == DatasetKind::kPreference) {
       auto pairs = LoadPreferenceDataset(c.dotpath, *options, *tok);
       ASSERT_TRUE(pairs.ok()) << pairs.status().ToString();
       EXPECT_FALSE(pairs->empty());
@@ -184,6 +194,30 @@ TEST(DatasetsTest, EveryComponentRunsOnItsShippedSample) {
       EXPECT_FALSE(ds->samples.empty());
     }
   }
+}
+
+// The Cauldron's images lead its first user message, one <|image|> token each after the header, masked with it.
+TEST(DatasetsTest, TheCauldronsImagesLeadTheirUserMessage) {
+  auto tok = Llama3();
+  StatusOr<DatasetOptions> options = SampleDatasetOptions("the_cauldron_dataset", DatasetOptions());
+  ASSERT_TRUE(options.ok());
+  options->image_size = 28;
+  auto ds = LoadSftDataset("the_cauldron_dataset", *options, *tok);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ(ds->samples.size(), 3u);
+  const Sample& two = ds->samples[1];  // a 24 x 60 image (1 x 3 tiles) and a 70 x 20 one (3 x 1)
+  ASSERT_EQ(two.images.size(), 2u);
+  EXPECT_EQ(std::make_pair(two.images[0].rows, two.images[0].cols), std::make_pair(int64_t{1}, int64_t{3}));
+  EXPECT_EQ(std::make_pair(two.images[1].rows, two.images[1].cols), std::make_pair(int64_t{3}, int64_t{1}));
+  const Tokenizer& t = tok->base();
+  const std::vector<int64_t> header = {t.bos_id(), t.SpecialId("<|start_header_id|>")};
+  ASSERT_GT(two.tokens.size(), 8u);
+  EXPECT_EQ(std::vector<int64_t>(two.tokens.begin(), two.tokens.begin() + 2), header);
+  const auto first_image = std::find(two.tokens.begin(), two.tokens.end(), t.SpecialId("<|image|>"));
+  ASSERT_NE(first_image, two.tokens.end());
+  EXPECT_EQ(*(first_image - 1), tok->base().Encode("\n\n", {}).back());  // right after the header
+  EXPECT_EQ(*(first_image + 1), t.SpecialId("<|image|>"));
+  EXPECT_EQ(two.labels[first_image - two.tokens.begin()], kIgnoreIndex);
 }
 
 // Benchmarks' data: fixed-shape samples of ids below the model's vocabulary, the same for the same seed.

@@ -99,6 +99,9 @@ class DataLoader {
   // Sample indices of the current epoch (this shard's), in the order batches take them.
   const std::vector<int64_t>& order() const { return order_; }
 
+  // Sample `index` (Batch::indices names them). REQUIRES: not a preference loader, 0 <= index < num_samples().
+  const Sample& sample(int64_t index) const { return samples_[static_cast<size_t>(index)]; }
+
   // Batch `index` of the current epoch. REQUIRES: 0 <= index < size()
   Batch GetBatch(int64_t index) const;
 

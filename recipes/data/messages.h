@@ -23,6 +23,9 @@ struct Message {
   bool ipython = false;
   // The message ends its turn (Llama 3: <|eot_id|>, else <|eom_id|>).
   bool eot = true;
+  // Images before the text (torchtune's content [image, ..., text]): the Llama 3 format writes an <|image|>
+  // token for each after the header; other formats refuse them.
+  int64_t images = 0;
 
   Message() = default;
   Message(std::string role_, std::string text, bool masked_ = false)

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "recipes/data/image_transform.h"
+
 namespace tmx::data {
 
 // Label value that the loss ignores (the default ignore_index of cross entropy).
@@ -24,6 +26,8 @@ struct Sample {
   std::vector<int64_t> document_ids;
   // Packed samples only: each document's length, the padding last when there is any (torchtune's seq_lens).
   std::vector<int64_t> seq_lens;
+  // Multimodal samples only: the images of its <|image|> tokens, in order (image_collate.h batches them).
+  std::vector<ImageTiles> images;
 
   bool packed() const { return !input_pos.empty(); }
 };

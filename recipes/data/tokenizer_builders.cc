@@ -289,6 +289,8 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
        Llama3SpecialTokens},
       {"llama4_transform", "torchtune.models.llama4.llama4_transform", K::kTiktoken, F::kLlama4, "",
        Llama4SpecialTokens},
+      {"llama3_2_vision_transform", "torchtune.models.llama3_2_vision.llama3_2_vision_transform", K::kTiktoken,
+       F::kLlama3, "", Llama3SpecialTokens, /*images=*/true},
       {"llama2_tokenizer", "torchtune.models.llama2.llama2_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,
        kLlama2Chat, nullptr},
       {"mistral_tokenizer", "torchtune.models.mistral.mistral_tokenizer", K::kSentencePiece, F::kNoSpecialTokens,

@@ -21,6 +21,8 @@
 //   phi4_tokenizer       vocab_path (vocab.json) + merges_path (merges.txt), read as torchtune's GPT2BaseTokenizer
 //                        (no NFC, no added tokens in text); <|dummy_0|> 100256 .. <|dummy_87|> 100351, BOS
 //                        <|endoftext|>, EOS <|im_end|>, pad <|dummy_85|>; <|im_start|>role<|im_sep|> turns
+//   llama3_2_vision_transform  llama3_tokenizer's text side (<|image|> = 128256 marks an image) and the image
+//                        tiles of image_size pixels (image_transform.h)
 //   byte_tokenizer       no file (tune_matrix.data.byte_tokenizer): bytes 0-255, BOS 256, EOS 257, PAD 258;
 //                        BOS/EOS turns like Llama 2's, no template (the tiny configs' tokenizer)
 //   HuggingFaceBaseTokenizer  tokenizer_json_path (+ tokenizer_config_json_path / generation_config_path);
@@ -72,11 +74,13 @@ struct TokenizerOptions {
   PromptTemplateChoice prompt_template;
   // "right" (default) or "left".
   std::string truncation_type = "right";
-  // llama4_transform's image settings (tiles of image_size pixels, at most max_num_tiles an image). Accepted so
-  // torchtune's configs validate; only text is tokenized here (the vision encoder is not built), so they change
-  // nothing, and a sample or prompt with an image is refused.
+  // llama4_transform's tiles an image is cut into at most (accepted so torchtune's configs validate; only text
+  // is tokenized there, and an image is refused).
   int64_t max_num_tiles = 16;
-  int64_t image_size = 336;
+  // Image transforms: pixels on a side of one image tile. llama3_2_vision_transform's default is 560 (the
+  // Instruct weights; 448 for the base ones); llama4_transform's schema writes its own (336), which changes
+  // nothing there (text only).
+  int64_t image_size = 560;
 };
 
 // The config keys of TokenizerOptions::path and ::merges_file for a kind: "path" and "merges_file", or kGpt2Bpe's
@@ -96,6 +100,9 @@ struct TokenizerComponent {
   // The family's special-token table. Set: a special_tokens_path (a tokenizer.json) may replace it, so the
   // tokenizer takes that key. Null: the file defines every token (or there is none), and the key is refused.
   std::map<std::string, int64_t> (*special_tokens)() = nullptr;
+  // An image-and-text transform (torchtune's llama3_2_vision_transform): it also cuts images into tiles of
+  // image_size pixels (recipes/data/image_transform.h); its text side is the row's tokenizer.
+  bool images = false;
 };
 
 // Every supported tokenizer component.
