@@ -305,9 +305,8 @@ TEST_F(CliTest, BadInputsExitTwoWithOneClearMessageAndChangeNoFile) {
       // said to be one, not answered with another family's models.
       {{kTune, "validate", "tiny/lora_single_device", "model=torchtune.models.llama3_2.lora_llama3_2_1bb"},
        "; did you mean 'torchtune.models.llama3_2.lora_llama3_2_1b'"},
-      {{kTune, "validate", "tiny/lora_single_device", "model=torchtune.models.llama3_2_vision.llama3_2_vision_11b"},
-       "; tune-matrix implements nothing of torchtune.models.llama3_2_vision yet (`tune ls --components model` lists "
-       "all "},
+      {{kTune, "validate", "tiny/lora_single_device", "model=torchtune.models.flux.flux_1_autoencoder"},
+       "; tune-matrix implements nothing of torchtune.models.flux yet (`tune ls --components model` lists all "},
       {{kTune, "cat", "tiny/lora_single_device", "nokey"}, "override 'nokey': expected key=value"},
       {{kTune, "run", "lora_finetune_single_devise", "--config", "tiny/lora_single_device"},
        "unknown recipe 'lora_finetune_single_devise'; did you mean 'lora_finetune_single_device'?"},
