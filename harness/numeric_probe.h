@@ -34,7 +34,8 @@ struct NumericProbe {
   std::string dtype;  // the run's dtype: "bf16", "fp16", "fp32"
   // Whether its weights are quantised (QLoRA's NF4 base, QAT's fake quantisation): a bf16 run quantises
   // bf16-rounded numbers and its float32 reference float32 ones, into buckets that differ now and then, so the
-  // two differ by more than the kernels (matrix/tensor_check.h).
+  // two differ by more than the kernels (matrix/tensor_check.h). Also set for a mixture of experts, whose
+  // routing is such a discrete choice per token.
   bool quantized = false;
   std::vector<ProbeTensor> tensors;
   // The tensor of `name` and `kind`, or null.
