@@ -332,6 +332,8 @@ class LaneScheduler {
   void Add(Child child) { queue_.push_back(child); }
   void AddFirst(Child child) { queue_.insert(queue_.begin(), child); }
   bool Done() const { return queue_.empty() && running_.empty(); }
+  // The run was stopped (Ctrl-C, SIGTERM) when a child was to start: nothing more starts or is recorded.
+  bool interrupted() const { return interrupted_; }
   const std::map<CellKey, Child>& running() const { return running_; }
 
   // Host cells run in the cpu lanes (one lane: the device's own, unpinned), longest first when there are
@@ -357,6 +359,7 @@ class LaneScheduler {
       }
       StatusOr<bool> started = TryStart(*it, &host, &host_waiting);
       if (!started.ok()) return started.status();
+      if (interrupted_) return Status::OK();
       it = *started ? queue_.erase(it) : it + 1;
     }
     return Status::OK();
@@ -440,6 +443,11 @@ class LaneScheduler {
       cmd.memory_limit_bytes = limit - host_use->bytes;
     }
     Status s = runner_.Start(cmd);
+    if (!s.ok() && runner_.interrupted()) {  // a stop that came between two cells: the run is interrupted
+      runner_.Abort();
+      run_->interrupted = interrupted_ = true;
+      return false;
+    }
     if (!s.ok()) return s.WithContext("starting " + c->key.config + " on " + c->key.device);
     started_any_ = true;
     Child started = queued;
@@ -459,6 +467,7 @@ class LaneScheduler {
   std::vector<Child> queue_;
   std::map<CellKey, Child> running_;
   bool started_any_ = false;
+  bool interrupted_ = false;
 };
 
 // One cell's job from its first child to its record: its proxies one after the other, its own run, a run
@@ -639,6 +648,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   lanes.OrderForLanes();
   while (!lanes.Done()) {
     TM_RETURN_IF_ERROR(lanes.StartWhatFits());
+    if (lanes.interrupted()) return run;
     if (lanes.running().empty()) break;
     CellOutcome outcome;
     Child ended;

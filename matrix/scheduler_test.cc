@@ -392,6 +392,21 @@ TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
   EXPECT_EQ(LatestByCell(*journal).size(), 3u);
 }
 
+// A stop that arrives between two cells (the first recorded, the next refused by the runner) ends the run as
+// interrupted, with the first cell kept, not as an error of the run.
+TEST_F(SchedulerTest, AStopBetweenTwoCellsIsAnInterruptionNotAnError) {
+  std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu")};
+  FakeRunner runner;
+  runner.interrupt_at_start = 2;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_TRUE(run->interrupted);
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].key.config, "a");
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"a@cpu"}));
+}
+
 // Two "machines" each run one shard into their own journal; merging the two journals writes the same
 // metadata and reports as one machine running every cell.
 TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {

@@ -28,11 +28,18 @@ class FakeRunner : public CellRunner {
   std::vector<CellCommand> commands;  // every command started, in order
   size_t max_running = 0;
   bool interrupt_after_first = false;
+  // When above 0, the stop arrives as that start (1-based) is asked for, between two cells: Start refuses it, as
+  // the subprocess runner refuses to start a child once an interrupt was received.
+  size_t interrupt_at_start = 0;
   // The finishes (0-based, in finishing order) whose machine readings show other work taking 95% of the machine.
   std::set<int> disturbed_finishes;
 
   bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
   Status Start(const CellCommand& cmd) override {
+    if (interrupt_at_start > 0 && commands.size() + 1 == interrupt_at_start) {
+      interrupted_ = true;
+      return Status::Unavailable("not starting " + cmd.key.config + ": an interrupt was received");
+    }
     started.push_back(cmd.key.config + "@" + cmd.lane);
     commands.push_back(cmd);
     if (on_start) on_start(cmd);
