@@ -33,11 +33,16 @@ class MapBuilder {
     Add(hf + ".bias", tune + ".bias");
   }
 
-  void VisionLayer(const std::string& hf, const std::string& tune, bool gated) {
+  // An attention's four projections: HF's q/k/v/o_proj under `hf`, torchtune's q/k/v/output_proj under `tune`.
+  void Projections(const std::string& hf, const std::string& tune) {
     for (const auto& [h, t] : {std::pair<const char*, const char*>{"q_proj", "q_proj"}, {"k_proj", "k_proj"},
                                {"v_proj", "v_proj"}, {"o_proj", "output_proj"}}) {
-      Add(hf + "self_attn." + h + ".weight", tune + "attn." + t + ".weight");
+      Add(hf + h + ".weight", tune + t + ".weight");
     }
+  }
+
+  void VisionLayer(const std::string& hf, const std::string& tune, bool gated) {
+    Projections(hf + "self_attn.", tune + "attn.");
     Both(hf + "mlp.fc1", tune + "mlp.w1");
     Both(hf + "mlp.fc2", tune + "mlp.w2");
     Both(hf + "input_layernorm", tune + "sa_norm");
@@ -90,10 +95,7 @@ class MapBuilder {
 
   void CrossLayer(const std::string& hf, const std::string& tune) {
     Add(hf + "input_layernorm.weight", tune + "ca_norm.scale");
-    for (const auto& [h, t] : {std::pair<const char*, const char*>{"q_proj", "q_proj"}, {"k_proj", "k_proj"},
-                               {"v_proj", "v_proj"}, {"o_proj", "output_proj"}}) {
-      Add(hf + "cross_attn." + h + ".weight", tune + "attn." + t + ".weight");
-    }
+    Projections(hf + "cross_attn.", tune + "attn.");
     Add(hf + "cross_attn.q_norm.weight", tune + "attn.q_norm.scale");
     Add(hf + "cross_attn.k_norm.weight", tune + "attn.k_norm.scale");
     Add(hf + "cross_attn_attn_gate", tune + "ca_scale.scale");

@@ -37,24 +37,6 @@ Status NonNegativeNumber(const char* field, double value) {
   return Status::InvalidArgument(std::string(field) + ": must be 0 (off) or a positive number, got " + Str(value));
 }
 
-LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora) {
-  LayerLora layer;
-  if (!lora) return layer;
-  layer.adapter = {lora->rank, lora->alpha, lora->dropout, lora->use_dora};
-  for (const std::string& name : lora->attn_modules) {
-    if (name == "q_proj") layer.q_proj = true;
-    if (name == "k_proj") layer.k_proj = true;
-    if (name == "v_proj") layer.v_proj = true;
-    if (name == "output_proj") layer.output_proj = true;
-  }
-  layer.mlp = lora->apply_to_mlp;
-  layer.quantize_base = lora->quantize_base;
-  return layer;
-}
-
-std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora) {
-  return on ? std::optional<LoraAdapterOptions>(lora.adapter) : std::nullopt;
-}
 
 // SDPA's native grouped-query path is a fused kernel only in flash attention (the device table's
 // native_gqa_attention: cuda, half precision); elsewhere it falls back to the math kernel, so repeating k/v
@@ -129,6 +111,25 @@ Status ValidateMoeArgs(const DecoderArgs& args) {
 }
 
 }  // namespace
+
+LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora) {
+  LayerLora layer;
+  if (!lora) return layer;
+  layer.adapter = {lora->rank, lora->alpha, lora->dropout, lora->use_dora};
+  for (const std::string& name : lora->attn_modules) {
+    if (name == "q_proj") layer.q_proj = true;
+    if (name == "k_proj") layer.k_proj = true;
+    if (name == "v_proj") layer.v_proj = true;
+    if (name == "output_proj") layer.output_proj = true;
+  }
+  layer.mlp = lora->apply_to_mlp;
+  layer.quantize_base = lora->quantize_base;
+  return layer;
+}
+
+std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora) {
+  return on ? std::optional<LoraAdapterOptions>(lora.adapter) : std::nullopt;
+}
 
 Status ValidateDecoderArgs(const DecoderArgs& args) {
   TM_RETURN_IF_ERROR(Positive("vocab_size", args.vocab_size));

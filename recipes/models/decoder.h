@@ -211,6 +211,11 @@ struct LayerLora {
   bool quantize_base = false;  // NF4 bases for all seven projections (LoraArgs::quantize_base)
 };
 
+// The adapters `lora` puts on a layer (none without it): its projections from attn_modules, the MLP's.
+LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora);
+// A projection's adapter options where `on`, none otherwise.
+std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora);
+
 // Causal grouped-query self-attention with RoPE. q_proj [heads*head_dim, dim], k_proj/v_proj
 // [kv_heads*head_dim, dim], output_proj [dim, heads*head_dim]; each kv head serves heads/kv_heads query heads.
 class AttentionImpl : public torch::nn::Module {

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "base/text.h"
 #include "recipes/models/checkpointing.h"
 #include "recipes/models/init.h"
 #include "recipes/models/rope.h"
@@ -14,30 +15,11 @@
 namespace tmx::models {
 namespace {
 
-LayerLora LayerLoraOf(const std::optional<LoraArgs>& lora, bool on) {
-  LayerLora layer;
-  if (!lora || !on) return layer;
-  layer.adapter = {lora->rank, lora->alpha, lora->dropout, lora->use_dora};
-  for (const std::string& name : lora->attn_modules) {
-    if (name == "q_proj") layer.q_proj = true;
-    if (name == "k_proj") layer.k_proj = true;
-    if (name == "v_proj") layer.v_proj = true;
-    if (name == "output_proj") layer.output_proj = true;
-  }
-  layer.mlp = lora->apply_to_mlp;
-  layer.quantize_base = lora->quantize_base;
-  return layer;
-}
+// The adapters of one part of the model (the decoder's layers, its fusion layers): `lora`'s where the part is
+// trained with LoRA (`on`), none otherwise.
+LayerLora LayerLoraOf(const std::optional<LoraArgs>& lora, bool on) { return on ? LayerLoraFor(lora) : LayerLora(); }
 
-std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora) {
-  return on ? std::optional<LoraAdapterOptions>(lora.adapter) : std::nullopt;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-bool IsAdapterWeight(std::string_view name) {
+bool IsAdapterWeight(const std::string& name) {
   return EndsWith(name, "lora_a.weight") || EndsWith(name, "lora_b.weight") || EndsWith(name, ".magnitude");
 }
 
