@@ -211,8 +211,9 @@ std::unique_ptr<CheckoutLock> LockJournal(const std::string& command, const std:
   return TakeLock(JournalLockPath(journal), command + " (journal " + journal + ")", err);
 }
 
-// How long `run` looks at the machine before measuring the devices' peaks.
-constexpr double kPeakLoadProbeS = 0.3;
+// How long `run` looks at the machine's load, once, before measuring the devices' peaks (and to warn before the
+// first cell).
+constexpr double kLoadProbeS = 0.3;
 
 // The peaks a quiet machine measured are kept (matrix/peak_cache.h); on a busy one they replace what was just
 // measured, which other work reads low, and the run says so.
@@ -250,7 +251,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   if (!handlers.ok()) return Fail(err, handlers);
   // Each device's matmul peak is measured once, with the devices, for every cell's share of it (on a busy machine
   // replaced by a quiet run's, KeepOrUseQuietPeaks).
-  const bool busy = !BusyMachineWarning(ProbeMachineLoad(kPeakLoadProbeS), kPeakLoadProbeS).empty();
+  const std::string busy_warning = BusyMachineWarning(ProbeMachineLoad(kLoadProbeS), kLoadProbeS);
+  const bool busy = !busy_warning.empty();
   StatusOr<std::vector<DeviceInfo>> devices =
       DiscoverDevices(options.tune_path, "", /*matmul_peak=*/true, {}, options.child_env);
   if (!devices.ok()) return Fail(err, devices.status());
@@ -281,6 +283,7 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   std::unique_ptr<CellRunner> runner =
       MakeSubprocessRunner(static_cast<int>(devices->size() + lanes.size() - 1));
   RunSetting setting{*devices, LocalProvenance(options.job), runner.get()};
+  setting.busy_warning = busy_warning;
   // A run that writes its results into the configs holds the checkout; one that only keeps a journal
   // (--no-write-back, as CI shards do) or runs user configs writes nothing else of the checkout's and may
   // run beside it. Every run holds the journal it writes.

@@ -17,8 +17,6 @@
 namespace tmx::matrix {
 namespace {
 
-// How long a run looks at the machine before its first cell, to warn when it is busy (ProbeMachineLoad).
-constexpr double kBusyProbeS = 0.3;
 
 // The cells the run may skip: those already in the journal with --resume, else none. The journal itself is
 // kept (a run appends to it, and a completed run with write-back compacts it to the newest record per cell),
@@ -104,9 +102,8 @@ void PrintRunHead(const std::vector<PlannedCell>& cells, size_t journaled, const
     if (left == 0) out << ": nothing to do (run without --resume to measure them again)";
   }
   out << std::endl;  // before the first cell, which may take minutes, also where the output is a file (CI logs)
-  if (runnable > 0 && left > 0) {
-    std::string busy = BusyMachineWarning(ProbeMachineLoad(kBusyProbeS), kBusyProbeS);
-    if (!busy.empty()) err << "tune-matrix: warning: " << busy << "\n";
+  if (runnable > 0 && left > 0 && !setting.busy_warning.empty()) {
+    err << "tune-matrix: warning: " << setting.busy_warning << "\n";
   }
 }
 

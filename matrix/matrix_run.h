@@ -26,6 +26,9 @@ struct RunSetting {
   Provenance provenance;            // recorded with every cell (LocalProvenance)
   CellRunner* runner = nullptr;     // starts the cells
   std::function<std::string()> now = UtcNow;
+  // What the caller's look at the machine's load found before the run (BusyMachineWarning; empty: quiet or not
+  // looked), printed as a warning before the first cell. The machine is probed once per command.
+  std::string busy_warning;
 };
 
 // The whole run: plans options' cells; with options.resume skips the cells the journal holds, with

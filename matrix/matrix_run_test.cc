@@ -92,6 +92,28 @@ TEST_F(MatrixRunTest, ARunRecordsEveryCellWritesBackAndKeepsTheNewestRecordPerCe
   EXPECT_NE(ReadFile(options_.junit_path)->find("tests=\"3\""), std::string::npos);
 }
 
+// The caller's one look at the machine's load (RunSetting::busy_warning) is printed once, before the first
+// cell; a resumed run with nothing left to run does not repeat it.
+TEST_F(MatrixRunTest, ABusyMachineIsWarnedOfOnceBeforeTheFirstCellAndNotWhenNothingRuns) {
+  setting_.busy_warning = "the machine is busy: other processes used 1.9 of 2 cores";
+  runner_.on_start = [this, start = runner_.on_start](const CellCommand& cmd) {
+    EXPECT_NE(err_.str().find("tune-matrix: warning: the machine is busy: other processes used 1.9 of 2 cores\n"),
+              std::string::npos)
+        << "warned before the first cell";
+    start(cmd);
+  };
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  EXPECT_EQ(children_, 3);
+  const std::string warned = err_.str();
+  EXPECT_EQ(warned.find("the machine is busy"), warned.rfind("the machine is busy")) << warned;
+
+  err_.str("");
+  options_.resume = true;
+  ASSERT_TRUE(RunMatrix(co_.registry, options_, /*write_back=*/true, setting_, out_, err_).ok());
+  EXPECT_EQ(children_, 3);
+  EXPECT_EQ(err_.str().find("busy"), std::string::npos) << err_.str();
+}
+
 // A run ends with one tally of what it recorded instead of a line per config file or entry; --verbose
 // (MatrixOptions::verbose) lists them as before, and the tally still ends the run.
 TEST_F(MatrixRunTest, ARunEndsWithATallyAndListsEachCellOnlyWhenVerbose) {

@@ -27,11 +27,6 @@ std::string Str(const T& v) {
   return out.str();
 }
 
-Status Positive(const char* field, int64_t value) {
-  if (value > 0) return Status::OK();
-  return Status::InvalidArgument(std::string(field) + ": must be positive, got " + std::to_string(value));
-}
-
 Status NonNegativeNumber(const char* field, double value) {
   if (value >= 0 && std::isfinite(value)) return Status::OK();
   return Status::InvalidArgument(std::string(field) + ": must be 0 (off) or a positive number, got " + Str(value));
@@ -99,7 +94,7 @@ Status ValidateMoeArgs(const DecoderArgs& args) {
     return Status::InvalidArgument("attn_temperature_scale: must be a number, got " + Str(args.attn_temperature_scale));
   }
   if (args.num_experts == 0) return Status::OK();
-  TM_RETURN_IF_ERROR(Positive("moe_every_n_layers", args.moe_every_n_layers));
+  TM_RETURN_IF_ERROR(MustBePositive("moe_every_n_layers", args.moe_every_n_layers));
   if (args.experts_per_token < 1 || args.experts_per_token > args.num_experts) {
     return Status::InvalidArgument("experts_per_token: must be 1 to num_experts (" + std::to_string(args.num_experts) +
                                    "), got " + std::to_string(args.experts_per_token));
@@ -132,13 +127,13 @@ std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora) {
 }
 
 Status ValidateDecoderArgs(const DecoderArgs& args) {
-  TM_RETURN_IF_ERROR(Positive("vocab_size", args.vocab_size));
-  TM_RETURN_IF_ERROR(Positive("num_layers", args.num_layers));
-  TM_RETURN_IF_ERROR(Positive("num_heads", args.num_heads));
-  TM_RETURN_IF_ERROR(Positive("num_kv_heads", args.num_kv_heads));
-  TM_RETURN_IF_ERROR(Positive("embed_dim", args.embed_dim));
-  TM_RETURN_IF_ERROR(Positive("intermediate_dim", args.intermediate_dim));
-  TM_RETURN_IF_ERROR(Positive("max_seq_len", args.max_seq_len));
+  TM_RETURN_IF_ERROR(MustBePositive("vocab_size", args.vocab_size));
+  TM_RETURN_IF_ERROR(MustBePositive("num_layers", args.num_layers));
+  TM_RETURN_IF_ERROR(MustBePositive("num_heads", args.num_heads));
+  TM_RETURN_IF_ERROR(MustBePositive("num_kv_heads", args.num_kv_heads));
+  TM_RETURN_IF_ERROR(MustBePositive("embed_dim", args.embed_dim));
+  TM_RETURN_IF_ERROR(MustBePositive("intermediate_dim", args.intermediate_dim));
+  TM_RETURN_IF_ERROR(MustBePositive("max_seq_len", args.max_seq_len));
   if (args.num_heads % args.num_kv_heads != 0) {
     return Status::InvalidArgument("num_kv_heads: must divide num_heads (" + std::to_string(args.num_heads) +
                                    "), got " + std::to_string(args.num_kv_heads));
@@ -174,7 +169,7 @@ Status ValidateDecoderArgs(const DecoderArgs& args) {
       return Status::InvalidArgument("rope_scaling: need 0 < low_freq_factor <= high_freq_factor, got " +
                                      Str(s->low_freq_factor) + " and " + Str(s->high_freq_factor));
     }
-    TM_RETURN_IF_ERROR(Positive("rope_scaling.old_context_len", s->old_context_len));
+    TM_RETURN_IF_ERROR(MustBePositive("rope_scaling.old_context_len", s->old_context_len));
   }
   TM_RETURN_IF_ERROR(NonNegativeNumber("attn_softcap", args.attn_softcap));
   TM_RETURN_IF_ERROR(NonNegativeNumber("final_softcap", args.final_softcap));
@@ -775,6 +770,11 @@ std::vector<LinearShape> LinearShapes(const DecoderArgs& args) {
                                      {"w3", dim, args.intermediate_dim}};
   if (!args.tie_word_embeddings) shapes.push_back({"output", dim, args.output_dim()});
   return shapes;
+}
+
+Status MustBePositive(const std::string& field, int64_t value) {
+  if (value > 0) return Status::OK();
+  return Status::InvalidArgument(field + ": must be positive, got " + std::to_string(value));
 }
 
 }  // namespace tmx::models

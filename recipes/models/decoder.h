@@ -216,6 +216,10 @@ LayerLora LayerLoraFor(const std::optional<LoraArgs>& lora);
 // A projection's adapter options where `on`, none otherwise.
 std::optional<LoraAdapterOptions> AdapterIf(bool on, const LayerLora& lora);
 
+// OK where `value` > 0; otherwise InvalidArgument "<field>: must be positive, got <value>". `field` names the
+// argument as the user wrote it, with its subject where one is needed ("vision encoder tile_size").
+Status MustBePositive(const std::string& field, int64_t value);
+
 // Causal grouped-query self-attention with RoPE. q_proj [heads*head_dim, dim], k_proj/v_proj
 // [kv_heads*head_dim, dim], output_proj [dim, heads*head_dim]; each kv head serves heads/kv_heads query heads.
 class AttentionImpl : public torch::nn::Module {

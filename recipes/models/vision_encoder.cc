@@ -6,16 +6,11 @@
 #include <string>
 
 #include "recipes/models/checkpointing.h"
+#include "recipes/models/decoder.h"
 #include "recipes/models/init.h"
 
 namespace tmx::models {
 namespace {
-
-Status PositiveField(const char* field, int64_t value) {
-  if (value > 0) return Status::OK();
-  return Status::InvalidArgument(std::string("vision encoder ") + field + ": must be positive, got " +
-                                 std::to_string(value));
-}
 
 std::optional<LoraAdapterOptions> AdapterFor(const std::optional<LoraArgs>& lora, bool on) {
   if (!lora || !on) return std::nullopt;
@@ -65,14 +60,14 @@ torch::Tensor AddTileTable(const torch::Tensor& x, const torch::Tensor& table, c
 }  // namespace
 
 Status ValidateVisionEncoderArgs(const VisionEncoderArgs& a) {
-  TM_RETURN_IF_ERROR(PositiveField("tile_size", a.tile_size));
-  TM_RETURN_IF_ERROR(PositiveField("patch_size", a.patch_size));
-  TM_RETURN_IF_ERROR(PositiveField("max_num_tiles", a.max_num_tiles));
-  TM_RETURN_IF_ERROR(PositiveField("in_channels", a.in_channels));
-  TM_RETURN_IF_ERROR(PositiveField("embed_dim", a.embed_dim));
-  TM_RETURN_IF_ERROR(PositiveField("num_layers", a.num_layers));
-  TM_RETURN_IF_ERROR(PositiveField("num_heads", a.num_heads));
-  TM_RETURN_IF_ERROR(PositiveField("decoder_embed_dim", a.decoder_embed_dim));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder tile_size", a.tile_size));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder patch_size", a.patch_size));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder max_num_tiles", a.max_num_tiles));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder in_channels", a.in_channels));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder embed_dim", a.embed_dim));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder num_layers", a.num_layers));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder num_heads", a.num_heads));
+  TM_RETURN_IF_ERROR(MustBePositive("vision encoder decoder_embed_dim", a.decoder_embed_dim));
   if (a.num_layers_projection < 0) {
     return Status::InvalidArgument("vision encoder num_layers_projection: must be 0 or more, got " +
                                    std::to_string(a.num_layers_projection));
