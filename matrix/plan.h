@@ -102,9 +102,11 @@ struct MatrixOptions {
   // Seconds the run's cells may take in all (a rolling refresh); 0: no limit, every cell runs. The plan keeps
   // the cells whose records are oldest (never measured, or measured with another version of the config,
   // first), in that order as far as their predicted times fit, always at least the oldest, and defers the
-  // rest: a deferred
-  // cell neither runs nor is recorded, and its record stands until a later run's turn. The scheduler defers
-  // a cell not yet started once the time left is less than it is predicted to take. Each shard has its own.
+  // rest: a deferred cell neither runs nor is recorded, and its record stands until a later run's turn. The
+  // scheduler defers a cell not yet started once the time left is less than it is predicted to take, and the
+  // limit is a hard bound: a child running at it is stopped (its cell left for a later run, not recorded: the
+  // bound is no verdict on the device; a stopped numeric reference leaves the cell recorded unchecked), and no
+  // child starts after it. Each shard has its own.
   double time_limit_s = 0;
   // cpu lanes (matrix/lanes.h): host cells run this many at a time, each pinned to its lane's CPUs, while the
   // running cells' predicted peaks fit the host's memory limit together, longest cells first. 1: one at a time,

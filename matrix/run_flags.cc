@@ -124,8 +124,9 @@ std::vector<RunFlag> BudgetFlags() {
        "seconds the run's cells may take in all (a rolling refresh): the cells\n"
        "with the oldest records (none first) run in that order as far as their\n"
        "predicted times fit, the rest keep their records for a later run, which\n"
-       "starts where this one stopped (default {default}: every cell;\n"
-       "scripts/run-matrix.sh passes 3300)",
+       "starts where this one stopped; a hard bound: a cell still running at it\n"
+       "is stopped and left for a later run, not recorded (default {default}: every\n"
+       "cell; scripts/run-matrix.sh passes 3300)",
        DefaultOf(&MatrixOptions::time_limit_s),
        Number<double>("time-limit", &MatrixOptions::time_limit_s, [](double v) { return v >= 0; },
                       "--time-limit must be 0 (no limit) or a number of seconds, e.g. 3600")},

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
 
 #include "base/cpu_usage.h"
 #include "base/file_util.h"
@@ -181,6 +182,12 @@ std::string ChildShown(const PlannedCell& cell, size_t index) {
   return index < cell.proxies.size() ? " (proxy of " + std::to_string(cell.proxies[index].layers) + " layers)" : "";
 }
 
+// A cell's `index`-th child in a sentence: "its proxy of 4 layers", "its run".
+std::string ChildNamed(const PlannedCell& cell, size_t index) {
+  return index < cell.proxies.size() ? "its proxy of " + std::to_string(cell.proxies[index].layers) + " layers"
+                                     : "its run";
+}
+
 // A recorded cell's progress line: `head` (FormatProgressLine), its status, speed, share of the peak, proxies,
 // numbers against float32, start-up, reason and disturbance.
 void PrintRecorded(const std::string& head, const CellResult& r, std::ostream& progress) {
@@ -232,6 +239,9 @@ struct Child {
   bool continues = false;  // a child of a cell that started (its next proxy, its reference, its proxies after a stop)
   int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
   bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
+  // Its wall-clock limit is the time the run's --time-limit left (shorter than --timeout): a child stopped at it
+  // was stopped by the run's bound, not by the device.
+  bool limit_bound = false;
   Clock::time_point started_at{};
 };
 
@@ -332,6 +342,8 @@ class LaneScheduler {
   void Add(Child child) { queue_.push_back(child); }
   void AddFirst(Child child) { queue_.insert(queue_.begin(), child); }
   bool Done() const { return queue_.empty() && running_.empty(); }
+  // The children of started cells that the run's time limit kept from starting, taken once (CellJobs::Cut).
+  std::vector<Child> TakeCut() { return std::exchange(cut_, {}); }
   // The run was stopped (Ctrl-C, SIGTERM) when a child was to start: nothing more starts or is recorded.
   bool interrupted() const { return interrupted_; }
   const std::map<CellKey, Child>& running() const { return running_; }
@@ -398,13 +410,17 @@ class LaneScheduler {
     }
   };
 
-  // Behind the predictions the plan fitted to the limit, a cell not started yet waits for a later run.
+  // Behind the predictions the plan fitted to the limit, a cell not started yet waits for a later run; past the
+  // limit, a started cell's next child does not start either (its cell's job decides what that means: Cut).
   bool DeferredByTheTimeLimit(const Child& child) {
     const PlannedCell* c = child.cell;
-    if (child.continues || options_.time_limit_s <= 0 || !started_any_ ||
-        tally_->ElapsedS() + c->ExpectedTotalS() <= options_.time_limit_s) {
-      return false;
+    if (options_.time_limit_s <= 0 || !started_any_) return false;
+    if (child.continues) {
+      if (tally_->ElapsedS() < options_.time_limit_s) return false;
+      cut_.push_back(child);
+      return true;
     }
+    if (tally_->ElapsedS() + c->ExpectedTotalS() <= options_.time_limit_s) return false;
     run_->deferred.push_back(c->key);
     tally_->cost_total -= c->ExpectedTotalS();
     --tally_->total;
@@ -432,6 +448,12 @@ class LaneScheduler {
     if (!c->reference.argv.empty()) cmd.env.emplace_back(kNumericProbeEnv, "1");  // the numeric check's tensors
     cmd.log_path = child.output_dir + ".log";
     cmd.timeout_s = options_.cell_timeout_s;
+    bool limit_bound = false;
+    if (options_.time_limit_s > 0) {  // the run's limit is a hard bound: no child runs past it
+      const double left = std::max(options_.time_limit_s - tally_->ElapsedS(), 1.0);
+      limit_bound = cmd.timeout_s <= 0 || left < cmd.timeout_s;
+      if (limit_bound) cmd.timeout_s = left;
+    }
     if (host && c->device.total_memory_bytes > 0) {
       // The host's limit is shared: a cell may take what the running cells' predicted peaks leave of it, and
       // waits while its own prediction does not fit (alone it always starts, and the limit is all of it).
@@ -453,6 +475,7 @@ class LaneScheduler {
     Child started = queued;
     started.host_bytes = host ? std::max<int64_t>(child.predicted_memory_bytes, 1) : 0;
     started.whole_host = place.whole_host;
+    started.limit_bound = limit_bound;
     host_use->Add(started);
     started.started_at = Clock::now();
     running_[c->key] = started;
@@ -465,6 +488,7 @@ class LaneScheduler {
   MatrixRun* run_;
   const std::vector<CpuLane> lanes_;
   std::vector<Child> queue_;
+  std::vector<Child> cut_;  // DeferredByTheTimeLimit's children of started cells, until TakeCut
   std::map<CellKey, Child> running_;
   bool started_any_ = false;
   bool interrupted_ = false;
@@ -476,14 +500,37 @@ class LaneScheduler {
 class CellJobs {
  public:
   CellJobs(const MatrixOptions& options, Recorder* recorder, LaneScheduler* lanes, std::ostream& progress,
-           MatrixRun* run)
-      : options_(options), recorder_(recorder), lanes_(lanes), progress_(progress), run_(run) {}
+           RunTally* tally, MatrixRun* run)
+      : options_(options), recorder_(recorder), lanes_(lanes), progress_(progress), tally_(tally), run_(run) {}
+
+  // A child of a started cell that the run's time limit kept from starting: a reference leaves its cell recorded
+  // without the numeric check; a proxy or a run again leaves the whole cell for a later run.
+  Status Cut(const Child& child) {
+    const PlannedCell& cell = *child.cell;
+    if (child.index == Children(cell)) {
+      Awaiting done = std::move(awaiting_[cell.key]);
+      awaiting_.erase(cell.key);
+      done.result.numeric_note = "not checked: the run reached its --time-limit of " +
+                                 FormatDuration(options_.time_limit_s) + " before the float32 reference could start";
+      return recorder_->Record(std::move(done.result), cell);
+    }
+    LeaveForALaterRun(cell, "the run reached its --time-limit of " + FormatDuration(options_.time_limit_s) +
+                                " before " + ChildNamed(cell, child.index) + " could start");
+    return Status::OK();
+  }
 
   // What follows the end of `finished`, which ended as `outcome`: its cell's next child (ahead of other cells)
   // or its record.
   Status Finished(const Child& finished, const CellOutcome& outcome) {
     const PlannedCell* cell = finished.cell;
     const PlannedCell child = ChildView(*cell, finished.index);
+    if (finished.limit_bound && outcome.result.timed_out) {  // the run's bound, no verdict on the device
+      if (finished.index == Children(*cell)) return Cut(finished);
+      LeaveForALaterRun(*cell, ChildNamed(*cell, finished.index) + " was stopped after " +
+                                   FormatDuration(outcome.result.wall_time_s) + " at the run's --time-limit of " +
+                                   FormatDuration(options_.time_limit_s));
+      return Status::OK();
+    }
     CellResult result = ResultFromOutcome(child, outcome.result, options_);
     AddCpuAccounting(outcome, &result);
     std::optional<std::string> environment =
@@ -550,6 +597,17 @@ class CellJobs {
     return recorder_->Record(std::move(done.result), cell);
   }
 
+  // A started cell that this run will not record: its earlier record stands, and a later run measures it.
+  void LeaveForALaterRun(const PlannedCell& cell, const std::string& why) {
+    proxy_runs_.erase(cell.key);
+    awaiting_.erase(cell.key);
+    run_->deferred.push_back(cell.key);
+    tally_->cost_total -= cell.ExpectedTotalS();
+    --tally_->total;
+    progress_ << cell.key.config << " on " << cell.key.device << ": " << why
+              << "; not recorded, its earlier record stands, left for a later run" << std::endl;
+  }
+
   // A child whose run other work disturbed runs again once (a burst beside it is often over by then); a second
   // disturbed run is recorded as disturbed.
   bool RunAgain(const Child& finished, const CellResult& result) {
@@ -601,6 +659,7 @@ class CellJobs {
   Recorder* recorder_;
   LaneScheduler* lanes_;
   std::ostream& progress_;
+  RunTally* tally_;
   MatrixRun* run_;
   std::map<CellKey, std::vector<CellResult>> proxy_runs_;  // the finished proxies of each proxied cell
   std::vector<std::unique_ptr<PlannedCell>> stopped_cells_;  // cells going on with their proxies after a stop
@@ -629,7 +688,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   for (const PlannedCell* c : pending) tally.cost_total += c->runnable ? c->ExpectedTotalS() : 0;
   Recorder recorder(options, provenance, progress, now, &tally, &run);
   LaneScheduler lanes(runner, options, &tally, &run);
-  CellJobs jobs(options, &recorder, &lanes, progress, &run);
+  CellJobs jobs(options, &recorder, &lanes, progress, &tally, &run);
   // Nothing is silent for long: while no cell finishes, a line every kHeartbeatS names what runs and for how long.
   runner.SetHeartbeat(
       [&] { progress << StillRunning(lanes.running(), tally.completed, tally.total, tally.start) << std::endl; },
@@ -649,6 +708,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   while (!lanes.Done()) {
     TM_RETURN_IF_ERROR(lanes.StartWhatFits());
     if (lanes.interrupted()) return run;
+    for (const Child& cut : lanes.TakeCut()) TM_RETURN_IF_ERROR(jobs.Cut(cut));
     if (lanes.running().empty()) break;
     CellOutcome outcome;
     Child ended;

@@ -16,6 +16,7 @@
 #include "matrix/shard.h"
 #include "matrix/testdata/checkout.h"
 #include "matrix/testdata/fake_runner.h"
+#include "matrix/testdata/planned_cell.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::matrix {
@@ -487,7 +488,7 @@ TEST_F(SchedulerTest, ShardsRunSeparatelyMergeToTheSameMetadataAsOneFullRun) {
 // The runner's readings of the machine become the record's CPU accounting; a fake runner's unknown readings
 // leave the shares unknown and the cell undisturbed.
 // --time-limit: a cell the plan deferred neither runs nor is recorded; one not yet started when the time left
-// is less than it is predicted to take waits for a later run too, but a started cell's children all run.
+// is less than it is predicted to take waits for a later run too.
 TEST_F(SchedulerTest, ATimeLimitDefersCellsAndNeverRecordsThem) {
   PlannedCell quick = Cell("quick", "cpu"), late = Cell("late", "cpu"), planned = Cell("planned", "cpu");
   quick.expected_duration_s = 10;
@@ -516,6 +517,93 @@ TEST_F(SchedulerTest, ATimeLimitDefersCellsAndNeverRecordsThem) {
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(all.started, (std::vector<std::string>{"quick@cpu", "late@cpu"}));
   EXPECT_EQ(run->deferred.size(), 1u);
+}
+
+// --time-limit is a hard bound: a child's wall-clock limit is the time the run has left where that is shorter
+// than --timeout, and a child stopped at it is the run's bound, not the device's verdict: its cell is not
+// recorded (its earlier record stands) and waits for a later run. A --timeout shorter than the time left still
+// records a timeout.
+TEST_F(SchedulerTest, ATimeLimitIsAHardBoundAndAChildStoppedAtItIsNoVerdict) {
+  PlannedCell slow = RunnableCpuCell("slow", "lora_finetune_single_device", dir_ + "/slow");
+  slow.argv = {"tune", "run"};
+  slow.expected_duration_s = 50;  // predicted to fit; it did not
+  options_.time_limit_s = 100;
+  options_.cell_timeout_s = 900;
+  FakeRunner runner;
+  runner.outcomes["slow"].timed_out = true;
+  runner.outcomes["slow"].wall_time_s = 100;
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({slow}, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(runner.commands.size(), 1u);
+  EXPECT_GT(runner.commands[0].timeout_s, 90);
+  EXPECT_LE(runner.commands[0].timeout_s, 100);
+  EXPECT_TRUE(run->recorded.empty());
+  ASSERT_EQ(run->deferred.size(), 1u);
+  EXPECT_EQ(run->deferred[0].config, "slow");
+  EXPECT_FALSE(PathExists(options_.journal_path)) << "nothing recorded";
+  EXPECT_NE(progress.str().find("slow on cpu: its run was stopped after 1m40s at the run's --time-limit of 1m40s; "
+                                "not recorded, its earlier record stands, left for a later run"),
+            std::string::npos)
+      << progress.str();
+
+  options_.cell_timeout_s = 30;  // the cell's own limit comes first: a timeout, recorded as one
+  FakeRunner own;
+  own.outcomes["slow"].timed_out = true;
+  own.outcomes["slow"].wall_time_s = 30;
+  run = RunCells({slow}, {}, own, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(own.commands[0].timeout_s, 30);
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].status, CellStatus::kTimeout);
+}
+
+// Past the limit no child starts: a started cell's next proxy leaves the cell for a later run, and a numeric
+// reference not started leaves its cell recorded without the check, saying why.
+TEST_F(SchedulerTest, PastTheTimeLimitNoChildStartsAndACellWaitingForItsReferenceIsRecordedUnchecked) {
+  PlannedCell proxied = RunnableCpuCell("proxied", "lora_finetune_single_device", dir_ + "/proxied");
+  for (int64_t layers : {1, 2}) {
+    ProxyRun p;
+    p.layers = layers;
+    p.argv = {"tune", "run", "model.num_layers=" + std::to_string(layers)};
+    p.output_dir = proxied.output_dir + "__proxy" + std::to_string(layers);
+    proxied.proxies.push_back(p);
+  }
+  proxied.argv.clear();  // too large: its proxies are its measurement
+  PlannedCell checked = RunnableCpuCell("checked", "lora_finetune_single_device", dir_ + "/checked");
+  checked.argv = {"tune", "run"};
+  checked.reference.argv = {"tune", "run", "dtype=fp32"};
+  checked.reference.output_dir = checked.output_dir + "__reference";
+  for (const std::string& d : {proxied.proxies[0].output_dir, checked.output_dir}) {
+    ASSERT_TRUE(WriteRunSummary(d, TrainedSummary({1, 1, 1}, 1000)).ok());
+  }
+  options_.time_limit_s = 1e-6;  // reached as soon as the first child started
+  FakeRunner runner;
+  for (const char* n : {"proxied", "checked"}) runner.outcomes[n] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells({checked, proxied}, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(runner.started, (std::vector<std::string>{"checked@cpu"})) << "neither the reference nor a new cell";
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].key.config, "checked");
+  EXPECT_EQ(run->recorded[0].status, CellStatus::kRuns);
+  EXPECT_EQ(run->recorded[0].numeric_note,
+            "not checked: the run reached its --time-limit of 0s before the float32 reference could start");
+  ASSERT_EQ(run->deferred.size(), 1u);
+  EXPECT_EQ(run->deferred[0].config, "proxied");
+
+  // The proxied cell first: its first proxy runs, its second does not start.
+  FakeRunner second;
+  second.outcomes["proxied"] = Exited(0);
+  run = RunCells({proxied}, {}, second, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(second.started.size(), 1u);
+  EXPECT_TRUE(run->recorded.empty());
+  ASSERT_EQ(run->deferred.size(), 1u);
+  EXPECT_NE(progress.str().find("proxied on cpu: the run reached its --time-limit of 0s before its proxy of 2 layers "
+                                "could start; not recorded"),
+            std::string::npos)
+      << progress.str();
 }
 
 TEST(CpuAccountingTest, OtherWorkDuringTheCellMarksItDisturbed) {
