@@ -50,6 +50,11 @@ struct MatrixOptions {
   int max_extended_steps = 12;
   // Wall-clock limit of one cell, seconds.
   double cell_timeout_s = 900;
+  // Seconds a cell measured beside other work waits, at most, for the machine to be quiet before it is measured
+  // again (once; the second measurement is recorded, marked disturbed if it still was). The wait looks at the
+  // machine's load once a second while none of the run's own cells runs, and prints a line at least every 9 s.
+  // 0: measured again at once.
+  double quiet_wait_s = 60;
   // Seconds a cell may be expected to take. A cell predicted to take longer is recorded as too_slow and not
   // started; the prediction is its recorded wall time in this column, else a start-up and a step rate
   // fitted to the cells of this column that have a recorded time (no such cell: no prediction, the

@@ -110,6 +110,12 @@ std::vector<RunFlag> BudgetFlags() {
        DefaultOf(&MatrixOptions::startup_share),
        Number<double>("startup-share", &MatrixOptions::startup_share, [](double v) { return v >= 0 && v < 1; },
                       "--startup-share must be 0 (every cell trains --steps) or a share below 1, e.g. 0.15")},
+      {"quiet-wait", "S",
+       "seconds a cell measured beside other work waits at most for the machine\n"
+       "to be quiet before it is measured again, once (default {default}; 0: at once)",
+       DefaultOf(&MatrixOptions::quiet_wait_s),
+       Number<double>("quiet-wait", &MatrixOptions::quiet_wait_s, [](double v) { return v >= 0; },
+                      "--quiet-wait must be 0 (measure again at once) or a number of seconds")},
       {"timeout", "S", "wall-clock limit per cell in seconds (default {default})",
        DefaultOf(&MatrixOptions::cell_timeout_s),
        Number<double>("timeout", &MatrixOptions::cell_timeout_s, [](double v) { return v > 0; },

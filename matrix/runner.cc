@@ -9,6 +9,8 @@ namespace tmx::matrix {
 
 CellRunner::~CellRunner() = default;
 
+Disturbance CellRunner::ProbeLoad(double window_s) { return ProbeMachineLoad(window_s); }
+
 namespace {
 
 std::string CellName(const CellKey& key) { return "cell " + key.config + " on " + key.device; }

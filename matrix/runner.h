@@ -61,6 +61,9 @@ class CellRunner {
   // True once an interrupt (SIGINT, SIGTERM, SIGHUP) was caught; see
   // SubprocessSet::InstallInterruptHandlers(), which main() must call for signals to be caught.
   virtual bool interrupted() const = 0;
+  // The machine's load over the next `window_s` seconds, this process sleeping (ProbeMachineLoad): what a cell
+  // started now would be measured beside. The real runner probes; a fake one scripts it.
+  virtual Disturbance ProbeLoad(double window_s);
 
   // While WaitForOne waits, `heartbeat` is called each `every_s` seconds that no cell finishes, so a reader of
   // the progress is never left without a line for longer (a proxied cell's children can take minutes). None by

@@ -176,6 +176,8 @@ namespace {
 
 // How often a run that waits for its cells says what runs: under the 10 s a reader should ever wait for a line.
 constexpr double kHeartbeatS = 9;
+// How long each look at the machine's load takes while a disturbed cell waits for quiet.
+constexpr double kQuietProbeS = 1;
 
 // " (proxy of 4 layers)" for a proxy's run, "" for the cell's own: which of a cell's training children `index` is.
 std::string ChildShown(const PlannedCell& cell, size_t index) {
@@ -239,6 +241,8 @@ struct Child {
   bool continues = false;  // a child of a cell that started (its next proxy, its reference, its proxies after a stop)
   int64_t host_bytes = 0;  // while it runs on the host: its predicted peak, which the lanes' memory gate sums
   bool whole_host = false;  // it runs unpinned on the whole host, no other host cell beside it
+  // It runs again because other work disturbed it: it waits for a quiet machine first (MatrixOptions::quiet_wait_s).
+  bool wait_for_quiet = false;
   // Its wall-clock limit is the time the run's --time-limit left (shorter than --timeout): a child stopped at it
   // was stopped by the run's bound, not by the device.
   bool limit_bound = false;
@@ -335,8 +339,9 @@ class Recorder {
 // the run's time limit, and waits for them: the order of a queue to which a cell's next child is added first.
 class LaneScheduler {
  public:
-  LaneScheduler(CellRunner& runner, const MatrixOptions& options, RunTally* tally, MatrixRun* run)
-      : runner_(runner), options_(options), tally_(tally), run_(run),
+  LaneScheduler(CellRunner& runner, const MatrixOptions& options, std::ostream& progress, RunTally* tally,
+                MatrixRun* run)
+      : runner_(runner), options_(options), progress_(progress), tally_(tally), run_(run),
         lanes_(PlanLanes(options.lane_cpus.empty() ? ReadAffinityCpus() : options.lane_cpus, options.cpu_lanes)) {}
 
   void Add(Child child) { queue_.push_back(child); }
@@ -427,6 +432,42 @@ class LaneScheduler {
     return true;
   }
 
+  // Before a disturbed cell is measured again alone: up to options_.quiet_wait_s (and the time the run's limit
+  // leaves) for the machine to be quiet, a look each kQuietProbeS, a line at the start and each kHeartbeatS.
+  void WaitForQuiet(const PlannedCell& cell) {
+    double bound = options_.quiet_wait_s;
+    if (options_.time_limit_s > 0) bound = std::min(bound, options_.time_limit_s - tally_->ElapsedS());
+    if (bound <= 0) return;
+    Disturbance load = runner_.ProbeLoad(kQuietProbeS);
+    if (load.reason.empty()) return;
+    const std::string what = cell.key.config + " on " + cell.key.device;
+    progress_ << "  the machine is busy (" << OthersUse(load) << "): waiting up to " << FormatDuration(bound)
+              << " for it to be quiet before measuring " << what << " again" << std::endl;
+    double waited = kQuietProbeS, said = 0;
+    while (waited < bound && !runner_.interrupted()) {
+      load = runner_.ProbeLoad(kQuietProbeS);
+      waited += kQuietProbeS;
+      if (load.reason.empty()) {
+        progress_ << "  quiet after " << FormatDuration(waited) << ": measuring " << what << " again" << std::endl;
+        return;
+      }
+      if (waited - said >= kHeartbeatS) {
+        progress_ << "  still busy after " << FormatDuration(waited) << " (" << OthersUse(load) << ")" << std::endl;
+        said = waited;
+      }
+    }
+    progress_ << "  still busy after " << FormatDuration(waited) << " (--quiet-wait " << FormatDuration(bound)
+              << "): measuring " << what << " again anyway" << std::endl;
+  }
+
+  // "other processes use 63% of the CPU" (or the hypervisor's steal).
+  static std::string OthersUse(const Disturbance& load) {
+    if (load.steal_share > load.others_share) {
+      return "the hypervisor steals " + std::to_string(std::lround(load.steal_share * 100)) + "% of the CPU";
+    }
+    return "other processes use " + std::to_string(std::lround(load.others_share * 100)) + "% of the CPU";
+  }
+
   // Starts `queued` if its lane is free and the host's memory allows: true when it started.
   StatusOr<bool> TryStart(const Child& queued, HostUse* host_use, bool* host_waiting) {
     const PlannedCell* c = queued.cell;
@@ -438,6 +479,7 @@ class LaneScheduler {
       if (place.whole_host && !host_use->whole) *host_waiting = true;  // the host empties for it
       return false;
     }
+    if (queued.wait_for_quiet && running_.empty()) WaitForQuiet(*c);
     const PlannedCell child = ChildView(*c, queued.index);
     CellCommand cmd;
     cmd.key = c->key;
@@ -484,6 +526,7 @@ class LaneScheduler {
 
   CellRunner& runner_;
   const MatrixOptions& options_;
+  std::ostream& progress_;
   RunTally* tally_;
   MatrixRun* run_;
   const std::vector<CpuLane> lanes_;
@@ -620,6 +663,7 @@ class CellJobs {
               << " was measured beside other work (" << result.disturbed << "); running it again once" << std::endl;
     Child again = finished;
     again.continues = true;
+    again.wait_for_quiet = true;
     again.host_bytes = 0;
     again.whole_host = false;
     lanes_->AddFirst(again);
@@ -687,7 +731,7 @@ StatusOr<MatrixRun> RunCells(const std::vector<PlannedCell>& cells, const std::v
   tally.total = pending.size();
   for (const PlannedCell* c : pending) tally.cost_total += c->runnable ? c->ExpectedTotalS() : 0;
   Recorder recorder(options, provenance, progress, now, &tally, &run);
-  LaneScheduler lanes(runner, options, &tally, &run);
+  LaneScheduler lanes(runner, options, progress, &tally, &run);
   CellJobs jobs(options, &recorder, &lanes, progress, &tally, &run);
   // Nothing is silent for long: while no cell finishes, a line every kHeartbeatS names what runs and for how long.
   runner.SetHeartbeat(

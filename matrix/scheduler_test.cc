@@ -370,6 +370,56 @@ TEST_F(SchedulerTest, ADisturbedCellRunsAgainOnce) {
   EXPECT_EQ(journal->size(), 2u);
 }
 
+// Before a disturbed cell is measured again it waits for a quiet machine, a look a second, up to --quiet-wait;
+// past the bound it is measured anyway, and with --quiet-wait 0 at once.
+TEST_F(SchedulerTest, ADisturbedCellWaitsForAQuietMachineUpToABoundBeforeItRunsAgain) {
+  const Disturbance busy{true, 0.63, 0, "other processes used 63%"}, quiet{true, 0.02, 0, ""};
+  std::vector<PlannedCell> cells = {Cell("burst", "cpu")};
+  WriteSummary(cells[0], Ran({3.0, 2.5, 2.0}, 1000));
+
+  FakeRunner waits;
+  waits.disturbed_finishes = {0};
+  waits.outcomes["burst"] = Exited(0);
+  waits.loads = {busy, busy, busy, quiet};
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, waits, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(waits.started.size(), 2u);
+  EXPECT_EQ(waits.probes, (std::vector<double>{1, 1, 1, 1}));
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_EQ(run->recorded[0].disturbed, "");
+  EXPECT_NE(progress.str().find("  the machine is busy (other processes use 63% of the CPU): waiting up to 1m00s "
+                                "for it to be quiet before measuring burst on cpu again\n"
+                                "  quiet after 4s: measuring burst on cpu again\n"),
+            std::string::npos)
+      << progress.str();
+
+  options_.quiet_wait_s = 12;  // never quiet: a line at least every 9 s, then measured anyway
+  FakeRunner never;
+  never.disturbed_finishes = {0};
+  never.outcomes["burst"] = Exited(0);
+  never.loads = {busy};
+  progress.str("");
+  run = RunCells(cells, {}, never, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(never.started.size(), 2u);
+  EXPECT_EQ(never.probes.size(), 12u);
+  EXPECT_NE(progress.str().find("  still busy after 9s (other processes use 63% of the CPU)\n"
+                                "  still busy after 12s (--quiet-wait 12s): measuring burst on cpu again anyway\n"),
+            std::string::npos)
+      << progress.str();
+
+  options_.quiet_wait_s = 0;
+  FakeRunner at_once;
+  at_once.disturbed_finishes = {0};
+  at_once.outcomes["burst"] = Exited(0);
+  at_once.loads = {busy};
+  run = RunCells(cells, {}, at_once, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(at_once.started.size(), 2u);
+  EXPECT_TRUE(at_once.probes.empty());
+}
+
 TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
   std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu"), Cell("c", "cpu")};
   FakeRunner first;

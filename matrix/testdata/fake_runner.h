@@ -33,6 +33,10 @@ class FakeRunner : public CellRunner {
   size_t interrupt_at_start = 0;
   // The finishes (0-based, in finishing order) whose machine readings show other work taking 95% of the machine.
   std::set<int> disturbed_finishes;
+  // The loads ProbeLoad returns, in order (the last one again when they run out; quiet when none), and the
+  // windows it was asked for.
+  std::vector<Disturbance> loads;
+  std::vector<double> probes;
 
   bool CanStart(const std::string& lane) const override { return !busy_.count(lane) && !interrupted_; }
   Status Start(const CellCommand& cmd) override {
@@ -77,6 +81,11 @@ class FakeRunner : public CellRunner {
     return {};
   }
   bool interrupted() const override { return interrupted_; }
+  Disturbance ProbeLoad(double window_s) override {
+    probes.push_back(window_s);
+    if (loads.empty()) return Disturbance{true, 0, 0, ""};
+    return loads[std::min(probes.size(), loads.size()) - 1];
+  }
 
  private:
   std::map<std::string, CellCommand> busy_;
