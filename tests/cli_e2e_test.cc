@@ -570,6 +570,8 @@ class MatrixCiTest : public CliTest {
     ASSERT_EQ(Exec({"cp", "-R", std::string(TM_SOURCE_DIR) + "/configs", configs_}).code, 0);
   }
   Result Matrix(std::vector<std::string> args) {
+    // ctest keeps the machine busy: a disturbed cell is measured again at once, not after --quiet-wait.
+    if (args.front() == "run") args.insert(args.begin() + 1, {"--quiet-wait", "0"});
     args.insert(args.begin(), kMatrix);
     return Exec(args, {{"TUNE_MATRIX_CONFIG_DIR", configs_}});
   }
@@ -596,6 +598,8 @@ TEST_F(MatrixCiTest, AUserConfigGoesThroughPlanCellAndRunWithoutTouchingTheBuilt
   for (const std::string& f : *builtins) before.push_back(ReadFile(f).value());
   const std::vector<std::pair<std::string, std::string>> env = {{"TUNE_MATRIX_CONFIG_DIR", configs_}};
   auto in_work = [&](std::vector<std::string> args) {
+    // ctest keeps the machine busy: a disturbed cell is measured again at once, not after --quiet-wait.
+    if (args.front() == "run") args.insert(args.begin() + 1, {"--quiet-wait", "0"});
     args.insert(args.begin(), {"env", "-C", work, kMatrix});
     return Exec(args, env);
   };
@@ -827,7 +831,7 @@ TEST_F(CliTest, MatrixKilledMidRunKeepsFinishedCellsAndResumeFinishesTheRest) {
   const std::string journal = dir_ + "/journal.jsonl";
   // tiny/full_single_device and tiny/lora_single_device.
   std::vector<std::string> argv = {kMatrix, "run", "--configs", "tiny/[fl][uo][lr][la]_single_device", "--devices",
-                                   "cpu", "--steps", "100",
+                                   "cpu", "--steps", "100", "--quiet-wait", "0",
                                    "--journal", journal, "--work-dir", dir_ + "/runs", "--no-write-back"};
   SubprocessSet set;
   SubprocessOptions o;
