@@ -678,6 +678,117 @@ int LaunchRun(const std::vector<std::string>& args, int nproc, const Config& con
   return kExitFailure;
 }
 
+// --nproc_per_node's ranks into `*nproc` (0 without it: the run stays in this process); an exit status where the
+// option is wrong for `recipe` or the launcher's environment, -1 otherwise.
+int RanksOption(const ParsedArgs& parsed, const RecipeSpec& recipe, int* nproc, std::ostream& err) {
+  *nproc = 0;
+  if (!parsed.Has("nproc_per_node")) return -1;
+  const std::string v = parsed.Get("nproc_per_node");
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 1 || n > 1024) {
+    return UsageError(err, "run", "--nproc_per_node '" + v + "' is not a number of ranks from 1 to 1024");
+  }
+  if (!recipe.launches_ranks()) {
+    return UsageError(err, "run", "recipe " + recipe.name + " runs on one device and takes no --nproc_per_node; " +
+                                      "drop it, or use a distributed recipe (tune ls)");
+  }
+  // The ranks run without the option; torchrun's variables set around it are refused, not obeyed.
+  Status launchable = CheckLauncherEnvironment(static_cast<int>(n));
+  if (!launchable.ok()) return UsageError(err, "run", launchable.message());
+  *nproc = static_cast<int>(n);
+  return -1;
+}
+
+// The device check's problems, each with its repair where one exists, and where the device is absent the
+// devices the matrix recorded the config running on.
+int RefuseToRun(const RecipeSpec& recipe, const LocatedConfig& located, const Config& config,
+                const DeviceCheckResult& check, const std::optional<Repaired>& repaired, const Config& records,
+                std::ostream& err) {
+  err << "error: cannot run " << recipe.name << " with " << located.name << " on " << DeviceShown(check, config)
+      << ":\n";
+  PrintProblems(check.problems, err);
+  if (check.device_available) ShowRepair(repaired, records, "run", err);
+  YAML::Node recorded = records.Find("metadata.supported_devices");
+  if (!check.device_available && recorded.IsSequence() && recorded.size() > 0) {
+    std::vector<std::string> types;
+    for (const auto& t : recorded) types.push_back(t.as<std::string>(""));
+    err << "  tune-matrix recorded this config as running on: " << JoinStrings(types, ", ")
+        << " (for example device=" << ColumnDeviceType(types.front()) << ")\n";
+  }
+  return kExitUsage;
+}
+
+// The config's generated support metadata (written by tune-matrix) may already know this fails here: it describes
+// the config as written, so it stands only when the overrides leave the config as it was, and only of the column
+// this run is in (another CPU class's or torch's record says nothing of it: harness/column.h). An exit status
+// where the record refuses the run (without --force), -1 otherwise.
+int CheckRecordedSupport(const Registry& registry, const RecipeSpec& recipe, const LocatedConfig& located,
+                         const std::vector<std::string>& overrides, const Config& config, const Config& records,
+                         const std::vector<std::string>& applied, const DeviceCheckResult& check, bool force,
+                         std::ostream& err) {
+  std::ostringstream quiet;
+  const std::string type = ColumnKey(RunningColumn(check.device, quiet));
+  RecordedSupport entry = RecordedHere(records, check.device, err);
+  WarnOfTheTorchAxis(records, located.name, check.device, err);
+  // With a repair applied, what the matrix recorded of the config run with that repair (nothing: another one).
+  if (!applied.empty()) entry = RecordedRepair(entry, applied);
+  if (!entry.blocks()) return -1;
+  const std::string& status = entry.status;
+  std::vector<std::string> changed = KeysChangedByOverrides(located, overrides, config, recipe, registry);
+  if (!changed.empty()) {
+    err << "note: tune-matrix recorded " << located.name << " as '" << status << "' on " << type
+        << " as written; the overrides change " << JoinStrings(changed, ", ") << ", so this run is judged afresh\n";
+    return -1;
+  }
+  const std::string reason = entry.reason.empty() ? "no reason recorded" : entry.reason;
+  const std::string when = entry.verified_at.empty() ? "an unknown date" : entry.verified_at;
+  if (!force) {
+    err << "error: tune-matrix recorded " << located.name << " as '" << status << "' on " << type << " (" << when
+        << "): " << reason << "\nPass --force to run it anyway.\n";
+    return kExitUsage;
+  }
+  err << "warning: tune-matrix recorded " << located.name << " as '" << status << "' on " << type << " (" << when
+      << "): " << reason << "; running anyway (--force)\n";
+  return -1;
+}
+
+// Every missing input and unwritable output at once, before a model is built (minutes for a large one) or a
+// rank started: an exit status where there are any, -1 otherwise.
+int RefuseMissingInputs(const Registry& registry, const RecipeSpec& recipe, const LocatedConfig& located,
+                        const Config& config, std::ostream& err) {
+  if (!recipe.missing_inputs) return -1;
+  std::vector<Problem> missing = recipe.missing_inputs(config, registry);
+  if (missing.empty()) return -1;
+  err << "error: " << located.name << " cannot run on this machine: " << missing.size() << " problem"
+      << (missing.size() == 1 ? "" : "s") << " with the files it reads or writes:\n";
+  PrintProblems(missing, err);
+  err << "Nothing was built or written. A missing input (weights, tokenizer file, dataset) can be replaced by "
+         "the shipped sample of its kind with --allow-stand-ins.\n";
+  return kExitUsage;
+}
+
+// The recipe in this process; an exception it throws is its error, named with the recipe and the device.
+int RunInThisProcess(const Registry& registry, const RecipeSpec& recipe, const Config& config,
+                     const std::string& config_name, const DeviceInfo& device, bool allow_stand_ins,
+                     std::ostream& out, std::ostream& err) {
+  RunContext context;
+  context.registry = &registry;
+  context.device = device;
+  context.config_name = config_name;
+  context.out = &out;
+  context.allow_stand_ins = allow_stand_ins;
+  Status s;
+  try {
+    s = recipe.run(config, context);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    s = Status::Internal(recipe.name + " failed on " + device.id + ": " + what.substr(0, what.find('\n')));
+  }
+  if (!s.ok()) return Fail(err, s);
+  return kExitOk;
+}
+
 int Run(const Registry& registry, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   ParsedArgs parsed;
   std::string error;
@@ -689,23 +800,8 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   const RecipeSpec* recipe = registry.FindRecipe(recipe_name);
   if (recipe == nullptr) return Fail(err, UnknownRecipe(registry, recipe_name));
   if (!parsed.Has("config")) return UsageError(err, "run", "--config <config> is required");
-  int nproc = 0;  // 0: run in this process
-  if (parsed.Has("nproc_per_node")) {
-    const std::string v = parsed.Get("nproc_per_node");
-    char* end = nullptr;
-    long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || n < 1 || n > 1024) {
-      return UsageError(err, "run", "--nproc_per_node '" + v + "' is not a number of ranks from 1 to 1024");
-    }
-    if (!recipe->launches_ranks()) {
-      return UsageError(err, "run", "recipe " + recipe->name + " runs on one device and takes no --nproc_per_node; " +
-                                        "drop it, or use a distributed recipe (tune ls)");
-    }
-    // The ranks run without the option; torchrun's variables set around it are refused, not obeyed.
-    Status launchable = CheckLauncherEnvironment(static_cast<int>(n));
-    if (!launchable.ok()) return UsageError(err, "run", launchable.message());
-    nproc = static_cast<int>(n);
-  }
+  int nproc = 0;
+  if (int refused = RanksOption(parsed, *recipe, &nproc, err); refused >= 0) return refused;
   StatusOr<LocatedConfig> located = LocateConfig(parsed.Get("config"), registry, recipe);
   if (!located.ok()) return Fail(err, located.status());
   const std::vector<std::string> overrides(parsed.positional.begin() + 1, parsed.positional.end());
@@ -729,84 +825,25 @@ int Run(const Registry& registry, const std::vector<std::string>& args, std::ost
   RefuseBeyondAnyMachine(*config, *recipe, registry, &check);
   // A run needs the device itself: its absence is the first problem.
   if (check.absent) check.problems.insert(check.problems.begin(), *check.absent);
-  if (!check.problems.empty()) {
-    err << "error: cannot run " << recipe->name << " with " << located->name << " on " << DeviceShown(check, *config)
-        << ":\n";
-    PrintProblems(check.problems, err);
-    if (check.device_available) ShowRepair(repaired, records, "run", err);
-    YAML::Node recorded = records.Find("metadata.supported_devices");
-    if (!check.device_available && recorded.IsSequence() && recorded.size() > 0) {
-      std::vector<std::string> types;
-      for (const auto& t : recorded) types.push_back(t.as<std::string>(""));
-      err << "  tune-matrix recorded this config as running on: " << JoinStrings(types, ", ")
-          << " (for example device=" << ColumnDeviceType(types.front()) << ")\n";
-    }
-    return kExitUsage;
-  }
-  // The config's generated support metadata (written by tune-matrix) may already know this fails here: it
-  // describes the config as written, so it stands only when the overrides leave the config as it was.
-  // Of the column this run is in: another CPU class's or torch's record says nothing of it (harness/column.h).
-  std::ostringstream quiet;
-  const std::string type = ColumnKey(RunningColumn(check.device, quiet));
-  RecordedSupport entry = RecordedHere(records, check.device, err);
-  WarnOfTheTorchAxis(records, located->name, check.device, err);
-  // With a repair applied, what the matrix recorded of the config run with that repair (nothing: another one).
-  if (!applied.empty()) entry = RecordedRepair(entry, applied);
-  const std::string& status = entry.status;
-  std::vector<std::string> changed;
-  if (entry.blocks()) {
-    changed = KeysChangedByOverrides(*located, overrides, *config, *recipe, registry);
-  }
-  if (!changed.empty()) {
-    err << "note: tune-matrix recorded " << located->name << " as '" << status << "' on " << type
-        << " as written; the overrides change " << JoinStrings(changed, ", ") << ", so this run is judged afresh\n";
-  } else if (entry.blocks()) {
-    const std::string reason = entry.reason.empty() ? "no reason recorded" : entry.reason;
-    const std::string when = entry.verified_at.empty() ? "an unknown date" : entry.verified_at;
-    if (!parsed.Has("force")) {
-      err << "error: tune-matrix recorded " << located->name << " as '" << status << "' on " << type << " ("
-          << when << "): " << reason << "\nPass --force to run it anyway.\n";
-      return kExitUsage;
-    }
-    err << "warning: tune-matrix recorded " << located->name << " as '" << status << "' on " << type << " (" << when
-        << "): " << reason << "; running anyway (--force)\n";
+  if (!check.problems.empty()) return RefuseToRun(*recipe, *located, *config, check, repaired, records, err);
+  if (int refused = CheckRecordedSupport(registry, *recipe, *located, overrides, *config, records, applied, check,
+                                         parsed.Has("force"), err);
+      refused >= 0) {
+    return refused;
   }
   if (!recipe->run) {
     return Fail(err, Status::FailedPrecondition("recipe '" + recipe->name + "' cannot be run by this build"));
   }
-  // Every missing input and unwritable output at once, before a model is built (minutes for a large one) or a
-  // rank started.
-  if (recipe->missing_inputs && !parsed.Has("allow-stand-ins")) {
-    std::vector<Problem> missing = recipe->missing_inputs(*config, registry);
-    if (!missing.empty()) {
-      err << "error: " << located->name << " cannot run on this machine: " << missing.size() << " problem"
-          << (missing.size() == 1 ? "" : "s") << " with the files it reads or writes:\n";
-      PrintProblems(missing, err);
-      err << "Nothing was built or written. A missing input (weights, tokenizer file, dataset) can be replaced by "
-             "the shipped sample of its kind with --allow-stand-ins.\n";
-      return kExitUsage;
-    }
+  if (!parsed.Has("allow-stand-ins")) {
+    if (int refused = RefuseMissingInputs(registry, *recipe, *located, *config, err); refused >= 0) return refused;
   }
   if (nproc > 0) {
     std::string problem = RanksProblem(nproc, check.device);
     if (!problem.empty()) return UsageError(err, "run", problem);
     return LaunchRun(args, nproc, *config, *recipe, located->name, check.device.id, err);
   }
-  RunContext context;
-  context.registry = &registry;
-  context.device = check.device;
-  context.config_name = located->name;
-  context.out = &out;
-  context.allow_stand_ins = parsed.Has("allow-stand-ins");
-  Status s;
-  try {
-    s = recipe->run(*config, context);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    s = Status::Internal(recipe->name + " failed on " + check.device.id + ": " + what.substr(0, what.find('\n')));
-  }
-  if (!s.ok()) return Fail(err, s);
-  return kExitOk;
+  return RunInThisProcess(registry, *recipe, *config, located->name, check.device, parsed.Has("allow-stand-ins"),
+                          out, err);
 }
 
 int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -199,6 +199,22 @@ TEST(RunnerTest, InterruptStopsWaitingAndAbortReturnsTheCells) {
   SubprocessSet::ResetInterrupt();
 }
 
+// A stop received between two cells, before any wait saw it: the runner refuses the next child and says it was
+// interrupted, so the run ends interrupted instead of failing to start a cell (CliTest's kill between two cells).
+TEST(RunnerTest, AStopBeforeAnyWaitSawItIsAnInterruption) {
+  ASSERT_TRUE(SubprocessSet::InstallInterruptHandlers().ok());
+  std::unique_ptr<CellRunner> runner = MakeSubprocessRunner(1);
+  EXPECT_FALSE(runner->interrupted());
+  kill(getpid(), SIGTERM);
+  EXPECT_TRUE(runner->interrupted());
+  Status refused = runner->Start(Hang("b", "cpu", 20));
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("an interrupt was received"), std::string::npos) << refused.message();
+  EXPECT_TRUE(runner->Abort().empty());
+  SubprocessSet::UninstallInterruptHandlers();
+  SubprocessSet::ResetInterrupt();
+}
+
 // A tune-matrix killed outright (SIGKILL: no handler, no destructor) takes its running cell with it, instead of
 // leaving the cell's child running on the device with nobody to record it (issue 55).
 TEST(RunnerTest, ACellEndsWhenTheMatrixIsKilled) {
