@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <utility>
 
 extern char** environ;
 
@@ -447,13 +448,12 @@ SubprocessSet::SubprocessSet() : next_memory_poll_(Clock::now()) {}
 
 SubprocessSet::~SubprocessSet() { Clear(); }
 
-StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
+namespace {
+
+// Options no child can start with: no program, a memory limit without its group, a log without the pipe.
+Status CheckStartable(const SubprocessOptions& options) {
   if (options.argv.empty() || options.argv[0].empty()) {
     return Status::InvalidArgument("cannot start a subprocess: argv is empty (name the program to run)");
-  }
-  if (interrupted_ || g_interrupt_signal != 0) {
-    return Status::FailedPrecondition("not starting '" + options.argv[0] +
-                                      "': an interrupt was received (the run is stopping)");
   }
   if (!options.own_process_group && options.memory_limit_bytes > 0) {
     return Status::InvalidArgument("cannot start '" + options.argv[0] +
@@ -463,8 +463,97 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
     return Status::InvalidArgument("cannot start '" + options.argv[0] +
                                    "': log_path needs the output pipe (inherit_output is set)");
   }
-  std::unique_ptr<Subprocess> sub(new Subprocess(options));
+  return Status::OK();
+}
 
+// What the child does between fork and exec, all of it prepared before the fork: argv, environment, the
+// candidates for execve, its folder and CPUs. The plan points into `options`, which must outlive it.
+Status PlanChild(const SubprocessOptions& options, ChildPlan* plan) {
+  for (const auto& arg : options.argv) plan->argv.push_back(const_cast<char*>(arg.c_str()));
+  plan->argv.push_back(nullptr);
+  BuildEnvironment(options, plan);
+  BuildCandidates(options, plan);
+  if (!options.working_dir.empty()) plan->working_dir = options.working_dir.c_str();
+  CPU_ZERO(&plan->cpus);
+  for (int cpu : options.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return Status::InvalidArgument("cannot start '" + options.argv[0] + "': CPU " + std::to_string(cpu) +
+                                     " is outside 0 to " + std::to_string(CPU_SETSIZE - 1));
+    }
+    CPU_SET(cpu, &plan->cpus);
+    plan->pin = true;
+  }
+  plan->own_process_group = options.own_process_group;
+  plan->die_with = options.die_with_parent ? getpid() : 0;
+  return Status::OK();
+}
+
+// The descriptors a child starts with: /dev/null for its input, the output pipe (unless it inherits ours) and
+// the status pipe that carries a failed exec back. Each closed by its owner's destructor unless taken.
+struct ChildPipes {
+  int devnull = -1;
+  int out[2] = {-1, -1};
+  int status[2] = {-1, -1};
+  ~ChildPipes() {
+    for (int* fd : {&devnull, &out[0], &out[1], &status[0], &status[1]}) CloseIfOpen(fd);
+  }
+  // The read end of the output pipe, no longer closed here.
+  int TakeOutput() { return std::exchange(out[0], -1); }
+};
+
+// Opens the child's descriptors, the child's ends above stdio so its dup2 onto 0-2 cannot clobber them, into
+// `plan`.
+Status OpenPipes(const SubprocessOptions& options, ChildPipes* pipes, ChildPlan* plan) {
+  pipes->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (pipes->devnull < 0 || (!options.inherit_output && pipe2(pipes->out, O_CLOEXEC) != 0) ||
+      pipe2(pipes->status, O_CLOEXEC) != 0) {
+    const int err = errno;
+    return Status::Internal("cannot start '" + options.argv[0] + "': cannot create its pipes (" + ErrnoText(err) +
+                            ")");
+  }
+  pipes->devnull = MoveAboveStdio(pipes->devnull);
+  if (!options.inherit_output) pipes->out[1] = MoveAboveStdio(pipes->out[1]);
+  pipes->status[1] = MoveAboveStdio(pipes->status[1]);
+  if (pipes->devnull < 0 || (!options.inherit_output && pipes->out[1] < 0) || pipes->status[1] < 0) {
+    const int err = errno;
+    return Status::Internal("cannot start '" + options.argv[0] + "': out of file descriptors (" + ErrnoText(err) +
+                            ")");
+  }
+  plan->stdin_fd = pipes->devnull;
+  plan->out_fd = pipes->out[1];
+  plan->status_fd = pipes->status[1];
+  return Status::OK();
+}
+
+// After the fork: the status pipe closes on a successful exec (O_CLOEXEC) and carries a ChildFailure otherwise,
+// in which case the child is reaped and the failure returned.
+Status AwaitExec(const SubprocessOptions& options, pid_t pid, ChildPipes* pipes) {
+  CloseIfOpen(&pipes->devnull);
+  CloseIfOpen(&pipes->out[1]);
+  CloseIfOpen(&pipes->status[1]);
+  ChildFailure failure{0, 0};
+  size_t got = 0;
+  while (got < sizeof failure) {
+    const ssize_t n = read(pipes->status[0], reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  if (got < sizeof failure) return Status::OK();
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return FailureStatus(options, failure);
+}
+
+}  // namespace
+
+StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
+  TM_RETURN_IF_ERROR(CheckStartable(options));
+  if (interrupted_ || g_interrupt_signal != 0) {
+    return Status::FailedPrecondition("not starting '" + options.argv[0] +
+                                      "': an interrupt was received (the run is stopping)");
+  }
+  std::unique_ptr<Subprocess> sub(new Subprocess(options));
   if (!options.log_path.empty()) {
     sub->log_fd_ = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (sub->log_fd_ < 0) {
@@ -473,59 +562,14 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
                              "' for writing (" + ErrnoText(err) + ")");
     }
   }
-
   ChildPlan plan;
-  for (const auto& arg : options.argv) plan.argv.push_back(const_cast<char*>(arg.c_str()));
-  plan.argv.push_back(nullptr);
-  BuildEnvironment(options, &plan);
-  BuildCandidates(options, &plan);
-  if (!options.working_dir.empty()) plan.working_dir = options.working_dir.c_str();
-  CPU_ZERO(&plan.cpus);
-  for (int cpu : options.cpus) {
-    if (cpu < 0 || cpu >= CPU_SETSIZE) {
-      return Status::InvalidArgument("cannot start '" + options.argv[0] + "': CPU " + std::to_string(cpu) +
-                                     " is outside 0 to " + std::to_string(CPU_SETSIZE - 1));
-    }
-    CPU_SET(cpu, &plan.cpus);
-    plan.pin = true;
-  }
-
-  int out_pipe[2] = {-1, -1};
-  int status_pipe[2] = {-1, -1};
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  auto close_all = [&] {
-    CloseIfOpen(&devnull);
-    CloseIfOpen(&out_pipe[0]);
-    CloseIfOpen(&out_pipe[1]);
-    CloseIfOpen(&status_pipe[0]);
-    CloseIfOpen(&status_pipe[1]);
-  };
-  if (devnull < 0 || (!options.inherit_output && pipe2(out_pipe, O_CLOEXEC) != 0) ||
-      pipe2(status_pipe, O_CLOEXEC) != 0) {
-    const int err = errno;
-    close_all();
-    return Status::Internal("cannot start '" + options.argv[0] + "': cannot create its pipes (" +
-                            ErrnoText(err) + ")");
-  }
-  devnull = MoveAboveStdio(devnull);
-  if (!options.inherit_output) out_pipe[1] = MoveAboveStdio(out_pipe[1]);
-  status_pipe[1] = MoveAboveStdio(status_pipe[1]);
-  plan.stdin_fd = devnull;
-  plan.out_fd = out_pipe[1];
-  plan.status_fd = status_pipe[1];
-  plan.own_process_group = options.own_process_group;
-  plan.die_with = options.die_with_parent ? getpid() : 0;
-  if (devnull < 0 || (!options.inherit_output && out_pipe[1] < 0) || status_pipe[1] < 0) {
-    const int err = errno;
-    close_all();
-    return Status::Internal("cannot start '" + options.argv[0] + "': out of file descriptors (" +
-                            ErrnoText(err) + ")");
-  }
+  TM_RETURN_IF_ERROR(PlanChild(options, &plan));
+  ChildPipes pipes;
+  TM_RETURN_IF_ERROR(OpenPipes(options, &pipes, &plan));
 
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
-    close_all();
     return Status::Internal("cannot start '" + options.argv[0] + "': fork failed (" + ErrnoText(err) + ")");
   }
   if (pid == 0) RunChild(plan);
@@ -534,30 +578,12 @@ StatusOr<Subprocess*> SubprocessSet::Add(const SubprocessOptions& options) {
   // Also set the group from this side, so it exists before we could signal it; EACCES after the child's
   // exec is expected (the child did it first).
   if (options.own_process_group) setpgid(pid, pid);
-  CloseIfOpen(&devnull);
-  CloseIfOpen(&out_pipe[1]);
-  CloseIfOpen(&status_pipe[1]);
+  TM_RETURN_IF_ERROR(AwaitExec(options, pid, &pipes));
 
-  // The status pipe closes on a successful exec (O_CLOEXEC) and carries a ChildFailure otherwise.
-  ChildFailure failure{0, 0};
-  size_t got = 0;
-  while (got < sizeof failure) {
-    const ssize_t n = read(status_pipe[0], reinterpret_cast<char*>(&failure) + got, sizeof failure - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  CloseIfOpen(&status_pipe[0]);
-  if (got == sizeof failure) {
-    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    CloseIfOpen(&out_pipe[0]);
-    return FailureStatus(options, failure);
-  }
-
-  if (out_pipe[0] >= 0) fcntl(out_pipe[0], F_SETFL, fcntl(out_pipe[0], F_GETFL) | O_NONBLOCK);
+  const int out_fd = pipes.TakeOutput();
+  if (out_fd >= 0) fcntl(out_fd, F_SETFL, fcntl(out_fd, F_GETFL) | O_NONBLOCK);
   sub->pid_ = pid;
-  sub->out_fd_ = out_pipe[0];
+  sub->out_fd_ = out_fd;
   if (options.timeout_s > 0) {
     sub->deadline_ = sub->start_ + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(options.timeout_s));

@@ -200,90 +200,113 @@ StatusOr<Config> Config::LoadFile(const std::string& path) {
   return FromString(*text, path);
 }
 
+namespace {
+
+// One key=value (set) or ~key (remove) override, its key split into checked segments.
+struct Override {
+  std::string arg;  // as written
+  std::string key;
+  bool remove = false;
+  std::vector<std::string> segs;
+};
+
+StatusOr<Override> ParseOverride(const std::string& arg) {
+  Override o;
+  o.arg = arg;
+  o.remove = !arg.empty() && arg[0] == '~';
+  const size_t eq = arg.find('=');
+  o.key = o.remove ? arg.substr(1) : arg.substr(0, eq);
+  if (!o.remove && eq == std::string::npos) {
+    return Status::InvalidArgument("override " + Quote(arg) +
+                                   ": expected key=value (or ~key to remove a key), e.g. device=cpu");
+  }
+  if (o.remove && eq != std::string::npos) {
+    return Status::InvalidArgument("override " + Quote(arg) + ": ~key removes a key and takes no value");
+  }
+  o.segs = SplitKeyPath(o.key);
+  if (static_cast<int>(o.segs.size()) > YamlLimits().max_depth) {
+    return Status::InvalidArgument("override " + Quote(arg) + ": the key path has more than " +
+                                   std::to_string(YamlLimits().max_depth) +
+                                   " parts (the nesting limit); use a shorter key path");
+  }
+  for (const std::string& seg : o.segs) {
+    if (!IsValidKeySegment(seg)) {
+      return Status::InvalidArgument("override " + Quote(arg) + ": " + Quote(o.key) +
+                                     " is not a key path; use names joined by dots, e.g. model.lora_rank=16");
+    }
+  }
+  return o;
+}
+
+// The override's last segment in `parent` (`here`: its dotted path): removed, or set (a component's name where
+// a bare name replaces a component).
+Status ApplyLast(YAML::Node parent, const Override& o, const std::string& here) {
+  const std::string& seg = o.segs.back();
+  if (o.remove) {
+    if (!Contains(parent, seg)) {
+      std::string hint = ClosestMatch(seg, KeysOf(parent));
+      return Status::InvalidArgument("override " + Quote(o.arg) + ": there is no key " + Quote(here) + " to remove" +
+                                     (hint.empty() ? "" : "; did you mean " + Quote(hint) + "?"));
+    }
+    if (IsComponentNode(parent[seg])) {
+      return Status::InvalidArgument("override " + Quote(o.arg) + ": " + Quote(here) +
+                                     " is a component and cannot be removed; replace it with " + here +
+                                     "=<component name>");
+    }
+    parent.remove(seg);
+    return Status::OK();
+  }
+  StatusOr<YAML::Node> value = ParseOverrideValue(o.arg, o.arg.substr(o.arg.find('=') + 1));
+  if (!value.ok()) return value.status();
+  if (Contains(parent, seg) && IsComponentNode(parent[seg]) && value->IsScalar()) {
+    parent[seg]["_component_"] = value->Scalar();
+  } else {
+    parent[seg] = *value;
+  }
+  return Status::OK();
+}
+
+// Walks `o`'s path from segment `i` of `parent` to the mapping that holds its last one, creating mappings for a
+// set (a null in the way becomes one), and applies it there.
+Status ApplyFrom(YAML::Node parent, const Override& o, size_t i) {
+  const std::string& seg = o.segs[i];
+  const std::string here =
+      JoinStrings(std::vector<std::string>(o.segs.begin(), o.segs.begin() + static_cast<std::ptrdiff_t>(i) + 1), ".");
+  if (i + 1 == o.segs.size()) return ApplyLast(parent, o, here);
+  if (!Contains(parent, seg)) {
+    if (o.remove) return Status::InvalidArgument("override " + Quote(o.arg) + ": there is no key " + Quote(here));
+    parent[seg] = YAML::Node(YAML::NodeType::Map);
+  }
+  YAML::Node child = parent[seg];
+  if (!child.IsMap()) {
+    if (!child.IsNull() || o.remove) {
+      return Status::InvalidArgument("override " + Quote(o.arg) + ": cannot set " + Quote(o.key) + " because " +
+                                     Quote(here) + " is " + DescribeNode(child) + ", not a mapping");
+    }
+    parent[seg] = YAML::Node(YAML::NodeType::Map);
+    child.reset(parent[seg]);
+  }
+  return ApplyFrom(child, o, i + 1);
+}
+
+}  // namespace
+
 Status Config::ApplyOverrides(const std::vector<std::string>& args) {
   YAML::Node root = YAML::Clone(root_);
   std::map<std::string, std::string> overrides = overrides_;
   for (const std::string& arg : args) {
-    bool remove = !arg.empty() && arg[0] == '~';
-    size_t eq = arg.find('=');
-    std::string key = remove ? arg.substr(1) : arg.substr(0, eq);
-    if (!remove && eq == std::string::npos) {
-      return Status::InvalidArgument("override " + Quote(arg) +
-                                     ": expected key=value (or ~key to remove a key), e.g. device=cpu");
-    }
-    if (remove && eq != std::string::npos) {
-      return Status::InvalidArgument("override " + Quote(arg) + ": ~key removes a key and takes no value");
-    }
-    std::vector<std::string> segs = SplitKeyPath(key);
-    if (static_cast<int>(segs.size()) > YamlLimits().max_depth) {
-      return Status::InvalidArgument("override " + Quote(arg) + ": the key path has more than " +
-                                     std::to_string(YamlLimits().max_depth) +
-                                     " parts (the nesting limit); use a shorter key path");
-    }
-    for (const std::string& seg : segs) {
-      if (!IsValidKeySegment(seg)) {
-        return Status::InvalidArgument("override " + Quote(arg) + ": " + Quote(key) +
-                                       " is not a key path; use names joined by dots, e.g. model.lora_rank=16");
-      }
-    }
-
-    // Walk to the parent mapping, creating mappings for a set.
-    std::function<Status(YAML::Node, size_t)> apply = [&](YAML::Node parent, size_t i) -> Status {
-      const std::string& seg = segs[i];
-      std::string here = JoinStrings(std::vector<std::string>(segs.begin(), segs.begin() + static_cast<std::ptrdiff_t>(i) + 1), ".");
-      bool last = i + 1 == segs.size();
-      if (last) {
-        if (remove) {
-          if (!Contains(parent, seg)) {
-            std::string hint = ClosestMatch(seg, KeysOf(parent));
-            return Status::InvalidArgument("override " + Quote(arg) + ": there is no key " + Quote(here) +
-                                           " to remove" + (hint.empty() ? "" : "; did you mean " + Quote(hint) + "?"));
-          }
-          if (IsComponentNode(parent[seg])) {
-            return Status::InvalidArgument("override " + Quote(arg) + ": " + Quote(here) +
-                                           " is a component and cannot be removed; replace it with " + here +
-                                           "=<component name>");
-          }
-          parent.remove(seg);
-          return Status::OK();
-        }
-        StatusOr<YAML::Node> value = ParseOverrideValue(arg, arg.substr(eq + 1));
-        if (!value.ok()) return value.status();
-        if (Contains(parent, seg) && IsComponentNode(parent[seg]) && value->IsScalar()) {
-          parent[seg]["_component_"] = value->Scalar();
-        } else {
-          parent[seg] = *value;
-        }
-        return Status::OK();
-      }
-      if (!Contains(parent, seg)) {
-        if (remove) {
-          return Status::InvalidArgument("override " + Quote(arg) + ": there is no key " + Quote(here));
-        }
-        parent[seg] = YAML::Node(YAML::NodeType::Map);
-      }
-      YAML::Node child = parent[seg];
-      if (!child.IsMap()) {
-        if (child.IsNull() && !remove) {
-          parent[seg] = YAML::Node(YAML::NodeType::Map);
-          child.reset(parent[seg]);
-        } else {
-          return Status::InvalidArgument("override " + Quote(arg) + ": cannot set " + Quote(key) + " because " +
-                                         Quote(here) + " is " + DescribeNode(child) + ", not a mapping");
-        }
-      }
-      return apply(child, i + 1);
-    };
-    TM_RETURN_IF_ERROR(apply(root, 0));
-
+    StatusOr<Override> o = ParseOverride(arg);
+    if (!o.ok()) return o.status();
+    TM_RETURN_IF_ERROR(ApplyFrom(root, *o, 0));
+    // The override replaces the ones it covers (itself or a key below it).
     for (auto it = overrides.begin(); it != overrides.end();) {
-      if (it->first == key || it->first.rfind(key + ".", 0) == 0) {
+      if (it->first == o->key || it->first.rfind(o->key + ".", 0) == 0) {
         it = overrides.erase(it);
       } else {
         ++it;
       }
     }
-    if (!remove) overrides[key] = arg;
+    if (!o->remove) overrides[o->key] = arg;
   }
   root_.reset(root);
   overrides_ = std::move(overrides);
