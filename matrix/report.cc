@@ -65,11 +65,13 @@ std::string Measurements(const SupportEntry& s) {
     parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
   }
   if (finite(s.peak_share)) parts.push_back(PeakShareText(*s.peak_share, s.peak_dtype));
+  if (finite(s.bandwidth_share)) parts.push_back(BandwidthShareText(*s.bandwidth_share));
   if (!s.scores.empty()) parts.push_back(s.scores);
   if (finite(s.time_to_first_token_s)) parts.push_back(FormatLatency(*s.time_to_first_token_s) + " to first token");
   if (finite(s.prefill_tokens_per_second)) {
     parts.push_back(FormatNumber(*s.prefill_tokens_per_second, 0) + " prefill tok/s");
   }
+  if (finite(s.prefill_peak_share)) parts.push_back("prefill " + PeakShareText(*s.prefill_peak_share, s.peak_dtype));
   if (finite(s.peak_memory_gib)) {
     parts.push_back(FormatNumber(*s.peak_memory_gib, 2) + " GiB");
   }
