@@ -107,7 +107,8 @@ void RecordWork(models::DecoderImpl& decoder, const torch::Tensor& ids, const mo
 // The numeric probe of a generation (harness/numeric_probe.h), for the numeric check against its float32
 // reference (matrix/tensor_check.h): the prompt, the first token's logits, and kGreedyProbeTokens greedy tokens
 // from the prompt with each step's top-2 margin. Greedy whatever the config's temperature, after the timed run:
-// sampled tokens of two dtypes part at the first draw that rounding moves, greedy ones only at a near tie.
+// sampled tokens of two dtypes part at the first draw that rounding moves, greedy ones only at a near tie. An
+// empty `output_dir`: a tensor-parallel rank that takes part in the forwards and writes nothing.
 Status WriteGenerationProbe(models::DecoderImpl& decoder, const torch::Tensor& ids, models::GenerationOptions options,
                             NumericProbe probe, const std::string& output_dir) {
   options.sampling = models::SamplingOptions{};
@@ -122,6 +123,7 @@ Status WriteGenerationProbe(models::DecoderImpl& decoder, const torch::Tensor& i
     margins.push_back((top[0] - top[1]).item<float>());
   };
   const models::Generated greedy = models::Generate(decoder, ids, options);
+  if (output_dir.empty()) return Status::OK();  // a rank that only took part
   probe.tensors = {{"batch", "batch", FirstStepProbe::Sample(ids[0])},
                    {"logits", "logits", first},
                    {"greedy", "tokens", FirstStepProbe::Sample(greedy.tokens[0])},
@@ -364,12 +366,14 @@ Status Generator::Record(models::DecoderImpl& decoder, const torch::Tensor& ids,
   summary->prefill_tokens_per_second = static_cast<double>(ids.numel()) / std::max(generated.prefill_s, 1e-9);
   summary->dtype = dtype;
   RecordWork(decoder, ids, generated, options.kv_cache, DtypeNamed(dtype), summary);
-  if (!NumericProbeRequested() || !parallel_.lead()) return Status::OK();
+  // Every rank generates the probe's tokens (tensor-parallel ranks sum each layer's parts together); the lead
+  // writes them.
+  if (!NumericProbeRequested()) return Status::OK();
   NumericProbe probe;
   probe.dtype = dtype;
   // Quantised weights and expert routing make discrete choices that rounding moves (NumericProbe::quantized).
   probe.quantized = !config_.IsNull("quantizer") || decoder.args().num_experts > 0;
-  return WriteGenerationProbe(decoder, ids, options, std::move(probe), output_dir);
+  return WriteGenerationProbe(decoder, ids, options, std::move(probe), parallel_.lead() ? output_dir : "");
 }
 
 Status RunGenerate(const Config& config, const RunContext& context, const std::string& recipe) {
