@@ -407,6 +407,12 @@ TEST(MeasurementsTest, NamesAGenerationSpeedDecodeAndLeavesOutWhatIsUnknown) {
   e.peak_dtype = "bf16";
   EXPECT_EQ(Measurements(e), "200 decode tok/s · 61% of the memory bandwidth · 1.50 s to first token · prefill 4.2% "
                              "of the bf16 peak");
+  ConfigSupport generation;
+  generation.entries["cpu"] = e;
+  EXPECT_NE(GenerationSentence({&generation}, {"cpu"}).find("\"% of the memory bandwidth\" is the bytes a decode step"),
+            std::string::npos);
+  generation.entries["cpu"].bandwidth_share.reset();
+  EXPECT_EQ(GenerationSentence({&generation}, {"cpu"}).find("memory bandwidth"), std::string::npos);
   e.bandwidth_share.reset();
   e.prefill_peak_share.reset();
   e.peak_dtype.clear();
