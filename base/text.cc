@@ -66,17 +66,26 @@ std::string FormatBytes(int64_t bytes) {
   return buf;
 }
 
-std::string FormatFlops(double flops_per_second) {
-  if (!std::isfinite(flops_per_second) || flops_per_second < 1) return "0 FLOP/s";
+namespace {
+
+// A rate in decimal prefixes of `unit`, three significant digits (FormatFlops, FormatBandwidth).
+std::string FormatRate(double rate, const std::string& unit) {
+  if (!std::isfinite(rate) || rate < 1) return "0 " + unit;
   const char* units[] = {"", "k", "M", "G", "T", "P", "E"};
-  double v = flops_per_second;
+  double v = rate;
   int u = 0;
   while (v >= 999.5 && u < 6) {
     v /= 1000.0;
     ++u;
   }
-  return FormatNumber(v, v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2) + " " + units[u] + "FLOP/s";
+  return FormatNumber(v, v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2) + " " + units[u] + unit;
 }
+
+}  // namespace
+
+std::string FormatFlops(double flops_per_second) { return FormatRate(flops_per_second, "FLOP/s"); }
+
+std::string FormatBandwidth(double bytes_per_second) { return FormatRate(bytes_per_second, "B/s"); }
 
 std::string FormatDuration(double seconds) {
   long long s = std::isfinite(seconds) && seconds > 0 ? std::llround(seconds) : 0;

@@ -26,6 +26,8 @@ std::string FormatBytes(int64_t bytes);
 // A FLOP rate in decimal units with three significant digits: "829 GFLOP/s", "1.23 TFLOP/s", "45.6 MFLOP/s";
 // below 1 kFLOP/s in FLOP/s, not finite or negative: "0 FLOP/s".
 std::string FormatFlops(double flops_per_second);
+// The same for bytes/s: "21.3 GB/s", "3.35 TB/s".
+std::string FormatBandwidth(double bytes_per_second);
 
 // Rounded to whole seconds: "42s", "4m05s", "2h03m04s"; negative or not finite: "0s".
 std::string FormatDuration(double seconds);

@@ -45,6 +45,8 @@ TEST(TextTest, Formats) {
   EXPECT_EQ(FormatFlops(999.7e9), "1.00 TFLOP/s");  // rounds up into the next unit, not "1000 GFLOP/s"
   EXPECT_EQ(FormatFlops(12), "12.0 FLOP/s");
   EXPECT_EQ(FormatFlops(-1), "0 FLOP/s");
+  EXPECT_EQ(FormatBandwidth(21.34e9), "21.3 GB/s");
+  EXPECT_EQ(FormatBandwidth(3.351e12), "3.35 TB/s");
   EXPECT_EQ(FormatBytes(17), "17 B");
   EXPECT_EQ(FormatBytes(1536), "1.50 KiB");
   EXPECT_EQ(FormatBytes(int64_t{3} << 30), "3.00 GiB");

@@ -1,5 +1,7 @@
 #include "harness/device.h"
 
+#include <algorithm>
+
 #include "base/json_io.h"
 #include "base/text.h"
 
@@ -49,7 +51,14 @@ nlohmann::json DeviceInfoToJson(const DeviceInfo& d) {
     j["matmul_peak_flops"] = d.matmul_peak_flops;
     j["matmul_peak_threads"] = d.matmul_peak_threads;
   }
+  if (!d.memory_bandwidth.empty()) j["memory_bandwidth"] = d.memory_bandwidth;
   return j;
+}
+
+double DeviceInfo::BestBandwidth() const {
+  double best = 0;
+  for (const auto& [kernel, rate] : memory_bandwidth) best = std::max(best, rate);
+  return best;
 }
 
 StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
@@ -66,6 +75,7 @@ StatusOr<DeviceInfo> DeviceInfoFromJson(const nlohmann::json& j) {
     info.notes = j.value("notes", std::vector<std::string>{});
     info.matmul_peak_flops = j.value("matmul_peak_flops", std::map<std::string, double>{});
     info.matmul_peak_threads = j.value("matmul_peak_threads", 0);
+    info.memory_bandwidth = j.value("memory_bandwidth", std::map<std::string, double>{});
   } catch (const nlohmann::json::exception& e) {
     return Status::InvalidArgument("device " + JsonForMessage(j) + " has a field of the wrong type (" + e.what() + ")");
   }

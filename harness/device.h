@@ -35,6 +35,11 @@ struct DeviceInfo {
   // (harness/matmul_peak.h); empty and 0 when not measured (`tune devices` measures it with --matmul-peak).
   std::map<std::string, double> matmul_peak_flops;
   int matmul_peak_threads = 0;
+  // The measured memory bandwidth per kernel ("copy", "triad" -> bytes/s; harness/memory_bandwidth.h), measured
+  // with the matmul peak; empty when not measured (or the device could not: a note says why).
+  std::map<std::string, double> memory_bandwidth;
+  // The bandwidth a decode's share is taken of: the best kernel's, bytes/s; 0 when none was measured.
+  double BestBandwidth() const;
 
   // The device table's entry for `type`. REQUIRES: type is registered (DeviceInfoFromJson and the probes
   // guarantee it).

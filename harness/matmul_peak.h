@@ -35,7 +35,8 @@ std::string ChooseThreads();
 inline constexpr double kThreadProbeS = 0.2;
 
 // Measures `device`'s peak per dtype into device->matmul_peak_flops (FLOP/s) and matmul_peak_threads (ATen's
-// threads while measuring). InvalidArgument for a dtype name that is not bf16, fp16 or fp32.
+// threads while measuring). InvalidArgument for a dtype name that is not bf16, fp16 or fp32. A dtype whose products
+// the device cannot hold or run (out of memory) is skipped with a note in device->notes.
 Status MeasureMatmulPeaks(const MatmulPeakOptions& options, DeviceInfo* device);
 
 }  // namespace tmx

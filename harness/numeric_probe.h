@@ -20,13 +20,19 @@ namespace tmx {
 
 inline constexpr const char* kNumericProbeFile = "numeric_probe.bin";
 inline constexpr const char* kNumericProbeEnv = "TUNE_MATRIX_NUMERIC_PROBE";
+// A generation's probe (recipes/generate.cc) holds the prompt ("batch"), the first token's logits ("logits") and
+// this many greedy tokens from the prompt ("greedy" of kind "tokens"), each with its step's margin between the two
+// largest logits ("greedy" of kind "margins"). Eight: enough for a wrong kernel to show in the tokens of a model
+// whose logits it moved, few enough that a right run rarely meets a near tie in them (matrix/tensor_check.h
+// CompareGreedy).
+inline constexpr int64_t kGreedyProbeTokens = 8;
 // The most elements one probed tensor keeps (64 KiB of float32): tiny models' tensors whole, larger ones
 // by an even stride.
 inline constexpr int64_t kProbeSampleElements = 16384;
 
 struct ProbeTensor {
   std::string name;  // the parameter's name ("layers.0.attn.q_proj.weight"), or "logits", "batch"
-  std::string kind;  // "batch", "logits", "weight", "gradient", "stepped"
+  std::string kind;  // "batch", "logits", "weight", "gradient", "stepped"; a generation's "tokens", "margins"
   std::vector<float> values;
 };
 

@@ -52,6 +52,7 @@ void RunSummary::Finish() {
   };
   tokens_per_second = median_rate(step_tokens);
   flops_per_second = median_rate(step_flops);
+  if (!step_bytes.empty()) bytes_per_second = median_rate(step_bytes);
 }
 
 json RunSummaryToJson(const RunSummary& s) {
@@ -91,6 +92,19 @@ json RunSummaryToJson(const RunSummary& s) {
     for (double f : s.step_flops) flops.push_back(NumberToJson(f));
     j["step_flops"] = flops;
   }
+  for (const QuantizedKind& q : s.quantization) {
+    j["quantization"].push_back({{"kind", q.kind}, {"scheme", q.scheme}, {"tensors", q.tensors},
+                                 {"max_error", NumberToJson(q.max_error)}, {"max_bound", NumberToJson(q.max_bound)},
+                                 {"relative_rms", NumberToJson(q.relative_rms)},
+                                 {"relative_rms_bound", NumberToJson(q.relative_rms_bound)}});
+  }
+  if (!s.step_bytes.empty()) {
+    json bytes = json::array();
+    for (double b : s.step_bytes) bytes.push_back(NumberToJson(b));
+    j["step_bytes"] = bytes;
+  }
+  if (s.prefill_flops) j["prefill_flops"] = NumberToJson(*s.prefill_flops);
+  if (s.bytes_per_second) j["bytes_per_second"] = NumberToJson(*s.bytes_per_second);
   if (!s.dtype.empty()) j["dtype"] = s.dtype;
   if (s.flops_per_second) j["flops_per_second"] = NumberToJson(*s.flops_per_second);
   if (!s.scores.empty()) {
@@ -162,6 +176,17 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
     }
     if (j.contains("first_grad_norm")) s.first_grad_norm = FromNumber(j["first_grad_norm"]);
     if (j.contains("step_flops")) s.step_flops = Numbers(j["step_flops"]);
+    if (j.contains("quantization")) {
+      for (const json& q : j["quantization"]) {
+        s.quantization.push_back({q.at("kind").get<std::string>(), q.at("scheme").get<std::string>(),
+                                  q.at("tensors").get<int64_t>(), FromNumber(q.at("max_error")),
+                                  FromNumber(q.at("max_bound")), FromNumber(q.at("relative_rms")),
+                                  FromNumber(q.at("relative_rms_bound"))});
+      }
+    }
+    if (j.contains("step_bytes")) s.step_bytes = Numbers(j["step_bytes"]);
+    if (j.contains("prefill_flops")) s.prefill_flops = FromNumber(j["prefill_flops"]);
+    if (j.contains("bytes_per_second")) s.bytes_per_second = FromNumber(j["bytes_per_second"]);
     if (j.contains("dtype")) s.dtype = j["dtype"].get<std::string>();
     if (j.contains("flops_per_second")) s.flops_per_second = FromNumber(j["flops_per_second"]);
     if (j.contains("scores")) {
@@ -176,10 +201,11 @@ StatusOr<RunSummary> RunSummaryFromJson(const json& j, const std::string& where)
   }
   // A run without a loss (generation) records none; a training run one per step.
   bool losses_match = s.losses.empty() || s.losses.size() == s.step_times_s.size();
-  if (!s.step_flops.empty() && s.step_flops.size() != s.step_times_s.size()) {
+  for (const auto& [counts, what] : {std::pair{&s.step_flops, "FLOP counts"}, std::pair{&s.step_bytes, "byte counts"}}) {
+    if (counts->empty() || counts->size() == s.step_times_s.size()) continue;
     return Status::InvalidArgument(where + ": run summary has " + std::to_string(s.step_times_s.size()) +
-                                   " step times but " + std::to_string(s.step_flops.size()) +
-                                   " FLOP counts; fix: record one FLOP count per step, or none");
+                                   " step times but " + std::to_string(counts->size()) + " " + what +
+                                   "; fix: record one per step, or none");
   }
   if (s.step_tokens.size() != s.step_times_s.size() || !losses_match) {
     return Status::InvalidArgument(where + ": run summary has " + std::to_string(s.step_times_s.size()) +

@@ -21,6 +21,25 @@ namespace tmx {
 
 inline constexpr int kRunSummaryVersion = 1;
 
+// A quantisation's error on one kind of tensor (every "q_proj" of the model, every "w1"...): its dequantised
+// weights against the originals, as the quantize recipe measured them (recipes/quantize.h), and the scheme's
+// bounds for them.
+struct QuantizedKind {
+  std::string kind;     // the linears' last name: "q_proj", "w2", "output"
+  std::string scheme;   // "int4 per group of 256"
+  int64_t tensors = 0;
+  // The largest |original - dequantised| in steps of its group's scale, and its bound: half a step, plus the
+  // rounding of the dequantised value into the model's dtype.
+  double max_error = 0;
+  double max_bound = 0;
+  // ||original - dequantised|| / ||original|| over the kind's tensors, and what rounding to the nearest step
+  // gives (each element off by a uniform fraction of its step: sqrt(sum of scale^2 / 12) / ||original||),
+  // times 1.5.
+  double relative_rms = 0;
+  double relative_rms_bound = 0;
+  bool Exceeds() const { return !(max_error <= max_bound) || !(relative_rms <= relative_rms_bound); }
+};
+
 struct RunSummary {
   std::string recipe;
   std::string config;
@@ -65,18 +84,30 @@ struct RunSummary {
   // Model FLOPs of each optimizer step over every rank (recipes/flops.h: the architecture and the batches'
   // padded shapes), beside step_times_s; empty for a run that counts none (generation). Optional in the file.
   std::vector<double> step_flops;
+  // Bytes each decode step reads (recipes/flops.h DecodeStepBytes: the weights as stored and the KV cache),
+  // beside step_times_s, for its share of the device's memory bandwidth; empty for a run that counts none
+  // (training). Optional in the file.
+  std::vector<double> step_bytes;
+  // A generation's prefill FLOPs (recipes/flops.h PrefillFlops), over time_to_first_token_s its FLOP rate.
+  // Optional in the file.
+  std::optional<double> prefill_flops;
   // The dtype the model computed in ("bf16", "fp32", as configs spell it), which says which matmul peak the
   // FLOP rate compares with; "" when not recorded. Optional in the file.
   std::string dtype;
   // An evaluation run's scores by "<task>/<metric>" ("truthfulqa_mc2/acc", "truthfulqa_mc2/acc_stderr"), as the
   // harness names them; empty for a run that scores nothing. Optional in the file.
   std::map<std::string, double> scores;
+  // A quantize run's error per kind of quantised tensor; empty for any other run. Optional in the file.
+  std::vector<QuantizedKind> quantization;
 
   // Set by Finish() from the steps after warm-up (all steps when there are no more than warmup_steps).
   std::optional<double> step_time_median_s;
   std::optional<double> step_time_spread_s;  // median absolute deviation of those step times
   std::optional<double> tokens_per_second;   // median of per-step tokens / step time (generation: decode tok/s)
   std::optional<double> flops_per_second;    // median of per-step FLOPs / step time; unknown without step_flops
+  // Median of per-step bytes / step time; without step_bytes left as the run set it (quantize: the weights it
+  // read over the time it took).
+  std::optional<double> bytes_per_second;
 
   // Computes the statistics above. Call once the steps are recorded.
   void Finish();

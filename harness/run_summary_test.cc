@@ -85,7 +85,38 @@ TEST(RunSummaryTest, FlopRateComesFromEachStepsCountAndRoundTrips) {
   StatusOr<RunSummary> bad = RunSummaryFromJson(j, "summary.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "summary.json: run summary has 4 step times but 1 FLOP counts; fix: record one "
-                                    "FLOP count per step, or none");
+                                    "per step, or none");
+}
+
+// A decode step's bytes give the bandwidth rate as FLOPs give the FLOP rate; the prefill's FLOPs travel beside.
+TEST(RunSummaryTest, ByteRateComesFromEachStepsBytesAndRoundTrips) {
+  RunSummary s = ThreeSteps();
+  s.step_bytes = {4e9, 4e9, 6e9, 2e9};  // rates after warm-up: 4e9, 3e9, 0.5e9
+  s.prefill_flops = 5e10;
+  s.Finish();
+  ASSERT_TRUE(s.bytes_per_second.has_value());
+  EXPECT_DOUBLE_EQ(*s.bytes_per_second, 3e9);
+  StatusOr<RunSummary> back = RunSummaryFromJson(RunSummaryToJson(s), "summary.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->step_bytes, s.step_bytes);
+  EXPECT_EQ(back->prefill_flops, 5e10);
+  EXPECT_DOUBLE_EQ(*back->bytes_per_second, 3e9);
+  RunSummary quantize;  // no steps: the rate the run set stands, and its error per kind travels
+  quantize.bytes_per_second = 7e9;
+  quantize.quantization = {{"q_proj", "int4 per group of 32", 2, 0.5, 0.516, 0.11, 0.18}};
+  quantize.Finish();
+  EXPECT_EQ(quantize.bytes_per_second, 7e9);
+  StatusOr<RunSummary> quantized = RunSummaryFromJson(RunSummaryToJson(quantize), "summary.json");
+  ASSERT_TRUE(quantized.ok()) << quantized.status().ToString();
+  ASSERT_EQ(quantized->quantization.size(), 1u);
+  EXPECT_EQ(quantized->quantization[0].kind, "q_proj");
+  EXPECT_EQ(quantized->quantization[0].tensors, 2);
+  EXPECT_EQ(quantized->quantization[0].relative_rms_bound, 0.18);
+  EXPECT_FALSE(quantized->quantization[0].Exceeds());
+  nlohmann::json j = RunSummaryToJson(s);
+  j["step_bytes"] = {1e9, 2e9};
+  EXPECT_EQ(RunSummaryFromJson(j, "summary.json").status().message(),
+            "summary.json: run summary has 4 step times but 2 byte counts; fix: record one per step, or none");
 }
 
 // The error of a failed run, or the config path, may quote bytes that are not UTF-8 (a file name from the

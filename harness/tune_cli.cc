@@ -27,6 +27,7 @@
 #include "harness/hub_download.h"
 #include "harness/launcher.h"
 #include "harness/matmul_peak.h"
+#include "harness/memory_bandwidth.h"
 #include "harness/recorded_support.h"
 #include "harness/run_summary.h"
 #include "harness/torchtune_recipes.h"
@@ -864,6 +865,7 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (parsed.Has("matmul-peak")) {
     for (DeviceInfo& d : devices) {
       Status measured = MeasureMatmulPeaks(MatmulPeakOptions{}, &d);
+      if (measured.ok()) measured = MeasureMemoryBandwidth(MemoryBandwidthOptions{}, &d);
       if (!measured.ok()) return Fail(err, measured);
     }
   }
@@ -885,6 +887,9 @@ int Devices(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     for (const auto& [dtype, flops] : d.matmul_peak_flops) {
       out << "    matmul peak " << dtype << ": " << FormatFlops(flops) << " at " << d.matmul_peak_threads
           << (d.matmul_peak_threads == 1 ? " thread" : " threads") << "\n";
+    }
+    for (const auto& [kernel, rate] : d.memory_bandwidth) {
+      out << "    memory bandwidth " << kernel << ": " << FormatNumber(rate / 1e9, 1) << " GB/s\n";
     }
   }
   out << "LibTorch " << TorchVersion() << "\n";
@@ -952,7 +957,8 @@ std::vector<Subcommand> TuneSubcommands(const Registry& registry) {
        "repair, e.g. tune run full_finetune_single_device --config qwen2/1.5B_full_single_device device=cpu --repair",
        [r](const auto& a, auto& o, auto& e) { return Run(*r, a, o, e); }},
       {"devices", "devices [--device D] [--json] [--matmul-peak]", "List this machine's devices with their probed capabilities",
-       "--device probes only that device (an absent one gives an empty list).",
+       "--device probes only that device (an absent one gives an empty list). --matmul-peak also measures each\n"
+       "device's matmul peak per dtype and its memory bandwidth (STREAM copy and triad).",
        [](const auto& a, auto& o, auto& e) { return Devices(a, o, e); }},
   };
 }

@@ -334,6 +334,9 @@ JournalBounds TokensPerSecond() {
 JournalBounds FlopsPerSecond() {
   return Range(0, std::numeric_limits<double>::infinity(), "FLOP/s from 0 (inf for a step too short to time)");
 }
+JournalBounds BytesPerSecond() {
+  return Range(0, std::numeric_limits<double>::infinity(), "bytes/s from 0 (inf for a step too short to time)");
+}
 JournalBounds Check(Status (*check)(const CellResult&, const std::string&, int64_t)) { return {0, 0, "", check}; }
 
 // The object holding `key`'s value: the record, or the nested object its prefix names.
@@ -416,6 +419,9 @@ const std::vector<JournalField>& JournalFields() {
       {"flops_per_second", kOptional, Slot<&R::flops_per_second>(), FlopsPerSecond()},
       {"peak_flops", kOptional, Slot<&R::peak_flops>(), FlopsPerSecond()},
       {"flops_dtype", kOptional, Slot<&R::flops_dtype>(), {}},
+      {"bytes_per_second", kOptional, Slot<&R::bytes_per_second>(), BytesPerSecond()},
+      {"peak_bandwidth", kOptional, Slot<&R::peak_bandwidth>(), BytesPerSecond()},
+      {"prefill_flops_per_second", kOptional, Slot<&R::prefill_flops_per_second>(), FlopsPerSecond()},
       {"proxy_flops_per_second", kOptional, Slot<&R::proxy_flops_per_second>(), FlopsPerSecond()},
       {"extrapolated_flops_per_second", kOptional, Slot<&R::extrapolated_flops_per_second>(), FlopsPerSecond()},
       {"repair", kOptional, Slot<&R::repair>(), {}},
@@ -491,11 +497,29 @@ std::optional<CellStatus> ParseCellStatus(const std::string& name) {
   return info->status;
 }
 
-std::optional<double> PeakShare(const CellResult& r, bool extrapolated) {
-  const std::optional<double>& rate = extrapolated ? r.extrapolated_flops_per_second : r.flops_per_second;
-  if (!rate || !r.peak_flops || !(*r.peak_flops > 0) || !std::isfinite(*rate)) return std::nullopt;
-  return *rate / *r.peak_flops;
+namespace {
+
+std::optional<double> Share(const std::optional<double>& rate, const std::optional<double>& limit) {
+  if (!rate || !limit || !(*limit > 0) || !std::isfinite(*rate)) return std::nullopt;
+  return *rate / *limit;
 }
+
+std::string Percent(double share) {
+  const double percent = 100 * share;
+  return tmx::FormatNumber(percent, percent < 9.95 ? 1 : 0) + "%";
+}
+
+}  // namespace
+
+std::optional<double> PeakShare(const CellResult& r, bool extrapolated) {
+  return Share(extrapolated ? r.extrapolated_flops_per_second : r.flops_per_second, r.peak_flops);
+}
+
+std::optional<double> BandwidthShare(const CellResult& r) { return Share(r.bytes_per_second, r.peak_bandwidth); }
+
+std::optional<double> PrefillPeakShare(const CellResult& r) { return Share(r.prefill_flops_per_second, r.peak_flops); }
+
+std::string BandwidthShareText(double share) { return Percent(share) + " of the memory bandwidth"; }
 
 std::optional<double> ProxyPeakShare(const CellResult& r) {
   if (r.proxy_layers.empty() || r.proxy_flops_per_second.size() != r.proxy_layers.size() || !r.peak_flops ||
@@ -512,8 +536,7 @@ std::optional<double> ProxyPeakShare(const CellResult& r) {
 }
 
 std::string PeakShareText(double share, const std::string& dtype) {
-  const double percent = 100 * share;
-  return tmx::FormatNumber(percent, percent < 9.95 ? 1 : 0) + "% of " + (dtype.empty() ? "peak" : "the " + dtype + " peak");
+  return Percent(share) + " of " + (dtype.empty() ? "peak" : "the " + dtype + " peak");
 }
 
 std::string ProxyDepths(const CellResult& r) {

@@ -120,6 +120,13 @@ struct CellResult {
   std::optional<double> flops_per_second;
   std::optional<double> peak_flops;
   std::string flops_dtype;  // the dtype peak_flops was measured at ("bf16"); "" without a peak
+  // A generation cell's limits (issue 53): its decode steps' bytes read per second (RunSummary::bytes_per_second,
+  // recipes/flops.h DecodeStepBytes) or a quantize cell's weights read per second, over the device's measured
+  // memory bandwidth (harness/memory_bandwidth.h, the best kernel's): BandwidthShare; and its prefill's FLOP
+  // rate (PrefillFlops over the time to the first token) over peak_flops: PrefillPeakShare.
+  std::optional<double> bytes_per_second;
+  std::optional<double> peak_bandwidth;
+  std::optional<double> prefill_flops_per_second;
   double wall_time_s = 0;
 
   // How the child ended.
@@ -275,6 +282,14 @@ const std::vector<JournalField>& JournalFields();
 // The share of the device's measured matmul peak a cell's steps reached (flops_per_second / peak_flops), or
 // its proxies' extrapolation to the real size (`extrapolated`); unknown without both numbers.
 std::optional<double> PeakShare(const CellResult& r, bool extrapolated = false);
+// A decode's (or quantisation's) share of the device's measured memory bandwidth: bytes_per_second /
+// peak_bandwidth; and a prefill's share of the matmul peak: prefill_flops_per_second / peak_flops. Unknown without
+// both numbers. Over 1 where the device's caches hold what a step reads (a tiny model's weights).
+std::optional<double> BandwidthShare(const CellResult& r);
+std::optional<double> PrefillPeakShare(const CellResult& r);
+// "61% of the memory bandwidth" ("4.2%" below 10%).
+std::string BandwidthShareText(double share);
+
 // The share of the peak a proxied cell's deepest proxy reached (its measured FLOP rate over peak_flops), for a
 // cell whose proxies ran but drew no line to the real size (a proxy stopped, or their readings' noise): what the
 // config's operations achieved here, at the proxy's size. Unknown where the proxies counted no FLOPs.

@@ -63,6 +63,9 @@ CellResult FullCell() {
   r.flops_per_second = 3.2e11;
   r.peak_flops = 8.3e11;
   r.flops_dtype = "bf16";
+  r.bytes_per_second = 8e9;
+  r.peak_bandwidth = 2e10;
+  r.prefill_flops_per_second = 8e10;
   r.proxy_flops_per_second = {3e11, 3.1e11};
   r.extrapolated_flops_per_second = 2.9e11;
   r.extrapolated_peak_memory_bytes = 8'500'000'000;

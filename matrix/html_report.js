@@ -523,6 +523,9 @@
       field(dl, 'FLOP rate', (isNumber(entry.gflops_per_second) ? fmt(entry.gflops_per_second, 1) + ' GFLOP/s' : '') +
         (isNumber(entry.peak_share) ? ', ' + fmt(100 * entry.peak_share, 1) + '% of ' + peakOf : ''));
     }
+    // A generation's decode against the memory bandwidth, its prefill against the matmul peak.
+    if (isNumber(entry.bandwidth_share)) field(dl, 'share of bandwidth', fmt(100 * entry.bandwidth_share, 1) + '% of the memory bandwidth');
+    if (isNumber(entry.prefill_peak_share)) field(dl, 'prefill share of peak', fmt(100 * entry.prefill_peak_share, 1) + '% of ' + peakOf);
     if (isNumber(entry.extrapolated_peak_share)) {
       field(dl, 'share of peak', '≈' + fmt(100 * entry.extrapolated_peak_share, 1) + '% of ' + peakOf + ' (extrapolated)');
     } else if (isNumber(entry.proxy_peak_share)) {

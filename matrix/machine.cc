@@ -122,8 +122,11 @@ std::string DescribeMatmulPeak(const DeviceInfo& device) {
   if (device.matmul_peak_flops.empty()) return "";
   std::vector<std::string> peaks;
   for (const auto& [dtype, flops] : device.matmul_peak_flops) peaks.push_back(dtype + " " + FormatFlops(flops));
+  std::vector<std::string> bandwidth;
+  for (const auto& [kernel, rate] : device.memory_bandwidth) bandwidth.push_back(kernel + " " + FormatBandwidth(rate));
   return device.id + ": matmul peak " + JoinStrings(peaks, ", ") + " at " + std::to_string(device.matmul_peak_threads) +
-         (device.matmul_peak_threads == 1 ? " thread" : " threads");
+         (device.matmul_peak_threads == 1 ? " thread" : " threads") +
+         (bandwidth.empty() ? "" : "; memory bandwidth " + JoinStrings(bandwidth, ", "));
 }
 
 StatusOr<std::vector<DeviceInfo>> DiscoverDevices(const std::string& tune, const std::string& only, bool matmul_peak,

@@ -75,5 +75,17 @@ TEST(LocalProvenanceTest, NamesThisHostTheJobAndTheLinkedTorch) {
   EXPECT_EQ(p.torch_version, TorchVersion());
 }
 
+TEST(MachineTest, ThePeakLineSaysTheMatmulPeakAndTheMemoryBandwidth) {
+  DeviceInfo cpu;
+  cpu.id = "cpu";
+  EXPECT_EQ(DescribeMatmulPeak(cpu), "");
+  cpu.matmul_peak_flops = {{"bf16", 829e9}, {"fp32", 206e9}};
+  cpu.matmul_peak_threads = 2;
+  EXPECT_EQ(DescribeMatmulPeak(cpu), "cpu: matmul peak bf16 829 GFLOP/s, fp32 206 GFLOP/s at 2 threads");
+  cpu.memory_bandwidth = {{"copy", 21.3e9}, {"triad", 23.04e9}};
+  EXPECT_EQ(DescribeMatmulPeak(cpu), "cpu: matmul peak bf16 829 GFLOP/s, fp32 206 GFLOP/s at 2 threads; memory "
+                                     "bandwidth copy 21.3 GB/s, triad 23.0 GB/s");
+}
+
 }  // namespace
 }  // namespace tmx::matrix

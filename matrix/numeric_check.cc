@@ -73,6 +73,29 @@ bool CheckTensors(const ProbeFiles& probes, CellResult* r, std::string* clause) 
   return c.wrong();
 }
 
+// A generation's verdict (a run without a loss whose probe holds its first token): the first token's logits against
+// the reference's (CheckTensors) and its greedy tokens (CompareGreedy); either outside makes the cell `wrong`.
+void AddFirstTokenCheck(const std::string& what, const std::string& dtype, const ProbeFiles& probes, CellResult* r) {
+  StatusOr<NumericProbe> checked = ReadNumericProbe(probes.checked);
+  StatusOr<NumericProbe> reference = ReadNumericProbe(probes.reference);
+  if (!checked.ok() || !reference.ok()) {
+    r->numeric_note = "not checked: " + (checked.ok() ? reference : checked).status().message();
+    return;
+  }
+  if (checked->Find("greedy", "tokens") == nullptr) {
+    r->numeric_note = "not checked: no finite first loss and no first token to compare (" + what + ")";
+    return;
+  }
+  std::string tensors;
+  const bool wrong_logits = CheckTensors(probes, r, &tensors);
+  const GreedyComparison greedy = CompareGreedy(*checked, *reference);
+  r->numeric_dtype = dtype;
+  r->numeric_note = what + ": first token" + tensors + "; " + greedy.Describe(*checked, *reference);
+  if (!wrong_logits && !greedy.wrong()) return;
+  r->status = CellStatus::kWrong;
+  r->reason = "its numbers disagree with the reference: " + r->numeric_note + (r->reason.empty() ? "" : "; " + r->reason);
+}
+
 }  // namespace
 
 void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r,
@@ -88,6 +111,10 @@ void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const C
   if (reference.status != CellStatus::kRuns) {
     r->numeric_note = "not checked: the reference run (" + what + ") did not finish (" +
                       CellStatusName(reference.status) + "): " + reference.reason;
+    return;
+  }
+  if (!checked.first_loss && !probes.checked.empty()) {  // generation: its first token
+    AddFirstTokenCheck(what, ref.dtype, probes, r);
     return;
   }
   r->reference_loss = reference.first_loss;
@@ -116,6 +143,34 @@ void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const C
   r->reason = "its numbers disagree with the reference: " + r->numeric_note + "; loss " +
               FormatNumber(*checked.first_loss, 5) + " against " + FormatNumber(*reference.first_loss, 5) +
               (r->reason.empty() ? "" : "; " + r->reason);
+}
+
+void AddQuantizationCheck(const std::vector<QuantizedKind>& kinds, const std::string& dtype, CellResult* r) {
+  if (kinds.empty()) return;
+  const auto severity = [](const QuantizedKind& q) {
+    return std::max(q.max_error / q.max_bound, q.relative_rms_bound > 0 ? q.relative_rms / q.relative_rms_bound : 0);
+  };
+  const QuantizedKind* worst = &kinds.front();
+  std::vector<std::string> parts;
+  int tensors = 0;
+  bool wrong = false;
+  for (const QuantizedKind& q : kinds) {
+    if (severity(q) > severity(*worst)) worst = &q;
+    tensors += static_cast<int>(q.tensors);
+    wrong = wrong || q.Exceeds();
+    parts.push_back(q.kind + " largest error " + FormatNumber(q.max_error, 3) + " steps (bound " +
+                    FormatNumber(q.max_bound, 3) + "), relative RMS " + Percent(q.relative_rms) + " (bound " +
+                    Percent(q.relative_rms_bound) + ")");
+  }
+  r->tensors_compared = tensors;
+  r->tensor_worst = worst->kind + " weights";
+  r->tensor_error = worst->max_error;
+  r->tensor_tolerance = worst->max_bound;
+  r->numeric_dtype = dtype;
+  r->numeric_note = worst->scheme + " against the " + dtype + " originals: " + JoinStrings(parts, "; ");
+  if (!wrong || r->status != CellStatus::kRuns) return;
+  r->status = CellStatus::kWrong;
+  r->reason = "its quantised weights are further from the originals than the scheme allows: " + r->numeric_note;
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/run_summary.h"
 #include "matrix/cell.h"
 #include "matrix/plan.h"
 
@@ -48,6 +49,12 @@ ProbeFiles ProbeFilesIn(const std::string& checked_output_dir, const std::string
 // that did not run (or a checked run without a loss) leaves a note and no verdict.
 void AddNumericCheck(const PlannedCell& cell, const CellResult& checked, const CellResult& reference, CellResult* r,
                      const ProbeFiles& probes = {});
+
+// A quantize cell's verdict from its own run (RunSummary::quantization, recipes/quantize.h): its dequantised
+// weights against the originals, per kind of tensor, within the scheme's bounds. Records the kinds as compared
+// tensors (the worst kind's largest error in steps and its bound: tensor_error, tensor_tolerance), every kind's
+// numbers in the note, and makes a cell that ran `wrong` where a kind is outside.
+void AddQuantizationCheck(const std::vector<QuantizedKind>& kinds, const std::string& dtype, CellResult* r);
 
 // How far the checked runs of one dtype lay from their references, over a journal's records (newest per cell):
 // what the tolerances were chosen from, and what `tune-matrix numeric` prints.

@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 
+#include "base/file_util.h"
 #include "harness/numeric_probe.h"
 #include "harness/run_summary.h"
 #include "matrix/journal.h"
@@ -217,6 +218,71 @@ TEST(NumericCheckTest, WithoutProbesTheTensorsAreNotCompared) {
   EXPECT_NE(r.numeric_note.find("; tensors not compared: " + cell.output_dir + "/numeric_probe.bin: no numeric probe"),
             std::string::npos)
       << r.numeric_note;
+}
+
+// A generation (no loss): its first token's logits and greedy tokens against the reference's, right and perturbed.
+TEST(NumericCheckTest, AGenerationIsCheckedByItsFirstTokenAndGreedyTokens) {
+  test::ScratchDir scratch("numeric_check_test");
+  PlannedCell cell = CheckedCell(scratch.path());
+  auto write = [&](const std::string& dir, const std::string& dtype, float logit_scale, float token) {
+    ASSERT_TRUE(MakeDirs(dir).ok());
+    NumericProbe probe{dtype, false,
+                       {{"batch", "batch", {1, 2}},
+                        {"logits", "logits", {logit_scale * 3, -1, 0.5f, -2}},
+                        {"greedy", "tokens", {0, token, 4}},
+                        {"greedy", "margins", {3.5f, 1, 1}}}};
+    ASSERT_TRUE(WriteNumericProbe(dir + "/" + kNumericProbeFile, probe).ok());
+  };
+  CellResult generated;
+  generated.status = CellStatus::kRuns;
+  const ProbeFiles probes = ProbeFilesIn(cell.output_dir, cell.reference.output_dir);
+  write(cell.reference.output_dir, "fp32", 1, 7);
+  write(cell.output_dir, "bf16", 1.005f, 7);
+  CellResult right = generated;
+  AddNumericCheck(cell, generated, generated, &right, probes);
+  EXPECT_EQ(right.status, CellStatus::kRuns) << right.reason;
+  EXPECT_EQ(right.tensors_compared, 1);
+  EXPECT_EQ(right.tensor_worst, "logits");
+  EXPECT_EQ(right.numeric_dtype, "bf16");
+  EXPECT_NE(right.numeric_note.find("greedy tokens equal for all 3"), std::string::npos) << right.numeric_note;
+  write(cell.output_dir, "bf16", 1.2f, 7);  // the logits perturbed: a kernel off by 20% on the top logit
+  CellResult logits = generated;
+  AddNumericCheck(cell, generated, generated, &logits, probes);
+  EXPECT_EQ(logits.status, CellStatus::kWrong);
+  EXPECT_NE(logits.reason.find("worst logits: relative error"), std::string::npos) << logits.reason;
+  write(cell.output_dir, "bf16", 1, 8);  // the same logits, a greedy token that no near tie explains
+  CellResult tokens = generated;
+  AddNumericCheck(cell, generated, generated, &tokens, probes);
+  EXPECT_EQ(tokens.status, CellStatus::kWrong);
+  EXPECT_NE(tokens.reason.find("greedy token 2 of 3 is 8 against the reference's 7"), std::string::npos) << tokens.reason;
+}
+
+// A quantize cell's own verdict: its kinds within their bounds run, one outside is wrong, named with its numbers.
+TEST(NumericCheckTest, AQuantizeCellIsCheckedByItsDequantisedWeights) {
+  const std::vector<QuantizedKind> right = {{"q_proj", "int4 per group of 256", 2, 0.5, 0.516, 0.08, 0.12},
+                                            {"w1", "int4 per group of 256", 2, 0.49, 0.516, 0.09, 0.12}};
+  CellResult r;
+  r.status = CellStatus::kRuns;
+  AddQuantizationCheck(right, "bf16", &r);
+  EXPECT_EQ(r.status, CellStatus::kRuns);
+  EXPECT_EQ(r.tensors_compared, 4);
+  EXPECT_EQ(r.tensor_worst, "q_proj weights");  // 0.5 steps of 0.516 is the nearest any number comes to its bound
+  EXPECT_EQ(r.tensor_error, 0.5);
+  EXPECT_EQ(r.numeric_note, "int4 per group of 256 against the bf16 originals: q_proj largest error 0.500 steps (bound "
+                            "0.516), relative RMS 8.00% (bound 12.00%); w1 largest error 0.490 steps (bound 0.516), "
+                            "relative RMS 9.00% (bound 12.00%)");
+  std::vector<QuantizedKind> perturbed = right;
+  perturbed[0].max_error = 0.74;  // scales 3% off
+  CellResult wrong;
+  wrong.status = CellStatus::kRuns;
+  AddQuantizationCheck(perturbed, "bf16", &wrong);
+  EXPECT_EQ(wrong.status, CellStatus::kWrong);
+  EXPECT_EQ(wrong.tensor_worst, "q_proj weights");
+  EXPECT_EQ(wrong.tensor_error, 0.74);
+  EXPECT_NE(wrong.reason.find("further from the originals than the scheme allows: "), std::string::npos) << wrong.reason;
+  CellResult none;
+  AddQuantizationCheck({}, "bf16", &none);
+  EXPECT_TRUE(none.numeric_note.empty());
 }
 
 TEST(NumericCheckTest, SpreadsPerDtype) {

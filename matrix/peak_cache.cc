@@ -23,6 +23,21 @@ std::string SafeName(const std::string& text) {
   return out.empty() ? "_" : out;
 }
 
+// `field` of device `id`'s entry: an object of positive finite numbers (a peak per dtype, a bandwidth per kernel).
+StatusOr<std::map<std::string, double>> PositiveNumbers(const std::string& path, const std::string& id,
+                                                        const std::string& field, const nlohmann::json& j) {
+  const std::string fix = "; fix: delete the file (a quiet run remakes it)";
+  if (!j.is_object()) return Status::InvalidArgument(path + ": " + id + ": " + field + " must be an object" + fix);
+  std::map<std::string, double> out;
+  for (const auto& [name, value] : j.items()) {
+    if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
+      return Status::InvalidArgument(path + ": " + id + ": " + field + "." + name + " is not a positive number" + fix);
+    }
+    out[name] = value.get<double>();
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string PeakCachePath(const std::string& host, const std::string& cpu_class, const std::string& torch_version) {
@@ -40,6 +55,7 @@ Status SavePeaks(const std::string& path, const std::vector<DeviceInfo>& devices
   for (const DeviceInfo& d : devices) {
     if (d.matmul_peak_flops.empty()) continue;
     j[d.id] = {{"matmul_peak_flops", d.matmul_peak_flops}, {"matmul_peak_threads", d.matmul_peak_threads}};
+    if (!d.memory_bandwidth.empty()) j[d.id]["memory_bandwidth"] = d.memory_bandwidth;
   }
   if (j.empty()) return Status::OK();
   TM_RETURN_IF_ERROR(MakeDirs(ParentDir(path)));
@@ -67,17 +83,17 @@ StatusOr<int> LoadPeaks(const std::string& path, std::vector<DeviceInfo>* device
       return Status::InvalidArgument(path + ": " + d.id + ": matmul_peak_flops must be an object of dtypes and " +
                                      "matmul_peak_threads a count; fix: delete the file (a quiet run remakes it)");
     }
-    std::map<std::string, double> peaks;
-    for (const auto& [dtype, value] : flops.items()) {
-      if (!value.is_number() || !(value.get<double>() > 0) || !std::isfinite(value.get<double>())) {
-        return Status::InvalidArgument(path + ": " + d.id + ": matmul_peak_flops." + dtype +
-                                       " is not a positive number; fix: delete the file (a quiet run remakes it)");
-      }
-      peaks[dtype] = value.get<double>();
-    }
+    StatusOr<std::map<std::string, double>> peaks = PositiveNumbers(path, d.id, "matmul_peak_flops", flops);
+    TM_RETURN_IF_ERROR(peaks.status());
+    const nlohmann::json none = nlohmann::json::object();
+    const auto kept = entry->find("memory_bandwidth");
+    StatusOr<std::map<std::string, double>> bandwidth =
+        PositiveNumbers(path, d.id, "memory_bandwidth", kept == entry->end() ? none : *kept);
+    TM_RETURN_IF_ERROR(bandwidth.status());
     // Measured now at other threads (a lane's CPUs against the whole host's): its own reading stands.
     if (d.matmul_peak_threads > 0 && d.matmul_peak_threads != threads.get<int64_t>()) continue;
-    d.matmul_peak_flops = std::move(peaks);
+    d.matmul_peak_flops = std::move(*peaks);
+    if (!bandwidth->empty()) d.memory_bandwidth = std::move(*bandwidth);
     d.matmul_peak_threads = static_cast<int>(threads.get<int64_t>());
     ++set;
   }

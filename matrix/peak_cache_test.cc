@@ -15,6 +15,7 @@ DeviceInfo Device(const std::string& id, double bf16) {
   if (bf16 > 0) {
     d.matmul_peak_flops = {{"bf16", bf16}, {"fp32", bf16 / 4}};
     d.matmul_peak_threads = 2;
+    d.memory_bandwidth = {{"copy", bf16 / 100}, {"triad", bf16 / 90}};
   }
   return d;
 }
@@ -31,6 +32,8 @@ TEST(PeakCacheTest, PeaksKeptWhenQuietAreReadBackByDevice) {
   EXPECT_EQ(busy[0].matmul_peak_flops.at("bf16"), 2.1e12);
   EXPECT_EQ(busy[0].matmul_peak_flops.at("fp32"), 2.1e12 / 4);
   EXPECT_EQ(busy[0].matmul_peak_threads, 2);
+  EXPECT_EQ(busy[0].memory_bandwidth.at("copy"), 2.1e10);  // the bandwidth is kept beside the peak
+  EXPECT_EQ(busy[0].BestBandwidth(), 2.1e12 / 90);
   EXPECT_TRUE(busy[1].matmul_peak_flops.empty());
   // A device measured now at other threads (a lane's) keeps its own reading.
   std::vector<DeviceInfo> lane = {Device("cpu", 1e12)};
@@ -52,6 +55,13 @@ TEST(PeakCacheTest, ADamagedFileIsRefusedNamingTheField) {
             std::string::npos)
       << set.status().ToString();
   EXPECT_TRUE(devices[0].matmul_peak_flops.empty());
+  ASSERT_TRUE(WriteFileAtomically(path, R"({"cpu": {"matmul_peak_flops": {"bf16": 1e12}, "matmul_peak_threads": 2,
+                                            "memory_bandwidth": {"copy": "fast"}}})")
+                  .ok());
+  set = LoadPeaks(path, &devices);
+  ASSERT_FALSE(set.ok());
+  EXPECT_NE(set.status().message().find("cpu: memory_bandwidth.copy is not a positive number"), std::string::npos)
+      << set.status().ToString();
 }
 
 TEST(PeakCacheTest, OneFilePerHostClassAndTorch) {

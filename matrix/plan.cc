@@ -364,8 +364,10 @@ ReferenceRun PlanReference(const PlannedCell& cell, const CellSource& source, co
                            const std::vector<DeviceInfo>& devices, const MatrixOptions& options) {
   ReferenceRun ref;
   const RecipeSpec& recipe = *source.located.recipe;
+  // A recipe that trains has a loss; one that generates from a prompt is checked by its first token (its runs
+  // write the first token's logits and greedy tokens to the numeric probe, recipes/generate.cc).
   const bool trains = std::any_of(recipe.fields.begin(), recipe.fields.end(),
-                                  [](const FieldSpec& f) { return f.name == "loss"; });
+                                  [](const FieldSpec& f) { return f.name == "loss" || f.name == "prompt"; });
   if (!trains) {
     ref.note = "not checked: " + recipe.name + " trains no loss";
     return ref;

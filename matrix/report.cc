@@ -65,11 +65,13 @@ std::string Measurements(const SupportEntry& s) {
     parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
   }
   if (finite(s.peak_share)) parts.push_back(PeakShareText(*s.peak_share, s.peak_dtype));
+  if (finite(s.bandwidth_share)) parts.push_back(BandwidthShareText(*s.bandwidth_share));
   if (!s.scores.empty()) parts.push_back(s.scores);
   if (finite(s.time_to_first_token_s)) parts.push_back(FormatLatency(*s.time_to_first_token_s) + " to first token");
   if (finite(s.prefill_tokens_per_second)) {
     parts.push_back(FormatNumber(*s.prefill_tokens_per_second, 0) + " prefill tok/s");
   }
+  if (finite(s.prefill_peak_share)) parts.push_back("prefill " + PeakShareText(*s.prefill_peak_share, s.peak_dtype));
   if (finite(s.peak_memory_gib)) {
     parts.push_back(FormatNumber(*s.peak_memory_gib, 2) + " GiB");
   }
@@ -110,15 +112,38 @@ std::string PeakMemorySentence(const std::vector<std::string>& columns) {
   return "Peak memory is " + JoinAlternatives(parts, "and") + ".";
 }
 
+namespace {
+
+// Whether an entry of `columns` in `configs` has a share of the memory bandwidth.
+bool AnyBandwidthShare(const std::vector<const ConfigSupport*>& configs, const std::vector<std::string>& columns) {
+  for (const ConfigSupport* c : configs) {
+    for (const std::string& type : columns) {
+      auto it = c->entries.find(type);
+      if (it != c->entries.end() && it->second.bandwidth_share) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string GenerationSentence(const std::vector<const ConfigSupport*>& configs,
                                const std::vector<std::string>& columns) {
   for (const ConfigSupport* c : configs) {
     for (const std::string& type : columns) {
       auto it = c->entries.find(type);
       if (it == c->entries.end() || !it->second.time_to_first_token_s) continue;
+      const std::string bandwidth =
+          AnyBandwidthShare(configs, columns)
+              ? " \"% of the memory bandwidth\" is the bytes a decode step reads (the weights as stored, less an "
+                "untied embedding table, and the KV cache; recipes/flops.h) per second over the best of STREAM's "
+                "copy and triad measured on that device by the same matrix run (a quantize cell's: the weights it "
+                "read per second); over 100% where the caches hold the weights. The prefill's share is of the "
+                "matmul peak."
+              : "";
       return "A generation cell's tok/s is its decode speed (one new token per sequence per step); its time to "
              "first token runs from the start of the prompt's forward to the first new token, and its prefill tok/s "
-             "counts the prompt tokens of every sequence over that time.";
+             "counts the prompt tokens of every sequence over that time." + bandwidth;
     }
   }
   return "";

@@ -402,6 +402,20 @@ TEST(MeasurementsTest, NamesAGenerationSpeedDecodeAndLeavesOutWhatIsUnknown) {
   e.tokens_per_second = 200;
   e.time_to_first_token_s = 1.5;
   EXPECT_EQ(Measurements(e), "200 decode tok/s · 1.50 s to first token");
+  e.bandwidth_share = 0.614;
+  e.prefill_peak_share = 0.042;
+  e.peak_dtype = "bf16";
+  EXPECT_EQ(Measurements(e), "200 decode tok/s · 61% of the memory bandwidth · 1.50 s to first token · prefill 4.2% "
+                             "of the bf16 peak");
+  ConfigSupport generation;
+  generation.entries["cpu"] = e;
+  EXPECT_NE(GenerationSentence({&generation}, {"cpu"}).find("\"% of the memory bandwidth\" is the bytes a decode step"),
+            std::string::npos);
+  generation.entries["cpu"].bandwidth_share.reset();
+  EXPECT_EQ(GenerationSentence({&generation}, {"cpu"}).find("memory bandwidth"), std::string::npos);
+  e.bandwidth_share.reset();
+  e.prefill_peak_share.reset();
+  e.peak_dtype.clear();
   e.prefill_tokens_per_second = std::numeric_limits<double>::infinity();  // a prefill too short to time
   EXPECT_EQ(Measurements(e), "200 decode tok/s · 1.50 s to first token");
   e.time_to_first_token_s.reset();

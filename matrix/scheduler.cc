@@ -87,6 +87,25 @@ std::string UtcNow() {
   return buf;
 }
 
+namespace {
+
+// The run's rates against the device's limits: the steps' (and a prefill's) FLOP rate with the matmul peak at the
+// run's dtype, the bytes read per second with the measured memory bandwidth.
+void TakeLimits(const DeviceInfo& device, const RunSummary& summary, CellResult* r) {
+  if (summary.prefill_flops && summary.time_to_first_token_s && *summary.time_to_first_token_s > 0) {
+    r->prefill_flops_per_second = *summary.prefill_flops / *summary.time_to_first_token_s;
+  }
+  auto peak = device.matmul_peak_flops.find(summary.dtype);
+  if ((r->flops_per_second || r->prefill_flops_per_second) && peak != device.matmul_peak_flops.end()) {
+    r->peak_flops = peak->second;
+    r->flops_dtype = summary.dtype;
+  }
+  r->bytes_per_second = summary.bytes_per_second;
+  if (r->bytes_per_second && device.BestBandwidth() > 0) r->peak_bandwidth = device.BestBandwidth();
+}
+
+}  // namespace
+
 CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& outcome, const MatrixOptions& options) {
   CellResult r = cell.preset;
   r.wall_time_s = outcome.wall_time_s;
@@ -114,11 +133,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.first_grad_norm = summary->first_grad_norm;
     r.tokens_per_second = summary->tokens_per_second;
     r.flops_per_second = summary->flops_per_second;
-    auto peak = cell.device.matmul_peak_flops.find(summary->dtype);
-    if (r.flops_per_second && peak != cell.device.matmul_peak_flops.end()) {
-      r.peak_flops = peak->second;
-      r.flops_dtype = summary->dtype;
-    }
+    TakeLimits(cell.device, *summary, &r);
     r.time_to_first_token_s = summary->time_to_first_token_s;
     r.prefill_tokens_per_second = summary->prefill_tokens_per_second;
     r.scores = ScoresText(summary->scores);
@@ -160,6 +175,7 @@ CellResult ResultFromOutcome(const PlannedCell& cell, const SubprocessResult& ou
     r.reason = !error.empty() ? error : outcome.Describe() + "; last output: " + LastLine(outcome.output_tail);
     if (have_summary && summary->error_kind == "out_of_memory") r.reason = "out of memory: " + error;
   }
+  if (have_summary) AddQuantizationCheck(summary->quantization, summary->dtype, &r);
   return r;
 }
 
@@ -202,7 +218,9 @@ void PrintRecorded(const std::string& head, const CellResult& r, std::ostream& p
              << (r.time_to_first_token_s ? " decode tok/s" : " tok/s");
   }
   if (std::optional<double> share = PeakShare(r)) progress << ", " << PeakShareText(*share, r.flops_dtype);
+  if (std::optional<double> share = BandwidthShare(r)) progress << ", " << BandwidthShareText(*share);
   if (r.time_to_first_token_s) progress << "  first token " << FormatLatency(*r.time_to_first_token_s);
+  if (std::optional<double> share = PrefillPeakShare(r)) progress << ", prefill " << PeakShareText(*share, r.flops_dtype);
   if (r.ops_verified) {
     progress << "  proxies of " << ProxiedSize(r) << ": " << (*r.ops_verified ? "ops verified" : "failed");
     if (r.extrapolated_tokens_per_second) {
@@ -222,6 +240,9 @@ void PrintRecorded(const std::string& head, const CellResult& r, std::ostream& p
       progress << ", worst of " << *r.tensors_compared << " tensors " << FormatNumber(100 * *r.tensor_error, 2)
                << "% (" << r.tensor_worst << ")";
     }
+  } else if (r.tensor_error) {  // a generation's first token, a quantisation's weights
+    progress << "  numbers: " << r.tensor_worst << " " << FormatNumber(*r.tensor_error, 4) << " (tolerance "
+             << FormatNumber(r.tensor_tolerance.value_or(0), 4) << ")";
   }
   if (r.startup_time_s && r.wall_time_s > 0) {
     progress << "  start-up " << FormatDuration(*r.startup_time_s) << " ("
@@ -615,7 +636,7 @@ class CellJobs {
       lanes_->AddFirst(Child{cell, Children(*cell), true});
       return Status::OK();
     }
-    if (trained) result.numeric_note = cell->reference.note;
+    if (trained && result.numeric_note.empty()) result.numeric_note = cell->reference.note;
     return recorder_->Record(std::move(result), *cell);
   }
 

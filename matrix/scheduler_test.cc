@@ -225,6 +225,13 @@ TEST_F(SchedulerTest, AGenerationCellTakesItsPrefillFromTheSummaryAndHasNoLoss) 
   generated.warmup_steps = 1;
   generated.time_to_first_token_s = 0.375;
   generated.prefill_tokens_per_second = 5461.5;
+  // Each step read 2 GB (rates 8, 8, 4 GB/s after warm-up), the prefill 3e10 FLOPs (8e10 FLOP/s).
+  generated.step_bytes = {2e9, 2e9, 2e9, 2e9};
+  generated.prefill_flops = 3e10;
+  generated.dtype = "bf16";
+  generated.Finish();
+  cells[0].device.memory_bandwidth = {{"copy", 1.6e10}, {"triad", 2e10}};
+  cells[0].device.matmul_peak_flops = {{"bf16", 8e11}};
   WriteSummary(cells[0], generated);
   WriteSummary(cells[1], Ran({3.0, 2.5, 2.0}, 1000));
   FakeRunner runner;
@@ -244,12 +251,19 @@ TEST_F(SchedulerTest, AGenerationCellTakesItsPrefillFromTheSummaryAndHasNoLoss) 
   EXPECT_DOUBLE_EQ(*gen.prefill_tokens_per_second, 5461.5);
   EXPECT_FALSE(gen.first_loss.has_value());
   EXPECT_FALSE(gen.last_loss.has_value());
+  EXPECT_DOUBLE_EQ(*gen.bytes_per_second, 8e9);
+  EXPECT_DOUBLE_EQ(*gen.peak_bandwidth, 2e10);  // the best kernel's
+  EXPECT_DOUBLE_EQ(*BandwidthShare(gen), 0.4);
+  EXPECT_DOUBLE_EQ(*gen.prefill_flops_per_second, 8e10);
+  EXPECT_DOUBLE_EQ(*PrefillPeakShare(gen), 0.1);
+  EXPECT_EQ(gen.flops_dtype, "bf16");
   const CellResult& train = (*journal)[1];
   EXPECT_FALSE(train.time_to_first_token_s.has_value());
   EXPECT_FALSE(train.prefill_tokens_per_second.has_value());
   EXPECT_DOUBLE_EQ(*train.first_loss, 3.0);
   // FakeRunner's children take a minute (kUnscriptedWallTimeS), most of it start-up.
-  EXPECT_NE(progress.str().find("  runs  16 decode tok/s  first token 375.0 ms  start-up 59s (98%)\n"),
+  EXPECT_NE(progress.str().find("  runs  16 decode tok/s, 40% of the memory bandwidth  first token 375.0 ms, prefill "
+                                "10% of the bf16 peak  start-up 59s (98%)\n"),
             std::string::npos)
       << progress.str();
   EXPECT_NE(progress.str().find("  runs  100 tok/s  start-up 56s (93%)\n"), std::string::npos) << progress.str();

@@ -77,6 +77,8 @@ const std::vector<SupportField>& SupportFields() {
       AddedNumber("extrapolated_peak_share", &SupportEntry::extrapolated_peak_share, ThreeDigits),
       AddedNumber("proxy_peak_share", &SupportEntry::proxy_peak_share, ThreeDigits),
       AddedText("peak_dtype", &SupportEntry::peak_dtype),
+      AddedNumber("bandwidth_share", &SupportEntry::bandwidth_share, ThreeDigits),
+      AddedNumber("prefill_peak_share", &SupportEntry::prefill_peak_share, ThreeDigits),
       AddedText("numeric", &SupportEntry::numeric),
       AddedNumber("loss_delta", &SupportEntry::loss_delta, ThreeDigits),
       AddedNumber("grad_norm_delta", &SupportEntry::grad_norm_delta, ThreeDigits),
@@ -164,7 +166,7 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
         &SupportEntry::prefill_tokens_per_second, &SupportEntry::extrapolated_tokens_per_second,
         &SupportEntry::extrapolated_step_time_s, &SupportEntry::gflops_per_second, &SupportEntry::peak_share,
         &SupportEntry::extrapolated_peak_share, &SupportEntry::proxy_peak_share, &SupportEntry::threads,
-        &SupportEntry::reference_time_s}) {
+        &SupportEntry::reference_time_s, &SupportEntry::bandwidth_share, &SupportEntry::prefill_peak_share}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
 }
@@ -207,7 +209,11 @@ SupportEntry SupportFromCell(const CellResult& cell) {
   s.peak_share = PeakShare(cell);
   s.extrapolated_peak_share = PeakShare(cell, true);
   if (!s.extrapolated_peak_share) s.proxy_peak_share = ProxyPeakShare(cell);
-  if (s.peak_share || s.extrapolated_peak_share || s.proxy_peak_share) s.peak_dtype = cell.flops_dtype;
+  s.bandwidth_share = BandwidthShare(cell);
+  s.prefill_peak_share = PrefillPeakShare(cell);
+  if (s.peak_share || s.extrapolated_peak_share || s.proxy_peak_share || s.prefill_peak_share) {
+    s.peak_dtype = cell.flops_dtype;
+  }
   s.numeric = cell.numeric_note;
   s.loss_delta = cell.loss_delta;
   s.grad_norm_delta = cell.grad_norm_delta;

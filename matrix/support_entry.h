@@ -76,6 +76,10 @@ struct SupportEntry {
   // Where nothing was extrapolated: the share the deepest proxy reached (ProxyPeakShare), at its size.
   std::optional<double> proxy_peak_share;
   std::string peak_dtype;
+  // A generation cell's decode (or a quantize cell's weights) over the device's memory bandwidth (BandwidthShare),
+  // and its prefill over the matmul peak at `peak_dtype` (PrefillPeakShare). Absent for training.
+  std::optional<double> bandwidth_share;
+  std::optional<double> prefill_peak_share;
   // The numeric check (CellResult's, matrix/numeric_check.h): what was compared with what and how far apart
   // ("bf16 on cpu against float32 on cpu: first loss off by 0.12% (tolerance 2%), ..."), or why nothing was;
   // and the relative deltas of the first step's loss and gradient norm.

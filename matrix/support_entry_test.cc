@@ -122,7 +122,7 @@ TEST(SupportEntryTest, TheFieldTableCoversEveryFieldOnceAndDrivesEqualityAndJson
     EXPECT_NE(f.text == nullptr, f.number == nullptr) << f.name;
     EXPECT_EQ(f.number != nullptr, f.format != nullptr) << f.name;
   }
-  EXPECT_EQ(names.size(), 42u);
+  EXPECT_EQ(names.size(), 44u);
   // Every field takes part in equality: changing any one makes entries differ.
   for (const SupportField& f : SupportFields()) {
     SupportEntry a = Entry("runs"), b = a;
@@ -162,6 +162,24 @@ TEST(SupportFromCellTest, AGenerationCellCarriesItsPrefill) {
   EXPECT_EQ(e.tokens_per_second, std::optional<double>(812.5));
   EXPECT_EQ(e.time_to_first_token_s, std::optional<double>(0.0625));
   EXPECT_EQ(e.prefill_tokens_per_second, std::optional<double>(4096));
+  EXPECT_FALSE(e.bandwidth_share.has_value());  // no bandwidth measured
+  // Its decode's share of the memory bandwidth and its prefill's of the matmul peak, through the block.
+  cell.bytes_per_second = 6e9;
+  cell.peak_bandwidth = 2.4e10;
+  cell.prefill_flops_per_second = 1.5e11;
+  cell.peak_flops = 1e12;
+  cell.flops_dtype = "bf16";
+  e = SupportFromCell(cell);
+  EXPECT_EQ(e.bandwidth_share, std::optional<double>(0.25));
+  EXPECT_EQ(e.prefill_peak_share, std::optional<double>(0.15));
+  EXPECT_FALSE(e.peak_share.has_value());  // no training steps
+  EXPECT_EQ(e.peak_dtype, "bf16");
+  StatusOr<std::string> text = RenderWithSupport("lr: 1\n", {{ColumnOfEntry("cpu", e), e}}, "c.yaml");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  EXPECT_NE(text->find("      bandwidth_share: 0.25\n      prefill_peak_share: 0.15\n"), std::string::npos) << *text;
+  StatusOr<SupportEntries> read = ReadSupportEntries(*text, "c.yaml");
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_TRUE(read->at(ColumnOfEntry("cpu", e)) == e);
   cell.time_to_first_token_s.reset();
   cell.prefill_tokens_per_second.reset();
   e = SupportFromCell(cell);

@@ -187,4 +187,45 @@ TensorComparison CompareProbes(const NumericProbe& checked, const NumericProbe& 
   return c;
 }
 
+GreedyComparison CompareGreedy(const NumericProbe& checked, const NumericProbe& reference) {
+  GreedyComparison g;
+  const ProbeTensor* tokens = checked.Find("greedy", "tokens");
+  const ProbeTensor* ref_tokens = reference.Find("greedy", "tokens");
+  const ProbeTensor* margins = checked.Find("greedy", "margins");
+  const ProbeTensor* ref_margins = reference.Find("greedy", "margins");
+  const ProbeTensor* ref_logits = reference.Find("logits", "logits");
+  if (tokens == nullptr || ref_tokens == nullptr || !SameLength(tokens, margins) || !SameLength(ref_tokens, ref_margins) ||
+      ref_logits == nullptr || ref_logits->values.empty()) {
+    g.problem = "a probe without its greedy tokens, margins or logits";
+    return g;
+  }
+  double squares = 0;
+  for (float v : ref_logits->values) squares += static_cast<double>(v) * v;
+  const double rms = std::sqrt(squares / static_cast<double>(ref_logits->values.size()));
+  g.near_tie_margin = 2 * TensorToleranceFor(checked.dtype, checked.quantized || reference.quantized).logits * rms;
+  g.tokens = std::min(tokens->values.size(), ref_tokens->values.size());
+  while (g.agreed < g.tokens && tokens->values[g.agreed] == ref_tokens->values[g.agreed]) ++g.agreed;
+  if (g.agreed == g.tokens) return g;
+  g.margin = std::min(margins->values[g.agreed], ref_margins->values[g.agreed]);
+  g.near_tie = g.margin <= g.near_tie_margin;
+  return g;
+}
+
+std::string GreedyComparison::Describe(const NumericProbe& checked, const NumericProbe& reference) const {
+  if (!problem.empty()) return "greedy tokens not compared: " + problem;
+  const std::string of = std::to_string(tokens);
+  if (agreed == tokens) return "greedy tokens equal for all " + of;
+  const std::string margins = "top-2 margin " + Significant(margin, 2) + (near_tie ? " <= " : " > ") +
+                              Significant(near_tie_margin, 2);
+  if (near_tie) {
+    return "greedy tokens equal for the first " + std::to_string(agreed) + " of " + of + ", then a near tie (" +
+           margins + "; the rest not compared)";
+  }
+  const auto token = [&](const NumericProbe& p) {
+    return std::to_string(static_cast<int64_t>(p.Find("greedy", "tokens")->values[agreed]));
+  };
+  return "greedy token " + std::to_string(agreed + 1) + " of " + of + " is " + token(checked) + " against the " +
+         "reference's " + token(reference) + " (" + margins + ")";
+}
+
 }  // namespace tmx::matrix

@@ -62,4 +62,23 @@ struct TensorComparison {
 // `checked` (its dtype's tolerances) against `reference`.
 TensorComparison CompareProbes(const NumericProbe& checked, const NumericProbe& reference);
 
+// A generation's greedy tokens (harness/numeric_probe.h kGreedyProbeTokens) against its reference's. Equal tokens
+// agree; the first that differs is wrong unless the step was a near tie: the margin between its two largest logits
+// (either run's) within twice the error the logits' tolerance allows per element (2 x tolerance x the RMS of the
+// reference's first-token logits), where a right kernel's rounding may swap the two. After such a token the runs
+// continue from different sequences and the rest is not compared: an honest "equal for the first N".
+struct GreedyComparison {
+  size_t tokens = 0;   // greedy tokens in both probes (compared up to the first difference)
+  size_t agreed = 0;   // leading tokens equal
+  bool near_tie = false;  // the first difference came at a near tie (not wrong)
+  double margin = 0;      // the smaller top-2 margin at the first difference
+  double near_tie_margin = 0;
+  std::string problem;  // why nothing was compared ("" when tokens were)
+  bool wrong() const { return problem.empty() && agreed < tokens && !near_tie; }
+  // "greedy tokens equal for all 8", "greedy tokens equal for the first 3 of 8, then a near tie (top-2 margin
+  // 0.0012 <= 0.0031)", "greedy token 4 of 8 is 17 against the reference's 9 (top-2 margin 0.41 > 0.0031)".
+  std::string Describe(const NumericProbe& checked, const NumericProbe& reference) const;
+};
+GreedyComparison CompareGreedy(const NumericProbe& checked, const NumericProbe& reference);
+
 }  // namespace tmx::matrix

@@ -82,5 +82,36 @@ TEST(TensorCheckTest, ReducedPrecisionIsAllowedMoreThanFloat32) {
   EXPECT_LT(bf16.min_cosine, fp32.min_cosine);
 }
 
+// A generation's probe: logits whose RMS is 1 (so bf16's near tie is 2 x 0.03 x 1 = 0.06), its greedy tokens and
+// each step's top-2 margin.
+NumericProbe Greedy(const std::string& dtype, std::vector<float> tokens, std::vector<float> margins) {
+  return {dtype, false,
+          {{"batch", "batch", {1, 2}}, {"logits", "logits", {1, -1, 1, -1}}, {"greedy", "tokens", std::move(tokens)},
+           {"greedy", "margins", std::move(margins)}}};
+}
+
+TEST(TensorCheckTest, GreedyTokensAgreeDifferAfterANearTieOrAreWrong) {
+  const NumericProbe reference = Greedy("fp32", {5, 6, 7, 8}, {2, 2, 0.05f, 2});
+  GreedyComparison same = CompareGreedy(Greedy("bf16", {5, 6, 7, 8}, {2, 2, 0.05f, 2}), reference);
+  EXPECT_FALSE(same.wrong());
+  EXPECT_EQ(same.Describe(reference, reference), "greedy tokens equal for all 4");
+  // The third step's margin 0.05 is within bf16's near tie (0.06): the rest is not compared, and it is no verdict.
+  const NumericProbe tie = Greedy("bf16", {5, 6, 9, 1}, {2, 2, 0.04f, 2});
+  GreedyComparison parted = CompareGreedy(tie, reference);
+  EXPECT_FALSE(parted.wrong());
+  EXPECT_EQ(parted.agreed, 2u);
+  EXPECT_EQ(parted.Describe(tie, reference),
+            "greedy tokens equal for the first 2 of 4, then a near tie (top-2 margin 0.04 <= 0.06; the rest not compared)");
+  // The second step's margin 2 is far from a tie: a different token there is wrong.
+  const NumericProbe wrong = Greedy("bf16", {5, 9, 7, 8}, {2, 2, 0.05f, 2});
+  GreedyComparison off = CompareGreedy(wrong, reference);
+  EXPECT_TRUE(off.wrong());
+  EXPECT_EQ(off.Describe(wrong, reference), "greedy token 2 of 4 is 9 against the reference's 6 (top-2 margin 2 > 0.06)");
+  // float32 against float32 is allowed next to no margin: the same near tie is a wrong token there.
+  EXPECT_TRUE(CompareGreedy(Greedy("fp32", {5, 6, 9, 1}, {2, 2, 0.04f, 2}), reference).wrong());
+  EXPECT_EQ(CompareGreedy(NumericProbe{"bf16", false, {}}, reference).problem,
+            "a probe without its greedy tokens, margins or logits");
+}
+
 }  // namespace
 }  // namespace tmx::matrix

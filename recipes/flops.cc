@@ -94,6 +94,27 @@ double ForwardFlops(const FlopModel& model, int64_t rows, int64_t length) {
   return Count(model, rows, length, 2, 2, 1);
 }
 
+double PrefillFlops(const FlopModel& model, int64_t rows, int64_t length) {
+  const double output = 2.0 * static_cast<double>(model.args.embed_dim) * static_cast<double>(model.args.output_dim());
+  return ForwardFlops(model, rows, length) - output * static_cast<double>(rows) * static_cast<double>(length - 1);
+}
+
+double DecodeStepBytes(const models::DecoderArgs& args, double weight_bytes, int64_t rows, int64_t context,
+                       int cache_element_bytes) {
+  double cached = 0;  // positions x kv width summed over the layers
+  for (int64_t layer = 0; layer < args.num_layers; ++layer) {
+    const int64_t window = args.window_of_layer(layer);
+    cached += static_cast<double>(window > 0 ? std::min(context, window) : context);
+  }
+  const double kv_width = 2.0 * static_cast<double>(args.num_kv_heads * args.resolved_head_dim());
+  return weight_bytes + static_cast<double>(rows) * cached * kv_width * cache_element_bytes;
+}
+
+double DecodeWeightBytes(const models::DecoderArgs& args, double stored_bytes, int element_bytes) {
+  if (args.tie_word_embeddings) return stored_bytes;
+  return stored_bytes - static_cast<double>(args.vocab_size) * static_cast<double>(args.embed_dim) * element_bytes;
+}
+
 double TrainingFlops(const FlopModel& model, int64_t rows, int64_t length) {
   // The backward of both attention products computes two gradients each: twice the forward.
   return Count(model, rows, length, 4, 6, 3);

@@ -38,4 +38,25 @@ double ForwardFlops(const FlopModel& model, int64_t rows, int64_t length);
 // FLOPs of one forward and backward over such a batch, the weights trained as `model` says.
 double TrainingFlops(const FlopModel& model, int64_t rows, int64_t length);
 
+// FLOPs of a generation's prefill: the forward over `rows` prompts of `length` positions, the output projection
+// for the last position only (generation computes no other logits). Over the time to the first token, and the
+// device's matmul peak at the model's dtype, it is the prefill's share of the peak.
+double PrefillFlops(const FlopModel& model, int64_t rows, int64_t length);
+
+// Bytes one decode step reads (a step: one new token for each of `rows` sequences, the KV cache holding
+// `context` positions per sequence, the new one included), what its share of the device's memory bandwidth is
+// taken from:
+//   bytes = weight_bytes + rows x sum over layers of 2 x min(context, window) x kv_heads x head_dim x cache_bytes
+// weight_bytes: the weights as stored (parameters x the dtype's size; a quantised linear's codes and scales),
+// less an untied embedding table (DecodeWeightBytes), each read once per step whatever the batch; then each
+// layer's cached keys and values, within its sliding window. Activations (a few vectors of embed_dim per
+// sequence) are left out. A lower bound on the traffic: a device whose caches hold the weights (a tiny model)
+// reads them faster than its memory, and its share passes 100%.
+double DecodeStepBytes(const models::DecoderArgs& args, double weight_bytes, int64_t rows, int64_t context,
+                       int cache_element_bytes);
+
+// The weights a decode step reads of `stored_bytes` (every parameter and quantised buffer as stored): all but an
+// untied input embedding table, of which a step reads one row per token (`element_bytes` its size per number).
+double DecodeWeightBytes(const models::DecoderArgs& args, double stored_bytes, int element_bytes);
+
 }  // namespace tmx

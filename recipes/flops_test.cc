@@ -72,5 +72,28 @@ TEST(FlopsTest, ARealModelAtShortSequencesIsSixTimesItsParametersPerToken) {
   EXPECT_LT(flops, 1.01 * 6 * linears * 128);
 }
 
+TEST(FlopsTest, PrefillCountsTheOutputProjectionOfTheLastPositionOnly) {
+  const FlopModel m = HandCounted();
+  // 576 weights before the output, 256 in it: 2 x 576 per position, 2 x 256 once, and attention's forward.
+  EXPECT_EQ(PrefillFlops(m, 1, 3), 2.0 * 576 * 3 + 2.0 * 256 + 4.0 * 8 * AttendedPairs(3, 0));
+  EXPECT_EQ(PrefillFlops(m, 2, 3), 2 * PrefillFlops(m, 1, 3));
+}
+
+TEST(FlopsTest, ADecodeStepOfLlama321BReadsItsWeightsAndItsCache) {
+  // The 1B decode of issue 53: 1,235,814,400 parameters in bf16 (tied embeddings: the output projection reads the
+  // table whole) are 2.47 GB a token, and each position of its KV cache 16 layers x 2 x 8 heads x 64 x 2 bytes.
+  const models::ModelPreset* preset = models::FindModelPreset("llama3_2_1b");
+  ASSERT_NE(preset, nullptr);
+  const double weights = DecodeWeightBytes(preset->args, 1235814400.0 * 2, 2);
+  EXPECT_EQ(weights, 2471628800.0);
+  EXPECT_EQ(DecodeStepBytes(preset->args, weights, 1, 100, 2), 2471628800.0 + 100 * 32768.0);
+  EXPECT_EQ(DecodeStepBytes(preset->args, weights, 4, 100, 2), 2471628800.0 + 4 * 100 * 32768.0);
+  // An untied table is read a row per token, not whole; a sliding window caps the positions read.
+  FlopModel m = HandCounted();
+  EXPECT_EQ(DecodeWeightBytes(m.args, 1000, 4), 1000 - 32 * 8 * 4);
+  m.args.sliding_window = 10;
+  EXPECT_EQ(DecodeStepBytes(m.args, 0, 1, 50, 4), 2.0 * 4 * 10 * 4);
+}
+
 }  // namespace
 }  // namespace tmx

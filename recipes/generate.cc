@@ -12,7 +12,10 @@
 #include "harness/config_manifest.h"
 #include "harness/device_hooks.h"
 #include "harness/run_summary.h"
+#include "harness/numeric_probe.h"
 #include "recipes/estimate.h"
+#include "recipes/first_step_probe.h"
+#include "recipes/flops.h"
 #include "recipes/model_components.h"
 #include "recipes/models/generation.h"
 #include "recipes/parallelism.h"
@@ -71,6 +74,63 @@ std::string TemperatureCheck(const YAML::Node& value) {
          "instead); use 0 for greedy decoding, or a temperature of at least 1e-5";
 }
 
+// The bytes the model's weights take as stored: its parameters and a quantised linear's codes and scales (buffers
+// named weight or scales), not its RoPE tables or caches.
+double StoredWeightBytes(models::DecoderImpl& decoder) {
+  double bytes = 0;
+  for (const auto& p : decoder.named_parameters()) bytes += static_cast<double>(p.value().nbytes());
+  for (const auto& b : decoder.named_buffers()) {
+    if (EndsWith(b.key(), "weight") || EndsWith(b.key(), "scales")) bytes += static_cast<double>(b.value().nbytes());
+  }
+  return bytes;
+}
+
+// What the run's steps and prefill did, for their shares of the device's limits (recipes/flops.h): each decode
+// step's bytes (DecodeStepBytes: step i of decode_step_s writes token i + 1, its cache then holding the prompt
+// and i + 1 tokens; without the cache a step reruns the sequence and reads the weights once, and is counted as
+// the weights alone), and the prefill's FLOPs. One process only: tensor-parallel ranks read their shares each.
+void RecordWork(models::DecoderImpl& decoder, const torch::Tensor& ids, const models::Generated& generated,
+                bool kv_cache, c10::ScalarType dtype, RunSummary* summary) {
+  if (summary->world_size != 1) return;
+  const models::DecoderArgs& args = decoder.args();
+  const int element = static_cast<int>(c10::elementSize(dtype));
+  const double weights = DecodeWeightBytes(args, StoredWeightBytes(decoder), element);
+  const int64_t rows = ids.size(0), length = ids.size(1);
+  for (size_t i = 0; i < generated.decode_step_s.size(); ++i) {
+    summary->step_bytes.push_back(kv_cache ? DecodeStepBytes(args, weights, rows, length + static_cast<int64_t>(i) + 1,
+                                                             element)
+                                           : weights);
+  }
+  summary->prefill_flops = PrefillFlops(FlopModel{args, std::nullopt}, rows, length);
+}
+
+// The numeric probe of a generation (harness/numeric_probe.h), for the numeric check against its float32
+// reference (matrix/tensor_check.h): the prompt, the first token's logits, and kGreedyProbeTokens greedy tokens
+// from the prompt with each step's top-2 margin. Greedy whatever the config's temperature, after the timed run:
+// sampled tokens of two dtypes part at the first draw that rounding moves, greedy ones only at a near tie. An
+// empty `output_dir`: a tensor-parallel rank that takes part in the forwards and writes nothing.
+Status WriteGenerationProbe(models::DecoderImpl& decoder, const torch::Tensor& ids, models::GenerationOptions options,
+                            NumericProbe probe, const std::string& output_dir) {
+  options.sampling = models::SamplingOptions{};
+  options.sampling.temperature = 0;
+  options.stop_tokens.clear();
+  options.max_new_tokens = std::min(kGreedyProbeTokens, decoder.args().max_seq_len - ids.size(1));
+  std::vector<float> first, margins;
+  options.on_logits = [&](const at::Tensor& logits) {
+    const torch::Tensor row = logits[0].to(torch::kFloat);
+    if (first.empty()) first = FirstStepProbe::Sample(row);
+    const torch::Tensor top = std::get<0>(row.topk(2));
+    margins.push_back((top[0] - top[1]).item<float>());
+  };
+  const models::Generated greedy = models::Generate(decoder, ids, options);
+  if (output_dir.empty()) return Status::OK();  // a rank that only took part
+  probe.tensors = {{"batch", "batch", FirstStepProbe::Sample(ids[0])},
+                   {"logits", "logits", first},
+                   {"greedy", "tokens", FirstStepProbe::Sample(greedy.tokens[0])},
+                   {"greedy", "margins", margins}};
+  return WriteNumericProbe(output_dir + "/" + kNumericProbeFile, probe);
+}
+
 enum class Flavor { kGenerate, kV2, kV2Distributed };
 
 Flavor FlavorOf(const std::string& name) {
@@ -127,6 +187,16 @@ class Generator {
 
  private:
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
+  // How the config asks to decode (GenerationOptions), synchronised on this device.
+  StatusOr<models::GenerationOptions> Options(int64_t max_new_tokens, double temperature, bool kv_cache,
+                                              const data::ModelTokenizer& tok);
+  // What is generated from what, before the text.
+  void Announce(int64_t length, const data::ModelTokenizer& tok, const models::GenerationOptions& options,
+                const std::vector<std::string>& stand_ins);
+  // The run's steps, prefill and work into `summary`, and its numeric probe when asked for.
+  Status Record(models::DecoderImpl& decoder, const torch::Tensor& ids, const models::Generated& generated,
+                const models::GenerationOptions& options, const std::string& dtype, const std::string& output_dir,
+                RunSummary* summary);
   // The model, whole, or this rank's share of each layer over several ranks (tensor parallelism).
   StatusOr<models::Decoder> SetupDecoder(const TrainingSettings& settings, RunSummary* summary);
 
@@ -178,6 +248,38 @@ StatusOr<models::Decoder> Generator::SetupDecoder(const TrainingSettings& settin
                  " heads and " + std::to_string(local->intermediate_dim) + " of " +
                  std::to_string(choice->args.intermediate_dim) + " MLP units of every layer");
   return shard;
+}
+
+StatusOr<models::GenerationOptions> Generator::Options(int64_t max_new_tokens, double temperature, bool kv_cache,
+                                                      const data::ModelTokenizer& tok) {
+  models::GenerationOptions options;
+  options.max_new_tokens = max_new_tokens;
+  options.sampling.temperature = temperature;
+  if (!config_.IsNull("top_k")) {
+    StatusOr<int64_t> top_k = config_.GetInt("top_k");
+    TM_RETURN_IF_ERROR(top_k.status());
+    options.sampling.top_k = *top_k;
+  }
+  options.stop_tokens = tok.StopTokens();
+  options.pad_id = std::max<int64_t>(0, tok.pad_id());
+  options.kv_cache = kv_cache;
+  options.synchronize = [this] { Synchronize(); };
+  return options;
+}
+
+void Generator::Announce(int64_t length, const data::ModelTokenizer& tok, const models::GenerationOptions& options,
+                         const std::vector<std::string>& stand_ins) {
+  // Text from weights nobody trained reads as garbage (`<|unk:478|>`): said before it, so it is not taken for a bug.
+  if (config_.IsNull("checkpointer.checkpoint_dir") || !stand_ins.empty()) {
+    *out_ << "note: the weights are "
+        << (stand_ins.empty() ? "seed-initialised (checkpointer.checkpoint_dir is null)"
+                                       : "stand-ins (" + JoinStrings(stand_ins, "; ") + ")")
+        << ", not trained ones: the text below is noise; its speed is the model's\n";
+  }
+  *out_ << "Prompt: " << length << " tokens (" << tok.name() << "); generating up to " << options.max_new_tokens
+      << " tokens, temperature " << options.sampling.temperature
+      << (options.sampling.top_k ? ", top_k " + std::to_string(*options.sampling.top_k) : std::string()) << ", "
+      << (options.kv_cache ? "with" : "without") << " the KV cache\n";
 }
 
 Status Generator::Run(RunSummary* summary) {
@@ -238,29 +340,10 @@ Status Generator::Run(RunSummary* summary) {
                                    std::to_string(std::max<int64_t>(1, decoder.args().max_seq_len - length)));
   }
 
-  models::GenerationOptions options;
-  options.max_new_tokens = *max_new_tokens;
-  options.sampling.temperature = *temperature;
-  if (!config_.IsNull("top_k")) {
-    StatusOr<int64_t> top_k = config_.GetInt("top_k");
-    TM_RETURN_IF_ERROR(top_k.status());
-    options.sampling.top_k = *top_k;
-  }
-  options.stop_tokens = tok.StopTokens();
-  options.pad_id = std::max<int64_t>(0, tok.pad_id());
-  options.kv_cache = *kv_cache;
-  options.synchronize = [this] { Synchronize(); };
-  // Text from weights nobody trained reads as garbage (`<|unk:478|>`): said before it, so it is not taken for a bug.
-  if (config_.IsNull("checkpointer.checkpoint_dir") || !summary->stand_ins.empty()) {
-    out << "note: the weights are "
-        << (summary->stand_ins.empty() ? "seed-initialised (checkpointer.checkpoint_dir is null)"
-                                       : "stand-ins (" + JoinStrings(summary->stand_ins, "; ") + ")")
-        << ", not trained ones: the text below is noise; its speed is the model's\n";
-  }
-  out << "Prompt: " << length << " tokens (" << tok.name() << "); generating up to " << *max_new_tokens
-      << " tokens, temperature " << *temperature
-      << (options.sampling.top_k ? ", top_k " + std::to_string(*options.sampling.top_k) : std::string()) << ", "
-      << (options.kv_cache ? "with" : "without") << " the KV cache\n";
+  StatusOr<models::GenerationOptions> made = Options(*max_new_tokens, *temperature, *kv_cache, tok);
+  TM_RETURN_IF_ERROR(made.status());
+  const models::GenerationOptions& options = *made;
+  Announce(length, tok, options, summary->stand_ins);
   torch::Tensor ids = torch::tensor(prompt->tokens, torch::TensorOptions().dtype(torch::kLong)).unsqueeze(0).to(device_);
   summary->init_time_s = Seconds(start, Clock::now());
   const models::Generated generated = models::Generate(decoder, ids, options);
@@ -270,12 +353,27 @@ Status Generator::Run(RunSummary* summary) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = row[static_cast<int64_t>(i)].item<int64_t>();
   out << tok.base().Decode(tokens, /*skip_special=*/true) << "\n";
 
+  return Record(decoder, ids, generated, options, *dtype, *output_dir, summary);
+}
+
+Status Generator::Record(models::DecoderImpl& decoder, const torch::Tensor& ids, const models::Generated& generated,
+                         const models::GenerationOptions& options, const std::string& dtype,
+                         const std::string& output_dir, RunSummary* summary) {
   summary->step_times_s = generated.decode_step_s;
   summary->step_tokens.assign(generated.decode_step_s.size(), ids.size(0));
   summary->warmup_steps = 1;
   summary->time_to_first_token_s = generated.prefill_s;
   summary->prefill_tokens_per_second = static_cast<double>(ids.numel()) / std::max(generated.prefill_s, 1e-9);
-  return Status::OK();
+  summary->dtype = dtype;
+  RecordWork(decoder, ids, generated, options.kv_cache, DtypeNamed(dtype), summary);
+  // Every rank generates the probe's tokens (tensor-parallel ranks sum each layer's parts together); the lead
+  // writes them.
+  if (!NumericProbeRequested()) return Status::OK();
+  NumericProbe probe;
+  probe.dtype = dtype;
+  // Quantised weights and expert routing make discrete choices that rounding moves (NumericProbe::quantized).
+  probe.quantized = !config_.IsNull("quantizer") || decoder.args().num_experts > 0;
+  return WriteGenerationProbe(decoder, ids, options, std::move(probe), parallel_.lead() ? output_dir : "");
 }
 
 Status RunGenerate(const Config& config, const RunContext& context, const std::string& recipe) {
@@ -294,6 +392,7 @@ Status RunGenerate(const Config& config, const RunContext& context, const std::s
       std::snprintf(line, sizeof(line), ", decode %.2f tokens/s", *summary.tokens_per_second);
       *context.out << line;
     }
+    if (summary.bytes_per_second) *context.out << " reading " << FormatBandwidth(*summary.bytes_per_second);
     if (summary.peak_memory_bytes) {
       *context.out << ", peak memory " << FormatBytes(*summary.peak_memory_bytes) << " (" << summary.peak_memory_source
                    << (summary.world_size > 1 ? ", all ranks" : "") << ")";

@@ -9,13 +9,43 @@
 // .pt of torchao tensor subclasses, which LibTorch cannot write), with metadata quantization=8da4w and groupsize.
 #pragma once
 
+#include <torch/torch.h>
+
+#include <map>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
+#include "harness/run_summary.h"
 
 namespace tmx::recipes {
+
+// The error of int4 per-group quantisation (models/fake_quant.h QuantizeInt4PerGroup: scale = max |w| / 7.5 per
+// group, codes rounded to the nearest step in [-8, 7]), measured per kind of linear (its last name: q_proj, w1,
+// output) against the original weights, with the scheme's bounds (RunSummary's QuantizedKind): no element further
+// than half a step from its original (plus the rounding of the scale and of the dequantised value into `dtype`), and a relative
+// RMS within 1.5 times what uniform rounding to the step gives. A run whose kinds pass both is right; a broken
+// quantisation kernel (codes or scales off by a few percent) passes half a step at once.
+class QuantizationErrors {
+ public:
+  QuantizationErrors(int64_t group_size, const std::string& dtype);
+  // One linear: its original weight [out, in] and the codes and scales it was quantised to.
+  void Add(const std::string& name, const torch::Tensor& original, const torch::Tensor& codes,
+           const torch::Tensor& scales);
+  std::vector<QuantizedKind> Kinds() const;
+
+ private:
+  struct Sums {
+    int64_t tensors = 0;
+    double max_error = 0, difference = 0, original = 0, uniform = 0;
+  };
+  int64_t group_size_;
+  std::string dtype_;
+  c10::ScalarType scalar_type_;
+  std::map<std::string, Sums> sums_;
+};
 
 // Where the quantize recipe writes its checkpoint for `config`.
 std::string QuantizedCheckpointPath(const Config& config);

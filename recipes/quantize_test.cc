@@ -9,6 +9,7 @@
 #include "recipes/builtin.h"
 #include "recipes/checkpoint/safetensors.h"
 #include "recipes/models/decoder.h"
+#include "recipes/models/fake_quant.h"
 #include "recipes/models/lora.h"
 #include "recipes/models/presets.h"
 #include "tests/in_process_run.h"
@@ -95,6 +96,41 @@ TEST_F(QuantizeTest, GenerationLoadsTheQuantisedCheckpointWithTheQuantizer) {
   s = Run("tiny/llama3_2_generation", from_file, &printed);
   EXPECT_NE(s.message().find("fix: set quantizer to the quantizer it was written with"), std::string::npos)
       << s.ToString();
+}
+
+// int4 per group of 32 on seeded bf16 weights: every element within half a step (and bf16's rounding of the
+// scale and the dequantised value), the relative RMS what uniform rounding gives; scales 3% off or one code two
+// steps off are caught by the largest error.
+TEST(QuantizationErrorsTest, Int4PerGroupIsWithinItsBoundsAndAPerturbedOneIsCaught) {
+  torch::manual_seed(3);
+  const torch::Tensor w = torch::randn({64, 128}).to(torch::kBFloat16);
+  const models::Int4Weight q = models::QuantizeInt4PerGroup(w, 32);
+  QuantizationErrors right(32, "bf16");
+  right.Add("layers.0.attn.q_proj", w, q.codes, q.scales);
+  right.Add("layers.1.attn.q_proj", w, q.codes, q.scales);
+  const std::vector<QuantizedKind> kinds = right.Kinds();
+  ASSERT_EQ(kinds.size(), 1u);
+  const QuantizedKind& k = kinds[0];
+  EXPECT_EQ(k.kind, "q_proj");
+  EXPECT_EQ(k.scheme, "int4 per group of 32");
+  EXPECT_EQ(k.tensors, 2);
+  EXPECT_NEAR(k.max_bound, 0.5 + 16.0 / 256 + 1e-5, 1e-12);  // bf16: 7 mantissa bits, 16 x 2^-8
+  EXPECT_GT(k.max_error, 0.45);  // 8192 elements: some lie near half a step
+  EXPECT_LE(k.max_error, k.max_bound);
+  EXPECT_NEAR(k.relative_rms / (k.relative_rms_bound / 1.5), 1.0, 0.15);  // uniform rounding, as expected
+  EXPECT_GT(k.relative_rms, 0.03);
+  EXPECT_LT(k.relative_rms, 0.2);
+  EXPECT_FALSE(k.Exceeds());
+
+  QuantizationErrors scaled(32, "bf16");
+  scaled.Add("output", w, q.codes, q.scales * 1.03);
+  EXPECT_TRUE(scaled.Kinds()[0].Exceeds()) << scaled.Kinds()[0].max_error;
+  QuantizationErrors one_code(32, "bf16");
+  torch::Tensor codes = q.codes.clone();
+  codes[5][7] = codes[5][7].item<int>() > 0 ? codes[5][7] - 2 : codes[5][7] + 2;
+  one_code.Add("w1", w, codes, q.scales);
+  EXPECT_GT(one_code.Kinds()[0].max_error, 1.4);
+  EXPECT_TRUE(one_code.Kinds()[0].Exceeds());
 }
 
 }  // namespace

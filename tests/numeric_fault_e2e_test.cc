@@ -23,9 +23,11 @@ struct Cell {
   const char* name;  // the test's
   const char* recipe;
   const char* config;
+  bool generates = false;  // a generation: one prompt, the probe's first token and greedy tokens
 };
 constexpr Cell kFull{"full", "full_finetune_single_device", "tiny/llama3_1_full_single_device"};
 constexpr Cell kLora{"lora", "lora_finetune_single_device", "tiny/llama3_1_lora_single_device"};
+constexpr Cell kGeneration{"generation", "generate", "tiny/llama3_2_generation", true};
 
 class NumericFaultTest : public ::testing::Test {
  protected:
@@ -37,9 +39,13 @@ class NumericFaultTest : public ::testing::Test {
     const std::string out = scratch_->path() + "/" + cell.name + "_" + dtype + (fault.empty() ? "" : "_" + fault);
     std::vector<std::pair<std::string, std::string>> env = {{kNumericProbeEnv, "1"}};
     if (!fault.empty()) env.emplace_back("TUNE_MATRIX_FAULT", fault + "=1.1");
-    const test::Result r = test::Exec({test::kTune, "run", cell.recipe, "--config", cell.config, "device=cpu",
-                                       "dtype=" + dtype, "epochs=1", "max_steps_per_epoch=1", "output_dir=" + out},
-                                      env);
+    std::vector<std::string> argv = {test::kTune, "run", cell.recipe, "--config", cell.config, "device=cpu",
+                                     "dtype=" + dtype, "output_dir=" + out};
+    for (const char* o : cell.generates ? std::vector<const char*>{"max_new_tokens=9"}
+                                        : std::vector<const char*>{"epochs=1", "max_steps_per_epoch=1"}) {
+      argv.push_back(o);
+    }
+    const test::Result r = test::Exec(argv, env);
     EXPECT_EQ(r.code, 0) << r.output;
     StatusOr<NumericProbe> probe = ReadNumericProbe(out + "/" + kNumericProbeFile);
     EXPECT_TRUE(probe.ok()) << probe.status().ToString();
@@ -96,6 +102,23 @@ TEST_F(NumericFaultTest, AWrongLossIsWrongOnFullAndLora) {
 TEST_F(NumericFaultTest, AWrongOptimizerStepIsWrongOnFullAndLora) {
   ExpectWrong(kFull, "optimizer");
   ExpectWrong(kLora, "optimizer");
+}
+
+// A generation (issue 53 item 4): its first token's logits and greedy tokens against its float32 reference are
+// right with right kernels and wrong with attention off by 10%.
+TEST_F(NumericFaultTest, AGenerationsFirstTokenIsRightAndAWrongAttentionIsWrong) {
+  const NumericProbe right = Run(kGeneration, "bf16");
+  const matrix::TensorComparison c = matrix::CompareProbes(right, Reference(kGeneration));
+  ASSERT_TRUE(c.worst) << c.problem;
+  EXPECT_EQ(c.compared, 1u);  // the first token's logits
+  EXPECT_FALSE(c.wrong()) << c.worst->Describe();
+  const matrix::GreedyComparison greedy = matrix::CompareGreedy(right, Reference(kGeneration));
+  EXPECT_EQ(greedy.tokens, static_cast<size_t>(kGreedyProbeTokens));
+  EXPECT_FALSE(greedy.wrong()) << greedy.Describe(right, Reference(kGeneration));
+  const NumericProbe faulty = Run(kGeneration, "bf16", "attention");
+  const matrix::TensorComparison f = matrix::CompareProbes(faulty, Reference(kGeneration));
+  ASSERT_TRUE(f.worst) << f.problem;
+  EXPECT_TRUE(f.wrong()) << "attention off by 10%: " << f.worst->Describe();
 }
 
 TEST_F(NumericFaultTest, TheFloat32PathIsNeverTouched) {

@@ -65,6 +65,7 @@ Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const Generatio
     torch::Tensor input = i == 0 || !options.kv_cache ? sequence : next.unsqueeze(1);
     // Only the last position's logits are needed: the output projection of one position, not of the prompt.
     torch::Tensor logits = model.OutputLogits(model.Hidden(input).select(1, -1));
+    if (options.on_logits) options.on_logits(logits);
     next = SampleTokens(logits, options.sampling);
     // A sequence that stopped earlier shows padding; the model goes on reading its own draws (pad_id need not be
     // an id of the model's vocabulary).

@@ -47,6 +47,9 @@ struct GenerationOptions {
   bool kv_cache = true;
   // Waits for the device's queued work, so the times below are the device's (empty: nothing to wait for).
   std::function<void()> synchronize;
+  // Called with each step's last-position logits [B, V] as computed (the prefill's first), before the draw; unset:
+  // not called. The numeric probe reads the first token's logits and the greedy tokens' margins through it.
+  std::function<void(const at::Tensor& logits)> on_logits;
 };
 
 struct Generated {
