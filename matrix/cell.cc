@@ -381,6 +381,7 @@ const std::vector<JournalField>& JournalFields() {
       {"others_cpu_share", kOptional, Slot<&R::others_cpu_share>(), Range(0, 1, "a share from 0 to 1")},
       {"steal_share", kOptional, Slot<&R::steal_share>(), Range(0, 1, "a share from 0 to 1")},
       {"disturbed", kOptional, Slot<&R::disturbed>(), {}},
+      {"disturbed_accepted", kOptional, Slot<&R::disturbed_accepted>(), {}},
       {"time_to_first_token_s", kOptional, Slot<&R::time_to_first_token_s>(), Seconds()},
       {"prefill_tokens_per_second", kOptional, Slot<&R::prefill_tokens_per_second>(), TokensPerSecond()},
       {"scores", kOptional, Slot<&R::scores>(), {}},

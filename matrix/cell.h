@@ -207,12 +207,16 @@ struct CellResult {
   // Whether the cell had the machine to itself (base/cpu_usage.h), measured around its process tree: the CPU
   // time the tree got, and the shares of the machine's CPU that other processes and the hypervisor (steal)
   // took while it ran. `disturbed` says why the speed is not the device's ("" when it is): such a cell's status
-  // counts, but its speed is neither published into the config nor compared by check or compare.
+  // counts, but its speed is neither published into the config nor compared by check or compare, unless the run
+  // accepted it (`disturbed_accepted`, MatrixOptions::accept_disturbed): then it is published marked as measured
+  // beside other work where the config has no speed measured undisturbed (KeepOrMarkSpeeds), and still never
+  // compared.
   std::optional<double> cpu_time_s;
   std::optional<int> threads;  // ATen's CPU threads per process (RunSummary::threads), when the run said
   std::optional<double> others_cpu_share;
   std::optional<double> steal_share;
   std::string disturbed;
+  std::optional<bool> disturbed_accepted;  // true where the run published a disturbed speed, marked; else absent
 
   Provenance provenance;
 };

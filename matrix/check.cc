@@ -196,7 +196,9 @@ class ConfigChecker {
 
   void CheckSpeed(const std::string& type, const SupportEntry& entry, const CellResult& obs,
                   const std::string& origin) {
-    if (!obs.disturbed.empty()) {  // the machine's load, not the device's speed (CellResult::disturbed)
+    // The machine's load, not the device's speed: either side measured beside other work (CellResult::disturbed,
+    // SupportEntry::speeds_disturbed).
+    if (!obs.disturbed.empty() || !entry.speeds_disturbed.empty()) {
       ++counts_->speed_disturbed;
       return;
     }

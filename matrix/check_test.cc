@@ -296,6 +296,26 @@ TEST_F(CheckTest, ADisturbedObservationsSpeedIsNotCompared) {
   EXPECT_NE(p[0].kind, ProblemKind::kSlower);
 }
 
+// A recorded speed published beside other work (--accept-disturbed) is no baseline: a quiet observation ten
+// times faster is not compared with it, and counted apart.
+TEST_F(CheckTest, ARecordedSpeedMeasuredBesideOtherWorkIsNotCompared) {
+  CellResult marked = co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, old_, 100);
+  marked.disturbed = "other processes used 80% of the machine's CPU while it ran (more than 25%)";
+  marked.disturbed_accepted = true;
+  Record({marked});
+  ASSERT_NE(co_.Read("tiny/lora").find("speeds_disturbed:"), std::string::npos) << co_.Read("tiny/lora");
+  JournalSet set;
+  set.paths = {"new.jsonl"};
+  set.records = {Obs("tiny/lora", "cpu", CellStatus::kRuns, 1000)};
+  set.origins = {"new.jsonl:1"};
+  CheckCounts counts;
+  CheckOptions everything;
+  everything.noise.min_step_time_s = 0;
+  EXPECT_TRUE(CheckSupport(ReadBuiltinClaims(co_.registry).value(), set, everything, &counts).empty());
+  EXPECT_EQ(counts.speed_compared, 0);
+  EXPECT_EQ(counts.speed_disturbed, 1);
+}
+
 TEST_F(CheckTest, AnObservationOlderThanTheRecordedEntryIsSuperseded) {
   Record({co_.Observe("tiny/lora", "cpu", CellStatus::kRuns, "2026-12-02T12:30:00Z")});
   EXPECT_TRUE(Check({Obs("tiny/lora", "cpu", CellStatus::kFails)}).empty()) << printed_;

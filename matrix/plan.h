@@ -55,6 +55,10 @@ struct MatrixOptions {
   // machine's load once a second while none of the run's own cells runs, and prints a line at least every 9 s.
   // 0: measured again at once.
   double quiet_wait_s = 60;
+  // A cell measured beside other work twice is recorded disturbed; its speed is published only with this set,
+  // marked as measured beside other work, and only where the config has no speed measured undisturbed in its
+  // column (an undisturbed measurement is never superseded by one); check and compare never compare it.
+  bool accept_disturbed = false;
   // Seconds a cell may be expected to take. A cell predicted to take longer is recorded as too_slow and not
   // started; the prediction is its recorded wall time in this column, else a start-up and a step rate
   // fitted to the cells of this column that have a recorded time (no such cell: no prediction, the

@@ -61,7 +61,7 @@ namespace {
 // (merged from a newer journal earlier) is not rolled back, unless it is dated after this machine's clock (such
 // an entry would pin its cell for ever); a disturbed record keeps the entry's speeds. Erases the entries kept.
 void KeepNewerEntries(const std::string& path, const std::string& config, const SupportEntries& existing,
-                      const std::set<std::pair<std::string, std::string>>& disturbed, int64_t now,
+                      const std::map<ConfigColumn, const CellResult*>& disturbed, int64_t now,
                       SupportEntries* support, std::ostream& log, const PublishLog& how) {
   WriteBackTally none;
   WriteBackTally& tally = how.tally != nullptr ? *how.tally : none;
@@ -79,12 +79,14 @@ void KeepNewerEntries(const std::string& path, const std::string& config, const 
       ++tally.kept_newer;
       it = support->erase(it);
       continue;
-    } else if (disturbed.count({config, it->first})) {
-      KeepPreviousSpeeds(old != existing.end() ? &old->second : nullptr, &it->second);
+    } else if (auto cell = disturbed.find({config, it->first}); cell != disturbed.end()) {
+      const bool marked = KeepOrMarkSpeeds(old != existing.end() ? &old->second : nullptr, *cell->second, &it->second);
       ++tally.disturbed;
+      if (marked) ++tally.disturbed_published;
       if (how.verbose) {
-        log << "kept the speeds of " << path << " " << it->first
-            << ": the new record was measured beside other work (disturbed)\n";
+        log << (marked ? "published the speeds of " : "kept the speeds of ") << path << " " << it->first
+            << (marked ? " marked: the new record was measured beside other work (--accept-disturbed)\n"
+                       : ": the new record was measured beside other work (disturbed)\n");
       }
     }
     ++it;
@@ -126,7 +128,10 @@ std::string TallyLine(const WriteBackTally& t) {
   std::string line = "Tally: " + Counted(cells, "cell") + ": " + JoinStrings(what, ", ");
   if (!statuses.empty()) line += "; " + JoinStrings(statuses, ", ");
   if (t.disturbed > 0) {
-    line += "; " + std::to_string(t.disturbed) + " measured beside other work (status recorded, speeds kept)";
+    line += "; " + std::to_string(t.disturbed) + " measured beside other work (status recorded, speeds kept" +
+            (t.disturbed_published > 0
+                 ? "; " + std::to_string(t.disturbed_published) + " published marked, --accept-disturbed)"
+                 : ")");
   }
   return line + "; " + Counted(t.files_written, "config file") + " updated";
 }
@@ -135,11 +140,13 @@ Status WriteBackResults(const Registry& registry, const std::vector<CellResult>&
                         const PublishLog& how) {
   const int64_t now = UnixNow();
   std::map<std::string, SupportEntries> updates;
-  std::set<std::pair<std::string, std::string>> disturbed;  // (config, device type) measured beside other work
-  for (const auto& [key, cell] : LatestByColumn(records)) {
+  // (config, column) measured beside other work, with the record
+  std::map<ConfigColumn, const CellResult*> disturbed;
+  const std::map<ConfigColumn, CellResult> latest = LatestByColumn(records);
+  for (const auto& [key, cell] : latest) {
     if (registry.RecipeForConfig(key.first) == nullptr) continue;
     updates[key.first][key.second] = SupportFromCell(cell);
-    if (!cell.disturbed.empty()) disturbed.insert(key);
+    if (!cell.disturbed.empty()) disturbed[key] = &cell;
   }
   // Every config is rendered before any is written, so a config that cannot take its block stops the
   // write-back with no file changed.
@@ -303,7 +310,7 @@ Status PublishJournalResults(const std::vector<CellResult>& records, const std::
                    [](const CellResult& r) { return r.disturbed.empty(); });
       std::optional<SupportEntry> previous;
       if (!calm.empty()) previous = SupportFromCell(LatestByColumn(calm).begin()->second);
-      KeepPreviousSpeeds(previous ? &*previous : nullptr, &entry);
+      KeepOrMarkSpeeds(previous ? &*previous : nullptr, newest, &entry);
     }
     ConfigSupport& config = configs[cell.first];
     config.config = cell.first;

@@ -27,11 +27,13 @@ struct WriteBackTally {
   int unchanged = 0;    // the record gave the entry it had
   int kept_newer = 0;   // the config's entry was verified after the record, so it stands
   int disturbed = 0;    // measured beside other work: its status written, the entry's speeds kept
+  int disturbed_published = 0;  // of those, the speeds published marked instead (--accept-disturbed)
   std::map<std::string, int> statuses;  // the records' statuses ("runs" -> 50), written back or not
   int files_written = 0;                // config files rewritten
 };
 // "Tally: 62 cells: 3 new, 40 updated, 17 unchanged, 2 kept (a newer entry stands); 60 runs, 2 fails; 5 measured
-// beside other work (status recorded, speeds kept); 43 config files updated". Empty when no record was tallied.
+// beside other work (status recorded, speeds kept; 2 published marked, --accept-disturbed); 43 config files
+// updated". Empty when no record was tallied.
 std::string TallyLine(const WriteBackTally& tally);
 
 // How a publish logs. `verbose` (default): a line per config file and per entry kept ("updated ...",

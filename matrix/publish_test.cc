@@ -13,6 +13,8 @@
 #include "base/file_util.h"
 #include "matrix/journal.h"
 #include "matrix/merge.h"
+#include "matrix/report.h"
+#include "matrix/support_block.h"
 #include "matrix/testdata/checkout.h"
 
 namespace tmx::matrix {
@@ -134,6 +136,49 @@ TEST_F(PublishTest, ADisturbedRecordsSpeedIsNotPublished) {
   const std::string full = co_.Read("tiny/full");
   EXPECT_NE(full.find("status: runs"), std::string::npos) << full;
   EXPECT_EQ(full.find("tokens_per_second"), std::string::npos) << full;
+}
+
+// With --accept-disturbed (CellResult::disturbed_accepted) a disturbed speed is published marked where the config
+// has no speed measured undisturbed, and replaces an earlier marked one; it never supersedes an undisturbed speed,
+// and an undisturbed record clears the mark. The report says so beside the speed.
+TEST_F(PublishTest, AnAcceptedDisturbedSpeedIsPublishedMarkedButNeverOverAnUndisturbedOne) {
+  const std::string why = "other processes used 70% of the machine's CPU while it ran (more than 25%)";
+  CellResult first = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T11:00:00Z", 12);
+  first.disturbed = why;
+  first.disturbed_accepted = true;
+  ASSERT_TRUE(WriteBackResults(co_.registry, {first}, log_).ok());
+  std::string full = co_.Read("tiny/full");
+  EXPECT_NE(full.find("tokens_per_second: 12"), std::string::npos) << full;
+  EXPECT_NE(full.find("speeds_disturbed: \"" + why + "\""), std::string::npos) << full;
+  StatusOr<SupportEntries> entries = ReadSupportEntries(full, "tiny/full");
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  EXPECT_EQ(Measurements(entries->begin()->second), "12 tok/s (measured beside other work) · 1.50 GiB");
+
+  CellResult again = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T12:00:00Z", 15);
+  again.disturbed = why;
+  again.disturbed_accepted = true;
+  ASSERT_TRUE(WriteBackResults(co_.registry, {again}, log_).ok());
+  EXPECT_NE(co_.Read("tiny/full").find("tokens_per_second: 15"), std::string::npos) << "a marked speed is replaced";
+
+  CellResult quiet = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T13:00:00Z", 100);
+  ASSERT_TRUE(WriteBackResults(co_.registry, {quiet}, log_).ok());
+  full = co_.Read("tiny/full");
+  EXPECT_NE(full.find("tokens_per_second: 100"), std::string::npos) << full;
+  EXPECT_EQ(full.find("speeds_disturbed"), std::string::npos) << full;
+
+  CellResult later = co_.Observe("tiny/full", "cpu", CellStatus::kRuns, "2026-12-02T14:00:00Z", 9);
+  later.disturbed = why;
+  later.disturbed_accepted = true;
+  WriteBackTally tally;
+  PublishLog how;
+  how.tally = &tally;
+  how.verbose = false;
+  ASSERT_TRUE(WriteBackResults(co_.registry, {later}, log_, how).ok());
+  full = co_.Read("tiny/full");
+  EXPECT_NE(full.find("tokens_per_second: 100"), std::string::npos) << "the undisturbed speed stands: " << full;
+  EXPECT_EQ(full.find("speeds_disturbed"), std::string::npos) << full;
+  EXPECT_EQ(tally.disturbed, 1);
+  EXPECT_EQ(tally.disturbed_published, 0);
 }
 
 // Without verbose a publish writes no line per config or entry but counts each record once by what it did

@@ -62,7 +62,8 @@ std::string Measurements(const SupportEntry& s) {
   }
   const bool generation = s.time_to_first_token_s.has_value();
   if (finite(s.tokens_per_second)) {
-    parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s"));
+    parts.push_back(FormatNumber(*s.tokens_per_second, 0) + (generation ? " decode tok/s" : " tok/s") +
+                    (s.speeds_disturbed.empty() ? "" : " (measured beside other work)"));
   }
   if (finite(s.peak_share)) parts.push_back(PeakShareText(*s.peak_share, s.peak_dtype));
   if (finite(s.bandwidth_share)) parts.push_back(BandwidthShareText(*s.bandwidth_share));

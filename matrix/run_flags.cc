@@ -186,6 +186,11 @@ std::vector<RunFlag> RecordFlags() {
       {"journal", "PATH", "journal file (default {default})", DefaultOf(&MatrixOptions::journal_path),
        Text(&MatrixOptions::journal_path)},
       {"resume", "", "run only the cells missing from the journal", nullptr, Switch(&MatrixOptions::resume, true)},
+      {"accept-disturbed", "",
+       "publish the speed of a cell measured beside other work (after waiting\n"
+       "and measuring it again), marked as such, where its config has no speed\n"
+       "measured undisturbed; it is never compared",
+       nullptr, Switch(&MatrixOptions::accept_disturbed, true)},
       {"fresh", "",
        "set the journal aside (as <journal>.prev) and start an empty one; without\n"
        "it the journal keeps every cell's record until a newer one replaces it",

@@ -249,7 +249,12 @@ void PrintRecorded(const std::string& head, const CellResult& r, std::ostream& p
              << static_cast<int>(std::lround(100 * *r.startup_time_s / r.wall_time_s)) << "%)";
   }
   if (!r.reason.empty()) progress << "  (" << r.reason.substr(0, 160) << ")";
-  if (!r.disturbed.empty()) progress << "  disturbed: " << r.disturbed << "; its speed is not published";
+  if (!r.disturbed.empty()) {
+    progress << "  disturbed: " << r.disturbed
+             << (r.disturbed_accepted.value_or(false)
+                     ? "; its speed is published marked where no undisturbed one stands (--accept-disturbed)"
+                     : "; its speed is not published");
+  }
   progress << std::endl;
 }
 
@@ -323,6 +328,7 @@ class Recorder {
     // The class its cpu children ran at (MatrixOptions::cpu_class): the record's column is the one it was planned in.
     if (cell.device_type == "cpu") r.provenance.cpu_class = options_.cpu_class;
     r.provenance.verified_at = now_();
+    if (options_.accept_disturbed && !r.disturbed.empty()) r.disturbed_accepted = true;
     ++tally_->completed;
     // A record that breaks a record rule would make the journal unreadable to every later reader (resume, merge,
     // check), so it is refused here as they would refuse it: an error of the run that names the rule, with the

@@ -434,6 +434,39 @@ TEST_F(SchedulerTest, ADisturbedCellWaitsForAQuietMachineUpToABoundBeforeItRunsA
   EXPECT_TRUE(at_once.probes.empty());
 }
 
+// --accept-disturbed: a cell disturbed twice is recorded disturbed and accepted, which the journal keeps and the
+// progress line says; without it the record carries no acceptance.
+TEST_F(SchedulerTest, AcceptDisturbedMarksTheRecordThatIsStillDisturbed) {
+  std::vector<PlannedCell> cells = {Cell("busy", "cpu")};
+  WriteSummary(cells[0], Ran({3.0, 2.5, 2.0}, 1000));
+  options_.accept_disturbed = true;
+  options_.quiet_wait_s = 0;
+  FakeRunner runner;
+  runner.disturbed_finishes = {0, 1};
+  runner.outcomes["busy"] = Exited(0);
+  std::ostringstream progress;
+  StatusOr<MatrixRun> run = RunCells(cells, {}, runner, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  StatusOr<std::vector<CellResult>> journal = ReadJournal(options_.journal_path, nullptr);
+  ASSERT_TRUE(journal.ok()) << journal.status().ToString();
+  ASSERT_EQ(journal->size(), 1u);
+  EXPECT_NE((*journal)[0].disturbed, "");
+  EXPECT_EQ((*journal)[0].disturbed_accepted, true);
+  EXPECT_NE(progress.str().find("; its speed is published marked where no undisturbed one stands (--accept-disturbed)"),
+            std::string::npos)
+      << progress.str();
+
+  options_.accept_disturbed = false;
+  ASSERT_TRUE(WriteFileAtomically(options_.journal_path, "").ok());
+  FakeRunner plain;
+  plain.disturbed_finishes = {0, 1};
+  plain.outcomes["busy"] = Exited(0);
+  run = RunCells(cells, {}, plain, options_, Provenance{}, progress);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_EQ(run->recorded.size(), 1u);
+  EXPECT_FALSE(run->recorded[0].disturbed_accepted.has_value());
+}
+
 TEST_F(SchedulerTest, InterruptKeepsFinishedCellsAndResumeRunsOnlyTheRest) {
   std::vector<PlannedCell> cells = {Cell("a", "cpu"), Cell("b", "cpu"), Cell("c", "cpu")};
   FakeRunner first;

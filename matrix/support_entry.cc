@@ -87,6 +87,7 @@ const std::vector<SupportField>& SupportFields() {
       AddedNumber("reference_time_s", &SupportEntry::reference_time_s, TenthsOf),
       AddedText("repair", &SupportEntry::repair),
       AddedText("repaired_status", &SupportEntry::repaired_status),
+      AddedText("speeds_disturbed", &SupportEntry::speeds_disturbed),
       Text("device_name", &SupportEntry::device_name),
       AddedText("cpu_class", &SupportEntry::cpu_class),
       Text("torch_version", &SupportEntry::torch_version),
@@ -169,6 +170,19 @@ void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry) {
         &SupportEntry::reference_time_s, &SupportEntry::bandwidth_share, &SupportEntry::prefill_peak_share}) {
     entry->*speed = previous != nullptr ? previous->*speed : std::nullopt;
   }
+  entry->speeds_disturbed = previous != nullptr ? previous->speeds_disturbed : "";
+}
+
+bool KeepOrMarkSpeeds(const SupportEntry* previous, const CellResult& cell, SupportEntry* entry) {
+  const bool previous_measured_undisturbed =
+      previous != nullptr && previous->speeds_disturbed.empty() &&
+      (previous->tokens_per_second || previous->step_time_s || previous->extrapolated_tokens_per_second);
+  if (cell.disturbed_accepted.value_or(false) && !previous_measured_undisturbed) {
+    entry->speeds_disturbed = cell.disturbed;
+    return true;
+  }
+  KeepPreviousSpeeds(previous, entry);
+  return false;
 }
 
 SupportEntry SupportFromCell(const CellResult& cell) {

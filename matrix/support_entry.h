@@ -98,6 +98,9 @@ struct SupportEntry {
   // "too_large", ...); the measurements above are then the repaired config's. Both "" for any other cell.
   std::string repair;
   std::string repaired_status;
+  // Where the speeds above were measured beside other work and published anyway (CellResult::disturbed_accepted,
+  // --accept-disturbed): why they are the machine's load as much as the device's; "" for an undisturbed speed.
+  std::string speeds_disturbed;
 
   bool operator==(const SupportEntry& o) const;
   bool operator!=(const SupportEntry& o) const { return !(*this == o); }
@@ -144,6 +147,11 @@ std::string RepairedOutcome(const std::string& repaired_status, size_t overrides
 // speed, so `entry` takes `previous`'s (the config's entry before this write-back; null: none, and the
 // timings are left out).
 void KeepPreviousSpeeds(const SupportEntry* previous, SupportEntry* entry);
+
+// For a disturbed cell: where the run accepted its speed (CellResult::disturbed_accepted) and `previous` has no
+// speed measured undisturbed, `entry` keeps the cell's speeds marked with why (speeds_disturbed); otherwise
+// KeepPreviousSpeeds. An undisturbed speed is never superseded by a disturbed one. True where it marked.
+bool KeepOrMarkSpeeds(const SupportEntry* previous, const CellResult& cell, SupportEntry* entry);
 
 // One built-in config and what its generated block claims.
 struct ConfigSupport {
