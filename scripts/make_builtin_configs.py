@@ -295,7 +295,11 @@ def mirrored(root, source, name, recipe, configs_dir):
         title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"
         where = ("across ranks, each holding a share of every layer (tensor parallel)"
                  if recipe.endswith("_distributed") else "on one device")
-        what = f"text generation {where}, with the values of torchtune's {source} config."
+        image = isinstance(cfg.get("prompt", {}).get("user"), dict) and "image" in cfg["prompt"]["user"]
+        what = (f"{'generation from an image and a text' if image else 'text generation'} {where}, with the values "
+                f"of torchtune's {source} config." + (" The image must be a local PPM file (prompt.user.image; a URL "
+                                                      "is never fetched: a cell answers on a shipped image instead)."
+                                                      if image else ""))
         head = generation_head(title, what, name, recipe, repo, cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
         write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
         return
@@ -358,7 +362,14 @@ def tiny_generation(family, name, recipe, configs_dir):
                             "groupsize": 32}
     if recipe.endswith("_distributed"):
         cfg["tensor_parallel_plan"] = {"_component_": "torchtune.models.llama3.base_llama_tp_plan"}
-    what = ("text generation at a few hundred thousand parameters, so every device is checked in seconds" +
+    if family == "llama3_2_vision":
+        # A question on a shipped image (tune-matrix/tiny_vision), through the byte-level vision transform.
+        cfg["tokenizer"] = {"_component_": "tune_matrix.data.byte_vision_transform", "image_size": 28,
+                            "max_seq_len": None}
+        cfg["prompt"]["user"] = {"image": "tune-matrix/tiny_vision/images/red_wide.ppm",
+                                 "text": "What colour is the shape?"}
+    what = (("generation from a shipped image and a question" if family == "llama3_2_vision" else "text generation") +
+            " at a few hundred thousand parameters, so every device is checked in seconds" +
             (", from int4 weights and int8 activations (the checkpoint `tune run quantize --config tiny/quantize` "
              "writes; set checkpointer.checkpoint_dir to its output_dir)" if int4 else "") +
             (", tensor parallel over ranks." if recipe.endswith("_distributed") else "."))
