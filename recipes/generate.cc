@@ -43,7 +43,7 @@ constexpr int kCellDecodeSteps = 32;
 // `prompt`: a mapping of system (a string or null) and user (a string, or {text: ...}); nothing else.
 std::string PromptCheck(const YAML::Node& v) {
   const std::string shape =
-      "; fix: write prompt: {system: <text or null>, user: <text>} (or user: {text: <text>, image: <file.ppm>})";
+      "; fix: write prompt: {system: <text or null>, user: <text>} (or user: {text: <text>, image: <file.png>})";
   if (!v.IsMap()) return "must be a mapping of system and user" + shape;
   for (const auto& item : v) {
     const std::string role = item.first.Scalar();
@@ -62,7 +62,7 @@ std::string PromptCheck(const YAML::Node& v) {
       if (name == "image" && role == "user" && part.second.IsScalar()) continue;  // a file (a vision model's)
       if (name != "text") {
         return role + "." + name + ": " +
-               (name == "image" ? "an image is the user's, a path to a PPM file" : "is not a part of a prompt") +
+               (name == "image" ? "an image is the user's, a path to a PNG or PPM file" : "is not a part of a prompt") +
                " (a prompt has a text and, for a Llama 3.2 Vision model, the user's image)" + shape;
       }
     }
@@ -109,7 +109,7 @@ std::vector<FieldSpec> GenerateFields(Flavor flavor) {
       LogLevelField(),
       WithValueCheck(Required(Field("prompt", FieldType::kAny, "",
                                     "the prompt: {system: <text or null>, user: <text or {text: <text>, image: "
-                                    "<a PPM file, for a Llama 3.2 Vision model; relative: also under the shipped "
+                                    "<a PNG or PPM file, for a Llama 3.2 Vision model; relative: also under the shipped "
                                     "datasets, e.g. tune-matrix/tiny_vision/images/red_wide.ppm>}>}")),
                      PromptCheck),
       AtLeast(Field("max_new_tokens", FieldType::kInt, "300", "tokens to generate at most"), 1),
@@ -365,7 +365,7 @@ StatusOr<std::string> Generator::ImageFile(std::vector<std::string>* stand_ins) 
   const std::string why = image.find("://") != std::string::npos ? " is a URL (runs never download)" : " is absent";
   if (!context_.allow_stand_ins) {
     return Status::NotFound(config_.OriginOf("prompt").ToString() + ": prompt.user.image " + image + why +
-                            "; fix: save the image as a PPM file (e.g. `convert in.jpg out.ppm`) and give its path, "
+                            "; fix: save the image as a PNG or PPM file (e.g. `convert in.jpg out.png`) and give its path, "
                             "or run with --allow-stand-ins to use a shipped sample image");
   }
   const std::string sample = data::SamplesDir() + "/datasets/images/red_square.ppm";
@@ -394,7 +394,7 @@ Status Generator::RunVision(const TrainingSettings& settings, models::Generation
   if (!PromptImage(config_).empty()) {
     StatusOr<std::string> file = ImageFile(&summary->stand_ins);
     TM_RETURN_IF_ERROR(file.status());
-    StatusOr<data::Image> image = data::ReadPpm(*file);
+    StatusOr<data::Image> image = data::ReadImage(*file);
     TM_RETURN_IF_ERROR(image.status());
     data::ImageTransformOptions transform;
     transform.tile_size = args.encoder.tile_size;

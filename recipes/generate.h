@@ -1,8 +1,8 @@
 // torchtune's generation recipes, `generate`, `dev/generate_v2` and `dev/generate_v2_distributed`: one prompt through the model a checkpoint
 // holds, its tokens written out with how fast they came.
 //
-// A Llama 3.2 Vision model (one device) loads as its training loop does (LoadVisionModel); prompt.user.image, a PPM
-// file (or one under the shipped datasets; a URL or absent file: a shipped image with stand-ins), is tiled by the
+// A Llama 3.2 Vision model (one device) loads as its training loop does (LoadVisionModel); prompt.user.image, a PNG
+// or PPM file (or one under the shipped datasets; a URL or absent file: a shipped image with stand-ins), is tiled by the
 // model's transform, collated with its cross-attention mask and encoded once, then models::Generate decodes with
 // the fusion layers reading it.
 //
@@ -40,7 +40,7 @@ RecipeSpec GenerateRecipe(const std::string& name);
 // non-string text).
 StatusOr<std::vector<data::Message>> PromptMessages(const Config& config);
 
-// prompt.user.image (a PPM file a Llama 3.2 Vision model reads through its encoder), or "" when the prompt has none.
+// prompt.user.image (a PNG or PPM file a Llama 3.2 Vision model reads through its encoder), or "" when the prompt has none.
 std::string PromptImage(const Config& config);
 
 // Peak memory and work of generating: the weights, the KV cache for the prompt (tokenizer.max_seq_len, or a

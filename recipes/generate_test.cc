@@ -179,7 +179,7 @@ TEST(GeneratePromptTest, ImagesRolesAndMissingUsersAreRefusedByValidation) {
   ASSERT_NE(recipe, nullptr);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"prompt={user: {image: a.ppm, text: hi}}", "user.image: an image prompt needs a Llama 3.2 Vision model"},
-      {"prompt={user: {image: [a.ppm], text: hi}}", "user.image: an image is the user's, a path to a PPM file"},
+      {"prompt={user: {image: [a.ppm], text: hi}}", "user.image: an image is the user's, a path to a PNG or PPM file"},
       {"prompt={system: {image: a.ppm, text: hi}, user: hi}", "system.image: an image is the user's"},
       {"prompt={assistant: hi, user: hi}", "has role 'assistant', not system or user"},
       {"prompt={system: hi}", "has no user message"},
@@ -222,7 +222,7 @@ TEST_F(GenerateRecipeTest, AVisionModelAnswersOnTheImage) {
                             {"prompt.user.image=https://example.com/a.jpg", "max_new_tokens=2"});
   EXPECT_EQ(url.status.code(), Status::Code::kNotFound) << url.status.ToString();
   EXPECT_NE(url.status.message().find("prompt.user.image https://example.com/a.jpg is a URL (runs never download); "
-                                      "fix: save the image as a PPM file"),
+                                      "fix: save the image as a PNG or PPM file"),
             std::string::npos)
       << url.status.message();
 }

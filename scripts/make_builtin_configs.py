@@ -297,7 +297,7 @@ def mirrored(root, source, name, recipe, configs_dir):
                  if recipe.endswith("_distributed") else "on one device")
         image = isinstance(cfg.get("prompt", {}).get("user"), dict) and "image" in cfg["prompt"]["user"]
         what = (f"{'generation from an image and a text' if image else 'text generation'} {where}, with the values "
-                f"of torchtune's {source} config." + (" The image must be a local PPM file (prompt.user.image; a URL "
+                f"of torchtune's {source} config." + (" The image must be a local PNG or PPM file (prompt.user.image; a URL "
                                                       "is never fetched: a cell answers on a shipped image instead)."
                                                       if image else ""))
         head = generation_head(title, what, name, recipe, repo, cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
