@@ -7,26 +7,44 @@
 #include "recipes/model_components.h"
 #include "recipes/models/nf4.h"
 #include "recipes/optimizers.h"
+#include "recipes/vision_components.h"
 
 namespace tmx::recipes {
 namespace {
 
 // What both predictions start from: the config's model, its optimizer and its weights' dtype.
 struct Trained {
-  ModelChoice choice;
+  ModelChoice choice;  // a text model's (unset for a vision model)
   const OptimizerComponent* optimizer = nullptr;
   std::string dtype;      // "bf16", "fp32"
   int64_t bytes = 0;      // per weight in that dtype
+  ParameterCounts counts;
+  bool lora = false;
 };
 
-StatusOr<Trained> TrainedOf(const Config& config, const Registry& registry) {
-  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
-  if (!choice.ok()) return choice.status();
+// A text model's counts (CountModelParameters), or a vision model's (CountVisionParameters) when `vision`.
+StatusOr<Trained> TrainedOf(const Config& config, const Registry& registry, bool vision = false) {
+  Trained t;
+  if (vision) {
+    StatusOr<VisionModelChoice> choice = VisionModelFromConfig(config, registry);
+    if (!choice.ok()) return choice.status();
+    t.counts = CountVisionParameters(*choice);
+    t.lora = choice->lora.has_value();
+  } else {
+    StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+    if (!choice.ok()) return choice.status();
+    t.choice = *choice;
+    t.counts = CountModelParameters(t.choice);
+    t.lora = t.choice.lora.has_value();
+  }
   StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
   if (!optimizer.ok()) return optimizer.status();
   StatusOr<std::string> dtype = config.GetString("dtype");
   if (!dtype.ok()) return dtype.status();
-  return Trained{*choice, *optimizer, *dtype, static_cast<int64_t>(c10::elementSize(DtypeNamed(*dtype)))};
+  t.optimizer = *optimizer;
+  t.dtype = *dtype;
+  t.bytes = static_cast<int64_t>(c10::elementSize(DtypeNamed(*dtype)));
+  return t;
 }
 
 // Elements of the largest weight `lora` adapts.
@@ -49,10 +67,99 @@ double ActiveMlpWidth(const models::DecoderArgs& args) {
   return width;
 }
 
+// A vision model's parts as a step holds them, per sample: the decoder's text tokens and the encoder's image tokens
+// (one image a sample, cut into every tile it may have: the Cauldron's and LLaVA's records hold one).
+struct VisionShape {
+  double text_tokens = 0;    // per sample
+  double image_tokens = 0;   // per sample: max_num_tiles x tokens a tile padded to a multiple of 8
+  double encoder_layers = 0; // CLIP and projection layers
+};
+
+VisionShape VisionShapeOf(const models::VisionModelArgs& a, double text_tokens) {
+  const int64_t tile_tokens = (a.encoder.tokens_per_tile() + 7) / 8 * 8;
+  return {text_tokens, static_cast<double>(a.encoder.max_num_tiles * tile_tokens),
+          static_cast<double>(a.encoder.num_layers + a.encoder.num_layers_projection)};
+}
+
+// The activations a vision step keeps for backward (bytes; b samples), as the text estimate counts a layer's:
+// the decoder's self-attention layers over the text, each fusion layer's text side and its keys and values over
+// the image tokens, the encoder's layers over the image tokens (CLIP width, 4x MLP), the kept hidden states and
+// the projection's output; recomputing layers keep their inputs and one layer's whole. Attention runs in
+// SDPA's fused kernels (flash on the CPU, memory-efficient on CUDA), which keep no scores, but the encoder's
+// padding mask (an image's tokens squared, boolean) is turned into one of the weights' dtype for them: both count.
+double VisionActivations(const models::VisionModelArgs& a, const VisionShape& s, double b, double bytes,
+                         bool recompute) {
+  const models::DecoderArgs& d = a.decoder;
+  const double dim = static_cast<double>(d.embed_dim), e = static_cast<double>(a.encoder.embed_dim);
+  const double attention = static_cast<double>(d.num_heads * d.resolved_head_dim());
+  const double kv = static_cast<double>(d.num_kv_heads * d.resolved_head_dim());
+  const double fusion_layers = static_cast<double>(a.fusion_layers().size());
+  const double text = b * s.text_tokens, image = b * s.image_tokens;
+  const double self_layer = text * (6 * dim + 4 * attention + 4 * static_cast<double>(d.intermediate_dim)) * bytes;
+  const double fusion_layer = self_layer + 2 * image * kv * bytes;
+  const double encoder_layer = image * (6 * e + 4 * e + 4 * 4 * e) * bytes;
+  const double layers = static_cast<double>(d.num_layers) + fusion_layers;
+  double kept = recompute ? layers * text * dim * bytes + s.encoder_layers * image * e * bytes +
+                                std::max({self_layer, fusion_layer, encoder_layer})
+                          : static_cast<double>(d.num_layers) * self_layer + fusion_layers * fusion_layer +
+                                s.encoder_layers * encoder_layer;
+  // The hidden states the projection concatenates, the concatenation and the projection's output.
+  const double hidden = static_cast<double>(a.encoder.hidden_states.size());
+  kept += image * ((2 * hidden + 1) * e + dim) * bytes;
+  return kept + b * s.image_tokens * s.image_tokens * (1 + bytes);
+}
+
+// The fine-tuning estimate of a vision model (EstimateFinetune's terms; see the header). One process: the vision
+// loop runs no ranks (vision_training.h).
+StatusOr<CellEstimate> EstimateVisionFinetune(const Config& config, const Registry& registry,
+                                              const DeviceInfo& device, TrainKind kind) {
+  StatusOr<VisionModelChoice> choice = VisionModelFromConfig(config, registry);
+  StatusOr<const OptimizerComponent*> optimizer = OptimizerOf(config, registry);
+  StatusOr<std::string> dtype = config.GetString("dtype");
+  StatusOr<int64_t> batch = config.GetInt("batch_size");
+  StatusOr<bool> checkpointing = config.GetBool("enable_activation_checkpointing");
+  StatusOr<int64_t> max_seq_len = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
+  for (const Status& s : {choice.status(), optimizer.status(), dtype.status(), batch.status(), checkpointing.status(),
+                          max_seq_len.status()}) {
+    TM_RETURN_IF_ERROR(s);
+  }
+  const models::VisionModelArgs& a = choice->args;
+  const int64_t dtype_bytes = static_cast<int64_t>(c10::elementSize(DtypeNamed(*dtype)));
+  const VisionParameterCounts counts = CountVisionParameters(*choice);
+  CellEstimate e;
+  e.parameters = counts.total;
+  e.trainable_parameters = counts.trainable;
+  const double bytes = static_cast<double>(dtype_bytes), b = static_cast<double>(*batch);
+  const VisionShape shape = VisionShapeOf(a, static_cast<double>(std::min(*max_seq_len, kTypicalSeqLen)));
+  const double largest_quantized =
+      counts.quantized > 0 ? static_cast<double>(std::max(a.decoder.intermediate_dim, a.decoder.embed_dim) *
+                                                 a.decoder.embed_dim)
+                           : 0;
+  const double weights = static_cast<double>(counts.total - counts.quantized) * bytes +
+                         static_cast<double>(counts.quantized) * models::Nf4BytesPerWeight(dtype_bytes) +
+                         largest_quantized * (8 + 2 * bytes);
+  const double grads = static_cast<double>(counts.trainable) * bytes;
+  const double states =
+      static_cast<double>(counts.trainable) * (*optimizer)->StateBytesPerParameter(config, dtype_bytes);
+  const double activations = VisionActivations(a, shape, b, bytes, *checkpointing);
+  const double logits = b * shape.text_tokens * static_cast<double>(a.decoder.vocab_size) * (bytes + 4 + 4);
+  const double images = b * static_cast<double>(a.encoder.max_num_tiles * a.encoder.in_channels *
+                                                a.encoder.tile_size * a.encoder.tile_size) * 4;
+  const double peak = weights + grads + states + activations + logits + images +
+                      static_cast<double>(device.traits().RuntimeBytes());
+  e.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
+  // Each part's parameters over its own tokens: the encoder's over the image tokens, the rest over the text.
+  const double passes = kind == TrainKind::kLora ? 2.0 : 3.0;
+  e.work = passes * b * (static_cast<double>(counts.encoder) * shape.image_tokens +
+                         static_cast<double>(counts.total - counts.encoder) * shape.text_tokens);
+  return e;
+}
+
 }  // namespace
 
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
                                         TrainKind kind, int ranks, Sharding sharding) {
+  if (VisionComponentOf(config, registry) != nullptr) return EstimateVisionFinetune(config, registry, device, kind);
   StatusOr<Trained> trained = TrainedOf(config, registry);
   if (!trained.ok()) return trained.status();
   StatusOr<int64_t> batch = config.GetInt("batch_size");
@@ -61,7 +168,7 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   for (const Status& s : {batch.status(), checkpointing.status(), max_seq_len.status()}) TM_RETURN_IF_ERROR(s);
   const ModelChoice& choice = trained->choice;
   CellEstimate e;
-  const ParameterCounts counts = CountModelParameters(choice);
+  const ParameterCounts& counts = trained->counts;
   e.parameters = counts.total;
   e.trainable_parameters = counts.trainable;
   const int64_t quantized = counts.quantized;
@@ -169,7 +276,7 @@ StatusOr<ExtraModelInputs> ReadExtraModelInputs(const Config& config, const Regi
 }
 
 StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Registry& registry) {
-  StatusOr<Trained> trained = TrainedOf(config, registry);
+  StatusOr<Trained> trained = TrainedOf(config, registry, VisionComponentOf(config, registry) != nullptr);
   if (!trained.ok()) return trained.status();
   StatusOr<int64_t> epochs = config.GetInt("epochs");
   StatusOr<bool> save = config.GetBool("save_checkpoints");
@@ -177,13 +284,13 @@ StatusOr<CheckpointBytes> EstimateCheckpointBytes(const Config& config, const Re
   for (const Status& s : {epochs.status(), save.status(), adapter_only.status()}) TM_RETURN_IF_ERROR(s);
   constexpr int64_t kHeader = int64_t{1} << 20;  // a file's header and padding, generously
   CheckpointBytes c;
-  const ParameterCounts counts = CountModelParameters(trained->choice);
+  const ParameterCounts& counts = trained->counts;
   c.parameters = counts.total;
   const int64_t trainable = counts.trainable;
   c.dtype = trained->dtype;
   const int64_t bytes = trained->bytes;
   const double state_bytes = trained->optimizer->StateBytesPerParameter(config, bytes);
-  const bool lora = trained->choice.lora.has_value();
+  const bool lora = trained->lora;
   if (!lora || !*adapter_only) c.weights = c.parameters * bytes + kHeader;
   if (lora) c.adapters = trainable * bytes + kHeader;
   c.train_state = static_cast<int64_t>(std::ceil(static_cast<double>(trainable) * state_bytes)) +

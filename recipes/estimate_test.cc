@@ -5,6 +5,7 @@
 
 #include "harness/config_store.h"
 #include "recipes/builtin.h"
+#include "recipes/models/vision_model.h"
 
 namespace tmx::recipes {
 namespace {
@@ -216,6 +217,34 @@ TEST(EstimateTest, AMixtureOfExpertsCountsEveryExpert) {
   EXPECT_GT(e.parameters, int64_t{107'769'861'120});
   EXPECT_LT(e.trainable_parameters, e.parameters / 100);
   EXPECT_GT(static_cast<double>(e.peak_memory_bytes), 107'769'861'120 * 2.0);
+}
+
+TEST(EstimateTest, AVisionModelCountsItsEncoderFusionLayersAndImages) {
+  // The parameters are the vision model's (the count VisionModelTest checks against transformers'), not a text
+  // decoder's: encoder, projection and fusion layers included.
+  const models::VisionPreset& p = *models::FindVisionPreset("llama3_2_vision_11b");
+  const int64_t model = p.published_params - models::RedundantTileParameters(p.args.encoder);
+  CellEstimate full = Estimate("llama3_2_vision/11B_full_single_device", {"batch_size=1"});
+  EXPECT_EQ(full.parameters, model);
+  // decoder_trainable False: the text decoder, Llama 3.1 8B's 8,030,261,248 weights, is frozen.
+  EXPECT_EQ(full.trainable_parameters, model - 8030261248);
+  CellEstimate lora = Estimate("llama3_2_vision/11B_lora_single_device", {"batch_size=1"});
+  EXPECT_GT(lora.parameters, model);  // the adapters
+  EXPECT_LT(lora.trainable_parameters, model / 100);
+  // Weights alone are 2 bytes each; an image's tiles add activations that text tokens alone do not: a second
+  // sample adds at least its encoder layers' inputs (40 layers x 4 tiles x 1608 tokens x 1280 wide, bf16) and its
+  // padding mask (6432 x 6432, bool and bf16).
+  EXPECT_GT(lora.peak_memory_bytes, 2 * model);
+  CellEstimate two = Estimate("llama3_2_vision/11B_lora_single_device", {"batch_size=2"});
+  const double image_tokens = 4 * 1608;
+  EXPECT_GT(static_cast<double>(two.peak_memory_bytes - lora.peak_memory_bytes),
+            40 * image_tokens * 1280 * 2 + image_tokens * image_tokens * 3);
+  // Work: each part over its own tokens, so the image tokens make a step's work more than the text's alone.
+  EXPECT_GT(lora.work, 2.0 * static_cast<double>(model) * 320);
+  // The tiny preset's config predicts what a tiny run needs, well under a GiB beside the runtime.
+  CellEstimate tiny = Estimate("tiny/llama3_2_vision_lora_single_device", {"device=cpu"});
+  EXPECT_GT(tiny.parameters, 120000);
+  EXPECT_LT(tiny.parameters, 200000);
 }
 
 }  // namespace

@@ -21,7 +21,13 @@
 #include "recipes/parallelism.h"
 #include "recipes/run_progress.h"
 #include "recipes/train_schema.h"
+#include "recipes/data/image_collate.h"
+#include "recipes/data/image_transform.h"
+#include "recipes/data/samples.h"
+#include "recipes/data/sources.h"
 #include "recipes/train_setup.h"
+#include "recipes/vision_components.h"
+#include "recipes/vision_training.h"
 
 namespace tmx::recipes {
 namespace {
@@ -31,13 +37,16 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 
+constexpr const char* kNoVisionTensorParallel =
+    ": tensor-parallel generation of a Llama 3.2 Vision model is not built; fix: use dev/generate_v2 on one device";
+
 // The fewest decode steps a matrix cell makes.
 constexpr int kCellDecodeSteps = 32;
 
 // `prompt`: a mapping of system (a string or null) and user (a string, or {text: ...}); nothing else.
 std::string PromptCheck(const YAML::Node& v) {
   const std::string shape =
-      "; fix: write prompt: {system: <text or null>, user: <text>} (or user: {text: <text>})";
+      "; fix: write prompt: {system: <text or null>, user: <text>} (or user: {text: <text>, image: <file.png>})";
   if (!v.IsMap()) return "must be a mapping of system and user" + shape;
   for (const auto& item : v) {
     const std::string role = item.first.Scalar();
@@ -52,11 +61,12 @@ std::string PromptCheck(const YAML::Node& v) {
       return role + " must be a text, or a mapping with a text" + shape;
     }
     for (const auto& part : content) {
-      if (part.first.Scalar() != "text") {
-        return role + "." + part.first.Scalar() + ": only text prompts can be generated from here (" +
-               (part.first.Scalar() == "image" ? "images need a vision model, which tune-matrix does not build"
-                                               : "unknown part") +
-               ")" + shape;
+      const std::string name = part.first.Scalar();
+      if (name == "image" && role == "user" && part.second.IsScalar()) continue;  // a file (a vision model's)
+      if (name != "text") {
+        return role + "." + name + ": " +
+               (name == "image" ? "an image is the user's, a path to a PNG or PPM file" : "is not a part of a prompt") +
+               " (a prompt has a text and, for a Llama 3.2 Vision model, the user's image)" + shape;
       }
     }
   }
@@ -131,6 +141,15 @@ Status WriteGenerationProbe(models::DecoderImpl& decoder, const torch::Tensor& i
   return WriteNumericProbe(output_dir + "/" + kNumericProbeFile, probe);
 }
 
+// An image in the prompt needs a vision model (the registry's; an unknown model is the model field's problem).
+std::vector<Problem> PromptImageCheck(const Config& config, const Registry& registry, const DeviceInfo*) {
+  if (PromptImage(config).empty() || VisionComponentOf(config, registry) != nullptr) return {};
+  if (registry.FindComponent(config.Find("model")["_component_"].Scalar()) == nullptr) return {};
+  return {{config.OriginOf("prompt").ToString(), "prompt",
+           "user.image: an image prompt needs a Llama 3.2 Vision model, and model is a text model; fix: remove the "
+           "image, or generate with a llama3_2_vision model"}};
+}
+
 enum class Flavor { kGenerate, kV2, kV2Distributed };
 
 Flavor FlavorOf(const std::string& name) {
@@ -149,7 +168,9 @@ std::vector<FieldSpec> GenerateFields(Flavor flavor) {
       SeedField(),
       LogLevelField(),
       WithValueCheck(Required(Field("prompt", FieldType::kAny, "",
-                                    "the prompt: {system: <text or null>, user: <text or {text: <text>}>}")),
+                                    "the prompt: {system: <text or null>, user: <text or {text: <text>, image: "
+                                    "<a PNG or PPM file, for a Llama 3.2 Vision model; relative: also under the shipped "
+                                    "datasets, e.g. tune-matrix/tiny_vision/images/red_wide.ppm>}>}")),
                      PromptCheck),
       AtLeast(Field("max_new_tokens", FieldType::kInt, "300", "tokens to generate at most"), 1),
       WithValueCheck(AtLeast(Field("temperature", FieldType::kFloat, "0.6",
@@ -172,6 +193,12 @@ std::vector<FieldSpec> GenerateFields(Flavor flavor) {
   return f;
 }
 
+// The tokenizer and the prompt's ids.
+struct PromptTokens {
+  std::unique_ptr<data::ModelTokenizer> tokenizer;
+  std::vector<int64_t> ids;
+};
+
 class Generator {
  public:
   Generator(const Config& config, const RunContext& context, const Parallelism& parallel)
@@ -187,16 +214,28 @@ class Generator {
 
  private:
   void Synchronize() const { hooks_.Synchronize(device_.has_index() ? device_.index() : context_.device.index); }
-  // How the config asks to decode (GenerationOptions), synchronised on this device.
-  StatusOr<models::GenerationOptions> Options(int64_t max_new_tokens, double temperature, bool kv_cache,
-                                              const data::ModelTokenizer& tok);
-  // What is generated from what, before the text.
-  void Announce(int64_t length, const data::ModelTokenizer& tok, const models::GenerationOptions& options,
-                const std::vector<std::string>& stand_ins);
-  // The run's steps, prefill and work into `summary`, and its numeric probe when asked for.
+  // The tokenizer and the prompt's ids, each below `ids_end` (a text model's folded into its vocabulary first).
+  StatusOr<PromptTokens> Tokenize(const models::DecoderArgs& args, int64_t ids_end, bool fold,
+                                  RunSummary* summary) const;
+  // max_new_tokens, temperature, top_k and the KV cache (stop tokens and padding come from the tokenizer).
+  StatusOr<models::GenerationOptions> ReadOptions() const;
+  // InvalidArgument naming max_new_tokens when the prompt's `length` and it pass max_seq_len.
+  Status CheckLength(int64_t length, int64_t max_new_tokens, int64_t max_seq_len) const;
+  // Takes the tokenizer's stop tokens and padding into `options` and says what is generated (`image`: how the
+  // prompt's image is described, "" for none).
+  void Announce(const data::ModelTokenizer& tok, int64_t length, models::GenerationOptions* options,
+                const RunSummary& summary, const std::string& image) const;
+  // Prints the answer and records the times.
+  void Finish(const models::Generated& generated, const data::ModelTokenizer& tok, const torch::Tensor& ids,
+              RunSummary* summary) const;
+  // A text model's work (RecordWork) into `summary`, and its numeric probe when asked for.
   Status Record(models::DecoderImpl& decoder, const torch::Tensor& ids, const models::Generated& generated,
-                const models::GenerationOptions& options, const std::string& dtype, const std::string& output_dir,
-                RunSummary* summary);
+                const models::GenerationOptions& options, const std::string& output_dir, RunSummary* summary);
+  // A Llama 3.2 Vision model: the prompt's image (prompt.user.image) through its encoder, then the decoder with
+  // its fusion layers reading it (models/generation.h).
+  Status RunVision(const TrainingSettings& settings, models::GenerationOptions options, RunSummary* summary);
+  // prompt.user.image's file; with stand-ins, a shipped sample where it is a URL or absent (said in `stand_ins`).
+  StatusOr<std::string> ImageFile(std::vector<std::string>* stand_ins) const;
   // The model, whole, or this rank's share of each layer over several ranks (tensor parallelism).
   StatusOr<models::Decoder> SetupDecoder(const TrainingSettings& settings, RunSummary* summary);
 
@@ -208,6 +247,7 @@ class Generator {
   NullStream null_out_;
   std::ostream* out_;
   RunProgress progress_;
+  Clock::time_point start_;
 };
 
 StatusOr<models::Decoder> Generator::SetupDecoder(const TrainingSettings& settings, RunSummary* summary) {
@@ -250,57 +290,97 @@ StatusOr<models::Decoder> Generator::SetupDecoder(const TrainingSettings& settin
   return shard;
 }
 
-StatusOr<models::GenerationOptions> Generator::Options(int64_t max_new_tokens, double temperature, bool kv_cache,
-                                                      const data::ModelTokenizer& tok) {
+StatusOr<models::GenerationOptions> Generator::ReadOptions() const {
+  StatusOr<int64_t> max_new_tokens = config_.GetInt("max_new_tokens");
+  StatusOr<double> temperature = config_.GetDouble("temperature");
+  StatusOr<bool> kv_cache = config_.GetBool("enable_kv_cache", true);
+  for (const Status& s : {max_new_tokens.status(), temperature.status(), kv_cache.status()}) TM_RETURN_IF_ERROR(s);
   models::GenerationOptions options;
-  options.max_new_tokens = max_new_tokens;
-  options.sampling.temperature = temperature;
+  options.max_new_tokens = *max_new_tokens;
+  options.sampling.temperature = *temperature;
   if (!config_.IsNull("top_k")) {
     StatusOr<int64_t> top_k = config_.GetInt("top_k");
     TM_RETURN_IF_ERROR(top_k.status());
     options.sampling.top_k = *top_k;
   }
-  options.stop_tokens = tok.StopTokens();
-  options.pad_id = std::max<int64_t>(0, tok.pad_id());
-  options.kv_cache = kv_cache;
+  options.kv_cache = *kv_cache;
   options.synchronize = [this] { Synchronize(); };
   return options;
 }
 
-void Generator::Announce(int64_t length, const data::ModelTokenizer& tok, const models::GenerationOptions& options,
-                         const std::vector<std::string>& stand_ins) {
+Status Generator::CheckLength(int64_t length, int64_t max_new_tokens, int64_t max_seq_len) const {
+  if (max_new_tokens <= max_seq_len - length) return Status::OK();  // length + max_new_tokens may overflow int64
+  return Status::InvalidArgument(config_.OriginOf("max_new_tokens").ToString() + ": max_new_tokens: the prompt's " +
+                                 std::to_string(length) + " tokens and max_new_tokens=" +
+                                 std::to_string(max_new_tokens) + " pass the model's max_seq_len of " +
+                                 std::to_string(max_seq_len) + "; fix: lower max_new_tokens to " +
+                                 std::to_string(std::max<int64_t>(1, max_seq_len - length)));
+}
+
+void Generator::Announce(const data::ModelTokenizer& tok, int64_t length, models::GenerationOptions* options,
+                         const RunSummary& summary, const std::string& image) const {
+  options->stop_tokens = tok.StopTokens();
+  options->pad_id = std::max<int64_t>(0, tok.pad_id());
+  std::ostream& out = *out_;
   // Text from weights nobody trained reads as garbage (`<|unk:478|>`): said before it, so it is not taken for a bug.
-  if (config_.IsNull("checkpointer.checkpoint_dir") || !stand_ins.empty()) {
-    *out_ << "note: the weights are "
-        << (stand_ins.empty() ? "seed-initialised (checkpointer.checkpoint_dir is null)"
-                                       : "stand-ins (" + JoinStrings(stand_ins, "; ") + ")")
+  if (config_.IsNull("checkpointer.checkpoint_dir") || !summary.stand_ins.empty()) {
+    out << "note: the weights are "
+        << (summary.stand_ins.empty() ? "seed-initialised (checkpointer.checkpoint_dir is null)"
+                                      : "stand-ins (" + JoinStrings(summary.stand_ins, "; ") + ")")
         << ", not trained ones: the text below is noise; its speed is the model's\n";
   }
-  *out_ << "Prompt: " << length << " tokens (" << tok.name() << "); generating up to " << options.max_new_tokens
-      << " tokens, temperature " << options.sampling.temperature
-      << (options.sampling.top_k ? ", top_k " + std::to_string(*options.sampling.top_k) : std::string()) << ", "
-      << (options.kv_cache ? "with" : "without") << " the KV cache\n";
+  out << "Prompt: " << length << " tokens (" << tok.name() << ")" << image << "; generating up to "
+      << options->max_new_tokens << " tokens, temperature " << options->sampling.temperature
+      << (options->sampling.top_k ? ", top_k " + std::to_string(*options->sampling.top_k) : std::string()) << ", "
+      << (options->kv_cache ? "with" : "without") << " the KV cache\n";
+}
+
+void Generator::Finish(const models::Generated& generated, const data::ModelTokenizer& tok, const torch::Tensor& ids,
+                       RunSummary* summary) const {
+  std::vector<int64_t> tokens(generated.tokens.size(1));
+  torch::Tensor row = generated.tokens[0].to(torch::kCPU);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = row[static_cast<int64_t>(i)].item<int64_t>();
+  *out_ << tok.base().Decode(tokens, /*skip_special=*/true) << "\n";
+  summary->step_times_s = generated.decode_step_s;
+  summary->step_tokens.assign(generated.decode_step_s.size(), ids.size(0));
+  summary->warmup_steps = 1;
+  summary->time_to_first_token_s = generated.prefill_s;
+  summary->prefill_tokens_per_second = static_cast<double>(ids.numel()) / std::max(generated.prefill_s, 1e-9);
+}
+
+StatusOr<PromptTokens> Generator::Tokenize(const models::DecoderArgs& args, int64_t ids_end, bool fold,
+                                           RunSummary* summary) const {
+  PromptTokens out;
+  StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer =
+      SetupTokenizer(config_, args, context_.allow_stand_ins, &summary->stand_ins);
+  TM_RETURN_IF_ERROR(tokenizer.status());
+  out.tokenizer = std::move(tokenizer).value();
+  StatusOr<std::vector<data::Message>> messages = PromptMessages(config_);
+  TM_RETURN_IF_ERROR(messages.status());
+  StatusOr<data::TokenizedMessages> prompt = out.tokenizer->TokenizeMessages(*messages, /*add_end_tokens=*/false);
+  TM_RETURN_IF_ERROR(prompt.status());
+  out.ids = std::move(prompt->tokens);
+  for (int64_t& id : out.ids) {
+    if (fold) id = FoldIntoVocabulary(id, args);
+    if (id < 0 || id >= ids_end) return IdOutsideVocabulary(config_, *out.tokenizer, id, "the prompt", ids_end);
+  }
+  return out;
 }
 
 Status Generator::Run(RunSummary* summary) {
-  const Clock::time_point start = Clock::now();
-  std::ostream& out = *out_;
-  out << ChooseThreads() << "\n";
+  start_ = Clock::now();
+  *out_ << ChooseThreads() << "\n";
   summary->world_size = parallel_.world_size();
   summary->threads = at::get_num_threads();
   StatusOr<std::string> output_dir = config_.GetString("output_dir");
   StatusOr<std::string> dtype = config_.GetString("dtype");
-  StatusOr<int64_t> max_new_tokens = config_.GetInt("max_new_tokens");
-  StatusOr<double> temperature = config_.GetDouble("temperature");
-  StatusOr<bool> kv_cache = config_.GetBool("enable_kv_cache", true);
-  for (const Status& s : {output_dir.status(), dtype.status(), max_new_tokens.status(), temperature.status(),
-                          kv_cache.status()}) {
-    TM_RETURN_IF_ERROR(s);
-  }
+  StatusOr<models::GenerationOptions> options = ReadOptions();
+  for (const Status& s : {output_dir.status(), dtype.status(), options.status()}) TM_RETURN_IF_ERROR(s);
   std::vector<Problem> problems = OutputDirProblems(config_);
   if (!problems.empty()) return Status::InvalidArgument(problems.front().ToString());
   TM_RETURN_IF_ERROR(MakeDirs(*output_dir));
 
+  summary->dtype = *dtype;
   TrainingSettings settings;
   settings.dtype = DtypeNamed(*dtype);
   if (!config_.IsNull("quantizer")) {  // only generate's schema has the key
@@ -313,67 +393,108 @@ Status Generator::Run(RunSummary* summary) {
   settings.seed = *seed;
   summary->seed = settings.seed;
   torch::manual_seed(settings.seed);
+  if (VisionComponentOf(config_, *context_.registry) != nullptr) {
+    if (parallel_.world_size() > 1) {
+      return Status::InvalidArgument(config_.OriginOf("model").ToString() + kNoVisionTensorParallel);
+    }
+    return RunVision(settings, *options, summary);
+  }
+  for (const Problem& p : PromptImageCheck(config_, *context_.registry, nullptr)) {
+    return Status::InvalidArgument(p.ToString());
+  }
 
   StatusOr<models::Decoder> model = SetupDecoder(settings, summary);
   TM_RETURN_IF_ERROR(model.status());
   models::DecoderImpl& decoder = **model;
-  StatusOr<std::unique_ptr<data::ModelTokenizer>> tokenizer =
-      SetupTokenizer(config_, decoder.args(), context_.allow_stand_ins, &summary->stand_ins);
-  TM_RETURN_IF_ERROR(tokenizer.status());
-  const data::ModelTokenizer& tok = **tokenizer;
-
-  StatusOr<std::vector<data::Message>> messages = PromptMessages(config_);
-  TM_RETURN_IF_ERROR(messages.status());
-  StatusOr<data::TokenizedMessages> prompt = tok.TokenizeMessages(*messages, /*add_end_tokens=*/false);
+  StatusOr<PromptTokens> prompt = Tokenize(decoder.args(), decoder.args().vocab_size, /*fold=*/true, summary);
   TM_RETURN_IF_ERROR(prompt.status());
-  const int64_t vocab = decoder.args().vocab_size;
-  for (int64_t& id : prompt->tokens) {
-    id = FoldIntoVocabulary(id, decoder.args());
-    if (id < 0 || id >= vocab) return IdOutsideVocabulary(config_, tok, id, "the prompt", vocab);
-  }
-  const int64_t length = static_cast<int64_t>(prompt->tokens.size());
-  if (*max_new_tokens > decoder.args().max_seq_len - length) {  // length + max_new_tokens may overflow int64
-    return Status::InvalidArgument(config_.OriginOf("max_new_tokens").ToString() + ": max_new_tokens: the prompt's " +
-                                   std::to_string(length) + " tokens and max_new_tokens=" +
-                                   std::to_string(*max_new_tokens) + " pass the model's max_seq_len of " +
-                                   std::to_string(decoder.args().max_seq_len) + "; fix: lower max_new_tokens to " +
-                                   std::to_string(std::max<int64_t>(1, decoder.args().max_seq_len - length)));
-  }
-
-  StatusOr<models::GenerationOptions> made = Options(*max_new_tokens, *temperature, *kv_cache, tok);
-  TM_RETURN_IF_ERROR(made.status());
-  const models::GenerationOptions& options = *made;
-  Announce(length, tok, options, summary->stand_ins);
-  torch::Tensor ids = torch::tensor(prompt->tokens, torch::TensorOptions().dtype(torch::kLong)).unsqueeze(0).to(device_);
-  summary->init_time_s = Seconds(start, Clock::now());
-  const models::Generated generated = models::Generate(decoder, ids, options);
-
-  std::vector<int64_t> tokens(generated.tokens.size(1));
-  torch::Tensor row = generated.tokens[0].to(torch::kCPU);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = row[static_cast<int64_t>(i)].item<int64_t>();
-  out << tok.base().Decode(tokens, /*skip_special=*/true) << "\n";
-
-  return Record(decoder, ids, generated, options, *dtype, *output_dir, summary);
+  const data::ModelTokenizer& tok = *prompt->tokenizer;
+  const int64_t length = static_cast<int64_t>(prompt->ids.size());
+  TM_RETURN_IF_ERROR(CheckLength(length, options->max_new_tokens, decoder.args().max_seq_len));
+  Announce(tok, length, &*options, *summary, "");
+  torch::Tensor ids = torch::tensor(prompt->ids, torch::TensorOptions().dtype(torch::kLong)).unsqueeze(0).to(device_);
+  summary->init_time_s = Seconds(start_, Clock::now());
+  const models::Generated generated = models::Generate(decoder, ids, *options);
+  Finish(generated, tok, ids, summary);
+  return Record(decoder, ids, generated, *options, *output_dir, summary);
 }
 
 Status Generator::Record(models::DecoderImpl& decoder, const torch::Tensor& ids, const models::Generated& generated,
-                         const models::GenerationOptions& options, const std::string& dtype,
-                         const std::string& output_dir, RunSummary* summary) {
-  summary->step_times_s = generated.decode_step_s;
-  summary->step_tokens.assign(generated.decode_step_s.size(), ids.size(0));
-  summary->warmup_steps = 1;
-  summary->time_to_first_token_s = generated.prefill_s;
-  summary->prefill_tokens_per_second = static_cast<double>(ids.numel()) / std::max(generated.prefill_s, 1e-9);
-  summary->dtype = dtype;
-  RecordWork(decoder, ids, generated, options.kv_cache, DtypeNamed(dtype), summary);
+                         const models::GenerationOptions& options, const std::string& output_dir,
+                         RunSummary* summary) {
+  RecordWork(decoder, ids, generated, options.kv_cache, DtypeNamed(summary->dtype), summary);
   // Every rank generates the probe's tokens (tensor-parallel ranks sum each layer's parts together); the lead
   // writes them.
   if (!NumericProbeRequested()) return Status::OK();
   NumericProbe probe;
-  probe.dtype = dtype;
+  probe.dtype = summary->dtype;
   // Quantised weights and expert routing make discrete choices that rounding moves (NumericProbe::quantized).
   probe.quantized = !config_.IsNull("quantizer") || decoder.args().num_experts > 0;
   return WriteGenerationProbe(decoder, ids, options, std::move(probe), parallel_.lead() ? output_dir : "");
+}
+
+StatusOr<std::string> Generator::ImageFile(std::vector<std::string>* stand_ins) const {
+  const std::string image = PromptImage(config_);
+  if (image.find("://") == std::string::npos && IsRegularFile(image)) return image;
+  // A relative path this folder lacks may name an image of a dataset shipped with tune-matrix.
+  const std::string shipped = data::ShippedDatasetsDir() + "/" + image;
+  if (!image.empty() && image[0] != '/' && image.find("://") == std::string::npos && IsRegularFile(shipped)) {
+    return shipped;
+  }
+  const std::string why = image.find("://") != std::string::npos ? " is a URL (runs never download)" : " is absent";
+  if (!context_.allow_stand_ins) {
+    return Status::NotFound(config_.OriginOf("prompt").ToString() + ": prompt.user.image " + image + why +
+                            "; fix: save the image as a PNG or PPM file (e.g. `convert in.jpg out.png`) and give its path, "
+                            "or run with --allow-stand-ins to use a shipped sample image");
+  }
+  const std::string sample = data::SamplesDir() + "/datasets/images/red_square.ppm";
+  stand_ins->push_back("prompt.user.image ran on the shipped sample red_square.ppm (" + image + why + ")");
+  return sample;
+}
+
+Status Generator::RunVision(const TrainingSettings& settings, models::GenerationOptions options,
+                            RunSummary* summary) {
+  StatusOr<VisionModelChoice> choice = VisionModelFromConfig(config_, *context_.registry);
+  TM_RETURN_IF_ERROR(choice.status());
+  const models::VisionModelArgs& args = choice->args;
+  StatusOr<models::VisionModel> model = LoadVisionModel(
+      config_, context_, *choice, c10::TensorOptions().dtype(settings.dtype).device(device_), &summary->stand_ins);
+  TM_RETURN_IF_ERROR(model.status());
+  summary->total_parameters = models::CountParameters(**model);
+  // The fusion tokens (<|image|> first) follow the text's.
+  StatusOr<PromptTokens> prompt =
+      Tokenize(args.decoder, args.decoder.vocab_size + args.num_special_tokens, /*fold=*/false, summary);
+  TM_RETURN_IF_ERROR(prompt.status());
+  const data::ModelTokenizer& tok = *prompt->tokenizer;
+  const int64_t length = static_cast<int64_t>(prompt->ids.size());
+  TM_RETURN_IF_ERROR(CheckLength(length, options.max_new_tokens, args.decoder.max_seq_len));
+  data::SampleImages sample{prompt->ids, {}};
+  std::string described;
+  if (!PromptImage(config_).empty()) {
+    StatusOr<std::string> file = ImageFile(&summary->stand_ins);
+    TM_RETURN_IF_ERROR(file.status());
+    StatusOr<data::Image> image = data::ReadImage(*file);
+    TM_RETURN_IF_ERROR(image.status());
+    data::ImageTransformOptions transform;
+    transform.tile_size = args.encoder.tile_size;
+    transform.max_num_tiles = args.encoder.max_num_tiles;
+    sample.images.push_back(data::TileImage(*image, transform));
+    described = " and a " + std::to_string(sample.images[0].rows) + " x " + std::to_string(sample.images[0].cols) +
+                "-tile image";
+  }
+  Announce(tok, length, &options, *summary, described);
+  torch::NoGradGuard no_grad;
+  torch::Tensor ids = torch::tensor(prompt->ids, torch::TensorOptions().dtype(torch::kLong)).unsqueeze(0).to(device_);
+  const data::ImageBatch batch = data::CollateImages({sample}, args.image_token_id(), args.encoder.tokens_per_tile(),
+                                                     length);
+  torch::Tensor encoded, mask;
+  if (batch.images.defined()) {
+    encoded = (*model)->encoder().forward(batch.images.to(device_, settings.dtype), batch.aspect_ratio.to(device_));
+    mask = batch.encoder_mask.to(device_);
+  }
+  summary->init_time_s = Seconds(start_, Clock::now());
+  Finish(models::Generate(**model, ids, encoded, mask, options), tok, ids, summary);
+  return Status::OK();
 }
 
 Status RunGenerate(const Config& config, const RunContext& context, const std::string& recipe) {
@@ -416,26 +537,85 @@ StatusOr<std::vector<data::Message>> PromptMessages(const Config& config) {
     const YAML::Node content = prompt[role];
     if (!content || content.IsNull()) continue;
     messages.emplace_back(role, content.IsScalar() ? content.Scalar() : content["text"].Scalar());
+    if (content.IsMap() && content["image"]) messages.back().images = 1;
   }
   messages.emplace_back("assistant", "");
   return messages;
 }
 
-StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& registry, const DeviceInfo& device,
-                                        int ranks) {
-  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+namespace {
+
+// What an estimate of generating reads of the config: bytes per weight, and the positions a sequence reaches (the
+// prompt: tokenizer.max_seq_len at most kTypicalSeqLen, and max_new_tokens). In double, as EstimateFinetune:
+// hostile sizes give an enormous prediction, never an overflow.
+struct GenerateSizes {
+  double bytes = 0, positions = 0;
+};
+
+StatusOr<GenerateSizes> GenerateSizesOf(const Config& config) {
   StatusOr<std::string> dtype = config.GetString("dtype");
   StatusOr<int64_t> max_new_tokens = config.GetInt("max_new_tokens");
   StatusOr<int64_t> prompt = config.GetInt("tokenizer.max_seq_len", kTypicalSeqLen);
-  for (const Status& s : {choice.status(), dtype.status(), max_new_tokens.status(), prompt.status()}) {
-    TM_RETURN_IF_ERROR(s);
+  for (const Status& s : {dtype.status(), max_new_tokens.status(), prompt.status()}) TM_RETURN_IF_ERROR(s);
+  return GenerateSizes{static_cast<double>(c10::elementSize(DtypeNamed(*dtype))),
+                       static_cast<double>(std::min(*prompt, kTypicalSeqLen)) + static_cast<double>(*max_new_tokens)};
+}
+
+// EstimateGenerate of a vision model on one device: its weights (encoder, projection and fusion layers included),
+// the decoder layers' KV cache, the fusion layers' keys and values of one image (every tile it may have), the
+// encoder's work on it one layer at a time (its activations and padding mask, boolean and in the weights' dtype),
+// and the logits. Work of a step: one pass over the decoder's parameters.
+StatusOr<CellEstimate> EstimateVisionGenerate(const Config& config, const Registry& registry,
+                                              const DeviceInfo& device) {
+  StatusOr<VisionModelChoice> choice = VisionModelFromConfig(config, registry);
+  StatusOr<GenerateSizes> sizes = GenerateSizesOf(config);
+  for (const Status& s : {choice.status(), sizes.status()}) TM_RETURN_IF_ERROR(s);
+  const models::VisionModelArgs& a = choice->args;
+  const VisionParameterCounts counts = CountVisionParameters(*choice);
+  const double bytes = sizes->bytes, positions = sizes->positions;
+  const double kv = static_cast<double>(a.decoder.num_kv_heads * a.decoder.resolved_head_dim());
+  const double image = static_cast<double>(a.encoder.max_num_tiles * ((a.encoder.tokens_per_tile() + 7) / 8 * 8));
+  const double e = static_cast<double>(a.encoder.embed_dim), d = static_cast<double>(a.decoder.embed_dim);
+  const double cache = 2 * kv * bytes *
+                       (static_cast<double>(a.decoder.num_layers) * positions +
+                        static_cast<double>(a.fusion_layers().size()) * image);
+  const double hidden = static_cast<double>(a.encoder.hidden_states.size());
+  const double encoder = image * (4 * e + 4 * e + 3 * 4 * e + (2 * hidden + 1) * e + d) * bytes + image * image * (1 + bytes);
+  const double layer = positions * (4 * d + 4 * d + 3 * static_cast<double>(a.decoder.intermediate_dim)) * bytes;
+  const double logits = positions * static_cast<double>(a.decoder.vocab_size) * (bytes + 4);
+  const double peak = static_cast<double>(counts.total) * bytes + cache + std::max(encoder, layer) + logits +
+                      static_cast<double>(device.traits().RuntimeBytes());
+  CellEstimate out;
+  out.parameters = counts.total;
+  out.peak_memory_bytes = peak < 0x1p62 ? static_cast<int64_t>(peak) : int64_t{1} << 62;
+  out.work = static_cast<double>(counts.total - counts.encoder);
+  return out;
+}
+
+}  // namespace
+
+std::string PromptImage(const Config& config) {
+  const YAML::Node prompt = config.Find("prompt");
+  if (!prompt.IsMap()) return "";
+  const YAML::Node user = prompt["user"];
+  return user && user.IsMap() && user["image"] && user["image"].IsScalar() ? user["image"].Scalar() : "";
+}
+
+StatusOr<CellEstimate> EstimateGenerate(const Config& config, const Registry& registry, const DeviceInfo& device,
+                                        int ranks) {
+  if (VisionComponentOf(config, registry) != nullptr) {
+    if (ranks > 1) {
+      return Status::InvalidArgument(config.OriginOf("model").ToString() + kNoVisionTensorParallel);
+    }
+    return EstimateVisionGenerate(config, registry, device);
   }
+  StatusOr<ModelChoice> choice = ModelFromConfig(config, registry);
+  StatusOr<GenerateSizes> sizes = GenerateSizesOf(config);
+  for (const Status& s : {choice.status(), sizes.status()}) TM_RETURN_IF_ERROR(s);
   const models::DecoderArgs& args = choice->args;
   CellEstimate e;
   e.parameters = CountModelParameters(*choice).total;
-  const double bytes = static_cast<double>(c10::elementSize(DtypeNamed(*dtype)));
-  // In double, as EstimateFinetune: hostile sizes give an enormous prediction, never an overflow.
-  const double positions = static_cast<double>(std::min(*prompt, kTypicalSeqLen)) + static_cast<double>(*max_new_tokens);
+  const double bytes = sizes->bytes, positions = sizes->positions;
   const double weights = static_cast<double>(e.parameters) * bytes;
   const double cache = 2 * static_cast<double>(args.num_layers) * positions *
                        static_cast<double>(args.num_kv_heads * args.resolved_head_dim()) * bytes;
@@ -476,6 +656,7 @@ RecipeSpec GenerateRecipe(const std::string& name) {
   }
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = GenerateFields(flavor);
+  r.checks = {PromptImageCheck};
   r.run = [name](const Config& config, const RunContext& context) { return RunGenerate(config, context, name); };
   r.estimate = [flavor](const Config& config, const Registry& registry, const DeviceInfo& device) {
     return EstimateGenerate(config, registry, device,

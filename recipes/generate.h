@@ -1,6 +1,11 @@
 // torchtune's generation recipes, `generate`, `dev/generate_v2` and `dev/generate_v2_distributed`: one prompt through the model a checkpoint
 // holds, its tokens written out with how fast they came.
 //
+// A Llama 3.2 Vision model (one device) loads as its training loop does (LoadVisionModel); prompt.user.image, a PNG
+// or PPM file (or one under the shipped datasets; a URL or absent file: a shipped image with stand-ins), is tiled by the
+// model's transform, collated with its cross-attention mask and encoded once, then models::Generate decodes with
+// the fusion layers reading it.
+//
 // The model and its weights come as in fine-tuning (SetupModel: checkpointer.checkpoint_dir, or the seed's
 // with stand-ins), so a fine-tuned run's merged output folder generates as the base model does. With generate's
 // `quantizer` (Int8DynActInt4WeightQuantizer) the linears are int4-quantised before the weights load, so the
@@ -30,9 +35,13 @@ namespace tmx::recipes {
 // torchtune's plan shards them too; each rank reads the whole checkpoint first, as torchtune's recipe does).
 RecipeSpec GenerateRecipe(const std::string& name);
 
-// The config's `prompt` as messages: [system,] user, and an empty assistant message to answer. InvalidArgument
-// naming the key for anything else (an image, an unknown role, a non-string text).
+// The config's `prompt` as messages: [system,] user (with one image when prompt.user.image is set), and an empty
+// assistant message to answer. InvalidArgument naming the key for anything else (an unknown role or part, a
+// non-string text).
 StatusOr<std::vector<data::Message>> PromptMessages(const Config& config);
+
+// prompt.user.image (a PNG or PPM file a Llama 3.2 Vision model reads through its encoder), or "" when the prompt has none.
+std::string PromptImage(const Config& config);
 
 // Peak memory and work of generating: the weights, the KV cache for the prompt (tokenizer.max_seq_len, or a
 // typical sample's length) and max_new_tokens, the logits, one layer's prompt activations and the runtime;

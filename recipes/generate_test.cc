@@ -178,7 +178,9 @@ TEST(GeneratePromptTest, ImagesRolesAndMissingUsersAreRefusedByValidation) {
   const RecipeSpec* recipe = registry.FindRecipe("generate");
   ASSERT_NE(recipe, nullptr);
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"prompt={user: {image: a.png, text: hi}}", "user.image: only text prompts"},
+      {"prompt={user: {image: a.ppm, text: hi}}", "user.image: an image prompt needs a Llama 3.2 Vision model"},
+      {"prompt={user: {image: [a.ppm], text: hi}}", "user.image: an image is the user's, a path to a PNG or PPM file"},
+      {"prompt={system: {image: a.ppm, text: hi}, user: hi}", "system.image: an image is the user's"},
       {"prompt={assistant: hi, user: hi}", "has role 'assistant', not system or user"},
       {"prompt={system: hi}", "has no user message"},
       {"prompt=hello", "must be a mapping of system and user"},
@@ -192,6 +194,52 @@ TEST(GeneratePromptTest, ImagesRolesAndMissingUsersAreRefusedByValidation) {
     EXPECT_NE(problems[0].message.find(expected), std::string::npos) << problems[0].message;
     EXPECT_NE(problems[0].where.find(override), std::string::npos) << problems[0].where;
   }
+}
+
+// The tiny vision config answers a question on a shipped image. From the Mllama parity fixture's weights (every gate
+// away from zero; recipes/checkpoint/testdata/mllama_parity) the image changes the greedy answer; a URL is never
+// fetched: refused naming the key, or with stand-ins answered on a shipped image.
+TEST_F(GenerateRecipeTest, AVisionModelAnswersOnTheImage) {
+  const std::vector<std::string> greedy = {"temperature=0", "max_new_tokens=8"};
+  Generation seed = Generate("tiny/llama3_2_vision_generation_v2", greedy);
+  ASSERT_TRUE(seed.status.ok()) << seed.status.ToString() << "\n" << seed.output;
+  EXPECT_NE(seed.output.find("and a 1 x 2-tile image; generating up to 8 tokens"), std::string::npos) << seed.output;
+  EXPECT_EQ(seed.summary["step_times_s"].size(), 7u);
+  const std::string fixture = std::string(TM_SOURCE_DIR) + "/recipes/checkpoint/testdata/mllama_parity";
+  auto answer = [&](const std::string& image) {
+    std::vector<std::string> o = greedy;
+    o.push_back("checkpointer.checkpoint_dir=" + fixture);
+    o.push_back("dtype=fp32");
+    if (!image.empty()) o.push_back("prompt.user.image=tune-matrix/tiny_vision/images/" + image);
+    Generation run = Generate("tiny/llama3_2_vision_generation_v2", o);
+    EXPECT_TRUE(run.status.ok()) << run.status.ToString() << "\n" << run.output;
+    return run.Text();
+  };
+  const std::string red = answer("red_wide.ppm"), blue = answer("blue_tall.ppm");
+  EXPECT_EQ(red, answer("red_wide.ppm"));
+  EXPECT_NE(red, blue);
+  Generation url = Generate("tiny/llama3_2_vision_generation_v2",
+                            {"prompt.user.image=https://example.com/a.jpg", "max_new_tokens=2"});
+  EXPECT_EQ(url.status.code(), Status::Code::kNotFound) << url.status.ToString();
+  EXPECT_NE(url.status.message().find("prompt.user.image https://example.com/a.jpg is a URL (runs never download); "
+                                      "fix: save the image as a PNG or PPM file"),
+            std::string::npos)
+      << url.status.message();
+}
+
+TEST(GenerateEstimateTest, AVisionModelCountsItsEncoderAndTheImagesKeysAndValues) {
+  const Registry& registry = BuiltinRegistry();
+  StatusOr<Config> c = Load("llama3_2_vision/11B_generation_v2", {"device=cpu"});  // bf16, 200 new tokens
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  StatusOr<CellEstimate> e = EstimateGenerate(*c, registry, *ProbeDevice(*ParseDeviceSelector("cpu")));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  // transformers' 10,670,220,835 less its repeated tile tables (VisionModelTest), encoder and fusion layers in.
+  EXPECT_EQ(e->parameters, 10629184035);
+  // The weights, and above them the caches: 32 layers' keys and values of 520 positions, 8 fusion layers' of one
+  // image's 4 x 1608 tokens (8 heads of 128, bf16).
+  const double cache = 2.0 * 1024 * 2 * (32 * 520 + 8 * 4 * 1608);
+  EXPECT_GT(static_cast<double>(e->peak_memory_bytes), 2.0 * 10629184035 + cache);
+  EXPECT_LT(static_cast<double>(e->peak_memory_bytes), 2.0 * 10629184035 + cache + 3e9);
 }
 
 TEST(GenerateEstimateTest, WeightsAndTheKvCacheDominateAndAStepIsOnePass) {

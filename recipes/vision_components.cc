@@ -132,4 +132,14 @@ StatusOr<VisionModelChoice> VisionModelFromConfig(const Config& config, const Re
   return choice;
 }
 
+VisionParameterCounts CountVisionParameters(const VisionModelChoice& choice) {
+  models::VisionModel model(choice.args, choice.lora, choice.trainable, c10::TensorOptions().device(c10::kMeta));
+  VisionParameterCounts c;
+  c.total = models::CountParameters(*model);
+  c.trainable = models::CountParameters(*model, /*trainable_only=*/true);
+  c.quantized = models::CountQuantizedParameters(*model);
+  c.encoder = models::CountParameters(model->encoder());
+  return c;
+}
+
 }  // namespace tmx::recipes

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "harness/config.h"
 #include "harness/registry.h"
+#include "recipes/model_components.h"
 #include "recipes/models/vision_model.h"
 
 namespace tmx::recipes {
@@ -51,5 +52,13 @@ const VisionModelComponent* VisionComponentOf(const Config& config, const Regist
 // model. `config` has its schema defaults applied.
 StatusOr<VisionModelChoice> VisionModelFromConfig(const Config& config, const Registry& registry,
                                                   const std::string& key = "model");
+
+// The parameters of `choice` (built on the meta device, no memory), and of its image encoder alone (the CLIP
+// layers and embeddings: what runs over image tokens; the projection head counts with the fusion weights but also
+// runs over them, so it is counted here too). QLoRA's NF4 bases are `quantized`; outside_layers is unset.
+struct VisionParameterCounts : ParameterCounts {
+  int64_t encoder = 0;
+};
+VisionParameterCounts CountVisionParameters(const VisionModelChoice& choice);
 
 }  // namespace tmx::recipes

@@ -64,12 +64,12 @@ StatusOr<std::string> WeightsDir(const Config& config, const RunContext& context
 }
 
 // Loads `dir`'s Hugging Face safetensors into the model (adapters keep their initialisation).
-Status LoadVisionWeights(const std::string& dir, VisionRun* run) {
+Status LoadVisionWeights(const std::string& dir, const VisionModelChoice& choice, models::VisionModelImpl& model) {
   StatusOr<checkpoint::NamedTensors> hf = checkpoint::ReadHfSafetensors(dir);
   TM_RETURN_IF_ERROR(hf.status());
-  StatusOr<checkpoint::NamedTensors> tune = checkpoint::MllamaHfToTune(*hf, run->choice.args, dir);
+  StatusOr<checkpoint::NamedTensors> tune = checkpoint::MllamaHfToTune(*hf, choice.args, dir);
   TM_RETURN_IF_ERROR(tune.status());
-  return checkpoint::LoadIntoModule(*run->model, *tune, /*strict=*/!run->choice.lora.has_value());
+  return checkpoint::LoadIntoModule(model, *tune, /*strict=*/!choice.lora.has_value());
 }
 
 StatusOr<VisionRun> BuildVisionRun(const TrainingRecipe& recipe, const Config& config, const RunContext& context,
@@ -84,15 +84,14 @@ StatusOr<VisionRun> BuildVisionRun(const TrainingRecipe& recipe, const Config& c
                                                 : "has LoRA adapters; use lora_finetune_single_device"));
   }
   run.choice = *choice;
-  StatusOr<std::string> weights = WeightsDir(config, context, run.choice, &summary->stand_ins);
-  TM_RETURN_IF_ERROR(weights.status());
   run.device = torch::Device(context.device.id);
   torch::manual_seed(settings.seed);
-  run.model = models::VisionModel(run.choice.args, run.choice.lora, run.choice.trainable,
-                                  c10::TensorOptions().dtype(settings.dtype).device(run.device));
+  StatusOr<models::VisionModel> model =
+      LoadVisionModel(config, context, run.choice, c10::TensorOptions().dtype(settings.dtype).device(run.device),
+                      &summary->stand_ins);
+  TM_RETURN_IF_ERROR(model.status());
+  run.model = *model;
   run.model->set_activation_checkpointing(settings.activation_checkpointing);
-  if (!weights->empty()) TM_RETURN_IF_ERROR(LoadVisionWeights(*weights, &run));
-  models::InitializeDoraMagnitudes(*run.model);
   for (const auto& p : run.model->named_parameters()) {
     summary->total_parameters += p.value().numel();
     if (!p.value().requires_grad()) continue;
@@ -241,6 +240,17 @@ Status TrainVision(const TrainingRecipe& recipe, const Config& config, const Run
 }
 
 }  // namespace
+
+StatusOr<models::VisionModel> LoadVisionModel(const Config& config, const RunContext& context,
+                                              const VisionModelChoice& choice, c10::TensorOptions options,
+                                              std::vector<std::string>* stand_ins) {
+  StatusOr<std::string> weights = WeightsDir(config, context, choice, stand_ins);
+  TM_RETURN_IF_ERROR(weights.status());
+  models::VisionModel model(choice.args, choice.lora, choice.trainable, options);
+  if (!weights->empty()) TM_RETURN_IF_ERROR(LoadVisionWeights(*weights, choice, *model));
+  models::InitializeDoraMagnitudes(*model);
+  return model;
+}
 
 std::vector<Problem> VisionTrainingRefusals(const TrainingRecipe& recipe, const Config& config) {
   std::vector<Problem> out;

@@ -16,8 +16,17 @@
 #include "harness/config.h"
 #include "harness/registry.h"
 #include "recipes/trainer.h"
+#include "recipes/vision_components.h"
 
 namespace tmx::recipes {
+
+// The vision model `choice` names, built with `options` (dtype, device), its weights from checkpointer.checkpoint_dir
+// (Hugging Face's Mllama names; LoRA adapters keep their initialisation) or the seed's where the config names no
+// folder, or, with context.allow_stand_ins, where the folder it names is absent (said in `stand_ins`). NotFound
+// naming checkpointer.checkpoint_dir and the fix otherwise. (The vision generation recipe loads through it too.)
+StatusOr<models::VisionModel> LoadVisionModel(const Config& config, const RunContext& context,
+                                              const VisionModelChoice& choice, c10::TensorOptions options,
+                                              std::vector<std::string>* stand_ins);
 
 // Runs `recipe` on `config`, whose model is a vision model. REQUIRES: context.registry set.
 Status RunVisionTraining(const TrainingRecipe& recipe, const Config& config, const RunContext& context);

@@ -42,7 +42,7 @@ FAMILY_TITLE = {
     "llama2": "Llama 2", "code_llama2": "Code Llama 2", "llama3": "Llama 3", "llama3_1": "Llama 3.1",
     "llama3_2": "Llama 3.2", "llama3_3": "Llama 3.3", "mistral": "Mistral", "qwen2": "Qwen2",
     "qwen2_5": "Qwen2.5", "qwen3": "Qwen3", "gemma": "Gemma", "gemma2": "Gemma 2", "phi3": "Phi-3",
-    "phi4": "Phi-4", "llama4": "Llama 4",
+    "phi4": "Phi-4", "llama4": "Llama 4", "llama3_2_vision": "Llama 3.2 Vision",
 }
 
 # Our section order and the one comment each section gets. Keys not named here follow in torchtune's order.
@@ -50,7 +50,7 @@ SECTIONS = [
     ("Model", ["model"]),
     ("Tokenizer", ["tokenizer"]),
     ("Checkpoints", ["checkpointer", "resume_from_checkpoint", "save_adapter_weights_only"]),
-    ("Data", ["dataset", "seed", "shuffle", "batch_size"]),
+    ("Data", ["dataset", "seed", "shuffle", "batch_size", "collate_fn"]),
     ("Optimizer and schedule", ["optimizer", "optimizer_in_bwd", "lr_scheduler", "loss"]),
     ("Training", ["epochs", "max_steps_per_epoch", "gradient_accumulation_steps", "clip_grad_norm", "compile"]),
     ("Logging", ["metric_logger", "log_every_n_steps", "log_peak_memory_stats", "log_level"]),
@@ -295,7 +295,11 @@ def mirrored(root, source, name, recipe, configs_dir):
         title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"
         where = ("across ranks, each holding a share of every layer (tensor parallel)"
                  if recipe.endswith("_distributed") else "on one device")
-        what = f"text generation {where}, with the values of torchtune's {source} config."
+        image = isinstance(cfg.get("prompt", {}).get("user"), dict) and "image" in cfg["prompt"]["user"]
+        what = (f"{'generation from an image and a text' if image else 'text generation'} {where}, with the values "
+                f"of torchtune's {source} config." + (" The image must be a local PNG or PPM file (prompt.user.image; a URL "
+                                                      "is never fetched: a cell answers on a shipped image instead)."
+                                                      if image else ""))
         head = generation_head(title, what, name, recipe, repo, cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
         write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
         return
@@ -358,12 +362,32 @@ def tiny_generation(family, name, recipe, configs_dir):
                             "groupsize": 32}
     if recipe.endswith("_distributed"):
         cfg["tensor_parallel_plan"] = {"_component_": "torchtune.models.llama3.base_llama_tp_plan"}
-    what = ("text generation at a few hundred thousand parameters, so every device is checked in seconds" +
+    if family == "llama3_2_vision":
+        # A question on a shipped image (tune-matrix/tiny_vision), through the byte-level vision transform.
+        cfg["tokenizer"] = {"_component_": "tune_matrix.data.byte_vision_transform", "image_size": 28,
+                            "max_seq_len": None}
+        cfg["prompt"]["user"] = {"image": "tune-matrix/tiny_vision/images/red_wide.ppm",
+                                 "text": "What colour is the shape?"}
+    what = (("generation from a shipped image and a question" if family == "llama3_2_vision" else "text generation") +
+            " at a few hundred thousand parameters, so every device is checked in seconds" +
             (", from int4 weights and int8 activations (the checkpoint `tune run quantize --config tiny/quantize` "
              "writes; set checkpointer.checkpoint_dir to its output_dir)" if int4 else "") +
             (", tensor parallel over ranks." if recipe.endswith("_distributed") else "."))
     head = generation_head(f"A tiny {FAMILY_TITLE[family]}-shaped model", what, name, recipe, None, "")
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
+
+
+def vision(cfg, lora):
+    """A tiny vision config's model, transform and data: every part trains (its adapters, or its weights)."""
+    trainable = "lora" if lora else True
+    cfg["model"].update({"decoder_trainable": trainable, "encoder_trainable": trainable,
+                         "fusion_trainable": trainable, "image_size": 28})
+    cfg["tokenizer"] = {"_component_": "tune_matrix.data.byte_vision_transform", "image_size": 28,
+                        "max_seq_len": None}
+    cfg["dataset"] = {"_component_": "torchtune.datasets.multimodal.the_cauldron_dataset",
+                      "source": "tune-matrix/tiny_vision", "packed": False}
+    cfg["collate_fn"] = "torchtune.data.padded_collate_tiled_images_and_mask"
+    cfg["batch_size"] = 4
 
 
 def tiny(family, name, recipe, configs_dir):
@@ -442,6 +466,8 @@ def tiny(family, name, recipe, configs_dir):
         cfg["loss"] = {"_component_": "torchtune.rlhf.loss.DPOLoss", "beta": 0.1, "label_smoothing": 0.0}
         if not lora:
             cfg["ref_checkpointer"] = dict(cfg["checkpointer"])
+    if family == "llama3_2_vision":
+        vision(cfg, lora)
     if distributed:
         cfg.update({"data_parallel_shard_dim": -1, "data_parallel_replicate_dim": 1, "fsdp_cpu_offload": False})
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
@@ -450,6 +476,8 @@ def tiny(family, name, recipe, configs_dir):
         "# few hundred thousand parameters, so every device is checked on them in seconds.",
         "#",
         ("# Weights start from `seed`; data: the preference pairs shipped with tune-matrix, byte-level tokens." if dpo else
+         "# Weights start from `seed`; data: the questions on images shipped with tune-matrix (tune-matrix/tiny_vision,\n"
+         "# the Cauldron's layout), 28-pixel tiles and byte-level tokens." if family == "llama3_2_vision" else
          "# Weights start from `seed`; data: the instruction set shipped with tune-matrix, byte-level tokens."),
         "#",
         "# Run it:",

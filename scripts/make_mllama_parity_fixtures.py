@@ -25,6 +25,8 @@ encoder the reference's way (reference_encoder_forward) so the fixture holds the
 Made once and committed. Needs Python 3.11 with torch==2.11.0 (CPU), transformers==4.57.6, safetensors==0.8.0,
 numpy; e.g. python3 -m venv /tmp/mllama-venv && /tmp/mllama-venv/bin/pip install torch==2.11.0
 transformers==4.57.6 safetensors==0.8.0 numpy && /tmp/mllama-venv/bin/python scripts/make_mllama_parity_fixtures.py
+(--generation: the greedy-generation fixture, generation.safetensors, from the committed model; --images: the
+image transform's.)
 """
 
 import os
@@ -149,8 +151,39 @@ def main():
           f"image changes logits by {(logits[:, 1:] - text_only).abs().max():.2f}, {size / 1024:.0f} KiB")
 
 
-if __name__ == "__main__" and "--images" not in sys.argv:
+if __name__ == "__main__" and "--images" not in sys.argv and "--generation" not in sys.argv:
     main()
+
+
+# ----- Greedy generation: transformers' generate on the committed model, with and without the image -----
+
+NEW_TOKENS = 8
+
+
+def generation_fixture():
+    """Sample 0's prompt (its image token first) greedily continued by NEW_TOKENS tokens through transformers'
+    generate (KV caches, the cross-attention mask's last row repeated for each new token), and the same prompt
+    without its image token and image. Written to generation.safetensors beside the model."""
+    transformers.models.mllama.modeling_mllama.MllamaVisionEncoder.forward = reference_encoder_forward
+    model = transformers.MllamaForConditionalGeneration.from_pretrained(OUT, attn_implementation="eager").float().eval()
+    ids, pixels, ratio_ids, ratio_mask, cross = inputs(torch.Generator().manual_seed(2054 + 1))
+    ids, pixels, ratio_ids, ratio_mask, cross = ids[:1], pixels[:1], ratio_ids[:1], ratio_mask[:1], cross[:1]
+    common = dict(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None,
+                  pad_token_id=0)
+    with torch.no_grad():
+        image = model.generate(input_ids=ids, pixel_values=pixels, aspect_ratio_ids=ratio_ids,
+                               aspect_ratio_mask=ratio_mask, cross_attention_mask=cross, **common)[:, SEQ:]
+        text = model.generate(input_ids=ids[:, 1:], **common)[:, SEQ - 1:]
+    save_file({"input_ids": ids.contiguous(), "images": pixels.contiguous(),
+               "aspect_ratio": torch.tensor(SAMPLES[:1], dtype=torch.long).view(1, 1, 2).contiguous(),
+               "image_tokens": image.contiguous(), "text_tokens": text.contiguous()},
+              os.path.join(OUT, "generation.safetensors"),
+              metadata={"transformers": transformers.__version__, "torch": torch.__version__})
+    print(f"with the image {image.tolist()}, without {text.tolist()}")
+
+
+if __name__ == "__main__" and "--generation" in sys.argv:
+    generation_fixture()
 
 
 # ----- The image transform: transformers' MllamaImageProcessor on small PPM images -----

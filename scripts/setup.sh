@@ -23,7 +23,7 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 apt_packages=(build-essential cmake ninja-build ccache pkg-config git
               libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
               libsentencepiece-dev libpcre2-dev libutf8proc-dev
-              libgloo-dev libjemalloc-dev libcurl4-openssl-dev
+              libgloo-dev libjemalloc-dev libcurl4-openssl-dev zlib1g-dev
               python3 python3-venv)
 if [ "${TUNE_MATRIX_BROWSER:-0}" = 1 ]; then
   apt_packages+=(chromium)

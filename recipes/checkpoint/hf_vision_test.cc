@@ -13,6 +13,8 @@
 
 #include <map>
 
+#include "recipes/models/generation.h"
+
 namespace tmx::checkpoint {
 namespace {
 
@@ -52,6 +54,36 @@ TEST(HfVisionTest, LogitsMatchTransformersMllama) {
   // Without the image (and its token) the text decoder alone.
   torch::Tensor text = model(e["input_ids"].narrow(1, 1, e["input_ids"].size(1) - 1));
   EXPECT_LT((text - e["text_only_logits"]).abs().max().item<double>(), 1e-4);
+}
+
+// generation.safetensors (the same script, --generation): a prompt whose first token is the image's, greedily
+// continued by 8 tokens through transformers' generate (its KV caches, the cross-attention mask's last row
+// repeated), and the prompt without the image. The same tokens here, through the KV caches (the fusion layers'
+// too) and by recomputing the sequence; the image changes them.
+TEST(HfVisionTest, GreedyTokensMatchTransformersGenerate) {
+  models::VisionModel model = LoadedModel();
+  auto loaded = LoadSafetensors(kFixture + "generation.safetensors");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  std::map<std::string, torch::Tensor> g;
+  for (auto& [name, t] : loaded->tensors) g[name] = t;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor image = model->encoder().forward(g["images"], g["aspect_ratio"]);
+  const int64_t tiles = g["aspect_ratio"][0][0][0].item<int64_t>() * g["aspect_ratio"][0][0][1].item<int64_t>();
+  const int64_t per_tile = TinyArgs().encoder.tokens_per_tile(), length = g["input_ids"].size(1);
+  torch::Tensor mask = torch::zeros({1, length, image.size(1)}, torch::kBool);
+  mask.narrow(2, 0, tiles * per_tile).fill_(true);
+  models::GenerationOptions options;
+  options.max_new_tokens = g["image_tokens"].size(1);
+  options.sampling.temperature = 0;
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "KV cache" : "recomputed");
+    options.kv_cache = cache;
+    models::Generated with_image = models::Generate(*model, g["input_ids"], image, mask, options);
+    EXPECT_TRUE(torch::equal(with_image.tokens, g["image_tokens"])) << with_image.tokens << g["image_tokens"];
+    models::Generated text = models::Generate(*model, g["input_ids"].narrow(1, 1, length - 1), {}, {}, options);
+    EXPECT_TRUE(torch::equal(text.tokens, g["text_tokens"])) << text.tokens << g["text_tokens"];
+    EXPECT_FALSE(torch::equal(with_image.tokens, text.tokens));
+  }
 }
 
 TEST(HfVisionTest, SavingGivesBackTheCheckpointsTensors) {

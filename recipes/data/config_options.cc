@@ -278,7 +278,8 @@ const std::vector<TokenizerOption>& TokenizerTable() {
   static const auto* table = new std::vector<TokenizerOption>{
       TokenizerOption(Required(PathField("path", "")), &O::path)
           .For([](const TokenizerComponent& c) {
-            return c.kind != K::kNone && c.kind != K::kHfTokenizerJson && c.kind != K::kGpt2Bpe;
+            return c.kind != K::kNone && c.kind != K::kHfTokenizerJson && c.kind != K::kGpt2Bpe &&
+                   c.shipped_path.empty();
           })
           .Adjust([](const TokenizerComponent& c, FieldSpec* f) {
             f->doc = c.kind == K::kTiktoken        ? "the tiktoken ranks file (original/tokenizer.model)"

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
+#include "recipes/data/png.h"
 
 namespace tmx::data {
 namespace {
@@ -91,16 +92,14 @@ Image ResizeHeight(const Image& in, int64_t height) {
   return out;
 }
 
-}  // namespace
-
-StatusOr<Image> ReadPpm(const std::string& path) {
-  StatusOr<std::string> text = ReadFile(path);
-  if (!text.ok()) return text.status();
-  const std::string fix = "; fix: give an 8-bit binary PPM (P6), e.g. `convert image.png image.ppm`";
+// The image of a PPM `file`'s bytes, read from `path`.
+StatusOr<Image> ParsePpm(const std::string& file, const std::string& path) {
+  const std::string* text = &file;
+  const std::string fix = "; fix: give an 8-bit binary PPM (P6) or PNG, e.g. `convert image.jpg image.png`";
   size_t pos = 0;
   std::string magic, w, h, maxval;
   if (!NextField(*text, &pos, &magic) || magic != "P6") {
-    return Status::InvalidArgument(path + ": not a binary PPM image (P6); the only image format read here" + fix);
+    return Status::InvalidArgument(path + ": neither a PNG nor a binary PPM image (P6), the formats read here" + fix);
   }
   if (!NextField(*text, &pos, &w) || !NextField(*text, &pos, &h) || !NextField(*text, &pos, &maxval)) {
     return Status::InvalidArgument(path + ": the PPM header ends before width, height and maxval" + fix);
@@ -125,6 +124,21 @@ StatusOr<Image> ReadPpm(const std::string& path) {
                    text->begin() + static_cast<std::ptrdiff_t>(pos + 1 + bytes));
   return image;
 }
+
+}  // namespace
+
+StatusOr<Image> ReadImage(const std::string& path) {
+  StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return IsPng(*bytes) ? DecodePng(*bytes, path) : ParsePpm(*bytes, path);
+}
+
+StatusOr<Image> ReadPpm(const std::string& path) {
+  StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return ParsePpm(*bytes, path);
+}
+
 
 std::pair<int64_t, int64_t> BestTileGrid(int64_t height, int64_t width, int64_t tile_size, int64_t max_num_tiles) {
   double best_up = INFINITY, best_down = -INFINITY;

@@ -9,8 +9,8 @@
 // at least 1 pixel). Resizing is bilinear with a triangle filter widened by the shrink factor (antialiased), each
 // pass rounded to 8 bits, as Pillow's BILINEAR (which transformers uses; within 1 of its values per channel).
 //
-// Images are read from binary PPM (P6, 8 bits) files: the shipped samples are PPM, and this build links no PNG or
-// JPEG decoder (convert such images, e.g. `convert in.jpg out.ppm`).
+// Images are read from PNG (png.h: 8 bits, not interlaced) and binary PPM (P6, 8 bits) files: the shipped samples
+// are PPM; this build links no JPEG decoder (convert such images, e.g. `convert in.jpg out.png`).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,9 @@ struct Image {
 // InvalidArgument naming the file for anything but a P6 PPM with maxval 255 (and its fix); NotFound/IoError from
 // reading.
 StatusOr<Image> ReadPpm(const std::string& path);
+
+// A PNG (by its signature) or PPM file's image. Errors: the format's, naming the file, the problem and the fix.
+StatusOr<Image> ReadImage(const std::string& path);
 
 struct ImageTransformOptions {
   int64_t tile_size = 560;   // torchtune's image_size

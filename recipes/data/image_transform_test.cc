@@ -64,11 +64,17 @@ TEST(ImageTransformTest, TheGridNeedsTheLeastScalingThenTheFewestTiles) {
 
 TEST(ImageTransformTest, OtherImageFilesAreRefusedNamingTheFix) {
   test::ScratchDir dir("image_transform_test");
-  std::ofstream(dir.path() + "/a.png") << "\x89PNG\r\n";
-  StatusOr<Image> image = ReadPpm(dir.path() + "/a.png");
+  std::ofstream(dir.path() + "/a.jpg") << "\xff\xd8\xff\xe0";
+  StatusOr<Image> image = ReadImage(dir.path() + "/a.jpg");
   ASSERT_FALSE(image.ok());
-  EXPECT_NE(image.status().message().find("a.png: not a binary PPM image (P6)"), std::string::npos);
-  EXPECT_NE(image.status().message().find("fix: give an 8-bit binary PPM"), std::string::npos);
+  EXPECT_NE(image.status().message().find("a.jpg: neither a PNG nor a binary PPM image (P6)"), std::string::npos);
+  EXPECT_NE(image.status().message().find("fix: give an 8-bit binary PPM (P6) or PNG"), std::string::npos);
+  // A PNG's signature alone: read as a PNG (png_test.cc), which ends too early.
+  std::ofstream(dir.path() + "/a.png") << "\x89PNG\r\n\x1a\n";
+  image = ReadImage(dir.path() + "/a.png");
+  ASSERT_FALSE(image.ok());
+  EXPECT_NE(image.status().message().find("a.png: the PNG ends before its IEND chunk"), std::string::npos)
+      << image.status().message();
   std::ofstream(dir.path() + "/short.ppm") << "P6\n4 4\n255\nabc";
   image = ReadPpm(dir.path() + "/short.ppm");
   ASSERT_FALSE(image.ok());

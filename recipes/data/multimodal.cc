@@ -92,7 +92,7 @@ StatusOr<std::vector<ImageTiles>> AttachImages(const DatasetComponent& component
   TM_RETURN_IF_ERROR(MarkImages(component, record, paths->size(), messages));
   std::vector<ImageTiles> tiles;
   for (const std::string& path : *paths) {
-    StatusOr<Image> image = ReadPpm(ImagePath(options, record, path));
+    StatusOr<Image> image = ReadImage(ImagePath(options, record, path));
     if (!image.ok()) return image.status().WithContext(record.where() + "image " + path);
     tiles.push_back(TileImage(*image, transform));
   }

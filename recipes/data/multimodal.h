@@ -6,7 +6,7 @@
 // A message's images lead its content (Message::images; the Llama 3 format writes one <|image|> token each after
 // the header). torchtune puts a LLaVA image where its tag stands; here the image leads the tagged message and the
 // tag is removed (the records' tags lead their messages). Image paths are read relative to image_dir (itself
-// relative to the record's file when relative) or, without one, to the record's file; images are PPM
+// relative to the record's file when relative) or, without one, to the record's file; images are PNG or PPM
 // (image_transform.h).
 #pragma once
 

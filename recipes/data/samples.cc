@@ -13,6 +13,7 @@ std::string SamplesDir() {
 StatusOr<TokenizerOptions> SampleTokenizerOptions(const std::string& component, TokenizerOptions options) {
   StatusOr<TokenizerComponent> found = FindTokenizerComponent(component);
   if (!found.ok()) return found.status();
+  if (!found->shipped_path.empty()) return options;  // it reads its shipped file already
   const std::string dir = SamplesDir() + "/tokenizers/";
   options.special_tokens_path.clear();
   switch (found->kind) {

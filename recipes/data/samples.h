@@ -23,7 +23,8 @@ std::string SamplesDir();
 //   kByteBpe, kGpt2Bpe  tiny_bpe_vocab.json + tiny_bpe_merges.txt
 //   kHfTokenizerJson tokenizer.json + generation_config.json
 // `options` with its file options replaced by the sample's (max_seq_len, prompt_template, truncation_type kept;
-// special_tokens_path cleared). NotFound for an unknown component.
+// special_tokens_path cleared); unchanged for a component that reads a shipped file (TokenizerComponent::shipped_path).
+// NotFound for an unknown component.
 StatusOr<TokenizerOptions> SampleTokenizerOptions(const std::string& component, TokenizerOptions options);
 
 // One line for the support record: "tokenizer llama3_tokenizer ran on the shipped sample tiktoken_small.model

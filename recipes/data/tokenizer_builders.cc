@@ -2,6 +2,7 @@
 
 #include "base/file_util.h"
 #include "recipes/data/components.h"
+#include "recipes/data/samples.h"
 #include "recipes/data/tokenizers/byte.h"
 #include "recipes/data/tokenizers/byte_bpe.h"
 #include "recipes/data/tokenizers/hf_tokenizer.h"
@@ -201,6 +202,12 @@ std::map<std::string, int64_t> Llama3SpecialTokens() {
   return t;
 }
 
+std::map<std::string, int64_t> ByteLlama3SpecialTokens() {
+  std::map<std::string, int64_t> t = Llama3SpecialTokens();
+  for (auto& entry : t) entry.second -= 128000 - 256;
+  return t;
+}
+
 // torchtune's LLAMA4_SPECIAL_TOKENS: named tokens from 200000, reserved ones filling the gaps and 201144 .. 202047.
 std::map<std::string, int64_t> Llama4SpecialTokens() {
   std::map<std::string, int64_t> t;
@@ -307,6 +314,9 @@ const std::vector<TokenizerComponent>& TokenizerComponents() {
       {"HuggingFaceBaseTokenizer", "torchtune.modules.transforms.tokenizers.HuggingFaceBaseTokenizer",
        K::kHfTokenizerJson, F::kNone, "", nullptr},
       {"byte_tokenizer", "tune_matrix.data.byte_tokenizer", K::kNone, F::kNoSpecialTokens, "", nullptr},
+      // The tiny vision model's transform: llama3_2_vision_transform over byte tokens, with no file to fetch.
+      {"byte_vision_transform", "tune_matrix.data.byte_vision_transform", K::kTiktoken, F::kLlama3, "",
+       ByteLlama3SpecialTokens, /*images=*/true, "tiktoken_bytes.model"},
   };
   return *components;
 }
@@ -329,9 +339,11 @@ StatusOr<std::unique_ptr<ModelTokenizer>> BuildTokenizer(const std::string& comp
                                    "; fix: set it to at least 1, or null for no limit");
   }
   StatusOr<std::unique_ptr<Tokenizer>> base = Status::Internal("unreachable");
+  TokenizerOptions shipped = options;
+  if (!found->shipped_path.empty()) shipped.path = SamplesDir() + "/tokenizers/" + found->shipped_path;
   switch (found->kind) {
     case TokenizerFileKind::kTiktoken:
-      base = Llama3Base(*found, options);
+      base = Llama3Base(*found, shipped);
       break;
     case TokenizerFileKind::kSentencePiece:
       base = SentencePieceBase(*found, options);

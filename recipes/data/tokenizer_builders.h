@@ -103,6 +103,9 @@ struct TokenizerComponent {
   // An image-and-text transform (torchtune's llama3_2_vision_transform): it also cuts images into tiles of
   // image_size pixels (recipes/data/image_transform.h); its text side is the row's tokenizer.
   bool images = false;
+  // A tokenizer file shipped with tune-matrix (under SamplesDir()/tokenizers) that it always reads: the config
+  // names no path. "": the config's path.
+  std::string shipped_path;
 };
 
 // Every supported tokenizer component.
@@ -129,5 +132,8 @@ std::map<std::string, int64_t> Qwen2SpecialTokens();
 std::map<std::string, int64_t> Qwen2_5SpecialTokens();
 std::map<std::string, int64_t> Qwen3SpecialTokens();
 std::map<std::string, int64_t> Phi4SpecialTokens();
+// Llama 3's table moved down to follow 256 byte tokens (<|begin_of_text|> 256, <|image|> 512): the tiny vision
+// model's, whose 512-token vocabulary's first fusion token is <|image|> (tune_matrix.data.byte_vision_transform).
+std::map<std::string, int64_t> ByteLlama3SpecialTokens();
 
 }  // namespace tmx::data

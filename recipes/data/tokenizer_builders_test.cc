@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "recipes/data/samples.h"
+#include "recipes/data/tokenizers/hf_tokenizer.h"
 #include "recipes/data/testdata/fixtures.h"
 #include "tests/scratch_dir.h"
 
@@ -174,6 +175,23 @@ TEST(TokenizerBuildersTest, SamplesStandInForMissingFiles) {
   setenv("TUNE_MATRIX_SAMPLES_DIR", "/elsewhere/samples", 1);
   EXPECT_EQ(SampleTokenizerOptions("gemma_tokenizer", {})->path, "/elsewhere/samples/tokenizers/m.model");
   unsetenv("TUNE_MATRIX_SAMPLES_DIR");
+}
+
+// The tiny vision model's transform reads the shipped byte-level ranks whatever the config says, with Llama 3's
+// special tokens after the 256 bytes: the table the vision tests give as tiny_vision_special_tokens.json.
+TEST(TokenizerBuildersTest, TheByteVisionTransformNeedsNoFile) {
+  StatusOr<std::map<std::string, int64_t>> json =
+      ReadHfAddedTokens(SamplesDir() + "/tokenizers/tiny_vision_special_tokens.json");
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(ByteLlama3SpecialTokens(), *json);
+  TokenizerOptions options;
+  options.path = "/nowhere/tokenizer.model";
+  auto tok = BuildTokenizer("tune_matrix.data.byte_vision_transform", options);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  EXPECT_EQ((*tok)->base().SpecialId("<|image|>"), 512);
+  EXPECT_EQ((*tok)->bos_id(), 256);
+  const std::vector<int64_t> ids = (*tok)->Encode("Hi", false, false);
+  EXPECT_EQ(ids, (std::vector<int64_t>{'H', 'i'}));
 }
 
 TEST(TokenizerBuildersTest, UnknownComponentAndOptions) {

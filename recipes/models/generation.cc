@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 
 namespace tmx::models {
@@ -34,24 +35,32 @@ at::Tensor SampleTokens(const at::Tensor& logits, const SamplingOptions& options
   return (probs / q).argmax(-1);
 }
 
-Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const GenerationOptions& options) {
+namespace {
+
+// The last position's logits [B, V] of the model on `input` (the whole sequence, or with the KV cache the
+// newest tokens).
+using NextLogits = std::function<torch::Tensor(const torch::Tensor& input)>;
+
+// Checks the prompt against max_new_tokens and the model's max_seq_len.
+void CheckPrompt(const at::Tensor& prompt, const GenerationOptions& options, int64_t max_seq_len) {
   TORCH_CHECK(prompt.dim() == 2 && prompt.size(1) >= 1, "Generate: expected a prompt [batch, tokens], got ",
               prompt.sizes());
   TORCH_CHECK(options.max_new_tokens >= 1, "Generate: max_new_tokens must be at least 1, got ",
               options.max_new_tokens);
-  const int64_t batch = prompt.size(0), length = prompt.size(1);
   // Compared as what is left of max_seq_len: length + max_new_tokens may overflow int64.
-  TORCH_CHECK(options.max_new_tokens <= model.args().max_seq_len - length, "Generate: the prompt's ", length,
+  TORCH_CHECK(options.max_new_tokens <= max_seq_len - prompt.size(1), "Generate: the prompt's ", prompt.size(1),
               " tokens and max_new_tokens=", options.max_new_tokens, " pass the model's max_seq_len of ",
-              model.args().max_seq_len);
-  const int64_t capacity = length + options.max_new_tokens;
-  torch::NoGradGuard no_grad;
+              max_seq_len);
+}
+
+// The decoding loop both models share. REQUIRES: CheckPrompt passed; caches set up when options.kv_cache.
+Generated GenerateWith(const NextLogits& next_logits, const at::Tensor& prompt, const GenerationOptions& options) {
+  const int64_t batch = prompt.size(0);
   auto sync = [&] {
     if (options.synchronize) options.synchronize();
   };
   torch::Tensor stops = torch::tensor(options.stop_tokens, torch::TensorOptions().dtype(torch::kLong))
                             .to(prompt.device());
-  if (options.kv_cache) model.SetupCaches(batch, capacity);
   Generated out;
   std::vector<torch::Tensor> tokens;
   torch::Tensor sequence = prompt.to(torch::kLong);
@@ -64,7 +73,7 @@ Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const Generatio
     // The cache holds every earlier position: only the newest token goes in. Without it, the whole sequence.
     torch::Tensor input = i == 0 || !options.kv_cache ? sequence : next.unsqueeze(1);
     // Only the last position's logits are needed: the output projection of one position, not of the prompt.
-    torch::Tensor logits = model.OutputLogits(model.Hidden(input).select(1, -1));
+    torch::Tensor logits = next_logits(input);
     if (options.on_logits) options.on_logits(logits);
     next = SampleTokens(logits, options.sampling);
     // A sequence that stopped earlier shows padding; the model goes on reading its own draws (pad_id need not be
@@ -78,8 +87,45 @@ Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const Generatio
     (i == 0 ? out.prefill_s : out.decode_step_s.emplace_back()) = Since(start);
     if (done) break;
   }
-  if (options.kv_cache) model.ClearCaches();
   out.tokens = torch::stack(tokens, 1);
+  return out;
+}
+
+}  // namespace
+
+Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const GenerationOptions& options) {
+  CheckPrompt(prompt, options, model.args().max_seq_len);
+  torch::NoGradGuard no_grad;
+  if (options.kv_cache) model.SetupCaches(prompt.size(0), prompt.size(1) + options.max_new_tokens);
+  Generated out = GenerateWith(
+      [&](const torch::Tensor& input) { return model.OutputLogits(model.Hidden(input).select(1, -1)); }, prompt,
+      options);
+  if (options.kv_cache) model.ClearCaches();
+  return out;
+}
+
+Generated Generate(VisionModelImpl& model, const at::Tensor& prompt, const at::Tensor& image,
+                   const at::Tensor& encoder_mask, const GenerationOptions& options) {
+  CheckPrompt(prompt, options, model.args().decoder.max_seq_len);
+  torch::NoGradGuard no_grad;
+  const int64_t length = prompt.size(1);
+  if (options.kv_cache) model.SetupCaches(prompt.size(0), length + options.max_new_tokens);
+  // The mask of `n` positions: the prompt's rows, then its last row for each new token.
+  auto mask_of = [&](int64_t start, int64_t n) -> torch::Tensor {
+    if (!encoder_mask.defined()) return encoder_mask;
+    torch::Tensor last = encoder_mask.narrow(1, length - 1, 1);
+    torch::Tensor rows = n + start > length ? torch::cat({encoder_mask, last.expand({-1, n + start - length, -1})}, 1)
+                                            : encoder_mask;
+    return rows.narrow(1, start, n);
+  };
+  Generated out = GenerateWith(
+      [&](const torch::Tensor& input) {
+        const int64_t start = options.kv_cache ? model.cache_position() : 0;
+        torch::Tensor logits = model.Decode(input, image, mask_of(start, input.size(1)));
+        return logits.select(1, -1);
+      },
+      prompt, options);
+  if (options.kv_cache) model.ClearCaches();
   return out;
 }
 

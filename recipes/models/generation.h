@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "recipes/models/decoder.h"
+#include "recipes/models/vision_model.h"
 
 namespace tmx::models {
 
@@ -64,5 +65,13 @@ struct Generated {
 // graph. REQUIRES: T + max_new_tokens <= the model's max_seq_len (checked without overflow; throws c10::Error
 // naming both).
 Generated Generate(DecoderImpl& model, const at::Tensor& prompt, const GenerationOptions& options);
+
+// The same with a Llama 3.2 Vision model and an image prompt (torchtune's generate_v2 with a multimodal prompt):
+// `image` is the encoder's output [B, S, D] (undefined: text only), `encoder_mask` the prompt's rows [B, T, S]
+// (undefined: every position sees every image token). Each new token attends to the image tokens the prompt's last
+// position does (its mask row repeated, as torchtune and transformers extend it). With the KV cache the fusion
+// layers compute the image's keys and values once (VisionModelImpl::SetupCaches).
+Generated Generate(VisionModelImpl& model, const at::Tensor& prompt, const at::Tensor& image,
+                   const at::Tensor& encoder_mask, const GenerationOptions& options);
 
 }  // namespace tmx::models

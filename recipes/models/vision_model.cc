@@ -76,11 +76,19 @@ CrossAttentionLayerImpl::CrossAttentionLayerImpl(const DecoderArgs& args, const 
 }
 
 torch::Tensor CrossAttentionLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& image,
-                                               const torch::Tensor& allowed) {
-  const int64_t b = x.size(0), t = x.size(1), s = image.size(1);
+                                               const torch::Tensor& allowed, LayerKvCache* cache) {
+  const int64_t b = x.size(0), t = x.size(1);
   torch::Tensor q = q_norm_(q_proj_(ca_norm_(x)).view({b, t, num_heads_, head_dim_})).transpose(1, 2);
-  torch::Tensor k = k_norm_(k_proj_(image).view({b, s, num_kv_heads_, head_dim_})).transpose(1, 2);
-  torch::Tensor v = v_proj_(image).view({b, s, num_kv_heads_, head_dim_}).transpose(1, 2);
+  torch::Tensor k, v;
+  if (cache != nullptr && cache->k.defined()) {
+    k = cache->k;
+    v = cache->v;
+  } else {
+    const int64_t s = image.size(1);
+    k = k_norm_(k_proj_(image).view({b, s, num_kv_heads_, head_dim_})).transpose(1, 2);
+    v = v_proj_(image).view({b, s, num_kv_heads_, head_dim_}).transpose(1, 2);
+    if (cache != nullptr) *cache = {k, v};
+  }
   if (num_heads_ != num_kv_heads_) {
     k = k.repeat_interleave(num_heads_ / num_kv_heads_, 1);
     v = v.repeat_interleave(num_heads_ / num_kv_heads_, 1);
@@ -159,23 +167,54 @@ torch::Tensor VisionModelImpl::Decode(const torch::Tensor& tokens, const torch::
   TORCH_CHECK(!encoder_mask.defined() || !image.defined() ||
                   encoder_mask.sizes() == torch::IntArrayRef({tokens.size(0), t, image.size(1)}),
               "VisionModel: encoder_mask ", encoder_mask.sizes(), " must be [batch, seq_len, image tokens]");
+  const bool cached = !kv_caches_.empty();
+  const int64_t start = cached ? cache_position_ : 0;
+  TORCH_CHECK(!cached || (tokens.size(0) == kv_caches_.front().k.size(0) &&
+                          t <= kv_caches_.front().k.size(2) - start),
+              "VisionModel: ", t, " tokens at cache position ", start, " do not fit the KV cache ",
+              kv_caches_.front().k.sizes());
   torch::Tensor h = Embed(tokens);
-  torch::Tensor positions = torch::arange(t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
+  torch::Tensor positions =
+      torch::arange(start, start + t, torch::TensorOptions().dtype(torch::kFloat).device(h.device()));
   torch::Tensor angles = torch::outer(positions, inv_freq_.to(h.device()));
   const torch::Tensor cos = angles.cos(), sin = angles.sin();
   const torch::Tensor allowed = encoder_mask.defined() ? encoder_mask.to(h.device(), torch::kBool) : encoder_mask;
   const torch::Tensor cast = image.defined() ? image.to(h.dtype()) : image;
-  for (size_t i = 0; i < layers_.size(); ++i) h = RunLayer(i, h, cast, allowed, cos, sin);
+  for (size_t i = 0; i < layers_.size(); ++i) h = RunLayer(i, h, cast, allowed, cos, sin, start);
+  if (cached) cache_position_ += t;
   return output_(norm_(h));
+}
+
+void VisionModelImpl::SetupCaches(int64_t batch_size, int64_t capacity) {
+  const DecoderArgs& d = args_.decoder;
+  TORCH_CHECK(batch_size >= 1, "VisionModel: KV cache batch size must be at least 1, got ", batch_size);
+  TORCH_CHECK(capacity >= 1 && capacity <= d.max_seq_len, "VisionModel: KV cache capacity ", capacity,
+              " is outside [1, max_seq_len=", d.max_seq_len, "]");
+  const c10::TensorOptions options = tok_weight_.options().requires_grad(false);
+  const std::vector<int64_t> shape = {batch_size, d.num_kv_heads, capacity, d.resolved_head_dim()};
+  kv_caches_.assign(layers_.size(), {});
+  for (LayerKvCache& c : kv_caches_) c = {torch::zeros(shape, options), torch::zeros(shape, options)};
+  fusion_caches_.assign(layers_.size(), {});  // filled by the first Decode with an image
+  cache_position_ = 0;
+}
+
+void VisionModelImpl::ClearCaches() {
+  kv_caches_.clear();
+  fusion_caches_.clear();
+  cache_position_ = 0;
 }
 
 torch::Tensor VisionModelImpl::RunLayer(size_t i, const torch::Tensor& h, const torch::Tensor& image,
                                         const torch::Tensor& allowed, const torch::Tensor& cos,
-                                        const torch::Tensor& sin) {
+                                        const torch::Tensor& sin, int64_t start) {
   std::shared_ptr<TransformerLayerImpl> layer = layers_[i].ptr();
-  std::shared_ptr<CrossAttentionLayerImpl> fusion = fusion_[i] && image.defined() ? fusion_[i].ptr() : nullptr;
-  auto run = [layer, fusion, image, allowed, cos, sin](const torch::Tensor& x) {
-    return layer->forward(fusion ? fusion->forward(x, image, allowed) : x, cos, sin);
+  LayerKvCache* cache = kv_caches_.empty() ? nullptr : &kv_caches_[i];
+  LayerKvCache* fusion_cache = fusion_caches_.empty() ? nullptr : &fusion_caches_[i];
+  // Cached, a fusion layer reads the image it saw first even where a step passes none.
+  const bool sees_image = image.defined() || (fusion_cache != nullptr && fusion_cache->k.defined());
+  std::shared_ptr<CrossAttentionLayerImpl> fusion = fusion_[i] && sees_image ? fusion_[i].ptr() : nullptr;
+  auto run = [layer, fusion, image, allowed, cos, sin, cache, fusion_cache, start](const torch::Tensor& x) {
+    return layer->forward(fusion ? fusion->forward(x, image, allowed, fusion_cache) : x, cos, sin, {}, cache, start);
   };
   if (!activation_checkpointing_ || !torch::GradMode::is_enabled()) return run(h);
   // The layer's parameters (its fusion layer's among them) and the image, whose gradient reaches the encoder.

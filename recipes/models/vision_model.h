@@ -70,7 +70,10 @@ class CrossAttentionLayerImpl : public torch::nn::Module {
  public:
   CrossAttentionLayerImpl(const DecoderArgs& args, const LayerLora& lora, c10::TensorOptions options = {});
   // x [B, T, D], image [B, S, D], allowed [B, T, S] booleans or undefined (every position sees every token).
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& image, const torch::Tensor& allowed);
+  // With a `cache` (generation), the image's keys and values are computed once, on the first call, and read from
+  // it afterwards (torchtune's fusion-layer KV cache: the image does not change while tokens are added).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& image, const torch::Tensor& allowed,
+                        LayerKvCache* cache = nullptr);
 
  private:
   int64_t num_heads_, num_kv_heads_, head_dim_;
@@ -96,6 +99,14 @@ class VisionModelImpl : public torch::nn::Module {
   // The decoder alone on the encoder's output image [B, S, decoder dim] (undefined: text only).
   torch::Tensor Decode(const torch::Tensor& tokens, const torch::Tensor& image, const torch::Tensor& encoder_mask);
 
+  // KV caches for generation, as the text decoder's (DecoderImpl::SetupCaches): after SetupCaches(batch,
+  // capacity) each Decode takes the next tokens [batch, T] at positions cache_position() .. +T-1, its
+  // encoder_mask [batch, T, S] their rows, and the fusion layers keep the image's keys and values from the first
+  // Decode with an image on. ClearCaches frees them.
+  void SetupCaches(int64_t batch_size, int64_t capacity);
+  void ClearCaches();
+  int64_t cache_position() const { return cache_position_; }
+
   // When on (and grad mode is on), each decoder layer (with its fusion layer) and each encoder layer keeps only its
   // input and is recomputed in backward (checkpointing.h); gradients are unchanged. Off by default.
   void set_activation_checkpointing(bool on);
@@ -110,7 +121,7 @@ class VisionModelImpl : public torch::nn::Module {
   torch::Tensor Embed(const torch::Tensor& tokens);
 
   torch::Tensor RunLayer(size_t i, const torch::Tensor& h, const torch::Tensor& image, const torch::Tensor& allowed,
-                         const torch::Tensor& cos, const torch::Tensor& sin);
+                         const torch::Tensor& cos, const torch::Tensor& sin, int64_t start);
 
   VisionModelArgs args_;
   std::optional<LoraArgs> lora_;
@@ -123,6 +134,8 @@ class VisionModelImpl : public torch::nn::Module {
   RMSNorm norm_{nullptr};
   Linear output_{nullptr};
   torch::Tensor inv_freq_;
+  std::vector<LayerKvCache> kv_caches_, fusion_caches_;  // per layer while caches are on; empty otherwise
+  int64_t cache_position_ = 0;
 };
 TORCH_MODULE(VisionModel);
 
