@@ -297,6 +297,10 @@ void AddPublished(std::vector<ModelPreset>* out) {
     add(Preset("qwen2_5", name + "_instruct", Qwen2(q.sizes, q.tied), q.published, "qwen2", hub + "-Instruct",
                label + " Instruct"));
   }
+  // torchtune's qwen2_5/14B_to_7B_KD_lora_single_device names lora_qwen2_5_7b, which its package lacks (it has
+  // the _base and _instruct builders); the config loads Qwen2.5-7B-Instruct, so the name builds those sizes.
+  add(Preset("qwen2_5", "qwen2_5_7b", Qwen2(Sizes(152064, 28, 28, 4, 3584, 18944, 32768), false), 7'615'616'512,
+             "qwen2", "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5 7B Instruct (the name torchtune's 14B-to-7B KD config uses)"));
   // qwen3: q/k RMSNorm, head_dim 128 independent of the width; base builders have max_seq_len 32768, instruct
   // ones 40960. Up to 4B the embeddings are tied.
   struct Qwen3Size {
