@@ -459,6 +459,42 @@ std::vector<std::string> ModelFamilies() {
   return families;
 }
 
+const std::vector<ModelPreset>& SizedClassifierPresets() {
+  static const std::vector<ModelPreset> presets = [] {
+    const std::vector<BuilderParam> sizes = {{"num_classes", ""},  {"vocab_size", ""},   {"num_layers", ""},
+                                             {"num_heads", ""},    {"num_kv_heads", ""}, {"embed_dim", ""}};
+    ModelPreset llama = Preset("llama2", "llama2_classifier", Classifier(Llama2(DecoderArgs{})), 0, "llama", "",
+                               "Llama 2 architecture at the config's sizes with a num_classes score head instead of "
+                               "the language-model head (torchtune's llama2_classifier: reward and value models)");
+    llama.builder_params = sizes;
+    for (BuilderParam p : std::vector<BuilderParam>{
+             {"max_seq_len", ""}, {"attn_dropout", "0.0"}, {"intermediate_dim", "None"}, {"norm_eps", "1e-5"}}) {
+      llama.builder_params.push_back(p);
+    }
+    // torchtune's mistral builders have no sliding window.
+    ModelPreset mistral = Preset("mistral", "mistral_classifier", Classifier(Mistral(DecoderArgs{}, 0)), 0,
+                                 "mistral", "",
+                                 "Mistral architecture at the config's sizes with a num_classes score head "
+                                 "(torchtune's mistral_classifier: reward and value models)");
+    mistral.builder_params = sizes;
+    for (BuilderParam p : std::vector<BuilderParam>{{"intermediate_dim", ""},
+                                                    {"max_seq_len", ""},
+                                                    {"attn_dropout", "0.0"},
+                                                    {"norm_eps", "1e-5"},
+                                                    {"rope_base", "10000"}}) {
+      mistral.builder_params.push_back(p);
+    }
+    std::vector<ModelPreset> out = {llama, mistral};
+    for (ModelPreset& p : out) {
+      p.lora_builder.clear();  // torchtune's lora_ classifiers: no config here uses them
+      p.lora_params.clear();
+      p.sized_by_config = true;
+    }
+    return out;
+  }();
+  return presets;
+}
+
 const ModelPreset& SizedLlama2Preset() {
   static const ModelPreset preset = [] {
     ModelPreset p = Preset("llama2", "llama2", Llama2(DecoderArgs{}), 0, "llama", "",
