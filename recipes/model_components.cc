@@ -215,6 +215,7 @@ void AddModelComponents(std::vector<ComponentSpec>* out) {
     if (p.args.num_experts == 0) out->push_back(ModelSpec(p, /*lora=*/true, /*quantized=*/true));
   }
   out->push_back(ModelSpec(models::SizedLlama2Preset(), /*lora=*/false));
+  for (const models::ModelPreset& p : models::SizedClassifierPresets()) out->push_back(ModelSpec(p, /*lora=*/false));
 }
 
 namespace {
@@ -271,7 +272,9 @@ StatusOr<ModelChoice> ModelAsWritten(const Config& config, const Registry& regis
                                {"num_heads", &a.num_heads},
                                {"num_kv_heads", &a.num_kv_heads},
                                {"embed_dim", &a.embed_dim},
-                               {"max_seq_len", &a.max_seq_len}}) {
+                               {"max_seq_len", &a.max_seq_len},
+                               {"num_classes", a.num_classes > 0 ? &a.num_classes : nullptr}}) {
+      if (field == nullptr) continue;  // a language model's head: no num_classes
       if (config.IsNull(key + "." + name)) {
         return Status::InvalidArgument(config.OriginOf(key).ToString() + ": " + key + "." + name + ": '" + spec->name +
                                        "' takes the model's sizes from the config; set " + key + "." + name);

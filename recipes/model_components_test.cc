@@ -33,9 +33,10 @@ TEST(ModelComponentsTest, EveryPresetIsAComponentUnderTorchtunesNames) {
   }
   size_t models = 0;
   for (const ComponentSpec& c : BuiltinRegistry().components()) models += c.impl && c.kind == "model";
-  // and torchtune's llama2 builder, sized by the config, and the vision presets' three builders each
-  // (vision_components_test.cc)
-  EXPECT_EQ(models, expected + 1 + 3 * models::VisionPresets().size());
+  // and torchtune's llama2 builder and its two classifiers, sized by the config, and the vision presets' three
+  // builders each (vision_components_test.cc)
+  EXPECT_EQ(models, expected + 1 + models::SizedClassifierPresets().size() + 3 * models::VisionPresets().size());
+  EXPECT_EQ(models::SizedClassifierPresets().size(), 2u);
   EXPECT_GT(expected, 100u);
 }
 
@@ -163,6 +164,37 @@ TEST(ModelComponentsTest, TorchtunesLlama2BuilderTakesItsSizesFromTheConfig) {
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].key, "model");
   EXPECT_EQ(problems[0].message, "num_kv_heads: must divide num_heads (32), got 3");
+}
+
+// torchtune's llama2_classifier and mistral_classifier (PPO's reward and value models): the sized builders with a
+// num_classes score head in place of the language-model head.
+TEST(ModelComponentsTest, ClassifierBuildersHaveAScoreHeadOfNumClasses) {
+  // TinyLlama's sizes: the LM head's 32000 x 2048 replaced by a 1 x 2048 score head.
+  const std::string sizes = "  num_classes: 1\n  vocab_size: 32000\n  num_layers: 22\n  num_heads: 32\n"
+                            "  num_kv_heads: 4\n  embed_dim: 2048\n  max_seq_len: 2048\n  intermediate_dim: 5632\n";
+  StatusOr<ModelChoice> llama = ModelFromConfig(
+      Parse("reward_and_value_model:\n  _component_: torchtune.models.llama2.llama2_classifier\n" + sizes),
+      BuiltinRegistry(), "reward_and_value_model");
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_EQ(llama->component, "tune_matrix.models.llama2.llama2_classifier");
+  EXPECT_EQ(llama->args.num_classes, 1);
+  EXPECT_EQ(llama->args.output_dim(), 1);
+  EXPECT_EQ(CountModelParameters(*llama).total, 1'100'048'384 - 32000 * 2048 + 2048);
+  // Mistral 7B's sizes count what transformers counts for RM-Mistral-7B (the mistral_reward_7b preset).
+  StatusOr<ModelChoice> mistral = ModelFromConfig(
+      Parse("model:\n  _component_: torchtune.models.mistral.mistral_classifier\n  num_classes: 1\n"
+            "  vocab_size: 32000\n  num_layers: 32\n  num_heads: 32\n  num_kv_heads: 8\n  embed_dim: 4096\n"
+            "  intermediate_dim: 14336\n  max_seq_len: 32768\n"),
+      BuiltinRegistry());
+  ASSERT_TRUE(mistral.ok()) << mistral.status().ToString();
+  EXPECT_EQ(CountModelParameters(*mistral).total, models::FindModelPreset("mistral_reward_7b")->published_params);
+  EXPECT_EQ(mistral->args.sliding_window, 0);  // torchtune's mistral builders have none
+  Config missing = Parse("model:\n  _component_: torchtune.models.llama2.llama2_classifier\n" +
+                         sizes.substr(sizes.find("  vocab_size")));
+  StatusOr<ModelChoice> refused = ModelFromConfig(missing, BuiltinRegistry());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("set model.num_classes"), std::string::npos)
+      << refused.status().message();
 }
 
 // torchtune's qlora_ builders are its lora_ builders with quantize_base=True, which a config may still override.

@@ -297,6 +297,10 @@ void AddPublished(std::vector<ModelPreset>* out) {
     add(Preset("qwen2_5", name + "_instruct", Qwen2(q.sizes, q.tied), q.published, "qwen2", hub + "-Instruct",
                label + " Instruct"));
   }
+  // torchtune's qwen2_5/14B_to_7B_KD_lora_single_device names lora_qwen2_5_7b, which its package lacks (it has
+  // the _base and _instruct builders); the config loads Qwen2.5-7B-Instruct, so the name builds those sizes.
+  add(Preset("qwen2_5", "qwen2_5_7b", Qwen2(Sizes(152064, 28, 28, 4, 3584, 18944, 32768), false), 7'615'616'512,
+             "qwen2", "Qwen/Qwen2.5-7B-Instruct", "Qwen2.5 7B Instruct (the name torchtune's 14B-to-7B KD config uses)"));
   // qwen3: q/k RMSNorm, head_dim 128 independent of the width; base builders have max_seq_len 32768, instruct
   // ones 40960. Up to 4B the embeddings are tied.
   struct Qwen3Size {
@@ -453,6 +457,42 @@ std::vector<std::string> ModelFamilies() {
     if (seen.insert(p.family).second) families.push_back(p.family);
   }
   return families;
+}
+
+const std::vector<ModelPreset>& SizedClassifierPresets() {
+  static const std::vector<ModelPreset> presets = [] {
+    const std::vector<BuilderParam> sizes = {{"num_classes", ""},  {"vocab_size", ""},   {"num_layers", ""},
+                                             {"num_heads", ""},    {"num_kv_heads", ""}, {"embed_dim", ""}};
+    ModelPreset llama = Preset("llama2", "llama2_classifier", Classifier(Llama2(DecoderArgs{})), 0, "llama", "",
+                               "Llama 2 architecture at the config's sizes with a num_classes score head instead of "
+                               "the language-model head (torchtune's llama2_classifier: reward and value models)");
+    llama.builder_params = sizes;
+    for (BuilderParam p : std::vector<BuilderParam>{
+             {"max_seq_len", ""}, {"attn_dropout", "0.0"}, {"intermediate_dim", "None"}, {"norm_eps", "1e-5"}}) {
+      llama.builder_params.push_back(p);
+    }
+    // torchtune's mistral builders have no sliding window.
+    ModelPreset mistral = Preset("mistral", "mistral_classifier", Classifier(Mistral(DecoderArgs{}, 0)), 0,
+                                 "mistral", "",
+                                 "Mistral architecture at the config's sizes with a num_classes score head "
+                                 "(torchtune's mistral_classifier: reward and value models)");
+    mistral.builder_params = sizes;
+    for (BuilderParam p : std::vector<BuilderParam>{{"intermediate_dim", ""},
+                                                    {"max_seq_len", ""},
+                                                    {"attn_dropout", "0.0"},
+                                                    {"norm_eps", "1e-5"},
+                                                    {"rope_base", "10000"}}) {
+      mistral.builder_params.push_back(p);
+    }
+    std::vector<ModelPreset> out = {llama, mistral};
+    for (ModelPreset& p : out) {
+      p.lora_builder.clear();  // torchtune's lora_ classifiers: no config here uses them
+      p.lora_params.clear();
+      p.sized_by_config = true;
+    }
+    return out;
+  }();
+  return presets;
 }
 
 const ModelPreset& SizedLlama2Preset() {

@@ -64,6 +64,12 @@ bool IsLoraBuilder(const ModelPreset& preset, std::string_view name);
 // rope_base optional), as TinyLlama's configs use it. Not in ModelPresets(): it has no sizes of its own.
 const ModelPreset& SizedLlama2Preset();
 
+// torchtune's llama2_classifier and mistral_classifier: sized by the config like SizedLlama2Preset, with a
+// num_classes score head (the config's num_classes; args.num_classes is 1 until then). PPO's reward and value
+// models; their Hugging Face checkpoints (model_type REWARD in torchtune's checkpointer) are the
+// *ForSequenceClassification layout, score.weight for the head.
+const std::vector<ModelPreset>& SizedClassifierPresets();
+
 // torchtune's scale_hidden_dim_for_mlp: 4 x floor(2 dim / 3), rounded up to a multiple of `multiple_of`, the MLP
 // width of a Llama 2 model built without intermediate_dim.
 int64_t ScaleHiddenDimForMlp(int64_t dim, int64_t multiple_of = 256);

@@ -101,6 +101,16 @@ TEST(PresetsTest, FindByBuilderLoraBuilderOrComponentPath) {
   EXPECT_FALSE(IsLoraBuilder(*q, "qwen2_5_1_5b_instruct"));
   EXPECT_EQ(FindModelPreset("torchtune.models.qwen2.qwen2_5_1_5b_instruct"), nullptr) << "wrong family";
   EXPECT_EQ(FindModelPreset("qwen2_5_2b"), nullptr);
+  // The name torchtune's 14B-to-7B distillation config uses: the 7B Instruct's sizes.
+  const ModelPreset* seven = FindModelPreset("torchtune.models.qwen2_5.lora_qwen2_5_7b");
+  ASSERT_NE(seven, nullptr);
+  const ModelPreset* instruct = FindModelPreset("qwen2_5_7b_instruct");
+  ASSERT_NE(instruct, nullptr);
+  EXPECT_EQ(seven->args.embed_dim, instruct->args.embed_dim);
+  EXPECT_EQ(seven->args.num_layers, instruct->args.num_layers);
+  EXPECT_EQ(seven->args.norm_eps, instruct->args.norm_eps);
+  EXPECT_EQ(seven->args.max_seq_len, instruct->args.max_seq_len);
+  EXPECT_EQ(seven->published_params, instruct->published_params);
   EXPECT_EQ(FindModelPreset(""), nullptr);
   const ModelPreset* gemma2 = FindModelPreset("torchtune.models.gemma2.lora_gemma2_2b");
   ASSERT_NE(gemma2, nullptr);
