@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 #include "base/file_util.h"
 #include "base/output_folder.h"
@@ -118,13 +119,15 @@ void RecordWork(models::DecoderImpl& decoder, const torch::Tensor& ids, const mo
 // reference (matrix/tensor_check.h): the prompt, the first token's logits, and kGreedyProbeTokens greedy tokens
 // from the prompt with each step's top-2 margin. Greedy whatever the config's temperature, after the timed run:
 // sampled tokens of two dtypes part at the first draw that rounding moves, greedy ones only at a near tie. An
-// empty `output_dir`: a tensor-parallel rank that takes part in the forwards and writes nothing.
-Status WriteGenerationProbe(models::DecoderImpl& decoder, const torch::Tensor& ids, models::GenerationOptions options,
+// empty `output_dir`: a tensor-parallel rank that takes part in the forwards and writes nothing. `generate` runs
+// the model (a text decoder, or a vision model on the prompt's image) with the options it is given.
+Status WriteGenerationProbe(const std::function<models::Generated(const models::GenerationOptions&)>& generate,
+                            int64_t max_seq_len, const torch::Tensor& ids, models::GenerationOptions options,
                             NumericProbe probe, const std::string& output_dir) {
   options.sampling = models::SamplingOptions{};
   options.sampling.temperature = 0;
   options.stop_tokens.clear();
-  options.max_new_tokens = std::min(kGreedyProbeTokens, decoder.args().max_seq_len - ids.size(1));
+  options.max_new_tokens = std::min(kGreedyProbeTokens, max_seq_len - ids.size(1));
   std::vector<float> first, margins;
   options.on_logits = [&](const at::Tensor& logits) {
     const torch::Tensor row = logits[0].to(torch::kFloat);
@@ -132,7 +135,7 @@ Status WriteGenerationProbe(models::DecoderImpl& decoder, const torch::Tensor& i
     const torch::Tensor top = std::get<0>(row.topk(2));
     margins.push_back((top[0] - top[1]).item<float>());
   };
-  const models::Generated greedy = models::Generate(decoder, ids, options);
+  const models::Generated greedy = generate(options);
   if (output_dir.empty()) return Status::OK();  // a rank that only took part
   probe.tensors = {{"batch", "batch", FirstStepProbe::Sample(ids[0])},
                    {"logits", "logits", first},
@@ -430,7 +433,9 @@ Status Generator::Record(models::DecoderImpl& decoder, const torch::Tensor& ids,
   probe.dtype = summary->dtype;
   // Quantised weights and expert routing make discrete choices that rounding moves (NumericProbe::quantized).
   probe.quantized = !config_.IsNull("quantizer") || decoder.args().num_experts > 0;
-  return WriteGenerationProbe(decoder, ids, options, std::move(probe), parallel_.lead() ? output_dir : "");
+  return WriteGenerationProbe([&](const models::GenerationOptions& o) { return models::Generate(decoder, ids, o); },
+                              decoder.args().max_seq_len, ids, options, std::move(probe),
+                              parallel_.lead() ? output_dir : "");
 }
 
 StatusOr<std::string> Generator::ImageFile(std::vector<std::string>* stand_ins) const {
@@ -494,7 +499,14 @@ Status Generator::RunVision(const TrainingSettings& settings, models::Generation
   }
   summary->init_time_s = Seconds(start_, Clock::now());
   Finish(models::Generate(**model, ids, encoded, mask, options), tok, ids, summary);
-  return Status::OK();
+  if (!NumericProbeRequested()) return Status::OK();
+  NumericProbe probe;
+  probe.dtype = summary->dtype;
+  StatusOr<std::string> output_dir = config_.GetString("output_dir");
+  TM_RETURN_IF_ERROR(output_dir.status());
+  return WriteGenerationProbe(
+      [&](const models::GenerationOptions& o) { return models::Generate(**model, ids, encoded, mask, o); },
+      args.decoder.max_seq_len, ids, options, std::move(probe), *output_dir);
 }
 
 Status RunGenerate(const Config& config, const RunContext& context, const std::string& recipe) {
