@@ -104,46 +104,47 @@ Status SaveTrainState(const std::string& dir, const NamedParameters& trained, co
   return checkpoint::SaveSafetensors(dir + "/" + kStateFile, state, meta);
 }
 
-StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config,
-                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer, bool lora,
-                                     const std::function<Status(const std::string& dir)>& load_weights) {
-  ResumePoint point;
-  std::string state_path;
+namespace {
+
+using StateTensors = std::map<std::string, torch::Tensor>;
+
+// The recipe state to resume from: checkpointer.recipe_checkpoint where given, else the newest
+// <checkpoint_dir>/epoch_<N>/recipe_state.safetensors; `*directory` is the folder it is in.
+StatusOr<std::string> FindStatePath(const std::string& checkpoint_dir, const Config& config, std::string* directory) {
   if (!config.IsNull("checkpointer.recipe_checkpoint")) {
     StatusOr<std::string> given = config.GetString("checkpointer.recipe_checkpoint", "");
     TM_RETURN_IF_ERROR(given.status());
-    state_path = *given;
-    point.directory = state_path.substr(0, state_path.rfind('/'));
-  } else {
-    int64_t newest = -1;
-    if (DIR* d = ::opendir(checkpoint_dir.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
-        if (n.rfind("epoch_", 0) == 0 && PathExists(checkpoint_dir + "/" + n + "/" + kStateFile)) {
-          try {
-            newest = std::max<int64_t>(newest, std::stoll(n.substr(6)));
-          } catch (const std::exception&) {
-          }
+    *directory = given->substr(0, given->rfind('/'));
+    return *given;
+  }
+  int64_t newest = -1;
+  if (DIR* d = ::opendir(checkpoint_dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind("epoch_", 0) == 0 && PathExists(checkpoint_dir + "/" + n + "/" + kStateFile)) {
+        try {
+          newest = std::max<int64_t>(newest, std::stoll(n.substr(6)));
+        } catch (const std::exception&) {
         }
       }
-      ::closedir(d);
     }
-    if (newest < 0) {
-      return Status::NotFound("resume_from_checkpoint=True but " + checkpoint_dir +
-                              " holds no epoch_<N>/recipe_state.safetensors; run without resuming first");
-    }
-    point.directory = checkpoint_dir + "/epoch_" + std::to_string(newest);
-    state_path = point.directory + "/" + kStateFile;
+    ::closedir(d);
   }
-  StatusOr<checkpoint::LoadedSafetensors> state = checkpoint::LoadSafetensors(state_path);
-  TM_RETURN_IF_ERROR(state.status());
-  TM_RETURN_IF_ERROR(CheckRecipeStateValues(state_path, *state));
-  StatusOr<int64_t> next_epoch = MetaInt(state->metadata, "next_epoch", state_path);
-  StatusOr<int64_t> global_step = MetaInt(state->metadata, "global_step", state_path);
+  if (newest < 0) {
+    return Status::NotFound("resume_from_checkpoint=True but " + checkpoint_dir +
+                            " holds no epoch_<N>/recipe_state.safetensors; run without resuming first");
+  }
+  *directory = checkpoint_dir + "/epoch_" + std::to_string(newest);
+  return *directory + "/" + kStateFile;
+}
+
+// The epoch and step to go on from, checked where they enter: a negative epoch would train with a negative
+// schedule and read batches before the first (a damaged or hand-edited state).
+Status ReadResumePoint(const checkpoint::LoadedSafetensors& state, const std::string& state_path, ResumePoint* point) {
+  StatusOr<int64_t> next_epoch = MetaInt(state.metadata, "next_epoch", state_path);
+  StatusOr<int64_t> global_step = MetaInt(state.metadata, "global_step", state_path);
   TM_RETURN_IF_ERROR(next_epoch.status());
   TM_RETURN_IF_ERROR(global_step.status());
-  // Checked where they enter: a negative epoch would train with a negative schedule and read batches before
-  // the first (a damaged or hand-edited state).
   for (const auto& [key, value] : {std::pair<const char*, int64_t>{"next_epoch", *next_epoch},
                                    std::pair<const char*, int64_t>{"global_step", *global_step}}) {
     if (value < 0) {
@@ -152,23 +153,56 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
                                      "checkpoint (checkpointer.recipe_checkpoint) or train without resuming");
     }
   }
-  point.next_epoch = *next_epoch;
-  point.global_step = *global_step;
+  point->next_epoch = *next_epoch;
+  point->global_step = *global_step;
+  return Status::OK();
+}
 
-  std::map<std::string, torch::Tensor> by_name(state->tensors.begin(), state->tensors.end());
-  if (lora) {
-    torch::NoGradGuard no_grad;
-    for (const auto& [name, param] : trained) {
-      auto it = by_name.find(kAdapterPrefix + name);
-      if (it == by_name.end()) return Status::InvalidArgument(state_path + ": " + name + ": missing");
-      if (!it->second.sizes().equals(param.sizes())) {
-        return Status::InvalidArgument(state_path + ": " + name + ": shape does not match the model's");
-      }
-      param.copy_(it->second);
+// A LoRA run's trained parameters (its adapters) from the state, by name and shape.
+Status LoadAdapters(const NamedParameters& trained, const StateTensors& by_name, const std::string& state_path) {
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, param] : trained) {
+    auto it = by_name.find(kAdapterPrefix + name);
+    if (it == by_name.end()) return Status::InvalidArgument(state_path + ": " + name + ": missing");
+    if (!it->second.sizes().equals(param.sizes())) {
+      return Status::InvalidArgument(state_path + ": " + name + ": shape does not match the model's");
     }
-  } else {
-    TM_RETURN_IF_ERROR(load_weights(point.directory));
+    param.copy_(it->second);
   }
+  return Status::OK();
+}
+
+// An 8-bit AdamW parameter's state into the optimizer's own buffers (unified memory when paged), as saved: the
+// codes are not converted. Nothing where the parameter had not been stepped yet.
+Status RestoreBnbState(BnbAdamW& bnb, const std::string& name, const torch::Tensor& param, const StateTensors& by_name,
+                       const checkpoint::LoadedSafetensors& state, const std::string& state_path) {
+  if (by_name.find(name + ".state1") == by_name.end()) return Status::OK();
+  std::unique_ptr<BnbAdamWParamState> s = bnb.NewState(param);
+  StatusOr<int64_t> step = MetaInt(state.metadata, name + ".step", state_path);
+  TM_RETURN_IF_ERROR(step.status());
+  s->step(*step);
+  for (const auto& [suffix, into] : BnbStateTensors(*s)) {
+    auto it = by_name.find(name + suffix);
+    if (!into.defined() && it == by_name.end()) continue;
+    if (!into.defined() || it == by_name.end() || it->second.scalar_type() != into.scalar_type() ||
+        !it->second.sizes().equals(into.sizes())) {
+      return Status::InvalidArgument(
+          state_path + ": " + name + suffix + ": " +
+          (it == by_name.end() ? std::string("missing") : "not the state this optimizer keeps for " + name) +
+          " (saved with another optim_bits or min_8bit_size?); resume with the optimizer settings it was saved "
+          "with, or train without resuming");
+    }
+    into.copy_(it->second);
+  }
+  bnb.state()[param.unsafeGetTensorImpl()] = std::move(s);
+  return Status::OK();
+}
+
+// Each trained parameter's optimizer state (AdamW's moments and step, 8-bit AdamW's, SGD's momentum) from the
+// state; a parameter without one had not been stepped yet.
+Status RestoreOptimizerState(torch::optim::Optimizer& optimizer, const NamedParameters& trained,
+                             const StateTensors& by_name, const checkpoint::LoadedSafetensors& state,
+                             const std::string& state_path) {
   torch::NoGradGuard no_grad;
   for (const auto& [name, param] : trained) {
     void* key = param.unsafeGetTensorImpl();
@@ -178,9 +212,9 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
     };
     if (dynamic_cast<torch::optim::AdamW*>(&optimizer) != nullptr) {
       torch::Tensor exp_avg = to_param(".exp_avg");
-      if (!exp_avg.defined()) continue;  // the parameter had not been stepped yet
+      if (!exp_avg.defined()) continue;
       auto s = std::make_unique<torch::optim::AdamWParamState>();
-      StatusOr<int64_t> step = MetaInt(state->metadata, name + ".step", state_path);
+      StatusOr<int64_t> step = MetaInt(state.metadata, name + ".step", state_path);
       TM_RETURN_IF_ERROR(step.status());
       s->step(*step);
       s->exp_avg(exp_avg);
@@ -189,26 +223,7 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
       if (max_sq.defined()) s->max_exp_avg_sq(max_sq);
       optimizer.state()[key] = std::move(s);
     } else if (auto* bnb = dynamic_cast<BnbAdamW*>(&optimizer)) {
-      if (by_name.find(name + ".state1") == by_name.end()) continue;  // the parameter had not been stepped yet
-      std::unique_ptr<BnbAdamWParamState> s = bnb->NewState(param);
-      StatusOr<int64_t> step = MetaInt(state->metadata, name + ".step", state_path);
-      TM_RETURN_IF_ERROR(step.status());
-      s->step(*step);
-      // Into the optimizer's own buffers (unified memory when paged), as saved: the codes are not converted.
-      for (const auto& [suffix, into] : BnbStateTensors(*s)) {
-        auto it = by_name.find(name + suffix);
-        if (!into.defined() && it == by_name.end()) continue;
-        if (!into.defined() || it == by_name.end() || it->second.scalar_type() != into.scalar_type() ||
-            !it->second.sizes().equals(into.sizes())) {
-          return Status::InvalidArgument(
-              state_path + ": " + name + suffix + ": " +
-              (it == by_name.end() ? std::string("missing") : "not the state this optimizer keeps for " + name) +
-              " (saved with another optim_bits or min_8bit_size?); resume with the optimizer settings it was saved "
-              "with, or train without resuming");
-        }
-        into.copy_(it->second);
-      }
-      optimizer.state()[key] = std::move(s);
+      TM_RETURN_IF_ERROR(RestoreBnbState(*bnb, name, param, by_name, state, state_path));
     } else if (dynamic_cast<torch::optim::SGD*>(&optimizer) != nullptr) {
       torch::Tensor buf = to_param(".momentum_buffer");
       if (!buf.defined()) continue;
@@ -217,6 +232,28 @@ StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Co
       optimizer.state()[key] = std::move(s);
     }
   }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<ResumePoint> LoadTrainState(const std::string& checkpoint_dir, const Config& config,
+                                     const NamedParameters& trained, torch::optim::Optimizer& optimizer, bool lora,
+                                     const std::function<Status(const std::string& dir)>& load_weights) {
+  ResumePoint point;
+  StatusOr<std::string> state_path = FindStatePath(checkpoint_dir, config, &point.directory);
+  TM_RETURN_IF_ERROR(state_path.status());
+  StatusOr<checkpoint::LoadedSafetensors> state = checkpoint::LoadSafetensors(*state_path);
+  TM_RETURN_IF_ERROR(state.status());
+  TM_RETURN_IF_ERROR(CheckRecipeStateValues(*state_path, *state));
+  TM_RETURN_IF_ERROR(ReadResumePoint(*state, *state_path, &point));
+  const StateTensors by_name(state->tensors.begin(), state->tensors.end());
+  if (lora) {
+    TM_RETURN_IF_ERROR(LoadAdapters(trained, by_name, *state_path));
+  } else {
+    TM_RETURN_IF_ERROR(load_weights(point.directory));
+  }
+  TM_RETURN_IF_ERROR(RestoreOptimizerState(optimizer, trained, by_name, *state, *state_path));
   return point;
 }
 
