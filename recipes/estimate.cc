@@ -155,6 +155,56 @@ StatusOr<CellEstimate> EstimateVisionFinetune(const Config& config, const Regist
   return e;
 }
 
+// The trained parameters' gradients. With optimizer_in_bwd each is applied and freed inside backward: at most
+// the largest trained tensor's is held (the embedding in full fine-tuning; LoRA's are far smaller than a layer's
+// share).
+double GradientBytes(const Config& config, const ModelChoice& choice, int64_t trainable, double bytes) {
+  const models::DecoderArgs& args = choice.args;
+  double grads = static_cast<double>(trainable) * bytes;
+  StatusOr<bool> in_backward = config.GetBool("optimizer_in_bwd", false);
+  if (in_backward.ok() && *in_backward) {
+    const double largest = choice.lora ? grads / static_cast<double>(std::max<int64_t>(1, args.num_layers))
+                                       : static_cast<double>(args.vocab_size * args.embed_dim) * bytes;
+    grads = std::min(grads, largest);
+  }
+  return grads;
+}
+
+// Fully sharded over `n` ranks: the layers' weights and gradients as shards, with one layer's whole at a time;
+// what lies outside the layers (embeddings, final norm, output) whole on every rank
+// (recipes/distributed/sharded_layers.h). A layer's backward holds its gradients whole twice more (packed flat,
+// and the reduce-scatter's copy): `*layer_in_flight`.
+void ShardLayers(const ParameterCounts& counts, const models::DecoderArgs& args, double bytes, double n,
+                 double* weights, double* grads, double* layer_in_flight) {
+  const double layers = static_cast<double>(std::max<int64_t>(1, args.num_layers));
+  const double outside = static_cast<double>(counts.outside_layers) * bytes;
+  const double trained_outside = static_cast<double>(counts.trainable_outside_layers) * bytes;
+  const double layer_weights = std::max(0.0, *weights - outside), layer_grads = std::max(0.0, *grads - trained_outside);
+  *weights = outside + std::floor(layer_weights / n) + std::floor(layer_weights / layers);
+  *grads = trained_outside + std::floor(layer_grads / n) + std::floor(layer_grads / layers);
+  *layer_in_flight = 2 * std::floor(layer_grads / layers);
+}
+
+// Activations kept for backward for a batch of `b` x `t` tokens. Per layer: inputs of norms and projections at the
+// model width, queries, keys, values and attention output at the attention width (heads x head_dim, wider than
+// the model in Gemma 7B and Qwen3), and the MLP's. Recomputing layers (activation checkpointing, or fully
+// sharded) keep only their inputs; offloaded (single device, with checkpointing) those wait in host memory, and
+// the device holds about two at a time: the one going out and the one coming back.
+double ActivationBytes(const Config& config, const models::DecoderArgs& args, const DeviceInfo& device, double b,
+                       double t, double bytes, bool checkpointing, Sharding sharding) {
+  const double attention_width = static_cast<double>(args.num_heads * args.resolved_head_dim());
+  const double per_layer = b * t *
+                           (6 * static_cast<double>(args.embed_dim) + 4 * attention_width + 4 * ActiveMlpWidth(args)) *
+                           bytes;
+  const double layers = static_cast<double>(args.num_layers);
+  const bool recompute = checkpointing || sharding == Sharding::kFull;
+  StatusOr<bool> offloading = config.GetBool("enable_activation_offloading", false);
+  const bool offloaded = checkpointing && sharding == Sharding::kNone && offloading.ok() && *offloading &&
+                         device.traits().activation_offloading;
+  const double layer_input = b * t * static_cast<double>(args.embed_dim) * bytes;
+  return recompute ? (offloaded ? std::min(2.0, layers) : layers) * layer_input + per_layer : layers * per_layer;
+}
+
 }  // namespace
 
 StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& registry, const DeviceInfo& device,
@@ -189,15 +239,7 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   // Every rank holds the whole NF4 base (recipes/distributed/sharded_layers.h): never divided by the ranks.
   const double nf4_weights =
       static_cast<double>(quantized) * models::Nf4BytesPerWeight(trained->bytes) + largest_quantized * (8 + 2 * bytes);
-  double grads = static_cast<double>(e.trainable_parameters) * bytes;
-  StatusOr<bool> in_backward = config.GetBool("optimizer_in_bwd", false);
-  if (in_backward.ok() && *in_backward) {
-    // Each gradient is applied and freed inside backward: at most the largest trained tensor's is held (the
-    // embedding in full fine-tuning; LoRA's are far smaller than a layer's share).
-    const double largest = choice.lora ? grads / static_cast<double>(std::max<int64_t>(1, args.num_layers))
-                                       : static_cast<double>(args.vocab_size * args.embed_dim) * bytes;
-    grads = std::min(grads, largest);
-  }
+  double grads = GradientBytes(config, choice, e.trainable_parameters, bytes);
   // Where each rank's gradients live in a buffer between steps (the distributed recipes' DataParallel), a
   // gradient autograd computes exists beside the buffer until added to it, and the reduction copies the buffer:
   // two gradients the size of the output projection at the end of backward (tied: the projection's and its sum
@@ -215,34 +257,8 @@ StatusOr<CellEstimate> EstimateFinetune(const Config& config, const Registry& re
   // 15.34 predicted with them). It happens in another phase than the gradients in flight above, so the larger of
   // the two counts.
   double layer_in_flight = 0;
-  if (sharding == Sharding::kFull) {
-    // The layers' weights and gradients as shards, with one layer's whole at a time; what lies outside the
-    // layers (embeddings, final norm, output) whole on every rank (recipes/distributed/sharded_layers.h).
-    const double layers = static_cast<double>(std::max<int64_t>(1, choice.args.num_layers));
-    const double outside = static_cast<double>(counts.outside_layers) * bytes;
-    const double trained_outside = static_cast<double>(counts.trainable_outside_layers) * bytes;
-    const double layer_weights = std::max(0.0, weights - outside), layer_grads = std::max(0.0, grads - trained_outside);
-    weights = outside + std::floor(layer_weights / n) + std::floor(layer_weights / layers);
-    grads = trained_outside + std::floor(layer_grads / n) + std::floor(layer_grads / layers);
-    layer_in_flight = 2 * std::floor(layer_grads / layers);
-  }
-  // Activations kept for backward per layer: inputs of norms and projections at the model width, queries,
-  // keys, values and attention output at the attention width (heads x head_dim, wider than the model in
-  // Gemma 7B and Qwen3), and the MLP's.
-  const double attention_width = static_cast<double>(args.num_heads * args.resolved_head_dim());
-  const double per_layer = b * t *
-                           (6 * static_cast<double>(args.embed_dim) + 4 * attention_width + 4 * ActiveMlpWidth(args)) *
-                           bytes;
-  const double layers = static_cast<double>(args.num_layers);
-  const bool recompute = *checkpointing || sharding == Sharding::kFull;  // fully sharded layers recompute
-  // Recomputing layers keep only their inputs; offloaded (single device, with checkpointing) those wait in host
-  // memory, and the device holds about two at a time: the one going out and the one coming back.
-  StatusOr<bool> offloading = config.GetBool("enable_activation_offloading", false);
-  const bool offloaded = *checkpointing && sharding == Sharding::kNone && offloading.ok() && *offloading &&
-                         device.traits().activation_offloading;
-  const double layer_input = b * t * static_cast<double>(args.embed_dim) * bytes;
-  const double activations =
-      recompute ? (offloaded ? std::min(2.0, layers) : layers) * layer_input + per_layer : layers * per_layer;
+  if (sharding == Sharding::kFull) ShardLayers(counts, args, bytes, n, &weights, &grads, &layer_in_flight);
+  const double activations = ActivationBytes(config, args, device, b, t, bytes, *checkpointing, sharding);
   const double logits = b * t * static_cast<double>(args.vocab_size) * (bytes + 4 + 4);
   // DoRA forms each adapted layer's W + (alpha/rank) B A for its row norms, one layer at a time and without
   // gradient: the update and the sum of the largest adapted weight live at once.
