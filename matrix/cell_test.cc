@@ -50,6 +50,7 @@ CellResult FullCell() {
   r.others_cpu_share = 0.375;
   r.steal_share = 0.0625;
   r.disturbed = "other processes used 38% of the machine's CPU while it ran (more than 25%)";
+  r.disturbed_accepted = true;  // --accept-disturbed published its speed, marked
   r.proxy_layers = {1, 2};
   r.real_layers = 16;
   r.proxy_vocab = {16064, 16064};
