@@ -92,19 +92,19 @@ std::vector<int> ReadAffinityCpus() {
   return cpus;
 }
 
-namespace {
+std::string WholePercent(double share) { return std::to_string(static_cast<int>(std::lround(100 * share))) + "%"; }
 
-std::string Percent(double share) { return std::to_string(static_cast<int>(std::lround(100 * share))) + "%"; }
+namespace {
 
 // Why `d` is disturbed, the interval named by `during` ("while it ran"); "" when it is not.
 std::string DisturbanceReason(const Disturbance& d, const DisturbanceOptions& options, const std::string& during) {
   if (d.others_share > options.max_others_share) {
-    return "other processes used " + Percent(d.others_share) + " of the machine's CPU " + during + " (more than " +
-           Percent(options.max_others_share) + ")";
+    return "other processes used " + WholePercent(d.others_share) + " of the machine's CPU " + during + " (more than " +
+           WholePercent(options.max_others_share) + ")";
   }
   if (d.steal_share > options.max_steal_share) {
-    return "the hypervisor took " + Percent(d.steal_share) + " of the machine's CPU (steal) " + during +
-           " (more than " + Percent(options.max_steal_share) + ")";
+    return "the hypervisor took " + WholePercent(d.steal_share) + " of the machine's CPU (steal) " + during +
+           " (more than " + WholePercent(options.max_steal_share) + ")";
   }
   return "";
 }

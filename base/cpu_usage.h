@@ -70,6 +70,9 @@ std::optional<double> ParseCgroupCpuMax(const std::string& text);
 // With `cpus`, only those CPUs are looked at (this process's affinity: what other lanes run on is not its load).
 Disturbance ProbeMachineLoad(double window_s, const std::vector<int>& cpus = {});
 
+// A share from 0 to 1 as a whole percentage: 0.634 -> "63%".
+std::string WholePercent(double share);
+
 // A warning when `probe` (ProbeMachineLoad over `window_s`) would mark a measurement disturbed; "" otherwise.
 //   "the machine is busy: other processes used 63% of the machine's CPU over the last 0.3 s (more than 25%);
 //    cells measured now may be marked disturbed, and their speeds are then not published"

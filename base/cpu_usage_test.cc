@@ -67,6 +67,13 @@ TEST(CpuUsageTest, AMeasurementBesideOtherWorkIsDisturbed) {
   EXPECT_FALSE(JudgeDisturbance(At(1, 0, 2), At(1, 0, 2), 0).known);
 }
 
+TEST(CpuUsageTest, ASharePrintsAsAWholePercentage) {
+  EXPECT_EQ(WholePercent(0.634), "63%");
+  EXPECT_EQ(WholePercent(0.636), "64%");
+  EXPECT_EQ(WholePercent(0), "0%");
+  EXPECT_EQ(WholePercent(1), "100%");
+}
+
 TEST(CpuUsageTest, UsableCoresAreTheAffinityLoweredToTheCgroupQuota) {
   EXPECT_EQ(ParseCgroupCpuMax("150000 100000\n"), 1.5);
   EXPECT_FALSE(ParseCgroupCpuMax("max 100000\n").has_value());

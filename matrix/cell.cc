@@ -342,13 +342,13 @@ JournalBounds Check(Status (*check)(const CellResult&, const std::string&, int64
 // The object holding `key`'s value: the record, or the nested object its prefix names.
 json& Parent(json& record, const std::string& parent) { return parent.empty() ? record : record[parent]; }
 
-}  // namespace
+using R = CellResult;
+constexpr JournalKind kRequired = JournalKind::kRequired;
+constexpr JournalKind kOptional = JournalKind::kOptional;
 
-const std::vector<JournalField>& JournalFields() {
-  using R = CellResult;
-  constexpr JournalKind kRequired = JournalKind::kRequired;
-  constexpr JournalKind kOptional = JournalKind::kOptional;
-  static const std::vector<JournalField> fields = {
+// What every record has: the cell, its status and why, its memory and its steps.
+std::vector<JournalField> RunFields() {
+  return {
       {"config", kRequired, Slot<&R::key, &CellKey::config>(), Check(CheckConfigNamed)},
       {"device", kRequired, Slot<&R::key, &CellKey::device>(), Check(CheckDevice)},  // and device_type
       {"recipe", kRequired, Slot<&R::recipe>(), {}},
@@ -373,6 +373,13 @@ const std::vector<JournalField>& JournalFields() {
       {"exit_code", kOptional, Slot<&R::exit_code>(), Range(0, 255, "0 to 255")},
       {"term_signal", kOptional, Slot<&R::term_signal>(), Range(1, 127, "1 to 127")},
       {"output_tail", kRequired, Slot<&R::output_tail>(), {}},
+  };
+}
+
+// The machine's load, generation's prefill, scores, and what a cell that does not fit measured through its
+// proxies.
+std::vector<JournalField> LoadAndProxyFields() {
+  return {
       // Added after schema version 1 was first written: records without them read "" and one process.
       {"stand_in", kOptional, Slot<&R::stand_in>(), {}},
       {"world_size", kOptional, Slot<&R::world_size>(), Range(1, 65536, "1 to 65536 ranks")},
@@ -398,6 +405,12 @@ const std::vector<JournalField>& JournalFields() {
       {"extrapolated_peak_memory_bytes", kOptional, Slot<&R::extrapolated_peak_memory_bytes>(), Bytes()},
       {"ops_verified", kOptional, Slot<&R::ops_verified>(), {}},
       {"proxy_note", kOptional, Slot<&R::proxy_note>(), {}},
+  };
+}
+
+// The numeric verdict against float32, the FLOP and bandwidth shares, and the repair that ran.
+std::vector<JournalField> NumericFields() {
+  return {
       {"first_grad_norm", kOptional, Slot<&R::first_grad_norm>(), {}},
       {"numeric_loss", kOptional, Slot<&R::numeric_loss>(), {}},
       {"numeric_grad_norm", kOptional, Slot<&R::numeric_grad_norm>(), {}},
@@ -427,6 +440,12 @@ const std::vector<JournalField>& JournalFields() {
       {"extrapolated_flops_per_second", kOptional, Slot<&R::extrapolated_flops_per_second>(), FlopsPerSecond()},
       {"repair", kOptional, Slot<&R::repair>(), {}},
       {"repaired_status", kOptional, Slot<&R::repaired_status>(), Check(CheckRepaired)},
+  };
+}
+
+// Where, when and on what the record was measured.
+std::vector<JournalField> ProvenanceFields() {
+  return {
       {"provenance.host", kRequired, Slot<&R::provenance, &Provenance::host>(), {}},
       {"provenance.job", kRequired, Slot<&R::provenance, &Provenance::job>(), {}},
       {"provenance.commit", kRequired, Slot<&R::provenance, &Provenance::commit>(), {}},
@@ -437,6 +456,19 @@ const std::vector<JournalField>& JournalFields() {
       {"provenance.cpu_class", kOptional, Slot<&R::provenance, &Provenance::cpu_class>(), Check(CheckCpuClass)},
       {"provenance.verified_at", kRequired, Slot<&R::provenance, &Provenance::verified_at>(), Check(CheckVerifiedAt)},
   };
+}
+
+}  // namespace
+
+const std::vector<JournalField>& JournalFields() {
+  static const std::vector<JournalField> fields = [] {
+    std::vector<JournalField> all;
+    for (auto part : {RunFields, LoadAndProxyFields, NumericFields, ProvenanceFields}) {
+      std::vector<JournalField> some = part();
+      all.insert(all.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+    }
+    return all;
+  }();
   return fields;
 }
 

@@ -7,7 +7,6 @@
 #include <map>
 #include <set>
 
-#include "base/cpu_usage.h"
 #include "base/file_util.h"
 #include "base/text.h"
 #include "matrix/journal.h"

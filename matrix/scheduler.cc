@@ -490,9 +490,9 @@ class LaneScheduler {
   // "other processes use 63% of the CPU" (or the hypervisor's steal).
   static std::string OthersUse(const Disturbance& load) {
     if (load.steal_share > load.others_share) {
-      return "the hypervisor steals " + std::to_string(std::lround(load.steal_share * 100)) + "% of the CPU";
+      return "the hypervisor steals " + WholePercent(load.steal_share) + " of the CPU";
     }
-    return "other processes use " + std::to_string(std::lround(load.others_share * 100)) + "% of the CPU";
+    return "other processes use " + WholePercent(load.others_share) + " of the CPU";
   }
 
   // Starts `queued` if its lane is free and the host's memory allows: true when it started.

@@ -277,6 +277,67 @@ std::unique_ptr<BnbAdamWParamState> BnbAdamW::NewState(const at::Tensor& param) 
   return s;
 }
 
+namespace {
+
+// One AdamW step's numbers for a parameter: the group's hyperparameters and the step's bias corrections.
+struct AdamStep {
+  double beta1, beta2, lr, eps, weight_decay;
+  double correction1;  // 1 - beta1^step
+  double correction2;  // sqrt(1 - beta2^step)
+};
+
+// _optimizer_update_8bit_blockwise_cpu, "adam", a run of whole blocks at a time: elementwise but for each
+// block's absmax, so the same result with float32 temporaries of one run, not of the tensor.
+void Step8bitBlockwise(const at::Tensor& p, BnbAdamWParamState& st, const QuantMap& m1, const QuantMap& m2,
+                       const AdamStep& h, int64_t blocks_per_pass) {
+  const int64_t n = p.numel();
+  const int64_t run = std::max<int64_t>(1, blocks_per_pass) * kQuantBlockSize;
+  at::Tensor weights = p.is_contiguous() ? p.view(-1) : p.contiguous().view(-1);
+  at::Tensor grads = p.grad().reshape(-1);
+  for (int64_t begin = 0; begin < n; begin += run) {
+    const int64_t end = std::min(n, begin + run);
+    const int64_t first_block = begin / kQuantBlockSize;
+    const int64_t end_block = (end + kQuantBlockSize - 1) / kQuantBlockSize;
+    at::Tensor codes1 = st.state1().view(-1).slice(0, begin, end);
+    at::Tensor codes2 = st.state2().view(-1).slice(0, begin, end);
+    at::Tensor absmax1 = st.absmax1().slice(0, first_block, end_block);
+    at::Tensor absmax2 = st.absmax2().slice(0, first_block, end_block);
+    at::Tensor grad = grads.slice(0, begin, end).to(torch::kFloat);
+    at::Tensor part = weights.slice(0, begin, end);
+    at::Tensor weight = part.to(torch::kFloat);  // the weights' own view when they are float32
+    at::Tensor s1 = Dequantize(codes1, absmax1, m1.code);
+    at::Tensor s2 = Dequantize(codes2, absmax2, m2.code);
+    s1.mul_(h.beta1).add_(grad, 1.0 - h.beta1);
+    s2.mul_(h.beta2).addcmul_(grad, grad, 1.0 - h.beta2);
+    at::Tensor denom = (s2.sqrt() / h.correction2).add_(h.eps);
+    if (h.weight_decay > 0.0) weight.mul_(1.0 - h.lr * h.weight_decay);
+    weight.addcdiv_(s1, denom, -h.lr / h.correction1);
+    if (!weight.is_same(part)) part.copy_(weight);
+    BlockwiseQuantized q1 = Quantize(s1, m1), q2 = Quantize(s2, m2);
+    codes1.copy_(q1.codes);
+    absmax1.copy_(q1.absmax);
+    codes2.copy_(q2.codes);
+    absmax2.copy_(q2.absmax);
+  }
+  if (!p.is_contiguous()) p.copy_(weights.view(p.sizes()));
+}
+
+// _optimizer_update_32bit_cpu, "adam" (max_unorm 0: no update scaling).
+void Step32bit(const at::Tensor& p, BnbAdamWParamState& st, const AdamStep& h) {
+  at::Tensor grad = p.grad().to(torch::kFloat);
+  at::Tensor weight = p.to(torch::kFloat);  // p itself for float32 weights
+  at::Tensor s1 = st.state1(), s2 = st.state2();
+  s1.mul_(h.beta1).add_(grad, 1.0 - h.beta1);
+  s2.mul_(h.beta2).addcmul_(grad, grad, 1.0 - h.beta2);
+  const double step_size = -h.lr * h.correction2 / h.correction1;
+  if (h.weight_decay > 0.0) weight.mul_(1.0 - h.lr * h.weight_decay);
+  at::Tensor update = s1 / (s2.sqrt() + h.eps * h.correction2);
+  weight.add_(update, step_size);
+  if (!weight.is_same(p)) p.copy_(weight);
+}
+
+}  // namespace
+
 at::Tensor BnbAdamW::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
   at::Tensor loss;
@@ -321,51 +382,11 @@ at::Tensor BnbAdamW::step(LossClosure closure) {
                     wd > 0.0 ? static_cast<float>(1.0 - lr * wd) : 1.0f};
         Step8bitCpu(p, st, m1.code, m2.code, m1.lut_bytes, m2.lut_bytes, h);
       } else if (st.quantized()) {
-        // _optimizer_update_8bit_blockwise_cpu, "adam", a run of whole blocks at a time: elementwise but for
-        // each block's absmax, so the same result with float32 temporaries of one run, not of the tensor.
         const auto& [m1, m2] = maps_on(p.device());
-        const int64_t n = p.numel();
-        const int64_t run = std::max<int64_t>(1, o.blocks_per_pass()) * kQuantBlockSize;
-        at::Tensor weights = p.is_contiguous() ? p.view(-1) : p.contiguous().view(-1);
-        at::Tensor grads = p.grad().reshape(-1);
-        for (int64_t begin = 0; begin < n; begin += run) {
-          const int64_t end = std::min(n, begin + run);
-          const int64_t first_block = begin / kQuantBlockSize;
-          const int64_t end_block = (end + kQuantBlockSize - 1) / kQuantBlockSize;
-          at::Tensor codes1 = st.state1().view(-1).slice(0, begin, end);
-          at::Tensor codes2 = st.state2().view(-1).slice(0, begin, end);
-          at::Tensor absmax1 = st.absmax1().slice(0, first_block, end_block);
-          at::Tensor absmax2 = st.absmax2().slice(0, first_block, end_block);
-          at::Tensor grad = grads.slice(0, begin, end).to(torch::kFloat);
-          at::Tensor part = weights.slice(0, begin, end);
-          at::Tensor weight = part.to(torch::kFloat);  // the weights' own view when they are float32
-          at::Tensor s1 = Dequantize(codes1, absmax1, m1.code);
-          at::Tensor s2 = Dequantize(codes2, absmax2, m2.code);
-          s1.mul_(beta1).add_(grad, 1.0 - beta1);
-          s2.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
-          at::Tensor denom = (s2.sqrt() / correction2).add_(eps);
-          if (wd > 0.0) weight.mul_(1.0 - lr * wd);
-          weight.addcdiv_(s1, denom, -lr / correction1);
-          if (!weight.is_same(part)) part.copy_(weight);
-          BlockwiseQuantized q1 = Quantize(s1, m1), q2 = Quantize(s2, m2);
-          codes1.copy_(q1.codes);
-          absmax1.copy_(q1.absmax);
-          codes2.copy_(q2.codes);
-          absmax2.copy_(q2.absmax);
-        }
-        if (!p.is_contiguous()) p.copy_(weights.view(p.sizes()));
+        Step8bitBlockwise(p, st, m1, m2, AdamStep{beta1, beta2, lr, eps, wd, correction1, correction2},
+                          o.blocks_per_pass());
       } else {
-        // _optimizer_update_32bit_cpu, "adam" (max_unorm 0: no update scaling).
-        at::Tensor grad = p.grad().to(torch::kFloat);
-        at::Tensor weight = p.to(torch::kFloat);  // p itself for float32 weights
-        at::Tensor s1 = st.state1(), s2 = st.state2();
-        s1.mul_(beta1).add_(grad, 1.0 - beta1);
-        s2.mul_(beta2).addcmul_(grad, grad, 1.0 - beta2);
-        const double step_size = -lr * correction2 / correction1;
-        if (wd > 0.0) weight.mul_(1.0 - lr * wd);
-        at::Tensor update = s1 / (s2.sqrt() + eps * correction2);
-        weight.add_(update, step_size);
-        if (!weight.is_same(p)) p.copy_(weight);
+        Step32bit(p, st, AdamStep{beta1, beta2, lr, eps, wd, correction1, correction2});
       }
     }
   }

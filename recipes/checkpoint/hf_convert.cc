@@ -302,6 +302,51 @@ StatusOr<NamedTensors> TuneToHf(const NamedTensors& tune, const std::string& mod
   return out;
 }
 
+namespace {
+
+// DoRA on a fused module: PEFT keeps one magnitude over its rows, so rows without an adapter get their weight's
+// row norms (from `base`), which scale them by exactly 1.
+Status FillUnadaptedMagnitudes(const HfTensorMap& m, const std::string& hf_module,
+                               const std::map<std::string, const at::Tensor*>& base, int64_t first_adapted,
+                               std::vector<at::Tensor>* magnitudes) {
+  const c10::ScalarType dtype = (*magnitudes)[static_cast<size_t>(first_adapted)].scalar_type();
+  for (size_t i = 0; i < m.parts.size(); ++i) {
+    if ((*magnitudes)[i].defined()) continue;
+    auto weight = base.find(m.parts[i].tune_name);
+    if (weight == base.end()) {
+      return Status::InvalidArgument(
+          m.parts[i].tune_name + ": DoRA on the fused " + hf_module + " needs this weight's row norms for " +
+          "the rows without an adapter (PEFT keeps one magnitude for the whole module); fix: pass the model's " +
+          "weights (ModuleTensors(model)) as the base");
+    }
+    const at::Tensor norms = at::linalg_vector_norm(weight->second->detach().to(torch::kFloat), 2, {1});
+    const int64_t heads = m.parts[i].permute_heads;
+    const at::Tensor norms_hf = heads > 0 ? Repair(norms, heads, false) : norms;
+    (*magnitudes)[i] = norms_hf.to(dtype);
+  }
+  return Status::OK();
+}
+
+// A fused module's B, block-diagonal over its rows: part i's rows read only part i's slice of A (the parts in
+// `adapted`, whose B's are `b_parts` in order).
+at::Tensor BlockDiagonalB(const HfTensorMap& m, const std::vector<at::Tensor>& b_parts,
+                          const std::vector<int64_t>& adapted) {
+  const int64_t rank = b_parts[0].size(1);
+  at::Tensor lora_b =
+      torch::zeros({m.hf_shape[0], rank * static_cast<int64_t>(adapted.size())}, b_parts[0].options());
+  int64_t row = 0, slot = 0;
+  for (size_t i = 0; i < m.parts.size(); ++i) {
+    if (slot < static_cast<int64_t>(adapted.size()) && adapted[slot] == static_cast<int64_t>(i)) {
+      lora_b.narrow(0, row, m.parts[i].rows).narrow(1, slot * rank, rank).copy_(b_parts[slot]);
+      ++slot;
+    }
+    row += m.parts[i].rows;
+  }
+  return lora_b;
+}
+
+}  // namespace
+
 StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, const std::string& model_type,
                                                 const DecoderArgs& args, const NamedTensors& base) {
   std::map<std::string, const at::Tensor*> by_name, base_by_name;
@@ -336,37 +381,13 @@ StatusOr<PeftAdapterTensors> TuneAdaptersToPeft(const NamedTensors& adapters, co
     if (adapted.empty()) continue;
     const bool dora = magnitudes[static_cast<size_t>(adapted[0])].defined();
     if (dora) {
-      // PEFT keeps one magnitude over a fused module's rows; rows without an adapter keep their weight's row
-      // norms, which scale them by exactly 1.
-      for (size_t i = 0; i < m.parts.size(); ++i) {
-        if (magnitudes[i].defined()) continue;
-        auto weight = base_by_name.find(m.parts[i].tune_name);
-        if (weight == base_by_name.end()) {
-          return Status::InvalidArgument(
-              m.parts[i].tune_name + ": DoRA on the fused " + hf_module + " needs this weight's row norms for " +
-              "the rows without an adapter (PEFT keeps one magnitude for the whole module); fix: pass the model's " +
-              "weights (ModuleTensors(model)) as the base");
-        }
-        const at::Tensor norms = at::linalg_vector_norm(weight->second->detach().to(torch::kFloat), 2, {1});
-        const int64_t heads = m.parts[i].permute_heads;
-        const at::Tensor norms_hf = heads > 0 ? Repair(norms, heads, false) : norms;
-        magnitudes[i] = norms_hf.to(magnitudes[static_cast<size_t>(adapted[0])].scalar_type());
-      }
+      Status filled = FillUnadaptedMagnitudes(m, hf_module, base_by_name, adapted[0], &magnitudes);
+      if (!filled.ok()) return filled;
     }
     at::Tensor lora_a = a_parts.size() == 1 ? a_parts[0] : torch::cat(a_parts, 0);
     at::Tensor lora_b = b_parts[0];
     if (m.parts.size() > 1) {
-      // Block-diagonal B over the fused rows: part i's rows read only part i's slice of A.
-      const int64_t rank = a_parts[0].size(0);
-      lora_b = torch::zeros({m.hf_shape[0], rank * static_cast<int64_t>(adapted.size())}, b_parts[0].options());
-      int64_t row = 0, slot = 0;
-      for (size_t i = 0; i < m.parts.size(); ++i) {
-        if (slot < static_cast<int64_t>(adapted.size()) && adapted[slot] == static_cast<int64_t>(i)) {
-          lora_b.narrow(0, row, m.parts[i].rows).narrow(1, slot * rank, rank).copy_(b_parts[slot]);
-          ++slot;
-        }
-        row += m.parts[i].rows;
-      }
+      lora_b = BlockDiagonalB(m, b_parts, adapted);
       if (adapted.size() > 1) out.rank_multiple[LeafName(hf_module)] = static_cast<int64_t>(adapted.size());
     }
     out.tensors.emplace_back("base_model.model." + hf_module + ".lora_A.weight", lora_a.contiguous());

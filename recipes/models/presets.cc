@@ -211,7 +211,8 @@ void AddLlama4(std::vector<ModelPreset>* out) {
   }
 }
 
-void AddPublished(std::vector<ModelPreset>* out) {
+// llama2, code_llama2, llama3 to llama3_3 and mistral (with the reward models PPO scores with).
+void AddLlamaAndMistral(std::vector<ModelPreset>* out) {
   auto add = [out](ModelPreset p) { out->push_back(std::move(p)); };
   // llama2: MHA except 70B; the 7B MLP is torchtune's scale_hidden_dim_for_mlp(4096) = 11008.
   add(Preset("llama2", "llama2_7b", Llama2(Sizes(32000, 32, 32, 32, 4096, 11008, 4096)), 6'738'415'616, "llama",
@@ -258,6 +259,11 @@ void AddPublished(std::vector<ModelPreset>* out) {
              "mistralai/Mistral-7B-v0.1", "Mistral 7B v0.1"));
   add(Preset("mistral", "mistral_reward_7b", Classifier(Mistral(Sizes(32000, 32, 32, 8, 4096, 14336, 32768))),
              7'110'664'192, "mistral", "weqweasdas/RM-Mistral-7B", "Mistral 7B with a one-score reward head"));
+}
+
+// qwen2, qwen2_5 and qwen3.
+void AddQwen(std::vector<ModelPreset>* out) {
+  auto add = [out](ModelPreset p) { out->push_back(std::move(p)); };
   // qwen2: q/k/v biases, half-split RoPE; 0.5B and 1.5B tie (their LoRA builders have no apply_lora_to_output).
   add(Preset("qwen2", "qwen2_0_5b", Qwen2(Sizes(151936, 24, 14, 2, 896, 4864, 32768), true), 494'032'768, "qwen2",
              "Qwen/Qwen2-0.5B-Instruct", "Qwen2 0.5B", LoraParams(false)));
@@ -329,6 +335,11 @@ void AddPublished(std::vector<ModelPreset>* out) {
   }
   add(Preset("qwen3", "qwen3_32b", Qwen3(Sizes(151936, 64, 64, 8, 5120, 25600, 40960), false), 32'762'123'264, "qwen3",
              "Qwen/Qwen3-32B", "Qwen3 32B"));
+}
+
+// gemma, gemma2, phi3 and phi4.
+void AddGemmaAndPhi(std::vector<ModelPreset>* out) {
+  auto add = [out](ModelPreset p) { out->push_back(std::move(p)); };
   // gemma: GeGLU, scaled embeddings, (1 + w) norms, head_dim 256, always tied.
   add(Preset("gemma", "gemma_2b", Gemma(Sizes(256000, 18, 8, 1, 2048, 16384, 8192), 256), 2'506'172'416, "gemma",
              "google/gemma-2b", "Gemma 2B", LoraParams(false)));
@@ -346,6 +357,12 @@ void AddPublished(std::vector<ModelPreset>* out) {
              "microsoft/Phi-3-mini-4k-instruct", "Phi-3 mini 4k"));
   add(Preset("phi4", "phi4_14b", Phi3(Sizes(100352, 40, 40, 10, 5120, 17920, 16384), 250000, 0), 14'659'507'200, "phi3",
              "microsoft/phi-4", "Phi-4 14B"));
+}
+
+void AddPublished(std::vector<ModelPreset>* out) {
+  AddLlamaAndMistral(out);
+  AddQwen(out);
+  AddGemmaAndPhi(out);
   AddLlama4(out);
 }
 

@@ -217,86 +217,101 @@ Status CheckPieces(const SentencePieceModelInfo& info) {
   return Status::OK();
 }
 
+namespace {
+
+// A normalizer_spec or denormalizer_spec (`spec`): false when malformed. Its precompiled_charsmap (field 2) is
+// checked; the first damaged one is kept in `charsmap`.
+bool ParseNormalizerSpec(std::string_view message, const char* spec, const std::string& source, Status* charsmap) {
+  size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& r, bool* ok) {
+    if (n != 2 || w != 2) return false;
+    std::string_view blob;
+    if ((*ok = r.Bytes(&blob))) {
+      Status checked = CheckPrecompiledCharsMap(blob);
+      if (!checked.ok() && charsmap->ok()) {
+        *charsmap = Status::InvalidArgument(source + ": " + spec + ".precompiled_charsmap is damaged (" +
+                                            checked.message() +
+                                            "); fix: use the tokenizer.model the model was published with");
+      }
+    }
+    return true;
+  });
+  return inner == std::string_view::npos;
+}
+
+// A SentencePiece (text = 1, score = 2, type = 3): false when malformed.
+bool ParsePiece(std::string_view message, SentencePieceModelInfo::Piece* piece) {
+  size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& r, bool* ok) {
+    if (n == 1 && w == 2) {
+      std::string_view text;
+      if ((*ok = r.Bytes(&text))) piece->text = std::string(text);
+      return true;
+    }
+    if (n == 2 && w == 5) {
+      uint32_t raw = 0;
+      if ((*ok = r.Fixed32(&raw))) std::memcpy(&piece->score, &raw, 4);
+      return true;
+    }
+    if (n == 3 && w == 0) {
+      uint64_t type = 0;
+      *ok = r.Varint(&type) && type >= 1 && type <= 6;
+      piece->type = static_cast<SentencePieceModelInfo::PieceType>(type);
+      return true;
+    }
+    return false;
+  });
+  return inner == std::string_view::npos;
+}
+
+// The trainer_spec's model_type (3) and byte_fallback (35): false when malformed.
+bool ParseTrainerSpec(std::string_view message, SentencePieceModelInfo* info) {
+  size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& r, bool* ok) {
+    if (w != 0 || (n != 3 && n != 35)) return false;
+    uint64_t value = 0;
+    *ok = r.Varint(&value);
+    if (n == 3) {
+      *ok = *ok && value >= 1 && value <= 4;
+      info->model_type = static_cast<SentencePieceModelInfo::ModelType>(value);
+    } else {
+      info->byte_fallback = value != 0;
+    }
+    return true;
+  });
+  return inner == std::string_view::npos;
+}
+
+}  // namespace
+
 StatusOr<SentencePieceModelInfo> ParseSentencePieceModel(std::string_view bytes, const std::string& source) {
-  using Info = SentencePieceModelInfo;
-  Info info;
-  auto bad = [&](size_t at, const std::string& what) {
-    return Status::InvalidArgument(source + ": not a SentencePiece model (" + what + " at byte " +
-                                   std::to_string(at) + ")");
-  };
+  SentencePieceModelInfo info;
   std::string problem;
   Status charsmap = Status::OK();
   size_t at = ForEachField(bytes, [&](uint32_t number, uint32_t wire_type, WireReader& r, bool* ok) {
     if (wire_type != 2 || (number != 1 && number != 2 && number != 3 && number != 5)) return false;
     std::string_view message;
     if (!(*ok = r.Bytes(&message))) return true;
-    if (number == 3 || number == 5) {  // normalizer_spec, denormalizer_spec: precompiled_charsmap = 2
+    if (number == 3 || number == 5) {  // normalizer_spec, denormalizer_spec
       const char* spec = number == 3 ? "normalizer_spec" : "denormalizer_spec";
-      size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& nr, bool* nok) {
-        if (n != 2 || w != 2) return false;
-        std::string_view blob;
-        if ((*nok = nr.Bytes(&blob))) {
-          Status checked = CheckPrecompiledCharsMap(blob);
-          if (!checked.ok() && charsmap.ok()) {
-            charsmap = Status::InvalidArgument(source + ": " + spec + ".precompiled_charsmap is damaged (" +
-                                               checked.message() +
-                                               "); fix: use the tokenizer.model the model was published with");
-          }
-        }
-        return true;
-      });
-      if (inner != std::string_view::npos) {
+      if (!ParseNormalizerSpec(message, spec, source, &charsmap)) {
         problem = std::string(spec) + " is malformed";
         *ok = false;
       }
-      return true;
-    }
-    if (number == 1) {
-      Info::Piece piece;
-      size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& pr, bool* pok) {
-        if (n == 1 && w == 2) {
-          std::string_view text;
-          if ((*pok = pr.Bytes(&text))) piece.text = std::string(text);
-          return true;
-        }
-        if (n == 2 && w == 5) {
-          uint32_t raw = 0;
-          if ((*pok = pr.Fixed32(&raw))) std::memcpy(&piece.score, &raw, 4);
-          return true;
-        }
-        if (n == 3 && w == 0) {
-          uint64_t type = 0;
-          *pok = pr.Varint(&type) && type >= 1 && type <= 6;
-          piece.type = static_cast<Info::PieceType>(type);
-          return true;
-        }
-        return false;
-      });
-      if (inner != std::string_view::npos) {
+    } else if (number == 1) {
+      SentencePieceModelInfo::Piece piece;
+      if (!ParsePiece(message, &piece)) {
         problem = "piece " + std::to_string(info.pieces.size()) + " is malformed";
         *ok = false;
       }
       info.pieces.push_back(std::move(piece));
-    } else {
-      size_t inner = ForEachField(message, [&](uint32_t n, uint32_t w, WireReader& tr, bool* tok) {
-        if (w != 0 || (n != 3 && n != 35)) return false;
-        uint64_t value = 0;
-        *tok = tr.Varint(&value);
-        if (n == 3) {
-          *tok = *tok && value >= 1 && value <= 4;
-          info.model_type = static_cast<Info::ModelType>(value);
-        } else {
-          info.byte_fallback = value != 0;
-        }
-        return true;
-      });
-      if (inner != std::string_view::npos) {
-        problem = "trainer_spec is malformed";
-        *ok = false;
-      }
+    } else if (!ParseTrainerSpec(message, &info)) {
+      problem = "trainer_spec is malformed";
+      *ok = false;
     }
     return true;
   });
+  auto bad = [&](size_t at, const std::string& what) {
+    return Status::InvalidArgument(source + ": not a SentencePiece model (" + what + " at byte " +
+                                   std::to_string(at) + ")");
+  };
   if (at != std::string_view::npos) return bad(at, problem.empty() ? "a malformed field" : problem);
   if (!charsmap.ok()) return charsmap;
   if (info.pieces.empty()) return bad(bytes.size(), "no pieces");
