@@ -9,6 +9,7 @@
 
 #include "base/cpu_usage.h"
 #include "harness/device_hooks.h"
+#include "harness/openmp_wait.h"
 #include "harness/torch_dtypes.h"
 
 namespace tmx {
@@ -57,17 +58,21 @@ double BestRate(const DeviceInfo& device, c10::ScalarType dtype, const std::vect
 }  // namespace
 
 std::string ChooseThreads() {
+  const std::string wait = WaitPolicyNote();
   const char* omp = std::getenv("OMP_NUM_THREADS");
   if (omp != nullptr && *omp != '\0') {
-    return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")";
+    return "Threads: " + std::to_string(at::get_num_threads()) + " (OMP_NUM_THREADS=" + omp + ")" + wait;
   }
   const UsableCores cores = ReadUsableCores();
   if (cores.count >= 2) {
+    // The look `tune run` took as it started (harness/openmp_wait.h), else one now.
+    const StartupLoad& startup = LoadAtStartup();
     const ThreadChoice choice =
-        ThreadsBesideLoad(cores, ProbeMachineLoad(kThreadProbeS, ReadAffinityCpus()), kThreadProbeS);
+        startup.load.known ? ThreadsBesideLoad(cores, startup.load, startup.window_s)
+                           : ThreadsBesideLoad(cores, ProbeMachineLoad(kThreadProbeS, ReadAffinityCpus()), kThreadProbeS);
     if (choice.busy) {
       at::set_num_threads(choice.threads);
-      return "Threads: " + std::to_string(choice.threads) + ". warning: " + choice.warning;
+      return "Threads: " + std::to_string(choice.threads) + wait + ". warning: " + choice.warning;
     }
   }
   at::set_num_threads(cores.count);

@@ -394,6 +394,43 @@ TEST_F(CliTest, RunBesideOtherWorkWarnsOnceAndTrainsOnTheFreeCores) {
   EXPECT_EQ(summary->threads, 1);
 }
 
+// Issue 56: threads that would spin beside other work (here the user's 2 beside a spinning thread per core) wait
+// passively: `tune run` starts itself again with OMP_WAIT_POLICY=PASSIVE, which GNU OpenMP itself then reports
+// (OMP_DISPLAY_ENV=VERBOSE prints each process's spin count as libgomp loads: 300000 by default, 0 when passive;
+// its OMP_WAIT_POLICY line reads PASSIVE even when unset), and says so. A policy the user set is kept.
+TEST_F(CliTest, ThreadsThatWouldSpinBesideOtherWorkWaitPassivelyUnlessTheUserChose) {
+  const int cores = ReadUsableCores().count;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> spinners;
+  for (int i = 0; i < std::max(cores, 1); ++i) {
+    spinners.emplace_back([&stop] {
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  const std::vector<std::string> run = {kTune, "run", "full_finetune_single_device", "--config",
+                                        "tiny/full_single_device", "max_steps_per_epoch=1", "save_checkpoints=False",
+                                        "output_dir=" + dir_ + "/run", "--force"};
+  Result chosen = Exec(run, {{"OMP_NUM_THREADS", "2"}, {"OMP_WAIT_POLICY", ""}, {"OMP_DISPLAY_ENV", "VERBOSE"}});
+  Result users = Exec(run, {{"OMP_NUM_THREADS", "2"}, {"OMP_WAIT_POLICY", "ACTIVE"}, {"OMP_DISPLAY_ENV", "VERBOSE"}});
+  stop = true;
+  for (std::thread& t : spinners) t.join();
+  ASSERT_EQ(chosen.code, 0) << chosen.output;
+  // The process that trains is the last one libgomp loaded in.
+  const size_t spin = chosen.output.rfind("GOMP_SPINCOUNT = '");
+  ASSERT_NE(spin, std::string::npos) << chosen.output;
+  EXPECT_EQ(chosen.output.compare(spin, 21, "GOMP_SPINCOUNT = '0'\n"), 0) << chosen.output;
+  EXPECT_NE(chosen.output.find("Threads: 2 (OMP_NUM_THREADS=2); waiting threads sleep (OMP_WAIT_POLICY=PASSIVE: "
+                               "spinning ones would take the cores other work uses)"),
+            std::string::npos)
+      << chosen.output;
+  EXPECT_EQ(chosen.output.find("TM_STARTUP_LOAD"), std::string::npos) << chosen.output;
+  ASSERT_EQ(users.code, 0) << users.output;
+  EXPECT_NE(users.output.find("OMP_WAIT_POLICY = 'ACTIVE'"), std::string::npos) << users.output;
+  EXPECT_EQ(users.output.find("GOMP_SPINCOUNT = '0'"), std::string::npos) << users.output;
+  EXPECT_EQ(users.output.find("waiting threads sleep"), std::string::npos) << users.output;
+}
+
 TEST_F(CliTest, MatrixRejectsBadOptions) {
   Result r = Exec({kMatrix, "run", "--devices", "tpu"});
   EXPECT_EQ(r.code, 2) << r.output;
