@@ -349,11 +349,10 @@ bool IsMultimodal(const DatasetComponent& c) { return c.kind == DatasetKind::kMu
 // torchtune's multimodal builders take neither train_on_input nor masking_strategy.
 bool TakesMasking(const DatasetComponent& c) { return MakesMessages(c) && !IsMultimodal(c); }
 
-// Datasets: each option once. The order is the order of the registry's params and of the keys in messages.
-const std::vector<DatasetOption>& DatasetTable() {
+// Where the records come from.
+std::vector<DatasetOption> SourceOptions() {
   using O = DatasetOptions;
-  using S = MessageStyle;
-  static const auto* table = new std::vector<DatasetOption>{
+  return {
       DatasetOption(Field("source", FieldType::kString, "",
                           "a hub id (read from $TUNE_MATRIX_DATA), a local folder, or json/jsonl/csv/text with "
                           "data_files"),
@@ -380,6 +379,14 @@ const std::vector<DatasetOption>& DatasetTable() {
                                    }),
                     Refused{"a Python callable is not supported; fix: remove it and filter the data files"})
           .For(ReadsRecords),
+  };
+}
+
+// How records become text or messages, and which get loss.
+std::vector<DatasetOption> MessageOptions() {
+  using O = DatasetOptions;
+  using S = MessageStyle;
+  return {
       DatasetOption(Field("column", FieldType::kString, "", "the column holding the text"), &O::column).For(IsText),
       DatasetOption(Field("add_eos", FieldType::kBool, "", "end each sample with EOS"), &O::add_eos).For(IsText),
       DatasetOption(Required(Field("conversation_column", FieldType::kString, "", "the column holding the conversation")),
@@ -412,6 +419,13 @@ const std::vector<DatasetOption>& DatasetTable() {
           .For([](const DatasetComponent& c) {
             return MakesMessages(c) && c.style != S::kAlpaca && c.style != S::kStackExchangePaired;
           }),
+  };
+}
+
+// Packing, and where a multimodal dataset's images are.
+std::vector<DatasetOption> PackingAndImageOptions() {
+  using O = DatasetOptions;
+  return {
       DatasetOption(Field("packed", FieldType::kBool, "", "pack samples into max_seq_len-long sequences"), &O::packed)
           .For([](const DatasetComponent& c) { return ReadsRecords(c) && c.kind != DatasetKind::kPreference; }),
       DatasetOption(Nullable(Field("split_across_pack", FieldType::kBool, "", "let a sample continue in the next pack")),
@@ -425,12 +439,31 @@ const std::vector<DatasetOption>& DatasetTable() {
           .Adjust([](const DatasetComponent& c, FieldSpec* f) {
             if (c.style == MessageStyle::kShareGpt) f->default_yaml = "coco/train2017/";
           }),
+  };
+}
+
+// The random-token dataset's.
+std::vector<DatasetOption> RandomTokenOptions() {
+  using O = DatasetOptions;
+  return {
       DatasetOption(AtLeast(Field("num_samples", FieldType::kInt, "", "how many samples"), 1), &O::num_samples)
           .For(IsRandomTokens),
       DatasetOption(AtLeast(Field("seq_len", FieldType::kInt, "", "tokens in every sample"), 2), &O::seq_len)
           .For(IsRandomTokens),
       DatasetOption(Field("seed", FieldType::kInt, "", "seed of the token ids"), &O::random_seed).For(IsRandomTokens),
   };
+}
+
+// Datasets: each option once. The order is the order of the registry's params and of the keys in messages.
+const std::vector<DatasetOption>& DatasetTable() {
+  static const auto* table = [] {
+    auto* all = new std::vector<DatasetOption>;
+    for (auto part : {SourceOptions, MessageOptions, PackingAndImageOptions, RandomTokenOptions}) {
+      std::vector<DatasetOption> some = part();
+      all->insert(all->end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+    }
+    return all;
+  }();
   return *table;
 }
 
