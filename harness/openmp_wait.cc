@@ -15,20 +15,19 @@ constexpr double kStartupProbeS = 0.2;
 
 bool Set(const char* value) { return value != nullptr && *value != '\0'; }
 
-// OMP_NUM_THREADS's first number (libgomp reads "4,2" as 4 at the outer level); 0 when it is not one.
-int ThreadsNamed(const char* num_threads) {
-  if (!Set(num_threads)) return 0;
-  char* end = nullptr;
-  const long n = std::strtol(num_threads, &end, 10);
-  return end == num_threads || n < 1 || n > 1 << 20 ? 0 : static_cast<int>(n);
-}
-
 StartupLoad& Slot() {
   static StartupLoad startup;
   return startup;
 }
 
 }  // namespace
+
+int ThreadsNamed(const char* num_threads) {
+  if (!Set(num_threads)) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(num_threads, &end, 10);
+  return end == num_threads || n < 1 || n > 1 << 20 ? 0 : static_cast<int>(n);
+}
 
 WaitPolicyStep FirstWaitPolicyStep(const std::vector<std::string>& args, const char* wait_policy,
                                    const char* num_threads, int usable_cores) {

@@ -26,6 +26,10 @@ struct StartupLoad {
 // The environment variable that carries the load to the program started again.
 inline constexpr const char* kStartupLoadVariable = "TM_STARTUP_LOAD";
 
+// OMP_NUM_THREADS's value as a thread count: its first number (libgomp reads "4,2" as 4 at the outer level); 0
+// when null, empty or not a count.
+int ThreadsNamed(const char* num_threads);
+
 // What to do first, from the command line (argv without the program's name) and the environment's
 // OMP_WAIT_POLICY and OMP_NUM_THREADS (null or empty: unset).
 enum class WaitPolicyStep {

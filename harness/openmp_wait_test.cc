@@ -37,6 +37,14 @@ TEST(OpenMpWaitTest, OnlyARunInOneProcessWithThreadsToSpinLooksAtTheLoad) {
   EXPECT_EQ(FirstWaitPolicyStep({"--device-plugin", "run", "devices"}, nullptr, nullptr, 2), WaitPolicyStep::kNothing);
 }
 
+TEST(OpenMpWaitTest, OmpNumThreadsIsReadAsLibgompReadsItsFirstLevel) {
+  EXPECT_EQ(ThreadsNamed("4"), 4);
+  EXPECT_EQ(ThreadsNamed("4,2"), 4);
+  for (const char* none : {static_cast<const char*>(nullptr), "", "0", "-2", "many"}) {
+    EXPECT_EQ(ThreadsNamed(none), 0) << (none == nullptr ? "null" : none);
+  }
+}
+
 TEST(OpenMpWaitTest, ThreadsWaitPassivelyOnlyWhereMoreThanOneRunsBesideOtherWork) {
   const UsableCores two = UsableCoresFrom(2, std::nullopt), sixteen = UsableCoresFrom(16, std::nullopt);
   // Quiet or unknown: libgomp's own policy.

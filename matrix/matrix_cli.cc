@@ -23,6 +23,7 @@
 #include "harness/cli.h"
 #include "harness/config_store.h"
 #include "harness/device_plugin.h"
+#include "harness/openmp_wait.h"
 #include "harness/proxy.h"
 #include "matrix/calibration.h"
 #include "matrix/numeric_check.h"
@@ -632,6 +633,38 @@ StatusOr<std::vector<DeviceInfo>> CellDevices(const MatrixOptions& options, cons
   return devices;
 }
 
+// The threads a cell's `tune run` computes with: OMP_NUM_THREADS's (CTest's 1), else every usable core
+// (ChooseThreads on a quiet machine).
+int CellThreads() {
+  const int named = ThreadsNamed(std::getenv("OMP_NUM_THREADS"));
+  return named > 0 ? named : ReadUsableCores().count;
+}
+
+// A cell's shares of the device's peaks come from the peaks a quiet `run` kept on this machine (peak_cache.h) at
+// the threads the cell computes with: measuring them in every CTest cell, beside the others, would read them low,
+// and a peak at other threads is no limit of this run. Without such peaks the record has no share.
+void UseKeptPeaks(const MatrixOptions& options, std::vector<DeviceInfo>* devices, std::ostream& out,
+                  std::ostream& err) {
+  const std::string path = PeakCachePath(Hostname(), options.cpu_class, options.torch_version);
+  const int threads = CellThreads();
+  for (DeviceInfo& d : *devices) d.matmul_peak_threads = threads;
+  StatusOr<int> used = LoadPeaks(path, devices);
+  for (DeviceInfo& d : *devices) {
+    if (d.matmul_peak_flops.empty()) d.matmul_peak_threads = 0;
+  }
+  if (!used.ok()) {
+    err << "tune-matrix: warning: " << used.status().message() << "; the cell has no share of the peaks\n";
+    return;
+  }
+  const std::string at = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  if (*used > 0) {
+    out << "matmul peaks: those a quiet run kept at " << at << " (" << path << ")\n";
+  } else {
+    out << "matmul peaks: none kept at " << at << " by a quiet run (" << path
+        << "), so the cell has no share of them; `tune-matrix run` on a quiet machine keeps them\n";
+  }
+}
+
 // The exit status of a cell's run, and its line: 0 runs, 77 recorded without starting, 1 otherwise.
 int CellExit(const MatrixRun& run, const std::string& config, const std::string& device, std::ostream& out,
              std::ostream& err) {
@@ -666,6 +699,7 @@ int Cell(const Registry& registry, const std::vector<std::string>& args, std::os
     return kExitSkipped;
   }
   device = devices->front().id;
+  UseKeptPeaks(options, &*devices, out, err);
   Status made = MakeDirs(options.work_dir);
   if (!made.ok()) return Fail(err, made);
   std::string slug = config + "__" + device;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/clock.h"
 #include "base/cpu_usage.h"
@@ -182,6 +183,40 @@ TEST_F(CliTest, AnInjectedWrongKernelMakesTheCellWrong) {
   EXPECT_EQ(clean.code, 0) << clean.output;
   EXPECT_NE(clean.output.find("  runs  "), std::string::npos) << clean.output;
   EXPECT_NE(clean.output.find("numbers: loss "), std::string::npos) << clean.output;
+}
+
+// Issue 53: a CTest cell's shares of the device's peaks come from the peaks a quiet `tune-matrix run` kept on
+// this machine at the cell's threads (measuring them beside the other cells would read them low); without them it
+// says so and records no share.
+TEST_F(CliTest, ACellTakesThePeaksAQuietRunKeptAtItsThreads) {
+  const std::vector<std::pair<std::string, std::string>> env = {{"TUNE_MATRIX_PEAK_CACHE", dir_ + "/peaks"}};
+  auto cell = [&](const std::string& work) {
+    return Exec({kMatrix, "cell", "tiny/full_single_device", "--device", "cpu", "--work-dir", dir_ + "/" + work}, env);
+  };
+  auto record = [&](const std::string& work) {
+    StatusOr<std::string> text = ReadFile(dir_ + "/" + work + "/tiny_full_single_device__cpu.jsonl");
+    return text.ok() ? nlohmann::json::parse(text->substr(0, text->find('\n'))) : nlohmann::json();
+  };
+  Result none = cell("none");
+  ASSERT_EQ(none.code, 0) << none.output;
+  const std::string said = "matmul peaks: none kept at 1 thread by a quiet run (";
+  const size_t at = none.output.find(said);
+  ASSERT_NE(at, std::string::npos) << none.output;
+  const std::string path = none.output.substr(at + said.size(), none.output.find(')', at) - at - said.size());
+  EXPECT_EQ(path.rfind(dir_ + "/peaks/", 0), 0u) << path;
+  EXPECT_FALSE(record("none").contains("peak_flops")) << record("none").dump();
+
+  ASSERT_TRUE(MakeDirs(dir_ + "/peaks").ok());
+  ASSERT_TRUE(WriteFileAtomically(path, R"({"cpu": {"matmul_peak_flops": {"bf16": 1e12, "fp32": 5e11},
+                                           "matmul_peak_threads": 1}})")
+                  .ok());
+  Result kept = cell("kept");
+  ASSERT_EQ(kept.code, 0) << kept.output;
+  EXPECT_NE(kept.output.find("matmul peaks: those a quiet run kept at 1 thread (" + path + ")"), std::string::npos)
+      << kept.output;
+  const nlohmann::json r = record("kept");
+  ASSERT_TRUE(r.contains("peak_flops") && r.contains("flops_dtype")) << r.dump();
+  EXPECT_DOUBLE_EQ(r["peak_flops"].get<double>(), r["flops_dtype"] == "bf16" ? 1e12 : 5e11) << r.dump();
 }
 
 TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
