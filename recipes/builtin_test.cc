@@ -14,6 +14,7 @@
 #include "recipes/model_components.h"
 #include "recipes/models/presets.h"
 #include "recipes/models/vision_model.h"
+#include "recipes/train_setup.h"
 #include "tests/scratch_dir.h"
 
 namespace tmx::recipes {
@@ -214,6 +215,45 @@ TEST_F(SchemaTest, TorchtunesFsdpBlockIsAcceptedWhenItChangesNothing) {
                 "ignores it too); set fsdp_cpu_offload=True to keep the shards and their optimizer state in CPU memory",
                 "override 'fsdp.mixed_precision=bf16': fsdp.mixed_precision: unknown FSDP option; the recipe's FSDP "
                 "settings are fsdp_cpu_offload and fsdp_reshard_after_forward"}));
+}
+
+// torchtune's full_finetune_distributed reads ac_mode and ac_option (dev/8B_full_experimental): selective
+// checkpointing of every ac_option-th layer, set when enable_activation_checkpointing is off. Both on, or
+// selective without an option, is refused with its fix; the LoRA recipe, which torchtune does not give them,
+// does not take them.
+TEST_F(SchemaTest, SelectiveActivationCheckpointingIsReadWhereTorchtuneReadsIt) {
+  StatusOr<Config> selective = Load("tiny/full_distributed", {"ac_mode=selective", "ac_option=2"});
+  ASSERT_TRUE(selective.ok()) << selective.status().ToString();
+  EXPECT_TRUE(Problems(*selective).empty());
+  StatusOr<TrainingSettings> s = ReadTrainingSettings(*selective, TrainKind::kFull);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->activation_checkpointing);
+  EXPECT_EQ(s->activation_checkpointing_every, 2);
+  StatusOr<Config> every = Load("tiny/full_distributed", {"ac_mode=selective", "ac_option=0"});
+  ASSERT_TRUE(every.ok()) << every.status().ToString();
+  EXPECT_EQ(ReadTrainingSettings(*every, TrainKind::kFull)->activation_checkpointing_every, 1);
+  StatusOr<Config> off = Load("tiny/full_distributed", {});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(ReadTrainingSettings(*off, TrainKind::kFull)->activation_checkpointing);
+
+  StatusOr<Config> both = Load("tiny/full_distributed", {"ac_mode=full", "enable_activation_checkpointing=True"});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(Problems(*both), std::vector<std::string>{
+                                 "override 'ac_mode=full': ac_mode: ac_mode=full beside "
+                                 "enable_activation_checkpointing=True: torchtune's recipe then checkpoints no layer "
+                                 "at all; set enable_activation_checkpointing=False to checkpoint by ac_mode, or "
+                                 "ac_mode=null to recompute every layer"});
+  StatusOr<Config> no_option = Load("tiny/full_distributed", {"ac_mode=selective"});
+  ASSERT_TRUE(no_option.ok()) << no_option.status().ToString();
+  EXPECT_EQ(Problems(*no_option), std::vector<std::string>{
+                                      "override 'ac_mode=selective': ac_option: ac_mode=selective needs ac_option, "
+                                      "how often a layer is recomputed (2: every second layer); set ac_option, or "
+                                      "ac_mode=full"});
+  StatusOr<Config> op = Load("tiny/full_distributed", {"ac_mode=op"});
+  ASSERT_TRUE(op.ok()) << op.status().ToString();
+  EXPECT_EQ(Problems(*op).size(), 1u);
+  StatusOr<Config> lora = Load("tiny/lora_distributed", {"ac_mode=full"});
+  EXPECT_TRUE(!lora.ok() || !Problems(*lora).empty());
 }
 
 TEST(BuiltinFileTest, AProblemInAFileNamesItsLineAndColumn) {

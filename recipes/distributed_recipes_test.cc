@@ -135,6 +135,31 @@ TEST_P(DistributedRecipesTest, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   EXPECT_EQ(b.output_tail.find("epoch 1 step 1 ", first + 1), std::string::npos) << "printed twice:\n" << b.output_tail;
 }
 
+// torchtune's selective activation checkpointing (ac_mode=selective, ac_option=2: every second layer recomputed
+// in backward) changes what is kept, not what is computed: 2 ranks that recompute follow the losses of 1 process
+// that does not, in both layouts whose layers run whole (fully sharded layers are recomputed by their gathering).
+TEST(DistributedRecipesSelectiveCheckpointingTest, RanksRecomputingEverySecondLayerMatchOneProcess) {
+  std::string why_not;
+  if (!BackendBuilt("gloo", &why_not)) GTEST_SKIP() << why_not;
+  for (const Layout& layout : {kLayouts[1], kLayouts[2]}) {
+    SCOPED_TRACE(layout.name);
+    test::ScratchDir dir("tm_dist_ac");
+    auto [one, two] = OneAndTwoRanks(false, layout, dir.path(), {"max_steps_per_epoch=3"});
+    two.insert(two.end(), {"enable_activation_checkpointing=False", "ac_mode=selective", "ac_option=2"});
+    SubprocessResult a = RunTune(one);
+    ASSERT_TRUE(a.Succeeded()) << a.Describe() << "\n" << a.output_tail;
+    SubprocessResult b = RunTune(two);
+    ASSERT_TRUE(b.Succeeded()) << b.Describe() << "\n" << b.output_tail;
+    RunSummary s1 = MustReadSummary(dir.path() + "/one");
+    RunSummary s2 = MustReadSummary(dir.path() + "/two");
+    ASSERT_EQ(s1.losses.size(), 3u);
+    ASSERT_EQ(s2.losses.size(), 3u);
+    for (size_t i = 0; i < s1.losses.size(); ++i) {
+      EXPECT_NEAR(s1.losses[i], s2.losses[i], 1e-5 * std::abs(s1.losses[i])) << "step " << i + 1;
+    }
+  }
+}
+
 // The weights the ranks save once (gathered, in the single-device format) are those one process saves.
 TEST_P(DistributedRecipesTest, TheSavedCheckpointIsTheOneProcessCheckpoint) {
   const auto [one, two] = Commands({"max_steps_per_epoch=2", "save_checkpoints=True"});

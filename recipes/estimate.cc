@@ -185,6 +185,15 @@ void ShardLayers(const ParameterCounts& counts, const models::DecoderArgs& args,
   *layer_in_flight = 2 * std::floor(layer_grads / layers);
 }
 
+// How often ac_mode recomputes a layer (train_setup.h's activation_checkpointing_every): 1 for full, ac_option
+// (at least 1) for selective; 0 without ac_mode (a recipe without the key, or null).
+int64_t SelectiveCheckpointEvery(const Config& config) {
+  if (!config.Find("ac_mode").IsScalar() || config.IsNull("ac_mode")) return 0;
+  if (config.Find("ac_mode").Scalar() != "selective") return 1;
+  StatusOr<int64_t> every = config.GetInt("ac_option", 1);
+  return every.ok() ? std::max<int64_t>(*every, 1) : 1;
+}
+
 // Activations kept for backward for a batch of `b` x `t` tokens. Per layer: inputs of norms and projections at the
 // model width, queries, keys, values and attention output at the attention width (heads x head_dim, wider than
 // the model in Gemma 7B and Qwen3), and the MLP's. Recomputing layers (activation checkpointing, or fully
@@ -202,6 +211,11 @@ double ActivationBytes(const Config& config, const models::DecoderArgs& args, co
   const bool offloaded = checkpointing && sharding == Sharding::kNone && offloading.ok() && *offloading &&
                          device.traits().activation_offloading;
   const double layer_input = b * t * static_cast<double>(args.embed_dim) * bytes;
+  const double every = static_cast<double>(SelectiveCheckpointEvery(config));
+  if (every > 0 && sharding != Sharding::kFull) {  // ac_mode: every `every`-th layer keeps only its input
+    const double recomputed = std::floor(layers / every);
+    return recomputed * layer_input + (layers - recomputed + (recomputed > 0 ? 1 : 0)) * per_layer;
+  }
   return recompute ? (offloaded ? std::min(2.0, layers) : layers) * layer_input + per_layer : layers * per_layer;
 }
 

@@ -61,6 +61,31 @@ TEST(EstimateTest, TheDistributedLayoutMovesThePrediction) {
   EXPECT_DOUBLE_EQ(replicated.work, 2 * single.work);  // both ranks' tokens
 }
 
+// ac_mode=full keeps what enable_activation_checkpointing=True keeps; selective every 2nd layer keeps the inputs of
+// 8 of 16 layers and the whole activations of the rest, between the two; under full sharding every layer is
+// recomputed by its gathering already, so ac_mode moves nothing there.
+TEST(EstimateTest, SelectiveCheckpointingKeepsTheActivationsOfTheLayersItDoesNotRecompute) {
+  auto with = [](std::vector<std::string> more) {
+    std::vector<std::string> o = {"dtype=fp32", "batch_size=1", "data_parallel_shard_dim=1"};
+    o.insert(o.end(), more.begin(), more.end());
+    return Estimate("llama3_2/1B_full", o).peak_memory_bytes;
+  };
+  const int64_t none = with({"enable_activation_checkpointing=False"});
+  const int64_t checkpointed = with({"enable_activation_checkpointing=True"});
+  const int64_t full = with({"enable_activation_checkpointing=False", "ac_mode=full"});
+  const int64_t selective = with({"enable_activation_checkpointing=False", "ac_mode=selective", "ac_option=2"});
+  EXPECT_EQ(full, checkpointed);
+  EXPECT_LT(full, selective);
+  EXPECT_LT(selective, none);
+  EXPECT_EQ(with({"enable_activation_checkpointing=False", "ac_mode=selective", "ac_option=0"}), full);
+  auto sharded = [](std::vector<std::string> more) {
+    std::vector<std::string> o = {"dtype=fp32", "batch_size=1", "enable_activation_checkpointing=False"};
+    o.insert(o.end(), more.begin(), more.end());
+    return Estimate("llama3_2/1B_full", o).peak_memory_bytes;
+  };
+  EXPECT_EQ(sharded({"ac_mode=selective", "ac_option=2"}), sharded({}));
+}
+
 TEST(EstimateTest, AHostileBatchGivesAnEnormousPredictionNotAnOverflow) {
   // batch x sequence x vocabulary x bytes overflowed int64 and the prediction came out negative or small.
   CellEstimate huge = Estimate("tiny/lora_single_device", {"batch_size=1000000000000"});

@@ -19,6 +19,10 @@ RecipeSpec FinetuneRecipe(TrainKind kind, RecipeLaunch launch) {
   }
   r.kind = kind;
   r.launch = launch;
+  if (distributed && !lora) {  // torchtune's full_finetune_distributed reads them
+    r.fields = SelectiveCheckpointingFields();
+    r.checks.push_back(SelectiveCheckpointingChecks);
+  }
   return TrainingRecipeSpec(std::move(r));
 }
 

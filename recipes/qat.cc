@@ -57,6 +57,10 @@ RecipeSpec QatRecipe(TrainKind kind, RecipeLaunch launch) {
   r.fields.push_back(Nullable(AtLeast(Field("fake_quant_after_n_steps", FieldType::kInt, "null",
                                             "optimizer steps trained without fake quantisation first; null: none"),
                                       0)));
+  if (distributed && kind == TrainKind::kFull) {  // torchtune's qat_distributed reads them
+    for (FieldSpec& f : SelectiveCheckpointingFields()) r.fields.push_back(std::move(f));
+    r.checks.push_back(SelectiveCheckpointingChecks);
+  }
   r.checks.push_back([kind](const Config& config, const Registry& registry, const DeviceInfo*) {
     return FakeQuantizationProblems(config, registry, kind == TrainKind::kLora);
   });

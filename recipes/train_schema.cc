@@ -258,6 +258,42 @@ std::vector<Problem> DistributedChecks(const Config& config, const Registry& reg
   return problems;
 }
 
+std::vector<FieldSpec> SelectiveCheckpointingFields() {
+  return {
+      Nullable(Choices(Field("ac_mode", FieldType::kString, "null",
+                             "activation checkpointing by layer, used when enable_activation_checkpointing=False: "
+                             "full recomputes every transformer layer in backward, selective every ac_option-th; "
+                             "null: off"),
+                       {"full", "selective"})),
+      Nullable(AtLeast(Field("ac_option", FieldType::kInt, "null",
+                             "with ac_mode=selective, recompute layers ac_option, 2 x ac_option, ... (counted from "
+                             "1); 1 or 0: every layer"),
+                       0)),
+      Field("memory_efficient_fsdp_wrap", FieldType::kBool, "False",
+            "torchtune's older switch for sharding tok_embeddings and output as units of their own (now "
+            "custom_sharded_layers), which its recipe no longer reads; every trained parameter's gradient and "
+            "optimizer state is sharded here already"),
+  };
+}
+
+std::vector<Problem> SelectiveCheckpointingChecks(const Config& config, const Registry&, const DeviceInfo*) {
+  std::vector<Problem> problems;
+  const YAML::Node mode = config.Find("ac_mode");
+  if (!mode.IsScalar() || config.IsNull("ac_mode")) return problems;
+  if (IsTrue(config.Find("enable_activation_checkpointing"))) {
+    problems.push_back({config.OriginOf("ac_mode").ToString(), "ac_mode",
+                        "ac_mode=" + mode.Scalar() + " beside enable_activation_checkpointing=True: torchtune's "
+                        "recipe then checkpoints no layer at all; set enable_activation_checkpointing=False to "
+                        "checkpoint by ac_mode, or ac_mode=null to recompute every layer"});
+  }
+  if (mode.Scalar() == "selective" && config.IsNull("ac_option")) {
+    problems.push_back({config.OriginOf("ac_mode").ToString(), "ac_option",
+                        "ac_mode=selective needs ac_option, how often a layer is recomputed (2: every second "
+                        "layer); set ac_option, or ac_mode=full"});
+  }
+  return problems;
+}
+
 std::vector<Problem> TrainingChecks(const Config& config, const Registry&, const DeviceInfo* device) {
   std::vector<Problem> problems;
   auto add = [&](const std::string& key, const std::string& message, bool device_related = false) {

@@ -44,6 +44,16 @@ std::vector<FieldSpec> DistributedFields(TrainingData data = TrainingData::kSamp
 // its data, each named with its fix.
 std::vector<Problem> DistributedChecks(const Config& config, const Registry& registry, const DeviceInfo* device);
 
+// The keys torchtune's full_finetune_distributed and qat_distributed read beside enable_activation_checkpointing:
+// ac_mode (null, full or selective) and ac_option (selective: every ac_option-th layer is recomputed; 0: every
+// layer), which train_setup.h's settings turn into the decoder's checkpointed layers; and memory_efficient_fsdp_wrap,
+// torchtune's older switch for sharding the embeddings and output as units of their own.
+std::vector<FieldSpec> SelectiveCheckpointingFields();
+// ac_mode beside enable_activation_checkpointing=True (torchtune's recipe then applies neither), and
+// ac_mode=selective without an ac_option, each named with its fix.
+std::vector<Problem> SelectiveCheckpointingChecks(const Config& config, const Registry& registry,
+                                                  const DeviceInfo* device);
+
 // Checks spanning several keys, and features that are declared for torchtune compatibility but not
 // implemented (compile, optimizer_in_bwd, QLoRA...), each named with its fix.
 std::vector<Problem> TrainingChecks(const Config& config, const Registry& registry, const DeviceInfo* device);

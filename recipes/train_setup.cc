@@ -43,6 +43,25 @@ StatusOr<uint64_t> ReadSeed(const Config& config) {
   return static_cast<uint64_t>(*seed);
 }
 
+namespace {
+
+// ac_mode and ac_option (only the full distributed recipes' schemas have them; SelectiveCheckpointingChecks
+// refuses them beside enable_activation_checkpointing=True): torchtune's apply_selective_activation_checkpointing
+// wraps every layer (full), or the nth, 2nth, ... (selective, ac_option=n; 0 wraps every layer).
+Status ReadSelectiveCheckpointing(const Config& config, TrainingSettings* s) {
+  if (!config.Find("ac_mode").IsDefined() || config.IsNull("ac_mode")) return Status::OK();
+  StatusOr<std::string> mode = config.GetString("ac_mode");
+  TM_RETURN_IF_ERROR(mode.status());
+  s->activation_checkpointing = true;
+  if (*mode != "selective") return Status::OK();
+  StatusOr<int64_t> every = config.GetInt("ac_option");
+  TM_RETURN_IF_ERROR(every.status());
+  s->activation_checkpointing_every = std::max<int64_t>(*every, 1);
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind kind) {
   TrainingSettings s;
   StatusOr<std::string> out = config.GetString("output_dir");
@@ -104,6 +123,7 @@ StatusOr<TrainingSettings> ReadTrainingSettings(const Config& config, TrainKind 
       s.fake_quant_after_n_steps = *after;
     }
   }
+  TM_RETURN_IF_ERROR(ReadSelectiveCheckpointing(config, &s));
   StatusOr<uint64_t> seed = ReadSeed(config);
   TM_RETURN_IF_ERROR(seed.status());
   s.seed = *seed;
@@ -131,6 +151,7 @@ StatusOr<TrainableModel> SetupModel(const Config& config, const Registry& regist
   }
   m.model = models::Decoder(choice->args, choice->lora, c10::TensorOptions().dtype(settings.dtype).device(device));
   m.model->set_activation_checkpointing(settings.activation_checkpointing);
+  m.model->set_activation_checkpointing_every(settings.activation_checkpointing_every);
   m.model->set_activation_offloading(settings.activation_offloading);
   if (settings.int4_group_size > 0) {
     StatusOr<int64_t> quantized = models::QuantizeInt4Linears(*m.model, settings.int4_group_size);

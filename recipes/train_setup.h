@@ -45,6 +45,9 @@ struct TrainingSettings {
   double num_cycles = 0.5;     // lr_scheduler.num_cycles
   bool shuffle = true, save_checkpoints = true, save_adapter_weights_only = false, log_peak_memory = true;
   bool activation_checkpointing = false, resume = false;
+  // With activation checkpointing, every this many layers is recomputed (Decoder::set_activation_checkpointing_every):
+  // 1 for enable_activation_checkpointing and ac_mode=full, ac_option for ac_mode=selective.
+  int64_t activation_checkpointing_every = 1;
   bool activation_offloading = false;  // checkpointed layer inputs wait in host memory (Decoder)
   bool optimizer_in_bwd = false;  // step each trained tensor inside backward (recipes/optimizer_in_backward.h)
   // Quantisation-aware training (the qat_* recipes' quantizer): int4 weight groups of this size, int8 activations

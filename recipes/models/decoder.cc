@@ -656,7 +656,7 @@ torch::Tensor DecoderImpl::Hidden(const torch::Tensor& tokens, const torch::Tens
       h = layer->forward(h, cos, sin, docs, &kv_caches_[i], start);
     } else if (layer_runner_) {
       h = layer_runner_(i, h, cos, sin, docs);
-    } else if (checkpoint) {
+    } else if (checkpoint && checkpoints_layer(i)) {
       std::shared_ptr<TransformerLayerImpl> impl = layer.ptr();
       h = Checkpoint([impl, cos, sin, docs](const torch::Tensor& x) { return impl->forward(x, cos, sin, docs); },
                      h, impl->parameters(), activation_offloading_);

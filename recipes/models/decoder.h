@@ -343,6 +343,14 @@ class DecoderImpl : public torch::nn::Module {
   // backward (see checkpointing.h); gradients are unchanged. Off by default.
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
+  // Selective checkpointing (torchtune's ac_mode=selective with ac_option=n): with checkpointing on, only layers
+  // n-1, 2n-1, ... (every nth, counted from 1) are recomputed; the others keep their activations. 1, the
+  // default, or less: every layer.
+  void set_activation_checkpointing_every(int64_t n) { checkpoint_every_ = n < 1 ? 1 : n; }
+  // Whether layer `index`'s forward is recomputed in backward (checkpointing on and the layer selected).
+  bool checkpoints_layer(size_t index) const {
+    return activation_checkpointing_ && (static_cast<int64_t>(index) + 1) % checkpoint_every_ == 0;
+  }
   // With activation checkpointing on, each layer's kept input waits for backward in host memory instead of on
   // the device (Checkpoint's offload_input; torchtune's enable_activation_offloading). Off by default; has no
   // effect without checkpointing or under a layer runner.
@@ -364,6 +372,7 @@ class DecoderImpl : public torch::nn::Module {
   DecoderArgs args_;
   std::optional<LoraArgs> lora_;
   bool activation_checkpointing_ = false;
+  int64_t checkpoint_every_ = 1;
   bool activation_offloading_ = false;
   LayerRunner layer_runner_;
   std::vector<LayerKvCache> kv_caches_;  // one per layer while caches are on; empty otherwise

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <ATen/record_function.h>
+
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <limits>
@@ -112,6 +115,60 @@ TEST_P(TinyFamilyTest, ActivationCheckpointingKeepsTheGradients) {
   NextTokenLoss(model, tokens).backward();
   for (const auto& [name, p] : Params(*model)) {
     EXPECT_TRUE(torch::allclose(p.grad(), plain[name], 1e-5, 1e-6)) << name;
+  }
+}
+
+// aten::linear calls while a counter is installed: a layer's forward makes the same number each time and
+// backward none, so each recomputed layer adds one layer's forward calls.
+std::atomic<int64_t> linear_calls{0};
+
+std::unique_ptr<at::ObserverContext> CountLinear(const at::RecordFunction& fn) {
+  if (std::string(fn.name()) == "aten::linear") ++linear_calls;
+  return nullptr;
+}
+
+// One forward and backward of `model`: the aten::linear calls they made, and the gradients.
+std::pair<int64_t, std::map<std::string, torch::Tensor>> CountedStep(Decoder& model, const torch::Tensor& tokens) {
+  model->zero_grad();
+  linear_calls = 0;
+  at::CallbackHandle handle =
+      at::addGlobalCallback(at::RecordFunctionCallback(&CountLinear).scopes({at::RecordScope::FUNCTION}));
+  NextTokenLoss(model, tokens).backward();
+  at::removeCallback(handle);
+  std::map<std::string, torch::Tensor> grads;
+  for (const auto& [name, p] : Params(*model)) grads[name] = p.grad().clone();
+  return {linear_calls.load(), grads};
+}
+
+// torchtune's ac_mode=selective, ac_option=2 (apply_selective_activation_checkpointing) wraps layers 1 and 3 of
+// 0..3 (its counter starts at 1 and wraps where it divides by 2): those two are recomputed in backward, the
+// others keep their activations, and the gradients are those of no checkpointing.
+TEST(SelectiveCheckpointingTest, EveryNthLayerIsRecomputedAndTheGradientsStay) {
+  torch::manual_seed(2);
+  DecoderArgs args = Tiny("llama3");
+  args.num_layers = 4;
+  Decoder model(args);
+  torch::Tensor tokens = torch::randint(0, 259, {1, 24}, torch::kLong);
+  auto [plain_calls, plain] = CountedStep(model, tokens);
+  model->set_activation_checkpointing(true);  // every layer: ac_mode=full, or ac_option 0 or 1
+  auto [full_calls, full] = CountedStep(model, tokens);
+  const int64_t per_layer = (full_calls - plain_calls) / 4;
+  ASSERT_GT(per_layer, 0);
+  ASSERT_EQ(full_calls, plain_calls + 4 * per_layer);
+  model->set_activation_checkpointing_every(2);
+  EXPECT_EQ(std::vector<bool>({model->checkpoints_layer(0), model->checkpoints_layer(1), model->checkpoints_layer(2),
+                               model->checkpoints_layer(3)}),
+            std::vector<bool>({false, true, false, true}));
+  auto [selective_calls, selective] = CountedStep(model, tokens);
+  EXPECT_EQ(selective_calls, plain_calls + 2 * per_layer);
+  model->set_activation_checkpointing_every(3);
+  EXPECT_EQ(CountedStep(model, tokens).first, plain_calls + per_layer);  // layer 2 alone
+  model->set_activation_checkpointing(false);
+  EXPECT_FALSE(model->checkpoints_layer(2));
+  EXPECT_EQ(CountedStep(model, tokens).first, plain_calls);
+  for (const auto& [name, grad] : plain) {
+    EXPECT_TRUE(torch::allclose(selective[name], grad, 1e-5, 1e-6)) << name;
+    EXPECT_TRUE(torch::allclose(full[name], grad, 1e-5, 1e-6)) << name;
   }
 }
 
