@@ -76,7 +76,8 @@ class PpoRecipeTest : public ::testing::Test {
 };
 
 TEST_F(PpoRecipeTest, TinyConfigRunsStepsWithFiniteLossesAndTorchtunesMetrics) {
-  const InProcessRun run = Run({"max_steps_per_epoch=3"});
+  // Two PPO epochs of two mini-batches of two backward passes each: four optimizer steps a step.
+  const InProcessRun run = Run({"max_steps_per_epoch=3", "ppo_epochs=2", "ppo_batch_size=4"});
   ASSERT_TRUE(run.summary.is_object()) << run.printed;
   EXPECT_EQ(run.summary["recipe"], "ppo_full_finetune_single_device");
   ASSERT_EQ(run.summary["losses"].size(), 3u) << run.summary.dump();
@@ -143,7 +144,7 @@ TEST_F(PpoRecipeTest, BadPpoKeysAreNamed) {
       {"ppo_epochs=0", "ppo_epochs", ""},
       {"ppo_batch_size=3", "ppo_batch_size", "must divide batch_size (8)"},
       {"forward_batch_size=5", "forward_batch_size", "must divide batch_size (8)"},
-      {"gradient_accumulation_steps=3", "gradient_accumulation_steps", "must divide ppo_batch_size (4)"},
+      {"gradient_accumulation_steps=3", "gradient_accumulation_steps", "must divide ppo_batch_size (8)"},
       {"num_steps=4", "num_steps", "at least batch_size (8)"},
       {"temperature=0", "temperature", ""},
       {"stop_token_ids=[eos]", "stop_token_ids", "list of token ids"},
