@@ -129,6 +129,17 @@ TEST_F(PpoRecipeTest, AStepTrainsThePolicyAndTheValueModelOnly) {
   EXPECT_EQ((*steps)[0].first.value, (*steps)[0].first.reward);
 }
 
+// torchtune's 1B config steps the policy inside backward; with one backward pass a mini-batch that is the plain step.
+TEST_F(PpoRecipeTest, OptimizerInBackwardTrainsAsThePlainStepDoes) {
+  const std::vector<std::string> one_pass = {"max_steps_per_epoch=3", "gradient_accumulation_steps=1"};
+  std::vector<std::string> in_backward = one_pass;
+  in_backward.push_back("optimizer_in_bwd=True");
+  const InProcessRun plain = Run(one_pass), stepped = Run(in_backward);
+  ASSERT_EQ(plain.summary["losses"].size(), 3u);
+  EXPECT_EQ(stepped.summary["losses"], plain.summary["losses"]);
+  EXPECT_NE(stepped.printed.find("optimizer stepped inside backward"), std::string::npos) << stepped.printed;
+}
+
 TEST_F(PpoRecipeTest, TorchtunesConfigAndTheTinyOneValidate) {
   for (const char* name : {"llama2/1B_full_ppo_low_memory_single_device", "tiny/ppo_single_device"}) {
     std::vector<Problem> problems = Problems(name, {"device=cpu"});
