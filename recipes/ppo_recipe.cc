@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "base/file_util.h"
 #include "base/text.h"
 #include "recipes/checkpointers.h"
 #include "recipes/estimate.h"
@@ -166,6 +167,7 @@ Status PpoObjective::Setup(const TrainingSetup& setup, RunSummary* summary) {
   StatusOr<ModelChoice> scorer = ModelFromConfig(setup.config, setup.registry, "reward_and_value_model");
   TM_RETURN_IF_ERROR(scorer.status());
   value_args_ = scorer->args;
+  value_choice_ = *scorer;
   if (scorer->args.vocab_size != policy_args_.vocab_size) {
     return Status::InvalidArgument(setup.config.OriginOf("reward_and_value_model").ToString() +
                                    ": reward_and_value_model: its vocabulary (" +
@@ -198,6 +200,18 @@ Status PpoObjective::Setup(const TrainingSetup& setup, RunSummary* summary) {
     TM_RETURN_IF_ERROR(tokenizer.status());
     ppo_.stop_token_ids = (*tokenizer)->StopTokens();
   }
+  return Status::OK();
+}
+
+Status PpoObjective::SaveCheckpoint(int64_t epoch, const TrainingSetup& setup) {
+  StatusOr<std::string> out = setup.config.GetString("value_checkpointer.output_dir");
+  TM_RETURN_IF_ERROR(out.status());
+  const std::string dir = *out + "/epoch_" + std::to_string(epoch);
+  setup.progress.Begin("Saving the value model " + dir);
+  TM_RETURN_IF_ERROR(MakeDirs(dir));
+  TM_RETURN_IF_ERROR(SaveEpochWeights(dir, CheckpointFormatOf(setup.config, setup.registry, "value_checkpointer"),
+                                      value_choice_, *value_, /*adapter_only=*/false));
+  setup.progress.End("Saved the value model " + dir);
   return Status::OK();
 }
 
@@ -466,7 +480,7 @@ std::vector<Problem> PpoChecks(const Config& config, const Registry& registry, c
                         "remove lr_scheduler");
   }
   if (BoolOr(config, "resume_from_checkpoint")) {
-    add("resume_from_checkpoint", "resuming PPO is not implemented (the value model is not saved); set "
+    add("resume_from_checkpoint", "resuming PPO is not implemented (the value model's optimizer state is not saved); set "
                                   "resume_from_checkpoint=False");
   }
   StatusOr<ModelChoice> policy = ModelFromConfig(config, registry, "policy_model");

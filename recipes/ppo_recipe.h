@@ -15,7 +15,8 @@
 // The math is recipes/ppo.h's, checked against torchtune's functions. Padding is masked as torchtune's masks do
 // it: each padding position is a document of its own (the decoder's document_ids) and positions count real tokens.
 // Generation recomputes the sequence for each token (the KV cache here takes no padding mask), so
-// enable_kv_cache changes nothing. whiten_rewards is read and unused, as in torchtune's recipe.
+// enable_kv_cache changes nothing. whiten_rewards is read and unused, as in torchtune's recipe. Each epoch's
+// checkpoint holds the policy (checkpointer.output_dir) and the value model (value_checkpointer.output_dir).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,8 @@ class PpoObjective : public Objective {
   Status Step(StepContext& step) override;
   std::vector<std::pair<const char*, double>> StepMetrics() const override { return metrics_; }
   std::vector<std::string> Describe(const TrainingSetup& setup) const override;
+  // The value model's weights into <value_checkpointer.output_dir>/epoch_<N>, in that checkpointer's format.
+  Status SaveCheckpoint(int64_t epoch, const TrainingSetup& setup) override;
 
   models::DecoderImpl& policy() { return *policy_; }
   models::DecoderImpl& reference() { return *reference_; }
@@ -87,6 +90,7 @@ class PpoObjective : public Objective {
   PpoSettings ppo_;
   models::Decoder reference_{nullptr}, value_{nullptr}, reward_{nullptr};
   models::DecoderArgs policy_args_, value_args_;
+  ModelChoice value_choice_;
   OptimizerPtr value_optimizer_;
   std::vector<int64_t> prompt_lengths_;  // by sample index
   int64_t pad_id_ = 0;

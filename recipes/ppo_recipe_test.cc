@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/file_util.h"
 #include "harness/config_store.h"
 #include "recipes/builtin.h"
 #include "recipes/ppo_recipe.h"
@@ -138,6 +139,16 @@ TEST_F(PpoRecipeTest, OptimizerInBackwardTrainsAsThePlainStepDoes) {
   ASSERT_EQ(plain.summary["losses"].size(), 3u);
   EXPECT_EQ(stepped.summary["losses"], plain.summary["losses"]);
   EXPECT_NE(stepped.printed.find("optimizer stepped inside backward"), std::string::npos) << stepped.printed;
+}
+
+TEST_F(PpoRecipeTest, AnEpochsCheckpointHoldsThePolicyAndTheValueModel) {
+  const InProcessRun run = Run({"max_steps_per_epoch=1", "save_checkpoints=True"});
+  for (const char* model : {"policy", "value"}) {
+    const std::string file = run.output_dir + "/" + model + "/epoch_0/model.safetensors";
+    EXPECT_TRUE(PathExists(file)) << file << "\n" << run.printed;
+  }
+  EXPECT_NE(run.printed.find("Saved the value model " + run.output_dir + "/value/epoch_0"), std::string::npos)
+      << run.printed;
 }
 
 TEST_F(PpoRecipeTest, TorchtunesConfigAndTheTinyOneValidate) {

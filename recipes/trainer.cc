@@ -340,6 +340,7 @@ Status Trainer::SaveCheckpoint(int64_t epoch, int64_t global_step) {
     TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
                                       recipe_.kind == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
     progress_.End("Saved checkpoint " + dir + " (" + FormatBytes(FolderFileBytes(dir)) + ")");
+    TM_RETURN_IF_ERROR(objective_->SaveCheckpoint(epoch, SetupView()));
   }
   parallel_.EndSave();
   return Status::OK();

@@ -102,6 +102,9 @@ class Objective {
   // Around each optimizer step's micro-batches: EndStep runs on every rank (it may sum over them), logged or not.
   virtual void StartStep() {}
   virtual void EndStep(const Parallelism& parallel) {}
+  // After the loop saved the policy's checkpoint of `epoch` (the lead process only): what else the objective trains
+  // (PPO's value model), saved beside it.
+  virtual Status SaveCheckpoint(int64_t epoch, const TrainingSetup& setup) { return Status::OK(); }
   // The step's metrics by torchtune's names, logged beside the loss.
   virtual std::vector<std::pair<const char*, double>> StepMetrics() const { return {}; }
   // Lines printed once before the first step, after the run's own ("Training ... on cpu").
