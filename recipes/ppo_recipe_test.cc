@@ -172,6 +172,7 @@ TEST_F(PpoRecipeTest, BadPpoKeysAreNamed) {
       {"stop_token_ids=[eos]", "stop_token_ids", "list of token ids"},
       {"reward_and_value_model.vocab_size=300", "reward_and_value_model", "not the policy's (512)"},
       {"resume_from_checkpoint=True", "resume_from_checkpoint", "not implemented"},
+      {"optimizer_in_bwd=True", "optimizer_in_bwd", "gradient_accumulation_steps=1"},
   };
   for (const Case& c : cases) {
     const std::vector<Problem> problems = Problems("tiny/ppo_single_device", {"device=cpu", c.override_});
@@ -181,6 +182,18 @@ TEST_F(PpoRecipeTest, BadPpoKeysAreNamed) {
     }
     EXPECT_TRUE(found) << c.override_ << ": no problem at " << c.key << " saying '" << c.says << "'; got "
                        << (problems.empty() ? std::string("none") : problems.front().ToString());
+  }
+}
+
+// The shared checks read the policy as the loop's `model`; what they find is reported at policy_model, where the
+// config writes it.
+TEST_F(PpoRecipeTest, ThePolicysProblemsAreNamedAtPolicyModel) {
+  const std::vector<Problem> problems =
+      Problems("llama2/1B_full_ppo_low_memory_single_device", {"device=cpu", "policy_model.num_heads=3"});
+  ASSERT_FALSE(problems.empty());
+  for (const Problem& p : problems) {
+    EXPECT_EQ(p.key.rfind("policy_model", 0), 0u) << p.ToString();
+    EXPECT_NE(p.where.find("1B_full_ppo_low_memory_single_device.yaml"), std::string::npos) << p.ToString();
   }
 }
 
