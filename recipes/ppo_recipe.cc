@@ -336,6 +336,12 @@ double PpoObjective::StepFlops(int64_t rows, int64_t context) const {
 Status PpoObjective::Step(StepContext& step) {
   const torch::Tensor prompts = LeftPadded(step.batch()).to(device_);
   const int64_t rows = prompts.size(0), context = prompts.size(1);
+  if (context + ppo_.max_generated_tokens > policy_args_.max_seq_len) {
+    return Status::InvalidArgument(
+        "step " + std::to_string(step.global_step + 1) + ": prompts of " + std::to_string(context) + " tokens and " +
+        std::to_string(ppo_.max_generated_tokens) + " generated ones exceed the policy's max_seq_len (" +
+        std::to_string(policy_args_.max_seq_len) + "); lower tokenizer.max_seq_len or max_generated_tokens");
+  }
   std::vector<Trajectory> parts;
   for (int64_t start = 0; start < rows; start += ppo_.forward_batch_size) {
     parts.push_back(Generate(prompts.narrow(0, start, std::min(ppo_.forward_batch_size, rows - start))));

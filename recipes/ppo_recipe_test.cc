@@ -151,6 +151,17 @@ TEST_F(PpoRecipeTest, AnEpochsCheckpointHoldsThePolicyAndTheValueModel) {
       << run.printed;
 }
 
+TEST_F(PpoRecipeTest, ResponsesLongerThanThePolicyTakesAreRefusedWithTheFix) {
+  const InProcessRun run = RunInProcess("tiny/ppo_single_device",
+                                        {"device=cpu", "dtype=fp32", "max_generated_tokens=600",
+                                         "output_dir=" + scratch_.path() + "/long"});
+  EXPECT_FALSE(run.status.ok());
+  EXPECT_NE(run.status.message().find("generated ones exceed the policy's max_seq_len (512); lower "
+                                      "tokenizer.max_seq_len or max_generated_tokens"),
+            std::string::npos)
+      << run.status.ToString();
+}
+
 TEST_F(PpoRecipeTest, TorchtunesConfigAndTheTinyOneValidate) {
   for (const char* name : {"llama2/1B_full_ppo_low_memory_single_device", "tiny/ppo_single_device"}) {
     std::vector<Problem> problems = Problems(name, {"device=cpu"});
