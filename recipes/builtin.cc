@@ -10,6 +10,7 @@
 #include "recipes/generate.h"
 #include "recipes/model_components.h"
 #include "recipes/optimizers.h"
+#include "recipes/ppo_recipe.h"
 #include "recipes/qat.h"
 #include "recipes/quantize.h"
 #include "recipes/vision_components.h"
@@ -37,6 +38,7 @@ Status RegisterBuiltins(Registry* registry) {
   }
   // torchtune has QAT with LoRA across ranks only.
   TM_RETURN_IF_ERROR(registry->AddRecipe(QatRecipe(TrainKind::kLora, RecipeLaunch::kRanks)));
+  TM_RETURN_IF_ERROR(registry->AddRecipe(PpoRecipe()));
   for (const char* name : {"generate", "dev/generate_v2", "dev/generate_v2_distributed"}) TM_RETURN_IF_ERROR(registry->AddRecipe(GenerateRecipe(name)));
   TM_RETURN_IF_ERROR(registry->AddRecipe(QuantizeRecipe()));
   TM_RETURN_IF_ERROR(registry->AddRecipe(EleutherEvalRecipe()));

@@ -24,6 +24,28 @@ void AddDataComponents(std::vector<ComponentSpec>* out) {
   }
 }
 
+namespace {
+
+// torchtune's rlhf.loss.PPOLoss (recipes/ppo.h's PpoLoss).
+ComponentSpec PpoLossComponent() {
+  ComponentSpec ppo;
+  ppo.name = "tune_matrix.rlhf.loss.PPOLoss";
+  ppo.aliases = {"torchtune.rlhf.loss.PPOLoss", "torchtune.modules.rlhf.loss.PPOLoss"};
+  ppo.kind = "ppo_loss";
+  ppo.doc = "proximal policy optimization: the clipped policy loss plus value_coeff x the clipped value loss, over "
+            "the response tokens (torchtune's PPOLoss; recipes/ppo.h)";
+  ppo.params = {AtLeast(Field("epsilon", FieldType::kFloat, "0.1",
+                              "the policy's probability ratio to its generating self is clipped to 1 +- epsilon"),
+                        0),
+                AtLeast(Field("value_clip_range", FieldType::kFloat, "0.2",
+                              "new values are clipped to the generating step's +- this"),
+                        0),
+                AtLeast(Field("value_coeff", FieldType::kFloat, "0.1", "weight of the value loss"), 0)};
+  return ppo;
+}
+
+}  // namespace
+
 void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   ComponentSpec cosine;
   cosine.name = "tune_matrix.training.lr_schedulers.get_cosine_schedule_with_warmup";
@@ -92,6 +114,8 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
                                0),
                        1)};
   out->push_back(dpo);
+
+  out->push_back(PpoLossComponent());
 
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";

@@ -10,8 +10,8 @@
 // (EstimateAdvantages), and then trains the policy and the value model for ppo_epochs on mini-batches with the
 // clipped losses (PpoLoss).
 //
-// The recipe's loop (generation with the KV cache, the four models and their checkpointers) is not here yet;
-// these functions are its math.
+// These functions are its math; the recipe's loop (generation, the four models, the PPO epochs) is
+// recipes/ppo_recipe.h.
 #pragma once
 
 #include <cstdint>

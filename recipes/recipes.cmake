@@ -24,6 +24,7 @@ add_library(tm_recipes
   optimizers.cc
   parallelism.cc
   ppo.cc
+  ppo_recipe.cc
   run_progress.cc
   state_values.cc
   tokenize_cli.cc
@@ -69,5 +70,5 @@ tm_add_test(recipes_builtin_test SOURCES builtin_test.cc model_components_test.c
             run_progress_test.cc train_setup_test.cc vision_components_test.cc
             LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_adamw8bit_test SOURCES adamw8bit_test.cc state_values_test.cc LIBS tm_recipes TORCH LABELS recipes)
-tm_add_test(recipes_ppo_test SOURCES ppo_test.cc LIBS tm_recipes TORCH LABELS recipes)
+tm_add_test(recipes_ppo_test SOURCES ppo_test.cc ppo_recipe_test.cc LIBS tm_recipes TORCH LABELS recipes)
 tm_add_test(recipes_vision_training_test SOURCES vision_training_test.cc LIBS tm_recipes TORCH LABELS recipes)

@@ -86,30 +86,44 @@ FieldSpec DtypeField() {
 
 std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data) {
   const bool pairs = data == TrainingData::kPreferencePairs;
+  const bool prompts = data == TrainingData::kPrompts;
   std::vector<FieldSpec> f = {
       OutputDirField("folder for checkpoints, metrics and the run summary"),
-      ComponentField("model", "model", "the model to fine-tune"),
+      prompts ? ComponentField("policy_model", "model", "the policy: it answers the prompts and is trained")
+              : ComponentField("model", "model", "the model to fine-tune"),
       ComponentField("tokenizer", "tokenizer", "the tokenizer"),
       ComponentField("checkpointer", "checkpointer", "where weights are loaded from and saved to", false),
       Field("resume_from_checkpoint", FieldType::kBool, "False", "continue the run saved in output_dir"),
-      pairs ? ComponentField("dataset", "preference_dataset",
-                             "the preference data: chosen and rejected responses to each prompt "
-                             "(hh_rlhf_helpful_dataset, stack_exchange_paired_dataset)")
-            : ComponentField("dataset", "dataset", "the training data"),
+      pairs     ? ComponentField("dataset", "preference_dataset",
+                                 "the preference data: chosen and rejected responses to each prompt "
+                                 "(hh_rlhf_helpful_dataset, stack_exchange_paired_dataset)")
+      : prompts ? ComponentField("dataset", "dataset", "the prompts (a text_completion_dataset), which the policy answers")
+                : ComponentField("dataset", "dataset", "the training data"),
       SeedField(),
       Field("shuffle", FieldType::kBool, "True", "shuffle the data each epoch"),
       AtLeast(Field("batch_size", FieldType::kInt, "2",
-                    pairs ? "preference pairs per micro-batch (each pair is two rows: chosen and rejected)"
-                          : "samples per micro-batch"),
+                    pairs     ? "preference pairs per micro-batch (each pair is two rows: chosen and rejected)"
+                    : prompts ? "prompts per PPO step (each answered by the policy, then trained on)"
+                              : "samples per micro-batch"),
               1),
       ComponentField("optimizer", "optimizer", "the optimizer"),
       ComponentField("lr_scheduler", "lr_scheduler", "learning-rate schedule", false),
-      pairs ? ComponentField("loss", "preference_loss", "the preference loss (torchtune's rlhf.loss.DPOLoss)")
-            : ComponentField("loss", "loss", "the loss"),
-      AtLeast(Field("epochs", FieldType::kInt, "1", "passes over the data"), 1),
-      Nullable(AtLeast(
-          Field("max_steps_per_epoch", FieldType::kInt, "null", "stop each epoch after this many optimizer steps"), 1)),
-      AtLeast(Field("gradient_accumulation_steps", FieldType::kInt, "1", "micro-batches per optimizer step"), 1),
+      pairs     ? ComponentField("loss", "preference_loss", "the preference loss (torchtune's rlhf.loss.DPOLoss)")
+      : prompts ? ComponentField("loss", "ppo_loss", "the PPO loss (torchtune's rlhf.loss.PPOLoss)")
+                : ComponentField("loss", "loss", "the loss"),
+      prompts ? AtLeast(Field("num_steps", FieldType::kInt, "100",
+                              "prompts to train on; num_steps / batch_size PPO steps"),
+                        1)
+              : AtLeast(Field("epochs", FieldType::kInt, "1", "passes over the data"), 1),
+      Nullable(AtLeast(Field("max_steps_per_epoch", FieldType::kInt, "null",
+                             prompts ? "stop after this many PPO steps (tune-matrix's cells set it); null: "
+                                       "num_steps / batch_size"
+                                     : "stop each epoch after this many optimizer steps"),
+                       1)),
+      AtLeast(Field("gradient_accumulation_steps", FieldType::kInt, "1",
+                    prompts ? "backward passes per PPO mini-batch (ppo_batch_size / this rows each)"
+                            : "micro-batches per optimizer step"),
+              1),
       Nullable(Above(
           Field("clip_grad_norm", FieldType::kFloat, "null", "clip the global gradient norm to this value"), 0)),
       Field("compile", FieldType::kBool, "False", "torch.compile; only False (eager) exists in LibTorch C++"),
@@ -135,8 +149,8 @@ std::vector<FieldSpec> TrainingFields(TrainKind kind, TrainingData data) {
                       "torchtune writes a QLoRA model's dequantised base through an mmap'ed file (for Colab); no "
                       "effect here"));
   }
-  // torchtune's SFT recipes read it (its DPO recipes do not).
-  if (!pairs) {
+  // torchtune's SFT recipes read it (its DPO and PPO recipes do not).
+  if (data == TrainingData::kSamples) {
     f.push_back(Choices(Field("collate_fn", FieldType::kString, "torchtune.data.padded_collate_sft",
                       "how samples become a batch: padded_collate_sft (tokens and labels padded to the longest), or "
                       "padded_collate_tiled_images_and_mask for an image transform's samples (their image tiles, "

@@ -18,7 +18,9 @@ enum class TrainKind { kFull, kLora };
 
 // What a recipe trains on: samples of a dataset (SFT), or preference pairs (chosen and rejected responses to a
 // prompt, the DPO recipes': a preference_dataset and a preference_loss, two rows a pair, no validation).
-enum class TrainingData { kSamples, kPreferencePairs };
+// Or prompts (PPO: a text_completion_dataset's prompts, which the policy answers; the policy is `policy_model`,
+// the run `num_steps` prompts long).
+enum class TrainingData { kSamples, kPreferencePairs, kPrompts };
 
 // Keys every recipe here shares, defined once: output_dir (required; never a system or the home folder), seed
 // (null: a random one, logged), log_level, device (default cuda as torchtune's; a device that cannot train

@@ -92,15 +92,6 @@ std::string FormatLr(double lr) {
   return s.str();
 }
 
-// What one optimizer step measured, summed over its micro-batches and every rank.
-struct StepResult {
-  double loss = 0;
-  int64_t tokens = 0;
-  double flops = 0;
-  std::optional<double> grad_norm;
-  double time_s = 0;
-};
-
 // What the numeric probe reads of the trained weights: the parameters by name in one process; across ranks,
 // whose weights live in flat buffers (recipes/parallelism.h), the tensors this rank's optimizer steps, as
 // "flat.0", "flat.1", ... (the lead's, which its reference run with the same ranks lays out the same way).
@@ -135,9 +126,14 @@ class Trainer {
   Status SetupValidation(RunSummary* summary);
   void DescribeRun(const RunSummary& summary);
   Status Train(RunSummary* summary);
-  // One optimizer step's micro-batches, backward, clipping and step, at `global_step`.
+  // Step `global_step` as the objective runs it (Objective::Step), given the loop's own (MicroBatchStep).
   Status Step(int64_t epoch, int64_t step, int64_t global_step, int64_t first_step, RunSummary* summary,
               StepResult* result);
+  // One optimizer step's micro-batches, backward, clipping and step, at `global_step`.
+  Status MicroBatchStep(int64_t epoch, int64_t step, int64_t global_step, int64_t first_step, RunSummary* summary,
+                        StepResult* result);
+  // An objective's own optimizer step (StepContext::optimizer_step).
+  std::optional<double> OptimizerStep();
   Status LogStep(int64_t epoch, int64_t step, int64_t global_step, int64_t first_step, double lr,
                  const StepResult& r);
   Status Validate(int64_t epoch, int64_t global_step);
@@ -344,6 +340,7 @@ Status Trainer::SaveCheckpoint(int64_t epoch, int64_t global_step) {
     TM_RETURN_IF_ERROR(SaveTrainState(dir, model_.trained, per_param ? *per_param : *optimizer_,
                                       recipe_.kind == TrainKind::kLora, {epoch + 1, global_step, s.seed}));
     progress_.End("Saved checkpoint " + dir + " (" + FormatBytes(FolderFileBytes(dir)) + ")");
+    TM_RETURN_IF_ERROR(objective_->SaveCheckpoint(epoch, SetupView()));
   }
   parallel_.EndSave();
   return Status::OK();
@@ -367,6 +364,34 @@ double Trainer::ValidationLoss() {
 
 Status Trainer::Step(int64_t epoch, int64_t step, int64_t global_step, int64_t first_step, RunSummary* summary,
                      StepResult* r) {
+  StepContext context;
+  context.epoch = epoch;
+  context.step = step;
+  context.global_step = global_step;
+  context.first_step = first_step;
+  context.micro_batches = [=] { return MicroBatchStep(epoch, step, global_step, first_step, summary, r); };
+  context.batch = [=] {
+    return loader_->BatchAtStep(epoch * loader_->size() + step * settings_.gradient_accumulation_steps);
+  };
+  context.optimizer_step = [this] { return OptimizerStep(); };
+  context.result = r;
+  context.summary = summary;
+  return objective_->Step(context);
+}
+
+std::optional<double> Trainer::OptimizerStep() {
+  std::optional<double> norm;
+  if (in_backward_ == nullptr) {
+    norm = parallel_.ReduceAndClip(settings_.clip_grad_norm);
+    optimizer_->step();
+  }
+  parallel_.AfterStep();
+  parallel_.ZeroGrad(*optimizer_);
+  return norm;
+}
+
+Status Trainer::MicroBatchStep(int64_t epoch, int64_t step, int64_t global_step, int64_t first_step,
+                               RunSummary* summary, StepResult* r) {
   const TrainingSettings& s = settings_;
   parallel_.ZeroGrad(*optimizer_);
   std::optional<FirstStepProbe> probe;  // for the numeric check (harness/numeric_probe.h), on every rank
@@ -595,6 +620,23 @@ StatusOr<CellEstimate> EstimatePolicy(const TrainingRecipe& recipe, const Config
   return EstimateFinetune(rows, registry, device, recipe.kind, ranks, sharding);
 }
 
+// `check` on the loop's config (TrainingRecipe::loop_config), its problems at a renamed key moved to the config's.
+CrossCheck OnLoopConfig(CrossCheck check, std::function<Config(const Config&)> view,
+                        std::vector<std::pair<std::string, std::string>> renamed) {
+  return [check = std::move(check), view = std::move(view), renamed = std::move(renamed)](
+             const Config& config, const Registry& registry, const DeviceInfo* device) {
+    std::vector<Problem> problems = check(view(config), registry, device);
+    for (Problem& p : problems) {
+      for (const auto& [loop_key, own_key] : renamed) {
+        if (p.key != loop_key && p.key.rfind(loop_key + ".", 0) != 0) continue;
+        p.key = own_key + p.key.substr(loop_key.size());
+        p.where = config.OriginOf(p.key).ToString();
+      }
+    }
+    return problems;
+  };
+}
+
 }  // namespace
 
 Status RunTraining(const TrainingRecipe& recipe, const Config& config, const RunContext& context) {
@@ -625,22 +667,28 @@ RecipeSpec TrainingRecipeSpec(TrainingRecipe recipe) {
     for (FieldSpec& f : DistributedFields(recipe.data)) r.fields.push_back(std::move(f));
     r.checks.push_back(DistributedChecks);
   }
+  if (recipe.loop_config) {  // the shared checks read the loop's config, and name the config's keys
+    for (CrossCheck& check : r.checks) check = OnLoopConfig(std::move(check), recipe.loop_config, recipe.renamed);
+  }
   for (FieldSpec& f : recipe.fields) r.fields.push_back(std::move(f));
   for (CrossCheck& c : recipe.checks) r.checks.push_back(std::move(c));
   // Every input it lacks and every output it cannot write, named together before anything is built.
-  r.missing_inputs = [kind, extra = recipe.extra_inputs](const Config& config, const Registry& registry) {
-    std::vector<Problem> problems = MissingInputs(config, registry);
+  r.missing_inputs = [kind, extra = recipe.extra_inputs, view = recipe.loop_config](const Config& config,
+                                                                                    const Registry& registry) {
+    const Config loop = view ? view(config) : config;
+    std::vector<Problem> problems = MissingInputs(loop, registry);
     if (extra) {
       for (Problem& p : extra(config, registry)) problems.push_back(std::move(p));
     }
-    for (Problem& p : OutputProblems(config, registry, kind)) problems.push_back(std::move(p));
+    for (Problem& p : OutputProblems(loop, registry, kind)) problems.push_back(std::move(p));
     return problems;
   };
   auto shared = std::make_shared<const TrainingRecipe>(std::move(recipe));
   r.estimate = [shared](const Config& config, const Registry& registry,
                         const DeviceInfo& device) -> StatusOr<CellEstimate> {
     const int ranks = shared->launch == RecipeLaunch::kRanks ? device.traits().matrix_ranks : 1;
-    StatusOr<CellEstimate> e = EstimatePolicy(*shared, config, registry, device, ranks);
+    StatusOr<CellEstimate> e = EstimatePolicy(*shared, shared->loop_config ? shared->loop_config(config) : config,
+                                              registry, device, ranks);
     if (!e.ok() || !shared->extra_estimate) return e;
     StatusOr<CellEstimate> extra = shared->extra_estimate(config, registry, device, ranks);
     if (!extra.ok()) return extra;
@@ -649,7 +697,13 @@ RecipeSpec TrainingRecipeSpec(TrainingRecipe recipe) {
     e->parameters += extra->parameters;
     return e;
   };
-  r.run = [shared](const Config& config, const RunContext& context) { return RunTraining(*shared, config, context); };
+  r.run = [shared](const Config& config, const RunContext& context) {
+    return RunTraining(*shared, shared->loop_config ? shared->loop_config(config) : config, context);
+  };
+  if (shared->cell_overrides) {
+    r.cell_overrides = shared->cell_overrides;
+    return r;
+  }
   // A cell: one epoch of `steps` optimizer steps of one micro-batch each, every step logged, nothing saved.
   r.cell_overrides = [](int steps) -> std::vector<std::string> {
     return {"epochs=1",          "max_steps_per_epoch=" + std::to_string(steps), "gradient_accumulation_steps=1",

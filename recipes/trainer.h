@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,31 @@ struct TrainingSetup {
   RunProgress& progress;
 };
 
+// What one optimizer step of the loop measured, summed over its micro-batches and every rank (a step an objective
+// runs whole: over everything it did).
+struct StepResult {
+  double loss = 0;
+  int64_t tokens = 0;
+  double flops = 0;
+  std::optional<double> grad_norm;
+  double time_s = 0;
+};
+
+// A step of the loop as an objective sees it (Objective::Step).
+struct StepContext {
+  int64_t epoch = 0, step = 0, global_step = 0, first_step = 0;
+  // The loop's own step: gradient_accumulation_steps micro-batches over Loss, clipping and the optimizer's step.
+  std::function<Status()> micro_batches;
+  // The step's batch of the training data (its first micro-batch's).
+  std::function<data::Batch()> batch;
+  // After backward passes: clips (clip_grad_norm) and steps the policy's optimizer, then zeroes the gradients;
+  // with optimizer_in_bwd only zeroes them (each tensor was stepped inside backward). Returns the gradient norm
+  // when one was taken.
+  std::function<std::optional<double>()> optimizer_step;
+  StepResult* result = nullptr;  // what the step measured; the loop times it
+  RunSummary* summary = nullptr;
+};
+
 // What a training recipe optimises. The base class is plain fine-tuning: next-token cross-entropy over the SFT
 // samples of `dataset`; a recipe overrides what it changes. Every rank holds its own objective.
 class Objective {
@@ -70,9 +96,15 @@ class Objective {
   virtual double ExtraFlops(int64_t rows, int64_t length) const { return 0; }
   // Before optimizer step `global_step` (0-based; `first_step` is this run's first, after resuming).
   virtual void BeforeStep(int64_t global_step, int64_t first_step, RunProgress& progress) {}
+  // One step of the loop: by default its micro-batches over Loss (StepContext::micro_batches). An objective that
+  // does more per step (PPO: generation, then several optimizer steps of its own) runs it whole.
+  virtual Status Step(StepContext& step) { return step.micro_batches(); }
   // Around each optimizer step's micro-batches: EndStep runs on every rank (it may sum over them), logged or not.
   virtual void StartStep() {}
   virtual void EndStep(const Parallelism& parallel) {}
+  // After the loop saved the policy's checkpoint of `epoch` (the lead process only): what else the objective trains
+  // (PPO's value model), saved beside it.
+  virtual Status SaveCheckpoint(int64_t epoch, const TrainingSetup& setup) { return Status::OK(); }
   // The step's metrics by torchtune's names, logged beside the loss.
   virtual std::vector<std::pair<const char*, double>> StepMetrics() const { return {}; }
   // Lines printed once before the first step, after the run's own ("Training ... on cpu").
@@ -108,6 +140,13 @@ struct TrainingRecipe {
   std::function<StatusOr<CellEstimate>(const Config& config, const Registry& registry, const DeviceInfo& device,
                                        int ranks)>
       extra_estimate;
+  // The config as the shared loop, its checks and its estimate read it, for a recipe whose torchtune configs name
+  // the loop's keys otherwise (PPO: the policy is `policy_model`, the steps `num_steps`); null: as written. The
+  // problems the shared checks find at a key it renamed are reported at the config's own key (`renamed`).
+  std::function<Config(const Config& config)> loop_config;
+  std::vector<std::pair<std::string, std::string>> renamed;  // {loop's key, config's key}
+  // A matrix cell's overrides for `steps` steps; null: the loop's (one epoch of `steps` single micro-batch steps).
+  std::function<std::vector<std::string>(int steps)> cell_overrides;
   // A fresh objective for one run (one per rank); null: plain fine-tuning (Objective).
   std::function<std::unique_ptr<Objective>()> objective;
 };

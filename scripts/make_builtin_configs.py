@@ -47,7 +47,7 @@ FAMILY_TITLE = {
 
 # Our section order and the one comment each section gets. Keys not named here follow in torchtune's order.
 SECTIONS = [
-    ("Model", ["model"]),
+    ("Model", ["model", "policy_model"]),
     ("Tokenizer", ["tokenizer"]),
     ("Checkpoints", ["checkpointer", "resume_from_checkpoint", "save_adapter_weights_only"]),
     ("Data", ["dataset", "seed", "shuffle", "batch_size", "collate_fn"]),
@@ -63,6 +63,12 @@ SECTIONS = [
     ("Profiling", ["profiler"]),
     ("Distillation", ["teacher_model", "teacher_checkpointer", "kd_loss", "kd_ratio"]),
     ("Preference (DPO)", ["ref_checkpointer"]),
+    ("PPO (RLHF): the models beside the policy", ["reward_and_value_model", "ref_policy_checkpointer",
+                                                  "value_checkpointer", "reward_checkpointer"]),
+    ("PPO (RLHF): steps, generation, rewards and GAE", [
+        "num_steps", "ppo_epochs", "ppo_batch_size", "forward_batch_size", "max_generated_tokens", "temperature",
+        "top_k", "enable_kv_cache", "min_response_length", "penalise_no_eos", "reward_penalty", "stop_token_ids",
+        "whiten_rewards", "gamma", "lmbda", "kl_coeff"]),
     ("Evaluation (EleutherAI's harness)", ["tasks", "limit", "max_seq_length", "batch_size", "enable_kv_cache",
                                            "apply_chat_template", "include_path", "quantizer"]),
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
@@ -137,9 +143,10 @@ EVAL_NOTES = {**KEY_NOTES, "max_seq_len": "null: texts are not cut (max_seq_leng
 
 # The sections each kind of config leaves out: generation and evaluation configs' quantizer loads a quantised
 # model, QAT's fake-quantises; an evaluation's batch_size is the harness's.
+PPO_SECTIONS = ("PPO (RLHF): the models beside the policy", "PPO (RLHF): steps, generation, rewards and GAE")
 SKIPPED = {"training": ("Generation", "Evaluation (EleutherAI's harness)"),
-           "generation": ("Quantisation", "Evaluation (EleutherAI's harness)"),
-           "evaluation": ("Generation", "Quantisation")}
+           "generation": ("Quantisation", "Evaluation (EleutherAI's harness)") + PPO_SECTIONS,
+           "evaluation": ("Generation", "Quantisation") + PPO_SECTIONS}
 
 
 def body(cfg, generation=False, evaluation=False):
@@ -193,8 +200,13 @@ def torchtune_config(root, name):
     path = os.path.join(root, "recipes", "configs", name + ".yaml")
     raw = open(path, encoding="utf-8").read()
     cfg = yaml.safe_load(raw)
-    m = re.search(r"tune download (\S+)", raw)
-    return cfg, (m.group(1) if m else None)
+    # The download into the policy's checkpoint folder when the config fetches several models (PPO's reward model).
+    ckpt_dir = str(cfg.get("checkpointer", {}).get("checkpoint_dir", "")).rstrip("/")
+    downloads = re.findall(r"tune download (\S+)(?: --output-dir (\S+))?", raw)
+    for repo, out in downloads:
+        if out and out.rstrip("/") == ckpt_dir:
+            return cfg, repo
+    return cfg, (downloads[0][0] if downloads else None)
 
 
 def generation_head(title, what, name, recipe, repo, ckpt_dir):
@@ -311,6 +323,7 @@ def mirrored(root, source, name, recipe, configs_dir):
     quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
     kind = "full"
     dpo = "_dpo_" in recipe
+    ppo = recipe.startswith("ppo")
     if recipe.startswith("lora") or recipe.startswith("qat_lora"):
         kind = ("QDoRA" if quantized else "DoRA") if model.get("use_dora") else ("QLoRA" if quantized else "LoRA")
     training = ("quantisation-aware training (int8 activations, int4 weights)" if recipe.startswith("qat")
@@ -322,7 +335,8 @@ def mirrored(root, source, name, recipe, configs_dir):
     head = [
         (f"# {FAMILY_TITLE[family]} {size}: LoRA knowledge distillation {where}, with the values of torchtune's"
          if distill else f"# {FAMILY_TITLE[family]} {size}: {kind} DPO (direct preference optimization) {where}, with the values of torchtune's"
-         if dpo else f"# {FAMILY_TITLE[family]} {size}: {kind} {training} {where}, with the values of torchtune's"),
+         if dpo else f"# {FAMILY_TITLE[family]} {size}: full PPO (RLHF against a reward model) {where}, with the values of torchtune's"
+         if ppo else f"# {FAMILY_TITLE[family]} {size}: {kind} {training} {where}, with the values of torchtune's"),
         f"# {source} config (model, tokenizer, data, optimizer, schedule, memory settings).",
         "#",
         "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
