@@ -456,6 +456,16 @@ StatusOr<CellEstimate> RecipeSpec::Estimate(const Config& config, const Registry
   }
 }
 
+const char* RecipeTaskName(RecipeTask task) {
+  switch (task) {
+    case RecipeTask::kTrain: return "train";
+    case RecipeTask::kGenerate: return "generate";
+    case RecipeTask::kQuantize: return "quantize";
+    case RecipeTask::kEvaluate: return "evaluate";
+  }
+  return "train";
+}
+
 int RecipeSpec::CellRanks(const DeviceTypeTraits& traits) const {
   return launches_ranks() ? traits.matrix_ranks : 1;
 }

@@ -161,6 +161,13 @@ using CellEstimator =
 // `tune run --nproc_per_node N` or torchrun launches.
 enum class RecipeLaunch { kOneProcess, kRanks };
 
+// What a recipe does. `tune ls --json` exports it with the training recipes' traits (RecipeSpec), so scripts
+// (scripts/make_builtin_configs.py, which writes each config's heading and a tiny config's keys) read what a
+// recipe is instead of guessing it from its name.
+enum class RecipeTask { kTrain, kGenerate, kQuantize, kEvaluate };
+// "train", "generate", "quantize", "evaluate".
+const char* RecipeTaskName(RecipeTask task);
+
 struct RecipeSpec {
   std::string name;                  // "lora_finetune_single_device"
   std::string doc;
@@ -177,6 +184,14 @@ struct RecipeSpec {
   // The overrides that make a run of this recipe a short matrix cell of `steps` optimizer steps, besides
   // device= and output_dir= (which every recipe takes). Empty: cells run the config as written.
   std::function<std::vector<std::string>(int steps)> cell_overrides;
+  // What it does, as `tune ls --json` exports it (RecipeTask above).
+  RecipeTask task = RecipeTask::kTrain;
+  // A training recipe's traits (empty for the rest): what it trains ("full": every weight; "lora": adapters), on
+  // what ("samples"; "preference_pairs": chosen and rejected answers; "prompts": questions it answers itself), and
+  // its objective, which says what its configs hold beside the model, data and optimizer ("fine-tuning": nothing;
+  // "knowledge_distillation": a teacher; "dpo": a reference; "qat": a fake quantizer; "ppo": reward and value
+  // models and a reference policy).
+  std::string trains, data, objective;
 
   // `estimate` of the config on `device`, made safe to call: a recipe without one predicts nothing (an empty
   // CellEstimate), and an exception escaping it (a bug of the estimate, never a verdict on the config) becomes

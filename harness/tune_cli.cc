@@ -119,7 +119,16 @@ int Ls(const Registry& registry, const std::vector<std::string>& args, std::ostr
         auto [model, params] = ModelOf(registry, c);
         configs.push_back({{"config", c}, {"model", model}, {"parameters", params}});
       }
-      j.push_back({{"recipe", r.name}, {"distributed", r.launches_ranks()}, {"configs", configs}});
+      nlohmann::json fields = nlohmann::json::array();  // its top-level keys
+      for (const FieldSpec& f : r.fields) fields.push_back(f.name);
+      j.push_back({{"recipe", r.name},
+                   {"distributed", r.launches_ranks()},
+                   {"task", RecipeTaskName(r.task)},
+                   {"trains", r.trains},
+                   {"data", r.data},
+                   {"objective", r.objective},
+                   {"fields", fields},
+                   {"configs", configs}});
     }
     out << DumpJson(j, 2) << "\n";
     return kExitOk;

@@ -46,6 +46,36 @@ TEST(BuiltinTest, EveryDefaultParsesAndObeysItsOwnConstraints) {
   }
 }
 
+// What each recipe is, as `tune ls --json` exports it for the config generator (issue 51: never guessed from a
+// recipe's name).
+TEST(BuiltinTest, EveryRecipeSaysWhatItDoes) {
+  const Registry& registry = BuiltinRegistry();
+  auto traits = [&](const std::string& name) {
+    const RecipeSpec* r = registry.FindRecipe(name);
+    EXPECT_NE(r, nullptr) << name;
+    return r == nullptr ? std::string("?")
+                        : std::string(RecipeTaskName(r->task)) + " " + r->trains + " " + r->data + " " + r->objective;
+  };
+  EXPECT_EQ(traits("full_finetune_single_device"), "train full samples fine-tuning");
+  EXPECT_EQ(traits("lora_finetune_distributed"), "train lora samples fine-tuning");
+  EXPECT_EQ(traits("knowledge_distillation_single_device"), "train lora samples knowledge_distillation");
+  EXPECT_EQ(traits("lora_dpo_single_device"), "train lora preference_pairs dpo");
+  EXPECT_EQ(traits("full_dpo_distributed"), "train full preference_pairs dpo");
+  EXPECT_EQ(traits("qat_lora_finetune_distributed"), "train lora samples qat");
+  EXPECT_EQ(traits("qat_single_device"), "train full samples qat");
+  EXPECT_EQ(traits("ppo_full_finetune_single_device"), "train full prompts ppo");
+  EXPECT_EQ(traits("generate"), "generate   ");
+  EXPECT_EQ(traits("dev/generate_v2_distributed"), "generate   ");
+  EXPECT_EQ(traits("quantize"), "quantize   ");
+  EXPECT_EQ(traits("eleuther_eval"), "evaluate   ");
+  // Every training recipe states all three traits; nothing else states any.
+  for (const RecipeSpec& r : registry.recipes()) {
+    const bool training = r.task == RecipeTask::kTrain;
+    EXPECT_EQ(!r.trains.empty() && !r.data.empty() && !r.objective.empty(), training) << r.name;
+    EXPECT_EQ(r.trains.empty() && r.data.empty() && r.objective.empty(), !training) << r.name;
+  }
+}
+
 class SchemaTest : public ::testing::Test {
  protected:
   StatusOr<Config> Load(const std::string& name, const std::vector<std::string>& overrides) {

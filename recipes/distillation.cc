@@ -89,6 +89,7 @@ RecipeSpec KnowledgeDistillationRecipe(RecipeLaunch launch) {
           "frozen teacher's next-token distribution";
   r.kind = TrainKind::kLora;
   r.launch = launch;
+  r.objective_name = "knowledge_distillation";
   r.fields.push_back(ComponentField("teacher_model", "model", "the frozen teacher; its vocabulary is the student's"));
   r.fields.push_back(
       ComponentField("teacher_checkpointer", "checkpointer", "where the teacher's weights are loaded from", false));

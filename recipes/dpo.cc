@@ -129,6 +129,7 @@ RecipeSpec DpoRecipe(TrainKind kind, RecipeLaunch launch) {
   r.kind = kind;
   r.launch = launch;
   r.data = TrainingData::kPreferencePairs;
+  r.objective_name = "dpo";
   if (!lora) {
     r.fields.push_back(ComponentField(
         "ref_checkpointer", "checkpointer",

@@ -529,6 +529,7 @@ std::vector<Loglikelihood> ComputeLoglikelihoods(models::DecoderImpl& model,
 RecipeSpec EleutherEvalRecipe() {
   RecipeSpec r;
   r.name = "eleuther_eval";
+  r.task = RecipeTask::kEvaluate;
   r.doc =
       "a model scored on EleutherAI's harness tasks (truthfulqa_mc1, truthfulqa_mc2 by log-likelihood; wikitext's "
       "rolling perplexity) as lm-evaluation-harness 0.4.8 scores them, on shipped task samples: scores and tokens/s";

@@ -657,6 +657,7 @@ RecipeSpec GenerateRecipe(const std::string& name) {
   const Flavor flavor = FlavorOf(name);
   RecipeSpec r;
   r.name = name;
+  r.task = RecipeTask::kGenerate;
   if (flavor == Flavor::kV2Distributed) {
     r.doc = "generation across ranks (tune run --nproc_per_node N), tensor parallel: each rank holds a share of "
             "every layer's heads and MLP; KV cache, greedy or sampled decoding";

@@ -527,6 +527,7 @@ RecipeSpec PpoRecipe(std::function<std::unique_ptr<Objective>()> objective) {
           "the policy and a value model train on the clipped PPO losses with a KL penalty to a frozen reference";
   r.kind = TrainKind::kFull;
   r.data = TrainingData::kPrompts;
+  r.objective_name = "ppo";
   r.fields = PpoFields();
   r.checks.push_back(PpoChecks);
   r.loop_config = PpoLoopConfig;

@@ -52,6 +52,7 @@ RecipeSpec QatRecipe(TrainKind kind, RecipeLaunch launch) {
           (distributed ? "across ranks" : "on one device") + "; the saved model is unquantised";
   r.kind = kind;
   r.launch = launch;
+  r.objective_name = "qat";
   r.fields.push_back(ComponentField("quantizer", "qat_quantizer",
                                     "the fake quantisation (torchao's Int8DynActInt4WeightQATQuantizer)"));
   r.fields.push_back(Nullable(AtLeast(Field("fake_quant_after_n_steps", FieldType::kInt, "null",

@@ -174,6 +174,7 @@ std::string QuantizedCheckpointPath(const Config& config) {
 RecipeSpec QuantizeRecipe() {
   RecipeSpec r;
   r.name = "quantize";
+  r.task = RecipeTask::kQuantize;
   r.doc = "post-training quantisation of a model to int8 dynamic activations and int4 weights (8da4w), written as "
           "a checkpoint the generation recipes load with the same quantizer";
   r.launch = RecipeLaunch::kOneProcess;

@@ -659,6 +659,12 @@ RecipeSpec TrainingRecipeSpec(TrainingRecipe recipe) {
   r.name = recipe.name;
   r.doc = recipe.doc;
   r.launch = recipe.launch;
+  r.task = RecipeTask::kTrain;
+  r.trains = kind == TrainKind::kLora ? "lora" : "full";
+  r.data = recipe.data == TrainingData::kPreferencePairs ? "preference_pairs"
+            : recipe.data == TrainingData::kPrompts     ? "prompts"
+                                                         : "samples";
+  r.objective = recipe.objective_name;
   r.configs = ManifestConfigsOf(BuiltinConfigManifest(), r.name);
   r.fields = TrainingFields(kind, recipe.data);
   r.checks = {TrainingChecks, ModelSizeChecks};

@@ -128,6 +128,9 @@ struct TrainingRecipe {
   TrainKind kind = TrainKind::kFull;
   RecipeLaunch launch = RecipeLaunch::kOneProcess;
   TrainingData data = TrainingData::kSamples;
+  // Its objective's name, for `tune ls --json` (RecipeSpec::objective): "fine-tuning", "knowledge_distillation",
+  // "dpo", "qat", "ppo".
+  std::string objective_name = "fine-tuning";
   // Schema fields and checks beside the shared ones (train_schema.h's, the distributed ones when launched as
   // ranks), appended after them.
   std::vector<FieldSpec> fields;

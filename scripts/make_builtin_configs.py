@@ -7,15 +7,21 @@ configs/MANIFEST (name, recipe and source of every built-in config), which recip
 is committed under configs/. Tests never run it.
 
     python3 -m venv /tmp/genvenv && /tmp/genvenv/bin/pip install pyyaml
-    /tmp/genvenv/bin/python scripts/make_builtin_configs.py /path/to/torchtune   # a pytorch/torchtune checkout
+    /tmp/genvenv/bin/python scripts/make_builtin_configs.py /path/to/torchtune [--tune build/bin/tune]
+
+What each recipe is (its task, whether it launches ranks, what it trains, on what data, its objective) comes from
+`tune ls --json` of a build (default build/bin/tune), never from the recipe's name.
 
 For each config the manifest says comes from torchtune it reads torchtune's values (model and its arguments, tokenizer,
 checkpointer, dataset, optimizer, schedule, memory settings) and writes them in this project's layout, with
 this project's comments; the metadata block of a config that already exists is kept, so its recorded support
 survives until the next matrix run replaces it. Only values are taken from torchtune, no comments.
 """
+import argparse
+import json
 import os
 import re
+import subprocess
 import sys
 import textwrap
 
@@ -74,7 +80,32 @@ SECTIONS = [
     ("Generation", ["prompt", "max_new_tokens", "temperature", "top_k", "enable_kv_cache", "quantizer"]),
     ("Quantisation", ["quantizer", "fake_quant_after_n_steps"]),
 ]
-GENERATION_RECIPES = ("generate", "dev/generate_v2", "dev/generate_v2_distributed")
+
+
+
+class Recipe:
+    """A recipe as `tune ls --json` describes it: name, task ("train", "generate", "quantize", "evaluate"),
+    distributed (launches ranks), and a training recipe's trains ("full", "lora"), data ("samples",
+    "preference_pairs", "prompts") and objective ("fine-tuning", "knowledge_distillation", "dpo", "qat", "ppo")."""
+
+    def __init__(self, entry):
+        self.name = entry["recipe"]
+        self.task = entry["task"]
+        self.distributed = entry["distributed"]
+        self.trains, self.data, self.objective = entry["trains"], entry["data"], entry["objective"]
+        self.fields = set(entry["fields"])  # its top-level config keys
+
+    def __str__(self):
+        return self.name
+
+
+def read_recipes(tune):
+    """Every recipe of `tune ls --json`, by name."""
+    listed = subprocess.run([tune, "ls", "--json"], capture_output=True, text=True)
+    if listed.returncode != 0:
+        sys.exit(f"{tune} ls --json failed ({listed.returncode}): {listed.stderr.strip()}; build it first "
+                 "(scripts/build.sh) or pass --tune")
+    return {entry["recipe"]: Recipe(entry) for entry in json.loads(listed.stdout)}
 # Our own one-line notes on keys a reader most often changes.
 KEY_NOTES = {
     "lora_rank": "adapter rank: higher trains more parameters",
@@ -211,7 +242,7 @@ def torchtune_config(root, name):
 
 def generation_head(title, what, name, recipe, repo, ckpt_dir):
     """The comment at the top of a generation config."""
-    launch = "tune run --nproc_per_node 2 " if recipe.endswith("_distributed") else "tune run "
+    launch = "tune run --nproc_per_node 2 " if recipe.distributed else "tune run "
     fetch = [
         "# Weights and tokenizer files are read from checkpointer.checkpoint_dir and the tokenizer's paths; fetch",
         f"# them first, for example: tune download {repo or '<model>'} --output-dir {ckpt_dir.rstrip('/')}",
@@ -289,24 +320,24 @@ def model_title(component):
 def mirrored(root, source, name, recipe, configs_dir):
     cfg, repo = torchtune_config(root, source)
     model = cfg.get("model", {})
-    if recipe == "eleuther_eval":
+    if recipe.task == "evaluate":
         head = eval_head(model_title(model["_component_"]), name, repo,
                          cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
         write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, evaluation=True))
         return
-    if recipe == "quantize":
+    if recipe.task == "quantize":
         family, builder = model["_component_"].split(".")[-2:]
         title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"
         head = quantize_head(title, name, repo or "meta-llama/Llama-2-7b-hf",
                              cfg.get("checkpointer", {}).get("checkpoint_dir", ""))
         write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
         return
-    if recipe in GENERATION_RECIPES:
+    if recipe.task == "generate":
         # torchtune.models.llama2.llama2_7b -> Llama 2 7B
         family, builder = model["_component_"].split(".")[-2:]
         title = f"{FAMILY_TITLE[family]} {builder.split('_')[-1].upper()}"
         where = ("across ranks, each holding a share of every layer (tensor parallel)"
-                 if recipe.endswith("_distributed") else "on one device")
+                 if recipe.distributed else "on one device")
         image = isinstance(cfg.get("prompt", {}).get("user"), dict) and "image" in cfg["prompt"]["user"]
         what = (f"{'generation from an image and a text' if image else 'text generation'} {where}, with the values "
                 f"of torchtune's {source} config." + (" The image must be a local PNG or PPM file (prompt.user.image; a URL "
@@ -317,19 +348,19 @@ def mirrored(root, source, name, recipe, configs_dir):
         return
     family, stem = name.split("/")
     size = stem.split("_")[0]
-    distill = recipe.startswith("knowledge_distillation")
+    distill = recipe.objective == "knowledge_distillation"
     if distill:  # 8B_to_1B_KD_lora_single_device: the teacher's size to the student's
         size = " to ".join(stem.split("_KD")[0].split("_to_"))
     quantized = bool(model.get("quantize_base")) or "qlora_" in str(model.get("_component_", ""))
     kind = "full"
-    dpo = "_dpo_" in recipe
-    ppo = recipe.startswith("ppo")
-    if recipe.startswith("lora") or recipe.startswith("qat_lora"):
+    dpo = recipe.objective == "dpo"
+    ppo = recipe.objective == "ppo"
+    if recipe.trains == "lora" and not distill:
         kind = ("QDoRA" if quantized else "DoRA") if model.get("use_dora") else ("QLoRA" if quantized else "LoRA")
-    training = ("quantisation-aware training (int8 activations, int4 weights)" if recipe.startswith("qat")
+    training = ("quantisation-aware training (int8 activations, int4 weights)" if recipe.objective == "qat"
                 else "fine-tuning")
     ckpt_dir = cfg.get("checkpointer", {}).get("checkpoint_dir", "")
-    distributed = recipe.endswith("distributed")
+    distributed = recipe.distributed
     where = "across ranks (processes, one device each)" if distributed else "on one device"
     launch = "tune run --nproc_per_node 2 " if distributed else "tune run "
     head = [
@@ -366,7 +397,7 @@ def tiny_generation(family, name, recipe, configs_dir):
         "max_new_tokens": 64, "temperature": 0.6, "top_k": 300,
     }
     int4 = name.endswith("_8da4w")
-    if recipe == "generate":
+    if "enable_kv_cache" in recipe.fields:  # generate's; dev/generate_v2 has neither key
         cfg.update({"enable_kv_cache": True, "quantizer": None})
     if int4:
         # The quantize recipe's int4 model: without its checkpoint (a matrix cell) the seed's weights are
@@ -374,7 +405,7 @@ def tiny_generation(family, name, recipe, configs_dir):
         cfg["checkpointer"]["checkpoint_files"] = ["model-8da4w.safetensors"]
         cfg["quantizer"] = {"_component_": "torchtune.training.quantization.Int8DynActInt4WeightQuantizer",
                             "groupsize": 32}
-    if recipe.endswith("_distributed"):
+    if recipe.distributed:
         cfg["tensor_parallel_plan"] = {"_component_": "torchtune.models.llama3.base_llama_tp_plan"}
     if family == "llama3_2_vision":
         # A question on a shipped image (tune-matrix/tiny_vision), through the byte-level vision transform.
@@ -386,7 +417,7 @@ def tiny_generation(family, name, recipe, configs_dir):
             " at a few hundred thousand parameters, so every device is checked in seconds" +
             (", from int4 weights and int8 activations (the checkpoint `tune run quantize --config tiny/quantize` "
              "writes; set checkpointer.checkpoint_dir to its output_dir)" if int4 else "") +
-            (", tensor parallel over ranks." if recipe.endswith("_distributed") else "."))
+            (", tensor parallel over ranks." if recipe.distributed else "."))
     head = generation_head(f"A tiny {FAMILY_TITLE[family]}-shaped model", what, name, recipe, None, "")
     write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg, generation=True))
 
@@ -405,10 +436,10 @@ def vision(cfg, lora):
 
 
 def tiny(family, name, recipe, configs_dir):
-    if recipe in GENERATION_RECIPES:
+    if recipe.task == "generate":
         tiny_generation(family, name, recipe, configs_dir)
         return
-    if recipe == "quantize":
+    if recipe.task == "quantize":
         cfg = {
             "output_dir": f"/tmp/tune_matrix/{name}",
             "model": {"_component_": f"tune_matrix.models.tiny_{family}"},
@@ -422,11 +453,11 @@ def tiny(family, name, recipe, configs_dir):
         head = quantize_head(f"A tiny {FAMILY_TITLE[family]}-shaped model", name, None, "")
         write(os.path.join(configs_dir, name + ".yaml"), "\n".join(head) + "\n" + body(cfg))
         return
-    distill = recipe.startswith("knowledge_distillation")
-    qat = recipe.startswith("qat")
-    dpo = "_dpo_" in recipe
-    lora = recipe.startswith("lora_") or recipe.startswith("qat_lora") or distill
-    distributed = recipe.endswith("_distributed")
+    distill = recipe.objective == "knowledge_distillation"
+    qat = recipe.objective == "qat"
+    dpo = recipe.objective == "dpo"
+    lora = recipe.trains == "lora"
+    distributed = recipe.distributed
     model = {"_component_": f"tune_matrix.models.{'lora_' if lora else ''}tiny_{family}"}
     if lora:
         model.update({"lora_attn_modules": ["q_proj", "v_proj", "output_proj"], "apply_lora_to_mlp": True,
@@ -502,14 +533,21 @@ def tiny(family, name, recipe, configs_dir):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_builtin_configs.py TORCHTUNE_CHECKOUT")
-    root = sys.argv[1]
+    parser = argparse.ArgumentParser(description="Writes the built-in configs configs/MANIFEST lists.")
+    parser.add_argument("torchtune", help="a pytorch/torchtune checkout")
+    parser.add_argument("--tune", default=os.path.join(os.path.dirname(MANIFEST), "..", "build", "bin", "tune"),
+                        help="the tune binary whose `tune ls --json` says what each recipe is (default build/bin/tune)")
+    args = parser.parse_args()
+    root = args.torchtune
+    recipes = read_recipes(args.tune)
     configs_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
     count = 0
-    for name, recipe, source in read_manifest():
+    for name, recipe_name, source in read_manifest():
         if source == "hand":
             continue
+        if recipe_name not in recipes:
+            sys.exit(f"{MANIFEST}: '{name}' names recipe '{recipe_name}', which `tune ls --json` does not list")
+        recipe = recipes[recipe_name]
         if source == "torchtune" or source.startswith("torchtune:"):
             mirrored(root, source.partition(":")[2] or name, name, recipe, configs_dir)
         elif source.startswith("tiny:"):

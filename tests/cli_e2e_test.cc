@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,6 +46,33 @@ TEST_F(CliTest, LsListsEveryRecipeAndConfig) {
                         "gemma2/2B_lora_single_device", "tiny/full_single_device", "tiny/phi3_lora_single_device"}) {
     EXPECT_NE(r.output.find(std::string("  ") + c + "\n"), std::string::npos) << c;
   }
+}
+
+// `tune ls --json`: each recipe with what it is (what scripts/make_builtin_configs.py reads) and its configs.
+TEST_F(CliTest, LsJsonSaysWhatEachRecipeIs) {
+  Result r = Exec({kTune, "ls", "--json"});
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json listed = nlohmann::json::parse(r.output);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const nlohmann::json& recipe : listed) by_name[recipe["recipe"].get<std::string>()] = recipe;
+  ASSERT_TRUE(by_name.count("lora_dpo_distributed")) << r.output;
+  const nlohmann::json& dpo = by_name["lora_dpo_distributed"];
+  EXPECT_EQ(dpo["distributed"], true);
+  EXPECT_EQ(dpo["task"], "train");
+  EXPECT_EQ(dpo["trains"], "lora");
+  EXPECT_EQ(dpo["data"], "preference_pairs");
+  EXPECT_EQ(dpo["objective"], "dpo");
+  const nlohmann::json& generate = by_name["generate"];
+  EXPECT_EQ(generate["task"], "generate");
+  EXPECT_EQ(generate["objective"], "");
+  // Its top-level keys: generate's own enable_kv_cache, which dev/generate_v2 lacks.
+  auto has = [](const nlohmann::json& list, const char* key) { return std::find(list.begin(), list.end(), key) != list.end(); };
+  EXPECT_TRUE(has(generate["fields"], "enable_kv_cache")) << generate.dump();
+  EXPECT_FALSE(has(by_name["dev/generate_v2"]["fields"], "enable_kv_cache"));
+  EXPECT_TRUE(has(dpo["fields"], "output_dir"));
+  EXPECT_NE(std::find(generate["configs"].begin(), generate["configs"].end(), "tiny/llama3_generation"),
+            generate["configs"].end())
+      << generate.dump();
 }
 
 TEST_F(CliTest, ValidateBuiltinConfigsOnCpu) {
@@ -221,29 +249,30 @@ TEST_F(CliTest, ACellTakesThePeaksAQuietRunKeptAtItsThreads) {
 
 TEST_F(CliTest, ValidateTellsWhichRecipeAConfigIsFor) {
   // A torchtune config of a recipe tune-matrix lacks is named as such, not checked against another recipe.
-  std::string ppo = dir_ + "/7B_full_ppo_low_memory.yaml";
-  ASSERT_TRUE(WriteFileAtomically(ppo,
+  std::string early = dir_ + "/7B_full_early_exit.yaml";
+  ASSERT_TRUE(WriteFileAtomically(early,
                                   "# To launch, run the following command from root:\n"
-                                  "#   tune run ppo_full_finetune_single_device --config "
-                                  "mistral/7B_full_ppo_low_memory\noutput_dir: /tmp/x\n")
+                                  "#   tune run --nproc_per_node 8 dev/early_exit_finetune_distributed --config "
+                                  "llama2/7B_full_early_exit\noutput_dir: /tmp/x\n")
                   .ok());
-  Result r = Exec({kTune, "validate", ppo});
+  Result r = Exec({kTune, "validate", early});
   EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'ppo_full_finetune_single_device' (from its comment "
-                          "`#   tune run ppo_full_finetune_single_device"),
+  EXPECT_NE(r.output.find("this config is for torchtune's recipe 'dev/early_exit_finetune_distributed' (from its "
+                          "comment `#   tune run --nproc_per_node 8 dev/early_exit_finetune_distributed"),
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("which tune-matrix does not implement (implemented: full_finetune_single_device, "
                           "lora_finetune_single_device, knowledge_distillation_single_device, qat_single_device, "
                           "lora_dpo_single_device, full_finetune_distributed, lora_finetune_distributed, "
                           "knowledge_distillation_distributed, qat_distributed, lora_dpo_distributed, "
-                          "full_dpo_distributed, qat_lora_finetune_distributed, generate, dev/generate_v2, "
-                          "dev/generate_v2_distributed, quantize, eleuther_eval)"),
+                          "full_dpo_distributed, qat_lora_finetune_distributed, ppo_full_finetune_single_device, "
+                          "generate, dev/generate_v2, dev/generate_v2_distributed, quantize, eleuther_eval)"),
             std::string::npos)
       << r.output;
-  r = Exec({kTune, "validate", ppo, "--recipe", "ppo_full_finetune_single_device"});
+  r = Exec({kTune, "validate", early, "--recipe", "dev/early_exit_finetune_distributed"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("recipe 'ppo_full_finetune_single_device' is torchtune's, but tune-matrix does not implement it"),
+  EXPECT_NE(r.output.find("recipe 'dev/early_exit_finetune_distributed' is torchtune's, but tune-matrix does not "
+                          "implement it"),
             std::string::npos)
       << r.output;
   // A copied config is checked against the recipe its comment names, and says so.
@@ -345,8 +374,8 @@ TEST_F(CliTest, BadInputsExitTwoWithOneClearMessageAndChangeNoFile) {
       {{kTune, "cat", "tiny/lora_single_device", "nokey"}, "override 'nokey': expected key=value"},
       {{kTune, "run", "lora_finetune_single_devise", "--config", "tiny/lora_single_device"},
        "unknown recipe 'lora_finetune_single_devise'; did you mean 'lora_finetune_single_device'?"},
-      {{kTune, "run", "ppo_full_finetune_single_device", "--config", "tiny/lora_single_device"},
-       "recipe 'ppo_full_finetune_single_device' is torchtune's, but tune-matrix does not implement it"},
+      {{kTune, "run", "dev/grpo_full_finetune_distributed", "--config", "tiny/lora_single_device"},
+       "recipe 'dev/grpo_full_finetune_distributed' is torchtune's, but tune-matrix does not implement it"},
       {{kTune, "validate", "tiny/lora_single_device", "device=gpu"},
        "tiny/lora_single_device is not valid for recipe lora_finetune_single_device on device 'gpu' (1 problem)"},
       {{kTune, "validate", "tiny/lora_single_device", "device=gpu"}, "unknown device 'gpu'; did you mean 'cuda'?"},
