@@ -4,8 +4,11 @@
 
 namespace tmx {
 
-const std::vector<TorchtuneRecipe>& TorchtuneRecipes() {
-  static const std::vector<TorchtuneRecipe> recipes = {
+namespace {
+
+// The GRPO, fine-tuning and LoRA recipes.
+std::vector<TorchtuneRecipe> FinetuningRecipes() {
+  return {
       {"dev/grpo_full_finetune_distributed", true,
        {"dev/3B_full_grpo", "dev/qwen3B_sync_grpo"}},
       {"dev/async_grpo_full_finetune_distributed", false,
@@ -42,6 +45,12 @@ const std::vector<TorchtuneRecipe>& TorchtuneRecipes() {
         "qwen2_5/14B_lora_single_device", "llama3_2_vision/11B_lora_single_device",
         "llama3_2_vision/11B_qlora_single_device", "qwen3/0.6B_lora_single_device", "qwen3/1.7B_lora_single_device",
         "qwen3/4B_lora_single_device", "qwen3/8B_lora_single_device", "qwen3/14B_lora_single_device"}},
+  };
+}
+
+// Preference, PPO, generation, evaluation, quantisation, QAT and distillation recipes.
+std::vector<TorchtuneRecipe> OtherRecipes() {
+  return {
       {"lora_dpo_single_device", false,
        {"llama2/7B_lora_dpo_single_device", "llama3_1/8B_lora_dpo_single_device"}},
       {"lora_dpo_distributed", true,
@@ -89,6 +98,16 @@ const std::vector<TorchtuneRecipe>& TorchtuneRecipes() {
       {"knowledge_distillation_distributed", true,
        {"qwen2/1.5_to_0.5B_KD_lora_distributed", "llama3_2/8B_to_1B_KD_lora_distributed"}},
   };
+}
+
+}  // namespace
+
+const std::vector<TorchtuneRecipe>& TorchtuneRecipes() {
+  static const std::vector<TorchtuneRecipe> recipes = [] {
+    std::vector<TorchtuneRecipe> all = FinetuningRecipes();
+    for (TorchtuneRecipe& r : OtherRecipes()) all.push_back(std::move(r));
+    return all;
+  }();
   return recipes;
 }
 

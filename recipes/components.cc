@@ -46,7 +46,10 @@ ComponentSpec PpoLossComponent() {
 
 }  // namespace
 
-void AddTrainingComponents(std::vector<ComponentSpec>* out) {
+namespace {
+
+// The learning-rate schedule and the training loss.
+void AddScheduleAndLoss(std::vector<ComponentSpec>* out) {
   ComponentSpec cosine;
   cosine.name = "tune_matrix.training.lr_schedulers.get_cosine_schedule_with_warmup";
   cosine.aliases = {"torchtune.training.lr_schedulers.get_cosine_schedule_with_warmup",
@@ -67,7 +70,10 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   ce.params = {AtLeast(Field("num_output_chunks", FieldType::kInt, "8", "accepted for torchtune compatibility"), 1),
                Field("ignore_index", FieldType::kInt, "-100", "label value excluded from the loss")};
   out->push_back(ce);
+}
 
+// Knowledge distillation's loss.
+void AddDistillationLoss(std::vector<ComponentSpec>* out) {
   ComponentSpec kd;
   kd.name = "tune_matrix.modules.loss.ForwardKLLoss";
   kd.aliases = {"torchtune.modules.loss.ForwardKLWithChunkedOutputLoss", "torchtune.modules.loss.ForwardKLLoss"};
@@ -77,7 +83,10 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   kd.params = {AtLeast(Field("num_output_chunks", FieldType::kInt, "8", "accepted for torchtune compatibility"), 1),
                Field("ignore_index", FieldType::kInt, "-100", "label value excluded from the loss")};
   out->push_back(kd);
+}
 
+// QAT's fake quantizer and post-training quantisation's.
+void AddQuantizers(std::vector<ComponentSpec>* out) {
   ComponentSpec qat;
   qat.name = "tune_matrix.training.quantization.Int8DynActInt4WeightQATQuantizer";
   qat.aliases = {"torchtune.training.quantization.Int8DynActInt4WeightQATQuantizer",
@@ -97,7 +106,10 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
             "activations (the quantize recipe writes it; generation loads it)";
   ptq.params = qat.params;
   out->push_back(ptq);
+}
 
+// DPO's and PPO's losses.
+void AddPreferenceLosses(std::vector<ComponentSpec>* out) {
   ComponentSpec dpo;
   dpo.name = "tune_matrix.rlhf.loss.DPOLoss";
   // torchtune 0.6's place, and its older torchtune.modules.rlhf.loss.
@@ -116,7 +128,10 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   out->push_back(dpo);
 
   out->push_back(PpoLossComponent());
+}
 
+// The tensor-parallel plan and the metric logger.
+void AddParallelismAndLogging(std::vector<ComponentSpec>* out) {
   ComponentSpec tp;
   tp.name = "tune_matrix.models.tensor_parallel_plan";
   // Llama 4's decoder_only_tp_plan names the same split of the decoder; a mixture of experts is refused when a run
@@ -135,7 +150,10 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   disk.params = {NonEmpty(Field("log_dir", FieldType::kString, "${output_dir}/logs", "folder of metrics.jsonl")),
                  NonEmpty(Field("filename", FieldType::kString, "metrics.jsonl", "file name in log_dir"))};
   out->push_back(disk);
+}
 
+// torchtune's profiler section, timed by ATen operation here.
+void AddProfiler(std::vector<ComponentSpec>* out) {
   ComponentSpec profiler;
   profiler.name = "tune_matrix.training.setup_torch_profiler";
   profiler.aliases = {"torchtune.training.setup_torch_profiler"};
@@ -161,6 +179,15 @@ void AddTrainingComponents(std::vector<ComponentSpec>* out) {
   profiler.params.push_back(Field("output_dir", FieldType::kString, "", "folder of op_profile.txt and .json "
                                                                         "(default <output_dir>/profiler_output)"));
   out->push_back(profiler);
+}
+
+}  // namespace
+
+void AddTrainingComponents(std::vector<ComponentSpec>* out) {
+  for (auto add : {AddScheduleAndLoss, AddDistillationLoss, AddQuantizers, AddPreferenceLosses,
+                   AddParallelismAndLogging, AddProfiler}) {
+    add(out);
+  }
 }
 
 }  // namespace tmx::recipes
